@@ -1,0 +1,25 @@
+# Shared CMake helpers: warning flags for our own targets and one way to register tests.
+
+# Compile options for every target built from hearth's own sources.
+function(hearth_target_options target)
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CXX,C>:-Wall -Wextra -Wshadow -Wnon-virtual-dtor -Wno-missing-field-initializers>
+    $<$<AND:$<BOOL:${HEARTH_WERROR}>,$<COMPILE_LANGUAGE:CXX,C>>:-Werror>)
+  target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR})
+endfunction()
+
+# hearth_test(NAME name SOURCES a.cpp ... LABELS unit|model|vulkan|cuda|slow [LIBS ...] [TIMEOUT s])
+# Registers a GoogleTest binary with ctest under the given labels (../shared/STYLE.md 16).
+function(hearth_test)
+  cmake_parse_arguments(T "" "NAME;TIMEOUT" "SOURCES;LABELS;LIBS" ${ARGN})
+  add_executable(${T_NAME} ${T_SOURCES})
+  hearth_target_options(${T_NAME})
+  target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} hearth_testing GTest::gtest GTest::gtest_main)
+  add_test(NAME ${T_NAME} COMMAND ${T_NAME})
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 600)
+  endif()
+  # gtest's GTEST_SKIP prints "[  SKIPPED ]"; ctest then reports the test as skipped, not passed.
+  set_tests_properties(${T_NAME} PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT}
+    SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
+endfunction()

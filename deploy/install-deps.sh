@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs every build and test dependency of hearth from Debian packages.
+# Idempotent: packages already present are left as they are. Needs root (or sudo).
+set -euo pipefail
+
+packages=(
+  # toolchain
+  build-essential cmake ninja-build pkg-config clang clang-format libclang-rt-dev
+  # engine
+  libsentencepiece-dev nlohmann-json3-dev
+  # wire, broker, node
+  libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libsqlite3-dev sqlite3 libyaml-cpp-dev libspdlog-dev libfmt-dev
+  # CLI
+  libcli11-dev
+  # Vulkan: headers, loader, shader compiler, and lavapipe (Vulkan on the CPU) for tests
+  libvulkan-dev glslc mesa-vulkan-drivers vulkan-tools
+  # tests and benchmarks
+  libgtest-dev libgmock-dev libbenchmark-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+echo "install-deps: installing ${missing[*]}"
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,25 @@
+// Locating ../shared/testdata from tests: the HEARTH_TESTDATA environment variable, or the
+// default next to the checkout. A missing file fails the test with its full path named.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hearth::testing {
+
+// Root folder of the test data (no trailing slash).
+std::string testdata_root();
+
+// Full path of `relative` under the root. Fails the calling test (ADD_FAILURE naming the path)
+// and returns "" when the file does not exist; callers then stop with ASSERT_FALSE(p.empty()).
+std::string testdata_path(const std::string& relative);
+
+// Whole file as bytes / text; fails the test naming the path when it cannot be read.
+std::vector<uint8_t> read_file_bytes(const std::string& path);
+std::string read_file_text(const std::string& path);
+
+// Little-endian float32 file -> floats.
+std::vector<float> read_f32_file(const std::string& path);
+
+}  // namespace hearth::testing
