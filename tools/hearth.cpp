@@ -1,1 +1,42 @@
-int main() { return 0; }
+// hearth: the command-line interface. `hearth run` generates text locally; `eval`, `tokenize` and
+// `bench` expose the engine for tests and measurement. Broker commands join when the broker lands.
+#include <cstdio>
+#include <exception>
+#include <vector>
+
+#include "tools/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"hearth: one LLM inference service across the machines of a homelab"};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "Show help for every subcommand");
+
+  std::vector<std::pair<CLI::App*, hearth::cli::action>> commands;
+  for (auto add : {hearth::cli::add_run, hearth::cli::add_eval, hearth::cli::add_tokenize, hearth::cli::add_bench}) {
+    const size_t before = app.get_subcommands({}).size();
+    auto act = add(app);
+    commands.emplace_back(app.get_subcommands({})[before], std::move(act));
+  }
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "hearth: error: %s (see hearth --help)\n", e.what());
+    return 2;
+  }
+
+  try {
+    for (auto& [sub, act] : commands) {
+      if (sub->parsed()) return act();
+    }
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "hearth: error: %s\n", e.what());
+    return 1;
+  }
+  return 1;
+}

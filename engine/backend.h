@@ -1,0 +1,135 @@
+// The backend seam: every operation of the forward pass goes through this interface, so CUDA and
+// Vulkan backends (gpu/) can run the same model code. The CPU backend (engine/cpu/) is the
+// reference implementation every other backend is compared against (../shared/STYLE.md 3, 12).
+//
+// Conventions. Tensors are row-major with ne[0] the fastest dimension (as GGUF stores them):
+// a matrix of `rows` rows of `cols` values has ne = {cols, rows}. Activations are F32. All ops
+// are enqueued in order on the backend; only download() and synchronize() wait for results.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "engine/tensor-type.h"
+
+namespace hearth {
+
+struct gguf_tensor;
+
+// A tensor in a backend's memory (host memory for the CPU backend). Copies are views of the same
+// memory; the backend that allocated it frees it with free().
+struct tensor {
+  tensor_type type = tensor_type::f32;
+  int64_t ne[4] = {1, 1, 1, 1};
+  void* data = nullptr;
+  const char* name = "";
+
+  bool present() const { return data != nullptr; }
+  int64_t n_elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
+  int64_t rows() const { return ne[1] * ne[2] * ne[3]; }
+  int64_t row_bytes() const { return tensor_type_row_bytes(type, ne[0]); }
+  int64_t n_bytes() const { return row_bytes() * rows(); }
+};
+
+// The first `n_rows` rows of `t` (same memory).
+inline tensor tensor_rows(const tensor& t, int64_t n_rows) {
+  tensor v = t;
+  v.ne[1] = n_rows;
+  v.ne[2] = v.ne[3] = 1;
+  return v;
+}
+
+// Rotary embedding parameters. `neox` pairs dimension i with i + n_dims/2 (Qwen2, Phi-3, Gemma);
+// otherwise adjacent pairs (2i, 2i+1) rotate together (llama as GGUF stores it).
+struct rope_params {
+  int32_t n_dims = 0;        // leading dimensions of each head that rotate
+  float freq_base = 10000.0f;
+  float freq_scale = 1.0f;   // linear scaling: 1 / rope.scaling.factor
+  bool neox = false;
+};
+
+// Attention parameters of one layer.
+struct attention_params {
+  int32_t n_head = 0;
+  int32_t n_head_kv = 0;
+  int32_t head_dim_k = 0;
+  int32_t head_dim_v = 0;
+  float scale = 1.0f;       // applied to q·k before softmax
+  float softcap = 0.0f;     // > 0: scores = softcap * tanh(scores / softcap)
+  int32_t window = 0;       // > 0: a token sees only cells with pos > its pos - window
+};
+
+class backend {
+ public:
+  virtual ~backend() = default;
+
+  // Short name for logs and errors ("cpu", "vulkan", "cuda").
+  virtual std::string name() const = 0;
+
+  // Whether mul_mat and get_rows accept weights of this type. Models check every weight with it
+  // at load so an unsupported type is reported before any work starts.
+  virtual bool supports_weight_type(tensor_type t) const = 0;
+
+  // --- memory ---------------------------------------------------------------------------
+
+  // Makes a weight from a mapped file usable by this backend. The CPU backend views the mapped
+  // bytes in place; device backends upload them. `t` must outlive the returned tensor.
+  virtual tensor weight(const gguf_tensor& t) = 0;
+  // A new tensor in backend memory, contents undefined.
+  virtual tensor alloc(tensor_type type, int64_t ne0, int64_t ne1, const char* name) = 0;
+  // Releases a tensor from alloc() (weights are released with the backend).
+  virtual void free(tensor& t) = 0;
+  // Host -> tensor and tensor -> host copies of the first `bytes` bytes.
+  virtual void upload(const tensor& dst, const void* src, size_t bytes) = 0;
+  virtual void download(const tensor& src, void* dst, size_t bytes) = 0;
+  // Waits for all enqueued work. Optional: the CPU backend runs ops synchronously.
+  virtual void synchronize() {}
+
+  // --- ops --------------------------------------------------------------------------------
+
+  // out[i, :] = table[ids[i], :] as F32. table: any supported weight type [n_rows, cols];
+  // ids: I32 [n]; out: F32 [n, cols].
+  virtual void get_rows(const tensor& table, const tensor& ids, const tensor& out) = 0;
+
+  // out = x · wᵀ (+ bias): w [n_out, n_in] of a weight type; x F32 [n_tok, n_in];
+  // bias F32 [n_out] or absent; out F32 [n_tok, n_out]. Activations may be rounded to the
+  // weight's dot-product type first (F16, BF16 or 8-bit blocks), as the reference engine does.
+  virtual void mul_mat(const tensor& w, const tensor& x, const tensor* bias, const tensor& out) = 0;
+
+  // out[i] = x[i] / sqrt(mean(x[i]²) + eps) * weight. x, out: F32 [n, cols]; weight F32 [cols].
+  virtual void rms_norm(const tensor& x, const tensor& weight, float eps, const tensor& out) = 0;
+
+  // Rotates each head of x in place. x: F32 [n_tok, n_head * head_dim]; pos: I32 [n_tok];
+  // freq_factors: F32 [n_dims / 2] dividing each frequency, or absent.
+  virtual void rope(const tensor& x, int32_t n_head, int32_t head_dim, const tensor& pos,
+                    const rope_params& p, const tensor* freq_factors) = 0;
+
+  // cache[cells[i], :] = src[i, :], converting to the cache's type. src: F32 [n_tok, cols];
+  // cells: I32 [n_tok]; cache: F16 or F32 [n_cells, cols].
+  virtual void kv_store(const tensor& src, const tensor& cells, const tensor& cache) = 0;
+
+  // Causal attention over the cache for a batch of tokens of possibly different sequences.
+  // q: F32 [n_tok, n_head * head_dim_k]; k_cache: [n_cells, n_head_kv * head_dim_k];
+  // v_cache: [n_cells, n_head_kv * head_dim_v]; tok_seq, tok_pos: I32 [n_tok];
+  // cell_seq, cell_pos: I32 [n_cells] (seq -1 = empty). Token t sees cell c when the sequences
+  // match and cell_pos[c] <= tok_pos[t] (and within the window). Only the first `n_cells` cells
+  // are scanned. The mask is derived from these on every call: nothing about it is cached.
+  // out: F32 [n_tok, n_head * head_dim_v].
+  virtual void attention(const tensor& q, const tensor& k_cache, const tensor& v_cache,
+                         const tensor& tok_seq, const tensor& tok_pos, const tensor& cell_seq,
+                         const tensor& cell_pos, int32_t n_cells, const attention_params& p,
+                         const tensor& out) = 0;
+
+  // out = silu(gate) * up, elementwise; all F32 of one shape.
+  virtual void swiglu(const tensor& gate, const tensor& up, const tensor& out) = 0;
+
+  // out = a + b, elementwise; all F32 of one shape.
+  virtual void add(const tensor& a, const tensor& b, const tensor& out) = 0;
+};
+
+// The CPU backend with `n_threads` threads (<= 0: one per hardware thread).
+std::unique_ptr<backend> make_cpu_backend(int n_threads);
+
+}  // namespace hearth

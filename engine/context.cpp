@@ -1,0 +1,152 @@
+#include "engine/context.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "engine/architecture.h"
+#include "engine/system-info.h"
+
+namespace hearth {
+namespace {
+
+int32_t resolve_n_ctx(const model& m, const context_params& p) {
+  if (p.n_ctx > 0) return p.n_ctx;
+  const int32_t train = m.hparams().n_ctx_train > 0 ? m.hparams().n_ctx_train : 4096;
+  return std::min(train, 4096);
+}
+
+}  // namespace
+
+uint64_t context::memory_needed(const hearth::model& m, const context_params& p) {
+  const auto& hp = m.hparams();
+  const uint64_t n_ctx = uint64_t(resolve_n_ctx(m, p));
+  const uint64_t n_batch = uint64_t(std::max(1, p.n_batch));
+  const uint64_t q = uint64_t(hp.n_head) * uint64_t(std::max(hp.head_dim_k, hp.head_dim_v));
+  const uint64_t kv = uint64_t(hp.n_head_kv) * uint64_t(std::max(hp.head_dim_k, hp.head_dim_v));
+  const uint64_t per_token = 5 * uint64_t(hp.n_embd) + 2 * q + 2 * kv + 2 * uint64_t(hp.n_ff) + uint64_t(hp.n_vocab);
+  return n_ctx * kv_cache::bytes_per_cell(hp) + n_batch * per_token * 4 * 2;
+}
+
+context::context(const hearth::model& m, const context_params& p) : model_(m), params_(p) {
+  const auto& hp = m.hparams();
+  params_.n_ctx = resolve_n_ctx(m, p);
+  params_.n_batch = std::clamp(p.n_batch, 1, params_.n_ctx);
+  if (params_.n_seq_max < 1) throw std::runtime_error("n_seq_max must be at least 1");
+  n_vocab_ = hp.n_vocab;
+
+  const uint64_t need = memory_needed(m, params_);
+  const system_info sys = system_info_read();
+  if (sys.mem_available > 0 && need > sys.mem_available) {
+    throw std::runtime_error("a context of " + std::to_string(params_.n_ctx) + " tokens needs " + format_bytes(need) +
+                             " but only " + format_bytes(sys.mem_available) + " of memory is available; use a smaller --ctx");
+  }
+
+  backend& be = m.backend();
+  kv_ = std::make_unique<kv_cache>(be, hp, params_.n_ctx);
+  const int64_t nb = params_.n_batch;
+  const int64_t q_width = int64_t(hp.n_head) * hp.head_dim_k;
+  const int64_t k_width = int64_t(hp.n_head_kv) * hp.head_dim_k;
+  const int64_t v_width = int64_t(hp.n_head_kv) * hp.head_dim_v;
+  const int64_t kqv_width = int64_t(hp.n_head) * hp.head_dim_v;
+  auto alloc = [&](tensor& t, tensor_type type, int64_t ne0, const char* name) {
+    t = be.alloc(type, ne0, nb, name);
+    owned_.push_back(&t);
+  };
+  alloc(act_.inp, tensor_type::f32, hp.n_embd, "inp");
+  alloc(act_.cur, tensor_type::f32, hp.n_embd, "cur");
+  alloc(act_.q, tensor_type::f32, q_width, "q");
+  alloc(act_.k, tensor_type::f32, k_width, "k");
+  alloc(act_.v, tensor_type::f32, v_width, "v");
+  alloc(act_.kqv, tensor_type::f32, kqv_width, "kqv");
+  alloc(act_.attn_out, tensor_type::f32, hp.n_embd, "attn_out");
+  alloc(act_.ffn_gate, tensor_type::f32, hp.n_ff, "ffn_gate");
+  alloc(act_.ffn_up, tensor_type::f32, hp.n_ff, "ffn_up");
+  alloc(act_.ffn_out, tensor_type::f32, hp.n_embd, "ffn_out");
+  alloc(act_.out_sel, tensor_type::f32, hp.n_embd, "out_sel");
+  alloc(act_.logits, tensor_type::f32, hp.n_vocab, "logits");
+  // Per-token inputs are I32 vectors: one row of nb values.
+  auto alloc_vec = [&](tensor& t, const char* name) {
+    t = be.alloc(tensor_type::i32, nb, 1, name);
+    owned_.push_back(&t);
+  };
+  alloc_vec(fb_.tok_ids, "tok_ids");
+  alloc_vec(fb_.tok_pos, "tok_pos");
+  alloc_vec(fb_.tok_seq, "tok_seq");
+  alloc_vec(fb_.tok_cell, "tok_cell");
+  alloc_vec(fb_.out_rows, "out_rows");
+  fb_.kv = kv_.get();
+  fb_.act = &act_;
+  for (auto* v : {&ids_, &pos_, &seq_, &cell_, &rows_}) v->resize(size_t(nb));
+}
+
+context::~context() {
+  for (tensor* t : owned_) model_.backend().free(*t);
+}
+
+result<void> context::decode(std::span<const batch_token> batch) {
+  if (batch.empty()) return error{"decode: empty batch"};
+  int32_t n_wanted = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const batch_token& t = batch[i];
+    if (t.token < 0 || t.token >= n_vocab_) {
+      return error{"token " + std::to_string(t.token) + " at batch index " + std::to_string(i) +
+                   " is outside the vocabulary [0, " + std::to_string(n_vocab_) + ")"};
+    }
+    if (t.seq < 0 || t.seq >= params_.n_seq_max) {
+      return error{"sequence id " + std::to_string(t.seq) + " is outside [0, " + std::to_string(params_.n_seq_max) + ")"};
+    }
+    if (t.pos < 0) return error{"negative position " + std::to_string(t.pos) + " at batch index " + std::to_string(i)};
+    n_wanted += t.logits ? 1 : 0;
+  }
+  if (int32_t(batch.size()) > kv_->n_free()) {
+    return error{"context full: " + std::to_string(batch.size()) + " tokens need cache cells but only " +
+                 std::to_string(kv_->n_free()) + " of " + std::to_string(kv_->size()) +
+                 " are free (a longer context needs a larger --ctx)"};
+  }
+
+  logits_.resize(size_t(n_wanted) * size_t(n_vocab_));
+  n_logits_ = 0;
+  for (size_t begin = 0; begin < batch.size(); begin += size_t(params_.n_batch)) {
+    const size_t end = std::min(batch.size(), begin + size_t(params_.n_batch));
+    auto r = decode_chunk(batch.subspan(begin, end - begin));
+    if (!r) return r;
+  }
+  return {};
+}
+
+result<void> context::decode_chunk(std::span<const batch_token> chunk) {
+  const int32_t n = int32_t(chunk.size());
+  int32_t n_out = 0;
+  for (int32_t i = 0; i < n; ++i) {
+    ids_[size_t(i)] = chunk[size_t(i)].token;
+    pos_[size_t(i)] = chunk[size_t(i)].pos;
+    seq_[size_t(i)] = chunk[size_t(i)].seq;
+    if (chunk[size_t(i)].logits) rows_[size_t(n_out++)] = i;
+  }
+  if (!kv_->place({seq_.data(), size_t(n)}, {pos_.data(), size_t(n)}, {cell_.data(), size_t(n)})) {
+    return error{"context full"};  // decode() checked the free count: not reached
+  }
+  kv_->upload_cells();
+
+  backend& be = model_.backend();
+  be.upload(fb_.tok_ids, ids_.data(), size_t(n) * 4);
+  be.upload(fb_.tok_pos, pos_.data(), size_t(n) * 4);
+  be.upload(fb_.tok_seq, seq_.data(), size_t(n) * 4);
+  be.upload(fb_.tok_cell, cell_.data(), size_t(n) * 4);
+  be.upload(fb_.out_rows, rows_.data(), size_t(n_out) * 4);
+  fb_.n_tokens = n;
+  fb_.n_outputs = n_out;
+
+  model_.arch().forward(model_, fb_);
+
+  if (n_out > 0) {
+    be.download(act_.logits, logits_.data() + size_t(n_logits_) * size_t(n_vocab_),
+                size_t(n_out) * size_t(n_vocab_) * 4);
+    n_logits_ += n_out;
+  } else {
+    be.synchronize();
+  }
+  return {};
+}
+
+}  // namespace hearth

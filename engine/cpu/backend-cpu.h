@@ -1,0 +1,40 @@
+// The CPU backend: the reference implementation of every op (engine/backend.h). Each op lives in
+// its own file under engine/cpu/; this header is what they share.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "engine/backend.h"
+#include "engine/thread-pool.h"
+
+namespace hearth::cpu {
+
+// Per-thread scratch memory, grown on demand and then reused: no allocation per token once the
+// largest batch has been seen.
+struct scratch {
+  std::vector<std::vector<float>> per_thread;  // attention scores, dequantized rows
+  std::vector<uint8_t> converted;              // activations in a weight's dot-product type
+
+  float* thread_floats(int ith, size_t n) {
+    auto& v = per_thread[size_t(ith)];
+    if (v.size() < n) v.resize(n);
+    return v.data();
+  }
+};
+
+void op_get_rows(thread_pool& pool, const tensor& table, const tensor& ids, const tensor& out);
+void op_mul_mat(thread_pool& pool, scratch& s, const tensor& w, const tensor& x, const tensor* bias,
+                const tensor& out);
+void op_rms_norm(thread_pool& pool, const tensor& x, const tensor& weight, float eps, const tensor& out);
+void op_rope(thread_pool& pool, const tensor& x, int32_t n_head, int32_t head_dim, const tensor& pos,
+             const rope_params& p, const tensor* freq_factors);
+void op_kv_store(thread_pool& pool, const tensor& src, const tensor& cells, const tensor& cache);
+void op_attention(thread_pool& pool, scratch& s, const tensor& q, const tensor& k_cache,
+                  const tensor& v_cache, const tensor& tok_seq, const tensor& tok_pos,
+                  const tensor& cell_seq, const tensor& cell_pos, int32_t n_cells,
+                  const attention_params& p, const tensor& out);
+void op_swiglu(thread_pool& pool, const tensor& gate, const tensor& up, const tensor& out);
+void op_add(thread_pool& pool, const tensor& a, const tensor& b, const tensor& out);
+
+}  // namespace hearth::cpu

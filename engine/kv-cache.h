@@ -1,0 +1,61 @@
+// The key/value cache of one context: a pool of cells shared by any number of sequences. Each
+// cell holds one token's keys and values for every layer and remembers which sequence and
+// position it belongs to; attention derives its mask from that metadata on every call.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "engine/backend.h"
+#include "engine/model.h"
+
+namespace hearth {
+
+class kv_cache {
+ public:
+  // Allocates n_cells cells of keys and values (F16) for every layer of the model.
+  kv_cache(hearth::backend& b, const model_hparams& hp, int32_t n_cells);
+  ~kv_cache();
+  kv_cache(const kv_cache&) = delete;
+  kv_cache& operator=(const kv_cache&) = delete;
+
+  // Bytes one cell takes across all layers (for memory planning before construction).
+  static uint64_t bytes_per_cell(const model_hparams& hp);
+
+  int32_t size() const { return int32_t(cell_seq_.size()); }
+  int32_t n_free() const { return n_free_; }
+  // One past the highest used cell: attention scans [0, extent()).
+  int32_t extent() const { return extent_; }
+
+  // Takes free cells for tokens of (seq, pos) pairs, writing the chosen cells to `cells`.
+  // The caller checked n_free() first; returns false (changing nothing) when too few are free.
+  bool place(std::span<const int32_t> seqs, std::span<const int32_t> positions, std::span<int32_t> cells);
+
+  // Frees every cell of one sequence / of all sequences.
+  void seq_clear(int32_t seq);
+  void clear();
+  // Highest position stored for a sequence, or -1 when it has none.
+  int32_t seq_pos_max(int32_t seq) const;
+
+  // Copies the cell metadata to the backend tensors below (after place/clear).
+  void upload_cells();
+
+  const tensor& k(int32_t layer) const { return k_[size_t(layer)]; }  // F16 [n_cells, n_head_kv*head_dim_k]
+  const tensor& v(int32_t layer) const { return v_[size_t(layer)]; }  // F16 [n_cells, n_head_kv*head_dim_v]
+  const tensor& cell_seq() const { return cell_seq_t_; }              // I32 [n_cells], -1 = free
+  const tensor& cell_pos() const { return cell_pos_t_; }              // I32 [n_cells]
+
+ private:
+  void recompute_extent();
+
+  hearth::backend& backend_;
+  std::vector<tensor> k_, v_;
+  tensor cell_seq_t_, cell_pos_t_;
+  std::vector<int32_t> cell_seq_, cell_pos_;
+  int32_t n_free_ = 0;
+  int32_t extent_ = 0;
+  int32_t search_from_ = 0;
+};
+
+}  // namespace hearth

@@ -1,0 +1,123 @@
+// A loaded model: hyperparameters, vocabulary, and weights bound to a backend. Loading checks
+// every tensor's type and shape and reports the first mismatch with expected vs actual.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/backend.h"
+#include "engine/gguf.h"
+#include "engine/vocab.h"
+
+namespace hearth {
+
+struct model_hparams {
+  std::string arch;        // general.architecture
+  std::string name;        // general.name (may be empty)
+  int32_t n_vocab = 0;
+  int32_t n_ctx_train = 0;
+  int32_t n_embd = 0;
+  int32_t n_layer = 0;
+  int32_t n_head = 0;
+  int32_t n_head_kv = 0;
+  int32_t head_dim_k = 0;  // per-head size of queries and keys
+  int32_t head_dim_v = 0;  // per-head size of values
+  int32_t n_ff = 0;
+  float norm_eps = 1e-5f;
+  rope_params rope;
+};
+
+// Weights of one transformer block; absent optional tensors have data == nullptr.
+struct layer_weights {
+  tensor attn_norm;  // F32 [n_embd]
+  tensor wq;         // [n_embd -> n_head * head_dim_k]
+  tensor wk;         // [n_embd -> n_head_kv * head_dim_k]
+  tensor wv;         // [n_embd -> n_head_kv * head_dim_v]
+  tensor wo;         // [n_head * head_dim_v -> n_embd]
+  tensor bq, bk, bv; // optional biases F32
+  tensor ffn_norm;   // F32 [n_embd]
+  tensor ffn_gate;   // [n_embd -> n_ff]
+  tensor ffn_up;     // [n_embd -> n_ff]
+  tensor ffn_down;   // [n_ff -> n_embd]
+};
+
+struct model_weights {
+  tensor tok_embd;     // [n_vocab rows of n_embd]
+  tensor output_norm;  // F32 [n_embd]
+  tensor output;       // [n_embd -> n_vocab]; the embedding table when tied
+  tensor rope_freqs;   // optional F32 [n_dims / 2] frequency divisors (Llama 3.1)
+  std::vector<layer_weights> layers;
+};
+
+struct model_params {
+  int n_threads = 0;  // <= 0: one per hardware thread
+  // Called while weights are paged in: (bytes done, bytes total).
+  std::function<void(uint64_t, uint64_t)> progress;
+};
+
+class architecture;
+
+class model {
+ public:
+  // Loads a GGUF model onto the CPU backend. Throws std::runtime_error whose message names the
+  // file and what is wrong (unsupported architecture or type, a tensor of the wrong shape, ...).
+  static std::unique_ptr<model> load(const std::string& path, const model_params& params);
+  ~model();
+
+  const model_hparams& hparams() const { return hparams_; }
+  const model_weights& weights() const { return weights_; }
+  const hearth::vocab& vocab() const { return vocab_; }
+  const gguf_file& file() const { return file_; }
+  hearth::backend& backend() const { return *backend_; }
+  const architecture& arch() const { return *arch_; }
+  // Bytes of all weight tensors.
+  uint64_t weight_bytes() const { return weight_bytes_; }
+  // "q8_0" for a file mostly of that type (the type of the most weight bytes).
+  std::string dominant_type() const;
+
+ private:
+  model() = default;
+  gguf_file file_;
+  model_hparams hparams_;
+  model_weights weights_;
+  hearth::vocab vocab_;
+  std::unique_ptr<hearth::backend> backend_;
+  std::unique_ptr<architecture> arch_;
+  uint64_t weight_bytes_ = 0;
+};
+
+// Binds tensors of a file to a backend, checking each one's type and shape. Errors throw
+// std::runtime_error naming the tensor, the expected and the actual shape or type.
+class model_loader {
+ public:
+  model_loader(const gguf_file& f, hearth::backend& b) : file_(f), backend_(b) {}
+
+  // A weight used in matrix products: any type the backend computes with.
+  tensor matrix(const std::string& name, int64_t n_in, int64_t n_out);
+  tensor matrix_optional(const std::string& name, int64_t n_in, int64_t n_out);
+  // An F32 vector (norm weights, biases).
+  tensor vector(const std::string& name, int64_t n);
+  tensor vector_optional(const std::string& name, int64_t n);
+
+  // Hyperparameters: `<arch>.<key>`. Required ones throw naming the key when absent.
+  uint32_t u32(const std::string& key) const;
+  uint32_t u32_or(const std::string& key, uint32_t fallback) const;
+  float f32_or(const std::string& key, float fallback) const;
+
+  const gguf_file& file() const { return file_; }
+  uint64_t bound_bytes() const { return bound_bytes_; }
+  // Tensors in the file that no call above asked for (a sign of an unexpected layout).
+  std::vector<std::string> unused_tensors() const;
+
+ private:
+  tensor bind(const gguf_tensor& g, bool matrix_type, int64_t ne0, int64_t ne1);
+  const gguf_file& file_;
+  hearth::backend& backend_;
+  std::vector<std::string> used_;
+  uint64_t bound_bytes_ = 0;
+};
+
+}  // namespace hearth

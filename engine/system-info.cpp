@@ -1,0 +1,46 @@
+#include "engine/system-info.h"
+
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include "engine/cpu/vec-dot.h"
+
+namespace hearth {
+
+system_info system_info_read() {
+  system_info s;
+  s.n_threads = int32_t(std::max(1u, std::thread::hardware_concurrency()));
+  s.avx2 = cpu::cpu_has_avx2();
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);) {
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) s.cpu_model = line.substr(line.find_first_not_of(' ', colon + 1));
+      break;
+    }
+  }
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string key; meminfo >> key;) {
+    uint64_t kib = 0;
+    std::string unit;
+    meminfo >> kib >> unit;
+    if (key == "MemTotal:") s.mem_total = kib * 1024;
+    if (key == "MemAvailable:") s.mem_available = kib * 1024;
+  }
+  return s;
+}
+
+std::string format_bytes(uint64_t bytes) {
+  char buf[32];
+  if (bytes >= (1ull << 30)) {
+    std::snprintf(buf, sizeof buf, "%.2f GiB", double(bytes) / double(1ull << 30));
+  } else if (bytes >= (1ull << 20)) {
+    std::snprintf(buf, sizeof buf, "%.1f MiB", double(bytes) / double(1ull << 20));
+  } else {
+    std::snprintf(buf, sizeof buf, "%.1f KiB", double(bytes) / 1024.0);
+  }
+  return buf;
+}
+
+}  // namespace hearth

@@ -1,0 +1,22 @@
+// Facts about the host machine: CPU model and cores, memory. Read from /proc on Linux.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace hearth {
+
+struct system_info {
+  std::string cpu_model;      // "Intel(R) Xeon(R) ..." or "" when unknown
+  int32_t n_threads = 1;      // hardware threads
+  uint64_t mem_total = 0;     // bytes
+  uint64_t mem_available = 0; // bytes the kernel could hand out now (MemAvailable)
+  bool avx2 = false;
+};
+
+system_info system_info_read();
+
+// "1.23 GiB", "512.0 MiB": for messages.
+std::string format_bytes(uint64_t bytes);
+
+}  // namespace hearth

@@ -1,0 +1,87 @@
+#include "engine/thread-pool.h"
+
+#include <algorithm>
+
+namespace hearth {
+namespace {
+// Spin iterations before a worker sleeps (or the caller waits) on the condition variable.
+constexpr int k_spin = 20000;
+}  // namespace
+
+int thread_pool::hardware_threads() { return std::max(1u, std::thread::hardware_concurrency()); }
+
+thread_pool::thread_pool(int n_threads) : n_threads_(std::max(1, n_threads)) {
+  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker(i); });
+}
+
+thread_pool::~thread_pool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    generation_.fetch_add(1);
+  }
+  wake_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void thread_pool::worker(int ith) {
+  uint64_t seen = 0;
+  for (;;) {
+    uint64_t gen = generation_.load(std::memory_order_acquire);
+    for (int spin = 0; gen == seen && spin < k_spin; ++spin) {
+      gen = generation_.load(std::memory_order_acquire);
+    }
+    if (gen == seen) {
+      std::unique_lock<std::mutex> lock(mu_);
+      wake_.wait(lock, [&] { return generation_.load() != seen; });
+      gen = generation_.load();
+    }
+    seen = gen;
+    if (stop_) return;
+    (*job_)(ith, n_threads_);
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_.notify_one();
+    }
+  }
+}
+
+void thread_pool::run(const std::function<void(int, int)>& fn) {
+  if (n_threads_ == 1) {
+    fn(0, 1);
+    return;
+  }
+  job_ = &fn;
+  pending_.store(n_threads_ - 1, std::memory_order_release);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    generation_.fetch_add(1, std::memory_order_acq_rel);
+  }
+  wake_.notify_all();
+  fn(0, n_threads_);
+  for (int spin = 0; pending_.load(std::memory_order_acquire) != 0 && spin < k_spin; ++spin) {
+  }
+  if (pending_.load(std::memory_order_acquire) != 0) {
+    std::unique_lock<std::mutex> lock(mu_);
+    done_.wait(lock, [&] { return pending_.load() == 0; });
+  }
+  job_ = nullptr;
+}
+
+void thread_pool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  const int nth = int(std::min<int64_t>(n_threads_, n));
+  if (nth == 1) {
+    fn(0, n);
+    return;
+  }
+  run([&](int ith, int) {
+    if (ith >= nth) return;
+    const int64_t per = (n + nth - 1) / nth;
+    const int64_t begin = ith * per;
+    const int64_t end = std::min(n, begin + per);
+    if (begin < end) fn(begin, end);
+  });
+}
+
+}  // namespace hearth

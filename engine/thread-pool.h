@@ -1,0 +1,49 @@
+// A fixed pool of worker threads for the CPU backend. The calling thread takes part as thread 0,
+// so a pool of N threads starts N-1 workers. Workers spin briefly on an atomic generation counter
+// before sleeping, because the forward pass dispatches many short jobs back to back.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace hearth {
+
+class thread_pool {
+ public:
+  explicit thread_pool(int n_threads);
+  ~thread_pool();
+  thread_pool(const thread_pool&) = delete;
+  thread_pool& operator=(const thread_pool&) = delete;
+
+  int n_threads() const { return n_threads_; }
+
+  // Runs fn(ith, nth) once on each of the nth threads and returns when all have finished.
+  // Not re-entrant: fn must not call run() again.
+  void run(const std::function<void(int ith, int nth)>& fn);
+
+  // Splits [0, n) into nth contiguous ranges and runs fn(begin, end) on each.
+  void parallel_for(int64_t n, const std::function<void(int64_t begin, int64_t end)>& fn);
+
+  // The number of hardware threads (at least 1): the default thread count.
+  static int hardware_threads();
+
+ private:
+  void worker(int ith);
+
+  int n_threads_;
+  std::vector<std::thread> workers_;
+  const std::function<void(int, int)>* job_ = nullptr;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::condition_variable done_;
+};
+
+}  // namespace hearth

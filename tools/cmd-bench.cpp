@@ -1,0 +1,122 @@
+// hearth bench: prompt-processing and generation speed, as llama-bench measures them: pp = one
+// forward pass over a P-token prompt, tg = N single-token passes, each from an empty cache,
+// repeated and averaged.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <stdexcept>
+
+#include "engine/context.h"
+#include "engine/system-info.h"
+#include "tools/commands.h"
+#include "tools/load.h"
+
+namespace hearth::cli {
+namespace {
+
+struct bench_options {
+  std::string model;
+  int32_t n_prompt = 128;
+  int32_t n_gen = 64;
+  int threads = 0;
+  int reps = 3;
+  bool json = false;
+};
+
+struct stats {
+  double mean = 0, stdev = 0;
+};
+
+stats summarize(const std::vector<double>& v) {
+  stats s;
+  for (double x : v) s.mean += x;
+  s.mean /= double(v.size());
+  for (double x : v) s.stdev += (x - s.mean) * (x - s.mean);
+  s.stdev = v.size() > 1 ? std::sqrt(s.stdev / double(v.size() - 1)) : 0;
+  return s;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+int bench(const bench_options& o) {
+  if (o.n_prompt < 0 || o.n_gen < 0 || o.reps < 1) throw std::runtime_error("-p, -n must be >= 0 and -r >= 1");
+  auto m = load_model(o.model, o.threads);
+  context_params cp;
+  cp.n_ctx = std::max(1, std::max(o.n_prompt, o.n_gen));
+  cp.n_batch = std::max(1, o.n_prompt);
+  context ctx(*m, cp);
+
+  // Speed does not depend on which tokens: random ids, fixed seed.
+  std::mt19937 rng(42);
+  std::uniform_int_distribution<int32_t> pick(0, m->hparams().n_vocab - 1);
+  std::vector<batch_token> prompt(size_t(o.n_prompt));
+  for (int32_t i = 0; i < o.n_prompt; ++i) prompt[size_t(i)] = {pick(rng), i, 0, i + 1 == o.n_prompt};
+
+  auto run_pp = [&] {
+    ctx.clear();
+    const auto t = std::chrono::steady_clock::now();
+    if (auto r = ctx.decode(prompt); !r) throw std::runtime_error(r.message());
+    return seconds_since(t);
+  };
+  auto run_tg = [&] {
+    ctx.clear();
+    const auto t = std::chrono::steady_clock::now();
+    for (int32_t i = 0; i < o.n_gen; ++i) {
+      const batch_token b{pick(rng), i, 0, true};
+      if (auto r = ctx.decode({&b, 1}); !r) throw std::runtime_error(r.message());
+    }
+    return seconds_since(t);
+  };
+
+  // One untimed warm-up of each, as llama-bench does.
+  if (o.n_prompt > 0) run_pp();
+  if (o.n_gen > 0) run_tg();
+  std::vector<double> pp, tg;
+  for (int r = 0; r < o.reps; ++r) {
+    if (o.n_prompt > 0) pp.push_back(o.n_prompt / run_pp());
+    if (o.n_gen > 0) tg.push_back(o.n_gen / run_tg());
+  }
+  const stats pps = pp.empty() ? stats{} : summarize(pp);
+  const stats tgs = tg.empty() ? stats{} : summarize(tg);
+  const int threads = o.threads > 0 ? o.threads : system_info_read().n_threads;
+
+  if (o.json) {
+    nlohmann::json j = {{"model", o.model},       {"type", m->dominant_type()},  {"weight_bytes", m->weight_bytes()},
+                        {"threads", threads},     {"backend", m->backend().name()}, {"n_prompt", o.n_prompt},
+                        {"n_gen", o.n_gen},       {"reps", o.reps},              {"pp_tps", pps.mean},
+                        {"pp_tps_stdev", pps.stdev}, {"tg_tps", tgs.mean},       {"tg_tps_stdev", tgs.stdev}};
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("| model | type | size | backend | threads | test | t/s |\n| --- | --- | ---: | --- | ---: | --- | ---: |\n");
+    const std::string size = format_bytes(m->weight_bytes());
+    if (o.n_prompt > 0) {
+      std::printf("| %s | %s | %s | %s | %d | pp%d | %.2f ± %.2f |\n", m->hparams().name.c_str(), m->dominant_type().c_str(),
+                  size.c_str(), m->backend().name().c_str(), threads, o.n_prompt, pps.mean, pps.stdev);
+    }
+    if (o.n_gen > 0) {
+      std::printf("| %s | %s | %s | %s | %d | tg%d | %.2f ± %.2f |\n", m->hparams().name.c_str(), m->dominant_type().c_str(),
+                  size.c_str(), m->backend().name().c_str(), threads, o.n_gen, tgs.mean, tgs.stdev);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+action add_bench(CLI::App& app) {
+  auto o = std::make_shared<bench_options>();
+  CLI::App* cmd = app.add_subcommand("bench", "Measure prompt-processing and generation tokens/s");
+  cmd->add_option("-m,--model", o->model, "GGUF model file")->required()->check(CLI::ExistingFile);
+  cmd->add_option("-p,--n-prompt", o->n_prompt, "Prompt tokens per pp run")->capture_default_str();
+  cmd->add_option("-n,--n-gen", o->n_gen, "Generated tokens per tg run")->capture_default_str();
+  cmd->add_option("-r,--reps", o->reps, "Repetitions")->capture_default_str();
+  cmd->add_option("-t,--threads", o->threads, "CPU threads (default: all)");
+  cmd->add_flag("--json", o->json, "Print one JSON object with pp_tps and tg_tps");
+  return [o] { return bench(*o); };
+}
+
+}  // namespace hearth::cli

@@ -1,0 +1,20 @@
+// The `hearth` CLI's subcommands. Each file cmd-*.cpp adds one subcommand to the app and runs it.
+// Errors are thrown as std::runtime_error and printed by main() as one line on stderr.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+
+namespace hearth::cli {
+
+// A subcommand's action, run after parsing when that subcommand was chosen. Returns the exit code.
+using action = std::function<int()>;
+
+action add_run(CLI::App& app);
+action add_eval(CLI::App& app);
+action add_tokenize(CLI::App& app);
+action add_bench(CLI::App& app);
+
+
+}  // namespace hearth::cli
