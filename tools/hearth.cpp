@@ -2,6 +2,7 @@
 // `bench` expose the engine for tests and measurement. Broker commands join when the broker lands.
 #include <cstdio>
 #include <exception>
+#include <string>
 #include <vector>
 
 #include "tools/commands.h"
@@ -18,6 +19,16 @@ int main(int argc, char** argv) {
     commands.emplace_back(app.get_subcommands({})[before], std::move(act));
   }
 
+  std::string names;
+  bool known = false;
+  for (auto& [sub, act] : commands) {
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+    known = known || (argc > 1 && sub->get_name() == argv[1]);
+  }
+  if (argc > 1 && argv[1][0] != '-' && !known) {
+    std::fprintf(stderr, "hearth: error: unknown command '%s' (commands: %s)\n", argv[1], names.c_str());
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

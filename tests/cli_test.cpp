@@ -1,0 +1,152 @@
+// The `hearth` binary as a user runs it: streamed greedy text, JSON output, eval's logits file,
+// tokenize, bench, and one-line errors with a non-zero exit code.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "tests/testdata.h"
+
+namespace hearth {
+namespace {
+
+struct process_result {
+  int exit_code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+// Runs the hearth binary with a shell-quoted argument string.
+process_result hearth(const std::string& args) {
+  const std::string err_file = ::testing::TempDir() + "hearth_cli_stderr.txt";
+  const std::string cmd = std::string(HEARTH_BIN) + " " + args + " 2>" + err_file;
+  process_result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  for (size_t n; (n = fread(buf.data(), 1, buf.size(), p)) > 0;) r.out.append(buf.data(), n);
+  const int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.err = testing::read_file_text(err_file);
+  return r;
+}
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+class cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = testing::testdata_path("models/stories260K.gguf");
+    const std::string ref = testing::testdata_path("reference/stories260K.json");
+    ASSERT_FALSE(model_.empty() || ref.empty());
+    reference_ = nlohmann::json::parse(testing::read_file_text(ref));
+  }
+  std::string model_;
+  nlohmann::json reference_;
+};
+
+TEST_F(cli, run_streams_the_reference_greedy_continuation) {
+  for (const auto& c : reference_["cases"]) {
+    auto r = hearth("run -m " + quote(model_) + " -p " + quote(c["prompt"]) + " -n 64 --temp 0");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, c["greedy_text"].get<std::string>() + "\n");
+  }
+}
+
+TEST_F(cli, run_json_prints_one_object_per_token_then_a_summary) {
+  const auto& c = reference_["cases"][0];
+  auto r = hearth("run -m " + quote(model_) + " -p " + quote(c["prompt"]) + " -n 16 --temp 0 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::vector<int32_t> tokens;
+  std::string text;
+  nlohmann::json summary;
+  for (std::string line; std::getline(lines, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (j.contains("done")) {
+      summary = j;
+    } else {
+      if (j.contains("token")) tokens.push_back(j["token"]);
+      text += j["text"].get<std::string>();
+    }
+  }
+  const auto want = c["greedy_tokens"].get<std::vector<int32_t>>();
+  EXPECT_EQ(tokens, std::vector<int32_t>(want.begin(), want.begin() + 16));
+  EXPECT_EQ(summary["n_prompt"], 5);
+  EXPECT_EQ(summary["n_generated"], 16);
+  EXPECT_GT(summary["generate_tps"].get<double>(), 0);
+  EXPECT_EQ(summary["stop_reason"], "max_tokens");
+  EXPECT_EQ(c["greedy_text"].get<std::string>().substr(0, text.size()), text);
+}
+
+TEST_F(cli, eval_writes_the_reference_logits_layout) {
+  const auto& c = reference_["cases"][0];
+  const auto tokens = c["prompt_tokens"].get<std::vector<int32_t>>();
+  std::string list;
+  for (auto t : tokens) list += (list.empty() ? "" : ",") + std::to_string(t);
+  const std::string out = ::testing::TempDir() + "hearth_eval_logits.f32";
+  auto r = hearth("eval -m " + quote(model_) + " --tokens " + list + " --logits-out " + quote(out));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto got = testing::read_f32_file(out);
+  const auto want = testing::read_f32_file(testing::testdata_path("reference/" + c["logits_file"].get<std::string>()));
+  ASSERT_EQ(got.size(), want.size());
+  double err = 0, norm = 0;
+  for (size_t i = 0; i < got.size(); ++i) err += (got[i] - want[i]) * (got[i] - want[i]), norm += want[i] * want[i];
+  EXPECT_LE(err / norm, 1e-4);
+}
+
+TEST_F(cli, tokenize_prints_a_json_array_and_works_on_vocab_only_files) {
+  auto r = hearth("tokenize -m " + quote(model_) + " 'Once upon a time'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out), nlohmann::json(reference_["cases"][0]["prompt_tokens"]));
+  r = hearth("tokenize -m " + quote(model_) + " --no-bos -- 'Once upon a time'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out), nlohmann::json({403, 407, 261, 378}));
+
+  const std::string vocab = testing::testdata_path("vocab/ggml-vocab-llama-spm.gguf");
+  ASSERT_FALSE(vocab.empty());
+  r = hearth("tokenize -m " + quote(vocab) + " --no-bos 'Hello world'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out), nlohmann::json({15043, 3186}));
+}
+
+TEST_F(cli, bench_json_reports_both_speeds) {
+  auto r = hearth("bench -m " + quote(model_) + " -p 32 -n 8 -r 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_GT(j["pp_tps"].get<double>(), 0);
+  EXPECT_GT(j["tg_tps"].get<double>(), 0);
+}
+
+TEST_F(cli, errors_are_one_line_on_stderr_with_a_nonzero_exit_code) {
+  auto expect_error = [](const process_result& r, const std::string& needle) {
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    ASSERT_FALSE(r.err.empty());
+    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "more than one line: " << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+  };
+  expect_error(hearth("run -m /nonexistent/model.gguf -p hi"), "/nonexistent/model.gguf");
+  expect_error(hearth("run -m " + quote(model_) + " -p " + quote(std::string(300, 'x')) + " --ctx 16"), "context");
+  expect_error(hearth("run -m " + quote(model_) + " -p hi --top-p 7"), "top_p");
+  expect_error(hearth("eval -m " + quote(model_) + " --tokens 1,x,3 --logits-out /tmp/x"), "'x'");
+  expect_error(hearth("eval -m " + quote(model_) + " --tokens 1,70000 --logits-out /tmp/x"), "70000");
+  // A file that is not GGUF.
+  const std::string junk = ::testing::TempDir() + "hearth_junk.gguf";
+  FILE* f = std::fopen(junk.c_str(), "wb");
+  std::fputs("this is not a model", f);
+  std::fclose(f);
+  expect_error(hearth("run -m " + quote(junk) + " -p hi"), "not a GGUF file");
+  expect_error(hearth("frobnicate"), "frobnicate");
+}
+
+}  // namespace
+}  // namespace hearth
