@@ -1,0 +1,38 @@
+// A SentencePiece `tokenizer.model` file, loaded and run by the sentencepiece library itself:
+// the reference the GGUF tokenizer (engine/vocab.h) is checked against, and the way to tokenize
+// for models that ship only a tokenizer.model. The library's header stays inside engine/.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.h"
+
+namespace hearth {
+
+class sp_model {
+ public:
+  // Errors name the file and the library's reason.
+  static result<sp_model> load(const std::string& path);
+
+  sp_model(sp_model&&) noexcept;
+  sp_model& operator=(sp_model&&) noexcept;
+  ~sp_model();
+
+  // The model's own normalisation and dummy prefix apply; no BOS/EOS is added.
+  std::vector<int32_t> encode(std::string_view text) const;
+  // Ids outside [0, n_tokens()) are skipped.
+  std::string decode(std::span<const int32_t> ids) const;
+  int32_t n_tokens() const;
+
+ private:
+  struct impl;
+  explicit sp_model(std::unique_ptr<impl> p);
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace hearth
