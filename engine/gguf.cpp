@@ -384,8 +384,12 @@ const gguf_tensor* gguf_file::find_tensor(std::string_view name) const {
 namespace {
 
 error wrong_type(std::string_view key, const gguf_value& v, const char* wanted) {
-  return error{"metadata key '" + std::string(key) + "' is " + std::string(gguf_value_type_name(v.type)) +
-               ", expected " + wanted};
+  // An array is described by its element type: "is array, expected an array of integers"
+  // would not say what is wrong.
+  const std::string is = v.type == gguf_value_type::array
+                             ? "an array of " + std::string(gguf_value_type_name(v.elem_type))
+                             : std::string(gguf_value_type_name(v.type));
+  return error{"metadata key '" + std::string(key) + "' is " + is + ", expected " + wanted};
 }
 
 bool as_float(const gguf_value& v, double* out) {

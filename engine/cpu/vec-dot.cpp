@@ -1,5 +1,6 @@
 #include "engine/cpu/vec-dot.h"
 
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include <array>
@@ -210,8 +211,12 @@ const kernel_table& table() {
 
 bool cpu_has_avx2() {
   static const bool has = [] {
+    // F16C is read from CPUID directly: clang 14's __builtin_cpu_supports does not know it.
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
+    const bool f16c = (ecx >> 29) & 1;
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    return f16c && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   }();
   return has;
 }
