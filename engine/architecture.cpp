@@ -12,6 +12,8 @@ std::unique_ptr<architecture> architecture_for(std::string_view name) {
   return nullptr;
 }
 
-std::string_view supported_architectures() { return "llama"; }
+std::string_view supported_architectures() {
+  return "llama";
+}
 
 }  // namespace hearth

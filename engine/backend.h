@@ -44,9 +44,9 @@ inline tensor tensor_rows(const tensor& t, int64_t n_rows) {
 // Rotary embedding parameters. `neox` pairs dimension i with i + n_dims/2 (Qwen2, Phi-3, Gemma);
 // otherwise adjacent pairs (2i, 2i+1) rotate together (llama as GGUF stores it).
 struct rope_params {
-  int32_t n_dims = 0;        // leading dimensions of each head that rotate
+  int32_t n_dims = 0;  // leading dimensions of each head that rotate
   float freq_base = 10000.0f;
-  float freq_scale = 1.0f;   // linear scaling: 1 / rope.scaling.factor
+  float freq_scale = 1.0f;  // linear scaling: 1 / rope.scaling.factor
   bool neox = false;
 };
 
@@ -56,9 +56,9 @@ struct attention_params {
   int32_t n_head_kv = 0;
   int32_t head_dim_k = 0;
   int32_t head_dim_v = 0;
-  float scale = 1.0f;       // applied to q·k before softmax
-  float softcap = 0.0f;     // > 0: scores = softcap * tanh(scores / softcap)
-  int32_t window = 0;       // > 0: a token sees only cells with pos > its pos - window
+  float scale = 1.0f;    // applied to q·k before softmax
+  float softcap = 0.0f;  // > 0: scores = softcap * tanh(scores / softcap)
+  int32_t window = 0;    // > 0: a token sees only cells with pos > its pos - window
 };
 
 class backend {

@@ -23,7 +23,8 @@ uint64_t context::memory_needed(const hearth::model& m, const context_params& p)
   const uint64_t n_batch = uint64_t(std::max(1, p.n_batch));
   const uint64_t q = uint64_t(hp.n_head) * uint64_t(std::max(hp.head_dim_k, hp.head_dim_v));
   const uint64_t kv = uint64_t(hp.n_head_kv) * uint64_t(std::max(hp.head_dim_k, hp.head_dim_v));
-  const uint64_t per_token = 5 * uint64_t(hp.n_embd) + 2 * q + 2 * kv + 2 * uint64_t(hp.n_ff) + uint64_t(hp.n_vocab);
+  const uint64_t per_token =
+      5 * uint64_t(hp.n_embd) + 2 * q + 2 * kv + 2 * uint64_t(hp.n_ff) + uint64_t(hp.n_vocab);
   return n_ctx * kv_cache::bytes_per_cell(hp) + n_batch * per_token * 4 * 2;
 }
 
@@ -37,8 +38,9 @@ context::context(const hearth::model& m, const context_params& p) : model_(m), p
   const uint64_t need = memory_needed(m, params_);
   const system_info sys = system_info_read();
   if (sys.mem_available > 0 && need > sys.mem_available) {
-    throw std::runtime_error("a context of " + std::to_string(params_.n_ctx) + " tokens needs " + format_bytes(need) +
-                             " but only " + format_bytes(sys.mem_available) + " of memory is available; use a smaller --ctx");
+    throw std::runtime_error("a context of " + std::to_string(params_.n_ctx) + " tokens needs " +
+                             format_bytes(need) + " but only " + format_bytes(sys.mem_available) +
+                             " of memory is available; use a smaller --ctx");
   }
 
   backend& be = m.backend();
@@ -93,15 +95,18 @@ result<void> context::decode(std::span<const batch_token> batch) {
                    " is outside the vocabulary [0, " + std::to_string(n_vocab_) + ")"};
     }
     if (t.seq < 0 || t.seq >= params_.n_seq_max) {
-      return error{"sequence id " + std::to_string(t.seq) + " is outside [0, " + std::to_string(params_.n_seq_max) + ")"};
+      return error{"sequence id " + std::to_string(t.seq) + " is outside [0, " +
+                   std::to_string(params_.n_seq_max) + ")"};
     }
-    if (t.pos < 0) return error{"negative position " + std::to_string(t.pos) + " at batch index " + std::to_string(i)};
+    if (t.pos < 0)
+      return error{"negative position " + std::to_string(t.pos) + " at batch index " +
+                   std::to_string(i)};
     n_wanted += t.logits ? 1 : 0;
   }
   if (int32_t(batch.size()) > kv_->n_free()) {
-    return error{"context full: " + std::to_string(batch.size()) + " tokens need cache cells but only " +
-                 std::to_string(kv_->n_free()) + " of " + std::to_string(kv_->size()) +
-                 " are free (a longer context needs a larger --ctx)"};
+    return error{"context full: " + std::to_string(batch.size()) +
+                 " tokens need cache cells but only " + std::to_string(kv_->n_free()) + " of " +
+                 std::to_string(kv_->size()) + " are free (a longer context needs a larger --ctx)"};
   }
 
   logits_.resize(size_t(n_wanted) * size_t(n_vocab_));

@@ -15,7 +15,8 @@
 namespace hearth {
 
 struct context_params {
-  int32_t n_ctx = 0;      // cache cells across all sequences; 0: the model's training context (at most 4096)
+  int32_t n_ctx =
+      0;  // cache cells across all sequences; 0: the model's training context (at most 4096)
   int32_t n_batch = 512;  // tokens per forward pass; longer batches are split
   int32_t n_seq_max = 1;  // sequence ids accepted: [0, n_seq_max)
 };

@@ -12,18 +12,18 @@ namespace hearth {
 // Intermediate activations of the forward pass, each sized for n_batch tokens; a pass over
 // fewer tokens uses the leading rows (tensor_rows). Names match the reference's debug names.
 struct activations {
-  tensor inp;        // F32 [n_batch, n_embd]  residual stream
-  tensor cur;        // F32 [n_batch, n_embd]  normed input of a block
-  tensor q;          // F32 [n_batch, n_head * head_dim_k]
-  tensor k;          // F32 [n_batch, n_head_kv * head_dim_k]
-  tensor v;          // F32 [n_batch, n_head_kv * head_dim_v]
-  tensor kqv;        // F32 [n_batch, n_head * head_dim_v]  attention output before wo
-  tensor attn_out;   // F32 [n_batch, n_embd]
-  tensor ffn_gate;   // F32 [n_batch, n_ff]
-  tensor ffn_up;     // F32 [n_batch, n_ff]
-  tensor ffn_out;    // F32 [n_batch, n_embd]
-  tensor out_sel;    // F32 [n_batch, n_embd]  rows whose logits are wanted
-  tensor logits;     // F32 [n_batch, n_vocab]
+  tensor inp;       // F32 [n_batch, n_embd]  residual stream
+  tensor cur;       // F32 [n_batch, n_embd]  normed input of a block
+  tensor q;         // F32 [n_batch, n_head * head_dim_k]
+  tensor k;         // F32 [n_batch, n_head_kv * head_dim_k]
+  tensor v;         // F32 [n_batch, n_head_kv * head_dim_v]
+  tensor kqv;       // F32 [n_batch, n_head * head_dim_v]  attention output before wo
+  tensor attn_out;  // F32 [n_batch, n_embd]
+  tensor ffn_gate;  // F32 [n_batch, n_ff]
+  tensor ffn_up;    // F32 [n_batch, n_ff]
+  tensor ffn_out;   // F32 [n_batch, n_embd]
+  tensor out_sel;   // F32 [n_batch, n_embd]  rows whose logits are wanted
+  tensor logits;    // F32 [n_batch, n_vocab]
 };
 
 struct forward_batch {

@@ -9,11 +9,16 @@ namespace hearth {
 
 std::string_view stop_reason_name(stop_reason r) {
   switch (r) {
-    case stop_reason::end_of_generation: return "end_of_generation";
-    case stop_reason::max_tokens: return "max_tokens";
-    case stop_reason::stop_string: return "stop_string";
-    case stop_reason::cancelled: return "cancelled";
-    case stop_reason::context_full: return "context_full";
+    case stop_reason::end_of_generation:
+      return "end_of_generation";
+    case stop_reason::max_tokens:
+      return "max_tokens";
+    case stop_reason::stop_string:
+      return "stop_string";
+    case stop_reason::cancelled:
+      return "cancelled";
+    case stop_reason::context_full:
+      return "context_full";
   }
   return "unknown";
 }
@@ -53,7 +58,8 @@ std::string stop_string_filter::flush() {
   return out;
 }
 
-result<generation> generate(context& ctx, std::span<const int32_t> prompt, sampler& smp, const generate_params& gp,
+result<generation> generate(context& ctx, std::span<const int32_t> prompt, sampler& smp,
+                            const generate_params& gp,
                             const std::function<bool(const generated_piece&)>& on_piece) {
   using clock = std::chrono::steady_clock;
   if (prompt.empty()) return error{"the prompt is empty (no tokens)"};
@@ -61,8 +67,9 @@ result<generation> generate(context& ctx, std::span<const int32_t> prompt, sampl
   const int32_t seq = gp.seq;
   ctx.seq_clear(seq);
   if (int64_t(prompt.size()) > ctx.n_free()) {
-    return error{"the prompt has " + std::to_string(prompt.size()) + " tokens but the context has room for " +
-                 std::to_string(ctx.n_free()) + " (use a larger --ctx or a shorter prompt)"};
+    return error{"the prompt has " + std::to_string(prompt.size()) +
+                 " tokens but the context has room for " + std::to_string(ctx.n_free()) +
+                 " (use a larger --ctx or a shorter prompt)"};
   }
 
   const vocab& voc = ctx.model().vocab();

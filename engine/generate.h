@@ -16,10 +16,10 @@
 namespace hearth {
 
 struct generate_params {
-  int32_t max_tokens = 128;        // generated tokens at most
-  std::vector<std::string> stop;   // stop strings: text stops before the first one found
-  bool ignore_eog = false;         // keep going past end-of-generation tokens
-  int32_t seq = 0;                 // sequence of the context to use (cleared first)
+  int32_t max_tokens = 128;       // generated tokens at most
+  std::vector<std::string> stop;  // stop strings: text stops before the first one found
+  bool ignore_eog = false;        // keep going past end-of-generation tokens
+  int32_t seq = 0;                // sequence of the context to use (cleared first)
 };
 
 enum class stop_reason { end_of_generation, max_tokens, stop_string, cancelled, context_full };
@@ -45,7 +45,8 @@ struct generation {
 // Runs prompt + generation on `ctx` sequence gp.seq. `on_piece` is called per generated token;
 // returning false cancels (reason cancelled). Errors (prompt too long for the context, ...) are
 // returned before any token is generated.
-result<generation> generate(context& ctx, std::span<const int32_t> prompt, sampler& smp, const generate_params& gp,
+result<generation> generate(context& ctx, std::span<const int32_t> prompt, sampler& smp,
+                            const generate_params& gp,
                             const std::function<bool(const generated_piece&)>& on_piece);
 
 // Holds back streamed text that might be the start of a stop string, and finds stop strings that

@@ -53,8 +53,9 @@ class reader {
     const uint64_t n = read<uint64_t>(what);
     if (failed()) return {};
     if (n > remaining()) {
-      fail_at(at, std::string(what) + " length " + std::to_string(n) + " runs past the end of the file (" +
-                      std::to_string(remaining()) + " bytes left)");
+      fail_at(at, std::string(what) + " length " + std::to_string(n) +
+                      " runs past the end of the file (" + std::to_string(remaining()) +
+                      " bytes left)");
       return {};
     }
     std::string s(reinterpret_cast<const char*>(b_.data() + pos_), n);
@@ -93,34 +94,60 @@ size_t scalar_size(gguf_value_type t) {
   return 0;
 }
 
-bool valid_value_type(uint32_t t) { return t <= uint32_t(gguf_value_type::f64); }
+bool valid_value_type(uint32_t t) {
+  return t <= uint32_t(gguf_value_type::f64);
+}
 
 void read_value(reader& r, gguf_value_type type, gguf_value& out, uint64_t depth,
                 const std::string& key) {
   out.type = type;
   switch (type) {
-    case gguf_value_type::u8: out.u = r.read<uint8_t>("u8 value"); break;
-    case gguf_value_type::i8: out.i = r.read<int8_t>("i8 value"); break;
-    case gguf_value_type::u16: out.u = r.read<uint16_t>("u16 value"); break;
-    case gguf_value_type::i16: out.i = r.read<int16_t>("i16 value"); break;
-    case gguf_value_type::u32: out.u = r.read<uint32_t>("u32 value"); break;
-    case gguf_value_type::i32: out.i = r.read<int32_t>("i32 value"); break;
-    case gguf_value_type::u64: out.u = r.read<uint64_t>("u64 value"); break;
-    case gguf_value_type::i64: out.i = r.read<int64_t>("i64 value"); break;
-    case gguf_value_type::f32: out.f = r.read<float>("f32 value"); break;
-    case gguf_value_type::f64: out.f = r.read<double>("f64 value"); break;
+    case gguf_value_type::u8:
+      out.u = r.read<uint8_t>("u8 value");
+      break;
+    case gguf_value_type::i8:
+      out.i = r.read<int8_t>("i8 value");
+      break;
+    case gguf_value_type::u16:
+      out.u = r.read<uint16_t>("u16 value");
+      break;
+    case gguf_value_type::i16:
+      out.i = r.read<int16_t>("i16 value");
+      break;
+    case gguf_value_type::u32:
+      out.u = r.read<uint32_t>("u32 value");
+      break;
+    case gguf_value_type::i32:
+      out.i = r.read<int32_t>("i32 value");
+      break;
+    case gguf_value_type::u64:
+      out.u = r.read<uint64_t>("u64 value");
+      break;
+    case gguf_value_type::i64:
+      out.i = r.read<int64_t>("i64 value");
+      break;
+    case gguf_value_type::f32:
+      out.f = r.read<float>("f32 value");
+      break;
+    case gguf_value_type::f64:
+      out.f = r.read<double>("f64 value");
+      break;
     case gguf_value_type::boolean: {
       const size_t at = r.pos();
       const uint8_t b = r.read<uint8_t>("bool value");
-      if (b > 1) r.fail_at(at, "bool value of key '" + key + "' is " + std::to_string(b) + ", not 0 or 1");
+      if (b > 1)
+        r.fail_at(at, "bool value of key '" + key + "' is " + std::to_string(b) + ", not 0 or 1");
       out.u = b;
       break;
     }
-    case gguf_value_type::string: out.str = r.read_string("string value"); break;
+    case gguf_value_type::string:
+      out.str = r.read_string("string value");
+      break;
     case gguf_value_type::array: {
       const size_t at = r.pos();
       if (depth >= k_max_array_depth) {
-        r.fail_at(at, "arrays nested deeper than " + std::to_string(k_max_array_depth) + " in key '" + key + "'");
+        r.fail_at(at, "arrays nested deeper than " + std::to_string(k_max_array_depth) +
+                          " in key '" + key + "'");
         return;
       }
       const uint32_t et = r.read<uint32_t>("array element type");
@@ -134,9 +161,10 @@ void read_value(reader& r, gguf_value_type type, gguf_value& out, uint64_t depth
       // Each element takes at least scalar_size bytes: a count the file cannot hold is rejected
       // before anything is allocated for it.
       if (n > r.remaining() / scalar_size(out.elem_type)) {
-        r.fail_at(at, "array of key '" + key + "' claims " + std::to_string(n) + " elements of type " +
-                          std::string(gguf_value_type_name(out.elem_type)) + ", more than the " +
-                          std::to_string(r.remaining()) + " bytes left can hold");
+        r.fail_at(at, "array of key '" + key + "' claims " + std::to_string(n) +
+                          " elements of type " + std::string(gguf_value_type_name(out.elem_type)) +
+                          ", more than the " + std::to_string(r.remaining()) +
+                          " bytes left can hold");
         return;
       }
       out.items.resize(n);
@@ -148,25 +176,40 @@ void read_value(reader& r, gguf_value_type type, gguf_value& out, uint64_t depth
   }
 }
 
-bool mul_overflows(int64_t a, int64_t b, int64_t* out) { return __builtin_mul_overflow(a, b, out); }
+bool mul_overflows(int64_t a, int64_t b, int64_t* out) {
+  return __builtin_mul_overflow(a, b, out);
+}
 
 }  // namespace
 
 std::string_view gguf_value_type_name(gguf_value_type t) {
   switch (t) {
-    case gguf_value_type::u8: return "u8";
-    case gguf_value_type::i8: return "i8";
-    case gguf_value_type::u16: return "u16";
-    case gguf_value_type::i16: return "i16";
-    case gguf_value_type::u32: return "u32";
-    case gguf_value_type::i32: return "i32";
-    case gguf_value_type::f32: return "f32";
-    case gguf_value_type::boolean: return "bool";
-    case gguf_value_type::string: return "string";
-    case gguf_value_type::array: return "array";
-    case gguf_value_type::u64: return "u64";
-    case gguf_value_type::i64: return "i64";
-    case gguf_value_type::f64: return "f64";
+    case gguf_value_type::u8:
+      return "u8";
+    case gguf_value_type::i8:
+      return "i8";
+    case gguf_value_type::u16:
+      return "u16";
+    case gguf_value_type::i16:
+      return "i16";
+    case gguf_value_type::u32:
+      return "u32";
+    case gguf_value_type::i32:
+      return "i32";
+    case gguf_value_type::f32:
+      return "f32";
+    case gguf_value_type::boolean:
+      return "bool";
+    case gguf_value_type::string:
+      return "string";
+    case gguf_value_type::array:
+      return "array";
+    case gguf_value_type::u64:
+      return "u64";
+    case gguf_value_type::i64:
+      return "i64";
+    case gguf_value_type::f64:
+      return "f64";
   }
   return "unknown";
 }
@@ -272,8 +315,8 @@ result<gguf_file> gguf_file::parse(std::span<const uint8_t> bytes) {
     const uint32_t type = r.read<uint32_t>("metadata value type");
     if (r.failed()) return error{"metadata entry " + std::to_string(k) + ": " + r.error_text()};
     if (!valid_value_type(type)) {
-      return error{"at byte " + std::to_string(at) + ": metadata key '" + kv.key + "' has unknown value type " +
-                   std::to_string(type)};
+      return error{"at byte " + std::to_string(at) + ": metadata key '" + kv.key +
+                   "' has unknown value type " + std::to_string(type)};
     }
     if (!keys.insert(kv.key).second) {
       return error{"at byte " + std::to_string(at) + ": duplicate metadata key '" + kv.key + "'"};
@@ -306,7 +349,8 @@ result<gguf_file> gguf_file::parse(std::span<const uint8_t> bytes) {
     for (uint32_t d = 0; d < n_dims; ++d) {
       const uint64_t ne = r.read<uint64_t>("tensor dimension");
       if (!r.failed() && (ne == 0 || ne > uint64_t(std::numeric_limits<int64_t>::max()))) {
-        return error{where + " has dimension " + std::to_string(d) + " of size " + std::to_string(ne)};
+        return error{where + " has dimension " + std::to_string(d) + " of size " +
+                     std::to_string(ne)};
       }
       t.ne[d] = int64_t(ne);
     }
@@ -318,12 +362,14 @@ result<gguf_file> gguf_file::parse(std::span<const uint8_t> bytes) {
     if (!layout) return error{where + " has unknown tensor type id " + std::to_string(type)};
     t.type = tensor_type(type);
     if (t.ne[0] % layout->block_elems != 0) {
-      return error{where + " of type " + std::string(layout->name) + " has row length " + std::to_string(t.ne[0]) +
-                   ", not a multiple of its block size " + std::to_string(layout->block_elems)};
+      return error{where + " of type " + std::string(layout->name) + " has row length " +
+                   std::to_string(t.ne[0]) + ", not a multiple of its block size " +
+                   std::to_string(layout->block_elems)};
     }
     int64_t n_el = 1;
     for (int d = 0; d < k_max_dims; ++d) {
-      if (mul_overflows(n_el, t.ne[d], &n_el)) return error{where + " has a shape " + t.shape_string() + " that overflows"};
+      if (mul_overflows(n_el, t.ne[d], &n_el))
+        return error{where + " has a shape " + t.shape_string() + " that overflows"};
     }
     int64_t n_bytes = 0;
     if (mul_overflows(n_el / layout->block_elems, layout->block_bytes, &n_bytes)) {
@@ -331,8 +377,8 @@ result<gguf_file> gguf_file::parse(std::span<const uint8_t> bytes) {
     }
     t.n_bytes = uint64_t(n_bytes);
     if (t.offset % g.alignment_ != 0) {
-      return error{where + " has data offset " + std::to_string(t.offset) + ", not a multiple of the alignment " +
-                   std::to_string(g.alignment_)};
+      return error{where + " has data offset " + std::to_string(t.offset) +
+                   ", not a multiple of the alignment " + std::to_string(g.alignment_)};
     }
   }
 
@@ -341,17 +387,18 @@ result<gguf_file> gguf_file::parse(std::span<const uint8_t> bytes) {
   g.data_offset_ = (header_end + g.alignment_ - 1) / g.alignment_ * g.alignment_;
   const uint64_t size = bytes.size();
   if (n_tensors > 0 && g.data_offset_ > size) {
-    return error{"tensor data would start at byte " + std::to_string(g.data_offset_) + ", past the end of the file (" +
-                 std::to_string(size) + " bytes)"};
+    return error{"tensor data would start at byte " + std::to_string(g.data_offset_) +
+                 ", past the end of the file (" + std::to_string(size) + " bytes)"};
   }
   const uint64_t data_size = size > g.data_offset_ ? size - g.data_offset_ : 0;
 
   std::vector<const gguf_tensor*> by_offset;
   for (auto& t : g.tensors_) {
     if (t.offset > data_size || t.n_bytes > data_size - t.offset) {
-      return error{"tensor '" + t.name + "' (" + std::string(tensor_type_name(t.type)) + " " + t.shape_string() +
-                   ", " + std::to_string(t.n_bytes) + " bytes at data offset " + std::to_string(t.offset) +
-                   ") runs past the end of the file (" + std::to_string(data_size) + " bytes of tensor data)"};
+      return error{"tensor '" + t.name + "' (" + std::string(tensor_type_name(t.type)) + " " +
+                   t.shape_string() + ", " + std::to_string(t.n_bytes) + " bytes at data offset " +
+                   std::to_string(t.offset) + ") runs past the end of the file (" +
+                   std::to_string(data_size) + " bytes of tensor data)"};
     }
     t.data = bytes.data() + g.data_offset_ + t.offset;
     by_offset.push_back(&t);
@@ -361,7 +408,8 @@ result<gguf_file> gguf_file::parse(std::span<const uint8_t> bytes) {
   for (size_t k = 1; k < by_offset.size(); ++k) {
     const gguf_tensor* prev = by_offset[k - 1];
     if (prev->offset + prev->n_bytes > by_offset[k]->offset) {
-      return error{"tensors '" + prev->name + "' and '" + by_offset[k]->name + "' overlap in the file"};
+      return error{"tensors '" + prev->name + "' and '" + by_offset[k]->name +
+                   "' overlap in the file"};
     }
   }
   return g;
@@ -396,8 +444,8 @@ bool as_float(const gguf_value& v, double* out) {
   if (v.is_float()) {
     *out = v.f;
   } else if (v.is_integer()) {
-    *out = v.type == gguf_value_type::i8 || v.type == gguf_value_type::i16 || v.type == gguf_value_type::i32 ||
-                   v.type == gguf_value_type::i64
+    *out = v.type == gguf_value_type::i8 || v.type == gguf_value_type::i16 ||
+                   v.type == gguf_value_type::i32 || v.type == gguf_value_type::i64
                ? double(v.i)
                : double(v.u);
   } else {
@@ -411,15 +459,20 @@ bool as_int(const gguf_value& v, int64_t* out) {
     case gguf_value_type::i8:
     case gguf_value_type::i16:
     case gguf_value_type::i32:
-    case gguf_value_type::i64: *out = v.i; return true;
+    case gguf_value_type::i64:
+      *out = v.i;
+      return true;
     case gguf_value_type::u8:
     case gguf_value_type::u16:
-    case gguf_value_type::u32: *out = int64_t(v.u); return true;
+    case gguf_value_type::u32:
+      *out = int64_t(v.u);
+      return true;
     case gguf_value_type::u64:
       if (v.u > uint64_t(std::numeric_limits<int64_t>::max())) return false;
       *out = int64_t(v.u);
       return true;
-    default: return false;
+    default:
+      return false;
   }
 }
 
@@ -431,7 +484,8 @@ result<std::optional<uint64_t>> gguf_file::get_uint(std::string_view key) const 
   int64_t x = 0;
   if (v->type == gguf_value_type::u64) return std::optional<uint64_t>{v->u};
   if (!as_int(*v, &x)) return wrong_type(key, *v, "an unsigned integer");
-  if (x < 0) return error{"metadata key '" + std::string(key) + "' is negative (" + std::to_string(x) + ")"};
+  if (x < 0)
+    return error{"metadata key '" + std::string(key) + "' is negative (" + std::to_string(x) + ")"};
   return std::optional<uint64_t>{uint64_t(x)};
 }
 
@@ -457,7 +511,8 @@ result<std::optional<std::string>> gguf_file::get_string(std::string_view key) c
   return std::optional<std::string>{v->str};
 }
 
-result<std::optional<std::vector<std::string>>> gguf_file::get_string_array(std::string_view key) const {
+result<std::optional<std::vector<std::string>>> gguf_file::get_string_array(
+    std::string_view key) const {
   const gguf_value* v = find(key);
   if (!v) return std::optional<std::vector<std::string>>{};
   if (v->type != gguf_value_type::array || v->elem_type != gguf_value_type::string) {

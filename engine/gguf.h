@@ -11,8 +11,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -68,8 +68,8 @@ struct gguf_tensor {
   tensor_type type = tensor_type::f32;
   int n_dims = 0;
   int64_t ne[4] = {1, 1, 1, 1};
-  uint64_t offset = 0;          // from the start of the data section
-  uint64_t n_bytes = 0;         // exact size implied by type and shape
+  uint64_t offset = 0;            // from the start of the data section
+  uint64_t n_bytes = 0;           // exact size implied by type and shape
   const uint8_t* data = nullptr;  // inside the mapping
 
   int64_t n_elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }

@@ -11,10 +11,15 @@ uint64_t kv_cache::bytes_per_cell(const model_hparams& hp) {
 }
 
 kv_cache::kv_cache(hearth::backend& b, const model_hparams& hp, int32_t n_cells)
-    : backend_(b), cell_seq_(size_t(n_cells), -1), cell_pos_(size_t(n_cells), -1), n_free_(n_cells) {
+    : backend_(b),
+      cell_seq_(size_t(n_cells), -1),
+      cell_pos_(size_t(n_cells), -1),
+      n_free_(n_cells) {
   for (int32_t l = 0; l < hp.n_layer; ++l) {
-    k_.push_back(backend_.alloc(tensor_type::f16, int64_t(hp.n_head_kv) * hp.head_dim_k, n_cells, "cache_k"));
-    v_.push_back(backend_.alloc(tensor_type::f16, int64_t(hp.n_head_kv) * hp.head_dim_v, n_cells, "cache_v"));
+    k_.push_back(backend_.alloc(tensor_type::f16, int64_t(hp.n_head_kv) * hp.head_dim_k, n_cells,
+                                "cache_k"));
+    v_.push_back(backend_.alloc(tensor_type::f16, int64_t(hp.n_head_kv) * hp.head_dim_v, n_cells,
+                                "cache_v"));
   }
   cell_seq_t_ = backend_.alloc(tensor_type::i32, n_cells, 1, "cell_seq");
   cell_pos_t_ = backend_.alloc(tensor_type::i32, n_cells, 1, "cell_pos");
@@ -28,7 +33,8 @@ kv_cache::~kv_cache() {
   backend_.free(cell_pos_t_);
 }
 
-bool kv_cache::place(std::span<const int32_t> seqs, std::span<const int32_t> positions, std::span<int32_t> cells) {
+bool kv_cache::place(std::span<const int32_t> seqs, std::span<const int32_t> positions,
+                     std::span<int32_t> cells) {
   if (int32_t(seqs.size()) > n_free_) return false;
   const int32_t n = size();
   int32_t c = search_from_;

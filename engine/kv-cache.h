@@ -30,7 +30,8 @@ class kv_cache {
 
   // Takes free cells for tokens of (seq, pos) pairs, writing the chosen cells to `cells`.
   // The caller checked n_free() first; returns false (changing nothing) when too few are free.
-  bool place(std::span<const int32_t> seqs, std::span<const int32_t> positions, std::span<int32_t> cells);
+  bool place(std::span<const int32_t> seqs, std::span<const int32_t> positions,
+             std::span<int32_t> cells);
 
   // Frees every cell of one sequence / of all sequences.
   void seq_clear(int32_t seq);
@@ -41,10 +42,14 @@ class kv_cache {
   // Copies the cell metadata to the backend tensors below (after place/clear).
   void upload_cells();
 
-  const tensor& k(int32_t layer) const { return k_[size_t(layer)]; }  // F16 [n_cells, n_head_kv*head_dim_k]
-  const tensor& v(int32_t layer) const { return v_[size_t(layer)]; }  // F16 [n_cells, n_head_kv*head_dim_v]
-  const tensor& cell_seq() const { return cell_seq_t_; }              // I32 [n_cells], -1 = free
-  const tensor& cell_pos() const { return cell_pos_t_; }              // I32 [n_cells]
+  const tensor& k(int32_t layer) const {
+    return k_[size_t(layer)];
+  }  // F16 [n_cells, n_head_kv*head_dim_k]
+  const tensor& v(int32_t layer) const {
+    return v_[size_t(layer)];
+  }                                                       // F16 [n_cells, n_head_kv*head_dim_v]
+  const tensor& cell_seq() const { return cell_seq_t_; }  // I32 [n_cells], -1 = free
+  const tensor& cell_pos() const { return cell_pos_t_; }  // I32 [n_cells]
 
  private:
   void recompute_extent();

@@ -10,7 +10,9 @@
 namespace hearth {
 namespace {
 
-[[noreturn]] void fail(const std::string& what) { throw std::runtime_error(what); }
+[[noreturn]] void fail(const std::string& what) {
+  throw std::runtime_error(what);
+}
 
 template <typename T>
 T unwrap(result<T> r) {
@@ -19,7 +21,8 @@ T unwrap(result<T> r) {
 }
 
 std::string shape(int64_t ne0, int64_t ne1) {
-  return ne1 > 1 ? "[" + std::to_string(ne0) + ", " + std::to_string(ne1) + "]" : "[" + std::to_string(ne0) + "]";
+  return ne1 > 1 ? "[" + std::to_string(ne0) + ", " + std::to_string(ne1) + "]"
+                 : "[" + std::to_string(ne0) + "]";
 }
 
 }  // namespace
@@ -28,16 +31,19 @@ tensor model_loader::bind(const gguf_tensor& g, bool matrix_type, int64_t ne0, i
   const int64_t want[4] = {ne0, ne1, 1, 1};
   for (int d = 0; d < 4; ++d) {
     if (g.ne[d] != want[d]) {
-      fail("tensor '" + g.name + "' has shape " + g.shape_string() + ", expected " + shape(ne0, ne1));
+      fail("tensor '" + g.name + "' has shape " + g.shape_string() + ", expected " +
+           shape(ne0, ne1));
     }
   }
   if (matrix_type) {
     if (!backend_.supports_weight_type(g.type)) {
-      fail("tensor '" + g.name + "' has type " + std::string(tensor_type_name(g.type)) + ", which the " +
-           backend_.name() + " backend does not support yet (supported: f32, f16, bf16, q8_0)");
+      fail("tensor '" + g.name + "' has type " + std::string(tensor_type_name(g.type)) +
+           ", which the " + backend_.name() +
+           " backend does not support yet (supported: f32, f16, bf16, q8_0)");
     }
   } else if (g.type != tensor_type::f32) {
-    fail("tensor '" + g.name + "' has type " + std::string(tensor_type_name(g.type)) + ", expected f32");
+    fail("tensor '" + g.name + "' has type " + std::string(tensor_type_name(g.type)) +
+         ", expected f32");
   }
   used_.push_back(g.name);
   bound_bytes_ += g.n_bytes;
@@ -69,13 +75,15 @@ tensor model_loader::vector_optional(const std::string& name, int64_t n) {
 uint32_t model_loader::u32(const std::string& key) const {
   auto v = unwrap(file_.get_uint(key));
   if (!v) fail("metadata key '" + key + "' is missing");
-  if (*v > 0x7fffffff) fail("metadata key '" + key + "' is out of range (" + std::to_string(*v) + ")");
+  if (*v > 0x7fffffff)
+    fail("metadata key '" + key + "' is out of range (" + std::to_string(*v) + ")");
   return uint32_t(*v);
 }
 
 uint32_t model_loader::u32_or(const std::string& key, uint32_t fallback) const {
   auto v = unwrap(file_.get_uint(key));
-  if (v && *v > 0x7fffffff) fail("metadata key '" + key + "' is out of range (" + std::to_string(*v) + ")");
+  if (v && *v > 0x7fffffff)
+    fail("metadata key '" + key + "' is out of range (" + std::to_string(*v) + ")");
   return v ? uint32_t(*v) : fallback;
 }
 
@@ -108,8 +116,8 @@ void read_common_hparams(const model_loader& ld, const vocab& voc, model_hparams
   }
   if (hp.n_layer > 4096 || hp.n_head > 4096) fail("block_count or head_count is implausibly large");
   if (hp.n_head % hp.n_head_kv != 0) {
-    fail("attention.head_count (" + std::to_string(hp.n_head) + ") is not a multiple of head_count_kv (" +
-         std::to_string(hp.n_head_kv) + ")");
+    fail("attention.head_count (" + std::to_string(hp.n_head) +
+         ") is not a multiple of head_count_kv (" + std::to_string(hp.n_head_kv) + ")");
   }
   const uint32_t default_head = uint32_t(hp.n_embd / hp.n_head);
   hp.head_dim_k = int32_t(ld.u32_or(a + "attention.key_length", default_head));
@@ -126,8 +134,8 @@ void read_common_hparams(const model_loader& ld, const vocab& voc, model_hparams
 
   hp.rope.n_dims = int32_t(ld.u32_or(a + "rope.dimension_count", uint32_t(hp.head_dim_k)));
   if (hp.rope.n_dims <= 0 || hp.rope.n_dims % 2 != 0 || hp.rope.n_dims > hp.head_dim_k) {
-    fail("rope.dimension_count " + std::to_string(hp.rope.n_dims) + " must be even and at most the head size " +
-         std::to_string(hp.head_dim_k));
+    fail("rope.dimension_count " + std::to_string(hp.rope.n_dims) +
+         " must be even and at most the head size " + std::to_string(hp.head_dim_k));
   }
   hp.rope.freq_base = ld.f32_or(a + "rope.freq_base", 10000.0f);
   // Linear context scaling stretches positions by `factor` (older files: rope.scale_linear).
@@ -139,7 +147,8 @@ void read_common_hparams(const model_loader& ld, const vocab& voc, model_hparams
   if (factor == 0.0f) factor = ld.f32_or(a + "rope.scale_linear", 0.0f);
   const bool scaled = factor > 0.0f && (!scaling_type || *scaling_type == "linear");
   hp.rope.freq_scale = scaled ? 1.0f / factor : 1.0f;
-  if (!(hp.rope.freq_base > 0) || !(hp.rope.freq_scale > 0)) fail("rope frequency base and scale must be positive");
+  if (!(hp.rope.freq_base > 0) || !(hp.rope.freq_scale > 0))
+    fail("rope frequency base and scale must be positive");
 }
 
 }  // namespace
@@ -152,8 +161,8 @@ std::unique_ptr<model> model::load(const std::string& path, const model_params& 
     if (!arch_name) fail("metadata key 'general.architecture' is missing");
     m->arch_ = architecture_for(*arch_name);
     if (!m->arch_) {
-      fail("architecture '" + *arch_name + "' is not supported (supported: " + std::string(supported_architectures()) +
-           ")");
+      fail("architecture '" + *arch_name +
+           "' is not supported (supported: " + std::string(supported_architectures()) + ")");
     }
     m->hparams_.arch = *arch_name;
     m->hparams_.name = unwrap(m->file_.get_string("general.name")).value_or("");
@@ -186,7 +195,8 @@ model::~model() = default;
 std::string model::dominant_type() const {
   std::map<tensor_type, uint64_t> bytes;
   for (const auto& t : file_.tensors()) bytes[t.type] += t.n_bytes;
-  auto it = std::max_element(bytes.begin(), bytes.end(), [](auto& a, auto& b) { return a.second < b.second; });
+  auto it = std::max_element(bytes.begin(), bytes.end(),
+                             [](auto& a, auto& b) { return a.second < b.second; });
   return it == bytes.end() ? "none" : std::string(tensor_type_name(it->first));
 }
 

@@ -15,8 +15,8 @@
 namespace hearth {
 
 struct model_hparams {
-  std::string arch;        // general.architecture
-  std::string name;        // general.name (may be empty)
+  std::string arch;  // general.architecture
+  std::string name;  // general.name (may be empty)
   int32_t n_vocab = 0;
   int32_t n_ctx_train = 0;
   int32_t n_embd = 0;
@@ -32,16 +32,16 @@ struct model_hparams {
 
 // Weights of one transformer block; absent optional tensors have data == nullptr.
 struct layer_weights {
-  tensor attn_norm;  // F32 [n_embd]
-  tensor wq;         // [n_embd -> n_head * head_dim_k]
-  tensor wk;         // [n_embd -> n_head_kv * head_dim_k]
-  tensor wv;         // [n_embd -> n_head_kv * head_dim_v]
-  tensor wo;         // [n_head * head_dim_v -> n_embd]
-  tensor bq, bk, bv; // optional biases F32
-  tensor ffn_norm;   // F32 [n_embd]
-  tensor ffn_gate;   // [n_embd -> n_ff]
-  tensor ffn_up;     // [n_embd -> n_ff]
-  tensor ffn_down;   // [n_ff -> n_embd]
+  tensor attn_norm;   // F32 [n_embd]
+  tensor wq;          // [n_embd -> n_head * head_dim_k]
+  tensor wk;          // [n_embd -> n_head_kv * head_dim_k]
+  tensor wv;          // [n_embd -> n_head_kv * head_dim_v]
+  tensor wo;          // [n_head * head_dim_v -> n_embd]
+  tensor bq, bk, bv;  // optional biases F32
+  tensor ffn_norm;    // F32 [n_embd]
+  tensor ffn_gate;    // [n_embd -> n_ff]
+  tensor ffn_up;      // [n_embd -> n_ff]
+  tensor ffn_down;    // [n_ff -> n_embd]
 };
 
 struct model_weights {

@@ -7,10 +7,10 @@
 namespace hearth {
 
 struct system_info {
-  std::string cpu_model;      // "Intel(R) Xeon(R) ..." or "" when unknown
-  int32_t n_threads = 1;      // hardware threads
-  uint64_t mem_total = 0;     // bytes
-  uint64_t mem_available = 0; // bytes the kernel could hand out now (MemAvailable)
+  std::string cpu_model;       // "Intel(R) Xeon(R) ..." or "" when unknown
+  int32_t n_threads = 1;       // hardware threads
+  uint64_t mem_total = 0;      // bytes
+  uint64_t mem_available = 0;  // bytes the kernel could hand out now (MemAvailable)
   bool avx2 = false;
 };
 

@@ -8,7 +8,9 @@ namespace {
 constexpr int k_spin = 20000;
 }  // namespace
 
-int thread_pool::hardware_threads() { return std::max(1u, std::thread::hardware_concurrency()); }
+int thread_pool::hardware_threads() {
+  return std::max(1u, std::thread::hardware_concurrency());
+}
 
 thread_pool::thread_pool(int n_threads) : n_threads_(std::max(1, n_threads)) {
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker(i); });

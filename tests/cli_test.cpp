@@ -63,7 +63,8 @@ TEST_F(cli, run_streams_the_reference_greedy_continuation) {
 
 TEST_F(cli, run_json_prints_one_object_per_token_then_a_summary) {
   const auto& c = reference_["cases"][0];
-  auto r = hearth("run -m " + quote(model_) + " -p " + quote(c["prompt"]) + " -n 16 --temp 0 --json");
+  auto r =
+      hearth("run -m " + quote(model_) + " -p " + quote(c["prompt"]) + " -n 16 --temp 0 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::istringstream lines(r.out);
   std::vector<int32_t> tokens;
@@ -96,10 +97,12 @@ TEST_F(cli, eval_writes_the_reference_logits_layout) {
   auto r = hearth("eval -m " + quote(model_) + " --tokens " + list + " --logits-out " + quote(out));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto got = testing::read_f32_file(out);
-  const auto want = testing::read_f32_file(testing::testdata_path("reference/" + c["logits_file"].get<std::string>()));
+  const auto want = testing::read_f32_file(
+      testing::testdata_path("reference/" + c["logits_file"].get<std::string>()));
   ASSERT_EQ(got.size(), want.size());
   double err = 0, norm = 0;
-  for (size_t i = 0; i < got.size(); ++i) err += (got[i] - want[i]) * (got[i] - want[i]), norm += want[i] * want[i];
+  for (size_t i = 0; i < got.size(); ++i)
+    err += (got[i] - want[i]) * (got[i] - want[i]), norm += want[i] * want[i];
   EXPECT_LE(err / norm, 1e-4);
 }
 
@@ -135,10 +138,13 @@ TEST_F(cli, errors_are_one_line_on_stderr_with_a_nonzero_exit_code) {
     EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
   };
   expect_error(hearth("run -m /nonexistent/model.gguf -p hi"), "/nonexistent/model.gguf");
-  expect_error(hearth("run -m " + quote(model_) + " -p " + quote(std::string(300, 'x')) + " --ctx 16"), "context");
+  expect_error(
+      hearth("run -m " + quote(model_) + " -p " + quote(std::string(300, 'x')) + " --ctx 16"),
+      "context");
   expect_error(hearth("run -m " + quote(model_) + " -p hi --top-p 7"), "top_p");
   expect_error(hearth("eval -m " + quote(model_) + " --tokens 1,x,3 --logits-out /tmp/x"), "'x'");
-  expect_error(hearth("eval -m " + quote(model_) + " --tokens 1,70000 --logits-out /tmp/x"), "70000");
+  expect_error(hearth("eval -m " + quote(model_) + " --tokens 1,70000 --logits-out /tmp/x"),
+               "70000");
   // A file that is not GGUF.
   const std::string junk = ::testing::TempDir() + "hearth_junk.gguf";
   FILE* f = std::fopen(junk.c_str(), "wb");

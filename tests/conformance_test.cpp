@@ -70,7 +70,8 @@ TEST_P(conformance, logits_match_reference_within_bounds) {
       worst = std::max(worst, nmse);
       sum += nmse;
       ++rows;
-      argmax_same += std::max_element(got, got + n_vocab) - got == std::max_element(want, want + n_vocab) - want;
+      argmax_same += std::max_element(got, got + n_vocab) - got ==
+                     std::max_element(want, want + n_vocab) - want;
     }
   }
   const double mean = sum / rows;
@@ -79,18 +80,21 @@ TEST_P(conformance, logits_match_reference_within_bounds) {
   if (b.argmax_share > 0) {
     EXPECT_GE(share, b.argmax_share) << GetParam();
   }
-  std::printf("| %s | %d | %.3g | %.3g | %.0f%% |\n", GetParam().c_str(), rows, worst, mean, share * 100);
+  std::printf("| %s | %d | %.3g | %.3g | %.0f%% |\n", GetParam().c_str(), rows, worst, mean,
+              share * 100);
 }
 
 INSTANTIATE_TEST_SUITE_P(llama, conformance,
-                         ::testing::Values("stories260K.json", "synthetic/synthetic-llama-a.f32.json",
+                         ::testing::Values("stories260K.json",
+                                           "synthetic/synthetic-llama-a.f32.json",
                                            "synthetic/synthetic-llama-a.f16.json",
                                            "synthetic/synthetic-llama-a.bf16.json",
                                            "synthetic/synthetic-llama-a.q8_0.json"),
                          [](const auto& param_info) {
                            std::string n = param_info.param;
                            n = n.substr(n.rfind('/') + 1);
-                           for (auto& ch : n) if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           for (auto& ch : n)
+                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
                            return n;
                          });
 

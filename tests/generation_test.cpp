@@ -29,7 +29,8 @@ class stories : public ::testing::Test {
   void SetUp() override { ASSERT_TRUE(model_ && reference_) << "stories260K test data missing"; }
 
   // Logits of every prompt position for `tokens` decoded as sequence `seq` of `ctx`.
-  static std::vector<float> prompt_logits(context& ctx, const std::vector<int32_t>& tokens, int32_t seq = 0) {
+  static std::vector<float> prompt_logits(context& ctx, const std::vector<int32_t>& tokens,
+                                          int32_t seq = 0) {
     std::vector<batch_token> batch;
     for (size_t i = 0; i < tokens.size(); ++i) batch.push_back({tokens[i], int32_t(i), seq, true});
     EXPECT_TRUE(ctx.decode(batch).ok());
@@ -66,7 +67,8 @@ TEST_F(stories, a_reused_context_gives_exactly_what_a_fresh_one_gives) {
   const auto long_prompt = cases[2]["prompt_tokens"].get<std::vector<int32_t>>();   // 12 tokens
   const auto short_prompt = cases[0]["prompt_tokens"].get<std::vector<int32_t>>();  // 5 tokens
 
-  for (const auto& [warm, then] : {std::pair{long_prompt, short_prompt}, std::pair{short_prompt, long_prompt}}) {
+  for (const auto& [warm, then] :
+       {std::pair{long_prompt, short_prompt}, std::pair{short_prompt, long_prompt}}) {
     context fresh(*model_, {.n_ctx = 96});
     const auto want = prompt_logits(fresh, then);
     const auto want_tokens = greedy(fresh, then, 40);
@@ -117,7 +119,8 @@ TEST_F(stories, sequences_decoded_together_match_each_decoded_alone) {
 
 TEST_F(stories, a_prompt_longer_than_the_context_is_an_error_that_changes_nothing) {
   context ctx(*model_, {.n_ctx = 8});
-  const auto prompt = (*reference_)["cases"][2]["prompt_tokens"].get<std::vector<int32_t>>();  // 12 tokens
+  const auto prompt =
+      (*reference_)["cases"][2]["prompt_tokens"].get<std::vector<int32_t>>();  // 12 tokens
   sampler smp({.temperature = 0}, ctx.n_vocab());
   auto g = generate(ctx, prompt, smp, {.max_tokens = 4}, nullptr);
   ASSERT_FALSE(g.ok());
@@ -160,7 +163,8 @@ TEST_F(stories, generation_stops_at_stop_strings_and_end_of_generation) {
 
   // Cancelling from the callback stops after that token.
   int calls = 0;
-  g = generate(ctx, prompt, smp, {.max_tokens = 64}, [&](const generated_piece&) { return ++calls < 3; });
+  g = generate(ctx, prompt, smp, {.max_tokens = 64},
+               [&](const generated_piece&) { return ++calls < 3; });
   ASSERT_TRUE(g.ok());
   EXPECT_EQ(g->reason, stop_reason::cancelled);
   EXPECT_EQ(g->tokens.size(), 3u);
@@ -170,7 +174,8 @@ TEST_F(stories, the_same_seed_gives_the_same_sampled_text) {
   context ctx(*model_, {.n_ctx = 128});
   const auto prompt = (*reference_)["cases"][1]["prompt_tokens"].get<std::vector<int32_t>>();
   auto sample = [&](uint64_t seed) {
-    sampler smp({.temperature = 1.0f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f, .seed = seed}, ctx.n_vocab());
+    sampler smp({.temperature = 1.0f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f, .seed = seed},
+                ctx.n_vocab());
     auto g = generate(ctx, prompt, smp, {.max_tokens = 48}, nullptr);
     EXPECT_TRUE(g.ok());
     return g->tokens;

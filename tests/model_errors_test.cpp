@@ -30,7 +30,8 @@ std::string write_variant(const std::string& name, const edit& e) {
   if (e.metadata) e.metadata(w);
   for (const auto& t : f->tensors()) {
     if (e.tensor && e.tensor(t, w)) continue;
-    w.add_tensor(t.name, t.type, std::vector<int64_t>(t.ne, t.ne + t.n_dims), std::span(t.data, t.n_bytes));
+    w.add_tensor(t.name, t.type, std::vector<int64_t>(t.ne, t.ne + t.n_dims),
+                 std::span(t.data, t.n_bytes));
   }
   const std::string out = ::testing::TempDir() + "hearth_" + name + ".gguf";
   EXPECT_TRUE(w.write_file(out).ok());
@@ -47,7 +48,8 @@ std::string load_error(const std::string& path) {
 }
 
 void expect_contains(const std::string& msg, const std::string& needle) {
-  EXPECT_NE(msg.find(needle), std::string::npos) << "message: " << msg << "\nexpected to contain: " << needle;
+  EXPECT_NE(msg.find(needle), std::string::npos)
+      << "message: " << msg << "\nexpected to contain: " << needle;
 }
 
 TEST(model_errors, an_unmodified_copy_loads) {
@@ -55,18 +57,20 @@ TEST(model_errors, an_unmodified_copy_loads) {
 }
 
 TEST(model_errors, unsupported_architecture_is_named) {
-  auto path = write_variant("arch", {.metadata = [](gguf_writer& w) { w.set_string("general.architecture", "mamba"); }});
+  auto path = write_variant(
+      "arch", {.metadata = [](gguf_writer& w) { w.set_string("general.architecture", "mamba"); }});
   const auto msg = load_error(path);
   expect_contains(msg, "architecture 'mamba' is not supported");
   expect_contains(msg, path);
 }
 
 TEST(model_errors, a_wrong_shape_names_the_tensor_expected_and_actual) {
-  auto path = write_variant("shape", {.tensor = [](const gguf_tensor& t, gguf_writer& w) {
-                               if (t.name != "blk.2.attn_q.weight") return false;
-                               w.add_tensor(t.name, t.type, {64, 32}, std::span(t.data, t.n_bytes / 2));
-                               return true;
-                             }});
+  auto path =
+      write_variant("shape", {.tensor = [](const gguf_tensor& t, gguf_writer& w) {
+                      if (t.name != "blk.2.attn_q.weight") return false;
+                      w.add_tensor(t.name, t.type, {64, 32}, std::span(t.data, t.n_bytes / 2));
+                      return true;
+                    }});
   const auto msg = load_error(path);
   expect_contains(msg, "'blk.2.attn_q.weight' has shape [64, 32], expected [64, 64]");
 }
@@ -74,7 +78,8 @@ TEST(model_errors, a_wrong_shape_names_the_tensor_expected_and_actual) {
 TEST(model_errors, an_unsupported_tensor_type_is_named) {
   auto path = write_variant("type", {.tensor = [](const gguf_tensor& t, gguf_writer& w) {
                               if (t.name != "blk.0.ffn_up.weight") return false;
-                              // Same shape as Q4_0 blocks: 172 rows of 64 values = 2 blocks of 18 bytes.
+                              // Same shape as Q4_0 blocks: 172 rows of 64 values = 2 blocks of 18
+                              // bytes.
                               std::vector<uint8_t> q4(size_t(172 * 2 * 18), 0);
                               w.add_tensor(t.name, tensor_type::q4_0, {64, 172}, std::move(q4));
                               return true;
@@ -102,16 +107,20 @@ TEST(model_errors, a_missing_tensor_is_named) {
 }
 
 TEST(model_errors, bad_hyperparameters_are_named) {
-  auto zero_heads = write_variant("heads", {.metadata = [](gguf_writer& w) { w.set_u32("llama.attention.head_count", 0); }});
+  auto zero_heads = write_variant(
+      "heads", {.metadata = [](gguf_writer& w) { w.set_u32("llama.attention.head_count", 0); }});
   expect_contains(load_error(zero_heads), "must be positive");
 
-  auto gqa = write_variant("gqa", {.metadata = [](gguf_writer& w) { w.set_u32("llama.attention.head_count_kv", 3); }});
+  auto gqa = write_variant(
+      "gqa", {.metadata = [](gguf_writer& w) { w.set_u32("llama.attention.head_count_kv", 3); }});
   expect_contains(load_error(gqa), "not a multiple of head_count_kv");
 
-  auto rope = write_variant("rope", {.metadata = [](gguf_writer& w) { w.set_u32("llama.rope.dimension_count", 7); }});
+  auto rope = write_variant(
+      "rope", {.metadata = [](gguf_writer& w) { w.set_u32("llama.rope.dimension_count", 7); }});
   expect_contains(load_error(rope), "rope.dimension_count 7");
 
-  auto type = write_variant("keytype", {.metadata = [](gguf_writer& w) { w.set_string("llama.block_count", "five"); }});
+  auto type = write_variant(
+      "keytype", {.metadata = [](gguf_writer& w) { w.set_string("llama.block_count", "five"); }});
   expect_contains(load_error(type), "'llama.block_count' is string");
 }
 

@@ -18,7 +18,8 @@ std::string testdata_root() {
 std::string testdata_path(const std::string& relative) {
   const std::string p = testdata_root() + "/" + relative;
   if (!std::filesystem::exists(p)) {
-    ADD_FAILURE() << "test data file missing: " << p << " (set HEARTH_TESTDATA to the shared testdata folder)";
+    ADD_FAILURE() << "test data file missing: " << p
+                  << " (set HEARTH_TESTDATA to the shared testdata folder)";
     return "";
   }
   return p;

@@ -43,7 +43,8 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 }
 
 int bench(const bench_options& o) {
-  if (o.n_prompt < 0 || o.n_gen < 0 || o.reps < 1) throw std::runtime_error("-p, -n must be >= 0 and -r >= 1");
+  if (o.n_prompt < 0 || o.n_gen < 0 || o.reps < 1)
+    throw std::runtime_error("-p, -n must be >= 0 and -r >= 1");
   auto m = load_model(o.model, o.threads);
   context_params cp;
   cp.n_ctx = std::max(1, std::max(o.n_prompt, o.n_gen));
@@ -54,7 +55,8 @@ int bench(const bench_options& o) {
   std::mt19937 rng(42);
   std::uniform_int_distribution<int32_t> pick(0, m->hparams().n_vocab - 1);
   std::vector<batch_token> prompt(size_t(o.n_prompt));
-  for (int32_t i = 0; i < o.n_prompt; ++i) prompt[size_t(i)] = {pick(rng), i, 0, i + 1 == o.n_prompt};
+  for (int32_t i = 0; i < o.n_prompt; ++i)
+    prompt[size_t(i)] = {pick(rng), i, 0, i + 1 == o.n_prompt};
 
   auto run_pp = [&] {
     ctx.clear();
@@ -85,21 +87,33 @@ int bench(const bench_options& o) {
   const int threads = o.threads > 0 ? o.threads : system_info_read().n_threads;
 
   if (o.json) {
-    nlohmann::json j = {{"model", o.model},       {"type", m->dominant_type()},  {"weight_bytes", m->weight_bytes()},
-                        {"threads", threads},     {"backend", m->backend().name()}, {"n_prompt", o.n_prompt},
-                        {"n_gen", o.n_gen},       {"reps", o.reps},              {"pp_tps", pps.mean},
-                        {"pp_tps_stdev", pps.stdev}, {"tg_tps", tgs.mean},       {"tg_tps_stdev", tgs.stdev}};
+    nlohmann::json j = {{"model", o.model},
+                        {"type", m->dominant_type()},
+                        {"weight_bytes", m->weight_bytes()},
+                        {"threads", threads},
+                        {"backend", m->backend().name()},
+                        {"n_prompt", o.n_prompt},
+                        {"n_gen", o.n_gen},
+                        {"reps", o.reps},
+                        {"pp_tps", pps.mean},
+                        {"pp_tps_stdev", pps.stdev},
+                        {"tg_tps", tgs.mean},
+                        {"tg_tps_stdev", tgs.stdev}};
     std::printf("%s\n", j.dump().c_str());
   } else {
-    std::printf("| model | type | size | backend | threads | test | t/s |\n| --- | --- | ---: | --- | ---: | --- | ---: |\n");
+    std::printf(
+        "| model | type | size | backend | threads | test | t/s |\n| --- | --- | ---: | --- | ---: "
+        "| --- | ---: |\n");
     const std::string size = format_bytes(m->weight_bytes());
     if (o.n_prompt > 0) {
-      std::printf("| %s | %s | %s | %s | %d | pp%d | %.2f ± %.2f |\n", m->hparams().name.c_str(), m->dominant_type().c_str(),
-                  size.c_str(), m->backend().name().c_str(), threads, o.n_prompt, pps.mean, pps.stdev);
+      std::printf("| %s | %s | %s | %s | %d | pp%d | %.2f ± %.2f |\n", m->hparams().name.c_str(),
+                  m->dominant_type().c_str(), size.c_str(), m->backend().name().c_str(), threads,
+                  o.n_prompt, pps.mean, pps.stdev);
     }
     if (o.n_gen > 0) {
-      std::printf("| %s | %s | %s | %s | %d | tg%d | %.2f ± %.2f |\n", m->hparams().name.c_str(), m->dominant_type().c_str(),
-                  size.c_str(), m->backend().name().c_str(), threads, o.n_gen, tgs.mean, tgs.stdev);
+      std::printf("| %s | %s | %s | %s | %d | tg%d | %.2f ± %.2f |\n", m->hparams().name.c_str(),
+                  m->dominant_type().c_str(), size.c_str(), m->backend().name().c_str(), threads,
+                  o.n_gen, tgs.mean, tgs.stdev);
     }
   }
   return 0;

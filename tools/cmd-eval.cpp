@@ -34,7 +34,8 @@ int eval(const eval_options& o) {
   // Row i holds the logits after token i: n_tokens × n_vocab little-endian float32.
   const size_t row = size_t(ctx.n_vocab());
   bool ok = true;
-  for (int32_t i = 0; i < ctx.n_logits(); ++i) ok = ok && std::fwrite(ctx.logits(i), 4, row, f) == row;
+  for (int32_t i = 0; i < ctx.n_logits(); ++i)
+    ok = ok && std::fwrite(ctx.logits(i), 4, row, f) == row;
   ok = (std::fclose(f) == 0) && ok;
   if (!ok) throw std::runtime_error("writing " + o.out + " failed");
   std::fprintf(stderr, "wrote %d × %zu logits to %s\n", ctx.n_logits(), row, o.out.c_str());

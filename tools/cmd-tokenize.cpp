@@ -34,9 +34,13 @@ int tokenize(const tokenize_options& o) {
 action add_tokenize(CLI::App& app) {
   auto o = std::make_shared<tokenize_options>();
   CLI::App* cmd = app.add_subcommand("tokenize", "Print the token ids of a text as a JSON array");
-  cmd->add_option("-m,--model", o->model, "GGUF model or vocabulary file")->required()->check(CLI::ExistingFile);
-  cmd->add_flag("--no-bos", o->no_bos, "Do not add the beginning-of-sequence token (nor end-of-sequence)");
-  cmd->add_flag("--parse-special", o->parse_special, "Turn special-token text such as <s> into tokens");
+  cmd->add_option("-m,--model", o->model, "GGUF model or vocabulary file")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cmd->add_flag("--no-bos", o->no_bos,
+                "Do not add the beginning-of-sequence token (nor end-of-sequence)");
+  cmd->add_flag("--parse-special", o->parse_special,
+                "Turn special-token text such as <s> into tokens");
   cmd->add_option("text", o->text, "Text to tokenize")->required();
   return [o] { return tokenize(*o); };
 }

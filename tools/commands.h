@@ -16,5 +16,4 @@ action add_eval(CLI::App& app);
 action add_tokenize(CLI::App& app);
 action add_bench(CLI::App& app);
 
-
 }  // namespace hearth::cli

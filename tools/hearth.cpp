@@ -13,7 +13,8 @@ int main(int argc, char** argv) {
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
 
   std::vector<std::pair<CLI::App*, hearth::cli::action>> commands;
-  for (auto add : {hearth::cli::add_run, hearth::cli::add_eval, hearth::cli::add_tokenize, hearth::cli::add_bench}) {
+  for (auto add : {hearth::cli::add_run, hearth::cli::add_eval, hearth::cli::add_tokenize,
+                   hearth::cli::add_bench}) {
     const size_t before = app.get_subcommands({}).size();
     auto act = add(app);
     commands.emplace_back(app.get_subcommands({})[before], std::move(act));
@@ -26,7 +27,8 @@ int main(int argc, char** argv) {
     known = known || (argc > 1 && sub->get_name() == argv[1]);
   }
   if (argc > 1 && argv[1][0] != '-' && !known) {
-    std::fprintf(stderr, "hearth: error: unknown command '%s' (commands: %s)\n", argv[1], names.c_str());
+    std::fprintf(stderr, "hearth: error: unknown command '%s' (commands: %s)\n", argv[1],
+                 names.c_str());
     return 2;
   }
   try {

@@ -23,8 +23,10 @@ std::unique_ptr<model> load_model(const std::string& path, int threads) {
       last = now;
       const int width = 40;
       const int filled = int(double(done) / double(total) * width);
-      std::fprintf(stderr, "\rloading %s [%.*s%*s] %3d%%", std::filesystem::path(path).filename().c_str(), filled,
-                   "########################################", width - filled, "", int(100.0 * double(done) / double(total)));
+      std::fprintf(stderr, "\rloading %s [%.*s%*s] %3d%%",
+                   std::filesystem::path(path).filename().c_str(), filled,
+                   "########################################", width - filled, "",
+                   int(100.0 * double(done) / double(total)));
       if (done == total) std::fprintf(stderr, "\n");
       std::fflush(stderr);
     };
@@ -37,7 +39,8 @@ std::vector<int32_t> parse_token_list(const std::string& s) {
   size_t start = 0;
   while (start <= s.size()) {
     const size_t comma = s.find(',', start);
-    const std::string item = s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const std::string item =
+        s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     size_t used = 0;
     long long v = 0;
     try {

@@ -9,9 +9,10 @@
 
 namespace hearth::cpu {
 
-void op_attention(thread_pool& pool, scratch& s, const tensor& q, const tensor& k_cache, const tensor& v_cache,
-                  const tensor& tok_seq, const tensor& tok_pos, const tensor& cell_seq, const tensor& cell_pos,
-                  int32_t n_cells, const attention_params& p, const tensor& out) {
+void op_attention(thread_pool& pool, scratch& s, const tensor& q, const tensor& k_cache,
+                  const tensor& v_cache, const tensor& tok_seq, const tensor& tok_pos,
+                  const tensor& cell_seq, const tensor& cell_pos, int32_t n_cells,
+                  const attention_params& p, const tensor& out) {
   const int64_t n_tok = q.ne[1];
   const type_kernels* kk = kernels_for(k_cache.type);
   const type_kernels* vk = kernels_for(v_cache.type);
@@ -28,11 +29,12 @@ void op_attention(thread_pool& pool, scratch& s, const tensor& q, const tensor& 
 
   pool.run([&](int ith, int nth) {
     // Scratch: scores for every cell, q and a dequantized V row in the cache's type/F32.
-    float* buf = s.thread_floats(ith, size_t(n_cells) + size_t(p.head_dim_k) * 2 + size_t(p.head_dim_v) * 2 + 64);
+    float* buf = s.thread_floats(
+        ith, size_t(n_cells) + size_t(p.head_dim_k) * 2 + size_t(p.head_dim_v) * 2 + 64);
     float* scores = buf;
-    float* qconv_f = scores + n_cells;                   // q of one head converted to the K type
-    float* vrow = qconv_f + p.head_dim_k * 2;           // one V head as F32
-    float* acc = vrow + p.head_dim_v;                   // output accumulator
+    float* qconv_f = scores + n_cells;         // q of one head converted to the K type
+    float* vrow = qconv_f + p.head_dim_k * 2;  // one V head as F32
+    float* acc = vrow + p.head_dim_v;          // output accumulator
 
     for (int64_t job = ith; job < n_tok * p.n_head; job += nth) {
       const int64_t t = job / p.n_head;
@@ -50,7 +52,8 @@ void op_attention(thread_pool& pool, scratch& s, const tensor& q, const tensor& 
           scores[c] = neg_inf;
           continue;
         }
-        const auto* kr = static_cast<const uint8_t*>(k_cache.data) + int64_t(c) * k_row_bytes + hk * k_head_bytes;
+        const auto* kr = static_cast<const uint8_t*>(k_cache.data) + int64_t(c) * k_row_bytes +
+                         hk * k_head_bytes;
         float sc = kk->vec_dot(p.head_dim_k, kr, qconv_f) * p.scale;
         if (p.softcap > 0) sc = p.softcap * std::tanh(sc / p.softcap);
         scores[c] = sc;
@@ -59,7 +62,8 @@ void op_attention(thread_pool& pool, scratch& s, const tensor& q, const tensor& 
 
       std::fill(acc, acc + p.head_dim_v, 0.0f);
       if (max_score == neg_inf) {  // no visible cell: cannot happen for a token stored before use
-        std::copy(acc, acc + p.head_dim_v, static_cast<float*>(out.data) + t * out.ne[0] + int64_t(h) * p.head_dim_v);
+        std::copy(acc, acc + p.head_dim_v,
+                  static_cast<float*>(out.data) + t * out.ne[0] + int64_t(h) * p.head_dim_v);
         continue;
       }
       double sum = 0;
@@ -74,11 +78,13 @@ void op_attention(thread_pool& pool, scratch& s, const tensor& q, const tensor& 
         // The weight is rounded to the cache's type before the V product, as the reference does.
         float wgt = scores[c] * inv;
         if (v_cache.type == tensor_type::f16) wgt = fp16_to_fp32(fp32_to_fp16(wgt));
-        const auto* vr = static_cast<const uint8_t*>(v_cache.data) + int64_t(c) * v_row_bytes + hk * v_head_bytes;
+        const auto* vr = static_cast<const uint8_t*>(v_cache.data) + int64_t(c) * v_row_bytes +
+                         hk * v_head_bytes;
         vk->to_float(vr, vrow, p.head_dim_v);
         for (int32_t i = 0; i < p.head_dim_v; ++i) acc[i] += wgt * vrow[i];
       }
-      std::copy(acc, acc + p.head_dim_v, static_cast<float*>(out.data) + t * out.ne[0] + int64_t(h) * p.head_dim_v);
+      std::copy(acc, acc + p.head_dim_v,
+                static_cast<float*>(out.data) + t * out.ne[0] + int64_t(h) * p.head_dim_v);
     }
   });
 }

@@ -12,7 +12,8 @@ namespace {
 
 class cpu_backend final : public backend {
  public:
-  explicit cpu_backend(int n_threads) : pool_(n_threads <= 0 ? thread_pool::hardware_threads() : n_threads) {
+  explicit cpu_backend(int n_threads)
+      : pool_(n_threads <= 0 ? thread_pool::hardware_threads() : n_threads) {
     scratch_.per_thread.resize(size_t(pool_.n_threads()));
   }
 
@@ -47,8 +48,12 @@ class cpu_backend final : public backend {
     t.data = nullptr;
   }
 
-  void upload(const tensor& dst, const void* src, size_t bytes) override { std::memcpy(dst.data, src, bytes); }
-  void download(const tensor& src, void* dst, size_t bytes) override { std::memcpy(dst, src.data, bytes); }
+  void upload(const tensor& dst, const void* src, size_t bytes) override {
+    std::memcpy(dst.data, src, bytes);
+  }
+  void download(const tensor& src, void* dst, size_t bytes) override {
+    std::memcpy(dst, src.data, bytes);
+  }
 
   void get_rows(const tensor& table, const tensor& ids, const tensor& out) override {
     cpu::op_get_rows(pool_, table, ids, out);
@@ -59,22 +64,26 @@ class cpu_backend final : public backend {
   void rms_norm(const tensor& x, const tensor& weight, float eps, const tensor& out) override {
     cpu::op_rms_norm(pool_, x, weight, eps, out);
   }
-  void rope(const tensor& x, int32_t n_head, int32_t head_dim, const tensor& pos, const rope_params& p,
-            const tensor* freq_factors) override {
+  void rope(const tensor& x, int32_t n_head, int32_t head_dim, const tensor& pos,
+            const rope_params& p, const tensor* freq_factors) override {
     cpu::op_rope(pool_, x, n_head, head_dim, pos, p, freq_factors);
   }
   void kv_store(const tensor& src, const tensor& cells, const tensor& cache) override {
     cpu::op_kv_store(pool_, src, cells, cache);
   }
-  void attention(const tensor& q, const tensor& k_cache, const tensor& v_cache, const tensor& tok_seq,
-                 const tensor& tok_pos, const tensor& cell_seq, const tensor& cell_pos, int32_t n_cells,
-                 const attention_params& p, const tensor& out) override {
-    cpu::op_attention(pool_, scratch_, q, k_cache, v_cache, tok_seq, tok_pos, cell_seq, cell_pos, n_cells, p, out);
+  void attention(const tensor& q, const tensor& k_cache, const tensor& v_cache,
+                 const tensor& tok_seq, const tensor& tok_pos, const tensor& cell_seq,
+                 const tensor& cell_pos, int32_t n_cells, const attention_params& p,
+                 const tensor& out) override {
+    cpu::op_attention(pool_, scratch_, q, k_cache, v_cache, tok_seq, tok_pos, cell_seq, cell_pos,
+                      n_cells, p, out);
   }
   void swiglu(const tensor& gate, const tensor& up, const tensor& out) override {
     cpu::op_swiglu(pool_, gate, up, out);
   }
-  void add(const tensor& a, const tensor& b, const tensor& out) override { cpu::op_add(pool_, a, b, out); }
+  void add(const tensor& a, const tensor& b, const tensor& out) override {
+    cpu::op_add(pool_, a, b, out);
+  }
 
  private:
   thread_pool pool_;
@@ -83,6 +92,8 @@ class cpu_backend final : public backend {
 
 }  // namespace
 
-std::unique_ptr<backend> make_cpu_backend(int n_threads) { return std::make_unique<cpu_backend>(n_threads); }
+std::unique_ptr<backend> make_cpu_backend(int n_threads) {
+  return std::make_unique<cpu_backend>(n_threads);
+}
 
 }  // namespace hearth

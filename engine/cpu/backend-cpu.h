@@ -26,9 +26,10 @@ struct scratch {
 void op_get_rows(thread_pool& pool, const tensor& table, const tensor& ids, const tensor& out);
 void op_mul_mat(thread_pool& pool, scratch& s, const tensor& w, const tensor& x, const tensor* bias,
                 const tensor& out);
-void op_rms_norm(thread_pool& pool, const tensor& x, const tensor& weight, float eps, const tensor& out);
-void op_rope(thread_pool& pool, const tensor& x, int32_t n_head, int32_t head_dim, const tensor& pos,
-             const rope_params& p, const tensor* freq_factors);
+void op_rms_norm(thread_pool& pool, const tensor& x, const tensor& weight, float eps,
+                 const tensor& out);
+void op_rope(thread_pool& pool, const tensor& x, int32_t n_head, int32_t head_dim,
+             const tensor& pos, const rope_params& p, const tensor* freq_factors);
 void op_kv_store(thread_pool& pool, const tensor& src, const tensor& cells, const tensor& cache);
 void op_attention(thread_pool& pool, scratch& s, const tensor& q, const tensor& k_cache,
                   const tensor& v_cache, const tensor& tok_seq, const tensor& tok_pos,

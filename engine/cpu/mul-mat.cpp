@@ -34,10 +34,12 @@ void op_mul_mat(thread_pool& pool, scratch& s, const tensor& w, const tensor& x,
   const int64_t x_row_bytes = tensor_type_row_bytes(k->vec_dot_type, n_in);
   const void* xq = x.data;
   if (k->vec_dot_type != tensor_type::f32) {
-    if (s.converted.size() < size_t(x_row_bytes * n_tok)) s.converted.resize(size_t(x_row_bytes * n_tok));
+    if (s.converted.size() < size_t(x_row_bytes * n_tok))
+      s.converted.resize(size_t(x_row_bytes * n_tok));
     pool.parallel_for(n_tok, [&](int64_t begin, int64_t end) {
       for (int64_t t = begin; t < end; ++t) {
-        xk->from_float(static_cast<const float*>(x.data) + t * n_in, s.converted.data() + t * x_row_bytes, n_in);
+        xk->from_float(static_cast<const float*>(x.data) + t * n_in,
+                       s.converted.data() + t * x_row_bytes, n_in);
       }
     });
     xq = s.converted.data();

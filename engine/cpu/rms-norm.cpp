@@ -4,7 +4,8 @@
 
 namespace hearth::cpu {
 
-void op_rms_norm(thread_pool& pool, const tensor& x, const tensor& weight, float eps, const tensor& out) {
+void op_rms_norm(thread_pool& pool, const tensor& x, const tensor& weight, float eps,
+                 const tensor& out) {
   const int64_t n = x.ne[0];
   const float* w = weight.present() ? static_cast<const float*>(weight.data) : nullptr;
   pool.parallel_for(x.rows(), [&](int64_t begin, int64_t end) {

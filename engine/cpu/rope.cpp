@@ -4,11 +4,13 @@
 
 namespace hearth::cpu {
 
-void op_rope(thread_pool& pool, const tensor& x, int32_t n_head, int32_t head_dim, const tensor& pos,
-             const rope_params& p, const tensor* freq_factors) {
+void op_rope(thread_pool& pool, const tensor& x, int32_t n_head, int32_t head_dim,
+             const tensor& pos, const rope_params& p, const tensor* freq_factors) {
   const int64_t n_tok = x.ne[1];
   const int32_t* positions = static_cast<const int32_t*>(pos.data);
-  const float* ff = freq_factors && freq_factors->present() ? static_cast<const float*>(freq_factors->data) : nullptr;
+  const float* ff = freq_factors && freq_factors->present()
+                        ? static_cast<const float*>(freq_factors->data)
+                        : nullptr;
   const float theta_scale = std::pow(p.freq_base, -2.0f / float(p.n_dims));
   const int32_t half = p.n_dims / 2;
   const int64_t row = x.ne[0];

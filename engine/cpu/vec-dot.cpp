@@ -146,8 +146,12 @@ HEARTH_AVX2 float dot_q8_0_avx2(int64_t n, const void* wv, const void* xv) {
 
 // --- conversions ------------------------------------------------------------------------
 
-void f32_from_float(const float* x, void* y, int64_t n) { std::memcpy(y, x, size_t(n) * 4); }
-void f32_to_float(const void* x, float* y, int64_t n) { std::memcpy(y, x, size_t(n) * 4); }
+void f32_from_float(const float* x, void* y, int64_t n) {
+  std::memcpy(y, x, size_t(n) * 4);
+}
+void f32_to_float(const void* x, float* y, int64_t n) {
+  std::memcpy(y, x, size_t(n) * 4);
+}
 
 void f16_from_float(const float* x, void* yv, int64_t n) {
   uint16_t* y = static_cast<uint16_t*>(yv);
@@ -200,8 +204,10 @@ const kernel_table& table() {
     kernel_table t{};
     t.f32 = {tensor_type::f32, avx2 ? dot_f32_avx2 : dot_f32_generic, f32_from_float, f32_to_float};
     t.f16 = {tensor_type::f16, avx2 ? dot_f16_avx2 : dot_f16_generic, f16_from_float, f16_to_float};
-    t.bf16 = {tensor_type::bf16, avx2 ? dot_bf16_avx2 : dot_bf16_generic, bf16_from_float, bf16_to_float};
-    t.q8_0 = {tensor_type::q8_0, avx2 ? dot_q8_0_avx2 : dot_q8_0_generic, q8_0_from_float, q8_0_to_float};
+    t.bf16 = {tensor_type::bf16, avx2 ? dot_bf16_avx2 : dot_bf16_generic, bf16_from_float,
+              bf16_to_float};
+    t.q8_0 = {tensor_type::q8_0, avx2 ? dot_q8_0_avx2 : dot_q8_0_generic, q8_0_from_float,
+              q8_0_to_float};
     return t;
   }();
   return k;
@@ -223,11 +229,16 @@ bool cpu_has_avx2() {
 
 const type_kernels* kernels_for(tensor_type t) {
   switch (t) {
-    case tensor_type::f32: return &table().f32;
-    case tensor_type::f16: return &table().f16;
-    case tensor_type::bf16: return &table().bf16;
-    case tensor_type::q8_0: return &table().q8_0;
-    default: return nullptr;
+    case tensor_type::f32:
+      return &table().f32;
+    case tensor_type::f16:
+      return &table().f16;
+    case tensor_type::bf16:
+      return &table().bf16;
+    case tensor_type::q8_0:
+      return &table().q8_0;
+    default:
+      return nullptr;
   }
 }
 

@@ -77,7 +77,7 @@ class llama_architecture final : public architecture {
     be.get_rows(w.tok_embd, ids, inp);  // inp_embd
     for (int32_t il = 0; il < hp.n_layer; ++il) {
       const layer_weights& l = w.layers[size_t(il)];
-      be.rms_norm(inp, l.attn_norm, hp.norm_eps, cur);  // attn_norm
+      be.rms_norm(inp, l.attn_norm, hp.norm_eps, cur);             // attn_norm
       be.mul_mat(l.wq, cur, l.bq.present() ? &l.bq : nullptr, q);  // Qcur
       be.mul_mat(l.wk, cur, l.bk.present() ? &l.bk : nullptr, k);  // Kcur
       be.mul_mat(l.wv, cur, l.bv.present() ? &l.bv : nullptr, v);  // Vcur
@@ -85,28 +85,30 @@ class llama_architecture final : public architecture {
       be.rope(k, hp.n_head_kv, hp.head_dim_k, pos, hp.rope, freq_factors);
       be.kv_store(k, cells, fb.kv->k(il));
       be.kv_store(v, cells, fb.kv->v(il));
-      be.attention(q, fb.kv->k(il), fb.kv->v(il), seq, pos, fb.kv->cell_seq(), fb.kv->cell_pos(), fb.kv->extent(),
-                   ap, kqv);                      // kqv_out
-      be.mul_mat(l.wo, kqv, nullptr, attn_out);  // attn_out
-      be.add(attn_out, inp, inp);                // ffn_inp
+      be.attention(q, fb.kv->k(il), fb.kv->v(il), seq, pos, fb.kv->cell_seq(), fb.kv->cell_pos(),
+                   fb.kv->extent(), ap, kqv);          // kqv_out
+      be.mul_mat(l.wo, kqv, nullptr, attn_out);        // attn_out
+      be.add(attn_out, inp, inp);                      // ffn_inp
       be.rms_norm(inp, l.ffn_norm, hp.norm_eps, cur);  // ffn_norm
       be.mul_mat(l.ffn_gate, cur, nullptr, gate);
       be.mul_mat(l.ffn_up, cur, nullptr, up);
-      be.swiglu(gate, up, gate);                        // ffn_silu * ffn_up
+      be.swiglu(gate, up, gate);                       // ffn_silu * ffn_up
       be.mul_mat(l.ffn_down, gate, nullptr, ffn_out);  // ffn_out
-      be.add(ffn_out, inp, inp);                        // l_out
+      be.add(ffn_out, inp, inp);                       // l_out
     }
     if (fb.n_outputs == 0) return;
     // Only the rows whose logits are wanted go through the final norm and the output matrix.
     const tensor sel = tensor_rows(a.out_sel, fb.n_outputs);
     be.get_rows(inp, vec(fb.out_rows, fb.n_outputs), sel);
-    be.rms_norm(sel, w.output_norm, hp.norm_eps, sel);             // result_norm
+    be.rms_norm(sel, w.output_norm, hp.norm_eps, sel);                        // result_norm
     be.mul_mat(w.output, sel, nullptr, tensor_rows(a.logits, fb.n_outputs));  // result_output
   }
 };
 
 }  // namespace
 
-std::unique_ptr<architecture> make_llama_architecture() { return std::make_unique<llama_architecture>(); }
+std::unique_ptr<architecture> make_llama_architecture() {
+  return std::make_unique<llama_architecture>();
+}
 
 }  // namespace hearth
