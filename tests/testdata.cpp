@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -44,6 +45,12 @@ std::vector<float> read_f32_file(const std::string& path) {
   std::vector<float> out(bytes.size() / 4);
   std::memcpy(out.data(), bytes.data(), out.size() * 4);
   return out;
+}
+
+void skip_all(const std::string& reason) {
+  std::fprintf(stdout, "SKIPPED: %s\n", reason.c_str());
+  std::fflush(stdout);
+  std::exit(77);
 }
 
 }  // namespace hearth::testing

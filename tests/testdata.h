@@ -22,4 +22,8 @@ std::string read_file_text(const std::string& path);
 // Little-endian float32 file -> floats.
 std::vector<float> read_f32_file(const std::string& path);
 
+// Ends a test binary that cannot run on this machine at all (no GPU for a cuda test): prints
+// the reason and exits with 77, which ctest reports as skipped (cmake/hearth.cmake).
+[[noreturn]] void skip_all(const std::string& reason);
+
 }  // namespace hearth::testing

@@ -32,9 +32,9 @@ void op_attention(thread_pool& pool, scratch& s, const tensor& q, const tensor& 
     float* buf = s.thread_floats(
         ith, size_t(n_cells) + size_t(p.head_dim_k) * 2 + size_t(p.head_dim_v) * 2 + 64);
     float* scores = buf;
-    float* qconv_f = scores + n_cells;         // q of one head converted to the K type
-    float* vrow = qconv_f + p.head_dim_k * 2;  // one V head as F32
-    float* acc = vrow + p.head_dim_v;          // output accumulator
+    float* q_conv = scores + n_cells;         // q of one head in the K cache type (room for F32)
+    float* vrow = q_conv + p.head_dim_k * 2;  // one V head as F32
+    float* acc = vrow + p.head_dim_v;         // output accumulator
 
     for (int64_t job = ith; job < n_tok * p.n_head; job += nth) {
       const int64_t t = job / p.n_head;
@@ -42,7 +42,7 @@ void op_attention(thread_pool& pool, scratch& s, const tensor& q, const tensor& 
       const int32_t hk = h / group;
       const float* qh = static_cast<const float*>(q.data) + t * q.ne[0] + int64_t(h) * p.head_dim_k;
       // q rounded to the cache's type, as the reference's K·Q product does for an F16 cache.
-      kk->from_float(qh, qconv_f, p.head_dim_k);
+      kk->from_float(qh, q_conv, p.head_dim_k);
 
       float max_score = neg_inf;
       for (int32_t c = 0; c < n_cells; ++c) {
@@ -54,7 +54,7 @@ void op_attention(thread_pool& pool, scratch& s, const tensor& q, const tensor& 
         }
         const auto* kr = static_cast<const uint8_t*>(k_cache.data) + int64_t(c) * k_row_bytes +
                          hk * k_head_bytes;
-        float sc = kk->vec_dot(p.head_dim_k, kr, qconv_f) * p.scale;
+        float sc = kk->vec_dot(p.head_dim_k, kr, q_conv) * p.scale;
         if (p.softcap > 0) sc = p.softcap * std::tanh(sc / p.softcap);
         scores[c] = sc;
         max_score = std::max(max_score, sc);

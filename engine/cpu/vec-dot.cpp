@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 namespace hearth::cpu {
@@ -217,6 +218,9 @@ const kernel_table& table() {
 
 bool cpu_has_avx2() {
   static const bool has = [] {
+    // HEARTH_CPU_PORTABLE=1 forces the portable kernels (tests run both paths).
+    const char* portable = std::getenv("HEARTH_CPU_PORTABLE");
+    if (portable && *portable && *portable != '0') return false;
     // F16C is read from CPUID directly: clang 14's __builtin_cpu_supports does not know it.
     unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
     if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;

@@ -27,6 +27,7 @@ struct type_kernels {
 const type_kernels* kernels_for(tensor_type t);
 
 // Whether the running CPU has AVX2 + FMA + F16C (the fast paths); decided once at startup.
+// The environment variable HEARTH_CPU_PORTABLE=1 turns the fast paths off.
 bool cpu_has_avx2();
 
 }  // namespace hearth::cpu
