@@ -8,6 +8,7 @@
 #include "engine/context.h"
 #include "engine/generate.h"
 #include "engine/model.h"
+#include "tests/model-variant.h"
 #include "tests/testdata.h"
 
 namespace hearth {
@@ -142,7 +143,7 @@ TEST_F(stories, invalid_batches_are_rejected_before_any_change) {
   EXPECT_EQ(ctx.n_free(), 16);
 }
 
-TEST_F(stories, generation_stops_at_stop_strings_and_end_of_generation) {
+TEST_F(stories, generation_stops_at_stop_strings_and_when_cancelled) {
   context ctx(*model_, {.n_ctx = 128});
   const auto prompt = (*reference_)["cases"][0]["prompt_tokens"].get<std::vector<int32_t>>();
   sampler smp({.temperature = 0}, ctx.n_vocab());
@@ -168,6 +169,30 @@ TEST_F(stories, generation_stops_at_stop_strings_and_end_of_generation) {
   ASSERT_TRUE(g.ok());
   EXPECT_EQ(g->reason, stop_reason::cancelled);
   EXPECT_EQ(g->tokens.size(), 3u);
+}
+
+TEST_F(stories, generation_ends_at_an_end_of_generation_token) {
+  // stories260K never emits its EOS within reach, so a copy declares '.' (426, the 11th token
+  // of the first greedy continuation) to be EOS.
+  const auto path = testing::write_stories_variant(
+      "eos", {.metadata = [](gguf_writer& w) { w.set_u32("tokenizer.ggml.eos_token_id", 426); }});
+  auto m = model::load(path, {});
+  context ctx(*m, {.n_ctx = 128});
+  const auto& c = (*reference_)["cases"][0];
+  sampler smp({.temperature = 0}, ctx.n_vocab());
+  auto g = generate(ctx, c["prompt_tokens"].get<std::vector<int32_t>>(), smp, {.max_tokens = 64},
+                    nullptr);
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->reason, stop_reason::end_of_generation);
+  const auto want = c["greedy_tokens"].get<std::vector<int32_t>>();
+  EXPECT_EQ(g->tokens, std::vector<int32_t>(want.begin(), want.begin() + 10));
+  EXPECT_EQ(g->text, ", there was a little girl named Lily");
+
+  smp.reset();
+  g = generate(ctx, c["prompt_tokens"].get<std::vector<int32_t>>(), smp,
+               {.max_tokens = 64, .ignore_eog = true}, nullptr);
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->tokens, want);
 }
 
 TEST_F(stories, the_same_seed_gives_the_same_sampled_text) {

@@ -3,39 +3,18 @@
 // and a context too large for memory.
 #include <gtest/gtest.h>
 
-#include <functional>
 #include <stdexcept>
 
 #include "engine/context.h"
-#include "engine/gguf-writer.h"
 #include "engine/model.h"
+#include "tests/model-variant.h"
 #include "tests/testdata.h"
 
 namespace hearth {
 namespace {
 
-// Edits applied while copying stories260K: a metadata override and a per-tensor hook that may
-// replace (type, shape, data) or drop the tensor by returning false.
-struct edit {
-  std::function<void(gguf_writer&)> metadata;
-  std::function<bool(const gguf_tensor&, gguf_writer&)> tensor;
-};
-
-std::string write_variant(const std::string& name, const edit& e) {
-  const std::string src = testing::testdata_path("models/stories260K.gguf");
-  auto f = gguf_file::open(src);
-  EXPECT_TRUE(f.ok());
-  gguf_writer w;
-  w.copy_metadata_from(*f);
-  if (e.metadata) e.metadata(w);
-  for (const auto& t : f->tensors()) {
-    if (e.tensor && e.tensor(t, w)) continue;
-    w.add_tensor(t.name, t.type, std::vector<int64_t>(t.ne, t.ne + t.n_dims),
-                 std::span(t.data, t.n_bytes));
-  }
-  const std::string out = ::testing::TempDir() + "hearth_" + name + ".gguf";
-  EXPECT_TRUE(w.write_file(out).ok());
-  return out;
+std::string write_variant(const std::string& name, const testing::model_edit& e) {
+  return testing::write_stories_variant(name, e);
 }
 
 std::string load_error(const std::string& path) {
