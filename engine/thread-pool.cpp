@@ -1,11 +1,23 @@
 #include "engine/thread-pool.h"
 
 #include <algorithm>
+#include <chrono>
 
 namespace hearth {
 namespace {
-// Spin iterations before a worker sleeps (or the caller waits) on the condition variable.
-constexpr int k_spin = 20000;
+// How long a worker keeps spinning for the next job before it sleeps on the condition variable.
+// A decode step dispatches hundreds of short jobs with gaps of microseconds between them; a
+// sleeping worker costs tens of microseconds to wake, so workers stay awake across a step and
+// only sleep once the engine has been idle this long.
+constexpr auto k_spin_time = std::chrono::microseconds(2000);
+// The caller's wait for the last worker spins this many polls before blocking.
+constexpr int k_caller_spin = 1 << 20;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
 }  // namespace
 
 int thread_pool::hardware_threads() {
@@ -30,8 +42,13 @@ void thread_pool::worker(int ith) {
   uint64_t seen = 0;
   for (;;) {
     uint64_t gen = generation_.load(std::memory_order_acquire);
-    for (int spin = 0; gen == seen && spin < k_spin; ++spin) {
-      gen = generation_.load(std::memory_order_acquire);
+    if (gen == seen) {
+      const auto until = std::chrono::steady_clock::now() + k_spin_time;
+      for (int spin = 1; gen == seen; ++spin) {
+        cpu_relax();
+        gen = generation_.load(std::memory_order_acquire);
+        if (spin % 1024 == 0 && std::chrono::steady_clock::now() > until) break;
+      }
     }
     if (gen == seen) {
       std::unique_lock<std::mutex> lock(mu_);
@@ -61,8 +78,8 @@ void thread_pool::run(const std::function<void(int, int)>& fn) {
   }
   wake_.notify_all();
   fn(0, n_threads_);
-  for (int spin = 0; pending_.load(std::memory_order_acquire) != 0 && spin < k_spin; ++spin) {
-  }
+  for (int spin = 0; pending_.load(std::memory_order_acquire) != 0 && spin < k_caller_spin; ++spin)
+    cpu_relax();
   if (pending_.load(std::memory_order_acquire) != 0) {
     std::unique_lock<std::mutex> lock(mu_);
     done_.wait(lock, [&] { return pending_.load() == 0; });
@@ -70,9 +87,18 @@ void thread_pool::run(const std::function<void(int, int)>& fn) {
   job_ = nullptr;
 }
 
-void thread_pool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+void thread_pool::run_sized(int64_t work, const std::function<void(int, int)>& fn) {
+  if (work < k_min_parallel_work) {
+    fn(0, 1);
+  } else {
+    run(fn);
+  }
+}
+
+void thread_pool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn,
+                               int64_t cost) {
   if (n <= 0) return;
-  const int nth = int(std::min<int64_t>(n_threads_, n));
+  const int nth = n * cost < k_min_parallel_work ? 1 : int(std::min<int64_t>(n_threads_, n));
   if (nth == 1) {
     fn(0, n);
     return;

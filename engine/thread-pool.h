@@ -1,6 +1,6 @@
 // A fixed pool of worker threads for the CPU backend. The calling thread takes part as thread 0,
-// so a pool of N threads starts N-1 workers. Workers spin briefly on an atomic generation counter
-// before sleeping, because the forward pass dispatches many short jobs back to back.
+// so a pool of N threads starts N-1 workers. Workers spin on an atomic generation counter for a
+// short while before sleeping, because the forward pass dispatches many short jobs back to back.
 #pragma once
 
 #include <atomic>
@@ -26,8 +26,17 @@ class thread_pool {
   // Not re-entrant: fn must not call run() again.
   void run(const std::function<void(int ith, int nth)>& fn);
 
-  // Splits [0, n) into nth contiguous ranges and runs fn(begin, end) on each.
-  void parallel_for(int64_t n, const std::function<void(int64_t begin, int64_t end)>& fn);
+  // Splits [0, n) into nth contiguous ranges and runs fn(begin, end) on each. `cost` is the
+  // rough work per item (multiply-adds, elements touched): when n * cost is below
+  // k_min_parallel_work the calling thread does it all, because waking the workers would take
+  // longer than the work (a decode step of a small model is hundreds of microsecond-sized ops).
+  void parallel_for(int64_t n, const std::function<void(int64_t begin, int64_t end)>& fn,
+                    int64_t cost = 1);
+
+  // Like run(), but on the calling thread alone (fn(0, 1)) when `work` is below the threshold.
+  void run_sized(int64_t work, const std::function<void(int ith, int nth)>& fn);
+
+  static constexpr int64_t k_min_parallel_work = 32768;
 
   // The number of hardware threads (at least 1): the default thread count.
   static int hardware_threads();

@@ -27,7 +27,8 @@ void op_attention(thread_pool& pool, scratch& s, const tensor& q, const tensor& 
   const int64_t v_head_bytes = tensor_type_row_bytes(v_cache.type, p.head_dim_v);
   const float neg_inf = -std::numeric_limits<float>::infinity();
 
-  pool.run([&](int ith, int nth) {
+  const int64_t work = n_tok * p.n_head * int64_t(n_cells) * (p.head_dim_k + p.head_dim_v);
+  pool.run_sized(work, [&](int ith, int nth) {
     // Scratch: scores for every cell, q and a dequantized V row in the cache's type/F32.
     float* buf = s.thread_floats(
         ith, size_t(n_cells) + size_t(p.head_dim_k) * 2 + size_t(p.head_dim_v) * 2 + 64);

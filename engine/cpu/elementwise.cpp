@@ -9,9 +9,12 @@ void op_swiglu(thread_pool& pool, const tensor& gate, const tensor& up, const te
   const float* g = static_cast<const float*>(gate.data);
   const float* u = static_cast<const float*>(up.data);
   float* y = static_cast<float*>(out.data);
-  pool.parallel_for(gate.n_elements(), [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) y[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
-  });
+  pool.parallel_for(
+      gate.n_elements(),
+      [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) y[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+      },
+      8);
 }
 
 void op_add(thread_pool& pool, const tensor& a, const tensor& b, const tensor& out) {

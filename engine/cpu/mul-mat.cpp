@@ -13,12 +13,15 @@ void op_get_rows(thread_pool& pool, const tensor& table, const tensor& ids, cons
   const int32_t* id = static_cast<const int32_t*>(ids.data);
   const int64_t cols = table.ne[0];
   const int64_t row_bytes = table.row_bytes();
-  pool.parallel_for(ids.ne[0], [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      const auto* src = static_cast<const uint8_t*>(table.data) + int64_t(id[i]) * row_bytes;
-      k->to_float(src, static_cast<float*>(out.data) + i * cols, cols);
-    }
-  });
+  pool.parallel_for(
+      ids.ne[0],
+      [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+          const auto* src = static_cast<const uint8_t*>(table.data) + int64_t(id[i]) * row_bytes;
+          k->to_float(src, static_cast<float*>(out.data) + i * cols, cols);
+        }
+      },
+      cols);
 }
 
 void op_mul_mat(thread_pool& pool, scratch& s, const tensor& w, const tensor& x, const tensor* bias,
@@ -36,12 +39,15 @@ void op_mul_mat(thread_pool& pool, scratch& s, const tensor& w, const tensor& x,
   if (k->vec_dot_type != tensor_type::f32) {
     if (s.converted.size() < size_t(x_row_bytes * n_tok))
       s.converted.resize(size_t(x_row_bytes * n_tok));
-    pool.parallel_for(n_tok, [&](int64_t begin, int64_t end) {
-      for (int64_t t = begin; t < end; ++t) {
-        xk->from_float(static_cast<const float*>(x.data) + t * n_in,
-                       s.converted.data() + t * x_row_bytes, n_in);
-      }
-    });
+    pool.parallel_for(
+        n_tok,
+        [&](int64_t begin, int64_t end) {
+          for (int64_t t = begin; t < end; ++t) {
+            xk->from_float(static_cast<const float*>(x.data) + t * n_in,
+                           s.converted.data() + t * x_row_bytes, n_in);
+          }
+        },
+        n_in * 2);
     xq = s.converted.data();
   }
 
@@ -55,7 +61,7 @@ void op_mul_mat(thread_pool& pool, scratch& s, const tensor& w, const tensor& x,
   // block of weight rows is read from memory once per block of tokens.
   constexpr int64_t k_row_block = 16;
   constexpr int64_t k_tok_block = 64;
-  pool.parallel_for((n_out + k_row_block - 1) / k_row_block, [&](int64_t begin, int64_t end) {
+  auto row_blocks = [&](int64_t begin, int64_t end) {
     for (int64_t rb = begin; rb < end; ++rb) {
       const int64_t r0 = rb * k_row_block;
       const int64_t r1 = std::min(n_out, r0 + k_row_block);
@@ -64,13 +70,14 @@ void op_mul_mat(thread_pool& pool, scratch& s, const tensor& w, const tensor& x,
         for (int64_t r = r0; r < r1; ++r) {
           const uint8_t* wr = wbase + r * w_row_bytes;
           const float br = b ? b[r] : 0.0f;
-          for (int64_t t = t0; t < t1; ++t) {
+          for (int64_t t = t0; t < t1; ++t)
             y[t * n_out + r] = k->vec_dot(n_in, wr, xbase + t * x_row_bytes) + br;
-          }
         }
       }
     }
-  });
+  };
+  pool.parallel_for((n_out + k_row_block - 1) / k_row_block, row_blocks,
+                    k_row_block * n_in * n_tok);
 }
 
 }  // namespace hearth::cpu
