@@ -68,6 +68,7 @@ int run(const run_options& o) {
                             .c_str());
   } else {
     std::printf("\n");
+    std::fflush(stdout);  // the summary on stderr must follow the text, not interleave with it
     std::fprintf(stderr, "[prompt %d tokens, %.1f t/s | generated %zu tokens, %.1f t/s | %s]\n",
                  g->n_prompt, pp_tps, g->tokens.size(), tg_tps,
                  std::string(stop_reason_name(g->reason)).c_str());
