@@ -20,6 +20,16 @@ T unwrap(result<T> r) {
   return std::move(r).value();
 }
 
+// "f32, f16, ..." : the weight types a backend computes with, for error messages.
+std::string supported_types(const backend& b) {
+  std::string out;
+  for (uint32_t id = 0; id < 64; ++id) {
+    if (!tensor_type_layout_of(id) || !b.supports_weight_type(tensor_type(id))) continue;
+    out += (out.empty() ? "" : ", ") + std::string(tensor_type_name(tensor_type(id)));
+  }
+  return out;
+}
+
 std::string shape(int64_t ne0, int64_t ne1) {
   return ne1 > 1 ? "[" + std::to_string(ne0) + ", " + std::to_string(ne1) + "]"
                  : "[" + std::to_string(ne0) + "]";
@@ -39,13 +49,12 @@ tensor model_loader::bind(const gguf_tensor& g, bool matrix_type, int64_t ne0, i
     if (!backend_.supports_weight_type(g.type)) {
       fail("tensor '" + g.name + "' has type " + std::string(tensor_type_name(g.type)) +
            ", which the " + backend_.name() +
-           " backend does not support yet (supported: f32, f16, bf16, q8_0)");
+           " backend does not support yet (supported: " + supported_types(backend_) + ")");
     }
   } else if (g.type != tensor_type::f32) {
     fail("tensor '" + g.name + "' has type " + std::string(tensor_type_name(g.type)) +
          ", expected f32");
   }
-  used_.push_back(g.name);
   bound_bytes_ += g.n_bytes;
   return backend_.weight(g);
 }
@@ -90,14 +99,6 @@ uint32_t model_loader::u32_or(const std::string& key, uint32_t fallback) const {
 float model_loader::f32_or(const std::string& key, float fallback) const {
   auto v = unwrap(file_.get_float(key));
   return v ? float(*v) : fallback;
-}
-
-std::vector<std::string> model_loader::unused_tensors() const {
-  std::vector<std::string> out;
-  for (const auto& t : file_.tensors()) {
-    if (std::find(used_.begin(), used_.end(), t.name) == used_.end()) out.push_back(t.name);
-  }
-  return out;
 }
 
 namespace {

@@ -109,14 +109,11 @@ class model_loader {
 
   const gguf_file& file() const { return file_; }
   uint64_t bound_bytes() const { return bound_bytes_; }
-  // Tensors in the file that no call above asked for (a sign of an unexpected layout).
-  std::vector<std::string> unused_tensors() const;
 
  private:
   tensor bind(const gguf_tensor& g, bool matrix_type, int64_t ne0, int64_t ne1);
   const gguf_file& file_;
   hearth::backend& backend_;
-  std::vector<std::string> used_;
   uint64_t bound_bytes_ = 0;
 };
 
