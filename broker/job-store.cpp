@@ -1,0 +1,1 @@
+#include "broker/job-store.h"

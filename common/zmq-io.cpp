@@ -1,0 +1,66 @@
+#include "common/zmq-io.h"
+
+namespace hearth::net {
+
+zmq::socket_t make_socket(zmq::context_t& ctx, zmq::socket_type type) {
+  zmq::socket_t s(ctx, type);
+  s.set(zmq::sockopt::maxmsgsize, wire::max_message_bytes);
+  s.set(zmq::sockopt::linger, 0);
+  // Streams are bursty; the default high-water mark of 1000 messages would drop token chunks
+  // to a slow client long before memory matters.
+  s.set(zmq::sockopt::sndhwm, 100000);
+  s.set(zmq::sockopt::rcvhwm, 100000);
+  return s;
+}
+
+std::vector<std::string_view> received::views() const {
+  std::vector<std::string_view> v;
+  v.reserve(frames.size());
+  for (const auto& f : frames) v.emplace_back(static_cast<const char*>(f.data()), f.size());
+  return v;
+}
+
+std::optional<received> try_recv(zmq::socket_t& s, bool router) {
+  received r;
+  zmq::message_t part;
+  if (!s.recv(part, zmq::recv_flags::dontwait)) return std::nullopt;
+  bool first = true;
+  while (true) {
+    const bool more = part.more();
+    if (first && router) {
+      r.routing_id.assign(static_cast<const char*>(part.data()), part.size());
+    } else {
+      r.frames.push_back(std::move(part));
+    }
+    first = false;
+    if (!more) break;
+    part = zmq::message_t();
+    // The rest of a multipart message is always there once its first part arrived.
+    (void)s.recv(part, zmq::recv_flags::none);
+  }
+  return r;
+}
+
+bool send_raw(zmq::socket_t& s, std::string_view routing_id, wire::command cmd,
+              std::string_view body) {
+  try {
+    if (!routing_id.empty()) {
+      if (!s.send(zmq::buffer(routing_id), zmq::send_flags::sndmore | zmq::send_flags::dontwait))
+        return false;
+    }
+    const char code = char(uint8_t(cmd));
+    s.send(zmq::buffer(wire::signature), zmq::send_flags::sndmore);
+    s.send(zmq::buffer(&code, 1), zmq::send_flags::sndmore);
+    s.send(zmq::buffer(body), zmq::send_flags::none);
+    return true;
+  } catch (const zmq::error_t&) {
+    return false;
+  }
+}
+
+int64_t wall_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace hearth::net

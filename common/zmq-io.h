@@ -1,0 +1,48 @@
+// ZeroMQ plumbing shared by the broker, the node and the CLI: sockets configured the hearth way
+// and messages sent and received as hearth envelopes (schema/codec.h). cppzmq, RAII throughout.
+// A socket belongs to one thread; these helpers never share one.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+#include <zmq.hpp>
+
+#include "schema/codec.h"
+
+namespace hearth::net {
+
+// A socket with ZMQ_MAXMSGSIZE set to the protocol's limit (larger messages drop the
+// connection), linger 0 and, for ROUTER sockets, ROUTER_MANDATORY off (a message to a vanished
+// peer is dropped, not an error).
+zmq::socket_t make_socket(zmq::context_t& ctx, zmq::socket_type type);
+
+// One received message: the routing id (ROUTER sockets only) and the three protocol frames.
+struct received {
+  std::string routing_id;
+  std::vector<zmq::message_t> frames;
+  std::vector<std::string_view> views() const;
+};
+
+// Receives one multipart message without blocking; nullopt when none is waiting (EAGAIN).
+// For ROUTER sockets the first frame becomes routing_id. Messages with more than 8 frames are
+// read whole and returned as they are, for open_envelope() to refuse.
+std::optional<received> try_recv(zmq::socket_t& s, bool router);
+
+// Sends [routing id][signature][command][body]; routing id only when non-empty. Returns false
+// when the message could not be queued (peer gone, high-water mark).
+bool send_raw(zmq::socket_t& s, std::string_view routing_id, wire::command cmd,
+              std::string_view body);
+
+template <class M>
+bool send(zmq::socket_t& s, std::string_view routing_id, const M& m) {
+  return send_raw(s, routing_id, M::cmd, wire::encode(m));
+}
+
+// Milliseconds since the Unix epoch (for records) and a monotonic clock (for timers).
+int64_t wall_ms();
+using steady = std::chrono::steady_clock;
+
+}  // namespace hearth::net

@@ -1,0 +1,71 @@
+// The node's side of inference: something that runs job attempts and reports their progress.
+// Two implementations: the CPU engine (engine/, continuous batching) and the null engine
+// (deterministic tokens at a fixed rate, no weights; for broker tests and benchmarks).
+//
+// Threading: submit(), cancel() and stop() are called from the node's network thread and return
+// at once; the engine works on its own thread(s) and reports through job_sink from there. The
+// sink must therefore be thread-safe and must not block for long.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "schema/messages.h"
+
+namespace hearth::node {
+
+// Progress of attempts, reported by the engine from its own threads.
+class job_sink {
+ public:
+  virtual ~job_sink() = default;
+  // The prompt is tokenized and accepted; generation begins.
+  virtual void started(const wire::job_ref& ref, uint32_t n_prompt) = 0;
+  // Generated tokens [seq, seq + n_tokens) of the attempt and the text they make printable now
+  // (possibly empty: an incomplete UTF-8 character or the start of a stop string is held back).
+  virtual void tokens(const wire::job_ref& ref, uint64_t seq, uint32_t n_tokens,
+                      std::string text) = 0;
+  // The attempt ended: completed, failed (error says why) or cancelled. Exactly once per
+  // submitted attempt, also for attempts that fail before starting (unknown model, bad params,
+  // prompt too long ...). Not called for attempts returned by stop().
+  virtual void finished(const wire::job_final& final) = 0;
+  // The set of loaded models changed (load on first use, least-recently-used unload).
+  virtual void models_changed() {}
+};
+
+class job_engine {
+ public:
+  virtual ~job_engine() = default;
+  // "cpu" or "null".
+  virtual std::string name() const = 0;
+  // The models it serves (every valid GGUF file in the models directory), with `loaded` set for
+  // those in memory now.
+  virtual std::vector<wire::model_info> models() const = 0;
+  // Starts an attempt. Never blocks on model loading or generation.
+  virtual void submit(const wire::job_assign& job) = 0;
+  // Stops an attempt within one token; it then finishes as cancelled. Unknown refs are ignored.
+  virtual void cancel(const wire::job_ref& ref) = 0;
+  // Stops every attempt without reporting them and returns those that had not finished, for the
+  // node to hand back to the broker. The engine accepts no more work afterwards.
+  virtual std::vector<wire::job_ref> stop() = 0;
+};
+
+struct cpu_engine_config {
+  std::string models_dir;
+  uint32_t slots = 1;          // attempts running at once (sequences of one batched context)
+  uint64_t memory_budget = 0;  // bytes for loaded models and their contexts; 0: MemAvailable
+  int32_t threads = 0;         // 0: all cores
+  int32_t n_ctx_per_slot = 0;  // context cells per slot; 0: the model's (at most 4096)
+};
+
+struct null_engine_config {
+  std::string models_dir;
+  double tokens_per_s = 1000;  // per attempt; <= 0: as fast as possible
+};
+
+// Scans the models directory at construction; throws std::runtime_error if it cannot be read.
+std::unique_ptr<job_engine> make_cpu_engine(const cpu_engine_config& cfg, job_sink& sink);
+std::unique_ptr<job_engine> make_null_engine(const null_engine_config& cfg, job_sink& sink);
+
+}  // namespace hearth::node

@@ -1,0 +1,1 @@
+#include "node/job-engine.h"

@@ -1,0 +1,725 @@
+// Every message of the hearth wire protocol (schema/PROTOCOL.md) as a plain struct. Each struct
+// names its command code and lists its fields once, in fields(); schema/codec.* turns that list
+// into the msgpack encoder and the strict decoder, so a field cannot be encoded under one name and
+// decoded under another. Field names on the wire are the member names.
+//
+// f(name, member) is a required field, f.optional(name, member) keeps the default when absent (used
+// only for fields added after version 1 and for lists that are often empty).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace hearth::wire {
+
+// The first frame of every message. It carries the protocol version and never changes meaning:
+// a peer that sends another signature is answered with error_code::version_mismatch.
+inline constexpr std::string_view signature = "HEARTH/1";
+inline constexpr uint32_t protocol_version = 1;
+
+// ZMQ_MAXMSGSIZE of every socket, and the largest body a decoder accepts.
+inline constexpr int64_t max_message_bytes = 8 << 20;
+// Limits inside a body, checked while decoding (a few bytes of msgpack can claim huge arrays).
+inline constexpr uint32_t max_string_bytes = 4 << 20;
+inline constexpr uint32_t max_array_items = 4096;
+inline constexpr uint32_t max_depth = 8;
+
+// Command codes: frame 2. Node commands 0x1_, broker-to-node 0x2_, client 0x4_, broker-to-client
+// 0x6_, both directions 0x0_.
+enum class command : uint8_t {
+  heartbeat = 0x01,  // node <-> broker, empty body
+  error = 0x02,      // broker -> node or client
+  // node -> broker
+  node_hello = 0x10,
+  node_pull = 0x11,
+  node_status = 0x12,
+  job_started = 0x13,
+  job_tokens = 0x14,  // also broker -> client, relayed unchanged
+  job_final = 0x15,
+  job_handback = 0x16,
+  node_bye = 0x17,
+  // broker -> node
+  node_welcome = 0x20,
+  job_assign = 0x21,
+  job_cancel = 0x22,
+  // client -> broker
+  submit = 0x40,
+  watch = 0x41,
+  cancel = 0x42,
+  list_jobs = 0x43,
+  get_job = 0x44,
+  list_nodes = 0x45,
+  list_models = 0x46,
+  // broker -> client
+  accepted = 0x60,
+  job_queued = 0x61,
+  job_running = 0x62,
+  job_restarted = 0x63,
+  job_done = 0x64,
+  jobs_reply = 0x65,
+  job_reply = 0x66,
+  nodes_reply = 0x67,
+  models_reply = 0x68,
+  ok = 0x69,
+};
+
+std::string_view command_name(command c);
+// The command for a code, or nullopt for an unknown code.
+std::optional<command> command_from_byte(uint8_t b);
+
+// --- enumerations (on the wire as their names) ---
+
+enum class job_state : uint8_t { queued, running, completed, failed, cancelled };
+std::string_view job_state_name(job_state s);
+std::optional<job_state> job_state_from_name(std::string_view name);
+inline bool job_state_is_final(job_state s) {
+  return s >= job_state::completed;
+}
+
+enum class error_code : uint8_t {
+  malformed,         // a frame or body that does not decode
+  version_mismatch,  // another protocol signature
+  unknown_node,      // a node command from a peer that has not said hello (say hello again)
+  name_taken,        // another live node has this name
+  unknown_model,     // no node has ever advertised the model
+  invalid_params,    // a request that decodes but asks for something impossible
+  not_found,         // no such job
+  queue_full,        // the queue limit is reached
+  not_cancellable,   // the job has already finished
+  internal,          // the broker failed (the database, ...)
+};
+std::string_view error_code_name(error_code c);
+std::optional<error_code> error_code_from_name(std::string_view name);
+
+// --- shared parts ---
+
+struct gpu_info {
+  std::string backend;  // "cuda", "vulkan"
+  std::string name;
+  uint64_t memory_total = 0;  // bytes
+  uint64_t memory_free = 0;   // bytes
+  template <class F>
+  void fields(F& f) {
+    f("backend", backend);
+    f("name", name);
+    f("memory_total", memory_total);
+    f("memory_free", memory_free);
+  }
+};
+
+struct hardware_info {
+  std::string cpu_model;
+  uint32_t cpu_threads = 0;
+  uint64_t memory_total = 0;      // bytes
+  uint64_t memory_available = 0;  // bytes
+  std::vector<gpu_info> gpus;
+  template <class F>
+  void fields(F& f) {
+    f("cpu_model", cpu_model);
+    f("cpu_threads", cpu_threads);
+    f("memory_total", memory_total);
+    f("memory_available", memory_available);
+    f.optional("gpus", gpus);
+  }
+};
+
+struct model_info {
+  std::string name;  // the file name without .gguf
+  std::string architecture;
+  std::string quantization;  // "Q8_0", "F16", "mixed" ...
+  uint64_t size_bytes = 0;
+  uint32_t context_length = 0;
+  bool loaded = false;
+  template <class F>
+  void fields(F& f) {
+    f("name", name);
+    f("architecture", architecture);
+    f("quantization", quantization);
+    f("size_bytes", size_bytes);
+    f("context_length", context_length);
+    f("loaded", loaded);
+  }
+};
+
+struct chat_message {
+  std::string role;  // "system", "user", "assistant"
+  std::string content;
+  template <class F>
+  void fields(F& f) {
+    f("role", role);
+    f("content", content);
+  }
+};
+
+// What to generate and how. Defaults are the CLI's defaults.
+struct job_params {
+  int32_t max_tokens = 128;
+  float temperature = 0.8f;  // <= 0: greedy
+  int32_t top_k = 40;
+  float top_p = 0.95f;
+  float min_p = 0.05f;
+  float repeat_penalty = 1.0f;
+  int32_t repeat_last_n = 64;
+  uint64_t seed = 0;  // chosen by the broker at submit when 0, so every attempt samples alike
+  std::vector<std::string> stop;
+  template <class F>
+  void fields(F& f) {
+    f("max_tokens", max_tokens);
+    f("temperature", temperature);
+    f("top_k", top_k);
+    f("top_p", top_p);
+    f("min_p", min_p);
+    f("repeat_penalty", repeat_penalty);
+    f("repeat_last_n", repeat_last_n);
+    f("seed", seed);
+    f.optional("stop", stop);
+  }
+};
+
+// A job's attempt: the pair that names one run of a job on one node.
+struct job_ref {
+  uint64_t job_id = 0;
+  uint32_t attempt = 0;
+  template <class F>
+  void fields(F& f) {
+    f("job_id", job_id);
+    f("attempt", attempt);
+  }
+};
+
+// --- node -> broker ---
+
+struct node_hello {
+  static constexpr command cmd = command::node_hello;
+  uint32_t version = protocol_version;
+  std::string name;  // unique among live nodes
+  std::string hostname;
+  std::string engine;  // "cpu", "null"
+  uint32_t slots = 1;  // jobs it runs at once
+  hardware_info hardware;
+  std::vector<model_info> models;
+  std::vector<job_ref> running;  // after a reconnect: attempts it is still running
+  template <class F>
+  void fields(F& f) {
+    f("version", version);
+    f("name", name);
+    f("hostname", hostname);
+    f("engine", engine);
+    f("slots", slots);
+    f("hardware", hardware);
+    f("models", models);
+    f.optional("running", running);
+  }
+};
+
+// Credit: the node can take `credit` more jobs (added to what it granted before).
+struct node_pull {
+  static constexpr command cmd = command::node_pull;
+  uint32_t credit = 0;
+  template <class F>
+  void fields(F& f) {
+    f("credit", credit);
+  }
+};
+
+// The node's models changed (one was loaded or unloaded).
+struct node_status {
+  static constexpr command cmd = command::node_status;
+  std::vector<model_info> models;
+  template <class F>
+  void fields(F& f) {
+    f("models", models);
+  }
+};
+
+struct job_started {
+  static constexpr command cmd = command::job_started;
+  uint64_t job_id = 0;
+  uint32_t attempt = 0;
+  uint32_t n_prompt = 0;  // prompt tokens
+  template <class F>
+  void fields(F& f) {
+    f("job_id", job_id);
+    f("attempt", attempt);
+    f("n_prompt", n_prompt);
+  }
+};
+
+// A chunk of one attempt's stream: tokens [seq, seq + n_tokens) of the attempt and their text.
+// (job_id, attempt, seq) tell a restarted or duplicated stream apart.
+struct job_tokens {
+  static constexpr command cmd = command::job_tokens;
+  uint64_t job_id = 0;
+  uint32_t attempt = 0;
+  uint64_t seq = 0;
+  uint32_t n_tokens = 0;
+  std::string text;
+  template <class F>
+  void fields(F& f) {
+    f("job_id", job_id);
+    f("attempt", attempt);
+    f("seq", seq);
+    f("n_tokens", n_tokens);
+    f("text", text);
+  }
+};
+
+struct job_final {
+  static constexpr command cmd = command::job_final;
+  uint64_t job_id = 0;
+  uint32_t attempt = 0;
+  job_state state = job_state::completed;  // completed, failed or cancelled
+  std::string stop_reason;                 // "end_of_generation", "max_tokens", ...
+  std::string error;                       // when failed
+  uint32_t n_prompt = 0;
+  uint32_t n_gen = 0;
+  double prompt_ms = 0;
+  double gen_ms = 0;
+  template <class F>
+  void fields(F& f) {
+    f("job_id", job_id);
+    f("attempt", attempt);
+    f("state", state);
+    f("stop_reason", stop_reason);
+    f("error", error);
+    f("n_prompt", n_prompt);
+    f("n_gen", n_gen);
+    f("prompt_ms", prompt_ms);
+    f("gen_ms", gen_ms);
+  }
+};
+
+// The node gives an attempt back unfinished (it is shutting down); the job is queued again.
+struct job_handback {
+  static constexpr command cmd = command::job_handback;
+  uint64_t job_id = 0;
+  uint32_t attempt = 0;
+  std::string reason;
+  template <class F>
+  void fields(F& f) {
+    f("job_id", job_id);
+    f("attempt", attempt);
+    f("reason", reason);
+  }
+};
+
+struct node_bye {
+  static constexpr command cmd = command::node_bye;
+  template <class F>
+  void fields(F&) {}
+};
+
+struct heartbeat {
+  static constexpr command cmd = command::heartbeat;
+  template <class F>
+  void fields(F&) {}
+};
+
+// --- broker -> node ---
+
+struct node_welcome {
+  static constexpr command cmd = command::node_welcome;
+  uint32_t version = protocol_version;
+  uint32_t heartbeat_ms = 1000;  // send a heartbeat at least this often
+  uint32_t liveness = 3;         // missed intervals before the peer is considered dead
+  template <class F>
+  void fields(F& f) {
+    f("version", version);
+    f("heartbeat_ms", heartbeat_ms);
+    f("liveness", liveness);
+  }
+};
+
+struct job_assign {
+  static constexpr command cmd = command::job_assign;
+  uint64_t job_id = 0;
+  uint32_t attempt = 0;
+  std::string model;
+  std::string prompt;                  // raw text, or
+  std::vector<chat_message> messages;  // a conversation (the node applies the chat template)
+  job_params params;
+  template <class F>
+  void fields(F& f) {
+    f("job_id", job_id);
+    f("attempt", attempt);
+    f("model", model);
+    f("prompt", prompt);
+    f.optional("messages", messages);
+    f("params", params);
+  }
+};
+
+struct job_cancel {
+  static constexpr command cmd = command::job_cancel;
+  uint64_t job_id = 0;
+  uint32_t attempt = 0;
+  template <class F>
+  void fields(F& f) {
+    f("job_id", job_id);
+    f("attempt", attempt);
+  }
+};
+
+// --- client -> broker ---
+// request_id is chosen by the client and echoed in the reply, so replies match requests.
+
+struct submit {
+  static constexpr command cmd = command::submit;
+  uint64_t request_id = 0;
+  std::string model;
+  std::string prompt;
+  std::vector<chat_message> messages;
+  job_params params;
+  int32_t priority = 0;     // higher first
+  bool wait_model = false;  // accept a model no node has advertised yet
+  bool watch = false;       // stream this job's events to the submitter
+  template <class F>
+  void fields(F& f) {
+    f("request_id", request_id);
+    f("model", model);
+    f("prompt", prompt);
+    f.optional("messages", messages);
+    f("params", params);
+    f("priority", priority);
+    f("wait_model", wait_model);
+    f("watch", watch);
+  }
+};
+
+struct watch {
+  static constexpr command cmd = command::watch;
+  uint64_t request_id = 0;
+  uint64_t job_id = 0;
+  template <class F>
+  void fields(F& f) {
+    f("request_id", request_id);
+    f("job_id", job_id);
+  }
+};
+
+struct cancel {
+  static constexpr command cmd = command::cancel;
+  uint64_t request_id = 0;
+  uint64_t job_id = 0;
+  template <class F>
+  void fields(F& f) {
+    f("request_id", request_id);
+    f("job_id", job_id);
+  }
+};
+
+struct list_jobs {
+  static constexpr command cmd = command::list_jobs;
+  uint64_t request_id = 0;
+  std::string state;  // "" = any
+  std::string model;  // "" = any
+  uint32_t limit = 20;
+  template <class F>
+  void fields(F& f) {
+    f("request_id", request_id);
+    f("state", state);
+    f("model", model);
+    f("limit", limit);
+  }
+};
+
+struct get_job {
+  static constexpr command cmd = command::get_job;
+  uint64_t request_id = 0;
+  uint64_t job_id = 0;
+  template <class F>
+  void fields(F& f) {
+    f("request_id", request_id);
+    f("job_id", job_id);
+  }
+};
+
+struct list_nodes {
+  static constexpr command cmd = command::list_nodes;
+  uint64_t request_id = 0;
+  template <class F>
+  void fields(F& f) {
+    f("request_id", request_id);
+  }
+};
+
+struct list_models {
+  static constexpr command cmd = command::list_models;
+  uint64_t request_id = 0;
+  template <class F>
+  void fields(F& f) {
+    f("request_id", request_id);
+  }
+};
+
+// --- broker -> client ---
+
+struct accepted {
+  static constexpr command cmd = command::accepted;
+  uint64_t request_id = 0;
+  uint64_t job_id = 0;
+  uint32_t position = 0;  // jobs ahead of it in the queue for its model
+  template <class F>
+  void fields(F& f) {
+    f("request_id", request_id);
+    f("job_id", job_id);
+    f("position", position);
+  }
+};
+
+struct job_queued {
+  static constexpr command cmd = command::job_queued;
+  uint64_t job_id = 0;
+  uint32_t position = 0;
+  template <class F>
+  void fields(F& f) {
+    f("job_id", job_id);
+    f("position", position);
+  }
+};
+
+struct job_running {
+  static constexpr command cmd = command::job_running;
+  uint64_t job_id = 0;
+  uint32_t attempt = 0;
+  std::string node;
+  template <class F>
+  void fields(F& f) {
+    f("job_id", job_id);
+    f("attempt", attempt);
+    f("node", node);
+  }
+};
+
+// The attempt the client was watching ended without finishing the job; attempt `attempt` follows
+// and its stream starts again at seq 0.
+struct job_restarted {
+  static constexpr command cmd = command::job_restarted;
+  uint64_t job_id = 0;
+  uint32_t attempt = 0;
+  std::string reason;
+  template <class F>
+  void fields(F& f) {
+    f("job_id", job_id);
+    f("attempt", attempt);
+    f("reason", reason);
+  }
+};
+
+struct job_done {
+  static constexpr command cmd = command::job_done;
+  uint64_t job_id = 0;
+  uint32_t attempt = 0;
+  job_state state = job_state::completed;
+  std::string stop_reason;
+  std::string error;
+  uint32_t n_prompt = 0;
+  uint32_t n_gen = 0;
+  template <class F>
+  void fields(F& f) {
+    f("job_id", job_id);
+    f("attempt", attempt);
+    f("state", state);
+    f("stop_reason", stop_reason);
+    f("error", error);
+    f("n_prompt", n_prompt);
+    f("n_gen", n_gen);
+  }
+};
+
+// One row of job history. Times are milliseconds since the Unix epoch (0: not yet).
+struct job_summary {
+  uint64_t job_id = 0;
+  std::string model;
+  job_state state = job_state::queued;
+  int32_t priority = 0;
+  std::string node;  // of the latest attempt
+  uint32_t attempts = 0;
+  int64_t created_ms = 0;
+  int64_t started_ms = 0;
+  int64_t finished_ms = 0;
+  uint32_t n_prompt = 0;
+  uint32_t n_gen = 0;
+  std::string stop_reason;
+  std::string error;
+  template <class F>
+  void fields(F& f) {
+    f("job_id", job_id);
+    f("model", model);
+    f("state", state);
+    f("priority", priority);
+    f("node", node);
+    f("attempts", attempts);
+    f("created_ms", created_ms);
+    f("started_ms", started_ms);
+    f("finished_ms", finished_ms);
+    f("n_prompt", n_prompt);
+    f("n_gen", n_gen);
+    f("stop_reason", stop_reason);
+    f("error", error);
+  }
+};
+
+// A state change of a job: "queued", "assigned", "running", "requeued", "completed", ...
+struct job_event {
+  int64_t time_ms = 0;
+  std::string event;
+  uint32_t attempt = 0;
+  std::string node;
+  std::string detail;
+  template <class F>
+  void fields(F& f) {
+    f("time_ms", time_ms);
+    f("event", event);
+    f("attempt", attempt);
+    f("node", node);
+    f("detail", detail);
+  }
+};
+
+struct job_detail {
+  job_summary summary;
+  std::string prompt;
+  std::vector<chat_message> messages;
+  job_params params;
+  std::string output;
+  std::vector<job_event> events;
+  template <class F>
+  void fields(F& f) {
+    f("summary", summary);
+    f("prompt", prompt);
+    f.optional("messages", messages);
+    f("params", params);
+    f("output", output);
+    f("events", events);
+  }
+};
+
+struct jobs_reply {
+  static constexpr command cmd = command::jobs_reply;
+  uint64_t request_id = 0;
+  std::vector<job_summary> jobs;
+  template <class F>
+  void fields(F& f) {
+    f("request_id", request_id);
+    f("jobs", jobs);
+  }
+};
+
+struct job_reply {
+  static constexpr command cmd = command::job_reply;
+  uint64_t request_id = 0;
+  job_detail job;
+  template <class F>
+  void fields(F& f) {
+    f("request_id", request_id);
+    f("job", job);
+  }
+};
+
+struct node_summary {
+  std::string name;
+  std::string hostname;
+  std::string engine;
+  bool online = false;
+  int64_t last_seen_ms = 0;
+  uint32_t slots = 0;
+  uint32_t running = 0;  // attempts running there now
+  hardware_info hardware;
+  std::vector<model_info> models;
+  template <class F>
+  void fields(F& f) {
+    f("name", name);
+    f("hostname", hostname);
+    f("engine", engine);
+    f("online", online);
+    f("last_seen_ms", last_seen_ms);
+    f("slots", slots);
+    f("running", running);
+    f("hardware", hardware);
+    f("models", models);
+  }
+};
+
+struct nodes_reply {
+  static constexpr command cmd = command::nodes_reply;
+  uint64_t request_id = 0;
+  std::vector<node_summary> nodes;
+  template <class F>
+  void fields(F& f) {
+    f("request_id", request_id);
+    f("nodes", nodes);
+  }
+};
+
+struct model_summary {
+  std::string name;
+  std::string architecture;
+  std::string quantization;
+  uint64_t size_bytes = 0;
+  uint32_t context_length = 0;
+  std::vector<std::string> nodes;      // online nodes that serve it
+  std::vector<std::string> loaded_on;  // ... and have it loaded
+  uint32_t queued = 0;                 // jobs waiting for it
+  template <class F>
+  void fields(F& f) {
+    f("name", name);
+    f("architecture", architecture);
+    f("quantization", quantization);
+    f("size_bytes", size_bytes);
+    f("context_length", context_length);
+    f("nodes", nodes);
+    f("loaded_on", loaded_on);
+    f("queued", queued);
+  }
+};
+
+struct models_reply {
+  static constexpr command cmd = command::models_reply;
+  uint64_t request_id = 0;
+  std::vector<model_summary> models;
+  template <class F>
+  void fields(F& f) {
+    f("request_id", request_id);
+    f("models", models);
+  }
+};
+
+struct ok {
+  static constexpr command cmd = command::ok;
+  uint64_t request_id = 0;
+  template <class F>
+  void fields(F& f) {
+    f("request_id", request_id);
+  }
+};
+
+// The body of this message never changes across versions, so a peer of any version can read why
+// it was refused.
+struct error_reply {
+  static constexpr command cmd = command::error;
+  uint64_t request_id = 0;  // 0 when not a reply to a request
+  error_code code = error_code::malformed;
+  std::string message;
+  template <class F>
+  void fields(F& f) {
+    f("request_id", request_id);
+    f("code", code);
+    f("message", message);
+  }
+};
+
+}  // namespace hearth::wire
+
+// X-macro over every message type, for the codec's explicit instantiations and its tests.
+#define HEARTH_WIRE_MESSAGES(X)                                                                    \
+  X(heartbeat)                                                                                     \
+  X(error_reply)                                                                                   \
+  X(node_hello) X(node_pull) X(node_status) X(job_started) X(job_tokens) X(job_final)              \
+      X(job_handback) X(node_bye) X(node_welcome) X(job_assign) X(job_cancel) X(submit) X(watch)   \
+          X(cancel) X(list_jobs) X(get_job) X(list_nodes) X(list_models) X(accepted) X(job_queued) \
+              X(job_running) X(job_restarted) X(job_done) X(jobs_reply) X(job_reply)               \
+                  X(nodes_reply) X(models_reply) X(ok)
