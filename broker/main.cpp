@@ -1,1 +1,59 @@
-int main() { return 0; }
+// hearth-broker: flags for the essentials, YAML for the rest (broker/config.h), then the event
+// loop until SIGINT or SIGTERM.
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+
+#include "broker/broker.h"
+
+namespace {
+std::atomic<bool> g_stop{false};
+void on_signal(int) {
+  g_stop = true;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace hearth::broker;
+  CLI::App app{"hearth-broker: queues jobs, hands them to nodes, records everything in SQLite"};
+  std::string bind, db, config_path, log_level;
+  app.add_option("--bind", bind, "ZeroMQ endpoint to bind (default tcp://127.0.0.1:5555)");
+  app.add_option("--db", db, "SQLite database file (default hearth.db)");
+  app.add_option("--config", config_path, "YAML file with further settings");
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off");
+  CLI11_PARSE(app, argc, argv);
+
+  broker_config cfg;
+  if (!config_path.empty()) {
+    if (auto r = broker_config_load(config_path, cfg); !r) {
+      std::fprintf(stderr, "hearth-broker: error: %s\n", r.message().c_str());
+      return 2;
+    }
+  }
+  // Flags win over the file.
+  if (!bind.empty()) cfg.bind = bind;
+  if (!db.empty()) cfg.db = db;
+  if (!log_level.empty()) cfg.log_level = log_level;
+  spdlog::set_level(spdlog::level::from_str(cfg.log_level));
+  spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ broker: %v");
+
+  auto store = job_store::open(cfg.db);
+  if (!store) {
+    std::fprintf(stderr, "hearth-broker: error: %s\n", store.message().c_str());
+    return 1;
+  }
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  try {
+    broker b(cfg, std::move(store.value()));
+    b.run(g_stop);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "hearth-broker: error: %s\n", e.what());
+    return 1;
+  }
+  spdlog::info("stopped");
+  return 0;
+}

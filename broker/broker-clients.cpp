@@ -1,0 +1,263 @@
+// The client side of the broker: submissions, watching, cancelling and history queries.
+#include <spdlog/spdlog.h>
+
+#include <random>
+
+#include "broker/broker.h"
+
+namespace hearth::broker {
+namespace {
+
+constexpr int32_t k_max_tokens_limit = 1 << 20;
+constexpr size_t k_max_stop_strings = 16;
+constexpr size_t k_max_stop_bytes = 256;
+
+// An error message for parameters no node could honour, or "".
+std::string check_params(const wire::job_params& p) {
+  if (p.max_tokens < 1 || p.max_tokens > k_max_tokens_limit) {
+    return "max_tokens must be in [1, " + std::to_string(k_max_tokens_limit) + "], got " +
+           std::to_string(p.max_tokens);
+  }
+  if (p.top_k < 0) return "top_k must not be negative, got " + std::to_string(p.top_k);
+  if (!(p.top_p > 0 && p.top_p <= 1))
+    return "top_p must be in (0, 1], got " + std::to_string(p.top_p);
+  if (!(p.min_p >= 0 && p.min_p <= 1))
+    return "min_p must be in [0, 1], got " + std::to_string(p.min_p);
+  if (!(p.repeat_penalty > 0)) {
+    return "repeat_penalty must be positive, got " + std::to_string(p.repeat_penalty);
+  }
+  if (p.repeat_last_n < -1) return "repeat_last_n must be >= -1";
+  if (p.stop.size() > k_max_stop_strings) {
+    return "at most " + std::to_string(k_max_stop_strings) + " stop strings";
+  }
+  for (const auto& s : p.stop) {
+    if (s.empty() || s.size() > k_max_stop_bytes) {
+      return "stop strings must be 1 to " + std::to_string(k_max_stop_bytes) + " bytes";
+    }
+  }
+  return {};
+}
+
+uint64_t fresh_seed() {
+  static std::mt19937_64 rng{std::random_device{}()};
+  uint64_t s = 0;
+  // 0 means "choose one" on the wire and all-ones means "random" to the sampler.
+  while (s == 0 || s == UINT64_MAX) s = rng();
+  return s;
+}
+
+wire::job_summary summary_of(const job_row& r) {
+  wire::job_summary s;
+  s.job_id = r.id;
+  s.model = r.model;
+  s.state = r.state;
+  s.priority = r.priority;
+  s.node = r.node;
+  s.attempts = r.attempts;
+  s.created_ms = r.created_ms;
+  s.started_ms = r.started_ms;
+  s.finished_ms = r.finished_ms;
+  s.n_prompt = r.n_prompt;
+  s.n_gen = r.n_gen;
+  s.stop_reason = r.stop_reason;
+  s.error = r.error;
+  return s;
+}
+
+}  // namespace
+
+void broker::on_submit(const std::string& rid, wire::submit m) {
+  using wire::error_code;
+  if (m.model.empty())
+    return send_error(rid, m.request_id, error_code::invalid_params, "no model named");
+  if (m.prompt.empty() && m.messages.empty()) {
+    return send_error(rid, m.request_id, error_code::invalid_params, "the job has no prompt");
+  }
+  if (auto e = check_params(m.params); !e.empty()) {
+    return send_error(rid, m.request_id, error_code::invalid_params, e);
+  }
+  if (!m.wait_model && !known_models_.contains(m.model)) {
+    std::string known;
+    for (const auto& k : known_models_) known += (known.empty() ? "" : ", ") + k;
+    return send_error(rid, m.request_id, error_code::unknown_model,
+                      "no node has ever offered model '" + m.model +
+                          "' (known: " + (known.empty() ? "none" : known) +
+                          "; submit with wait_model to queue it anyway)");
+  }
+  if (n_queued_ >= cfg_.max_queue) {
+    return send_error(rid, m.request_id, error_code::queue_full,
+                      "the queue is full (" + std::to_string(cfg_.max_queue) + " jobs waiting)");
+  }
+  if (m.params.seed == 0) m.params.seed = fresh_seed();
+
+  job_row row;
+  row.model = std::move(m.model);
+  row.prompt = std::move(m.prompt);
+  row.messages = std::move(m.messages);
+  row.params = std::move(m.params);
+  row.priority = m.priority;
+  row.state = wire::job_state::queued;
+  row.created_ms = net::wall_ms();
+  const uint64_t id = store_->insert_job(row, row.created_ms);
+  live_job& j = jobs_[id];
+  j.row = std::move(row);
+  j.row.id = id;
+  enqueue(j);
+  if (m.watch) j.watchers.insert(rid);
+  const uint32_t position = queue_position(j);
+  j.last_position_sent = position;
+  send(rid, wire::accepted{m.request_id, id, position});
+}
+
+void broker::on_watch(const std::string& rid, const wire::watch& m) {
+  if (auto it = jobs_.find(m.job_id); it != jobs_.end()) {
+    live_job& j = it->second;
+    j.watchers.insert(rid);
+    send(rid, wire::ok{m.request_id});
+    if (j.row.state == wire::job_state::queued) {
+      j.last_position_sent = queue_position(j);
+      send(rid, wire::job_queued{j.row.id, j.last_position_sent});
+    } else if (j.row.state == wire::job_state::running) {
+      send(rid, wire::job_running{j.row.id, j.row.attempts, j.row.node});
+      if (j.next_seq > 0) {
+        send(rid,
+             wire::job_tokens{j.row.id, j.row.attempts, 0, uint32_t(j.next_seq), j.row.output});
+      }
+    }
+    return;
+  }
+  auto row = store_->job(m.job_id);
+  if (!row) {
+    return send_error(rid, m.request_id, wire::error_code::not_found,
+                      "no job " + std::to_string(m.job_id));
+  }
+  send(rid, wire::ok{m.request_id});
+  if (!row->output.empty() || row->n_gen > 0) {
+    send(rid, wire::job_tokens{row->id, row->attempts, 0, row->n_gen, row->output});
+  }
+  send(rid, wire::job_done{row->id, row->attempts, row->state, row->stop_reason, row->error,
+                           row->n_prompt, row->n_gen});
+}
+
+void broker::on_cancel(const std::string& rid, const wire::cancel& m) {
+  if (auto it = jobs_.find(m.job_id); it != jobs_.end()) {
+    live_job& j = it->second;
+    if (j.row.state == wire::job_state::queued) {
+      finish(j, wire::job_state::cancelled, "cancelled", "", 0, 0);
+    } else if (j.row.state == wire::job_state::running) {
+      j.cancel_requested = true;
+      if (auto n = nodes_.find(j.row.node); n != nodes_.end() && n->second.online) {
+        send(n->second.routing_id, wire::job_cancel{j.row.id, j.row.attempts});
+      } else {
+        finish(j, wire::job_state::cancelled, "cancelled", "", j.row.n_prompt,
+               uint32_t(j.next_seq));
+      }
+    } else {
+      return send_error(rid, m.request_id, wire::error_code::not_cancellable,
+                        "job " + std::to_string(m.job_id) + " has already finished");
+    }
+    spdlog::info("job {} cancelled by a client", m.job_id);
+    return send(rid, wire::ok{m.request_id});
+  }
+  auto row = store_->job(m.job_id);
+  if (!row) {
+    return send_error(rid, m.request_id, wire::error_code::not_found,
+                      "no job " + std::to_string(m.job_id));
+  }
+  send_error(rid, m.request_id, wire::error_code::not_cancellable,
+             "job " + std::to_string(m.job_id) + " has already " +
+                 std::string(wire::job_state_name(row->state)));
+}
+
+void broker::on_list_jobs(const std::string& rid, const wire::list_jobs& m) {
+  job_filter f;
+  if (!m.state.empty()) {
+    f.state = wire::job_state_from_name(m.state);
+    if (!f.state) {
+      return send_error(rid, m.request_id, wire::error_code::invalid_params,
+                        "unknown state '" + m.state +
+                            "' (states: queued, running, completed, failed, cancelled)");
+    }
+  }
+  f.model = m.model;
+  f.limit = std::min<uint32_t>(m.limit == 0 ? 20 : m.limit, wire::max_array_items);
+  wire::jobs_reply r;
+  r.request_id = m.request_id;
+  for (const auto& row : store_->jobs(f)) {
+    auto s = summary_of(row);
+    if (auto it = jobs_.find(row.id); it != jobs_.end()) s.n_gen = uint32_t(it->second.next_seq);
+    r.jobs.push_back(std::move(s));
+  }
+  send(rid, r);
+}
+
+void broker::on_get_job(const std::string& rid, const wire::get_job& m) {
+  auto row = store_->job(m.job_id);
+  if (!row) {
+    return send_error(rid, m.request_id, wire::error_code::not_found,
+                      "no job " + std::to_string(m.job_id));
+  }
+  if (auto it = jobs_.find(m.job_id); it != jobs_.end()) {
+    row->output = it->second.row.output;
+    row->n_gen = uint32_t(it->second.next_seq);
+  }
+  wire::job_reply r;
+  r.request_id = m.request_id;
+  r.job.summary = summary_of(*row);
+  r.job.prompt = row->prompt;
+  r.job.messages = row->messages;
+  r.job.params = row->params;
+  r.job.output = row->output;
+  r.job.events = store_->job_events(m.job_id);
+  send(rid, r);
+}
+
+void broker::on_list_nodes(const std::string& rid, const wire::list_nodes& m) {
+  wire::nodes_reply r;
+  r.request_id = m.request_id;
+  for (const auto& [name, n] : nodes_) {
+    wire::node_summary s;
+    s.name = n.name;
+    s.hostname = n.hostname;
+    s.engine = n.engine;
+    s.online = n.online;
+    s.last_seen_ms = n.last_seen_ms;
+    s.slots = n.slots;
+    s.running = uint32_t(n.running.size());
+    s.hardware = n.hardware;
+    s.models = n.models;
+    r.nodes.push_back(std::move(s));
+  }
+  send(rid, r);
+}
+
+void broker::on_list_models(const std::string& rid, const wire::list_models& m) {
+  std::map<std::string, wire::model_summary> models;
+  for (const auto& [name, n] : nodes_) {
+    for (const auto& mi : n.models) {
+      auto& s = models[mi.name];
+      if (s.name.empty()) {
+        s.name = mi.name;
+        s.architecture = mi.architecture;
+        s.quantization = mi.quantization;
+        s.size_bytes = mi.size_bytes;
+        s.context_length = mi.context_length;
+      }
+      if (n.online) {
+        s.nodes.push_back(name);
+        if (mi.loaded) s.loaded_on.push_back(name);
+      }
+    }
+  }
+  for (const auto& [model, q] : queues_) {
+    auto& s = models[model];
+    s.name = model;
+    s.queued = uint32_t(q.size());
+  }
+  wire::models_reply r;
+  r.request_id = m.request_id;
+  for (auto& [name, s] : models) r.models.push_back(std::move(s));
+  send(rid, r);
+}
+
+}  // namespace hearth::broker

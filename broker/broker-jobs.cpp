@@ -1,0 +1,146 @@
+// The job state machine: queued -> running -> completed | failed | cancelled, with running ->
+// queued again when an attempt is lost. Every change of a live job's state happens here.
+#include <spdlog/spdlog.h>
+
+#include "broker/broker.h"
+
+namespace hearth::broker {
+
+namespace {
+std::pair<int64_t, uint64_t> queue_key(const live_job& j) {
+  return {-int64_t(j.row.priority), j.row.id};
+}
+}  // namespace
+
+void broker::enqueue(live_job& j) {
+  j.row.state = wire::job_state::queued;
+  j.row.output.clear();
+  j.next_seq = 0;
+  j.output_dirty = false;
+  j.last_position_sent = UINT32_MAX;
+  queues_[j.row.model].insert(queue_key(j));
+  ++n_queued_;
+  dispatch_needed_ = true;
+}
+
+uint32_t broker::queue_position(const live_job& j) const {
+  auto q = queues_.find(j.row.model);
+  if (q == queues_.end()) return 0;
+  auto it = q->second.find(queue_key(j));
+  return uint32_t(std::distance(q->second.begin(), it));
+}
+
+void broker::dispatch() {
+  dispatch_needed_ = false;
+  // Repeatedly: the best queued job (priority, then age) over all models whose model some node
+  // with credit serves goes to the best such node. Few models, few nodes: a linear scan is fine.
+  while (n_queued_ > 0) {
+    live_job* best = nullptr;
+    node_entry* best_node = nullptr;
+    for (auto& [model, q] : queues_) {
+      if (q.empty()) continue;
+      const auto& head = *q.begin();
+      if (best && queue_key(*best) < head) continue;
+      node_entry* pick = nullptr;
+      for (auto& [name, n] : nodes_) {
+        if (!n.online || n.credit == 0 || !n.serves(model)) continue;
+        // Prefer a node that has the model loaded, then the faster device, then more credit.
+        auto rank = [&](const node_entry& e) {
+          return std::tuple(e.has_loaded(model), e.speed_rank(), e.credit);
+        };
+        if (!pick || rank(n) > rank(*pick)) pick = &n;
+      }
+      if (!pick) continue;
+      best = &jobs_.at(head.second);
+      best_node = pick;
+    }
+    if (!best) return;
+    assign(*best, *best_node);
+  }
+}
+
+void broker::assign(live_job& j, node_entry& n) {
+  auto& q = queues_[j.row.model];
+  q.erase(queue_key(j));
+  if (q.empty()) queues_.erase(j.row.model);
+  --n_queued_;
+  --n.credit;
+  n.running.insert(j.row.id);
+
+  j.row.state = wire::job_state::running;
+  j.row.node = n.name;
+  j.row.attempts += 1;
+  j.row.output.clear();
+  j.next_seq = 0;
+  store_->job_assigned(j.row.id, j.row.attempts, n.name, net::wall_ms());
+
+  wire::job_assign a;
+  a.job_id = j.row.id;
+  a.attempt = j.row.attempts;
+  a.model = j.row.model;
+  a.prompt = j.row.prompt;
+  a.messages = j.row.messages;
+  a.params = j.row.params;
+  send(n.routing_id, a);
+  if (!j.watchers.empty()) {
+    notify(j, wire::command::job_running,
+           wire::encode(wire::job_running{j.row.id, j.row.attempts, n.name}));
+  }
+}
+
+void broker::requeue(live_job& j, const std::string& why) {
+  if (j.cancel_requested) {
+    finish(j, wire::job_state::cancelled, "cancelled", "", j.row.n_prompt, 0);
+    return;
+  }
+  const int64_t now = net::wall_ms();
+  if (j.row.attempts - j.handbacks >= cfg_.max_attempts) {
+    spdlog::warn("job {} failed after {} attempts: {}", j.row.id, j.row.attempts, why);
+    finish(j, wire::job_state::failed, "",
+           "gave up after " + std::to_string(j.row.attempts) + " attempts; last: " + why,
+           j.row.n_prompt, 0);
+    return;
+  }
+  spdlog::info("job {} attempt {} is queued again: {}", j.row.id, j.row.attempts, why);
+  store_->job_requeued(j.row.id, j.row.attempts, j.row.node, why, now);
+  j.recovered_deadline_ms = 0;
+  enqueue(j);
+  if (!j.watchers.empty()) {
+    notify(j, wire::command::job_restarted,
+           wire::encode(wire::job_restarted{j.row.id, j.row.attempts + 1, why}));
+  }
+}
+
+void broker::finish(live_job& j, wire::job_state state, const std::string& stop_reason,
+                    const std::string& error, uint32_t n_prompt, uint32_t n_gen) {
+  if (j.row.state == wire::job_state::queued) {
+    auto& q = queues_[j.row.model];
+    if (q.erase(queue_key(j)) > 0) --n_queued_;
+    if (q.empty()) queues_.erase(j.row.model);
+  }
+  if (auto n = nodes_.find(j.row.node); n != nodes_.end()) n->second.running.erase(j.row.id);
+  j.row.state = state;
+  j.row.stop_reason = stop_reason;
+  j.row.error = error;
+  j.row.n_prompt = n_prompt;
+  j.row.n_gen = n_gen;
+  j.row.finished_ms = net::wall_ms();
+  store_->job_finished(j.row.id, j.row.attempts, j.row.node, state, stop_reason, error, n_prompt,
+                       n_gen, j.row.output, j.row.finished_ms);
+  wire::job_done d;
+  d.job_id = j.row.id;
+  d.attempt = j.row.attempts;
+  d.state = state;
+  d.stop_reason = stop_reason;
+  d.error = error;
+  d.n_prompt = n_prompt;
+  d.n_gen = n_gen;
+  if (!j.watchers.empty()) notify(j, wire::command::job_done, wire::encode(d));
+  // The entry is erased at the end of the turn (timers()), after any message that refers to it.
+}
+
+void broker::notify(const live_job& j, wire::command cmd, const std::string& body) {
+  for (const auto& w : j.watchers) out_.push_back({w, cmd, body});
+}
+
+}  // namespace hearth::broker

@@ -1,0 +1,189 @@
+// The node side of the broker: hello and reconciliation, credit, stream relay, results, loss.
+#include <spdlog/spdlog.h>
+
+#include "broker/broker.h"
+
+namespace hearth::broker {
+
+node_entry* broker::node_by_routing_id(const std::string& rid) {
+  auto it = node_by_rid_.find(rid);
+  if (it == node_by_rid_.end()) return nullptr;
+  return &nodes_.at(it->second);
+}
+
+void broker::store_node(const node_entry& n) {
+  wire::node_summary s;
+  s.name = n.name;
+  s.hostname = n.hostname;
+  s.engine = n.engine;
+  s.online = n.online;
+  s.last_seen_ms = n.last_seen_ms;
+  s.slots = n.slots;
+  s.hardware = n.hardware;
+  s.models = n.models;
+  store_->node_upsert(s);
+}
+
+void broker::on_node_hello(const std::string& rid, wire::node_hello m) {
+  if (m.version != wire::protocol_version) {
+    send_error(rid, 0, wire::error_code::version_mismatch,
+               "node protocol version " + std::to_string(m.version) + " is not supported");
+    return;
+  }
+  if (m.name.empty() || m.slots == 0) {
+    send_error(rid, 0, wire::error_code::malformed, "node_hello needs a name and slots >= 1");
+    return;
+  }
+  auto it = nodes_.find(m.name);
+  if (it != nodes_.end() && it->second.online && it->second.routing_id != rid) {
+    // A node that reconnects after a network failure says hello from a new socket before the
+    // old one is declared dead; the same hostname means it is the same machine.
+    if (it->second.hostname != m.hostname) {
+      send_error(rid, 0, wire::error_code::name_taken,
+                 "a node named '" + m.name + "' is already connected from " + it->second.hostname);
+      return;
+    }
+    node_by_rid_.erase(it->second.routing_id);
+  }
+  node_entry& n = nodes_[m.name];
+  if (!n.routing_id.empty()) node_by_rid_.erase(n.routing_id);
+  n.name = m.name;
+  n.routing_id = rid;
+  n.hostname = m.hostname;
+  n.engine = m.engine;
+  n.slots = m.slots;
+  n.hardware = std::move(m.hardware);
+  n.models = std::move(m.models);
+  n.online = true;
+  n.last_heard = net::steady::now();
+  n.last_seen_ms = net::wall_ms();
+  n.last_seen_stored_ms = n.last_seen_ms;
+  node_by_rid_[rid] = n.name;
+  for (const auto& model : n.models) known_models_.insert(model.name);
+
+  // Reconcile: attempts the node still runs and the broker still gives it continue; the node
+  // drops the others; the broker requeues what it gave the node and the node no longer has.
+  std::set<uint64_t> listed;
+  for (const auto& ref : m.running) {
+    auto j = jobs_.find(ref.job_id);
+    const bool ours = j != jobs_.end() && j->second.row.state == wire::job_state::running &&
+                      j->second.row.node == n.name && j->second.row.attempts == ref.attempt;
+    if (ours) {
+      listed.insert(ref.job_id);
+      j->second.recovered_deadline_ms = 0;
+    } else {
+      send(rid, wire::job_cancel{ref.job_id, ref.attempt});
+    }
+  }
+  for (uint64_t id : std::set<uint64_t>(n.running)) {
+    if (listed.contains(id)) continue;
+    n.running.erase(id);
+    if (auto j = jobs_.find(id); j != jobs_.end()) {
+      requeue(j->second, "node " + n.name + " reconnected without the job");
+    }
+  }
+  n.credit = 0;  // the node grants credit with node_pull once welcomed
+  store_node(n);
+  send(rid, wire::node_welcome{wire::protocol_version, cfg_.heartbeat_ms, cfg_.liveness});
+  spdlog::info("node {} ({}, {} engine, {} slots, {} models) is online", n.name, n.hostname,
+               n.engine, n.slots, n.models.size());
+  dispatch_needed_ = true;
+}
+
+void broker::on_node_pull(node_entry& n, const wire::node_pull& m) {
+  n.credit = std::min<uint64_t>(uint64_t(n.credit) + m.credit, n.slots);
+  dispatch_needed_ = true;
+}
+
+void broker::on_node_status(node_entry& n, wire::node_status m) {
+  n.models = std::move(m.models);
+  for (const auto& model : n.models) known_models_.insert(model.name);
+  store_node(n);
+  dispatch_needed_ = true;
+}
+
+namespace {
+// The live job for an attempt this node runs, or nullptr when the message is stale (an older
+// attempt, a job moved elsewhere, a finished job).
+template <class Jobs>
+live_job* current_attempt(Jobs& jobs, const node_entry& n, uint64_t job_id, uint32_t attempt) {
+  auto it = jobs.find(job_id);
+  if (it == jobs.end()) return nullptr;
+  live_job& j = it->second;
+  if (j.row.state != wire::job_state::running || j.row.node != n.name ||
+      j.row.attempts != attempt) {
+    return nullptr;
+  }
+  return &j;
+}
+}  // namespace
+
+void broker::on_job_started(node_entry& n, const wire::job_started& m) {
+  live_job* j = current_attempt(jobs_, n, m.job_id, m.attempt);
+  if (!j) return;
+  j->row.n_prompt = m.n_prompt;
+  j->row.started_ms = net::wall_ms();
+  store_->job_started(m.job_id, m.attempt, m.n_prompt, j->row.started_ms);
+}
+
+void broker::on_job_tokens(node_entry& n, const wire::job_tokens& m, std::string_view body) {
+  live_job* j = current_attempt(jobs_, n, m.job_id, m.attempt);
+  if (!j) return;
+  if (m.seq < j->next_seq) return;  // a duplicate
+  if (m.seq > j->next_seq) {
+    // Tokens were lost (the broker restarted mid-stream): the record cannot be completed, so
+    // this attempt is abandoned and the job runs again.
+    send(n.routing_id, wire::job_cancel{m.job_id, m.attempt});
+    n.running.erase(m.job_id);
+    requeue(*j, "tokens " + std::to_string(j->next_seq) + ".." + std::to_string(m.seq - 1) +
+                    " of the stream were lost");
+    return;
+  }
+  j->row.output += m.text;
+  j->next_seq = m.seq + m.n_tokens;
+  j->output_dirty = true;
+  notify(*j, wire::command::job_tokens, std::string(body));
+}
+
+void broker::on_job_final(node_entry& n, const wire::job_final& m) {
+  live_job* j = current_attempt(jobs_, n, m.job_id, m.attempt);
+  if (!j) return;
+  n.running.erase(m.job_id);
+  if (m.n_gen != j->next_seq && m.state == wire::job_state::completed) {
+    requeue(*j,
+            "the stream ended with " + std::to_string(m.n_gen - j->next_seq) + " tokens missing");
+    return;
+  }
+  if (m.state != wire::job_state::completed && m.state != wire::job_state::failed &&
+      m.state != wire::job_state::cancelled) {
+    spdlog::warn("node {} reported job {} as {}; treating it as failed", n.name, m.job_id,
+                 wire::job_state_name(m.state));
+  }
+  const wire::job_state state =
+      wire::job_state_is_final(m.state) ? m.state : wire::job_state::failed;
+  j->row.n_prompt = m.n_prompt;
+  finish(*j, state, m.stop_reason, m.error, m.n_prompt, uint32_t(j->next_seq));
+}
+
+void broker::on_job_handback(node_entry& n, const wire::job_handback& m) {
+  live_job* j = current_attempt(jobs_, n, m.job_id, m.attempt);
+  if (!j) return;
+  n.running.erase(m.job_id);
+  // A hand-back is not the job's fault: it does not count against max_attempts.
+  ++j->handbacks;
+  requeue(*j, "node " + n.name + " handed it back: " + m.reason);
+}
+
+void broker::node_lost(node_entry& n, const std::string& why) {
+  n.online = false;
+  n.credit = 0;
+  node_by_rid_.erase(n.routing_id);
+  n.routing_id.clear();
+  store_->node_seen(n.name, false, n.last_seen_ms);
+  for (uint64_t id : std::set<uint64_t>(n.running)) {
+    if (auto j = jobs_.find(id); j != jobs_.end()) requeue(j->second, why);
+  }
+  n.running.clear();
+}
+
+}  // namespace hearth::broker

@@ -1,0 +1,336 @@
+#include "broker/broker.h"
+
+#include <spdlog/spdlog.h>
+
+#include <stdexcept>
+
+namespace hearth::broker {
+namespace {
+
+// Messages handled per turn before the turn's transaction commits: bounds the latency a burst
+// adds to the replies of its first messages.
+constexpr int k_burst = 512;
+
+template <class M>
+std::optional<M> decode_or_log(std::string_view body, const std::string& peer) {
+  auto m = wire::decode<M>(body);
+  if (!m) {
+    spdlog::warn("dropped a malformed message from peer {}: {}", peer, m.message());
+    return std::nullopt;
+  }
+  return std::move(m.value());
+}
+
+std::string peer_name(const std::string& rid) {
+  static const char* hex = "0123456789abcdef";
+  std::string s;
+  for (unsigned char c : rid) {
+    s += hex[c >> 4];
+    s += hex[c & 15];
+  }
+  return s;
+}
+
+}  // namespace
+
+bool node_entry::serves(const std::string& model) const {
+  for (const auto& m : models) {
+    if (m.name == model) return true;
+  }
+  return false;
+}
+
+bool node_entry::has_loaded(const std::string& model) const {
+  for (const auto& m : models) {
+    if (m.name == model) return m.loaded;
+  }
+  return false;
+}
+
+uint64_t node_entry::speed_rank() const {
+  return (hardware.gpus.empty() ? 0 : uint64_t(1) << 32) + hardware.cpu_threads;
+}
+
+broker::broker(broker_config cfg, std::unique_ptr<job_store> store)
+    : cfg_(std::move(cfg)), store_(std::move(store)) {}
+
+broker::~broker() = default;
+
+std::string broker::endpoint() const {
+  return endpoint_;
+}
+
+void broker::send_error(const std::string& rid, uint64_t request_id, wire::error_code code,
+                        std::string message) {
+  wire::error_reply e;
+  e.request_id = request_id;
+  e.code = code;
+  e.message = std::move(message);
+  send(rid, e);
+}
+
+void broker::run(const std::atomic<bool>& stop) {
+  router_ = std::make_unique<zmq::socket_t>(net::make_socket(ctx_, zmq::socket_type::router));
+  try {
+    router_->bind(cfg_.bind);
+  } catch (const zmq::error_t& e) {
+    throw std::runtime_error("cannot bind " + cfg_.bind + ": " + e.what());
+  }
+  endpoint_ = router_->get(zmq::sockopt::last_endpoint);
+  recover();
+  bound_ = true;
+  spdlog::info("broker listening on {} (database {}, {} jobs recorded)", endpoint_, cfg_.db,
+               store_->job_count());
+
+  const auto now = net::steady::now();
+  next_tick_ = now;
+  next_flush_ = now + std::chrono::milliseconds(cfg_.output_flush_ms);
+  next_positions_ = now + std::chrono::milliseconds(cfg_.queue_position_ms);
+  zmq::pollitem_t items[] = {{router_->handle(), 0, ZMQ_POLLIN, 0}};
+  while (!stop.load(std::memory_order_relaxed)) {
+    auto wait = std::min({next_tick_, next_flush_, next_positions_}) - net::steady::now();
+    auto wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(wait).count();
+    wait_ms = std::clamp<int64_t>(wait_ms, 0, 100);
+    zmq::poll(items, 1, std::chrono::milliseconds(wait_ms));
+    turn();
+  }
+  // Output streamed since the last flush is written before exiting.
+  store_->begin();
+  for (auto& [id, j] : jobs_) {
+    if (j.output_dirty) store_->job_output(id, j.row.output, uint32_t(j.next_seq));
+  }
+  store_->commit();
+  for (auto& [name, n] : nodes_) {
+    if (n.online) store_->node_seen(name, false, n.last_seen_ms);
+  }
+  router_.reset();
+}
+
+void broker::turn() {
+  store_->begin();
+  for (int i = 0; i < k_burst; ++i) {
+    auto msg = net::try_recv(*router_, true);
+    if (!msg) break;
+    handle(*msg);
+  }
+  timers();
+  if (dispatch_needed_) dispatch();
+  store_->commit();
+  for (auto& o : out_) {
+    net::send_raw(*router_, o.routing_id, o.cmd, o.body);
+    if (auto it = node_by_rid_.find(o.routing_id); it != node_by_rid_.end()) {
+      nodes_[it->second].last_sent = net::steady::now();
+    }
+  }
+  out_.clear();
+}
+
+void broker::handle(net::received& msg) {
+  const std::string& rid = msg.routing_id;
+  const auto frames = msg.views();
+  const auto env = wire::open_envelope(frames);
+  if (!env.ok) {
+    spdlog::warn("dropped a message from peer {}: {}", peer_name(rid), env.err.message);
+    // A peer speaking another version is told so in the error format that never changes.
+    if (env.err.code == wire::error_code::version_mismatch) {
+      send_error(rid, 0, env.err.code, env.err.message);
+    }
+    return;
+  }
+  const std::string_view body = env.env.body;
+  node_entry* node = node_by_routing_id(rid);
+  if (node) {
+    node->last_heard = net::steady::now();
+    node->last_seen_ms = net::wall_ms();
+  }
+
+  using wire::command;
+  switch (env.env.cmd) {
+    case command::node_hello:
+      if (auto m = decode_or_log<wire::node_hello>(body, peer_name(rid))) {
+        on_node_hello(rid, std::move(*m));
+      } else {
+        send_error(rid, 0, wire::error_code::malformed, "malformed node_hello");
+      }
+      return;
+    case command::heartbeat:
+    case command::node_pull:
+    case command::node_status:
+    case command::job_started:
+    case command::job_tokens:
+    case command::job_final:
+    case command::job_handback:
+    case command::node_bye:
+      break;
+    case command::submit:
+      if (auto m = decode_or_log<wire::submit>(body, peer_name(rid))) {
+        on_submit(rid, std::move(*m));
+      } else {
+        send_error(rid, 0, wire::error_code::malformed, "malformed submit request");
+      }
+      return;
+    case command::watch:
+      if (auto m = decode_or_log<wire::watch>(body, peer_name(rid))) on_watch(rid, *m);
+      return;
+    case command::cancel:
+      if (auto m = decode_or_log<wire::cancel>(body, peer_name(rid))) on_cancel(rid, *m);
+      return;
+    case command::list_jobs:
+      if (auto m = decode_or_log<wire::list_jobs>(body, peer_name(rid))) on_list_jobs(rid, *m);
+      return;
+    case command::get_job:
+      if (auto m = decode_or_log<wire::get_job>(body, peer_name(rid))) on_get_job(rid, *m);
+      return;
+    case command::list_nodes:
+      if (auto m = decode_or_log<wire::list_nodes>(body, peer_name(rid))) on_list_nodes(rid, *m);
+      return;
+    case command::list_models:
+      if (auto m = decode_or_log<wire::list_models>(body, peer_name(rid))) {
+        on_list_models(rid, *m);
+      }
+      return;
+    default:
+      spdlog::warn("dropped a {} from peer {}: not a command the broker accepts",
+                   wire::command_name(env.env.cmd), peer_name(rid));
+      return;
+  }
+
+  // Node commands from here on: only from a node that said hello on this connection.
+  if (!node) {
+    send_error(rid, 0, wire::error_code::unknown_node,
+               "this broker does not know you; say hello again");
+    return;
+  }
+  switch (env.env.cmd) {
+    case command::heartbeat:
+      return;
+    case command::node_pull:
+      if (auto m = decode_or_log<wire::node_pull>(body, node->name)) on_node_pull(*node, *m);
+      return;
+    case command::node_status:
+      if (auto m = decode_or_log<wire::node_status>(body, node->name)) {
+        on_node_status(*node, std::move(*m));
+      }
+      return;
+    case command::job_started:
+      if (auto m = decode_or_log<wire::job_started>(body, node->name)) on_job_started(*node, *m);
+      return;
+    case command::job_tokens:
+      if (auto m = decode_or_log<wire::job_tokens>(body, node->name)) {
+        on_job_tokens(*node, *m, body);
+      }
+      return;
+    case command::job_final:
+      if (auto m = decode_or_log<wire::job_final>(body, node->name)) on_job_final(*node, *m);
+      return;
+    case command::job_handback:
+      if (auto m = decode_or_log<wire::job_handback>(body, node->name)) {
+        on_job_handback(*node, *m);
+      }
+      return;
+    case command::node_bye:
+      spdlog::info("node {} said goodbye", node->name);
+      node_lost(*node, "node " + node->name + " shut down");
+      return;
+    default:
+      return;
+  }
+}
+
+void broker::recover() {
+  for (auto& n : store_->nodes()) {
+    node_entry e;
+    e.name = n.name;
+    e.hostname = n.hostname;
+    e.engine = n.engine;
+    e.slots = n.slots;
+    e.hardware = n.hardware;
+    e.models = n.models;
+    e.last_seen_ms = n.last_seen_ms;
+    nodes_[n.name] = std::move(e);
+  }
+  for (auto& m : store_->known_models()) known_models_.insert(m);
+
+  // Running jobs stay with their node for one liveness period, waiting for it to reconnect and
+  // list them; queued ones go back in the queue.
+  const int64_t grace = int64_t(cfg_.heartbeat_ms) * cfg_.liveness;
+  size_t n_running = 0;
+  for (auto& row : store_->unfinished_jobs()) {
+    live_job j;
+    const uint64_t id = row.id;
+    j.row = std::move(row);
+    j.next_seq = j.row.n_gen;
+    auto& live = jobs_[id] = std::move(j);
+    if (live.row.state == wire::job_state::queued) {
+      enqueue(live);
+    } else {
+      live.recovered_deadline_ms = net::wall_ms() + grace;
+      if (auto it = nodes_.find(live.row.node); it != nodes_.end()) it->second.running.insert(id);
+      ++n_running;
+    }
+  }
+  if (!jobs_.empty()) {
+    spdlog::info("recovered {} queued and {} running jobs from {}", n_queued_, n_running, cfg_.db);
+  }
+}
+
+void broker::timers() {
+  const auto now = net::steady::now();
+  if (now >= next_tick_) {
+    next_tick_ = now + std::chrono::milliseconds(cfg_.heartbeat_ms);
+    const auto dead_after = std::chrono::milliseconds(int64_t(cfg_.heartbeat_ms) * cfg_.liveness);
+    const int64_t wall = net::wall_ms();
+    for (auto& [name, n] : nodes_) {
+      if (!n.online) continue;
+      if (now - n.last_heard > dead_after) {
+        spdlog::warn("node {} stopped responding (nothing heard for {} ms); it is offline", name,
+                     dead_after.count());
+        node_lost(n, "node " + name + " stopped responding");
+        continue;
+      }
+      if (now - n.last_sent >= std::chrono::milliseconds(cfg_.heartbeat_ms)) {
+        send(n.routing_id, wire::heartbeat{});
+      }
+      // last_seen is written every few intervals, not on every message.
+      if (n.last_seen_ms - n.last_seen_stored_ms > int64_t(cfg_.heartbeat_ms) * 5) {
+        store_->node_seen(name, true, n.last_seen_ms);
+        n.last_seen_stored_ms = n.last_seen_ms;
+      }
+    }
+    // Jobs recovered after a restart whose node did not come back in time.
+    for (auto& [id, j] : jobs_) {
+      if (j.recovered_deadline_ms != 0 && wall > j.recovered_deadline_ms) {
+        j.recovered_deadline_ms = 0;
+        if (auto it = nodes_.find(j.row.node); it != nodes_.end()) it->second.running.erase(id);
+        requeue(j, "node " + j.row.node + " did not report the job after the broker restarted");
+      }
+    }
+  }
+  if (now >= next_flush_) {
+    next_flush_ = now + std::chrono::milliseconds(cfg_.output_flush_ms);
+    for (auto& [id, j] : jobs_) {
+      if (!j.output_dirty) continue;
+      store_->job_output(id, j.row.output, uint32_t(j.next_seq));
+      j.output_dirty = false;
+    }
+  }
+  if (now >= next_positions_) {
+    next_positions_ = now + std::chrono::milliseconds(cfg_.queue_position_ms);
+    for (auto& [model, q] : queues_) {
+      uint32_t pos = 0;
+      for (const auto& [key, id] : q) {
+        auto& j = jobs_.at(id);
+        if (!j.watchers.empty() && j.last_position_sent != pos) {
+          j.last_position_sent = pos;
+          notify(j, wire::command::job_queued, wire::encode(wire::job_queued{id, pos}));
+        }
+        ++pos;
+      }
+    }
+  }
+  // Finished jobs leave memory at the end of the turn that finished them.
+  std::erase_if(jobs_,
+                [](const auto& kv) { return wire::job_state_is_final(kv.second.row.state); });
+}
+
+}  // namespace hearth::broker

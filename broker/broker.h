@@ -1,0 +1,148 @@
+// The broker: one ROUTER socket that nodes and clients talk to (schema/PROTOCOL.md), the node
+// registry, per-model queues, the live state of running jobs, and the job store.
+//
+// Single-threaded event loop. Each turn reads a burst of messages, handles them (all database
+// writes of the burst in one transaction), runs the timers (heartbeats, dead nodes, output
+// flushes, queue positions), dispatches queued jobs to nodes with credit, commits, and only then
+// sends what the turn produced — so nothing is acknowledged before it is durable.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+#include <zmq.hpp>
+
+#include "broker/config.h"
+#include "broker/job-store.h"
+#include "common/zmq-io.h"
+
+namespace hearth::broker {
+
+// A job the broker is responsible for now (queued or running). Finished jobs live only in the
+// store.
+struct live_job {
+  job_row row;            // row.output: the current attempt's text so far
+  uint64_t next_seq = 0;  // the next token index expected from the current attempt
+  bool output_dirty = false;
+  bool cancel_requested = false;
+  uint32_t handbacks = 0;             // attempts handed back by a node shutting down (not failures)
+  int64_t recovered_deadline_ms = 0;  // after a restart: requeue if its node has not reported
+  std::set<std::string> watchers;     // routing ids of clients following it
+  uint32_t last_position_sent = UINT32_MAX;
+};
+
+struct node_entry {
+  std::string name;
+  std::string routing_id;  // "" while offline
+  std::string hostname;
+  std::string engine;
+  uint32_t slots = 0;
+  uint32_t credit = 0;  // jobs it asked for and has not been sent yet
+  wire::hardware_info hardware;
+  std::vector<wire::model_info> models;
+  std::set<uint64_t> running;  // job ids assigned to it
+  bool online = false;
+  net::steady::time_point last_heard{};
+  net::steady::time_point last_sent{};
+  int64_t last_seen_ms = 0;
+  int64_t last_seen_stored_ms = 0;
+
+  bool serves(const std::string& model) const;
+  bool has_loaded(const std::string& model) const;
+  // Larger is faster: a GPU node before a CPU node, then more CPU threads.
+  uint64_t speed_rank() const;
+};
+
+class broker {
+ public:
+  broker(broker_config cfg, std::unique_ptr<job_store> store);
+  ~broker();
+
+  // Binds and serves until `stop` becomes true (checked at least every 100 ms). Throws
+  // std::runtime_error when the endpoint cannot be bound.
+  void run(const std::atomic<bool>& stop);
+
+  // The endpoint actually bound (resolves a "tcp://127.0.0.1:*" wildcard port). Valid once
+  // bound() is true.
+  std::string endpoint() const;
+  bool bound() const { return bound_.load(); }
+
+ private:
+  struct outgoing {
+    std::string routing_id;
+    wire::command cmd;
+    std::string body;
+  };
+  template <class M>
+  void send(const std::string& routing_id, const M& m) {
+    out_.push_back({routing_id, M::cmd, wire::encode(m)});
+  }
+  void send_error(const std::string& routing_id, uint64_t request_id, wire::error_code code,
+                  std::string message);
+
+  void recover();
+  void turn();
+  void handle(net::received& msg);
+
+  // Nodes (broker-nodes.cpp).
+  void on_node_hello(const std::string& rid, wire::node_hello m);
+  void on_node_pull(node_entry& n, const wire::node_pull& m);
+  void on_node_status(node_entry& n, wire::node_status m);
+  void on_job_started(node_entry& n, const wire::job_started& m);
+  void on_job_tokens(node_entry& n, const wire::job_tokens& m, std::string_view body);
+  void on_job_final(node_entry& n, const wire::job_final& m);
+  void on_job_handback(node_entry& n, const wire::job_handback& m);
+  void node_lost(node_entry& n, const std::string& why);
+  void store_node(const node_entry& n);
+  node_entry* node_by_routing_id(const std::string& rid);
+
+  // Clients (broker-clients.cpp).
+  void on_submit(const std::string& rid, wire::submit m);
+  void on_watch(const std::string& rid, const wire::watch& m);
+  void on_cancel(const std::string& rid, const wire::cancel& m);
+  void on_list_jobs(const std::string& rid, const wire::list_jobs& m);
+  void on_get_job(const std::string& rid, const wire::get_job& m);
+  void on_list_nodes(const std::string& rid, const wire::list_nodes& m);
+  void on_list_models(const std::string& rid, const wire::list_models& m);
+
+  // Jobs (broker-jobs.cpp): the one place that changes a live job's state.
+  void enqueue(live_job& j);
+  void dispatch();
+  void assign(live_job& j, node_entry& n);
+  // The running attempt ended without finishing the job: queue it again, or fail it after
+  // max_attempts (or finish it as cancelled when a cancel was pending).
+  void requeue(live_job& j, const std::string& why);
+  void finish(live_job& j, wire::job_state state, const std::string& stop_reason,
+              const std::string& error, uint32_t n_prompt, uint32_t n_gen);
+  void notify(const live_job& j, wire::command cmd, const std::string& body);
+  uint32_t queue_position(const live_job& j) const;
+  void timers();
+
+  broker_config cfg_;
+  std::unique_ptr<job_store> store_;
+  zmq::context_t ctx_;
+  std::unique_ptr<zmq::socket_t> router_;
+  std::atomic<bool> bound_{false};
+  std::string endpoint_;
+
+  std::unordered_map<uint64_t, live_job> jobs_;
+  // Queued job ids per model, best first: priority (higher first), then age (lower id first).
+  std::map<std::string, std::set<std::pair<int64_t, uint64_t>>> queues_;
+  size_t n_queued_ = 0;
+  std::map<std::string, node_entry> nodes_;                   // by name
+  std::unordered_map<std::string, std::string> node_by_rid_;  // routing id -> name
+  std::set<std::string> known_models_;
+  std::vector<outgoing> out_;
+  bool dispatch_needed_ = false;
+  net::steady::time_point next_tick_{};
+  net::steady::time_point next_flush_{};
+  net::steady::time_point next_positions_{};
+};
+
+}  // namespace hearth::broker

@@ -1,0 +1,28 @@
+// The broker's settings: flags for the essentials, a YAML file for the rest. Every setting has a
+// default, so `hearth-broker` runs with no file at all.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/result.h"
+
+namespace hearth::broker {
+
+struct broker_config {
+  std::string bind = "tcp://127.0.0.1:5555";
+  std::string db = "hearth.db";
+  uint32_t heartbeat_ms = 1000;      // interval of heartbeats to nodes
+  uint32_t liveness = 3;             // missed intervals before a node is declared dead
+  uint32_t max_attempts = 3;         // attempts of one job before it fails
+  uint32_t max_queue = 100000;       // queued jobs at most; submit beyond gets queue_full
+  uint32_t output_flush_ms = 250;    // how often streamed output is written to the database
+  uint32_t queue_position_ms = 200;  // how often waiting clients hear their queue position
+  std::string log_level = "info";    // trace, debug, info, warn, error, off
+};
+
+// Reads the YAML file into `cfg` (keys not in the file keep their values). Unknown keys, wrong
+// types and out-of-range values are errors naming the key and the file.
+result<void> broker_config_load(const std::string& path, broker_config& cfg);
+
+}  // namespace hearth::broker
