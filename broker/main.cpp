@@ -1,5 +1,6 @@
 // hearth-broker: flags for the essentials, YAML for the rest (broker/config.h), then the event
 // loop until SIGINT or SIGTERM.
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
@@ -37,6 +38,7 @@ int main(int argc, char** argv) {
   if (!bind.empty()) cfg.bind = bind;
   if (!db.empty()) cfg.db = db;
   if (!log_level.empty()) cfg.log_level = log_level;
+  spdlog::set_default_logger(spdlog::stderr_color_mt("hearth"));  // stdout is for output
   spdlog::set_level(spdlog::level::from_str(cfg.log_level));
   spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ broker: %v");
 

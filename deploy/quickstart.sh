@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The README's first command: installs dependencies, builds hearth, and runs the main job.
-# Until the broker lands, the main job is a local generation with the stories260K model,
-# streamed to the terminal.
+# The README's first command: installs dependencies, builds hearth, starts a broker and a node on
+# this machine (`hearth up`, serving the stories260K model), submits a job and streams the answer
+# back through the broker, shows the job in the history, and stops the service again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,5 +9,28 @@ deploy/install-deps.sh
 cmake --preset release
 cmake --build --preset release -j "$(nproc)"
 
+hearth=build/release/tools/hearth
 testdata=${HEARTH_TESTDATA:-../shared/testdata}
-build/release/tools/hearth run -m "$testdata/models/stories260K.gguf" -p "Once upon a time" -n 64 --temp 0
+work=$(mktemp -d)
+mkdir -p "$work/models"
+ln -s "$(realpath "$testdata/models/stories260K.gguf")" "$work/models/stories260K.gguf"
+port=${HEARTH_QUICKSTART_PORT:-5555}
+export HEARTH_BROKER=tcp://127.0.0.1:$port
+
+"$hearth" up --models "$work/models" --bind "$HEARTH_BROKER" --db "$work/hearth.db" \
+  2>"$work/up.log" &
+up=$!
+trap 'kill $up 2>/dev/null; wait $up 2>/dev/null; rm -rf "$work"' EXIT
+
+# The node registers within a moment; until then the model is unknown to the broker.
+for _ in $(seq 100); do
+  "$hearth" models 2>/dev/null | grep -q stories260K && break
+  sleep 0.1
+done
+
+echo "--- hearth submit --stream -m stories260K 'Once upon a time'"
+"$hearth" submit --stream -m stories260K -n 64 --temp 0 "Once upon a time"
+echo "--- hearth jobs"
+"$hearth" jobs
+echo "--- hearth nodes"
+"$hearth" nodes

@@ -1,1 +1,67 @@
-int main() { return 0; }
+// hearth-node: flags for the essentials, YAML for the rest (node/config.h), then serve the broker
+// until SIGINT or SIGTERM, finishing or handing back running jobs before exiting.
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+
+#include "node/node.h"
+
+namespace {
+std::atomic<bool> g_stop{false};
+void on_signal(int) {
+  g_stop = true;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace hearth::node;
+  CLI::App app{"hearth-node: runs jobs from a hearth broker on this machine"};
+  node_config cfg;
+  std::string config_path, broker, models, name, engine, log_level;
+  uint32_t slots = 0;
+  double rate = -1;
+  app.add_option("--config", config_path, "YAML file with further settings");
+  app.add_option("--broker", broker, "broker endpoint (default tcp://127.0.0.1:5555)");
+  app.add_option("--models", models, "directory of GGUF models to serve");
+  app.add_option("--name", name, "node name (default: the hostname)");
+  app.add_option("--slots", slots, "jobs run at once (default 1)");
+  app.add_option("--engine", engine, "cpu (default) or null (fake tokens, for tests)");
+  app.add_option("--null-tokens-per-s", rate, "null engine: tokens per second per job");
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off");
+  CLI11_PARSE(app, argc, argv);
+
+  if (!config_path.empty()) {
+    if (auto r = node_config_load(config_path, cfg); !r) {
+      std::fprintf(stderr, "hearth-node: error: %s\n", r.message().c_str());
+      return 2;
+    }
+  }
+  // Flags win over the file.
+  if (!broker.empty()) cfg.broker = broker;
+  if (!models.empty()) cfg.models_dir = models;
+  if (!name.empty()) cfg.name = name;
+  if (slots != 0) cfg.slots = slots;
+  if (!engine.empty()) cfg.engine = engine;
+  if (rate >= 0) cfg.null_tokens_per_s = rate;
+  if (!log_level.empty()) cfg.log_level = log_level;
+  if (auto r = node_config_check(cfg); !r) {
+    std::fprintf(stderr, "hearth-node: error: %s\n", r.message().c_str());
+    return 2;
+  }
+  spdlog::set_default_logger(spdlog::stderr_color_mt("hearth"));  // stdout is for output
+  spdlog::set_level(spdlog::level::from_str(cfg.log_level));
+  spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ node: %v");
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  try {
+    node_daemon node(cfg);
+    return node.run(g_stop);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "hearth-node: error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -15,5 +15,14 @@ action add_run(CLI::App& app);
 action add_eval(CLI::App& app);
 action add_tokenize(CLI::App& app);
 action add_bench(CLI::App& app);
+// Broker commands (tools/broker-cli.h): each takes --broker ENDPOINT.
+action add_submit(CLI::App& app);
+action add_watch(CLI::App& app);
+action add_jobs(CLI::App& app);
+action add_job(CLI::App& app);
+action add_cancel(CLI::App& app);
+action add_nodes(CLI::App& app);
+action add_models(CLI::App& app);
+action add_up(CLI::App& app);
 
 }  // namespace hearth::cli

@@ -27,6 +27,33 @@ void op_attention(thread_pool& pool, scratch& s, const tensor& q, const tensor& 
   const int64_t v_head_bytes = tensor_type_row_bytes(v_cache.type, p.head_dim_v);
   const float neg_inf = -std::numeric_limits<float>::infinity();
 
+  // The cells each token sees, in position order. Sums then run in the same order however the
+  // cache laid the cells out, so a sequence sharing a busy cache with others gets bit-for-bit
+  // the results it gets alone (cells are handed out round the cache and reused as sequences
+  // end, so cell order is not position order in general).
+  // (Reused across calls; bound to references because the workers below must read the calling
+  // thread's lists, not their own thread_local instances.)
+  thread_local std::vector<int32_t> tl_visible;
+  thread_local std::vector<int64_t> tl_first;
+  std::vector<int32_t>& visible = tl_visible;
+  std::vector<int64_t>& first = tl_first;
+  visible.clear();
+  first.assign(size_t(n_tok) + 1, 0);
+  for (int64_t t = 0; t < n_tok; ++t) {
+    const size_t begin = visible.size();
+    for (int32_t c = 0; c < n_cells; ++c) {
+      if (cseq[c] == tseq[t] && cpos[c] <= tpos[t] &&
+          (p.window <= 0 || tpos[t] - cpos[c] < p.window)) {
+        visible.push_back(c);
+      }
+    }
+    auto by_pos = [&](int32_t a, int32_t b) { return cpos[a] < cpos[b]; };
+    if (!std::is_sorted(visible.begin() + ptrdiff_t(begin), visible.end(), by_pos)) {
+      std::sort(visible.begin() + ptrdiff_t(begin), visible.end(), by_pos);
+    }
+    first[size_t(t) + 1] = int64_t(visible.size());
+  }
+
   const int64_t work = n_tok * p.n_head * int64_t(n_cells) * (p.head_dim_k + p.head_dim_v);
   pool.run_sized(work, [&](int ith, int nth) {
     // Scratch: scores for every cell, q and a dequantized V row in the cache's type/F32.
@@ -45,44 +72,40 @@ void op_attention(thread_pool& pool, scratch& s, const tensor& q, const tensor& 
       // q rounded to the cache's type, as the reference's K·Q product does for an F16 cache.
       kk->from_float(qh, q_conv, p.head_dim_k);
 
+      const int32_t* cells = visible.data() + first[size_t(t)];
+      const int32_t n_vis = int32_t(first[size_t(t) + 1] - first[size_t(t)]);
       float max_score = neg_inf;
-      for (int32_t c = 0; c < n_cells; ++c) {
-        const bool visible = cseq[c] == tseq[t] && cpos[c] <= tpos[t] &&
-                             (p.window <= 0 || tpos[t] - cpos[c] < p.window);
-        if (!visible) {
-          scores[c] = neg_inf;
-          continue;
-        }
-        const auto* kr = static_cast<const uint8_t*>(k_cache.data) + int64_t(c) * k_row_bytes +
-                         hk * k_head_bytes;
+      for (int32_t i = 0; i < n_vis; ++i) {
+        const auto* kr = static_cast<const uint8_t*>(k_cache.data) +
+                         int64_t(cells[i]) * k_row_bytes + hk * k_head_bytes;
         float sc = kk->vec_dot(p.head_dim_k, kr, q_conv) * p.scale;
         if (p.softcap > 0) sc = p.softcap * std::tanh(sc / p.softcap);
-        scores[c] = sc;
+        scores[i] = sc;
         max_score = std::max(max_score, sc);
       }
 
       std::fill(acc, acc + p.head_dim_v, 0.0f);
-      if (max_score == neg_inf) {  // no visible cell: cannot happen for a token stored before use
+      if (n_vis == 0) {  // no visible cell: cannot happen for a token stored before use
         std::copy(acc, acc + p.head_dim_v,
                   static_cast<float*>(out.data) + t * out.ne[0] + int64_t(h) * p.head_dim_v);
         continue;
       }
       double sum = 0;
-      for (int32_t c = 0; c < n_cells; ++c) {
-        const float e = scores[c] == neg_inf ? 0.0f : std::exp(scores[c] - max_score);
-        scores[c] = e;
+      for (int32_t i = 0; i < n_vis; ++i) {
+        const float e = scores[i] == neg_inf ? 0.0f : std::exp(scores[i] - max_score);
+        scores[i] = e;
         sum += e;
       }
       const float inv = float(1.0 / sum);
-      for (int32_t c = 0; c < n_cells; ++c) {
-        if (scores[c] == 0.0f) continue;
+      for (int32_t i = 0; i < n_vis; ++i) {
+        if (scores[i] == 0.0f) continue;
         // The weight is rounded to the cache's type before the V product, as the reference does.
-        float wgt = scores[c] * inv;
+        float wgt = scores[i] * inv;
         if (v_cache.type == tensor_type::f16) wgt = fp16_to_fp32(fp32_to_fp16(wgt));
-        const auto* vr = static_cast<const uint8_t*>(v_cache.data) + int64_t(c) * v_row_bytes +
-                         hk * v_head_bytes;
+        const auto* vr = static_cast<const uint8_t*>(v_cache.data) +
+                         int64_t(cells[i]) * v_row_bytes + hk * v_head_bytes;
         vk->to_float(vr, vrow, p.head_dim_v);
-        for (int32_t i = 0; i < p.head_dim_v; ++i) acc[i] += wgt * vrow[i];
+        for (int32_t j = 0; j < p.head_dim_v; ++j) acc[j] += wgt * vrow[j];
       }
       std::copy(acc, acc + p.head_dim_v,
                 static_cast<float*>(out.data) + t * out.ne[0] + int64_t(h) * p.head_dim_v);

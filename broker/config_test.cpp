@@ -1,0 +1,57 @@
+#include "broker/config.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace hearth::broker {
+namespace {
+
+const std::string k_repo = std::filesystem::path(__FILE__).parent_path().parent_path().string();
+
+std::string write_yaml(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(BrokerConfig, TheExampleFileHoldsTheDefaults) {
+  broker_config cfg;
+  ASSERT_TRUE(broker_config_load(k_repo + "/deploy/broker.example.yaml", cfg));
+  const broker_config defaults;
+  EXPECT_EQ(cfg.bind, defaults.bind);
+  EXPECT_EQ(cfg.heartbeat_ms, defaults.heartbeat_ms);
+  EXPECT_EQ(cfg.liveness, defaults.liveness);
+  EXPECT_EQ(cfg.max_attempts, defaults.max_attempts);
+  EXPECT_EQ(cfg.output_flush_ms, defaults.output_flush_ms);
+}
+
+TEST(BrokerConfig, ReadsValuesAndKeepsTheRest) {
+  broker_config cfg;
+  ASSERT_TRUE(broker_config_load(write_yaml("b1.yaml", "heartbeat_ms: 250\nmax_attempts: 5\n"), cfg));
+  EXPECT_EQ(cfg.heartbeat_ms, 250u);
+  EXPECT_EQ(cfg.max_attempts, 5u);
+  EXPECT_EQ(cfg.liveness, 3u);
+}
+
+TEST(BrokerConfig, BadFilesNameTheProblem) {
+  broker_config cfg;
+  auto r = broker_config_load(write_yaml("b2.yaml", "heartbeat: 5\n"), cfg);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.message().find("unknown setting 'heartbeat'"), std::string::npos) << r.message();
+  r = broker_config_load(write_yaml("b3.yaml", "liveness: many\n"), cfg);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.message().find("'liveness' has the wrong type"), std::string::npos) << r.message();
+  r = broker_config_load(write_yaml("b4.yaml", "heartbeat_ms: 1\n"), cfg);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.message().find("heartbeat_ms must be"), std::string::npos) << r.message();
+  r = broker_config_load(write_yaml("b5.yaml", "[unclosed\n"), cfg);
+  ASSERT_FALSE(r);
+  r = broker_config_load("/nonexistent/broker.yaml", cfg);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.message().find("/nonexistent/broker.yaml"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hearth::broker

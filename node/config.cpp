@@ -1,0 +1,89 @@
+#include "node/config.h"
+
+#include <cctype>
+
+#include "common/yaml-settings.h"
+
+namespace hearth::node {
+namespace {
+
+// "8GiB", "512 MiB", "1000000" -> bytes.
+result<uint64_t> parse_size(const std::string& s) {
+  size_t i = 0;
+  uint64_t v = 0;
+  while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) {
+    if (v > (UINT64_MAX - 9) / 10) return error{"'" + s + "' is too large"};
+    v = v * 10 + uint64_t(s[i++] - '0');
+  }
+  if (i == 0) return error{"'" + s + "' is not a size (e.g. 8GiB)"};
+  while (i < s.size() && s[i] == ' ') ++i;
+  const std::string unit = s.substr(i);
+  uint64_t mult = 1;
+  if (unit.empty() || unit == "B") {
+    mult = 1;
+  } else if (unit == "KiB" || unit == "K") {
+    mult = uint64_t(1) << 10;
+  } else if (unit == "MiB" || unit == "M") {
+    mult = uint64_t(1) << 20;
+  } else if (unit == "GiB" || unit == "G") {
+    mult = uint64_t(1) << 30;
+  } else if (unit == "TiB" || unit == "T") {
+    mult = uint64_t(1) << 40;
+  } else {
+    return error{"'" + s + "' has an unknown unit (use B, KiB, MiB, GiB or TiB)"};
+  }
+  if (v > UINT64_MAX / mult) return error{"'" + s + "' is too large"};
+  return v * mult;
+}
+
+}  // namespace
+
+// Loads into a copy so that a bad file changes nothing.
+result<void> node_config_load(const std::string& path, node_config& out) {
+  auto root = yaml_settings_open(
+      path, {"broker", "models", "name", "slots", "engine", "null_tokens_per_s", "memory_budget",
+             "threads", "ctx_per_slot", "backend", "drain_timeout_ms", "log_level"});
+  if (!root) return root.err();
+  node_config cfg = out;
+  for (auto r :
+       {yaml_setting(*root, "broker", cfg.broker, path),
+        yaml_setting(*root, "models", cfg.models_dir, path),
+        yaml_setting(*root, "name", cfg.name, path), yaml_setting(*root, "slots", cfg.slots, path),
+        yaml_setting(*root, "engine", cfg.engine, path),
+        yaml_setting(*root, "null_tokens_per_s", cfg.null_tokens_per_s, path),
+        yaml_setting(*root, "threads", cfg.threads, path),
+        yaml_setting(*root, "ctx_per_slot", cfg.ctx_per_slot, path),
+        yaml_setting(*root, "backend", cfg.backend, path),
+        yaml_setting(*root, "drain_timeout_ms", cfg.drain_timeout_ms, path),
+        yaml_setting(*root, "log_level", cfg.log_level, path)}) {
+    if (!r) return r;
+  }
+  if ((*root)["memory_budget"]) {
+    std::string s;
+    if (auto r = yaml_setting(*root, "memory_budget", s, path); !r) return r;
+    auto v = parse_size(s);
+    if (!v) return error{path + ": memory_budget: " + v.message()};
+    cfg.memory_budget = *v;
+  }
+  if (auto r = node_config_check(cfg); !r) return error{path + ": " + r.message()};
+  out = std::move(cfg);
+  return {};
+}
+
+result<void> node_config_check(const node_config& cfg) {
+  if (cfg.slots < 1 || cfg.slots > 256) return error{"slots must be in [1, 256]"};
+  if (cfg.engine != "cpu" && cfg.engine != "null") return error{"engine must be cpu or null"};
+  if (cfg.backend != "auto" && cfg.backend != "cpu") {
+    return error{"backend must be auto or cpu (the GPU backends are not built yet)"};
+  }
+  if (cfg.threads < 0) return error{"threads must not be negative"};
+  if (cfg.ctx_per_slot < 0) return error{"ctx_per_slot must not be negative"};
+  static const std::set<std::string> levels = {"trace", "debug",    "info", "warn",
+                                               "error", "critical", "off"};
+  if (!levels.contains(cfg.log_level)) {
+    return error{"log_level must be one of trace, debug, info, warn, error, off"};
+  }
+  return {};
+}
+
+}  // namespace hearth::node

@@ -1,0 +1,34 @@
+// The node's settings: flags for the essentials, a YAML file for the rest. Every setting has a
+// default, so `hearth-node --models DIR` is enough.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/result.h"
+
+namespace hearth::node {
+
+struct node_config {
+  std::string broker = "tcp://127.0.0.1:5555";
+  std::string models_dir;
+  std::string name;                   // "" = the hostname
+  uint32_t slots = 1;                 // jobs run at once
+  std::string engine = "cpu";         // cpu | null
+  double null_tokens_per_s = 1000;    // null engine rate per job
+  uint64_t memory_budget = 0;         // bytes for models and contexts; 0 = what is available
+  int32_t threads = 0;                // 0 = all cores
+  int32_t ctx_per_slot = 0;           // context cells per slot; 0 = the model's (at most 4096)
+  std::string backend = "auto";       // auto | cpu (GPU backends join with their issues)
+  uint32_t drain_timeout_ms = 30000;  // on SIGTERM: how long running jobs may finish
+  std::string log_level = "info";
+};
+
+// Reads the YAML file into `cfg`. Unknown keys, wrong types and bad values are errors naming the
+// key and the file. memory_budget accepts bytes or a size such as "8GiB", "512MiB".
+result<void> node_config_load(const std::string& path, node_config& cfg);
+
+// Checks values that flags may also have set.
+result<void> node_config_check(const node_config& cfg);
+
+}  // namespace hearth::node

@@ -1,0 +1,54 @@
+#include "node/config.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace hearth::node {
+namespace {
+
+const std::string k_repo = std::filesystem::path(__FILE__).parent_path().parent_path().string();
+
+std::string write_yaml(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(NodeConfig, TheExampleFileIsValid) {
+  node_config cfg;
+  auto r = node_config_load(k_repo + "/deploy/node.example.yaml", cfg);
+  ASSERT_TRUE(r) << r.message();
+  EXPECT_EQ(cfg.models_dir, "/var/lib/hearth-models");
+  EXPECT_EQ(cfg.slots, 1u);
+  EXPECT_EQ(cfg.engine, "cpu");
+}
+
+TEST(NodeConfig, ReadsSizesWithUnits) {
+  node_config cfg;
+  ASSERT_TRUE(node_config_load(write_yaml("n1.yaml", "memory_budget: 12GiB\nslots: 4\n"), cfg));
+  EXPECT_EQ(cfg.memory_budget, uint64_t(12) << 30);
+  EXPECT_EQ(cfg.slots, 4u);
+  ASSERT_TRUE(node_config_load(write_yaml("n2.yaml", "memory_budget: 512 MiB\n"), cfg));
+  EXPECT_EQ(cfg.memory_budget, uint64_t(512) << 20);
+}
+
+TEST(NodeConfig, BadValuesNameTheProblem) {
+  node_config cfg;
+  auto r = node_config_load(write_yaml("n3.yaml", "memory_budget: 12 parsecs\n"), cfg);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.message().find("memory_budget"), std::string::npos) << r.message();
+  r = node_config_load(write_yaml("n4.yaml", "slots: 0\n"), cfg);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.message().find("slots"), std::string::npos) << r.message();
+  r = node_config_load(write_yaml("n5.yaml", "engine: quantum\n"), cfg);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.message().find("engine must be cpu or null"), std::string::npos) << r.message();
+  r = node_config_load(write_yaml("n6.yaml", "gpus: 3\n"), cfg);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.message().find("unknown setting 'gpus'"), std::string::npos) << r.message();
+}
+
+}  // namespace
+}  // namespace hearth::node

@@ -1,0 +1,522 @@
+// The CPU engine: attempts run on engine/ with continuous batching.
+//
+// All running attempts of one model share one context whose cache holds slots × n_ctx_per_slot
+// cells; each attempt owns one sequence id and may fill at most n_ctx_per_slot cells, so one long
+// job cannot starve the others. Each step is one decode() per model holding, for every attempt
+// of that model, either its whole prompt (an attempt that joined since the last step; logits for
+// the last prompt token only) or the one token it sampled last. Attempts join and leave between
+// steps; models with running attempts take steps in turn. Per attempt the loop does exactly what
+// engine/generate.cpp does for one sequence (same sampler calls, stop checks and text streaming),
+// and a sequence's logits do not depend on the other rows of a batch, so an attempt's tokens are
+// those it would get alone.
+//
+// One worker thread does everything, model loading included, so submit() and cancel() only queue
+// a message and return. Loaded models stay loaded until the memory budget needs their room for
+// another model; then the least recently used idle ones are unloaded first.
+#include <spdlog/spdlog.h>
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/context.h"
+#include "engine/generate.h"
+#include "engine/model.h"
+#include "engine/sampler.h"
+#include "engine/system-info.h"
+#include "engine/utf8-stream.h"
+#include "node/job-engine.h"
+#include "node/model-catalog.h"
+
+namespace hearth::node {
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+double ms_since(clock::time_point t0, clock::time_point t1) {
+  return std::chrono::duration<double, std::milli>(t1 - t0).count();
+}
+
+bool same_ref(const wire::job_ref& a, const wire::job_ref& b) {
+  return a.job_id == b.job_id && a.attempt == b.attempt;
+}
+
+sampler_params sampler_params_of(const wire::job_params& p) {
+  sampler_params sp;
+  sp.temperature = p.temperature;
+  sp.top_k = p.top_k;
+  sp.top_p = p.top_p;
+  sp.min_p = p.min_p;
+  sp.repeat_penalty = p.repeat_penalty;
+  sp.repeat_last_n = p.repeat_last_n;
+  sp.seed = p.seed;
+  return sp;
+}
+
+// One attempt from admission to its end. Owned by its model's waiting queue, then its sequence.
+struct cpu_attempt {
+  cpu_attempt(const wire::job_assign& job, std::vector<int32_t> prompt_tokens,
+              const sampler_params& sp, int32_t n_vocab)
+      : ref{job.job_id, job.attempt},
+        max_tokens(job.params.max_tokens),
+        prompt(std::move(prompt_tokens)),
+        smp(sp, n_vocab),
+        stops(job.params.stop) {}
+
+  wire::job_ref ref;
+  int32_t max_tokens;
+  std::vector<int32_t> prompt;
+  sampler smp;
+  utf8_stream utf8;
+  stop_string_filter stops;
+
+  bool prompt_done = false;  // the prompt is in the cache and started() was reported
+  int32_t pos = 0;           // cells its sequence holds = position of the next token
+  int32_t next_token = -1;   // sampled, not yet decoded
+  int32_t row = -1;          // its logits row in the current step
+  uint32_t n_gen = 0;
+  double prompt_ms = 0;
+  clock::time_point t_gen;  // generation began (the prompt's logits were ready)
+};
+
+struct cpu_model {
+  std::string name;
+  std::unique_ptr<model> weights;
+  std::unique_ptr<context> ctx;
+  int32_t n_ctx_per_slot = 0;
+  uint64_t bytes = 0;      // file size + context memory: what it counts against the budget
+  uint64_t last_used = 0;  // a tick of the engine, for least-recently-used unloading
+  std::vector<std::unique_ptr<cpu_attempt>> seqs;    // [slots]; nullptr: a free sequence
+  std::deque<std::unique_ptr<cpu_attempt>> waiting;  // for a free sequence
+
+  bool busy() const {
+    return !waiting.empty() ||
+           std::any_of(seqs.begin(), seqs.end(), [](const auto& a) { return a != nullptr; });
+  }
+};
+
+class cpu_engine final : public job_engine {
+ public:
+  cpu_engine(const cpu_engine_config& cfg, job_sink& sink)
+      : cfg_(cfg), catalog_(model_catalog::scan(cfg.models_dir)), sink_(sink) {
+    for (const auto& e : catalog_.errors()) spdlog::warn("skipping model {}: {}", e.path, e.error);
+    if (cfg_.slots < 1) cfg_.slots = 1;
+    budget_ = cfg_.memory_budget > 0 ? cfg_.memory_budget : system_info_read().mem_available;
+    worker_ = std::thread([this] { run(); });
+  }
+  ~cpu_engine() override { stop(); }
+
+  std::string name() const override { return "cpu"; }
+
+  std::vector<wire::model_info> models() const override {
+    auto out = catalog_.models();
+    std::lock_guard lk(loaded_mu_);
+    for (auto& m : out) m.loaded = loaded_names_.contains(m.name);
+    return out;
+  }
+
+  void submit(const wire::job_assign& job) override {
+    {
+      std::lock_guard lk(mu_);
+      if (!stopping_) {
+        inbox_.push_back(job);
+        cv_.notify_one();
+        return;
+      }
+    }
+    report_failed({job.job_id, job.attempt}, "the engine has stopped");
+  }
+
+  void cancel(const wire::job_ref& ref) override {
+    std::lock_guard lk(mu_);
+    if (stopping_) return;
+    cancels_.push_back(ref);
+    cv_.notify_one();
+  }
+
+  std::vector<wire::job_ref> stop() override {
+    {
+      std::lock_guard lk(mu_);
+      if (stopping_) return {};
+      stopping_ = true;
+      stop_flag_.store(true);
+      cv_.notify_one();
+    }
+    worker_.join();
+    std::vector<wire::job_ref> out;
+    for (const auto& cm : models_) {
+      for (const auto& a : cm->seqs)
+        if (a) out.push_back(a->ref);
+      for (const auto& a : cm->waiting) out.push_back(a->ref);
+    }
+    for (const auto& j : inbox_) out.push_back({j.job_id, j.attempt});
+    return out;
+  }
+
+ private:
+  void report_failed(const wire::job_ref& ref, std::string error) {
+    wire::job_final f;
+    f.job_id = ref.job_id;
+    f.attempt = ref.attempt;
+    f.state = wire::job_state::failed;
+    f.error = std::move(error);
+    sink_.finished(f);
+  }
+
+  // Ends an attempt that holds sequence `seq` of `cm` (or none, seq < 0) and frees it.
+  void finish(cpu_model& cm, std::unique_ptr<cpu_attempt> a, int32_t seq, wire::job_state state,
+              std::string_view reason, std::string error = {}) {
+    if (seq >= 0) cm.ctx->seq_clear(seq);
+    wire::job_final f;
+    f.job_id = a->ref.job_id;
+    f.attempt = a->ref.attempt;
+    f.state = state;
+    f.stop_reason = std::string(reason);
+    f.error = std::move(error);
+    f.n_prompt = a->prompt_done ? uint32_t(a->prompt.size()) : 0;
+    f.n_gen = a->n_gen;
+    f.prompt_ms = a->prompt_ms;
+    f.gen_ms = a->prompt_done ? ms_since(a->t_gen, clock::now()) : 0;
+    sink_.finished(f);
+  }
+
+  // A normal end: what the text streams still hold back is reported first, as generate() does.
+  void complete(cpu_model& cm, int32_t seq, stop_reason reason) {
+    std::unique_ptr<cpu_attempt> a = std::move(cm.seqs[size_t(seq)]);
+    if (reason != stop_reason::stop_string) {
+      std::string rest = a->stops.push(a->utf8.flush());
+      rest += a->stops.stopped() ? "" : a->stops.flush();
+      if (a->stops.stopped()) reason = stop_reason::stop_string;
+      if (!rest.empty()) sink_.tokens(a->ref, a->n_gen, 0, std::move(rest));
+    }
+    finish(cm, std::move(a), seq, wire::job_state::completed, stop_reason_name(reason));
+  }
+
+  void unload(size_t index) {
+    const std::string name = models_[index]->name;
+    models_.erase(models_.begin() + ptrdiff_t(index));
+    {
+      std::lock_guard lk(loaded_mu_);
+      loaded_names_.erase(name);
+    }
+    spdlog::info("unloaded model {}", name);
+    sink_.models_changed();
+  }
+
+  uint64_t bytes_loaded() const {
+    uint64_t n = 0;
+    for (const auto& cm : models_) n += cm->bytes;
+    return n;
+  }
+
+  // Unloads idle models, least recently used first, until `need` more bytes fit the budget.
+  // Unloads nothing and returns an error when that cannot be done.
+  std::string make_room(const std::string& name, uint64_t need) {
+    if (need > budget_) {
+      return "model '" + name + "' needs " + format_bytes(need) +
+             " (weights and context) but the memory budget is " + format_bytes(budget_);
+    }
+    uint64_t idle = 0;
+    for (const auto& cm : models_)
+      if (!cm->busy()) idle += cm->bytes;
+    const uint64_t used = bytes_loaded();
+    if (used - idle + need > budget_) {
+      std::string busy;
+      for (const auto& cm : models_)
+        if (cm->busy()) busy += (busy.empty() ? "" : ", ") + cm->name;
+      return "model '" + name + "' needs " + format_bytes(need) + " but only " +
+             format_bytes(budget_ - std::min(budget_, used - idle)) + " of the memory budget of " +
+             format_bytes(budget_) + " can be freed while models in use (" + busy + ") stay loaded";
+    }
+    while (bytes_loaded() + need > budget_) {
+      size_t lru = models_.size();
+      for (size_t i = 0; i < models_.size(); ++i) {
+        if (models_[i]->busy()) continue;
+        if (lru == models_.size() || models_[i]->last_used < models_[lru]->last_used) lru = i;
+      }
+      unload(lru);  // the check above guarantees an idle model is left
+    }
+    return {};
+  }
+
+  // The loaded model of that catalog entry, loading it first if needed; nullptr and `error` set
+  // when it cannot be loaded.
+  cpu_model* ensure_loaded(const model_catalog_entry& entry, std::string& error) {
+    for (auto& cm : models_)
+      if (cm->name == entry.info.name) return cm.get();
+
+    auto cm = std::make_unique<cpu_model>();
+    cm->name = entry.info.name;
+    try {
+      model_params mp;
+      mp.n_threads = cfg_.threads;
+      // The CPU backend maps the weights and pages them in on use, so this is cheap enough to do
+      // before knowing whether the model fits.
+      cm->weights = model::load(entry.path, mp);
+    } catch (const std::exception& e) {
+      error = e.what();
+      return nullptr;
+    }
+    const int32_t train = cm->weights->hparams().n_ctx_train;
+    cm->n_ctx_per_slot =
+        cfg_.n_ctx_per_slot > 0 ? cfg_.n_ctx_per_slot : std::min(train > 0 ? train : 4096, 4096);
+    const int64_t n_ctx = int64_t(cm->n_ctx_per_slot) * cfg_.slots;
+    if (n_ctx > INT32_MAX) {
+      error = "a context of " + std::to_string(cfg_.slots) + " slots × " +
+              std::to_string(cm->n_ctx_per_slot) + " tokens is too large";
+      return nullptr;
+    }
+    context_params cp;
+    cp.n_ctx = int32_t(n_ctx);
+    cp.n_seq_max = int32_t(cfg_.slots);
+    cm->bytes = entry.info.size_bytes + context::memory_needed(*cm->weights, cp);
+    error = make_room(cm->name, cm->bytes);
+    if (!error.empty()) return nullptr;
+    try {
+      cm->ctx = std::make_unique<context>(*cm->weights, cp);
+    } catch (const std::exception& e) {
+      error = "model '" + cm->name + "': " + e.what();
+      return nullptr;
+    }
+    cm->seqs.resize(cfg_.slots);
+    spdlog::info("loaded model {} ({} slots of {} tokens, {})", cm->name, cfg_.slots,
+                 cm->n_ctx_per_slot, format_bytes(cm->bytes));
+    models_.push_back(std::move(cm));
+    {
+      std::lock_guard lk(loaded_mu_);
+      loaded_names_.insert(models_.back()->name);
+    }
+    sink_.models_changed();
+    return models_.back().get();
+  }
+
+  // Checks a new attempt and queues it on its model, or reports it failed.
+  void admit(const wire::job_assign& job) {
+    const wire::job_ref ref{job.job_id, job.attempt};
+    const model_catalog_entry* entry = catalog_.find(job.model);
+    if (!entry)
+      return report_failed(ref, "model '" + job.model + "' is not in this node's models directory");
+    if (!job.messages.empty()) {
+      return report_failed(ref,
+                           "chat messages need a chat template; not supported yet, send a prompt");
+    }
+    const sampler_params sp = sampler_params_of(job.params);
+    if (auto msg = sampler_params_check(sp); !msg.empty()) return report_failed(ref, msg);
+    if (job.params.max_tokens < 0) return report_failed(ref, "max_tokens must not be negative");
+    if (job.prompt.empty()) return report_failed(ref, "the prompt is empty");
+    if (running(ref)) {
+      return report_failed(ref, "attempt " + std::to_string(job.attempt) + " of job " +
+                                    std::to_string(job.job_id) + " is already running");
+    }
+
+    std::string error;
+    cpu_model* cm = ensure_loaded(*entry, error);
+    if (!cm) return report_failed(ref, error);
+    cm->last_used = ++tick_;
+    // As `hearth run` does: BOS as the vocabulary asks, special-token text left as text.
+    auto prompt = cm->weights->vocab().tokenize(job.prompt, true, false);
+    if (prompt.empty()) return report_failed(ref, "the prompt is empty (no tokens)");
+    if (int64_t(prompt.size()) > cm->n_ctx_per_slot) {
+      return report_failed(ref, "the prompt has " + std::to_string(prompt.size()) +
+                                    " tokens but a slot holds " +
+                                    std::to_string(cm->n_ctx_per_slot));
+    }
+    cm->waiting.push_back(
+        std::make_unique<cpu_attempt>(job, std::move(prompt), sp, cm->weights->hparams().n_vocab));
+  }
+
+  bool running(const wire::job_ref& ref) const {
+    for (const auto& cm : models_) {
+      for (const auto& a : cm->seqs)
+        if (a && same_ref(a->ref, ref)) return true;
+      for (const auto& a : cm->waiting)
+        if (same_ref(a->ref, ref)) return true;
+    }
+    return false;
+  }
+
+  void cancel_now(const wire::job_ref& ref) {
+    for (auto& cm : models_) {
+      for (size_t s = 0; s < cm->seqs.size(); ++s) {
+        if (cm->seqs[s] && same_ref(cm->seqs[s]->ref, ref)) {
+          finish(*cm, std::move(cm->seqs[s]), int32_t(s), wire::job_state::cancelled,
+                 stop_reason_name(stop_reason::cancelled));
+          return;
+        }
+      }
+      for (auto it = cm->waiting.begin(); it != cm->waiting.end(); ++it) {
+        if (same_ref((*it)->ref, ref)) {
+          auto a = std::move(*it);
+          cm->waiting.erase(it);
+          finish(*cm, std::move(a), -1, wire::job_state::cancelled,
+                 stop_reason_name(stop_reason::cancelled));
+          return;
+        }
+      }
+    }
+  }
+
+  // After a decode gave attempt `seq` its logits: one iteration of generate()'s token loop.
+  void advance(cpu_model& cm, int32_t seq, const float* logits) {
+    cpu_attempt& a = *cm.seqs[size_t(seq)];
+    if (int64_t(a.n_gen) >= a.max_tokens) return complete(cm, seq, stop_reason::max_tokens);
+    const int32_t tok = a.smp.sample(logits);
+    a.smp.accept(tok);
+    const vocab& voc = cm.weights->vocab();
+    if (voc.is_eog(tok)) return complete(cm, seq, stop_reason::end_of_generation);
+    std::string text = a.stops.push(a.utf8.push(voc.token_to_piece(tok, false)));
+    sink_.tokens(a.ref, a.n_gen++, 1, std::move(text));
+    if (a.stops.stopped()) return complete(cm, seq, stop_reason::stop_string);
+    if (int64_t(a.n_gen) == a.max_tokens) return complete(cm, seq, stop_reason::max_tokens);
+    if (a.pos >= cm.n_ctx_per_slot) return complete(cm, seq, stop_reason::context_full);
+    a.next_token = tok;
+  }
+
+  // One decode() for every attempt of the model: prompts of those that joined, else one token.
+  void step(cpu_model& cm) {
+    cm.last_used = ++tick_;
+    for (size_t s = 0; s < cm.seqs.size() && !cm.waiting.empty(); ++s) {
+      if (cm.seqs[s]) continue;
+      cm.seqs[s] = std::move(cm.waiting.front());
+      cm.waiting.pop_front();
+    }
+    batch_.clear();
+    int32_t n_rows = 0;
+    for (size_t s = 0; s < cm.seqs.size(); ++s) {
+      cpu_attempt* a = cm.seqs[s].get();
+      if (!a) continue;
+      const int32_t seq = int32_t(s);
+      if (!a->prompt_done) {
+        const int32_t n = int32_t(a->prompt.size());
+        for (int32_t i = 0; i < n; ++i)
+          batch_.push_back({a->prompt[size_t(i)], i, seq, i + 1 == n});
+      } else {
+        batch_.push_back({a->next_token, a->pos, seq, true});
+      }
+      a->row = n_rows++;
+    }
+    if (batch_.empty()) return;
+
+    const auto t0 = clock::now();
+    if (auto r = cm.ctx->decode(batch_); !r) {
+      for (size_t s = 0; s < cm.seqs.size(); ++s) {
+        if (cm.seqs[s]) {
+          finish(cm, std::move(cm.seqs[s]), int32_t(s), wire::job_state::failed, "",
+                 "decoding failed: " + r.message());
+        }
+      }
+      return;
+    }
+    const auto t1 = clock::now();
+    for (size_t s = 0; s < cm.seqs.size(); ++s) {
+      cpu_attempt* a = cm.seqs[s].get();
+      if (!a) continue;
+      if (!a->prompt_done) {
+        for (int32_t t : a->prompt) a->smp.accept(t);
+        a->prompt_done = true;
+        a->pos = int32_t(a->prompt.size());
+        a->prompt_ms = ms_since(t0, t1);
+        a->t_gen = t1;
+        sink_.started(a->ref, uint32_t(a->prompt.size()));
+      } else {
+        ++a->pos;
+      }
+      advance(cm, int32_t(s), cm.ctx->logits(a->row));
+    }
+  }
+
+  // The next model with attempts, taking turns.
+  cpu_model* next_model() {
+    for (size_t i = 0; i < models_.size(); ++i) {
+      const size_t k = (rr_ + i) % models_.size();
+      if (models_[k]->busy()) {
+        rr_ = k + 1;
+        return models_[k].get();
+      }
+    }
+    return nullptr;
+  }
+
+  bool any_busy() const {
+    return std::any_of(models_.begin(), models_.end(), [](const auto& cm) { return cm->busy(); });
+  }
+
+  void run() {
+    for (;;) {
+      std::vector<wire::job_assign> jobs;
+      std::vector<wire::job_ref> cancels;
+      {
+        std::unique_lock lk(mu_);
+        if (!any_busy()) {
+          cv_.wait(lk, [&] { return stopping_ || !inbox_.empty() || !cancels_.empty(); });
+        }
+        if (stopping_) return;
+        jobs.swap(inbox_);
+        cancels.swap(cancels_);
+      }
+      for (size_t i = 0; i < jobs.size(); ++i) {
+        if (stop_flag_.load()) {
+          // stop() reports what was never admitted from inbox_.
+          std::lock_guard lk(mu_);
+          inbox_.insert(inbox_.begin(), jobs.begin() + ptrdiff_t(i), jobs.end());
+          return;
+        }
+        try {
+          admit(jobs[i]);
+        } catch (const std::exception& e) {
+          report_failed({jobs[i].job_id, jobs[i].attempt}, e.what());
+        }
+      }
+      for (const auto& r : cancels) cancel_now(r);
+      cpu_model* cm = next_model();
+      if (!cm) continue;
+      try {
+        step(*cm);
+      } catch (const std::exception& e) {
+        spdlog::warn("model {}: {}", cm->name, e.what());
+        for (size_t s = 0; s < cm->seqs.size(); ++s) {
+          if (cm->seqs[s])
+            finish(*cm, std::move(cm->seqs[s]), int32_t(s), wire::job_state::failed, "", e.what());
+        }
+      }
+    }
+  }
+
+  cpu_engine_config cfg_;
+  const model_catalog catalog_;
+  job_sink& sink_;
+  uint64_t budget_ = 0;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::atomic<bool> stop_flag_{false};  // stopping_, readable without mu_
+  std::vector<wire::job_assign> inbox_;
+  std::vector<wire::job_ref> cancels_;
+
+  mutable std::mutex loaded_mu_;
+  std::set<std::string> loaded_names_;
+
+  // Worker state (read by stop() only after the worker has joined).
+  std::vector<std::unique_ptr<cpu_model>> models_;
+  std::vector<batch_token> batch_;
+  size_t rr_ = 0;
+  uint64_t tick_ = 0;
+  std::thread worker_;
+};
+
+}  // namespace
+
+std::unique_ptr<job_engine> make_cpu_engine(const cpu_engine_config& cfg, job_sink& sink) {
+  return std::make_unique<cpu_engine>(cfg, sink);
+}
+
+}  // namespace hearth::node

@@ -1,0 +1,419 @@
+// The CPU engine on the real stories260K model: the reference's greedy continuations, concurrent
+// and staggered attempts each giving exactly what engine/generate.cpp gives for that prompt alone,
+// cancel, stop, every error path, and least-recently-used unloading under a memory budget.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+
+#include "engine/context.h"
+#include "engine/generate.h"
+#include "engine/model.h"
+#include "node/fake-job-sink.h"
+#include "node/job-engine.h"
+#include "tests/model-variant.h"
+#include "tests/testdata.h"
+
+namespace hearth::node {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::fake_job_sink;
+
+// What generate() gives for a prompt alone in a context of `n_ctx` cells.
+struct expected_run {
+  std::string text;
+  uint32_t n_gen = 0;
+  uint32_t n_prompt = 0;
+  std::string stop_reason;
+};
+
+class cpu_engine_test : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const std::string stories = hearth::testing::testdata_path("models/stories260K.gguf");
+    const std::string ref = hearth::testing::testdata_path("reference/stories260K.json");
+    if (stories.empty() || ref.empty()) return;
+    reference_ = new nlohmann::json(nlohmann::json::parse(hearth::testing::read_file_text(ref)));
+    model_ = model::load(stories, {}).release();
+
+    dir_ = new fs::path(fs::temp_directory_path() / "hearth_cpu_engine_models");
+    fs::remove_all(*dir_);
+    fs::create_directories(*dir_ / "lru");
+    fs::create_symlink(fs::absolute(stories), *dir_ / "stories.gguf");
+    fs::create_symlink(fs::absolute(stories), *dir_ / "lru" / "a.gguf");
+    fs::create_symlink(fs::absolute(stories), *dir_ / "lru" / "b.gguf");
+    std::ofstream(*dir_ / "broken.gguf") << "garbage, not GGUF";
+    // '.' (426, the 11th token of the first greedy continuation) as EOS, as in
+    // tests/generation_test.cpp.
+    eos_path_ = new std::string(hearth::testing::write_stories_variant(
+        "node_eos",
+        {.metadata = [](gguf_writer& w) { w.set_u32("tokenizer.ggml.eos_token_id", 426); }}));
+    fs::copy_file(*eos_path_, *dir_ / "stories-eos.gguf");
+    // Parses, so the catalog lists it, but does not load.
+    fs::copy_file(
+        hearth::testing::write_stories_variant(
+            "node_mamba",
+            {.metadata = [](gguf_writer& w) { w.set_string("general.architecture", "mamba"); }}),
+        *dir_ / "mamba.gguf");
+  }
+  static void TearDownTestSuite() {
+    if (dir_) fs::remove_all(*dir_);
+    delete dir_;
+    delete model_;
+    delete reference_;
+    delete eos_path_;
+  }
+  void SetUp() override { ASSERT_TRUE(model_ && reference_) << "stories260K test data missing"; }
+
+  static std::string prompt_of(int i) {
+    if (i < 3) return (*reference_)["cases"][i]["prompt"].get<std::string>();
+    return "One day, a cat";
+  }
+
+  static expected_run alone(const std::string& prompt, const wire::job_params& p, int32_t n_ctx,
+                            const hearth::model& m = *model_) {
+    context ctx(m, {.n_ctx = n_ctx});
+    sampler smp({.temperature = p.temperature,
+                 .top_k = p.top_k,
+                 .top_p = p.top_p,
+                 .min_p = p.min_p,
+                 .repeat_penalty = p.repeat_penalty,
+                 .repeat_last_n = p.repeat_last_n,
+                 .seed = p.seed},
+                ctx.n_vocab());
+    const auto tokens = m.vocab().tokenize(prompt, true, false);
+    auto g = generate(ctx, tokens, smp, {.max_tokens = p.max_tokens, .stop = p.stop}, nullptr);
+    EXPECT_TRUE(g.ok()) << (g.ok() ? "" : g.message());
+    if (!g.ok()) return {};
+    return {g->text, uint32_t(g->tokens.size()), uint32_t(tokens.size()),
+            std::string(stop_reason_name(g->reason))};
+  }
+
+  static wire::job_assign job(uint64_t id, const std::string& prompt, wire::job_params p,
+                              const std::string& model_name = "stories") {
+    wire::job_assign j;
+    j.job_id = id;
+    j.model = model_name;
+    j.prompt = prompt;
+    j.params = std::move(p);
+    return j;
+  }
+
+  static wire::job_params greedy(int32_t max_tokens) {
+    wire::job_params p;
+    p.max_tokens = max_tokens;
+    p.temperature = 0;
+    p.seed = 1;
+    return p;
+  }
+  static wire::job_params sampled(int32_t max_tokens, uint64_t seed) {
+    wire::job_params p;
+    p.max_tokens = max_tokens;
+    p.temperature = 0.9f;
+    p.repeat_penalty = 1.1f;
+    p.seed = seed;
+    return p;
+  }
+
+  // One engine thread unless asked: the results do not depend on it, and a loaded test machine
+  // runs spinning thread pools slowly.
+  cpu_engine_config config(uint32_t slots, int32_t n_ctx_per_slot, const std::string& sub = "",
+                           int32_t threads = 1) {
+    cpu_engine_config c;
+    c.models_dir = (sub.empty() ? *dir_ : *dir_ / sub).string();
+    c.slots = slots;
+    c.threads = threads;
+    c.n_ctx_per_slot = n_ctx_per_slot;
+    return c;
+  }
+
+  static void expect_matches(const fake_job_sink& sink, uint64_t id, const expected_run& want) {
+    const auto r = sink.record(id);
+    ASSERT_TRUE(r.final) << "job " << id << " did not finish";
+    EXPECT_EQ(r.n_finished, 1) << "job " << id;
+    EXPECT_EQ(r.final->state, wire::job_state::completed) << "job " << id << ": " << r.final->error;
+    EXPECT_EQ(r.text, want.text) << "job " << id;
+    EXPECT_EQ(r.final->n_gen, want.n_gen) << "job " << id;
+    EXPECT_EQ(r.n_tokens, want.n_gen) << "job " << id;
+    EXPECT_EQ(r.final->n_prompt, want.n_prompt) << "job " << id;
+    EXPECT_EQ(r.n_prompt, want.n_prompt) << "job " << id;
+    EXPECT_EQ(r.final->stop_reason, want.stop_reason) << "job " << id;
+    EXPECT_TRUE(r.started && r.started_before_tokens && r.seq_ok) << "job " << id;
+  }
+
+  static std::string failure_of(const fake_job_sink& sink, uint64_t id) {
+    const auto r = sink.record(id);
+    EXPECT_TRUE(r.final && r.final->state == wire::job_state::failed) << "job " << id;
+    EXPECT_FALSE(r.started) << "job " << id;
+    return r.final ? r.final->error : "";
+  }
+
+  static inline hearth::model* model_ = nullptr;
+  static inline nlohmann::json* reference_ = nullptr;
+  static inline fs::path* dir_ = nullptr;
+  static inline std::string* eos_path_ = nullptr;
+};
+
+TEST_F(cpu_engine_test, greedy_continuations_match_the_reference) {
+  fake_job_sink sink;
+  auto engine = make_cpu_engine(config(3, 128, "", 2), sink);
+  EXPECT_EQ(engine->name(), "cpu");
+  const auto& cases = (*reference_)["cases"];
+  // One after the other, then all three in one batch.
+  for (uint64_t i = 0; i < cases.size(); ++i) {
+    engine->submit(job(i, cases[i]["prompt"].get<std::string>(), greedy(64)));
+    ASSERT_TRUE(sink.wait_finished(i));
+  }
+  for (uint64_t i = 0; i < cases.size(); ++i)
+    engine->submit(job(10 + i, cases[i]["prompt"].get<std::string>(), greedy(64)));
+  ASSERT_TRUE(sink.wait_all_finished({10, 11, 12}));
+  for (uint64_t i = 0; i < cases.size(); ++i) {
+    const expected_run want{cases[i]["greedy_text"].get<std::string>(), 64,
+                            uint32_t(cases[i]["prompt_tokens"].size()), "max_tokens"};
+    expect_matches(sink, i, want);
+    expect_matches(sink, 10 + i, want);
+    const auto f = *sink.record(i).final;
+    EXPECT_GE(f.prompt_ms, 0);
+    EXPECT_GT(f.gen_ms, 0);
+  }
+}
+
+TEST_F(cpu_engine_test, concurrent_attempts_each_give_what_they_give_alone) {
+  fake_job_sink sink;
+  auto engine = make_cpu_engine(config(4, 128), sink);
+  std::vector<wire::job_params> params = {greedy(64), sampled(60, 7), greedy(50), sampled(64, 99)};
+  params[2].stop = {"play with the box"};
+  for (uint64_t i = 0; i < 4; ++i) engine->submit(job(i, prompt_of(int(i)), params[i]));
+  ASSERT_TRUE(sink.wait_all_finished({0, 1, 2, 3}));
+  for (uint64_t i = 0; i < 4; ++i)
+    expect_matches(sink, i, alone(prompt_of(int(i)), params[i], 128));
+  EXPECT_EQ(sink.record(2).final->stop_reason, "stop_string");
+}
+
+TEST_F(cpu_engine_test, attempts_joining_mid_generation_give_what_they_give_alone) {
+  fake_job_sink sink;
+  auto engine = make_cpu_engine(config(4, 128), sink);
+  const std::vector<wire::job_params> params = {sampled(64, 3), greedy(64), sampled(64, 5),
+                                                greedy(40)};
+  // Each attempt's 6th token brings in the next one, so every join lands mid-generation of the
+  // attempts already running.
+  sink.on_tokens = [&](const wire::job_ref& ref, uint64_t seq, uint32_t) {
+    if (seq == 5 && ref.job_id < 3) {
+      const uint64_t next = ref.job_id + 1;
+      engine->submit(job(next, prompt_of(int(next)), params[next]));
+    }
+  };
+  engine->submit(job(0, prompt_of(0), params[0]));
+  ASSERT_TRUE(sink.wait_all_finished({0, 1, 2, 3}));
+  for (uint64_t i = 0; i < 4; ++i)
+    expect_matches(sink, i, alone(prompt_of(int(i)), params[i], 128));
+}
+
+TEST_F(cpu_engine_test, a_long_churn_of_attempts_gives_what_each_gives_alone) {
+  // Many attempts of different lengths come and go, so freed cells are reused in every order.
+  fake_job_sink sink;
+  auto engine = make_cpu_engine(config(3, 96), sink);
+  constexpr uint64_t n_jobs = 24;
+  auto params_of = [](uint64_t i) {
+    return i % 2 ? sampled(int32_t(10 + (i * 7) % 80), i) : greedy(int32_t(5 + (i * 13) % 85));
+  };
+  sink.on_tokens = [&](const wire::job_ref& ref, uint64_t seq, uint32_t) {
+    if (seq == 3 && ref.job_id + 1 < n_jobs) {
+      const uint64_t next = ref.job_id + 1;
+      engine->submit(job(next, prompt_of(int(next % 4)), params_of(next)));
+    }
+  };
+  engine->submit(job(0, prompt_of(0), params_of(0)));
+  std::vector<uint64_t> ids;
+  for (uint64_t i = 0; i < n_jobs; ++i) ids.push_back(i);
+  ASSERT_TRUE(sink.wait_all_finished(ids));
+  for (uint64_t i = 0; i < n_jobs; ++i)
+    expect_matches(sink, i, alone(prompt_of(int(i % 4)), params_of(i), 96));
+}
+
+TEST_F(cpu_engine_test, more_attempts_than_slots_wait_for_a_free_sequence) {
+  fake_job_sink sink;
+  auto engine = make_cpu_engine(config(2, 128), sink);
+  for (uint64_t i = 0; i < 4; ++i) engine->submit(job(i, prompt_of(int(i)), greedy(30)));
+  ASSERT_TRUE(sink.wait_all_finished({0, 1, 2, 3}));
+  for (uint64_t i = 0; i < 4; ++i)
+    expect_matches(sink, i, alone(prompt_of(int(i)), greedy(30), 128));
+}
+
+TEST_F(cpu_engine_test, a_slot_stops_at_its_share_of_the_context) {
+  fake_job_sink sink;
+  auto engine = make_cpu_engine(config(2, 16), sink);
+  engine->submit(job(0, prompt_of(0), greedy(64)));  // 5 prompt tokens: 12 fit
+  engine->submit(job(1, prompt_of(1), greedy(4)));
+  ASSERT_TRUE(sink.wait_all_finished({0, 1}));
+  expect_matches(sink, 0, alone(prompt_of(0), greedy(64), 16));
+  EXPECT_EQ(sink.record(0).final->stop_reason, "context_full");
+  EXPECT_EQ(sink.record(0).final->n_gen, 12u);
+  expect_matches(sink, 1, alone(prompt_of(1), greedy(4), 16));
+}
+
+TEST_F(cpu_engine_test, an_end_of_generation_token_ends_the_attempt) {
+  fake_job_sink sink;
+  auto engine = make_cpu_engine(config(2, 128), sink);
+  engine->submit(job(0, prompt_of(0), greedy(64), "stories-eos"));
+  engine->submit(job(1, prompt_of(0), greedy(0)));
+  ASSERT_TRUE(sink.wait_all_finished({0, 1}));
+  auto eos_model = model::load(*eos_path_, {});
+  expect_matches(sink, 0, alone(prompt_of(0), greedy(64), 128, *eos_model));
+  EXPECT_EQ(sink.record(0).final->stop_reason, "end_of_generation");
+  EXPECT_EQ(sink.record(0).text, ", there was a little girl named Lily");
+  // max_tokens 0: the prompt is read, nothing is generated.
+  EXPECT_EQ(sink.record(1).final->stop_reason, "max_tokens");
+  EXPECT_EQ(sink.record(1).final->n_gen, 0u);
+  EXPECT_TRUE(sink.record(1).started);
+}
+
+TEST_F(cpu_engine_test, cancel_stops_one_attempt_within_a_token_and_spares_the_others) {
+  fake_job_sink sink;
+  auto engine = make_cpu_engine(config(3, 256), sink);
+  // Cancelled from the engine's own thread right after its 6th token: no further token may come.
+  sink.on_tokens = [&](const wire::job_ref& ref, uint64_t seq, uint32_t) {
+    if (ref.job_id == 1 && seq == 5) engine->cancel(ref);
+  };
+  engine->submit(job(0, prompt_of(0), greedy(64)));
+  engine->submit(job(1, prompt_of(1), greedy(200)));
+  engine->submit(job(2, prompt_of(2), sampled(64, 11)));
+  ASSERT_TRUE(sink.wait_all_finished({0, 1, 2}));
+  const auto r = sink.record(1);
+  EXPECT_EQ(r.final->state, wire::job_state::cancelled);
+  EXPECT_EQ(r.final->stop_reason, "cancelled");
+  EXPECT_EQ(r.final->n_gen, 6u);
+  EXPECT_EQ(r.n_tokens, 6u);
+  expect_matches(sink, 0, alone(prompt_of(0), greedy(64), 256));
+  expect_matches(sink, 2, alone(prompt_of(2), sampled(64, 11), 256));
+  engine->cancel({12345, 0});  // unknown: ignored
+  engine->cancel({1, 0});      // already finished: ignored
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(sink.record(1).n_finished, 1);
+}
+
+TEST_F(cpu_engine_test, stop_returns_the_unfinished_attempts_without_finishing_them) {
+  fake_job_sink sink;
+  auto engine = make_cpu_engine(config(2, 2048), sink);
+  // Slow the engine down so nothing can finish before stop().
+  sink.on_tokens = [](const wire::job_ref&, uint64_t, uint32_t) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  };
+  for (uint64_t i = 0; i < 3; ++i) engine->submit(job(i, prompt_of(int(i)), greedy(1000)));
+  ASSERT_TRUE(sink.wait_until([](const auto& m) {
+    return m.count({0, 0}) && m.at({0, 0}).n_tokens > 2 && m.count({1, 0}) &&
+           m.at({1, 0}).n_tokens > 2;
+  }));
+  const auto refs = engine->stop();
+  std::set<uint64_t> ids;
+  for (const auto& r : refs) ids.insert(r.job_id);
+  EXPECT_EQ(ids, (std::set<uint64_t>{0, 1, 2}));  // two running, one waiting for a slot
+  EXPECT_TRUE(engine->stop().empty());
+  for (uint64_t i = 0; i < 3; ++i) EXPECT_FALSE(sink.record(i).final) << i;
+
+  // Work submitted afterwards is refused at once.
+  engine->submit(job(7, prompt_of(0), greedy(4)));
+  EXPECT_NE(failure_of(sink, 7).find("stopped"), std::string::npos);
+}
+
+TEST_F(cpu_engine_test, bad_attempts_fail_with_a_clear_message) {
+  fake_job_sink sink;
+  auto engine = make_cpu_engine(config(2, 8), sink);
+  engine->submit(job(0, prompt_of(0), greedy(4), "no-such-model"));
+  engine->submit(job(1, prompt_of(2), greedy(4)));  // 12 tokens, a slot holds 8
+  auto bad_top_p = greedy(4);
+  bad_top_p.top_p = 0;
+  engine->submit(job(2, prompt_of(0), bad_top_p));
+  auto bad_temp = greedy(4);
+  bad_temp.temperature = std::numeric_limits<float>::quiet_NaN();
+  engine->submit(job(3, prompt_of(0), bad_temp));
+  auto chat = job(4, "", greedy(4));
+  chat.messages = {{"user", "hello"}};
+  engine->submit(chat);
+  engine->submit(job(5, "", greedy(4)));
+  engine->submit(job(6, prompt_of(0), greedy(-1)));
+  engine->submit(job(7, prompt_of(0), greedy(4), "mamba"));
+  engine->submit(job(8, prompt_of(0), greedy(4), "broken"));
+  // A good attempt among them still runs.
+  engine->submit(job(9, prompt_of(0), greedy(3)));
+  ASSERT_TRUE(sink.wait_all_finished({0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+
+  EXPECT_EQ(failure_of(sink, 0), "model 'no-such-model' is not in this node's models directory");
+  EXPECT_EQ(failure_of(sink, 1), "the prompt has 12 tokens but a slot holds 8");
+  EXPECT_NE(failure_of(sink, 2).find("top_p"), std::string::npos);
+  EXPECT_NE(failure_of(sink, 3).find("temperature"), std::string::npos);
+  EXPECT_EQ(failure_of(sink, 4),
+            "chat messages need a chat template; not supported yet, send a prompt");
+  EXPECT_NE(failure_of(sink, 5).find("empty"), std::string::npos);
+  EXPECT_NE(failure_of(sink, 6).find("max_tokens"), std::string::npos);
+  EXPECT_NE(failure_of(sink, 7).find("mamba"), std::string::npos);
+  EXPECT_EQ(failure_of(sink, 8), "model 'broken' is not in this node's models directory");
+  EXPECT_EQ(sink.record(9).final->state, wire::job_state::completed);
+  for (uint64_t i = 0; i < 10; ++i) EXPECT_EQ(sink.record(i).n_finished, 1) << i;
+}
+
+TEST_F(cpu_engine_test, the_least_recently_used_idle_model_makes_room_for_another) {
+  // A budget for one model and its context, not two.
+  const context_params cp{.n_ctx = 2 * 64, .n_seq_max = 2};
+  const uint64_t one =
+      fs::file_size(*dir_ / "lru" / "a.gguf") + context::memory_needed(*model_, cp);
+  fake_job_sink sink;
+  auto cfg = config(2, 64, "lru");
+  cfg.memory_budget = one + one / 2;
+  auto engine = make_cpu_engine(cfg, sink);
+  auto loaded = [&] {
+    std::set<std::string> out;
+    for (const auto& m : engine->models())
+      if (m.loaded) out.insert(m.name);
+    return out;
+  };
+  EXPECT_EQ(engine->models().size(), 2u);
+  EXPECT_TRUE(loaded().empty());
+
+  engine->submit(job(0, prompt_of(0), greedy(8), "a"));
+  ASSERT_TRUE(sink.wait_finished(0));
+  EXPECT_EQ(loaded(), std::set<std::string>{"a"});
+  EXPECT_EQ(sink.n_models_changed(), 1);
+
+  engine->submit(job(1, prompt_of(0), greedy(8), "b"));
+  ASSERT_TRUE(sink.wait_finished(1));
+  EXPECT_EQ(sink.record(1).final->state, wire::job_state::completed);
+  EXPECT_EQ(loaded(), std::set<std::string>{"b"});
+  EXPECT_EQ(sink.n_models_changed(), 3);  // a unloaded, b loaded
+
+  // While b is busy, a cannot get its room: a fails, b keeps running.
+  engine->submit(job(2, prompt_of(1), greedy(60), "b"));
+  engine->submit(job(3, prompt_of(0), greedy(8), "a"));
+  ASSERT_TRUE(sink.wait_all_finished({2, 3}));
+  EXPECT_NE(failure_of(sink, 3).find("memory budget"), std::string::npos);
+  EXPECT_EQ(sink.record(2).final->state, wire::job_state::completed);
+  EXPECT_EQ(loaded(), std::set<std::string>{"b"});
+}
+
+TEST_F(cpu_engine_test, a_model_larger_than_the_budget_fails_to_load) {
+  fake_job_sink sink;
+  auto cfg = config(1, 64, "lru");
+  cfg.memory_budget = 1000;
+  auto engine = make_cpu_engine(cfg, sink);
+  engine->submit(job(0, prompt_of(0), greedy(8), "a"));
+  ASSERT_TRUE(sink.wait_finished(0));
+  EXPECT_NE(failure_of(sink, 0).find("memory budget"), std::string::npos);
+  EXPECT_EQ(sink.n_models_changed(), 0);
+}
+
+TEST_F(cpu_engine_test, a_missing_models_directory_throws) {
+  fake_job_sink sink;
+  auto cfg = config(1, 64);
+  cfg.models_dir = (*dir_ / "absent").string();
+  EXPECT_THROW(make_cpu_engine(cfg, sink), std::runtime_error);
+}
+
+}  // namespace
+}  // namespace hearth::node

@@ -1,0 +1,108 @@
+// The models directory scan: names, metadata and quantization from GGUF headers, bad files
+// reported and skipped, an unreadable directory an exception naming it.
+#include "node/model-catalog.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+#include "tests/testdata.h"
+
+namespace hearth::node {
+namespace {
+
+namespace fs = std::filesystem;
+
+class model_catalog_test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("hearth_catalog_" +
+            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  void link(const std::string& relative, const std::string& name) {
+    const std::string target = hearth::testing::testdata_path(relative);
+    ASSERT_FALSE(target.empty());
+    fs::create_symlink(fs::absolute(target), dir_ / name);
+  }
+  void write(const std::string& name, const std::string& bytes) {
+    std::ofstream(dir_ / name, std::ios::binary) << bytes;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(model_catalog_test, describes_every_gguf_file_and_skips_broken_ones) {
+  link("models/stories260K.gguf", "stories260K.gguf");
+  link("models/synthetic/synthetic-llama-a.q4_k_m.gguf", "llama-q4.gguf");
+  link("models/synthetic/synthetic-qwen2-a.q8_0.gguf", "qwen.gguf");
+  write("broken.gguf", "this is not a GGUF file");
+  write("notes.txt", "not a model");
+  fs::create_directories(dir_ / "nested.gguf");  // a directory, not a model
+  fs::create_directories(dir_ / "sub");
+  fs::copy_file(dir_ / "qwen.gguf", dir_ / "sub" / "deep.gguf");  // not recursive
+
+  const auto cat = model_catalog::scan(dir_.string());
+  ASSERT_EQ(cat.entries().size(), 3u);
+  const auto models = cat.models();
+  EXPECT_EQ(models[0].name, "llama-q4");
+  EXPECT_EQ(models[1].name, "qwen");
+  EXPECT_EQ(models[2].name, "stories260K");
+
+  const auto* s = cat.find("stories260K");
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->info.architecture, "llama");
+  EXPECT_EQ(s->info.quantization, "F32");  // no general.file_type: the type of most bytes
+  EXPECT_EQ(s->info.size_bytes, fs::file_size(dir_ / "stories260K.gguf"));
+  EXPECT_EQ(s->info.context_length, 2048u);
+  EXPECT_FALSE(s->info.loaded);
+  EXPECT_EQ(cat.path_of("stories260K"), (dir_ / "stories260K.gguf").string());
+
+  EXPECT_EQ(cat.find("llama-q4")->info.quantization, "Q4_K_M");
+  EXPECT_EQ(cat.find("qwen")->info.architecture, "qwen2");
+  EXPECT_EQ(cat.find("qwen")->info.quantization, "Q8_0");
+  EXPECT_EQ(cat.find("qwen")->info.context_length, 4096u);
+
+  EXPECT_EQ(cat.find("broken"), nullptr);
+  EXPECT_EQ(cat.find("deep"), nullptr);
+  EXPECT_EQ(cat.path_of("nothing"), "");
+  ASSERT_EQ(cat.errors().size(), 1u);
+  EXPECT_EQ(cat.errors()[0].path, (dir_ / "broken.gguf").string());
+  EXPECT_FALSE(cat.errors()[0].error.empty());
+}
+
+TEST_F(model_catalog_test, an_empty_directory_has_no_models) {
+  const auto cat = model_catalog::scan(dir_.string());
+  EXPECT_TRUE(cat.entries().empty());
+  EXPECT_TRUE(cat.errors().empty());
+}
+
+TEST_F(model_catalog_test, a_missing_directory_throws_naming_it) {
+  const std::string missing = (dir_ / "absent").string();
+  try {
+    model_catalog::scan(missing);
+    FAIL() << "no exception";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(missing), std::string::npos) << e.what();
+  }
+}
+
+TEST(model_file_type_name, names_llama_cpp_file_types) {
+  EXPECT_EQ(model_file_type_name(0), "F32");
+  EXPECT_EQ(model_file_type_name(1), "F16");
+  EXPECT_EQ(model_file_type_name(7), "Q8_0");
+  EXPECT_EQ(model_file_type_name(15), "Q4_K_M");
+  EXPECT_EQ(model_file_type_name(18), "Q6_K");
+  EXPECT_EQ(model_file_type_name(32), "BF16");
+  EXPECT_EQ(model_file_type_name(5), "ftype 5");
+  EXPECT_EQ(model_file_type_name(999), "ftype 999");
+}
+
+}  // namespace
+}  // namespace hearth::node

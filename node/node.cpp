@@ -1,0 +1,330 @@
+#include "node/node.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <deque>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "common/zmq-io.h"
+#include "node/hardware.h"
+
+namespace hearth::node {
+namespace {
+
+// A chunk is sent when this many tokens are pending or the oldest has waited this long.
+constexpr uint32_t k_chunk_tokens = 8;
+constexpr auto k_chunk_wait = std::chrono::milliseconds(5);
+constexpr auto k_backoff_min = std::chrono::milliseconds(250);
+constexpr auto k_backoff_max = std::chrono::milliseconds(8000);
+
+std::string host_name() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown-host";
+  return buf;
+}
+
+// What the engine reported, queued for the network thread.
+struct engine_event {
+  enum class kind { started, tokens, finished, models_changed } what;
+  wire::job_ref ref;
+  uint32_t n = 0;  // n_prompt (started) or n_tokens (tokens)
+  uint64_t seq = 0;
+  std::string text;
+  wire::job_final final;
+};
+
+// job_sink for the engine: a mutex-protected queue plus an eventfd that wakes the poll.
+class event_queue : public job_sink {
+ public:
+  event_queue() : fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+    if (fd_ < 0) throw std::runtime_error("eventfd failed");
+  }
+  ~event_queue() override { close(fd_); }
+  int fd() const { return fd_; }
+
+  void started(const wire::job_ref& ref, uint32_t n_prompt) override {
+    push({engine_event::kind::started, ref, n_prompt, 0, {}, {}});
+  }
+  void tokens(const wire::job_ref& ref, uint64_t seq, uint32_t n_tokens,
+              std::string text) override {
+    push({engine_event::kind::tokens, ref, n_tokens, seq, std::move(text), {}});
+  }
+  void finished(const wire::job_final& f) override {
+    push({engine_event::kind::finished, {f.job_id, f.attempt}, 0, 0, {}, f});
+  }
+  void models_changed() override { push({engine_event::kind::models_changed, {}, 0, 0, {}, {}}); }
+
+  std::deque<engine_event> take() {
+    uint64_t v = 0;
+    [[maybe_unused]] auto r = read(fd_, &v, sizeof v);
+    std::lock_guard lock(mu_);
+    return std::exchange(events_, {});
+  }
+
+ private:
+  void push(engine_event e) {
+    bool wake = false;
+    {
+      std::lock_guard lock(mu_);
+      wake = events_.empty();
+      events_.push_back(std::move(e));
+    }
+    if (wake) {
+      const uint64_t one = 1;
+      [[maybe_unused]] auto r = write(fd_, &one, sizeof one);
+    }
+  }
+  int fd_;
+  std::mutex mu_;
+  std::deque<engine_event> events_;
+};
+
+struct pending_chunk {
+  uint64_t seq = 0;
+  uint32_t n_tokens = 0;
+  std::string text;
+  net::steady::time_point since;
+};
+
+}  // namespace
+
+struct node_daemon::impl {
+  node_config cfg;
+  std::string hostname = host_name();
+  wire::hardware_info hardware = hardware_discover();
+  event_queue events;
+  std::unique_ptr<job_engine> engine;
+  zmq::context_t ctx;
+  std::unique_ptr<zmq::socket_t> sock;
+
+  bool welcomed = false;
+  uint32_t heartbeat_ms = 1000;
+  uint32_t liveness = 3;
+  net::steady::time_point last_heard, last_sent, hello_sent;
+  std::chrono::milliseconds backoff = k_backoff_min;
+  std::set<std::pair<uint64_t, uint32_t>> running;  // (job_id, attempt)
+  std::map<std::pair<uint64_t, uint32_t>, pending_chunk> pending;
+  bool draining = false;
+  int exit_code = 0;
+  bool fatal = false;
+
+  template <class M>
+  void send(const M& m) {
+    if (net::send(*sock, "", m)) last_sent = net::steady::now();
+  }
+
+  void connect() {
+    sock = std::make_unique<zmq::socket_t>(net::make_socket(ctx, zmq::socket_type::dealer));
+    sock->connect(cfg.broker);
+    welcomed = false;
+    hello();
+  }
+
+  void hello() {
+    wire::node_hello h;
+    h.name = cfg.name;
+    h.hostname = hostname;
+    h.engine = engine->name();
+    h.slots = cfg.slots;
+    h.hardware = hardware;
+    h.models = engine->models();
+    for (const auto& [id, attempt] : running) h.running.push_back({id, attempt});
+    send(h);
+    hello_sent = last_heard = net::steady::now();
+  }
+
+  void flush_chunk(const std::pair<uint64_t, uint32_t>& key) {
+    auto it = pending.find(key);
+    if (it == pending.end()) return;
+    send(wire::job_tokens{key.first, key.second, it->second.seq, it->second.n_tokens,
+                          std::move(it->second.text)});
+    pending.erase(it);
+  }
+
+  void on_engine_events() {
+    for (auto& e : events.take()) {
+      const auto key = std::pair(e.ref.job_id, e.ref.attempt);
+      switch (e.what) {
+        case engine_event::kind::started:
+          send(wire::job_started{e.ref.job_id, e.ref.attempt, e.n});
+          break;
+        case engine_event::kind::tokens: {
+          auto [it, fresh] = pending.try_emplace(key);
+          auto& c = it->second;
+          if (fresh) {
+            c.seq = e.seq;
+            c.since = net::steady::now();
+          }
+          c.n_tokens += e.n;
+          c.text += e.text;
+          if (c.n_tokens >= k_chunk_tokens) flush_chunk(key);
+          break;
+        }
+        case engine_event::kind::finished:
+          flush_chunk(key);
+          send(e.final);
+          running.erase(key);
+          if (!draining) send(wire::node_pull{1});
+          break;
+        case engine_event::kind::models_changed:
+          send(wire::node_status{engine->models()});
+          break;
+      }
+    }
+  }
+
+  void on_broker_message(net::received& msg) {
+    const auto frames = msg.views();
+    const auto env = wire::open_envelope(frames);
+    if (!env.ok) {
+      spdlog::warn("dropped a message from the broker: {}", env.err.message);
+      return;
+    }
+    last_heard = net::steady::now();
+    switch (env.env.cmd) {
+      case wire::command::node_welcome: {
+        auto m = wire::decode<wire::node_welcome>(env.env.body);
+        if (!m) return spdlog::warn("dropped a malformed welcome: {}", m.message());
+        welcomed = true;
+        backoff = k_backoff_min;
+        heartbeat_ms = std::max<uint32_t>(m->heartbeat_ms, 10);
+        liveness = std::max<uint32_t>(m->liveness, 1);
+        spdlog::info("registered with the broker at {} as '{}'", cfg.broker, cfg.name);
+        const uint32_t free = cfg.slots > running.size() ? cfg.slots - uint32_t(running.size()) : 0;
+        if (!draining && free > 0) send(wire::node_pull{free});
+        return;
+      }
+      case wire::command::job_assign: {
+        auto m = wire::decode<wire::job_assign>(env.env.body);
+        if (!m) return spdlog::warn("dropped a malformed job: {}", m.message());
+        const auto key = std::pair(m->job_id, m->attempt);
+        if (running.contains(key)) return;
+        running.insert(key);
+        spdlog::info("job {} attempt {}: model {}", m->job_id, m->attempt, m->model);
+        engine->submit(*m);
+        return;
+      }
+      case wire::command::job_cancel: {
+        auto m = wire::decode<wire::job_cancel>(env.env.body);
+        if (!m) return spdlog::warn("dropped a malformed cancel: {}", m.message());
+        if (!running.contains({m->job_id, m->attempt})) return;
+        spdlog::info("job {} attempt {}: cancel", m->job_id, m->attempt);
+        engine->cancel({m->job_id, m->attempt});
+        return;
+      }
+      case wire::command::heartbeat:
+        return;
+      case wire::command::error: {
+        auto m = wire::decode<wire::error_reply>(env.env.body);
+        if (!m) return spdlog::warn("dropped a malformed error: {}", m.message());
+        if (m->code == wire::error_code::unknown_node) {
+          spdlog::info("the broker does not know this node (it restarted?); saying hello again");
+          hello();
+          return;
+        }
+        spdlog::error("the broker refused this node: {}", m->message);
+        if (m->code == wire::error_code::name_taken ||
+            m->code == wire::error_code::version_mismatch) {
+          fatal = true;
+          exit_code = 1;
+        }
+        return;
+      }
+      default:
+        spdlog::warn("dropped a {} from the broker: not a node command",
+                     wire::command_name(env.env.cmd));
+    }
+  }
+
+  // Sends due chunks and heartbeats, and notices a silent broker. Returns the time until the
+  // next thing is due.
+  std::chrono::milliseconds timers() {
+    const auto now = net::steady::now();
+    auto next = std::chrono::milliseconds(100);
+    for (auto it = pending.begin(); it != pending.end();) {
+      const auto due = it->second.since + k_chunk_wait;
+      if (due <= now) {
+        const auto key = (it++)->first;
+        flush_chunk(key);
+      } else {
+        next = std::min(next, std::chrono::duration_cast<std::chrono::milliseconds>(due - now));
+        ++it;
+      }
+    }
+    const auto hb = std::chrono::milliseconds(heartbeat_ms);
+    if (now - last_sent >= hb) send(wire::heartbeat{});
+    if (now - last_heard > hb * liveness) {
+      spdlog::warn("no word from the broker at {} for {} ms; reconnecting in {} ms", cfg.broker,
+                   (hb * liveness).count(), backoff.count());
+      return std::chrono::milliseconds(-1);
+    }
+    return next;
+  }
+};
+
+node_daemon::node_daemon(node_config cfg) : p_(std::make_unique<impl>()) {
+  if (auto r = node_config_check(cfg); !r) throw std::runtime_error(r.message());
+  if (cfg.models_dir.empty()) throw std::runtime_error("no models directory (--models DIR)");
+  if (cfg.name.empty()) cfg.name = p_->hostname;
+  p_->cfg = std::move(cfg);
+  const auto& c = p_->cfg;
+  if (c.engine == "null") {
+    p_->engine = make_null_engine({c.models_dir, c.null_tokens_per_s}, p_->events);
+  } else {
+    p_->engine = make_cpu_engine(
+        {c.models_dir, c.slots, c.memory_budget, c.threads, c.ctx_per_slot}, p_->events);
+  }
+}
+
+node_daemon::~node_daemon() = default;
+
+int node_daemon::run(const std::atomic<bool>& stop) {
+  impl& s = *p_;
+  s.connect();
+  std::optional<net::steady::time_point> drain_deadline;
+  while (!s.fatal) {
+    if (stop.load() && !s.draining) {
+      s.draining = true;
+      drain_deadline = net::steady::now() + std::chrono::milliseconds(s.cfg.drain_timeout_ms);
+      spdlog::info("stopping: {} running jobs get up to {} ms to finish", s.running.size(),
+                   s.cfg.drain_timeout_ms);
+    }
+    if (s.draining && (s.running.empty() || net::steady::now() >= *drain_deadline)) break;
+
+    auto wait = s.timers();
+    if (wait.count() < 0) {
+      // The broker is gone: a fresh socket after a backoff (Paranoid Pirate), then hello again.
+      // The engine's reports wait in the queue meanwhile and go out on the new connection.
+      const auto until = net::steady::now() + s.backoff;
+      while (net::steady::now() < until && !stop.load()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      s.backoff = std::min(s.backoff * 2, k_backoff_max);
+      s.connect();
+      continue;
+    }
+    zmq::pollitem_t items[] = {{s.sock->handle(), 0, ZMQ_POLLIN, 0},
+                               {nullptr, s.events.fd(), ZMQ_POLLIN, 0}};
+    zmq::poll(items, 2, wait);
+    while (auto msg = net::try_recv(*s.sock, false)) s.on_broker_message(*msg);
+    if (items[1].revents & ZMQ_POLLIN) s.on_engine_events();
+  }
+  // Whatever did not finish goes back to the broker to run elsewhere.
+  for (const auto& ref : s.engine->stop()) {
+    s.pending.erase({ref.job_id, ref.attempt});
+    s.send(wire::job_handback{ref.job_id, ref.attempt, "the node is shutting down"});
+  }
+  for (auto it = s.pending.begin(); it != s.pending.end();) s.flush_chunk((it++)->first);
+  s.send(wire::node_bye{});
+  // Give the socket a moment to deliver the goodbye (linger is 0 on hearth sockets).
+  s.sock->set(zmq::sockopt::linger, 1000);
+  s.sock.reset();
+  return s.exit_code;
+}
+
+}  // namespace hearth::node

@@ -1,0 +1,265 @@
+#include "tests/cluster.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+extern char** environ;
+
+namespace hearth::testing {
+
+process::process(process&& o) noexcept
+    : pid_(std::exchange(o.pid_, -1)), log_(std::move(o.log_)), status_(o.status_) {}
+
+process& process::operator=(process&& o) noexcept {
+  if (this != &o) {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    pid_ = std::exchange(o.pid_, -1);
+    log_ = std::move(o.log_);
+    status_ = o.status_;
+  }
+  return *this;
+}
+
+process::~process() {
+  if (pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+}
+
+std::string process::log() const {
+  std::ifstream f(log_);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+void process::signal(int sig) const {
+  if (pid_ > 0) ::kill(pid_, sig);
+}
+
+int process::wait(std::chrono::milliseconds timeout) {
+  if (pid_ <= 0) return status_;
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < until) {
+    int st = 0;
+    if (waitpid(pid_, &st, WNOHANG) == pid_) {
+      pid_ = -1;
+      status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      return status_;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return -1;
+}
+
+bool process::running() {
+  if (pid_ <= 0) return false;
+  int st = 0;
+  if (waitpid(pid_, &st, WNOHANG) == pid_) {
+    pid_ = -1;
+    status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    return false;
+  }
+  return true;
+}
+
+process spawn(const std::vector<std::string>& argv, const std::string& log) {
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, args[0], &fa, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) {
+    ADD_FAILURE() << "cannot start " << argv[0] << ": " << strerror(rc);
+    return {};
+  }
+  return process(pid, log);
+}
+
+temp_dir::temp_dir() {
+  std::string tmpl = ::testing::TempDir() + "hearth-XXXXXX";
+  if (!mkdtemp(tmpl.data())) ADD_FAILURE() << "mkdtemp failed";
+  path_ = tmpl;
+}
+
+temp_dir::~temp_dir() {
+  std::error_code ec;
+  if (!getenv("HEARTH_KEEP_TEST_DIRS")) std::filesystem::remove_all(path_, ec);
+}
+
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  const int port = ntohs(a.sin_port);
+  close(fd);
+  return port;
+}
+
+void link_model(const std::string& dir, const std::string& name, const std::string& target) {
+  std::filesystem::create_directories(dir);
+  std::filesystem::create_symlink(target, dir + "/" + name + ".gguf");
+}
+
+cluster::cluster() {
+  endpoint_ = "tcp://127.0.0.1:" + std::to_string(free_port());
+}
+
+process cluster::start_broker(const std::vector<std::string>& extra) {
+  const std::string cfg = dir_.file("broker.yaml");
+  if (!std::filesystem::exists(cfg)) {
+    std::ofstream(cfg) << "heartbeat_ms: 100\nliveness: 3\noutput_flush_ms: 50\n"
+                          "queue_position_ms: 50\nlog_level: debug\n";
+  }
+  std::vector<std::string> argv = {HEARTH_BROKER_BIN, "--bind", endpoint_, "--db", db(),
+                                   "--config",        cfg};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return spawn(argv, dir_.file("broker-" + std::to_string(n_logs_++) + ".log"));
+}
+
+process cluster::start_node(const std::string& name, const std::string& models_dir,
+                            const std::string& engine, int slots,
+                            const std::vector<std::string>& extra) {
+  std::vector<std::string> argv = {HEARTH_NODE_BIN,
+                                   "--broker",
+                                   endpoint_,
+                                   "--name",
+                                   name,
+                                   "--models",
+                                   models_dir,
+                                   "--engine",
+                                   engine,
+                                   "--slots",
+                                   std::to_string(slots),
+                                   "--log-level",
+                                   "debug"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return spawn(argv, dir_.file("node-" + name + "-" + std::to_string(n_logs_++) + ".log"));
+}
+
+test_client::test_client(const std::string& endpoint)
+    : sock_(net::make_socket(ctx_, zmq::socket_type::dealer)) {
+  sock_.connect(endpoint);
+}
+
+test_client::reply test_client::request_raw(wire::command cmd, const std::string& body,
+                                            uint64_t request_id,
+                                            std::chrono::milliseconds timeout) {
+  net::send_raw(sock_, "", cmd, body);
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < until) {
+    zmq::pollitem_t items[] = {{sock_.handle(), 0, ZMQ_POLLIN, 0}};
+    zmq::poll(items, 1, std::chrono::milliseconds(50));
+    while (auto msg = net::try_recv(sock_, false)) {
+      const auto frames = msg->views();
+      auto env = wire::open_envelope(frames);
+      if (!env.ok) continue;
+      reply r{env.env.cmd, std::string(env.env.body)};
+      // Replies carry request_id; events do not. Peek at it through the error format, which
+      // every reply shares the first field name with.
+      auto ok = wire::decode<wire::ok>(r.body);
+      const bool is_reply = ok && ok->request_id == request_id;
+      if (is_reply) return r;
+      events_.push_back(std::move(r));
+    }
+  }
+  return {wire::command::error, {}};
+}
+
+std::optional<test_client::reply> test_client::next_event(std::chrono::milliseconds timeout) {
+  if (!events_.empty()) {
+    reply r = std::move(events_.front());
+    events_.erase(events_.begin());
+    return r;
+  }
+  zmq::pollitem_t items[] = {{sock_.handle(), 0, ZMQ_POLLIN, 0}};
+  zmq::poll(items, 1, timeout);
+  auto msg = net::try_recv(sock_, false);
+  if (!msg) return std::nullopt;
+  const auto frames = msg->views();
+  auto env = wire::open_envelope(frames);
+  if (!env.ok) return std::nullopt;
+  return reply{env.env.cmd, std::string(env.env.body)};
+}
+
+test_client::outcome test_client::follow(uint64_t job_id, std::chrono::milliseconds timeout) {
+  outcome o;
+  uint32_t attempt = 0;
+  uint64_t next_seq = 0;
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < until) {
+    auto ev = next_event(std::chrono::milliseconds(100));
+    if (!ev) continue;
+    if (ev->cmd == wire::command::job_tokens) {
+      auto t = wire::decode<wire::job_tokens>(ev->body);
+      if (!t || t->job_id != job_id || t->attempt < attempt) continue;
+      if (t->attempt > attempt) {
+        attempt = t->attempt;
+        next_seq = 0;
+        o.text.clear();
+      }
+      if (t->seq < next_seq) continue;
+      o.text += t->text;
+      next_seq = t->seq + t->n_tokens;
+    } else if (ev->cmd == wire::command::job_restarted) {
+      auto r = wire::decode<wire::job_restarted>(ev->body);
+      if (r && r->job_id == job_id) ++o.restarts;
+    } else if (ev->cmd == wire::command::job_done) {
+      auto d = wire::decode<wire::job_done>(ev->body);
+      if (d && d->job_id == job_id) {
+        o.done = *d;
+        return o;
+      }
+    }
+  }
+  return o;
+}
+
+std::optional<wire::job_detail> test_client::wait_final(uint64_t job_id,
+                                                        std::chrono::milliseconds timeout) {
+  std::optional<wire::job_detail> last;
+  wait_until(
+      [&] {
+        auto r = request<wire::job_reply>(wire::get_job{0, job_id});
+        if (r) last = r->job;
+        return r && wire::job_state_is_final(r->job.summary.state);
+      },
+      timeout);
+  return last;
+}
+
+bool wait_until(const std::function<bool()>& cond, std::chrono::milliseconds timeout) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < until) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return cond();
+}
+
+}  // namespace hearth::testing

@@ -1,0 +1,142 @@
+// A hearth cluster for tests: the real hearth-broker and hearth-node binaries as separate
+// processes on loopback, with their own SQLite file and log files in a temporary directory, and
+// a test client speaking the wire protocol over a real DEALER socket.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+#include <zmq.hpp>
+
+#include "common/zmq-io.h"
+
+namespace hearth::testing {
+
+// A child process, killed (SIGKILL) and reaped when the handle is destroyed.
+class process {
+ public:
+  process() = default;
+  process(pid_t pid, std::string log) : pid_(pid), log_(std::move(log)) {}
+  process(process&& o) noexcept;
+  process& operator=(process&& o) noexcept;
+  ~process();
+
+  pid_t pid() const { return pid_; }
+  const std::string& log_path() const { return log_; }
+  std::string log() const;  // what it wrote to stdout and stderr so far
+  void signal(int sig) const;
+  // Waits for it to exit; returns its exit code, 128+signal, or -1 on timeout.
+  int wait(std::chrono::milliseconds timeout = std::chrono::seconds(30));
+  bool running();
+
+ private:
+  pid_t pid_ = -1;
+  std::string log_;
+  int status_ = -1;
+};
+
+// Starts argv[0] with the given arguments, stdout and stderr appended to `log`.
+process spawn(const std::vector<std::string>& argv, const std::string& log);
+
+// A fresh directory under the test temp dir, removed with its contents at destruction.
+class temp_dir {
+ public:
+  temp_dir();
+  ~temp_dir();
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// A TCP port on 127.0.0.1 that was free a moment ago.
+int free_port();
+
+// A models directory holding symlinks to test models under the given names.
+void link_model(const std::string& dir, const std::string& name, const std::string& target);
+
+class cluster {
+ public:
+  cluster();
+  const std::string& endpoint() const { return endpoint_; }
+  const temp_dir& dir() const { return dir_; }
+  std::string db() const { return dir_.file("hearth.db"); }
+
+  // hearth-broker with short heartbeats (100 ms, liveness 3) so failures show quickly.
+  process start_broker(const std::vector<std::string>& extra = {});
+  // hearth-node --broker ... --name NAME --models DIR --engine ENGINE --slots K, plus extra.
+  process start_node(const std::string& name, const std::string& models_dir,
+                     const std::string& engine, int slots,
+                     const std::vector<std::string>& extra = {});
+
+ private:
+  temp_dir dir_;
+  std::string endpoint_;
+  int n_logs_ = 0;
+};
+
+// The client side of the protocol, for tests: one DEALER socket.
+class test_client {
+ public:
+  explicit test_client(const std::string& endpoint);
+
+  // Sends a request and waits for its reply (or error_reply). Events that arrive meanwhile are
+  // kept for next_event().
+  struct reply {
+    wire::command cmd = wire::command::error;
+    std::string body;
+  };
+  reply request_raw(wire::command cmd, const std::string& body, uint64_t request_id,
+                    std::chrono::milliseconds timeout = std::chrono::seconds(10));
+  template <class Reply, class Request>
+  std::optional<Reply> request(Request r, std::string* error = nullptr) {
+    r.request_id = ++next_id_;
+    auto rep = request_raw(Request::cmd, wire::encode(r), r.request_id);
+    if (rep.cmd != Reply::cmd) {
+      if (error) {
+        auto e = wire::decode<wire::error_reply>(rep.body);
+        *error = e ? std::string(wire::error_code_name(e->code)) + ": " + e->message
+                   : std::string("no reply");
+      }
+      return std::nullopt;
+    }
+    auto d = wire::decode<Reply>(rep.body);
+    if (!d) return std::nullopt;
+    return std::move(d.value());
+  }
+
+  // The next event (job_tokens, job_done ...), or nullopt after the timeout.
+  std::optional<reply> next_event(std::chrono::milliseconds timeout);
+
+  // Follows one job's events until job_done; returns the text of its last attempt (stream
+  // numbering applied: duplicates and older attempts dropped) and the done message.
+  struct outcome {
+    std::string text;
+    std::optional<wire::job_done> done;
+    uint32_t restarts = 0;
+  };
+  outcome follow(uint64_t job_id, std::chrono::milliseconds timeout = std::chrono::seconds(60));
+
+  // Polls get_job until the job reaches a final state; returns its detail.
+  std::optional<wire::job_detail> wait_final(
+      uint64_t job_id, std::chrono::milliseconds timeout = std::chrono::seconds(60));
+
+  zmq::socket_t& socket() { return sock_; }
+
+ private:
+  zmq::context_t ctx_;
+  zmq::socket_t sock_;
+  uint64_t next_id_ = 1000;
+  std::vector<reply> events_;
+};
+
+// Polls `cond` every 20 ms until it is true or the timeout passes.
+bool wait_until(const std::function<bool()>& cond,
+                std::chrono::milliseconds timeout = std::chrono::seconds(20));
+
+}  // namespace hearth::testing

@@ -1,0 +1,362 @@
+// The distributed system end to end: hearth-broker and hearth-node processes on loopback, a real
+// SQLite file, and a client on a real socket. Null-engine nodes where the test is about the
+// broker; the CPU engine on stories260K where the tokens themselves matter.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+
+#include "tests/cluster.h"
+#include "tests/testdata.h"
+
+namespace hearth {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::cluster;
+using testing::test_client;
+using testing::wait_until;
+
+wire::submit job(const std::string& model, const std::string& prompt, int32_t max_tokens) {
+  wire::submit s;
+  s.model = model;
+  s.prompt = prompt;
+  s.params.max_tokens = max_tokens;
+  s.params.temperature = 0;
+  return s;
+}
+
+// Waits until `n` nodes are online at the broker.
+bool nodes_online(test_client& c, size_t n) {
+  return wait_until([&] {
+    auto r = c.request<wire::nodes_reply>(wire::list_nodes{});
+    if (!r) return false;
+    size_t online = 0;
+    for (const auto& node : r->nodes) online += node.online;
+    return online >= n;
+  });
+}
+
+class cluster_test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    stories_ = testing::testdata_path("models/stories260K.gguf");
+    ASSERT_FALSE(stories_.empty());
+  }
+  // A models directory with the given names, all stories260K underneath.
+  std::string models(const std::string& dir_name, const std::vector<std::string>& names) {
+    const std::string dir = c_.dir().file(dir_name);
+    for (const auto& n : names) testing::link_model(dir, n, stories_);
+    return dir;
+  }
+  std::string stories_;
+  cluster c_;
+};
+
+TEST_F(cluster_test, submit_streams_the_reference_greedy_text_and_records_it) {
+  const auto ref = nlohmann::json::parse(
+      testing::read_file_text(testing::testdata_path("reference/stories260K.json")));
+  auto broker = c_.start_broker();
+  auto node = c_.start_node("cpu-node", models("m", {"stories260K"}), "cpu", 1);
+  test_client client(c_.endpoint());
+  ASSERT_TRUE(nodes_online(client, 1)) << broker.log() << node.log();
+
+  for (const auto& kase : ref["cases"]) {
+    auto s = job("stories260K", kase["prompt"], 64);
+    s.watch = true;
+    auto acc = client.request<wire::accepted>(s);
+    ASSERT_TRUE(acc);
+    auto out = client.follow(acc->job_id);
+    ASSERT_TRUE(out.done) << node.log();
+    EXPECT_EQ(out.done->state, wire::job_state::completed) << out.done->error;
+    EXPECT_EQ(out.text, kase["greedy_text"].get<std::string>());
+
+    auto detail = client.wait_final(acc->job_id);
+    ASSERT_TRUE(detail);
+    EXPECT_EQ(detail->summary.state, wire::job_state::completed);
+    EXPECT_EQ(detail->summary.node, "cpu-node");
+    EXPECT_EQ(detail->summary.attempts, 1u);
+    EXPECT_EQ(detail->output, out.text);
+    EXPECT_EQ(detail->summary.n_gen, 64u);
+    std::vector<std::string> events;
+    for (const auto& e : detail->events) events.push_back(e.event);
+    EXPECT_EQ(events, (std::vector<std::string>{"queued", "assigned", "started", "completed"}));
+  }
+  wire::list_jobs q;
+  q.state = "completed";
+  auto hist = client.request<wire::jobs_reply>(q);
+  ASSERT_TRUE(hist);
+  EXPECT_EQ(hist->jobs.size(), ref["cases"].size());
+}
+
+TEST_F(cluster_test, concurrent_jobs_on_one_node_match_one_at_a_time) {
+  const auto ref = nlohmann::json::parse(
+      testing::read_file_text(testing::testdata_path("reference/stories260K.json")));
+  auto broker = c_.start_broker();
+  auto node = c_.start_node("batcher", models("m", {"stories260K"}), "cpu", 4);
+  test_client client(c_.endpoint());
+  ASSERT_TRUE(nodes_online(client, 1));
+  std::vector<std::pair<uint64_t, std::string>> jobs;
+  for (int round = 0; round < 2; ++round) {
+    for (const auto& kase : ref["cases"]) {
+      auto acc = client.request<wire::accepted>(job("stories260K", kase["prompt"], 64));
+      ASSERT_TRUE(acc);
+      jobs.emplace_back(acc->job_id, kase["greedy_text"]);
+    }
+  }
+  for (const auto& [id, expected] : jobs) {
+    auto d = client.wait_final(id);
+    ASSERT_TRUE(d);
+    EXPECT_EQ(d->summary.state, wire::job_state::completed) << d->summary.error;
+    EXPECT_EQ(d->output, expected) << "job " << id;
+  }
+}
+
+TEST_F(cluster_test, jobs_go_only_to_nodes_that_serve_their_model) {
+  auto broker = c_.start_broker();
+  auto a = c_.start_node("node-a", models("a", {"alpha"}), "null", 2);
+  auto b = c_.start_node("node-b", models("b", {"beta", "gamma"}), "null", 2);
+  test_client client(c_.endpoint());
+  ASSERT_TRUE(nodes_online(client, 2));
+  std::map<uint64_t, std::string> expect;
+  for (int i = 0; i < 12; ++i) {
+    const std::string model = i % 3 == 0 ? "alpha" : i % 3 == 1 ? "beta" : "gamma";
+    auto acc = client.request<wire::accepted>(job(model, "p" + std::to_string(i), 4));
+    ASSERT_TRUE(acc);
+    expect[acc->job_id] = model == "alpha" ? "node-a" : "node-b";
+  }
+  for (const auto& [id, node] : expect) {
+    auto d = client.wait_final(id);
+    ASSERT_TRUE(d);
+    EXPECT_EQ(d->summary.state, wire::job_state::completed);
+    EXPECT_EQ(d->summary.node, node) << "job " << id << " model " << d->summary.model;
+  }
+  auto m = client.request<wire::models_reply>(wire::list_models{});
+  ASSERT_TRUE(m);
+  ASSERT_EQ(m->models.size(), 3u);
+  EXPECT_EQ(m->models[0].nodes, std::vector<std::string>{"node-a"});
+}
+
+TEST_F(cluster_test, priorities_order_the_queue_and_slots_bound_the_work) {
+  auto broker = c_.start_broker();
+  test_client client(c_.endpoint());
+  // Queue everything before a node exists, then let one two-slot node work through it.
+  std::vector<uint64_t> low, high;
+  for (int i = 0; i < 4; ++i) {
+    auto s = job("alpha", "low", 20);
+    s.wait_model = true;
+    low.push_back(client.request<wire::accepted>(s)->job_id);
+  }
+  for (int i = 0; i < 4; ++i) {
+    auto s = job("alpha", "high", 20);
+    s.wait_model = true;
+    s.priority = 5;
+    auto acc = client.request<wire::accepted>(s);
+    ASSERT_TRUE(acc);
+    high.push_back(acc->job_id);
+  }
+  auto node =
+      c_.start_node("worker", models("a", {"alpha"}), "null", 2, {"--null-tokens-per-s", "400"});
+  struct span {
+    int64_t start, end;
+  };
+  std::map<uint64_t, span> spans;
+  for (auto id : low) spans[id] = {};
+  for (auto id : high) spans[id] = {};
+  for (auto& [id, s] : spans) {
+    auto d = client.wait_final(id);
+    ASSERT_TRUE(d);
+    ASSERT_EQ(d->summary.state, wire::job_state::completed);
+    for (const auto& e : d->events) {
+      if (e.event == "assigned") s.start = e.time_ms;
+      if (e.event == "completed") s.end = e.time_ms;
+    }
+  }
+  int64_t last_high = 0, first_low = INT64_MAX;
+  for (auto id : high) last_high = std::max(last_high, spans[id].start);
+  for (auto id : low) first_low = std::min(first_low, spans[id].start);
+  EXPECT_LE(last_high, first_low) << "every high-priority job is assigned before any low one";
+  // At no moment more than two jobs ran on the two-slot node.
+  for (const auto& [id, s] : spans) {
+    int overlapping = 0;
+    for (const auto& [id2, s2] : spans) overlapping += s2.start <= s.start && s.start < s2.end;
+    EXPECT_LE(overlapping, 2) << "job " << id;
+  }
+}
+
+TEST_F(cluster_test, a_node_killed_mid_job_loses_nothing) {
+  auto broker = c_.start_broker();
+  const auto dir = models("m", {"alpha"});
+  auto n1 = c_.start_node("first", dir, "null", 1, {"--null-tokens-per-s", "50"});
+  test_client client(c_.endpoint());
+  ASSERT_TRUE(nodes_online(client, 1));
+  auto s = job("alpha", "survive", 40);
+  s.watch = true;
+  auto acc = client.request<wire::accepted>(s);
+  ASSERT_TRUE(acc);
+  // Wait for tokens to flow from the first node, then kill it.
+  ASSERT_TRUE(wait_until([&] {
+    auto d = client.request<wire::job_reply>(wire::get_job{0, acc->job_id});
+    return d && d->job.summary.n_gen >= 5;
+  }));
+  auto n2 = c_.start_node("second", dir, "null", 1, {"--null-tokens-per-s", "200"});
+  ASSERT_TRUE(nodes_online(client, 2));
+  n1.signal(SIGKILL);
+  auto out = client.follow(acc->job_id);
+  ASSERT_TRUE(out.done) << broker.log();
+  EXPECT_EQ(out.done->state, wire::job_state::completed);
+  EXPECT_EQ(out.restarts, 1u);
+  auto d = client.wait_final(acc->job_id);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->summary.attempts, 2u);
+  EXPECT_EQ(d->summary.node, "second");
+  EXPECT_EQ(d->summary.n_gen, 40u);
+  EXPECT_EQ(d->output, out.text);
+  std::vector<std::string> seen;
+  for (const auto& e : d->events) seen.push_back(e.event + "@" + e.node);
+  EXPECT_EQ(seen, (std::vector<std::string>{"queued@", "assigned@first", "started@first",
+                                            "requeued@first", "assigned@second", "started@second",
+                                            "completed@second"}));
+}
+
+TEST_F(cluster_test, a_broker_killed_with_jobs_queued_and_running_loses_none) {
+  auto broker = c_.start_broker();
+  auto node =
+      c_.start_node("steady", models("m", {"alpha"}), "null", 2, {"--null-tokens-per-s", "100"});
+  test_client client(c_.endpoint());
+  ASSERT_TRUE(nodes_online(client, 1));
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 10; ++i) {
+    auto acc = client.request<wire::accepted>(job("alpha", "durable " + std::to_string(i), 30));
+    ASSERT_TRUE(acc);
+    ids.push_back(acc->job_id);
+  }
+  ASSERT_TRUE(wait_until([&] {
+    auto r = client.request<wire::jobs_reply>(wire::list_jobs{0, "running", "", 20});
+    return r && !r->jobs.empty();
+  }));
+  broker.signal(SIGKILL);
+  EXPECT_EQ(broker.wait(), 128 + SIGKILL);
+  broker = c_.start_broker();
+  test_client after(c_.endpoint());
+  for (auto id : ids) {
+    auto d = after.wait_final(id);
+    ASSERT_TRUE(d) << "job " << id << " was lost";
+    EXPECT_EQ(d->summary.state, wire::job_state::completed) << d->summary.error;
+    EXPECT_EQ(d->summary.n_gen, 30u);
+  }
+  EXPECT_TRUE(node.running()) << "the node reconnected by itself";
+}
+
+TEST_F(cluster_test, cancel_stops_running_and_queued_jobs) {
+  auto broker = c_.start_broker();
+  auto node = c_.start_node("n", models("m", {"alpha"}), "null", 1, {"--null-tokens-per-s", "20"});
+  test_client client(c_.endpoint());
+  ASSERT_TRUE(nodes_online(client, 1));
+  auto running = client.request<wire::accepted>(job("alpha", "long", 1000));
+  auto queued = client.request<wire::accepted>(job("alpha", "waiting", 10));
+  ASSERT_TRUE(running && queued);
+  ASSERT_TRUE(wait_until([&] {
+    auto d = client.request<wire::job_reply>(wire::get_job{0, running->job_id});
+    return d && d->job.summary.n_gen >= 2;
+  }));
+  EXPECT_TRUE(client.request<wire::ok>(wire::cancel{0, queued->job_id}));
+  EXPECT_TRUE(client.request<wire::ok>(wire::cancel{0, running->job_id}));
+  for (auto id : {running->job_id, queued->job_id}) {
+    auto d = client.wait_final(id, 5s);
+    ASSERT_TRUE(d);
+    EXPECT_EQ(d->summary.state, wire::job_state::cancelled);
+  }
+  std::string err;
+  EXPECT_FALSE(client.request<wire::ok>(wire::cancel{0, running->job_id}, &err));
+  EXPECT_NE(err.find("not_cancellable"), std::string::npos) << err;
+  EXPECT_FALSE(client.request<wire::ok>(wire::cancel{0, 999999}, &err));
+  EXPECT_NE(err.find("not_found"), std::string::npos) << err;
+}
+
+TEST_F(cluster_test, bad_requests_get_clear_errors) {
+  auto broker = c_.start_broker();
+  auto node = c_.start_node("n", models("m", {"alpha"}), "null", 1);
+  test_client client(c_.endpoint());
+  ASSERT_TRUE(nodes_online(client, 1));
+  std::string err;
+  EXPECT_FALSE(client.request<wire::accepted>(job("no-such-model", "x", 4), &err));
+  EXPECT_NE(err.find("unknown_model"), std::string::npos) << err;
+  EXPECT_NE(err.find("no-such-model"), std::string::npos) << err;
+  auto bad = job("alpha", "x", 4);
+  bad.params.top_p = 2;
+  EXPECT_FALSE(client.request<wire::accepted>(bad, &err));
+  EXPECT_NE(err.find("top_p"), std::string::npos) << err;
+  EXPECT_FALSE(client.request<wire::accepted>(job("alpha", "", 4), &err));
+  EXPECT_NE(err.find("no prompt"), std::string::npos) << err;
+  EXPECT_FALSE(client.request<wire::jobs_reply>(wire::list_jobs{0, "sleeping", "", 5}, &err));
+  EXPECT_NE(err.find("unknown state"), std::string::npos) << err;
+}
+
+TEST_F(cluster_test, malformed_frames_are_dropped_and_everyone_else_is_served) {
+  auto broker = c_.start_broker();
+  auto node = c_.start_node("n", models("m", {"alpha"}), "null", 1);
+  test_client client(c_.endpoint());
+  ASSERT_TRUE(nodes_online(client, 1));
+
+  zmq::context_t ctx;
+  auto raw = net::make_socket(ctx, zmq::socket_type::dealer);
+  raw.set(zmq::sockopt::maxmsgsize, int64_t(-1));  // this peer sends what it likes
+  raw.connect(c_.endpoint());
+  auto send_frames = [&](const std::vector<std::string>& frames) {
+    for (size_t i = 0; i < frames.size(); ++i) {
+      raw.send(zmq::buffer(frames[i]),
+               i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    }
+  };
+  const std::string sig(wire::signature);
+  const std::string submit_cmd(1, char(wire::command::submit));
+  const std::string good = wire::encode(job("alpha", "fine", 3));
+  send_frames({"garbage"});
+  send_frames({sig, submit_cmd});
+  send_frames({sig, std::string(1, char(0x7f)), good});
+  send_frames({sig, submit_cmd, good.substr(0, good.size() / 2)});            // truncated
+  send_frames({sig, submit_cmd, good + "x"});                                 // trailing byte
+  send_frames({sig, submit_cmd, std::string("\xdd\xff\xff\xff\xff", 5)});     // 4G-item array
+  send_frames({sig, std::string(1, char(wire::command::job_tokens)), good});  // not a node
+  send_frames({"HEARTH/9", submit_cmd, good});
+  // A message over ZMQ_MAXMSGSIZE makes the broker's socket drop that connection (its own peer).
+  auto big = net::make_socket(ctx, zmq::socket_type::dealer);
+  big.set(zmq::sockopt::maxmsgsize, int64_t(-1));
+  big.connect(c_.endpoint());
+  big.send(zmq::buffer(sig), zmq::send_flags::sndmore);
+  big.send(zmq::buffer(submit_cmd), zmq::send_flags::sndmore);
+  big.send(zmq::buffer(std::string(size_t(wire::max_message_bytes) + 100, 'x')));
+  std::this_thread::sleep_for(200ms);
+
+  auto acc = client.request<wire::accepted>(job("alpha", "still served", 3));
+  ASSERT_TRUE(acc) << broker.log();
+  auto d = client.wait_final(acc->job_id);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->summary.state, wire::job_state::completed);
+  EXPECT_TRUE(broker.running());
+  // The raw peer heard about the version mismatch (and got malformed errors for the rest).
+  bool version_error = false;
+  for (int i = 0; i < 20; ++i) {
+    zmq::pollitem_t items[] = {{raw.handle(), 0, ZMQ_POLLIN, 0}};
+    zmq::poll(items, 1, 50ms);
+    auto m = net::try_recv(raw, false);
+    if (!m) continue;
+    auto f = m->views();
+    auto env = wire::open_envelope(f);
+    if (!env.ok) continue;
+    auto e = wire::decode<wire::error_reply>(env.env.body);
+    if (e && e->code == wire::error_code::version_mismatch) version_error = true;
+  }
+  EXPECT_TRUE(version_error);
+  // Only the one job above was recorded.
+  auto hist = client.request<wire::jobs_reply>(wire::list_jobs{0, "", "", 50});
+  ASSERT_TRUE(hist);
+  EXPECT_EQ(hist->jobs.size(), 1u);
+}
+
+}  // namespace
+}  // namespace hearth

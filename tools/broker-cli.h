@@ -1,0 +1,102 @@
+// What the broker subcommands (submit, watch, jobs, job, cancel, nodes, models) share: the
+// --broker option, following a job's events, wire structs as JSON, tables, times and sizes.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "schema/messages.h"
+#include "tools/broker-client.h"
+
+namespace hearth::cli {
+
+// Insertion-ordered, so that objects list their fields in wire order and "event" comes first.
+using json = nlohmann::ordered_json;
+
+// Adds --broker ENDPOINT to a subcommand; broker_endpoint() resolves an empty one.
+void add_broker_option(CLI::App* cmd, std::string& endpoint);
+
+// Follows job `job_id`'s events on `client` (already watching it) until the job ends, printing
+// its text through a stream_view, or JSON lines when `json_lines`. `position`: the queue
+// position known from `accepted`, shown until events come. Returns the exit code.
+int follow_job(broker_client& client, uint64_t job_id, bool json_lines,
+               std::optional<uint32_t> position = std::nullopt);
+
+// One JSON value per line on stdout (invalid UTF-8 replaced, never thrown on).
+void print_json(const json& j);
+
+// Rows under a header, columns two spaces apart; the last column is not padded.
+void print_table(const std::vector<std::string>& header,
+                 const std::vector<std::vector<std::string>>& rows);
+
+std::string format_local_time(int64_t ms);           // "YYYY-MM-DD HH:MM:SS"; "-" for 0
+std::string format_local_time_ms(int64_t ms);        // ... with ".mmm"
+std::string format_duration(int64_t ms);             // "850ms", "12.3s", "4m05s", "2h03m"
+std::string format_ago(int64_t ms, int64_t now_ms);  // "3s ago", "5m ago"; "never" for 0
+std::string format_bytes(uint64_t bytes);            // "512 MiB", "4.7 GiB"
+std::string or_dash(const std::string& s);
+
+// --- wire structs as JSON, one member per field under its wire name ---
+
+template <class T>
+json wire_json(const T& v);
+
+namespace detail {
+template <class T>
+struct is_vector : std::false_type {};
+template <class T>
+struct is_vector<std::vector<T>> : std::true_type {};
+double float_for_json(float f);  // 0.8f as 0.8, not 0.800000011920929
+
+struct json_writer {
+  json& j;
+  template <class U>
+  void operator()(const char* name, U& u) {
+    j[name] = wire_json(u);
+  }
+  template <class U>
+  void optional(const char* name, U& u) {
+    j[name] = wire_json(u);
+  }
+};
+}  // namespace detail
+
+template <class T>
+json wire_json(const T& v) {
+  if constexpr (std::is_same_v<T, wire::job_state>) {
+    return std::string(wire::job_state_name(v));
+  } else if constexpr (std::is_same_v<T, wire::error_code>) {
+    return std::string(wire::error_code_name(v));
+  } else if constexpr (std::is_same_v<T, float>) {
+    return detail::float_for_json(v);
+  } else if constexpr (std::is_arithmetic_v<T> || std::is_same_v<T, std::string>) {
+    return v;
+  } else if constexpr (detail::is_vector<T>::value) {
+    json a = json::array();
+    for (const auto& item : v) a.push_back(wire_json(item));
+    return a;
+  } else {
+    json j = json::object();
+    detail::json_writer w{j};
+    // fields() is not const (one list serves encoding and decoding); the writer only reads.
+    const_cast<T&>(v).fields(w);
+    return j;
+  }
+}
+
+// A broker event as a JSON line object: {"event": name, fields...}.
+template <class T>
+json event_json(const char* name, const T& v) {
+  json j = {{"event", name}};
+  const json fields = wire_json(v);
+  for (auto it = fields.begin(); it != fields.end(); ++it) j[it.key()] = it.value();
+  return j;
+}
+
+}  // namespace hearth::cli

@@ -1,0 +1,65 @@
+// The CLI's side of the client protocol (schema/messages.h): one DEALER socket to the broker,
+// requests matched to their replies by request_id, and job events kept in arrival order for the
+// command that streams them. One broker_client per command; it belongs to one thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <zmq.hpp>
+
+#include "common/zmq-io.h"
+
+namespace hearth::cli {
+
+inline constexpr std::string_view broker_endpoint_default = "tcp://127.0.0.1:5555";
+
+// The broker to talk to: `flag` (--broker) when set, else $HEARTH_BROKER, else the default.
+std::string broker_endpoint(std::string_view flag);
+
+class broker_client {
+ public:
+  broker_client(std::string endpoint, std::chrono::milliseconds timeout = std::chrono::seconds(5));
+
+  const std::string& endpoint() const { return endpoint_; }
+
+  // Sends `req` under a fresh request_id and returns the broker's Reply to it. Throws
+  // std::runtime_error with the broker's message on error_reply, and when no reply comes within
+  // the timeout. Job events that arrive meanwhile are kept for next_event().
+  template <class Reply, class Request>
+  Reply request(Request req) {
+    req.request_id = next_request_id_++;
+    send_request(Request::cmd, wire::encode(req));
+    const net::received msg = await_reply(Reply::cmd, req.request_id);
+    auto r = wire::decode<Reply>(msg.views()[2]);
+    if (!r) throw_malformed(Reply::cmd, r.message());
+    return std::move(r).value();
+  }
+
+  // The next job event (job_queued, job_running, job_tokens, job_restarted, job_done, or an
+  // error_reply not answering a request), waiting up to `timeout`; nullopt when none came. The
+  // message's envelope has been checked: views() are [signature][command][body].
+  std::optional<net::received> next_event(std::chrono::milliseconds timeout);
+
+ private:
+  void send_request(wire::command cmd, std::string body);
+  // Receives until the reply of type `cmd` to `request_id` arrives; see request().
+  net::received await_reply(wire::command cmd, uint64_t request_id);
+  // One message with a valid envelope, or nullopt when none came before `deadline`.
+  std::optional<net::received> receive(net::steady::time_point deadline);
+  [[noreturn]] void throw_malformed(wire::command cmd, const std::string& why) const;
+  [[noreturn]] void throw_timeout() const;
+
+  std::string endpoint_;
+  std::chrono::milliseconds timeout_;
+  uint64_t next_request_id_;
+  zmq::context_t ctx_;
+  zmq::socket_t socket_;
+  std::deque<net::received> events_;
+};
+
+}  // namespace hearth::cli

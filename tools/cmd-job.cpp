@@ -1,0 +1,181 @@
+// hearth job: everything the broker recorded about one job: its summary, parameters, prompt,
+// timeline of events, timings and output.
+#include <cstdio>
+#include <map>
+
+#include "common/zmq-io.h"
+#include "tools/broker-cli.h"
+#include "tools/commands.h"
+
+namespace hearth::cli {
+namespace {
+
+struct job_options {
+  std::string broker;
+  uint64_t job_id = 0;
+  bool json = false;
+};
+
+// Times derived from the record; negative when not known (yet).
+struct job_timings {
+  int64_t queue_wait_ms = -1;     // created -> started (of the last attempt)
+  int64_t run_ms = -1;            // started -> finished, or -> now while running
+  double tokens_per_second = -1;  // generated tokens over run_ms (prompt processing included)
+  bool running = false;
+};
+
+job_timings timings_of(const wire::job_summary& s, int64_t now_ms) {
+  job_timings t;
+  if (s.started_ms > 0 && s.created_ms > 0) t.queue_wait_ms = s.started_ms - s.created_ms;
+  if (s.started_ms > 0) {
+    t.running = s.finished_ms <= 0;
+    t.run_ms = (t.running ? now_ms : s.finished_ms) - s.started_ms;
+  }
+  if (t.run_ms > 0 && s.n_gen > 0) t.tokens_per_second = s.n_gen * 1000.0 / double(t.run_ms);
+  return t;
+}
+
+std::string float_text(float f) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", double(f));
+  return buf;
+}
+
+// A text block indented under its heading, so that it stands apart from the fields.
+void print_block(const char* heading, const std::string& text) {
+  std::printf("%s\n", heading);
+  std::string out = "  ";
+  for (char c : text) {
+    out += c;
+    if (c == '\n') out += "  ";
+  }
+  std::printf("%s\n", out.c_str());
+}
+
+void print_detail(const wire::job_detail& d, const job_timings& t) {
+  const auto& s = d.summary;
+  const auto& p = d.params;
+  auto field = [](const char* name, const std::string& value) {
+    std::printf("  %-13s %s\n", name, value.c_str());
+  };
+  std::printf("job %llu\n", static_cast<unsigned long long>(s.job_id));
+  std::string state(wire::job_state_name(s.state));
+  if (!s.stop_reason.empty()) state += " (" + s.stop_reason + ")";
+  field("state", state);
+  if (!s.error.empty()) field("error", s.error);
+  field("model", s.model);
+  field("priority", std::to_string(s.priority));
+  field("node", or_dash(s.node));
+  field("attempts", std::to_string(s.attempts));
+  field("created", format_local_time_ms(s.created_ms));
+  field("started", format_local_time_ms(s.started_ms));
+  field("finished", format_local_time_ms(s.finished_ms));
+  field("tokens",
+        "prompt " + std::to_string(s.n_prompt) + ", generated " + std::to_string(s.n_gen));
+  field("queue wait", t.queue_wait_ms >= 0 ? format_duration(t.queue_wait_ms) : "-");
+  field("run time", t.run_ms >= 0 ? format_duration(t.run_ms) + (t.running ? " so far" : "") : "-");
+  if (t.tokens_per_second >= 0) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.1f tokens/s (generated / run time)", t.tokens_per_second);
+    field("speed", buf);
+  }
+
+  std::string stops;
+  for (const auto& st : p.stop)
+    stops +=
+        (stops.empty() ? "" : ", ") + json(st).dump(-1, ' ', false, json::error_handler_t::replace);
+  std::printf("params\n");
+  field("max_tokens", std::to_string(p.max_tokens));
+  field("temperature", float_text(p.temperature));
+  field("top_k", std::to_string(p.top_k));
+  field("top_p", float_text(p.top_p));
+  field("min_p", float_text(p.min_p));
+  field("repeat_penalty", float_text(p.repeat_penalty));
+  field("repeat_last_n", std::to_string(p.repeat_last_n));
+  field("seed", std::to_string(p.seed));
+  field("stop", stops.empty() ? "-" : stops);
+
+  if (d.messages.empty()) {
+    print_block("prompt", d.prompt);
+  } else {
+    std::printf("messages\n");
+    for (const auto& m : d.messages) print_block(("  [" + m.role + "]").c_str(), m.content);
+  }
+
+  // Per attempt: where it ran and how it ended, from the events that name a node.
+  struct attempt_span {
+    std::string node;
+    int64_t first_ms = 0, last_ms = 0;
+    std::string last_event, detail;
+  };
+  std::map<uint32_t, attempt_span> attempts;
+  for (const auto& e : d.events) {
+    if (e.node.empty()) continue;
+    auto [it, fresh] = attempts.try_emplace(e.attempt);
+    auto& a = it->second;
+    if (fresh) {
+      a.node = e.node;
+      a.first_ms = e.time_ms;
+    }
+    a.last_ms = e.time_ms;
+    a.last_event = e.event;
+    a.detail = e.detail;
+  }
+  if (!attempts.empty()) {
+    std::printf("attempts\n");
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& [n, a] : attempts) {
+      rows.push_back({"  " + std::to_string(n), a.node, format_local_time_ms(a.first_ms),
+                      format_duration(a.last_ms - a.first_ms),
+                      a.last_event + (a.detail.empty() ? "" : ": " + a.detail)});
+    }
+    print_table({"  ATTEMPT", "NODE", "FIRST EVENT", "SPAN", "LAST EVENT"}, rows);
+  }
+
+  std::printf("events\n");
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& e : d.events) {
+    rows.push_back({"  " + format_local_time_ms(e.time_ms),
+                    s.created_ms > 0 ? "+" + format_duration(e.time_ms - s.created_ms) : "",
+                    e.event, std::to_string(e.attempt), or_dash(e.node), e.detail});
+  }
+  print_table({"  TIME", "SINCE", "EVENT", "ATTEMPT", "NODE", "DETAIL"}, rows);
+
+  print_block("output", d.output);
+  std::fflush(stdout);
+}
+
+int show_job(const job_options& o) {
+  broker_client client(broker_endpoint(o.broker));
+  wire::get_job req;
+  req.job_id = o.job_id;
+  const auto reply = client.request<wire::job_reply>(req);
+  const auto t = timings_of(reply.job.summary, net::wall_ms());
+  if (o.json) {
+    json j = wire_json(reply.job);
+    json tj = json::object();
+    tj["queue_wait_ms"] = t.queue_wait_ms >= 0 ? json(t.queue_wait_ms) : json(nullptr);
+    tj["run_ms"] = t.run_ms >= 0 ? json(t.run_ms) : json(nullptr);
+    tj["running"] = t.running;
+    tj["tokens_per_second"] = t.tokens_per_second >= 0 ? json(t.tokens_per_second) : json(nullptr);
+    j["timings"] = tj;
+    print_json(j);
+    return 0;
+  }
+  print_detail(reply.job, t);
+  return 0;
+}
+
+}  // namespace
+
+action add_job(CLI::App& app) {
+  auto o = std::make_shared<job_options>();
+  CLI::App* cmd = app.add_subcommand(
+      "job", "Show one job: state, parameters, prompt, events, timings and output");
+  cmd->add_option("id", o->job_id, "Job id")->required();
+  cmd->add_flag("--json", o->json, "The whole record as one JSON object, with \"timings\"");
+  add_broker_option(cmd, o->broker);
+  return [o] { return show_job(*o); };
+}
+
+}  // namespace hearth::cli

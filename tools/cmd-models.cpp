@@ -1,0 +1,58 @@
+// hearth models: the models the nodes serve, where they are loaded, and their queues.
+#include <algorithm>
+#include <cstdio>
+
+#include "tools/broker-cli.h"
+#include "tools/commands.h"
+
+namespace hearth::cli {
+namespace {
+
+struct models_options {
+  std::string broker;
+  bool json = false;
+};
+
+// Node names, '*' after those with the model loaded.
+std::string nodes_text(const wire::model_summary& m) {
+  std::string s;
+  for (const auto& n : m.nodes) {
+    const bool loaded = std::find(m.loaded_on.begin(), m.loaded_on.end(), n) != m.loaded_on.end();
+    s += (s.empty() ? "" : ", ") + n + (loaded ? "*" : "");
+  }
+  return or_dash(s);
+}
+
+int models(const models_options& o) {
+  broker_client client(broker_endpoint(o.broker));
+  const auto reply = client.request<wire::models_reply>(wire::list_models{});
+  if (o.json) {
+    print_json(wire_json(reply.models));
+    return 0;
+  }
+  if (reply.models.empty()) {
+    std::fprintf(stderr, "no models\n");
+    return 0;
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& m : reply.models) {
+    rows.push_back({m.name, or_dash(m.architecture), or_dash(m.quantization),
+                    format_bytes(m.size_bytes), std::to_string(m.context_length), nodes_text(m),
+                    std::to_string(m.queued)});
+  }
+  print_table({"NAME", "ARCH", "QUANT", "SIZE", "CTX", "NODES", "QUEUED"}, rows);
+  return 0;
+}
+
+}  // namespace
+
+action add_models(CLI::App& app) {
+  auto o = std::make_shared<models_options>();
+  CLI::App* cmd = app.add_subcommand(
+      "models", "List models: architecture, size, the online nodes serving them (* = loaded)");
+  cmd->add_flag("--json", o->json, "A JSON array of model summaries (every field)");
+  add_broker_option(cmd, o->broker);
+  return [o] { return models(*o); };
+}
+
+}  // namespace hearth::cli

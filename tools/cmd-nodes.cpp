@@ -1,0 +1,70 @@
+// hearth nodes: the nodes the broker knows, their hardware and models.
+#include <cstdio>
+
+#include "common/zmq-io.h"
+#include "tools/broker-cli.h"
+#include "tools/commands.h"
+
+namespace hearth::cli {
+namespace {
+
+struct nodes_options {
+  std::string broker;
+  bool json = false;
+};
+
+std::string gpus_text(const std::vector<wire::gpu_info>& gpus) {
+  std::string s;
+  for (const auto& g : gpus) {
+    s += (s.empty() ? "" : ", ") + g.name + " (" + g.backend + ", " + format_bytes(g.memory_total) +
+         ")";
+  }
+  return or_dash(s);
+}
+
+std::string models_text(const std::vector<wire::model_info>& models) {
+  std::string loaded;
+  for (const auto& m : models) {
+    if (m.loaded) loaded += (loaded.empty() ? "" : ", ") + m.name;
+  }
+  return std::to_string(models.size()) + (loaded.empty() ? "" : " (loaded: " + loaded + ")");
+}
+
+int nodes(const nodes_options& o) {
+  broker_client client(broker_endpoint(o.broker));
+  const auto reply = client.request<wire::nodes_reply>(wire::list_nodes{});
+  if (o.json) {
+    print_json(wire_json(reply.nodes));
+    return 0;
+  }
+  if (reply.nodes.empty()) {
+    std::fprintf(stderr, "no nodes\n");
+    return 0;
+  }
+  const int64_t now = net::wall_ms();
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& n : reply.nodes) {
+    const auto& hw = n.hardware;
+    rows.push_back({n.name, n.online ? "online" : "offline", n.engine,
+                    std::to_string(n.running) + "/" + std::to_string(n.slots),
+                    or_dash(hw.cpu_model) + " (" + std::to_string(hw.cpu_threads) + " threads)",
+                    format_bytes(hw.memory_total), gpus_text(hw.gpus), models_text(n.models),
+                    n.online ? "now" : format_ago(n.last_seen_ms, now)});
+  }
+  print_table({"NAME", "STATE", "ENGINE", "SLOTS", "CPU", "RAM", "GPUS", "MODELS", "LAST SEEN"},
+              rows);
+  return 0;
+}
+
+}  // namespace
+
+action add_nodes(CLI::App& app) {
+  auto o = std::make_shared<nodes_options>();
+  CLI::App* cmd = app.add_subcommand(
+      "nodes", "List nodes: state, engine, slots (running/slots), CPU, RAM, GPUs, models");
+  cmd->add_flag("--json", o->json, "A JSON array of node summaries (every field)");
+  add_broker_option(cmd, o->broker);
+  return [o] { return nodes(*o); };
+}
+
+}  // namespace hearth::cli

@@ -1,0 +1,110 @@
+// hearth submit: queue a generation on the broker; print its job id, or stream its text.
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <iterator>
+#include <stdexcept>
+
+#include "engine/sampler.h"
+#include "tools/broker-cli.h"
+#include "tools/commands.h"
+
+namespace hearth::cli {
+namespace {
+
+struct submit_options {
+  std::string broker;
+  std::string model;
+  std::string text;
+  wire::job_params params;  // its defaults are the CLI's
+  int32_t priority = 0;
+  bool wait_model = false;
+  bool stream = false;
+  CLI::Option* stream_flag = nullptr;  // given or not: the default depends on stdout
+  CLI::Option* text_arg = nullptr;
+  CLI::Option* prompt_flag = nullptr;
+  bool json = false;
+};
+
+int submit(submit_options& o) {
+  const auto& p = o.params;
+  if (o.text_arg->count() + o.prompt_flag->count() == 0) {
+    throw std::runtime_error("no prompt: hearth submit -m MODEL TEXT (or -p TEXT, or - for stdin)");
+  }
+  if (p.max_tokens < 0) throw std::runtime_error("-n must not be negative");
+  // The broker checks too; checking here names the flag before a round trip.
+  sampler_params sp;
+  sp.temperature = p.temperature;
+  sp.top_k = p.top_k;
+  sp.top_p = p.top_p;
+  sp.min_p = p.min_p;
+  sp.repeat_penalty = p.repeat_penalty;
+  sp.repeat_last_n = p.repeat_last_n;
+  if (auto msg = sampler_params_check(sp); !msg.empty()) throw std::runtime_error(msg);
+  if (o.text == "-") {
+    o.text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  }
+  // JSON lines are for programs, which want the events, not just the id; a person at a
+  // terminal wants the text.
+  const bool stream = o.stream_flag->count() > 0 ? o.stream : (o.json || isatty(STDOUT_FILENO));
+
+  wire::submit s;
+  s.model = o.model;
+  s.prompt = o.text;
+  s.params = o.params;
+  s.priority = o.priority;
+  s.wait_model = o.wait_model;
+  s.watch = stream;
+  broker_client client(broker_endpoint(o.broker));
+  const auto a = client.request<wire::accepted>(s);
+  if (o.json) {
+    print_json({{"event", "accepted"}, {"job_id", a.job_id}, {"position", a.position}});
+  } else if (!stream) {
+    std::printf("%llu\n", static_cast<unsigned long long>(a.job_id));
+  }
+  if (!stream) return 0;
+  return follow_job(client, a.job_id, o.json, a.position);
+}
+
+}  // namespace
+
+action add_submit(CLI::App& app) {
+  auto o = std::make_shared<submit_options>();
+  auto& p = o->params;
+  CLI::App* cmd = app.add_subcommand(
+      "submit", "Queue a generation on the broker; print its job id or stream its text");
+  cmd->add_option("-m,--model", o->model, "Model name (as `hearth models` lists it)")->required();
+  cmd->add_option("-n,--n-predict", p.max_tokens, "Tokens to generate at most")
+      ->capture_default_str();
+  cmd->add_option("--priority", o->priority, "Higher runs first")->capture_default_str();
+  cmd->add_option("--temp", p.temperature, "Temperature; 0 = greedy")->capture_default_str();
+  cmd->add_option("--top-k", p.top_k, "Keep the k most likely tokens; 0 = off")
+      ->capture_default_str();
+  cmd->add_option("--top-p", p.top_p, "Nucleus sampling threshold; 1 = off")->capture_default_str();
+  cmd->add_option("--min-p", p.min_p, "Drop tokens below min-p × the top probability")
+      ->capture_default_str();
+  cmd->add_option("--repeat-penalty", p.repeat_penalty, "Penalty for repeated tokens; 1 = off")
+      ->capture_default_str();
+  cmd->add_option("--repeat-last-n", p.repeat_last_n, "Window of the penalty")
+      ->capture_default_str();
+  cmd->add_option("--seed", p.seed,
+                  "Random seed (default: chosen by the broker, the same for every attempt)");
+  cmd->add_option("--stop", p.stop, "Stop before this text (repeatable)");
+  cmd->add_flag("--wait-model", o->wait_model,
+                "Accept a model that no node has advertised yet and wait for one");
+  o->stream_flag =
+      cmd->add_flag("--stream,!--no-stream", o->stream,
+                    "Stream the text instead of printing the job id (default: when stdout is "
+                    "a terminal, or with --json)");
+  cmd->add_flag("--json", o->json,
+                "JSON lines: accepted, then (streaming) queued/running/tokens/restarted/done");
+  add_broker_option(cmd, o->broker);
+  // -p as in `hearth run`, or the text as the last argument.
+  o->prompt_flag = cmd->add_option("-p,--prompt", o->text, "Prompt text; - reads it from stdin");
+  o->text_arg = cmd->add_option("text", o->text, "Prompt text (instead of -p)");
+  o->text_arg->excludes(o->prompt_flag);
+  return [o] { return submit(*o); };
+}
+
+}  // namespace hearth::cli

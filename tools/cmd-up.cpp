@@ -1,0 +1,98 @@
+// hearth up: a broker and a node in one process, with defaults that need no configuration file;
+// the quickest way to a working service on one machine. Runs until Ctrl-C.
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "broker/broker.h"
+#include "node/node.h"
+#include "tools/commands.h"
+
+namespace hearth::cli {
+namespace {
+
+std::atomic<bool> g_stop{false};
+void on_signal(int) {
+  g_stop = true;
+}
+
+// $XDG_DATA_HOME/hearth, else ~/.local/share/hearth.
+std::string data_dir() {
+  if (const char* x = std::getenv("XDG_DATA_HOME"); x && *x) return std::string(x) + "/hearth";
+  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.local/share/hearth";
+  return ".";
+}
+
+}  // namespace
+
+action add_up(CLI::App& app) {
+  auto* cmd = app.add_subcommand("up", "Run a broker and a node on this machine until Ctrl-C");
+  struct options {
+    std::string models, bind = "tcp://127.0.0.1:5555", db, name, engine = "cpu";
+    uint32_t slots = 2;
+    int32_t threads = 0;
+  };
+  auto o = std::make_shared<options>();
+  cmd->add_option("--models", o->models, "directory of GGUF models to serve")->required();
+  cmd->add_option("--bind", o->bind, "broker endpoint")->capture_default_str();
+  cmd->add_option("--db", o->db, "job database (default: <data dir>/hearth/hearth.db)");
+  cmd->add_option("--name", o->name, "node name (default: the hostname)");
+  cmd->add_option("--slots", o->slots, "jobs the node runs at once")->capture_default_str();
+  cmd->add_option("--engine", o->engine, "cpu, or null for fake tokens")->capture_default_str();
+  cmd->add_option("-t,--threads", o->threads, "CPU threads (default: all cores)");
+  return [o]() {
+    if (o->db.empty()) {
+      const std::string dir = data_dir();
+      std::filesystem::create_directories(dir);
+      o->db = dir + "/hearth.db";
+    }
+    spdlog::set_default_logger(spdlog::stderr_color_mt("hearth"));  // stdout is for output
+    spdlog::set_pattern("%H:%M:%S.%e %^%l%$ %v");
+    broker::broker_config bc;
+    bc.bind = o->bind;
+    bc.db = o->db;
+    auto store = broker::job_store::open(bc.db);
+    if (!store) throw std::runtime_error(store.message());
+
+    node::node_config nc;
+    nc.broker = o->bind;
+    nc.models_dir = o->models;
+    nc.name = o->name;
+    nc.slots = o->slots;
+    nc.engine = o->engine;
+    nc.threads = o->threads;
+    node::node_daemon node(nc);  // scans the models directory; throws on a bad one
+
+    std::signal(SIGINT, on_signal);
+    std::signal(SIGTERM, on_signal);
+    broker::broker b(bc, std::move(store.value()));
+    std::atomic<bool> broker_stop{false};
+    std::exception_ptr broker_error;
+    std::thread broker_thread([&] {
+      try {
+        b.run(broker_stop);
+      } catch (...) {
+        broker_error = std::current_exception();
+        g_stop = true;
+      }
+    });
+    while (!b.bound() && !broker_error) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (!broker_error) {
+      std::fprintf(stderr, "hearth up: broker on %s, database %s, node serving %s; Ctrl-C stops\n",
+                   o->bind.c_str(), o->db.c_str(), o->models.c_str());
+    }
+    const int rc = broker_error ? 1 : node.run(g_stop);
+    // The node said goodbye (its jobs handed back); now the broker may stop.
+    broker_stop = true;
+    broker_thread.join();
+    if (broker_error) std::rethrow_exception(broker_error);
+    return rc;
+  };
+}
+
+}  // namespace hearth::cli

@@ -1,0 +1,244 @@
+#include "tools/stream-view.h"
+
+#include <algorithm>
+
+#include "schema/codec.h"
+
+namespace hearth::cli {
+
+std::string_view chunk_verdict_name(chunk_verdict v) {
+  switch (v) {
+    case chunk_verdict::append:
+      return "append";
+    case chunk_verdict::restate:
+      return "restate";
+    case chunk_verdict::duplicate:
+      return "duplicate";
+    case chunk_verdict::old_attempt:
+      return "old_attempt";
+  }
+  return "unknown";
+}
+
+bool stream_order::begin_attempt(uint32_t attempt) {
+  if (int64_t(attempt) <= attempt_) return false;
+  attempt_ = attempt;
+  next_seq_ = 0;
+  return true;
+}
+
+chunk_verdict stream_order::accept(const wire::job_tokens& c) {
+  if (int64_t(c.attempt) < attempt_) return chunk_verdict::old_attempt;
+  begin_attempt(c.attempt);
+  const uint64_t end = c.seq + c.n_tokens;
+  if (c.seq >= next_seq_) {
+    if (c.seq > next_seq_) ++gaps_;
+    next_seq_ = end;
+    return chunk_verdict::append;
+  }
+  // A chunk that overlaps what we have can only be used when it starts at 0, where its text is
+  // known to begin with the text we already have; other overlaps cannot be split by token.
+  if (c.seq == 0 && end > next_seq_) {
+    next_seq_ = end;
+    return chunk_verdict::restate;
+  }
+  return chunk_verdict::duplicate;
+}
+
+stream_view::stream_view(uint64_t job_id, write_fn out, write_fn err, bool terminal)
+    : job_id_(job_id), out_(std::move(out)), err_(std::move(err)), terminal_(terminal) {}
+
+void stream_view::on_queued(const wire::job_queued& e) {
+  if (e.job_id != job_id_ || done()) return;
+  // On the wire, position counts the jobs ahead; people count from 1.
+  status("queued: position " + std::to_string(uint64_t(e.position) + 1));
+}
+
+void stream_view::on_running(const wire::job_running& e) {
+  if (e.job_id != job_id_ || done()) return;
+  begin_attempt(e.attempt, "");
+  if (e.attempt == order_.attempt() && current_.empty()) status("running on " + e.node);
+}
+
+void stream_view::on_tokens(const wire::job_tokens& e) {
+  if (e.job_id != job_id_ || done()) return;
+  begin_attempt(e.attempt, "");
+  switch (order_.accept(e)) {
+    case chunk_verdict::append:
+      append(e.text);
+      break;
+    case chunk_verdict::restate:
+      if (std::string_view(e.text).starts_with(current_)) {
+        append(std::string_view(e.text).substr(current_.size()));
+      } else {
+        current_ = e.text;
+        resync();
+      }
+      break;
+    case chunk_verdict::duplicate:
+    case chunk_verdict::old_attempt:
+      break;
+  }
+}
+
+void stream_view::on_restarted(const wire::job_restarted& e) {
+  if (e.job_id != job_id_ || done()) return;
+  begin_attempt(e.attempt, e.reason);
+}
+
+void stream_view::on_done(const wire::job_done& e) {
+  if (e.job_id != job_id_ || done()) return;
+  clear_status();
+  // The last attempt ended short of what an earlier one showed: the screen says more than the
+  // job's output, so the reader must be told, as for any other difference.
+  if (e.state == wire::job_state::completed && e.attempt == order_.attempt() &&
+      current_.size() < shown_.size()) {
+    diverge();
+  }
+  if (!at_line_start_) print("\n");
+  final_ = e;
+  const std::string job = "job " + std::to_string(job_id_);
+  switch (e.state) {
+    case wire::job_state::completed:
+      if (terminal_) {
+        err_("[" + job + ": prompt " + std::to_string(e.n_prompt) + " tokens | generated " +
+             std::to_string(e.n_gen) + " tokens | " + e.stop_reason + "]\n");
+      }
+      break;
+    case wire::job_state::failed:
+      err_("hearth: error: " + job + " failed: " + e.error + "\n");
+      break;
+    case wire::job_state::cancelled:
+      err_("hearth: " + job + " was cancelled\n");
+      break;
+    default:
+      err_("hearth: error: " + job + " ended in state " +
+           std::string(wire::job_state_name(e.state)) + "\n");
+      break;
+  }
+}
+
+void stream_view::on_final(const wire::job_summary& s, const std::string& output) {
+  if (s.job_id != job_id_ || done()) return;
+  if (std::string_view(output).starts_with(current_)) {
+    append(std::string_view(output).substr(current_.size()));
+  } else {
+    current_ = output;
+    resync();
+  }
+  wire::job_done d;
+  d.job_id = s.job_id;
+  d.attempt = order_.attempt();
+  d.state = s.state;
+  d.stop_reason = s.stop_reason;
+  d.error = s.error;
+  d.n_prompt = s.n_prompt;
+  d.n_gen = s.n_gen;
+  on_done(d);
+}
+
+namespace {
+template <class M, class F>
+result<void> decode_to(std::string_view body, F&& handle) {
+  auto m = wire::decode<M>(body);
+  if (!m) return error{std::string(wire::command_name(M::cmd)) + ": " + m.message()};
+  handle(*m);
+  return {};
+}
+}  // namespace
+
+result<void> stream_view::feed(wire::command cmd, std::string_view body) {
+  switch (cmd) {
+    case wire::command::job_queued:
+      return decode_to<wire::job_queued>(body, [&](auto& m) { on_queued(m); });
+    case wire::command::job_running:
+      return decode_to<wire::job_running>(body, [&](auto& m) { on_running(m); });
+    case wire::command::job_tokens:
+      return decode_to<wire::job_tokens>(body, [&](auto& m) { on_tokens(m); });
+    case wire::command::job_restarted:
+      return decode_to<wire::job_restarted>(body, [&](auto& m) { on_restarted(m); });
+    case wire::command::job_done:
+      return decode_to<wire::job_done>(body, [&](auto& m) { on_done(m); });
+    default:
+      return {};
+  }
+}
+
+int stream_view::exit_code() const {
+  return final_ && final_->state == wire::job_state::completed ? 0 : 1;
+}
+
+void stream_view::begin_attempt(uint32_t attempt, std::string reason) {
+  const bool had_one = order_.started();
+  if (!order_.begin_attempt(attempt)) {
+    // job_restarted after the new attempt's first chunk: keep the reason for the notice.
+    if (attempt == order_.attempt() && !reason.empty()) restart_reason_ = std::move(reason);
+    return;
+  }
+  restarted_ = restarted_ || had_one;
+  restart_reason_ = std::move(reason);
+  current_.clear();
+}
+
+void stream_view::append(std::string_view text) {
+  const size_t start = current_.size();
+  current_ += text;
+  if (start < shown_.size()) {
+    const size_t n = std::min(text.size(), shown_.size() - start);
+    if (std::string_view(shown_).substr(start, n) != text.substr(0, n)) {
+      diverge();
+      return;
+    }
+  }
+  if (current_.size() > shown_.size()) {
+    const std::string_view extra = std::string_view(current_).substr(shown_.size());
+    shown_ += extra;
+    print(extra);
+  }
+}
+
+void stream_view::resync() {
+  const size_t n = std::min(current_.size(), shown_.size());
+  if (std::string_view(shown_).substr(0, n) != std::string_view(current_).substr(0, n)) {
+    diverge();
+    return;
+  }
+  if (current_.size() > shown_.size()) {
+    const std::string_view extra = std::string_view(current_).substr(shown_.size());
+    shown_ += extra;
+    print(extra);
+  }
+}
+
+void stream_view::diverge() {
+  clear_status();
+  if (!at_line_start_) print("\n");
+  const std::string reason =
+      restart_reason_.empty() ? "attempt " + std::to_string(order_.attempt()) : restart_reason_;
+  err_("[hearth: job " + std::to_string(job_id_) + " restarted on another node (" + reason +
+       "); output from here is the new attempt]\n");
+  shown_ = current_;
+  print(current_);
+}
+
+void stream_view::print(std::string_view text) {
+  if (text.empty()) return;
+  clear_status();
+  out_(text);
+  at_line_start_ = text.back() == '\n';
+}
+
+void stream_view::status(const std::string& line) {
+  // Only on a line of its own: "\r" would otherwise overwrite text the job already printed.
+  if (!terminal_ || !at_line_start_) return;
+  err_("\r" + line + "\x1b[K");
+  status_shown_ = true;
+}
+
+void stream_view::clear_status() {
+  if (!status_shown_) return;
+  err_("\r\x1b[K");
+  status_shown_ = false;
+}
+
+}  // namespace hearth::cli

@@ -1,0 +1,104 @@
+// Turns one job's event stream (job_queued, job_running, job_tokens, job_restarted, job_done)
+// into the text a user sees, without sockets so that it can be tested alone.
+//
+// A job may run several attempts (its node died, or handed it back). Each attempt numbers its
+// chunks from seq 0; stream_order keeps the newest attempt and the next expected seq, and drops
+// chunks of older attempts and repeated chunks. When a new attempt starts after text has been
+// shown, the new attempt usually reproduces it (the broker fixes the seed at submit), so the view
+// prints only what goes beyond what is already on screen; if the new text differs, it says so on
+// stderr and prints the new attempt from its start.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "common/result.h"
+#include "schema/messages.h"
+
+namespace hearth::cli {
+
+// What to do with a job_tokens chunk.
+enum class chunk_verdict {
+  append,       // the next text of the current attempt (also after a gap: it is all we get)
+  restate,      // seq 0 and longer than what we have: the attempt's text from its start, as sent
+                // when a watch begins on a running job
+  duplicate,    // seen already
+  old_attempt,  // from an attempt that a newer one replaced
+};
+std::string_view chunk_verdict_name(chunk_verdict v);
+
+class stream_order {
+ public:
+  // Makes `attempt` the current attempt when it is newer than the current one (true if so).
+  bool begin_attempt(uint32_t attempt);
+  // Judges `c` and, unless dropped, moves the expected seq past it. A chunk of a newer attempt
+  // begins that attempt first.
+  chunk_verdict accept(const wire::job_tokens& c);
+  bool started() const { return attempt_ >= 0; }
+  uint32_t attempt() const { return uint32_t(attempt_ < 0 ? 0 : attempt_); }
+  uint64_t next_seq() const { return next_seq_; }
+  uint64_t gaps() const { return gaps_; }  // chunks that skipped ahead (tokens never received)
+
+ private:
+  int64_t attempt_ = -1;
+  uint64_t next_seq_ = 0;
+  uint64_t gaps_ = 0;
+};
+
+class stream_view {
+ public:
+  using write_fn = std::function<void(std::string_view)>;
+
+  // `out` gets the job's text, `err` notices. `terminal`: err is a terminal, so the queue
+  // position and the node may be shown on a status line that the text then replaces.
+  stream_view(uint64_t job_id, write_fn out, write_fn err, bool terminal);
+
+  void on_queued(const wire::job_queued& e);
+  void on_running(const wire::job_running& e);
+  void on_tokens(const wire::job_tokens& e);
+  void on_restarted(const wire::job_restarted& e);
+  void on_done(const wire::job_done& e);
+  // Decodes an event body and passes it on; an error when it does not decode. Other commands
+  // and other jobs' events are ignored.
+  result<void> feed(wire::command cmd, std::string_view body);
+  // The job ended without its job_done reaching us (found by asking the broker): `output` is
+  // the job's whole output, shown like a restated attempt before the end is reported.
+  void on_final(const wire::job_summary& s, const std::string& output);
+
+  bool done() const { return final_.has_value(); }
+  // 0 when the job completed, 1 when it failed or was cancelled (valid once done()).
+  int exit_code() const;
+  const std::optional<wire::job_done>& final_event() const { return final_; }
+  // The current attempt's text as received, and the text shown since the last restart notice.
+  const std::string& attempt_text() const { return current_; }
+  const std::string& shown_text() const { return shown_; }
+
+ private:
+  void begin_attempt(uint32_t attempt, std::string reason);
+  void append(std::string_view text);  // the current attempt's text grows
+  void resync();                       // current_ changed as a whole
+  void diverge();
+  void print(std::string_view text);
+  void status(const std::string& line);
+  void clear_status();
+
+  uint64_t job_id_;
+  write_fn out_;
+  write_fn err_;
+  bool terminal_;
+  stream_order order_;
+  std::string restart_reason_;  // why the current attempt started, when it is a restart
+  bool restarted_ = false;      // the current attempt is not the first one seen
+  // Invariant: current_ is a prefix of shown_. shown_ is what is on screen since the last
+  // restart notice, which the current attempt is expected to reproduce.
+  std::string current_;
+  std::string shown_;
+  bool at_line_start_ = true;  // the last character printed to `out` was a newline (or none)
+  bool status_shown_ = false;
+  std::optional<wire::job_done> final_;
+};
+
+}  // namespace hearth::cli
