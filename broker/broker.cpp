@@ -91,7 +91,7 @@ void broker::run(const std::atomic<bool>& stop) {
     auto wait = std::min({next_tick_, next_flush_, next_positions_}) - net::steady::now();
     auto wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(wait).count();
     wait_ms = std::clamp<int64_t>(wait_ms, 0, 100);
-    zmq::poll(items, 1, std::chrono::milliseconds(wait_ms));
+    net::poll(items, 1, std::chrono::milliseconds(wait_ms));
     turn();
   }
   // Output streamed since the last flush is written before exiting.

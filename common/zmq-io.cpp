@@ -23,7 +23,12 @@ std::vector<std::string_view> received::views() const {
 std::optional<received> try_recv(zmq::socket_t& s, bool router) {
   received r;
   zmq::message_t part;
-  if (!s.recv(part, zmq::recv_flags::dontwait)) return std::nullopt;
+  try {
+    if (!s.recv(part, zmq::recv_flags::dontwait)) return std::nullopt;
+  } catch (const zmq::error_t& e) {
+    if (e.num() == EINTR) return std::nullopt;  // a signal; the caller's loop checks its flag
+    throw;
+  }
   bool first = true;
   while (true) {
     const bool more = part.more();
@@ -55,6 +60,15 @@ bool send_raw(zmq::socket_t& s, std::string_view routing_id, wire::command cmd,
     return true;
   } catch (const zmq::error_t&) {
     return false;
+  }
+}
+
+void poll(zmq::pollitem_t* items, size_t n, std::chrono::milliseconds timeout) {
+  try {
+    zmq::poll(items, n, timeout);
+  } catch (const zmq::error_t& e) {
+    if (e.num() != EINTR) throw;
+    for (size_t i = 0; i < n; ++i) items[i].revents = 0;
   }
 }
 

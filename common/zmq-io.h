@@ -41,6 +41,10 @@ bool send(zmq::socket_t& s, std::string_view routing_id, const M& m) {
   return send_raw(s, routing_id, M::cmd, wire::encode(m));
 }
 
+// zmq::poll that returns (nothing ready) when a signal interrupts it, so that a SIGTERM handler
+// setting a stop flag is seen by the loop instead of surfacing as an exception.
+void poll(zmq::pollitem_t* items, size_t n, std::chrono::milliseconds timeout);
+
 // Milliseconds since the Unix epoch (for records) and a monotonic clock (for timers).
 int64_t wall_ms();
 using steady = std::chrono::steady_clock;

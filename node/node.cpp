@@ -310,7 +310,7 @@ int node_daemon::run(const std::atomic<bool>& stop) {
     }
     zmq::pollitem_t items[] = {{s.sock->handle(), 0, ZMQ_POLLIN, 0},
                                {nullptr, s.events.fd(), ZMQ_POLLIN, 0}};
-    zmq::poll(items, 2, wait);
+    net::poll(items, 2, wait);
     while (auto msg = net::try_recv(*s.sock, false)) s.on_broker_message(*msg);
     if (items[1].revents & ZMQ_POLLIN) s.on_engine_events();
   }

@@ -3,6 +3,10 @@
 // broker; the CPU engine on stories260K where the tokens themselves matter.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <fstream>
 
 #include <map>
 #include <nlohmann/json.hpp>
@@ -356,6 +360,188 @@ TEST_F(cluster_test, malformed_frames_are_dropped_and_everyone_else_is_served) {
   auto hist = client.request<wire::jobs_reply>(wire::list_jobs{0, "", "", 50});
   ASSERT_TRUE(hist);
   EXPECT_EQ(hist->jobs.size(), 1u);
+}
+
+}  // namespace
+}  // namespace hearth
+
+namespace hearth {
+namespace {
+
+// The `hearth` CLI against a live cluster, as a user types it.
+struct cli_result {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+cli_result hearth_cli(const std::string& endpoint, const std::string& args) {
+  const std::string err_file = ::testing::TempDir() + "hearth_cluster_cli_stderr.txt";
+  const std::string cmd =
+      std::string(HEARTH_BIN) + " " + args + " --broker " + endpoint + " 2>" + err_file;
+  cli_result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) r.out.append(buf, n);
+  const int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.err = testing::read_file_text(err_file);
+  return r;
+}
+
+TEST_F(cluster_test, the_cli_submits_streams_and_queries_history) {
+  const auto ref = nlohmann::json::parse(
+      testing::read_file_text(testing::testdata_path("reference/stories260K.json")));
+  const auto& kase = ref["cases"][0];
+  auto broker = c_.start_broker();
+  auto node = c_.start_node("desk", models("m", {"stories260K"}), "cpu", 2);
+  test_client client(c_.endpoint());
+  ASSERT_TRUE(nodes_online(client, 1));
+  const std::string ep = c_.endpoint();
+
+  auto r = hearth_cli(ep, "submit --stream -m stories260K -n 64 --temp 0 '" +
+                              kase["prompt"].get<std::string>() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, kase["greedy_text"].get<std::string>() + "\n");
+
+  r = hearth_cli(ep, "submit --no-stream -m stories260K -n 8 --temp 0 'Once upon'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const uint64_t id = std::stoull(r.out);
+  ASSERT_TRUE(client.wait_final(id));
+
+  r = hearth_cli(ep, "watch " + std::to_string(id) + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"done\""), std::string::npos) << r.out;
+
+  r = hearth_cli(ep, "jobs --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto jobs = nlohmann::json::parse(r.out);
+  ASSERT_EQ(jobs.size(), 2u);
+  EXPECT_EQ(jobs[0]["job_id"], id);
+  EXPECT_EQ(jobs[0]["node"], "desk");
+  EXPECT_EQ(jobs[0]["state"], "completed");
+
+  r = hearth_cli(ep, "jobs --state completed --model stories260K");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("completed"), std::string::npos);
+
+  r = hearth_cli(ep, "job " + std::to_string(id) + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto detail = nlohmann::json::parse(r.out);
+  EXPECT_EQ(detail["summary"]["n_gen"], 8);
+  EXPECT_EQ(detail["events"].size(), 4u);
+
+  r = hearth_cli(ep, "nodes --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto nodes = nlohmann::json::parse(r.out);
+  ASSERT_EQ(nodes.size(), 1u);
+  EXPECT_EQ(nodes[0]["name"], "desk");
+  EXPECT_EQ(nodes[0]["slots"], 2);
+  EXPECT_GT(nodes[0]["hardware"]["cpu_threads"].get<int>(), 0);
+
+  r = hearth_cli(ep, "models");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("stories260K"), std::string::npos);
+  EXPECT_NE(r.out.find("desk*"), std::string::npos) << "loaded on desk: " << r.out;
+
+  r = hearth_cli(ep, "cancel " + std::to_string(id));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("already"), std::string::npos) << r.err;
+
+  r = hearth_cli(ep, "submit -m no-such-model 'hello'");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("no-such-model"), std::string::npos) << r.err;
+}
+
+TEST_F(cluster_test, an_over_long_prompt_fails_the_job_with_a_clear_error) {
+  auto broker = c_.start_broker();
+  auto node = c_.start_node("small", models("m", {"stories260K"}), "cpu", 1);
+  test_client client(c_.endpoint());
+  ASSERT_TRUE(nodes_online(client, 1));
+  std::string prompt;
+  for (int i = 0; i < 3000; ++i) prompt += "once upon a time ";
+  auto acc = client.request<wire::accepted>(job("stories260K", prompt, 8));
+  ASSERT_TRUE(acc);
+  auto d = client.wait_final(acc->job_id);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->summary.state, wire::job_state::failed);
+  EXPECT_NE(d->summary.error.find("prompt has"), std::string::npos) << d->summary.error;
+  EXPECT_EQ(d->summary.attempts, 1u) << "a job the model cannot take is not retried elsewhere";
+  // The node is fine and serves the next job.
+  auto ok = client.request<wire::accepted>(job("stories260K", "Once upon a time", 4));
+  ASSERT_TRUE(ok);
+  auto d2 = client.wait_final(ok->job_id);
+  ASSERT_TRUE(d2);
+  EXPECT_EQ(d2->summary.state, wire::job_state::completed);
+}
+
+TEST_F(cluster_test, a_waiting_client_hears_its_queue_position) {
+  auto broker = c_.start_broker();
+  auto node =
+      c_.start_node("one", models("m", {"alpha"}), "null", 1, {"--null-tokens-per-s", "100"});
+  test_client client(c_.endpoint());
+  ASSERT_TRUE(nodes_online(client, 1));
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE(client.request<wire::accepted>(job("alpha", "ahead", 10)));
+  auto s = job("alpha", "last", 2);
+  s.watch = true;
+  auto acc = client.request<wire::accepted>(s);
+  ASSERT_TRUE(acc);
+  EXPECT_EQ(acc->position, 2u) << "two jobs wait ahead of it (one runs)";
+  std::vector<uint32_t> positions;
+  auto out = client.follow(acc->job_id);
+  (void)out;
+  // follow() consumed the events; ask again from a second watcher on a fresh job instead.
+  auto s2 = job("alpha", "later", 2);
+  s2.watch = true;
+  for (int i = 0; i < 2; ++i)
+    ASSERT_TRUE(client.request<wire::accepted>(job("alpha", "ahead", 10)));
+  auto acc2 = client.request<wire::accepted>(s2);
+  ASSERT_TRUE(acc2);
+  while (auto ev = client.next_event(3s)) {
+    if (ev->cmd == wire::command::job_queued) {
+      auto q = wire::decode<wire::job_queued>(ev->body);
+      if (q && q->job_id == acc2->job_id) positions.push_back(q->position);
+    }
+    if (ev->cmd == wire::command::job_running) break;
+  }
+  ASSERT_FALSE(positions.empty());
+  EXPECT_EQ(positions.back(), 0u);
+  EXPECT_TRUE(std::is_sorted(positions.rbegin(), positions.rend())) << "positions only fall";
+}
+
+TEST_F(cluster_test, sigterm_on_a_node_finishes_or_hands_back_its_jobs) {
+  auto broker = c_.start_broker();
+  const auto dir = models("m", {"alpha"});
+  std::ofstream(c_.dir().file("n.yaml")) << "drain_timeout_ms: 1500\n";
+  auto leaving = c_.start_node("leaving", dir, "null", 2,
+                               {"--null-tokens-per-s", "20", "--config", c_.dir().file("n.yaml")});
+  test_client client(c_.endpoint());
+  ASSERT_TRUE(nodes_online(client, 1));
+  auto a = client.request<wire::accepted>(job("alpha", "short", 4));   // finishes in the drain
+  auto b = client.request<wire::accepted>(job("alpha", "long", 400));  // is handed back
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(wait_until([&] {
+    auto d = client.request<wire::job_reply>(wire::get_job{0, b->job_id});
+    return d && d->job.summary.n_gen >= 1;
+  }));
+  leaving.signal(SIGTERM);
+  EXPECT_EQ(leaving.wait(10s), 0) << leaving.log();
+  auto da = client.wait_final(a->job_id, 5s);
+  ASSERT_TRUE(da);
+  EXPECT_EQ(da->summary.state, wire::job_state::completed);
+  EXPECT_EQ(da->summary.attempts, 1u);
+  auto staying = c_.start_node("staying", dir, "null", 1, {"--null-tokens-per-s", "0"});
+  auto db = client.wait_final(b->job_id);
+  ASSERT_TRUE(db);
+  EXPECT_EQ(db->summary.state, wire::job_state::completed);
+  EXPECT_EQ(db->summary.node, "staying");
+  EXPECT_EQ(db->summary.attempts, 2u);
+  bool handed_back = false;
+  for (const auto& e : db->events) {
+    handed_back |= e.event == "requeued" && e.detail.find("handed it back") != std::string::npos;
+  }
+  EXPECT_TRUE(handed_back);
 }
 
 }  // namespace

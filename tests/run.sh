@@ -2,7 +2,8 @@
 # The test command (README, .ci/run): installs dependencies, builds, and runs every test.
 #   1. release build, all ctest labels (unit, model; cuda tests report themselves skipped)
 #   2. the same tests under AddressSanitizer + UBSan
-#   3. the libFuzzer targets for a bounded time (HEARTH_FUZZ_SECONDS, default 60 each)
+#   3. the libFuzzer targets for a bounded time (HEARTH_FUZZ_SECONDS, default 60 each; the 30
+#      per-message wire decoders HEARTH_WIRE_FUZZ_SECONDS, default 5 each)
 # Test data comes from HEARTH_TESTDATA (default ../shared/testdata).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +19,7 @@ cmake --preset asan
 cmake --build --preset asan -j "$jobs"
 ctest --preset asan -j "$jobs"
 
-cmake --preset fuzz -DHEARTH_FUZZ_SECONDS="${HEARTH_FUZZ_SECONDS:-60}"
+cmake --preset fuzz -DHEARTH_FUZZ_SECONDS="${HEARTH_FUZZ_SECONDS:-60}" \
+    -DHEARTH_WIRE_FUZZ_SECONDS="${HEARTH_WIRE_FUZZ_SECONDS:-5}"
 cmake --build --preset fuzz -j "$jobs"
 ctest --preset fuzz
