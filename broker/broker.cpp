@@ -277,7 +277,9 @@ void broker::recover() {
 void broker::timers() {
   const auto now = net::steady::now();
   if (now >= next_tick_) {
-    next_tick_ = now + std::chrono::milliseconds(cfg_.heartbeat_ms);
+    // Twice per interval, so a heartbeat goes out within one interval of the last message
+    // whatever the phase, and a dead node is noticed within half an interval of its deadline.
+    next_tick_ = now + std::chrono::milliseconds(std::max<uint32_t>(cfg_.heartbeat_ms / 2, 1));
     const auto dead_after = std::chrono::milliseconds(int64_t(cfg_.heartbeat_ms) * cfg_.liveness);
     const int64_t wall = net::wall_ms();
     for (auto& [name, n] : nodes_) {
@@ -288,7 +290,7 @@ void broker::timers() {
         node_lost(n, "node " + name + " stopped responding");
         continue;
       }
-      if (now - n.last_sent >= std::chrono::milliseconds(cfg_.heartbeat_ms)) {
+      if (now - n.last_sent >= std::chrono::milliseconds(cfg_.heartbeat_ms / 2)) {
         send(n.routing_id, wire::heartbeat{});
       }
       // last_seen is written every few intervals, not on every message.
