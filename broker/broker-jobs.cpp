@@ -26,8 +26,7 @@ void broker::enqueue(live_job& j) {
 uint32_t broker::queue_position(const live_job& j) const {
   auto q = queues_.find(j.row.model);
   if (q == queues_.end()) return 0;
-  auto it = q->second.find(queue_key(j));
-  return uint32_t(std::distance(q->second.begin(), it));
+  return uint32_t(q->second.order_of_key(queue_key(j)));
 }
 
 void broker::dispatch() {
@@ -90,7 +89,7 @@ void broker::assign(live_job& j, node_entry& n) {
 
 void broker::requeue(live_job& j, const std::string& why) {
   if (j.cancel_requested) {
-    finish(j, wire::job_state::cancelled, "cancelled", "", j.row.n_prompt, 0);
+    finish(j, wire::job_state::cancelled, "cancelled", "", j.row.n_prompt, uint32_t(j.next_seq));
     return;
   }
   const int64_t now = net::wall_ms();
@@ -136,7 +135,8 @@ void broker::finish(live_job& j, wire::job_state state, const std::string& stop_
   d.n_prompt = n_prompt;
   d.n_gen = n_gen;
   if (!j.watchers.empty()) notify(j, wire::command::job_done, wire::encode(d));
-  // The entry is erased at the end of the turn (timers()), after any message that refers to it.
+  // The entry is erased at the end of the turn, after any message of the turn that refers to it.
+  finished_.push_back(j.row.id);
 }
 
 void broker::notify(const live_job& j, wire::command cmd, const std::string& body) {

@@ -116,6 +116,9 @@ void broker::turn() {
   timers();
   if (dispatch_needed_) dispatch();
   store_->commit();
+  // Finished jobs leave memory at the end of the turn that finished them.
+  for (uint64_t id : finished_) jobs_.erase(id);
+  finished_.clear();
   for (auto& o : out_) {
     net::send_raw(*router_, o.routing_id, o.cmd, o.body);
     if (auto it = node_by_rid_.find(o.routing_id); it != node_by_rid_.end()) {

@@ -18,6 +18,9 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include <ext/pb_ds/assoc_container.hpp>
+#include <ext/pb_ds/tree_policy.hpp>
+
 #include "broker/config.h"
 #include "broker/job-store.h"
 #include "common/zmq-io.h"
@@ -58,6 +61,12 @@ struct node_entry {
   // Larger is faster: a GPU node before a CPU node, then more CPU threads.
   uint64_t speed_rank() const;
 };
+
+// Queued jobs of one model, best first: (-priority, id). An order-statistics tree, so a job's
+// queue position is O(log n) even with a hundred thousand jobs waiting.
+using job_queue =
+    __gnu_pbds::tree<std::pair<int64_t, uint64_t>, __gnu_pbds::null_type, std::less<>,
+                     __gnu_pbds::rb_tree_tag, __gnu_pbds::tree_order_statistics_node_update>;
 
 class broker {
  public:
@@ -133,7 +142,8 @@ class broker {
 
   std::unordered_map<uint64_t, live_job> jobs_;
   // Queued job ids per model, best first: priority (higher first), then age (lower id first).
-  std::map<std::string, std::set<std::pair<int64_t, uint64_t>>> queues_;
+  std::map<std::string, job_queue> queues_;
+  std::vector<uint64_t> finished_;  // jobs finished this turn, erased from jobs_ at its end
   size_t n_queued_ = 0;
   std::map<std::string, node_entry> nodes_;                   // by name
   std::unordered_map<std::string, std::string> node_by_rid_;  // routing id -> name

@@ -29,7 +29,8 @@ TEST(BrokerConfig, TheExampleFileHoldsTheDefaults) {
 
 TEST(BrokerConfig, ReadsValuesAndKeepsTheRest) {
   broker_config cfg;
-  ASSERT_TRUE(broker_config_load(write_yaml("b1.yaml", "heartbeat_ms: 250\nmax_attempts: 5\n"), cfg));
+  ASSERT_TRUE(
+      broker_config_load(write_yaml("b1.yaml", "heartbeat_ms: 250\nmax_attempts: 5\n"), cfg));
   EXPECT_EQ(cfg.heartbeat_ms, 250u);
   EXPECT_EQ(cfg.max_attempts, 5u);
   EXPECT_EQ(cfg.liveness, 3u);

@@ -1,5 +1,7 @@
 #include "broker/job-store.h"
 
+#include "broker/wal-checkpointer.h"
+
 #include <sqlite3.h>
 
 #include <concepts>
@@ -347,6 +349,9 @@ struct job_store::impl {
   statement node_upsert, node_gpus_delete, node_models_delete, node_gpu_insert, node_model_insert;
   statement model_seen_insert, node_seen, nodes_select, node_gpus_select, node_models_select;
   statement models_seen_select;
+  // Declared last so that its connection closes first and the broker's connection, closing
+  // last, checkpoints and removes the WAL.
+  std::unique_ptr<wal_checkpointer> checkpointer;
 
   void event(uint64_t id, int64_t now_ms, std::string_view name, uint32_t attempt,
              std::string_view node, std::string_view detail) {
@@ -435,6 +440,8 @@ std::string prepare_database(sqlite3* db) {
   std::string mode = read_value(db, "PRAGMA journal_mode=WAL");
   if (mode != "wal" && mode != "memory") return "cannot use WAL mode (journal mode " + mode + ")";
   exec(db, "PRAGMA synchronous=NORMAL");
+  // Checkpoints run on wal_checkpointer's thread, not inside the broker's commits.
+  exec(db, "PRAGMA wal_autocheckpoint=0");
   exec(db, "PRAGMA foreign_keys=ON");
   if (fresh) {
     exec(db, "BEGIN IMMEDIATE");
@@ -473,6 +480,7 @@ result<std::unique_ptr<job_store>> job_store::open(const std::string& path) {
       return error{path + ": " + why};
     }
     auto p = std::make_unique<impl>(db.release());
+    p->checkpointer = std::make_unique<wal_checkpointer>(path, std::chrono::milliseconds(100));
     return std::unique_ptr<job_store>(new job_store(std::move(p)));
   } catch (const std::exception& e) {
     return error{path + ": " + e.what()};

@@ -4,6 +4,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -38,7 +39,9 @@ struct engine_event {
   wire::job_final final;
 };
 
-// job_sink for the engine: a mutex-protected queue plus an eventfd that wakes the poll.
+// job_sink for the engine: a mutex-protected queue plus an eventfd that wakes the poll. Bounded:
+// an engine faster than the link to the broker (the null engine at full speed) waits in push()
+// rather than growing the queue without limit.
 class event_queue : public job_sink {
  public:
   event_queue() : fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
@@ -59,28 +62,55 @@ class event_queue : public job_sink {
   }
   void models_changed() override { push({engine_event::kind::models_changed, {}, 0, 0, {}, {}}); }
 
-  std::deque<engine_event> take() {
-    uint64_t v = 0;
-    [[maybe_unused]] auto r = read(fd_, &v, sizeof v);
-    std::lock_guard lock(mu_);
-    return std::exchange(events_, {});
+  // Up to `max` events, oldest first. The eventfd stays signalled while more are waiting.
+  std::deque<engine_event> take(size_t max) {
+    std::deque<engine_event> out;
+    bool more = false;
+    {
+      std::lock_guard lock(mu_);
+      const size_t n = std::min(max, events_.size());
+      out.insert(out.end(), std::make_move_iterator(events_.begin()),
+                 std::make_move_iterator(events_.begin() + ptrdiff_t(n)));
+      events_.erase(events_.begin(), events_.begin() + ptrdiff_t(n));
+      more = !events_.empty();
+      if (!more) {
+        uint64_t v = 0;
+        [[maybe_unused]] auto r = read(fd_, &v, sizeof v);
+      }
+    }
+    room_.notify_all();
+    return out;
+  }
+
+  // No more waiting in push(): used when the network loop stops taking events.
+  void unbound() {
+    {
+      std::lock_guard lock(mu_);
+      bounded_ = false;
+    }
+    room_.notify_all();
   }
 
  private:
+  static constexpr size_t k_capacity = 65536;
+
   void push(engine_event e) {
     bool wake = false;
     {
-      std::lock_guard lock(mu_);
+      std::unique_lock lock(mu_);
+      room_.wait(lock, [&] { return !bounded_ || events_.size() < k_capacity; });
       wake = events_.empty();
       events_.push_back(std::move(e));
-    }
-    if (wake) {
-      const uint64_t one = 1;
-      [[maybe_unused]] auto r = write(fd_, &one, sizeof one);
+      if (wake) {
+        const uint64_t one = 1;
+        [[maybe_unused]] auto r = write(fd_, &one, sizeof one);
+      }
     }
   }
   int fd_;
   std::mutex mu_;
+  std::condition_variable room_;
+  bool bounded_ = true;
   std::deque<engine_event> events_;
 };
 
@@ -146,8 +176,10 @@ struct node_daemon::impl {
     pending.erase(it);
   }
 
-  void on_engine_events() {
-    for (auto& e : events.take()) {
+  // A bounded share of the engine's reports per pass, so the loop comes back to the socket (and
+  // its heartbeats) often however fast the engine runs.
+  void on_engine_events(size_t max = 4096) {
+    for (auto& e : events.take(max)) {
       const auto key = std::pair(e.ref.job_id, e.ref.attempt);
       switch (e.what) {
         case engine_event::kind::started:
@@ -258,6 +290,12 @@ struct node_daemon::impl {
     }
     const auto hb = std::chrono::milliseconds(heartbeat_ms);
     if (now - last_sent >= hb) send(wire::heartbeat{});
+    // Before calling the broker dead, read what it may have sent while this loop was busy.
+    while (now - last_heard > hb * liveness) {
+      auto msg = net::try_recv(*sock, false);
+      if (!msg) break;
+      on_broker_message(*msg);
+    }
     if (now - last_heard > hb * liveness) {
       spdlog::warn("no word from the broker at {} for {} ms; reconnecting in {} ms", cfg.broker,
                    (hb * liveness).count(), backoff.count());
@@ -314,8 +352,12 @@ int node_daemon::run(const std::atomic<bool>& stop) {
     while (auto msg = net::try_recv(*s.sock, false)) s.on_broker_message(*msg);
     if (items[1].revents & ZMQ_POLLIN) s.on_engine_events();
   }
-  // Whatever did not finish goes back to the broker to run elsewhere.
-  for (const auto& ref : s.engine->stop()) {
+  // Whatever did not finish goes back to the broker to run elsewhere; what finished meanwhile is
+  // reported first.
+  s.events.unbound();
+  const auto unfinished = s.engine->stop();
+  s.on_engine_events(SIZE_MAX);
+  for (const auto& ref : unfinished) {
     s.pending.erase({ref.job_id, ref.attempt});
     s.send(wire::job_handback{ref.job_id, ref.attempt, "the node is shutting down"});
   }
