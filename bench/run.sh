@@ -1,13 +1,34 @@
 #!/usr/bin/env bash
-# Measures `hearth bench` (pp128, tg64, 2 threads by default) on the models of the test data.
-# Reference figures for the same files do not exist: ../shared/BENCHMARKS.md measures
-# TinyLlama-1.1B shapes, which need the model maker of a later issue; until then this prints our
-# figures only. Usage: bench/run.sh [threads]
+# Measures `hearth bench` (pp128, tg64, 2 threads by default) on the models of the test data,
+# then the broker end to end (broker_bench: jobs/s, tokens/s relayed, token latency).
+# Reference figures for the model files do not exist: ../shared/BENCHMARKS.md measures
+# TinyLlama-1.1B shapes, which need the model maker of a later issue; until then the engine part
+# prints our figures only. The broker part prints ours beside the targets.
+# Usage: bench/run.sh [threads]             both
+#        bench/run.sh broker [flags...]     only broker_bench, flags passed on (--jobs, --json ...)
+# HEARTH_BUILD_DIR picks the build folder (default build/release).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+build=${HEARTH_BUILD_DIR:-build/release}
+broker_bench=$build/bench/broker_bench
+
+run_broker() {
+  [ -x "$broker_bench" ] || {
+    echo "build first: cmake --preset release && cmake --build --preset release --target broker_bench" >&2
+    exit 1
+  }
+  "$broker_bench" "$@"
+}
+
+if [ "${1:-}" = broker ]; then
+  shift
+  run_broker "$@"
+  exit
+fi
+
 threads=${1:-2}
 testdata=${HEARTH_TESTDATA:-../shared/testdata}
-hearth=build/release/tools/hearth
+hearth=$build/tools/hearth
 [ -x "$hearth" ] || { echo "build first: cmake --preset release && cmake --build --preset release" >&2; exit 1; }
 
 echo "| model | type | size | backend | threads | test | t/s |"
@@ -16,3 +37,6 @@ for f in "$testdata/models/stories260K.gguf" \
          "$testdata"/models/synthetic/synthetic-llama-a.{f32,f16,bf16,q8_0}.gguf; do
   "$hearth" bench -m "$f" -p 128 -n 64 -r 3 -t "$threads" | tail -n 2
 done
+
+echo
+run_broker
