@@ -166,32 +166,19 @@ void broker::handle(net::received& msg) {
     case command::node_bye:
       break;
     case command::submit:
-      if (auto m = decode_or_log<wire::submit>(body, peer_name(rid))) {
-        on_submit(rid, std::move(*m));
-      } else {
-        send_error(rid, 0, wire::error_code::malformed, "malformed submit request");
-      }
-      return;
+      return client_request<wire::submit>(rid, body, [&](auto m) { on_submit(rid, std::move(m)); });
     case command::watch:
-      if (auto m = decode_or_log<wire::watch>(body, peer_name(rid))) on_watch(rid, *m);
-      return;
+      return client_request<wire::watch>(rid, body, [&](auto m) { on_watch(rid, m); });
     case command::cancel:
-      if (auto m = decode_or_log<wire::cancel>(body, peer_name(rid))) on_cancel(rid, *m);
-      return;
+      return client_request<wire::cancel>(rid, body, [&](auto m) { on_cancel(rid, m); });
     case command::list_jobs:
-      if (auto m = decode_or_log<wire::list_jobs>(body, peer_name(rid))) on_list_jobs(rid, *m);
-      return;
+      return client_request<wire::list_jobs>(rid, body, [&](auto m) { on_list_jobs(rid, m); });
     case command::get_job:
-      if (auto m = decode_or_log<wire::get_job>(body, peer_name(rid))) on_get_job(rid, *m);
-      return;
+      return client_request<wire::get_job>(rid, body, [&](auto m) { on_get_job(rid, m); });
     case command::list_nodes:
-      if (auto m = decode_or_log<wire::list_nodes>(body, peer_name(rid))) on_list_nodes(rid, *m);
-      return;
+      return client_request<wire::list_nodes>(rid, body, [&](auto m) { on_list_nodes(rid, m); });
     case command::list_models:
-      if (auto m = decode_or_log<wire::list_models>(body, peer_name(rid))) {
-        on_list_models(rid, *m);
-      }
-      return;
+      return client_request<wire::list_models>(rid, body, [&](auto m) { on_list_models(rid, m); });
     default:
       spdlog::warn("dropped a {} from peer {}: not a command the broker accepts",
                    wire::command_name(env.env.cmd), peer_name(rid));
@@ -238,6 +225,19 @@ void broker::handle(net::received& msg) {
     default:
       return;
   }
+}
+
+template <class M, class F>
+void broker::client_request(const std::string& rid, std::string_view body, F&& handle_request) {
+  auto m = wire::decode<M>(body);
+  if (!m) {
+    spdlog::warn("dropped a malformed message from peer {}: {}", peer_name(rid), m.message());
+    // The client hears why, under its request id when that much of the body can be read.
+    auto id = wire::decode<wire::ok>(body);
+    send_error(rid, id ? id->request_id : 0, wire::error_code::malformed, m.message());
+    return;
+  }
+  handle_request(std::move(m.value()));
 }
 
 void broker::recover() {

@@ -111,6 +111,10 @@ class broker {
   void store_node(const node_entry& n);
   node_entry* node_by_routing_id(const std::string& rid);
 
+  // Decodes a client request and hands it on; a malformed one gets error_reply(malformed).
+  template <class M, class F>
+  void client_request(const std::string& rid, std::string_view body, F&& handle_request);
+
   // Clients (broker-clients.cpp).
   void on_submit(const std::string& rid, wire::submit m);
   void on_watch(const std::string& rid, const wire::watch& m);

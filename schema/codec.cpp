@@ -2,12 +2,17 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <msgpack.hpp>
 #include <type_traits>
 
 namespace hearth::wire {
 namespace {
+
+// Entries of one msgpack map: far more than any message has fields, so that later versions can
+// add some, and few enough that looking fields up by scanning stays cheap.
+constexpr uint32_t max_map_entries = 256;
 
 template <class T>
 struct is_vector : std::false_type {};
@@ -29,6 +34,20 @@ struct field_counter {
     ++n;
   }
 };
+
+// A float as msgpack float 32, a double as float 64, big-endian. Not packer::pack: msgpack-cxx 4
+// writes whole numbers as integers, and on the way converts 2^64 to uint64_t (undefined
+// behaviour that UBSan reports).
+template <class T>
+void pack_float(packer& pk, T v) {
+  using bits_type = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+  bits_type bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  char bytes[1 + sizeof bits];
+  bytes[0] = sizeof(T) == 4 ? char(0xca) : char(0xcb);
+  for (size_t i = 0; i < sizeof bits; ++i) bytes[1 + i] = char(bits >> (8 * (sizeof bits - 1 - i)));
+  pk.pack_bin_body(bytes, sizeof bytes);  // appends the bytes as they are
+}
 
 template <class T>
 void pack_value(packer& pk, const T& v);
@@ -54,7 +73,7 @@ void pack_value(packer& pk, const T& v) {
   } else if constexpr (std::is_integral_v<T>) {
     pk.pack(v);
   } else if constexpr (std::is_floating_point_v<T>) {
-    pk.pack(v);
+    pack_float(pk, v);
   } else if constexpr (std::is_same_v<T, std::string>) {
     pk.pack_str(uint32_t(v.size()));
     pk.pack_str_body(v.data(), uint32_t(v.size()));
@@ -125,16 +144,23 @@ struct field_reader {
   int depth;
   std::string err;
 
-  const msgpack::object* find(const char* name) const {
+  // The value of key `name`, or nullptr when absent. A key given twice is an error (`err` is
+  // set): two readers that took the first and the last value would see different messages.
+  const msgpack::object* find(const char* name) {
     const size_t len = std::char_traits<char>::length(name);
+    const msgpack::object* found = nullptr;
     for (uint32_t i = 0; i < map.size; ++i) {
       const auto& k = map.ptr[i].key;
       if (k.type == msgpack::type::STR && k.via.str.size == len &&
           std::char_traits<char>::compare(k.via.str.ptr, name, len) == 0) {
-        return &map.ptr[i].val;
+        if (found) {
+          err = "field '" + path(name) + "' appears twice";
+          return nullptr;
+        }
+        found = &map.ptr[i].val;
       }
     }
-    return nullptr;
+    return found;
   }
   std::string path(const char* name) const { return prefix.empty() ? name : prefix + "." + name; }
 
@@ -142,6 +168,7 @@ struct field_reader {
   void operator()(const char* name, T& v) {
     if (!err.empty()) return;
     const msgpack::object* o = find(name);
+    if (!err.empty()) return;
     if (!o) {
       err = "missing field '" + path(name) + "'";
       return;
@@ -151,7 +178,8 @@ struct field_reader {
   template <class T>
   void optional(const char* name, T& v) {
     if (!err.empty()) return;
-    if (const msgpack::object* o = find(name)) err = read_value(*o, v, path(name), depth);
+    const msgpack::object* o = find(name);
+    if (o) err = read_value(*o, v, path(name), depth);
   }
 };
 
@@ -176,6 +204,10 @@ std::string read_value(const msgpack::object& o, T& out, const std::string& path
       return type_error(path, "a number");
     }
     if (!std::isfinite(d)) return "field '" + path + "' must be a finite number";
+    // A double beyond the float range would become infinity (and a body that does not encode).
+    if (std::fabs(d) > double(std::numeric_limits<T>::max())) {
+      return "field '" + path + "' is out of range for a 32-bit float";
+    }
     out = T(d);
     return {};
   } else if constexpr (std::is_same_v<T, std::string>) {
@@ -229,8 +261,10 @@ result<M> decode(std::string_view body) {
     return hearth::error{what + ": body of " + std::to_string(body.size()) + " bytes is too large"};
   }
   // The limits stop a few bytes that claim a huge array from allocating before they are checked.
-  const msgpack::unpack_limit limit(max_array_items, 256, max_string_bytes, max_string_bytes, 0,
-                                    max_depth + 2);
+  // Depth counts containers: the body's map is level 1, so max_depth bounds every value, the
+  // ones of unknown fields included.
+  const msgpack::unpack_limit limit(max_array_items, max_map_entries, max_string_bytes,
+                                    max_string_bytes, 0, max_depth);
   msgpack::object_handle handle;
   size_t offset = 0;
   try {
@@ -250,18 +284,21 @@ result<M> decode(std::string_view body) {
 
 envelope_result open_envelope(std::span<const std::string_view> frames) {
   envelope_result r;
+  // The signature first: another version may frame its messages differently, and must still
+  // hear why it is refused.
+  if (!frames.empty() && frames[0] != signature && frames[0].substr(0, 7) == "HEARTH/") {
+    r.err = {error_code::version_mismatch, "protocol " + std::string(frames[0].substr(0, 16)) +
+                                               " is not supported (this broker speaks " +
+                                               std::string(signature) + ")"};
+    return r;
+  }
   if (frames.size() != 3) {
     r.err = {error_code::malformed,
              "expected 3 frames (signature, command, body), got " + std::to_string(frames.size())};
     return r;
   }
   if (frames[0] != signature) {
-    const bool looks_like_hearth = frames[0].substr(0, 7) == "HEARTH/";
-    r.err = {looks_like_hearth ? error_code::version_mismatch : error_code::malformed,
-             looks_like_hearth
-                 ? "protocol " + std::string(frames[0].substr(0, 16)) +
-                       " is not supported (this broker speaks " + std::string(signature) + ")"
-                 : std::string("the first frame is not the hearth signature")};
+    r.err = {error_code::malformed, "the first frame is not the hearth signature"};
     return r;
   }
   if (frames[1].size() != 1) {

@@ -30,8 +30,9 @@ struct envelope {
   std::string_view body;
 };
 
-// Checks the signature and the command byte. A wrong signature is error_code::version_mismatch
-// (reported in `code`), anything else malformed.
+// Checks the signature, the frame count and the command byte. Another "HEARTH/" signature is
+// error_code::version_mismatch (reported in `code`) whatever the other frames; anything else
+// wrong is malformed.
 struct envelope_error {
   error_code code = error_code::malformed;
   std::string message;

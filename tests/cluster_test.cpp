@@ -343,7 +343,7 @@ TEST_F(cluster_test, malformed_frames_are_dropped_and_everyone_else_is_served) {
   EXPECT_EQ(d->summary.state, wire::job_state::completed);
   EXPECT_TRUE(broker.running());
   // The raw peer heard about the version mismatch (and got malformed errors for the rest).
-  bool version_error = false;
+  bool version_error = false, malformed_error = false;
   for (int i = 0; i < 20; ++i) {
     zmq::pollitem_t items[] = {{raw.handle(), 0, ZMQ_POLLIN, 0}};
     zmq::poll(items, 1, 50ms);
@@ -354,8 +354,10 @@ TEST_F(cluster_test, malformed_frames_are_dropped_and_everyone_else_is_served) {
     if (!env.ok) continue;
     auto e = wire::decode<wire::error_reply>(env.env.body);
     if (e && e->code == wire::error_code::version_mismatch) version_error = true;
+    if (e && e->code == wire::error_code::malformed) malformed_error = true;
   }
   EXPECT_TRUE(version_error);
+  EXPECT_TRUE(malformed_error) << "a malformed request is answered, not only logged";
   // Only the one job above was recorded.
   auto hist = client.request<wire::jobs_reply>(wire::list_jobs{0, "", "", 50});
   ASSERT_TRUE(hist);

@@ -1,0 +1,292 @@
+// A filled-in value of every message in messages.h, each field away from its default (extreme
+// integers, ids above 2^32, a NUL and UTF-8 in strings, non-empty lists), so that a field the
+// codec drops or misreads shows. Used by schema/codec_test.cpp and the wire fuzz seeds
+// (fuzz/wire_fuzz_seeds.cpp); a message added to HEARTH_WIRE_MESSAGES needs a sample here.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "schema/messages.h"
+
+namespace hearth::wire::samples {
+
+inline constexpr uint64_t job_id = (uint64_t(1) << 40) + 7;  // needs all 64 bits
+inline constexpr uint64_t request_id = 0xFFFFFFFFFFFFFFFFull;
+
+inline gpu_info gpu() {
+  return {"cuda", "NVIDIA GeForce RTX 3090", 25'769'803'776ull, 21'474'836'480ull};
+}
+
+inline hardware_info hardware() {
+  return {"AMD Ryzen 9 5950X 16-Core Processor",
+          32,
+          68'719'476'736ull,
+          51'539'607'552ull,
+          {gpu(), {"vulkan", "AMD Radeon RX 6600", 8'589'934'592ull, 1}}};
+}
+
+inline model_info model(bool loaded) {
+  return {"qwen2.5-0.5b-instruct-q8_0", "qwen2", "Q8_0", 531'068'928ull, 32768, loaded};
+}
+
+inline std::vector<chat_message> conversation() {
+  return {{"system", "Answer briefly."}, {"user", "Pourquoi le ciel est-il bleu ?"}};
+}
+
+inline job_params params() {
+  job_params p;
+  p.max_tokens = std::numeric_limits<int32_t>::max();
+  p.temperature = 0.25f;
+  p.top_k = -1;
+  p.top_p = 0.5f;
+  p.min_p = 0.125f;
+  p.repeat_penalty = 1.5f;
+  p.repeat_last_n = std::numeric_limits<int32_t>::min();
+  p.seed = 0xFFFFFFFFFFFFFFFFull;
+  p.stop = {"\n\n", "</s>", ""};
+  return p;
+}
+
+inline job_summary summary() {
+  job_summary s;
+  s.job_id = job_id;
+  s.model = "stories260K";
+  s.state = job_state::running;
+  s.priority = -5;
+  s.node = "gpu-box";
+  s.attempts = 2;
+  s.created_ms = 1'700'000'000'000;
+  s.started_ms = 1'700'000'000'250;
+  s.finished_ms = -1;
+  s.n_prompt = 17;
+  s.n_gen = 4;
+  s.stop_reason = "max_tokens";
+  s.error = "node old-box stopped responding";
+  return s;
+}
+
+inline job_event event(std::string name, uint32_t attempt) {
+  return {1'700'000'000'100 + attempt, std::move(name), attempt, "gpu-box", "slot 1"};
+}
+
+template <class M>
+M sample();
+
+template <>
+inline heartbeat sample<heartbeat>() {
+  return {};
+}
+
+template <>
+inline error_reply sample<error_reply>() {
+  return {request_id, error_code::queue_full, "the queue is full (1000 jobs)"};
+}
+
+template <>
+inline node_hello sample<node_hello>() {
+  node_hello m;
+  m.version = 2;
+  m.name = "gpu-box";
+  m.hostname = "gpu-box.lan";
+  m.engine = "cpu";
+  m.slots = 4;
+  m.hardware = hardware();
+  m.models = {model(true), {"stories260K", "llama", "F32", 1'185'376, 512, false}};
+  m.running = {{job_id, 3}, {job_id + 1, std::numeric_limits<uint32_t>::max()}};
+  return m;
+}
+
+template <>
+inline node_pull sample<node_pull>() {
+  return {std::numeric_limits<uint32_t>::max()};
+}
+
+template <>
+inline node_status sample<node_status>() {
+  return {{model(false)}};
+}
+
+template <>
+inline job_started sample<job_started>() {
+  return {job_id, 3, 17};
+}
+
+template <>
+inline job_tokens sample<job_tokens>() {
+  using namespace std::string_literals;
+  return {job_id, 3, 8, 8, " blue \xC3\xA9t\0\xE2\x96\x81"s};
+}
+
+template <>
+inline job_final sample<job_final>() {
+  job_final m;
+  m.job_id = job_id;
+  m.attempt = 3;
+  m.state = job_state::failed;
+  m.stop_reason = "error";
+  m.error = "out of memory";
+  m.n_prompt = 17;
+  m.n_gen = 200;
+  m.prompt_ms = 12.5;
+  m.gen_ms = 1234.0625;
+  return m;
+}
+
+template <>
+inline job_handback sample<job_handback>() {
+  return {job_id, 3, "node shutting down"};
+}
+
+template <>
+inline node_bye sample<node_bye>() {
+  return {};
+}
+
+template <>
+inline node_welcome sample<node_welcome>() {
+  return {2, 500, 5};
+}
+
+template <>
+inline job_assign sample<job_assign>() {
+  job_assign m;
+  m.job_id = job_id;
+  m.attempt = 3;
+  m.model = "qwen2.5-0.5b-instruct-q8_0";
+  m.prompt = "Once upon a time";
+  m.messages = conversation();
+  m.params = params();
+  return m;
+}
+
+template <>
+inline job_cancel sample<job_cancel>() {
+  return {job_id, 3};
+}
+
+template <>
+inline submit sample<submit>() {
+  submit m;
+  m.request_id = request_id;
+  m.model = "qwen2.5-0.5b-instruct-q8_0";
+  m.prompt = "Once upon a time";
+  m.messages = conversation();
+  m.params = params();
+  m.priority = std::numeric_limits<int32_t>::min();
+  m.wait_model = true;
+  m.watch = true;
+  return m;
+}
+
+template <>
+inline watch sample<watch>() {
+  return {request_id, job_id};
+}
+
+template <>
+inline cancel sample<cancel>() {
+  return {request_id, job_id};
+}
+
+template <>
+inline list_jobs sample<list_jobs>() {
+  return {request_id, "running", "stories260K", 1000};
+}
+
+template <>
+inline get_job sample<get_job>() {
+  return {request_id, job_id};
+}
+
+template <>
+inline list_nodes sample<list_nodes>() {
+  return {request_id};
+}
+
+template <>
+inline list_models sample<list_models>() {
+  return {request_id};
+}
+
+template <>
+inline accepted sample<accepted>() {
+  return {request_id, job_id, 12};
+}
+
+template <>
+inline job_queued sample<job_queued>() {
+  return {job_id, 11};
+}
+
+template <>
+inline job_running sample<job_running>() {
+  return {job_id, 3, "gpu-box"};
+}
+
+template <>
+inline job_restarted sample<job_restarted>() {
+  return {job_id, 4, "node gpu-box stopped responding"};
+}
+
+template <>
+inline job_done sample<job_done>() {
+  return {job_id, 3, job_state::cancelled, "cancelled", "cancelled by the client", 17, 9};
+}
+
+template <>
+inline jobs_reply sample<jobs_reply>() {
+  job_summary queued;
+  queued.job_id = 1;
+  queued.model = "m";
+  return {request_id, {summary(), queued}};
+}
+
+template <>
+inline job_reply sample<job_reply>() {
+  job_detail d;
+  d.summary = summary();
+  d.prompt = "Once upon a time";
+  d.messages = conversation();
+  d.params = params();
+  d.output = ", there was a little girl";
+  d.events = {event("queued", 0), event("assigned", 1), event("requeued", 2)};
+  return {request_id, d};
+}
+
+template <>
+inline nodes_reply sample<nodes_reply>() {
+  node_summary n;
+  n.name = "gpu-box";
+  n.hostname = "gpu-box.lan";
+  n.engine = "cpu";
+  n.online = true;
+  n.last_seen_ms = 1'700'000'000'999;
+  n.slots = 4;
+  n.running = 2;
+  n.hardware = hardware();
+  n.models = {model(true)};
+  return {request_id, {n, node_summary{}}};
+}
+
+template <>
+inline models_reply sample<models_reply>() {
+  model_summary s;
+  s.name = "qwen2.5-0.5b-instruct-q8_0";
+  s.architecture = "qwen2";
+  s.quantization = "Q8_0";
+  s.size_bytes = 531'068'928ull;
+  s.context_length = 32768;
+  s.nodes = {"gpu-box", "old-box"};
+  s.loaded_on = {"gpu-box"};
+  s.queued = 3;
+  return {request_id, {s}};
+}
+
+template <>
+inline ok sample<ok>() {
+  return {request_id};
+}
+
+}  // namespace hearth::wire::samples
