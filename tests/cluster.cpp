@@ -133,7 +133,7 @@ cluster::cluster() {
 process cluster::start_broker(const std::vector<std::string>& extra) {
   const std::string cfg = dir_.file("broker.yaml");
   if (!std::filesystem::exists(cfg)) {
-    std::ofstream(cfg) << "heartbeat_ms: 100\nliveness: 3\noutput_flush_ms: 50\n"
+    std::ofstream(cfg) << "heartbeat_ms: 200\nliveness: 5\noutput_flush_ms: 50\n"
                           "queue_position_ms: 50\nlog_level: debug\n";
   }
   std::vector<std::string> argv = {HEARTH_BROKER_BIN, "--bind", endpoint_, "--db", db(),

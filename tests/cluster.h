@@ -67,7 +67,8 @@ class cluster {
   const temp_dir& dir() const { return dir_; }
   std::string db() const { return dir_.file("hearth.db"); }
 
-  // hearth-broker with short heartbeats (100 ms, liveness 3) so failures show quickly.
+  // hearth-broker with short heartbeats (200 ms, liveness 5: a node is dead after 1 s) so failures
+  // show quickly, yet a loaded machine running sanitizer builds does not lose live nodes.
   process start_broker(const std::vector<std::string>& extra = {});
   // hearth-node --broker ... --name NAME --models DIR --engine ENGINE --slots K, plus extra.
   process start_node(const std::string& name, const std::string& models_dir,
