@@ -1,5 +1,7 @@
 #include "gpu/discovery.h"
 
+#include <mutex>
+
 #ifdef HEARTH_HAVE_VULKAN
 #include <vulkan/vulkan.h>
 #endif
@@ -24,6 +26,8 @@ const char* vulkan_type_name(VkPhysicalDeviceType t) {
 }
 
 void discover_vulkan(std::vector<device_info>& out) {
+  static std::mutex mu;
+  std::lock_guard lock(mu);
   VkApplicationInfo app{};
   app.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO;
   app.pApplicationName = "hearth";
@@ -31,8 +35,14 @@ void discover_vulkan(std::vector<device_info>& out) {
   VkInstanceCreateInfo ci{};
   ci.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO;
   ci.pApplicationInfo = &app;
-  VkInstance instance = VK_NULL_HANDLE;
-  if (vkCreateInstance(&ci, nullptr, &instance) != VK_SUCCESS) return;
+  // One instance for the life of the process, never destroyed: destroying it makes the loader
+  // unload the drivers, and Mesa's drivers leave an allocation behind when unloaded that leak
+  // checkers then report against whoever called discover(). The backend reuses it (issue 5).
+  static VkInstance instance = VK_NULL_HANDLE;
+  if (instance == VK_NULL_HANDLE && vkCreateInstance(&ci, nullptr, &instance) != VK_SUCCESS) {
+    instance = VK_NULL_HANDLE;
+    return;
+  }
   uint32_t n = 0;
   vkEnumeratePhysicalDevices(instance, &n, nullptr);
   std::vector<VkPhysicalDevice> devices(n);
@@ -54,7 +64,6 @@ void discover_vulkan(std::vector<device_info>& out) {
     info.memory_free = info.memory_total;  // VK_EXT_memory_budget is read by the backend (issue 5)
     out.push_back(std::move(info));
   }
-  vkDestroyInstance(instance, nullptr);
 }
 #endif
 
