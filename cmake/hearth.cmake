@@ -26,3 +26,21 @@ function(hearth_test)
   # saying why (tests/testdata.h: skip_all); ctest then reports it skipped, not passed.
   set_tests_properties(${T_NAME} PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT} SKIP_RETURN_CODE 77)
 endfunction()
+
+# hearth_tests_beside(PREFIX p LIBS ... [DIRS subdir ...]): every <name>_test.cpp in the current
+# source folder (and the given subfolders) becomes the ctest test p_<name> ('-' -> '_'), label
+# unit, linked with LIBS. Unit tests live beside the code they test.
+function(hearth_tests_beside)
+  cmake_parse_arguments(T "" "PREFIX" "LIBS;DIRS" ${ARGN})
+  set(globs ${CMAKE_CURRENT_SOURCE_DIR}/*_test.cpp)
+  foreach(d ${T_DIRS})
+    list(APPEND globs ${CMAKE_CURRENT_SOURCE_DIR}/${d}/*_test.cpp)
+  endforeach()
+  file(GLOB tests CONFIGURE_DEPENDS ${globs})
+  foreach(src ${tests})
+    get_filename_component(name ${src} NAME_WE)
+    string(REGEX REPLACE "_test$" "" name ${name})
+    string(REPLACE "-" "_" name ${name})
+    hearth_test(NAME ${T_PREFIX}_${name} SOURCES ${src} LABELS unit LIBS ${T_LIBS})
+  endforeach()
+endfunction()
