@@ -215,19 +215,7 @@ void broker::on_get_job(const std::string& rid, const wire::get_job& m) {
 void broker::on_list_nodes(const std::string& rid, const wire::list_nodes& m) {
   wire::nodes_reply r;
   r.request_id = m.request_id;
-  for (const auto& [name, n] : nodes_) {
-    wire::node_summary s;
-    s.name = n.name;
-    s.hostname = n.hostname;
-    s.engine = n.engine;
-    s.online = n.online;
-    s.last_seen_ms = n.last_seen_ms;
-    s.slots = n.slots;
-    s.running = uint32_t(n.running.size());
-    s.hardware = n.hardware;
-    s.models = n.models;
-    r.nodes.push_back(std::move(s));
-  }
+  for (const auto& [name, n] : nodes_) r.nodes.push_back(n.summary());
   send(rid, r);
 }
 

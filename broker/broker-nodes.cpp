@@ -11,17 +11,22 @@ node_entry* broker::node_by_routing_id(const std::string& rid) {
   return &nodes_.at(it->second);
 }
 
-void broker::store_node(const node_entry& n) {
+wire::node_summary node_entry::summary() const {
   wire::node_summary s;
-  s.name = n.name;
-  s.hostname = n.hostname;
-  s.engine = n.engine;
-  s.online = n.online;
-  s.last_seen_ms = n.last_seen_ms;
-  s.slots = n.slots;
-  s.hardware = n.hardware;
-  s.models = n.models;
-  store_->node_upsert(s);
+  s.name = name;
+  s.hostname = hostname;
+  s.engine = engine;
+  s.online = online;
+  s.last_seen_ms = last_seen_ms;
+  s.slots = slots;
+  s.running = uint32_t(running.size());
+  s.hardware = hardware;
+  s.models = models;
+  return s;
+}
+
+void broker::store_node(const node_entry& n) {
+  store_->node_upsert(n.summary());
 }
 
 void broker::on_node_hello(const std::string& rid, wire::node_hello m) {

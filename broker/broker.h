@@ -60,6 +60,8 @@ struct node_entry {
   bool has_loaded(const std::string& model) const;
   // Larger is faster: a GPU node before a CPU node, then more CPU threads.
   uint64_t speed_rank() const;
+  // As listed to clients and stored (running: attempts assigned to it now).
+  wire::node_summary summary() const;
 };
 
 // Queued jobs of one model, best first: (-priority, id). An order-statistics tree, so a job's
