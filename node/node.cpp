@@ -132,10 +132,9 @@ struct node_daemon::impl {
   zmq::context_t ctx;
   std::unique_ptr<zmq::socket_t> sock;
 
-  bool welcomed = false;
   uint32_t heartbeat_ms = 1000;
   uint32_t liveness = 3;
-  net::steady::time_point last_heard, last_sent, hello_sent;
+  net::steady::time_point last_heard, last_sent;
   std::chrono::milliseconds backoff = k_backoff_min;
   std::set<std::pair<uint64_t, uint32_t>> running;  // (job_id, attempt)
   std::map<std::pair<uint64_t, uint32_t>, pending_chunk> pending;
@@ -151,7 +150,6 @@ struct node_daemon::impl {
   void connect() {
     sock = std::make_unique<zmq::socket_t>(net::make_socket(ctx, zmq::socket_type::dealer));
     sock->connect(cfg.broker);
-    welcomed = false;
     hello();
   }
 
@@ -165,7 +163,7 @@ struct node_daemon::impl {
     h.models = engine->models();
     for (const auto& [id, attempt] : running) h.running.push_back({id, attempt});
     send(h);
-    hello_sent = last_heard = net::steady::now();
+    last_heard = net::steady::now();
   }
 
   void flush_chunk(const std::pair<uint64_t, uint32_t>& key) {
@@ -222,7 +220,6 @@ struct node_daemon::impl {
       case wire::command::node_welcome: {
         auto m = wire::decode<wire::node_welcome>(env.env.body);
         if (!m) return spdlog::warn("dropped a malformed welcome: {}", m.message());
-        welcomed = true;
         backoff = k_backoff_min;
         heartbeat_ms = std::max<uint32_t>(m->heartbeat_ms, 10);
         liveness = std::max<uint32_t>(m->liveness, 1);
