@@ -125,8 +125,17 @@ class backend {
   // out = silu(gate) * up, elementwise; all F32 of one shape.
   virtual void swiglu(const tensor& gate, const tensor& up, const tensor& out) = 0;
 
+  // out = gelu(gate) * up, elementwise, GELU in its tanh form; all F32 of one shape (Gemma).
+  virtual void geglu(const tensor& gate, const tensor& up, const tensor& out) = 0;
+
   // out = a + b, elementwise; all F32 of one shape.
   virtual void add(const tensor& a, const tensor& b, const tensor& out) = 0;
+
+  // out = x * s, elementwise; F32 of one shape (Gemma's embedding scale).
+  virtual void scale(const tensor& x, float s, const tensor& out) = 0;
+
+  // out = cap * tanh(x / cap), elementwise; F32 of one shape (Gemma 2's final logits).
+  virtual void softcap(const tensor& x, float cap, const tensor& out) = 0;
 };
 
 // The CPU backend with `n_threads` threads (<= 0: one per hardware thread).

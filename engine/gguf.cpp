@@ -269,8 +269,32 @@ result<gguf_file> gguf_file::open(const std::string& path) {
   ::close(fd);
   auto parsed = parse({static_cast<const uint8_t*>(map->addr), map->size});
   if (!parsed) return error{path + ": " + parsed.message()};
-  parsed->map_ = std::move(map);
+  parsed->owner_ = std::move(map);
   return parsed;
+}
+
+result<gguf_file> gguf_file::from_parts(std::vector<gguf_kv> kv, std::vector<gguf_tensor> tensors,
+                                        std::shared_ptr<const void> owner) {
+  std::unordered_set<std::string_view> seen;
+  for (const auto& e : kv) {
+    if (!seen.insert(e.key).second) return error{"duplicate metadata key '" + e.key + "'"};
+  }
+  seen.clear();
+  for (const auto& t : tensors) {
+    if (!seen.insert(t.name).second) return error{"duplicate tensor '" + t.name + "'"};
+    const auto layout = tensor_type_layout_of(uint32_t(t.type));
+    if (!layout || t.ne[0] % layout->block_elems != 0 ||
+        t.n_bytes !=
+            uint64_t(tensor_type_row_bytes(t.type, t.ne[0]) * t.ne[1] * t.ne[2] * t.ne[3])) {
+      return error{"tensor '" + t.name + "': size does not match its type and shape"};
+    }
+  }
+  gguf_file g;
+  g.version_ = 3;
+  g.kv_ = std::move(kv);
+  g.tensors_ = std::move(tensors);
+  g.owner_ = std::move(owner);
+  return g;
 }
 
 result<gguf_file> gguf_file::parse(std::span<const uint8_t> bytes) {

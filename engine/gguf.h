@@ -82,6 +82,12 @@ class gguf_file {
   static result<gguf_file> open(const std::string& path);
   // Parses bytes the caller keeps alive (fuzzing, in-memory tests).
   static result<gguf_file> parse(std::span<const uint8_t> bytes);
+  // A file assembled in memory by an importer (safetensors + Hugging Face files, tokenizer.json):
+  // the rest of the engine reads it exactly like a parsed GGUF. Each tensor's `data` must stay
+  // valid while `owner` (shared by every copy of the result) lives; its n_bytes must match its
+  // type and shape. Keys and tensor names must be unique (checked: an error names the duplicate).
+  static result<gguf_file> from_parts(std::vector<gguf_kv> kv, std::vector<gguf_tensor> tensors,
+                                      std::shared_ptr<const void> owner);
 
   uint32_t version() const { return version_; }
   uint64_t alignment() const { return alignment_; }
@@ -111,7 +117,7 @@ class gguf_file {
 
  private:
   struct mapping;
-  std::shared_ptr<mapping> map_;  // keeps the file mapped while any copy lives
+  std::shared_ptr<const void> owner_;  // keeps the mapping (or an importer's buffers) alive
   std::span<const uint8_t> bytes_;
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;

@@ -37,7 +37,7 @@ std::string shape(int64_t ne0, int64_t ne1) {
 
 }  // namespace
 
-tensor model_loader::bind(const gguf_tensor& g, bool matrix_type, int64_t ne0, int64_t ne1) {
+void model_loader::check(const gguf_tensor& g, bool matrix_type, int64_t ne0, int64_t ne1) const {
   const int64_t want[4] = {ne0, ne1, 1, 1};
   for (int d = 0; d < 4; ++d) {
     if (g.ne[d] != want[d]) {
@@ -55,6 +55,10 @@ tensor model_loader::bind(const gguf_tensor& g, bool matrix_type, int64_t ne0, i
     fail("tensor '" + g.name + "' has type " + std::string(tensor_type_name(g.type)) +
          ", expected f32");
   }
+}
+
+tensor model_loader::bind(const gguf_tensor& g, bool matrix_type, int64_t ne0, int64_t ne1) {
+  check(g, matrix_type, ne0, ne1);
   bound_bytes_ += g.n_bytes;
   return backend_.weight(g);
 }
@@ -68,6 +72,28 @@ tensor model_loader::matrix(const std::string& name, int64_t n_in, int64_t n_out
 tensor model_loader::matrix_optional(const std::string& name, int64_t n_in, int64_t n_out) {
   const gguf_tensor* g = file_.find_tensor(name);
   return g ? bind(*g, true, n_in, n_out) : tensor{};
+}
+
+tensor model_loader::matrix_rows(const std::string& name, int64_t n_in, int64_t n_out_total,
+                                 int64_t first, int64_t n) {
+  const gguf_tensor* g = file_.find_tensor(name);
+  if (!g) {
+    fail("tensor '" + name + "' is missing (expected shape " + shape(n_in, n_out_total) + ")");
+  }
+  check(*g, true, n_in, n_out_total);
+  if (first < 0 || n <= 0 || first + n > n_out_total) {
+    fail("tensor '" + name + "': rows [" + std::to_string(first) + ", " +
+         std::to_string(first + n) + ") are outside its " + std::to_string(n_out_total) + " rows");
+  }
+  gguf_tensor& part = parts_.emplace_back(*g);
+  const uint64_t row_bytes = uint64_t(tensor_type_row_bytes(g->type, n_in));
+  part.name = name + "[" + std::to_string(first) + ":" + std::to_string(first + n) + "]";
+  part.ne[1] = n;
+  part.offset += uint64_t(first) * row_bytes;
+  part.data += uint64_t(first) * row_bytes;
+  part.n_bytes = uint64_t(n) * row_bytes;
+  bound_bytes_ += part.n_bytes;
+  return backend_.weight(part);
 }
 
 tensor model_loader::vector(const std::string& name, int64_t n) {
@@ -174,7 +200,7 @@ std::unique_ptr<model> model::load(const std::string& path, const model_params& 
     }
 
     m->backend_ = make_cpu_backend(params.n_threads);
-    model_loader ld(m->file_, *m->backend_);
+    model_loader ld(m->file_, *m->backend_, m->weights_.parts);
     read_common_hparams(ld, m->vocab_, m->hparams_);
     m->arch_->load(ld, m->hparams_, m->weights_);
     m->weight_bytes_ = ld.bound_bytes();

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -28,20 +29,27 @@ struct model_hparams {
   int32_t n_ff = 0;
   float norm_eps = 1e-5f;
   rope_params rope;
+  // Family-specific; 0 = off. Set by the architecture's load().
+  int32_t n_swa = 0;           // sliding-window length of the layers that use one
+  float attn_softcap = 0.0f;   // attention scores: cap * tanh(score / cap) (gemma2)
+  float final_softcap = 0.0f;  // logits: cap * tanh(logit / cap) (gemma2)
+  float query_scale = 0.0f;    // q·k multiplier; 0 = 1 / sqrt(head_dim_k)
 };
 
 // Weights of one transformer block; absent optional tensors have data == nullptr.
 struct layer_weights {
-  tensor attn_norm;   // F32 [n_embd]
-  tensor wq;          // [n_embd -> n_head * head_dim_k]
-  tensor wk;          // [n_embd -> n_head_kv * head_dim_k]
-  tensor wv;          // [n_embd -> n_head_kv * head_dim_v]
-  tensor wo;          // [n_head * head_dim_v -> n_embd]
-  tensor bq, bk, bv;  // optional biases F32
-  tensor ffn_norm;    // F32 [n_embd]
-  tensor ffn_gate;    // [n_embd -> n_ff]
-  tensor ffn_up;      // [n_embd -> n_ff]
-  tensor ffn_down;    // [n_ff -> n_embd]
+  tensor attn_norm;       // F32 [n_embd]
+  tensor wq;              // [n_embd -> n_head * head_dim_k]
+  tensor wk;              // [n_embd -> n_head_kv * head_dim_k]
+  tensor wv;              // [n_embd -> n_head_kv * head_dim_v]
+  tensor wo;              // [n_head * head_dim_v -> n_embd]
+  tensor bq, bk, bv;      // optional biases F32
+  tensor attn_post_norm;  // optional F32 [n_embd]: norm of the attention output (gemma2)
+  tensor ffn_norm;        // F32 [n_embd]
+  tensor ffn_gate;        // [n_embd -> n_ff]
+  tensor ffn_up;          // [n_embd -> n_ff]
+  tensor ffn_down;        // [n_ff -> n_embd]
+  tensor ffn_post_norm;   // optional F32 [n_embd]: norm of the feed-forward output (gemma2)
 };
 
 struct model_weights {
@@ -50,6 +58,9 @@ struct model_weights {
   tensor output;       // [n_embd -> n_vocab]; the embedding table when tied
   tensor rope_freqs;   // optional F32 [n_dims / 2] frequency divisors (Llama 3.1)
   std::vector<layer_weights> layers;
+  // Row ranges of fused file tensors (phi3's attn_qkv, ffn_up) bound as separate weights; each
+  // backend weight() reads its description, so they live as long as the model.
+  std::deque<gguf_tensor> parts;
 };
 
 struct model_params {
@@ -93,11 +104,16 @@ class model {
 // std::runtime_error naming the tensor, the expected and the actual shape or type.
 class model_loader {
  public:
-  model_loader(const gguf_file& f, hearth::backend& b) : file_(f), backend_(b) {}
+  model_loader(const gguf_file& f, hearth::backend& b, std::deque<gguf_tensor>& parts)
+      : file_(f), backend_(b), parts_(parts) {}
 
   // A weight used in matrix products: any type the backend computes with.
   tensor matrix(const std::string& name, int64_t n_in, int64_t n_out);
   tensor matrix_optional(const std::string& name, int64_t n_in, int64_t n_out);
+  // Output rows [first, first + n) of a fused matrix of `n_out_total` outputs, as its own
+  // weight: a matrix product with it computes exactly those outputs of the fused product.
+  tensor matrix_rows(const std::string& name, int64_t n_in, int64_t n_out_total, int64_t first,
+                     int64_t n);
   // An F32 vector (norm weights, biases).
   tensor vector(const std::string& name, int64_t n);
   tensor vector_optional(const std::string& name, int64_t n);
@@ -111,9 +127,11 @@ class model_loader {
   uint64_t bound_bytes() const { return bound_bytes_; }
 
  private:
+  void check(const gguf_tensor& g, bool matrix_type, int64_t ne0, int64_t ne1) const;
   tensor bind(const gguf_tensor& g, bool matrix_type, int64_t ne0, int64_t ne1);
   const gguf_file& file_;
   hearth::backend& backend_;
+  std::deque<gguf_tensor>& parts_;
   uint64_t bound_bytes_ = 0;
 };
 

@@ -81,8 +81,17 @@ class cpu_backend final : public backend {
   void swiglu(const tensor& gate, const tensor& up, const tensor& out) override {
     cpu::op_swiglu(pool_, gate, up, out);
   }
+  void geglu(const tensor& gate, const tensor& up, const tensor& out) override {
+    cpu::op_geglu(pool_, gate, up, out);
+  }
   void add(const tensor& a, const tensor& b, const tensor& out) override {
     cpu::op_add(pool_, a, b, out);
+  }
+  void scale(const tensor& x, float s, const tensor& out) override {
+    cpu::op_scale(pool_, x, s, out);
+  }
+  void softcap(const tensor& x, float cap, const tensor& out) override {
+    cpu::op_softcap(pool_, x, cap, out);
   }
 
  private:

@@ -36,6 +36,9 @@ void op_attention(thread_pool& pool, scratch& s, const tensor& q, const tensor& 
                   const tensor& cell_seq, const tensor& cell_pos, int32_t n_cells,
                   const attention_params& p, const tensor& out);
 void op_swiglu(thread_pool& pool, const tensor& gate, const tensor& up, const tensor& out);
+void op_geglu(thread_pool& pool, const tensor& gate, const tensor& up, const tensor& out);
 void op_add(thread_pool& pool, const tensor& a, const tensor& b, const tensor& out);
+void op_scale(thread_pool& pool, const tensor& x, float s, const tensor& out);
+void op_softcap(thread_pool& pool, const tensor& x, float cap, const tensor& out);
 
 }  // namespace hearth::cpu

@@ -1,0 +1,149 @@
+#include "engine/models/transformer.h"
+
+#include <cmath>
+
+namespace hearth {
+namespace {
+
+tensor leading(const tensor& t, int64_t len) {
+  tensor v = t;
+  v.ne[0] = len;
+  return v;
+}
+
+}  // namespace
+
+batch_views::batch_views(const forward_batch& fb) {
+  const int64_t n = fb.n_tokens;
+  const activations& a = *fb.act;
+  ids = leading(fb.tok_ids, n);
+  pos = leading(fb.tok_pos, n);
+  seq = leading(fb.tok_seq, n);
+  cells = leading(fb.tok_cell, n);
+  inp = tensor_rows(a.inp, n);
+  cur = tensor_rows(a.cur, n);
+  q = tensor_rows(a.q, n);
+  k = tensor_rows(a.k, n);
+  v = tensor_rows(a.v, n);
+  kqv = tensor_rows(a.kqv, n);
+  attn_out = tensor_rows(a.attn_out, n);
+  gate = tensor_rows(a.ffn_gate, n);
+  up = tensor_rows(a.ffn_up, n);
+  ffn_out = tensor_rows(a.ffn_out, n);
+}
+
+attention_params attention_params_of(const model_hparams& hp, bool sliding) {
+  attention_params ap;
+  ap.n_head = hp.n_head;
+  ap.n_head_kv = hp.n_head_kv;
+  ap.head_dim_k = hp.head_dim_k;
+  ap.head_dim_v = hp.head_dim_v;
+  ap.scale = hp.query_scale > 0 ? hp.query_scale : 1.0f / std::sqrt(float(hp.head_dim_k));
+  ap.softcap = hp.attn_softcap;
+  ap.window = sliding ? hp.n_swa : 0;
+  return ap;
+}
+
+void self_attention(const model& m, const layer_weights& l, int32_t il, const forward_batch& fb,
+                    const batch_views& b, const attention_params& ap) {
+  const model_hparams& hp = m.hparams();
+  const tensor* freq_factors = m.weights().rope_freqs.present() ? &m.weights().rope_freqs : nullptr;
+  backend& be = m.backend();
+  kv_cache& kv = *fb.kv;
+  be.mul_mat(l.wq, b.cur, l.bq.present() ? &l.bq : nullptr, b.q);  // Qcur
+  be.mul_mat(l.wk, b.cur, l.bk.present() ? &l.bk : nullptr, b.k);  // Kcur
+  be.mul_mat(l.wv, b.cur, l.bv.present() ? &l.bv : nullptr, b.v);  // Vcur
+  be.rope(b.q, hp.n_head, hp.head_dim_k, b.pos, hp.rope, freq_factors);
+  be.rope(b.k, hp.n_head_kv, hp.head_dim_k, b.pos, hp.rope, freq_factors);
+  be.kv_store(b.k, b.cells, kv.k(il));
+  be.kv_store(b.v, b.cells, kv.v(il));
+  be.attention(b.q, kv.k(il), kv.v(il), b.seq, b.pos, kv.cell_seq(), kv.cell_pos(), kv.extent(), ap,
+               b.kqv);                           // kqv_out
+  be.mul_mat(l.wo, b.kqv, nullptr, b.attn_out);  // attn_out
+}
+
+void output_logits(const model& m, const forward_batch& fb, const batch_views& b) {
+  if (fb.n_outputs == 0) return;
+  const model_hparams& hp = m.hparams();
+  const model_weights& w = m.weights();
+  backend& be = m.backend();
+  // Only the rows whose logits are wanted go through the final norm and the output matrix.
+  const tensor sel = tensor_rows(fb.act->out_sel, fb.n_outputs);
+  const tensor logits = tensor_rows(fb.act->logits, fb.n_outputs);
+  be.get_rows(b.inp, leading(fb.out_rows, fb.n_outputs), sel);
+  be.rms_norm(sel, w.output_norm, hp.norm_eps, sel);  // result_norm
+  be.mul_mat(w.output, sel, nullptr, logits);         // result_output
+  if (hp.final_softcap > 0) be.softcap(logits, hp.final_softcap, logits);
+}
+
+std::string layer_prefix(int32_t il) {
+  return "blk." + std::to_string(il) + ".";
+}
+
+void load_embeddings_and_output(model_loader& ld, const model_hparams& hp, model_weights& w) {
+  w.tok_embd = ld.matrix("token_embd.weight", hp.n_embd, hp.n_vocab);
+  w.output_norm = ld.vector("output_norm.weight", hp.n_embd);
+  w.output = ld.matrix_optional("output.weight", hp.n_embd, hp.n_vocab);
+  if (!w.output.present()) w.output = w.tok_embd;  // tied embeddings
+}
+
+void load_attention(model_loader& ld, const model_hparams& hp, int32_t il, layer_weights& l) {
+  const std::string p = layer_prefix(il);
+  const int64_t q_width = int64_t(hp.n_head) * hp.head_dim_k;
+  const int64_t k_width = int64_t(hp.n_head_kv) * hp.head_dim_k;
+  const int64_t v_width = int64_t(hp.n_head_kv) * hp.head_dim_v;
+  l.attn_norm = ld.vector(p + "attn_norm.weight", hp.n_embd);
+  l.wq = ld.matrix(p + "attn_q.weight", hp.n_embd, q_width);
+  l.wk = ld.matrix(p + "attn_k.weight", hp.n_embd, k_width);
+  l.wv = ld.matrix(p + "attn_v.weight", hp.n_embd, v_width);
+  l.wo = ld.matrix(p + "attn_output.weight", int64_t(hp.n_head) * hp.head_dim_v, hp.n_embd);
+  l.bq = ld.vector_optional(p + "attn_q.bias", q_width);
+  l.bk = ld.vector_optional(p + "attn_k.bias", k_width);
+  l.bv = ld.vector_optional(p + "attn_v.bias", v_width);
+}
+
+void load_ffn(model_loader& ld, const model_hparams& hp, int32_t il, layer_weights& l) {
+  const std::string p = layer_prefix(il);
+  l.ffn_norm = ld.vector(p + "ffn_norm.weight", hp.n_embd);
+  l.ffn_gate = ld.matrix(p + "ffn_gate.weight", hp.n_embd, hp.n_ff);
+  l.ffn_up = ld.matrix(p + "ffn_up.weight", hp.n_embd, hp.n_ff);
+  l.ffn_down = ld.matrix(p + "ffn_down.weight", hp.n_ff, hp.n_embd);
+}
+
+void forward_decoder(const model& m, forward_batch& fb, const block_style& style) {
+  const model_hparams& hp = m.hparams();
+  const model_weights& w = m.weights();
+  backend& be = m.backend();
+  const batch_views b(fb);
+  const attention_params sliding = attention_params_of(hp, hp.n_swa > 0);
+  const attention_params global = attention_params_of(hp, false);
+
+  be.get_rows(w.tok_embd, b.ids, b.inp);  // inp_embd
+  if (style.scale_embeddings) be.scale(b.inp, std::sqrt(float(hp.n_embd)), b.inp);
+  for (int32_t il = 0; il < hp.n_layer; ++il) {
+    const layer_weights& l = w.layers[size_t(il)];
+    const bool slides = !style.window_on_even_layers || il % 2 == 0;
+    be.rms_norm(b.inp, l.attn_norm, hp.norm_eps, b.cur);  // attn_norm
+    self_attention(m, l, il, fb, b, slides ? sliding : global);
+    if (l.attn_post_norm.present()) {
+      be.rms_norm(b.attn_out, l.attn_post_norm, hp.norm_eps, b.attn_out);  // attn_post_norm
+    }
+    be.add(b.attn_out, b.inp, b.inp);                    // ffn_inp
+    be.rms_norm(b.inp, l.ffn_norm, hp.norm_eps, b.cur);  // ffn_norm
+    be.mul_mat(l.ffn_gate, b.cur, nullptr, b.gate);
+    be.mul_mat(l.ffn_up, b.cur, nullptr, b.up);
+    if (style.gelu) {
+      be.geglu(b.gate, b.up, b.gate);  // ffn_gelu * ffn_up
+    } else {
+      be.swiglu(b.gate, b.up, b.gate);  // ffn_silu * ffn_up
+    }
+    be.mul_mat(l.ffn_down, b.gate, nullptr, b.ffn_out);  // ffn_out
+    if (l.ffn_post_norm.present()) {
+      be.rms_norm(b.ffn_out, l.ffn_post_norm, hp.norm_eps, b.ffn_out);  // ffn_post_norm
+    }
+    be.add(b.ffn_out, b.inp, b.inp);  // l_out
+  }
+  output_logits(m, fb, b);
+}
+
+}  // namespace hearth

@@ -1,0 +1,70 @@
+// Stages every decoder-only family runs the same way, so each file under engine/models/ says only
+// what its family does differently: the batch's views, self-attention and the output head.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "engine/forward.h"
+#include "engine/model.h"
+
+namespace hearth {
+
+// The leading n_tokens rows of every activation and the batch inputs as vectors: what one pass
+// over this micro-batch reads and writes.
+struct batch_views {
+  explicit batch_views(const forward_batch& fb);
+
+  tensor ids, pos, seq, cells;  // I32 [n_tokens]
+  tensor inp;                   // F32 [n_tokens, n_embd]  residual stream
+  tensor cur;                   // F32 [n_tokens, n_embd]  normed input of a block
+  tensor q, k, v;               // F32 [n_tokens, n_head(_kv) * head_dim]
+  tensor kqv;                   // F32 [n_tokens, n_head * head_dim_v]
+  tensor attn_out;              // F32 [n_tokens, n_embd]
+  tensor gate, up;              // F32 [n_tokens, n_ff]
+  tensor ffn_out;               // F32 [n_tokens, n_embd]
+};
+
+// A layer's attention parameters: heads, the query scale (hparams.query_scale or
+// 1/sqrt(head_dim_k)), the score soft-cap, and hparams.n_swa as the window when `sliding`.
+attention_params attention_params_of(const model_hparams& hp, bool sliding);
+
+// b.cur (the normed block input) -> b.attn_out: Q/K/V products with their biases, rope, the
+// K/V store into the cache, attention over the cache, and the output projection.
+void self_attention(const model& m, const layer_weights& l, int32_t il, const forward_batch& fb,
+                    const batch_views& b, const attention_params& ap);
+
+// The rows of b.inp whose logits are wanted -> output_norm -> output matrix (-> the final
+// soft-cap when hparams.final_softcap > 0) -> fb.act->logits.
+void output_logits(const model& m, const forward_batch& fb, const batch_views& b);
+
+// --- loading ------------------------------------------------------------------------------
+
+// token_embd, output_norm and output (the embedding table when output.weight is absent: tied).
+void load_embeddings_and_output(model_loader& ld, const model_hparams& hp, model_weights& w);
+
+// blk.<il>.attn_norm, attn_q/k/v (+ optional biases) and attn_output.
+void load_attention(model_loader& ld, const model_hparams& hp, int32_t il, layer_weights& l);
+
+// blk.<il>.ffn_norm, ffn_gate, ffn_up and ffn_down.
+void load_ffn(model_loader& ld, const model_hparams& hp, int32_t il, layer_weights& l);
+
+// "blk.<il>." — the prefix of a layer's tensor names.
+std::string layer_prefix(int32_t il);
+
+// --- the decoder block ----------------------------------------------------------------------
+
+// How a family's blocks differ from Llama's.
+struct block_style {
+  bool scale_embeddings = false;  // embeddings × sqrt(n_embd) (Gemma)
+  bool gelu = false;              // GELU-gated feed-forward instead of SwiGLU (Gemma)
+  // Sliding window (hparams.n_swa > 0) on even layers only (Gemma 2); otherwise on every layer.
+  bool window_on_even_layers = false;
+};
+
+// The embedding lookup, then per layer: RMSNorm, self-attention, [post-attention RMSNorm],
+// residual add, RMSNorm, gated feed-forward, [post-feed-forward RMSNorm], residual add (the
+// bracketed norms when the layer has those weights: Gemma 2), then the output head.
+void forward_decoder(const model& m, forward_batch& fb, const block_style& style);
+
+}  // namespace hearth
