@@ -95,4 +95,63 @@ struct block_q8_0 {
 };
 static_assert(sizeof(block_q8_0) == 34);
 
+constexpr int k_q4_0_block = 32;
+// Q4_0: 32 4-bit values sharing one F16 scale: x[j] = d * ((qs[j] & 0xF) - 8) and
+// x[j + 16] = d * ((qs[j] >> 4) - 8).
+struct block_q4_0 {
+  uint16_t d;  // F16 scale
+  uint8_t qs[k_q4_0_block / 2];
+};
+static_assert(sizeof(block_q4_0) == 18);
+
+// The K-quants: super-blocks of 256 values in sub-blocks of 16 or 32, each sub-block with its own
+// scale (and min), the scales quantized against one F16 scale per super-block.
+constexpr int k_qk_k = 256;
+constexpr int k_k_scale_bytes = 12;  // eight 6-bit scales and eight 6-bit mins, packed
+
+// Q4_K: eight sub-blocks of 32; x = d * scale[s] * q - dmin * min[s], q in [0, 15].
+// scales: for s < 4 scale[s] = scales[s] & 63, min[s] = scales[s + 4] & 63; for s >= 4 the low
+// 4 bits are in scales[s + 4] (scale low nibble, min high nibble) and the high 2 bits are the top
+// bits of scales[s - 4] (scale) and scales[s] (min). qs: 64 values per 32 bytes, the first 32 in
+// the low nibbles, the next 32 in the high nibbles.
+struct block_q4_k {
+  uint16_t d;     // F16 scale of the scales
+  uint16_t dmin;  // F16 scale of the mins
+  uint8_t scales[k_k_scale_bytes];
+  uint8_t qs[k_qk_k / 2];
+};
+static_assert(sizeof(block_q4_k) == 144);
+
+// Q5_K: as Q4_K with a fifth bit per value, q in [0, 31]: value i of 64-value chunk c takes bit
+// 2c (first 32) or 2c + 1 (next 32) of qh[i % 32].
+struct block_q5_k {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[k_k_scale_bytes];
+  uint8_t qh[k_qk_k / 8];
+  uint8_t qs[k_qk_k / 2];
+};
+static_assert(sizeof(block_q5_k) == 176);
+
+// Q6_K: sixteen sub-blocks of 16 with signed 8-bit scales; x = d * scales[s] * (q - 32), q in
+// [0, 63]. Each half of 128 values: value 32g + l (g < 4, l < 32) has its low 4 bits in
+// ql[l + 32 (g & 1)] (low nibble for g < 2, high for g >= 2) and its high 2 bits at bit 2g of
+// qh[l]; its scale is scales[l / 16 + 2g].
+struct block_q6_k {
+  uint8_t ql[k_qk_k / 2];
+  uint8_t qh[k_qk_k / 4];
+  int8_t scales[k_qk_k / 16];
+  uint16_t d;  // F16
+};
+static_assert(sizeof(block_q6_k) == 210);
+
+// Q8_K: the activations the K-quants dot with: 256 signed bytes, an F32 scale, and the sum of
+// each 16 bytes (so a weight's mins can be applied without touching the bytes again).
+struct block_q8_k {
+  float d;
+  int8_t qs[k_qk_k];
+  int16_t bsums[k_qk_k / 16];
+};
+static_assert(sizeof(block_q8_k) == 292);
+
 }  // namespace hearth

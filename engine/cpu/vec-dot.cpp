@@ -3,15 +3,16 @@
 #include <cpuid.h>
 #include <immintrin.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 
-namespace hearth::cpu {
-namespace {
+#include "engine/cpu/vec-dot-kernels.h"
 
-// F16 -> F32 through a table: exact, and much faster than bit manipulation per value.
+namespace hearth::cpu {
+
 const std::array<float, 65536>& fp16_table() {
   static const auto table = [] {
     std::array<float, 65536> t{};
@@ -20,6 +21,8 @@ const std::array<float, 65536>& fp16_table() {
   }();
   return table;
 }
+
+namespace {
 
 // --- portable kernels -------------------------------------------------------------------
 // Several accumulators so the compiler may keep independent chains in flight.
@@ -63,15 +66,6 @@ float dot_q8_0_generic(int64_t n, const void* wv, const void* xv) {
 }
 
 // --- AVX2 kernels (chosen at run time) --------------------------------------------------
-
-#define HEARTH_AVX2 __attribute__((target("avx2,fma,f16c")))
-
-HEARTH_AVX2 float hsum256(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 HEARTH_AVX2 float dot_f32_avx2(int64_t n, const void* wv, const void* xv) {
   const float* w = static_cast<const float*>(wv);
@@ -196,7 +190,7 @@ void q8_0_to_float(const void* xv, float* y, int64_t n) {
 }
 
 struct kernel_table {
-  type_kernels f32, f16, bf16, q8_0;
+  type_kernels f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k, q8_k;
 };
 
 const kernel_table& table() {
@@ -209,12 +203,94 @@ const kernel_table& table() {
               bf16_to_float};
     t.q8_0 = {tensor_type::q8_0, avx2 ? dot_q8_0_avx2 : dot_q8_0_generic, q8_0_from_float,
               q8_0_to_float};
+    // Weight-only types (no from_float): the activation type is the reference engine's.
+    t.q4_0 = {tensor_type::q8_0, avx2 ? dot_q4_0_q8_0_avx2 : dot_q4_0_q8_0_generic, nullptr,
+              q4_0_to_float};
+    t.q4_k = {tensor_type::q8_k, avx2 ? dot_q4_k_q8_k_avx2 : dot_q4_k_q8_k_generic, nullptr,
+              q4_k_to_float};
+    t.q5_k = {tensor_type::q8_k, avx2 ? dot_q5_k_q8_k_avx2 : dot_q5_k_q8_k_generic, nullptr,
+              q5_k_to_float};
+    t.q6_k = {tensor_type::q8_k, avx2 ? dot_q6_k_q8_k_avx2 : dot_q6_k_q8_k_generic, nullptr,
+              q6_k_to_float};
+    t.q8_k = {tensor_type::q8_k, avx2 ? dot_q8_k_q8_k_avx2 : dot_q8_k_q8_k_generic, q8_k_from_float,
+              q8_k_to_float};
     return t;
   }();
   return k;
 }
 
 }  // namespace
+
+// --- Q4_0 · Q8_0 ------------------------------------------------------------------------
+
+void q4_0_to_float(const void* xv, float* y, int64_t n) {
+  const block_q4_0* x = static_cast<const block_q4_0*>(xv);
+  const auto& t = fp16_table();
+  constexpr int half = k_q4_0_block / 2;
+  for (int64_t b = 0; b < n / k_q4_0_block; ++b, y += k_q4_0_block) {
+    const float d = t[x[b].d];
+    for (int j = 0; j < half; ++j) {
+      y[j] = float((x[b].qs[j] & 0xF) - 8) * d;
+      y[j + half] = float((x[b].qs[j] >> 4) - 8) * d;
+    }
+  }
+}
+
+float dot_q4_0_q8_0_generic(int64_t n, const void* wv, const void* xv) {
+  const block_q4_0* w = static_cast<const block_q4_0*>(wv);
+  const block_q8_0* x = static_cast<const block_q8_0*>(xv);
+  const auto& t = fp16_table();
+  constexpr int half = k_q4_0_block / 2;
+  float sum = 0;
+  for (int64_t b = 0; b < n / k_q4_0_block; ++b) {
+    int32_t s = 0;
+    for (int j = 0; j < half; ++j) {
+      s += ((w[b].qs[j] & 0xF) - 8) * int32_t(x[b].qs[j]);
+      s += ((w[b].qs[j] >> 4) - 8) * int32_t(x[b].qs[j + half]);
+    }
+    sum += float(s) * (t[w[b].d] * t[x[b].d]);
+  }
+  return sum;
+}
+
+namespace {
+
+// Σ (q - 8) · x over one block as 8 int32 lanes: maddubs multiplies the unsigned nibbles by the
+// signed bytes (no saturation: 2·15·127 fits int16), and 8·Σx is taken off the same way.
+HEARTH_AVX2 inline __m256i q4_0_block_dot(const block_q4_0& w, const block_q8_0& x) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i m8 = _mm256_set1_epi8(8);
+  const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.qs));
+  // Low nibbles are values 0..15, high nibbles 16..31: one 128-bit lane each.
+  const __m256i q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(packed, 4), packed), m4);
+  const __m256i qx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs));
+  const __m256i p16 = _mm256_sub_epi16(_mm256_maddubs_epi16(q, qx), _mm256_maddubs_epi16(m8, qx));
+  return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+}
+
+}  // namespace
+
+HEARTH_AVX2 float dot_q4_0_q8_0_avx2(int64_t n, const void* wv, const void* xv) {
+  const block_q4_0* w = static_cast<const block_q4_0*>(wv);
+  const block_q8_0* x = static_cast<const block_q8_0*>(xv);
+  const auto& t = fp16_table();
+  const int64_t nb = n / k_q4_0_block;
+  // Two accumulators: consecutive blocks' FMAs do not wait on each other.
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    const __m256i s0 = q4_0_block_dot(w[b], x[b]);
+    const __m256i s1 = q4_0_block_dot(w[b + 1], x[b + 1]);
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(t[w[b].d] * t[x[b].d]), _mm256_cvtepi32_ps(s0), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(t[w[b + 1].d] * t[x[b + 1].d]), _mm256_cvtepi32_ps(s1),
+                           acc1);
+  }
+  for (; b < nb; ++b) {
+    const __m256i s0 = q4_0_block_dot(w[b], x[b]);
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(t[w[b].d] * t[x[b].d]), _mm256_cvtepi32_ps(s0), acc0);
+  }
+  return hsum256(_mm256_add_ps(acc0, acc1));
+}
 
 bool cpu_has_avx2() {
   static const bool has = [] {
@@ -241,6 +317,16 @@ const type_kernels* kernels_for(tensor_type t) {
       return &table().bf16;
     case tensor_type::q8_0:
       return &table().q8_0;
+    case tensor_type::q4_0:
+      return &table().q4_0;
+    case tensor_type::q4_k:
+      return &table().q4_k;
+    case tensor_type::q5_k:
+      return &table().q5_k;
+    case tensor_type::q6_k:
+      return &table().q6_k;
+    case tensor_type::q8_k:
+      return &table().q8_k;
     default:
       return nullptr;
   }
