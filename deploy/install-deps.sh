@@ -7,7 +7,7 @@ packages=(
   # toolchain
   build-essential cmake ninja-build pkg-config clang clang-format libclang-rt-dev
   # engine
-  libsentencepiece-dev nlohmann-json3-dev
+  libsentencepiece-dev nlohmann-json3-dev libpcre2-dev
   # wire, broker, node
   libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libsqlite3-dev sqlite3 libyaml-cpp-dev libspdlog-dev libfmt-dev
   # CLI

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "engine/gguf.h"
 
 namespace hearth {
 
@@ -30,9 +31,19 @@ class sp_model {
   int32_t n_tokens() const;
 
  private:
+  friend result<std::vector<gguf_kv>> sp_model_metadata(const std::string& path);
   struct impl;
   explicit sp_model(std::unique_ptr<impl> p);
   std::unique_ptr<impl> impl_;
 };
+
+// The tokenizer.ggml.* metadata of a SentencePiece BPE `tokenizer.model`, as llama.cpp's
+// converter writes it (model "llama", pre "default"): pieces, scores and token types by id
+// (unknown, control, unused and byte from the library, user-defined from the model's piece
+// types), the library's bos/eos/unk/pad ids (left out when disabled), add_bos_token true,
+// add_eos_token false, and add_space_prefix from the normalizer's add_dummy_prefix. Feed it to
+// vocab::from_gguf through gguf_file::from_parts. Errors name the file; a Unigram (or word/char)
+// model is an error, as only the BPE algorithm is implemented.
+result<std::vector<gguf_kv>> sp_model_metadata(const std::string& path);
 
 }  // namespace hearth

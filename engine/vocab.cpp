@@ -4,12 +4,16 @@
 #include <cassert>
 #include <initializer_list>
 
+#include "engine/pre-tokenizer.h"
+#include "engine/tokenizer-bpe.h"
 #include "engine/tokenizer-spm.h"
 
 namespace hearth {
 namespace {
 
 constexpr std::string_view k_key_model = "tokenizer.ggml.model";
+constexpr std::string_view k_key_pre = "tokenizer.ggml.pre";
+constexpr std::string_view k_key_merges = "tokenizer.ggml.merges";
 constexpr std::string_view k_key_tokens = "tokenizer.ggml.tokens";
 constexpr std::string_view k_key_scores = "tokenizer.ggml.scores";
 constexpr std::string_view k_key_token_type = "tokenizer.ggml.token_type";
@@ -58,16 +62,19 @@ std::optional<uint8_t> byte_token_value(std::string_view text) {
 }
 
 // What token_to_piece(id, special = true) returns: llama.cpp's token-to-piece cache.
-std::string token_piece(std::string_view text, token_attr attr) {
+std::string token_piece(vocab_kind kind, std::string_view text, token_attr attr) {
   switch (attr) {
     case token_attr::control:
     case token_attr::unknown:
     case token_attr::user_defined:
       return std::string(text);
     case token_attr::normal:
-      return replace_all(text, k_space_escape, " ");
+      return kind == vocab_kind::bpe ? bpe_byte_decode(text)
+                                     : replace_all(text, k_space_escape, " ");
     case token_attr::byte:
-      return std::string(1, char(*byte_token_value(text)));
+      // llama.cpp prints nothing for a byte-type token of a BPE vocabulary.
+      return kind == vocab_kind::bpe ? std::string()
+                                     : std::string(1, char(*byte_token_value(text)));
     case token_attr::unused:
       return {};  // llama.cpp prints nothing for unused tokens
   }
@@ -126,6 +133,45 @@ result<void> read_bool(const gguf_file& f, std::string_view key, bool* out) {
   return {};
 }
 
+// llama.cpp's clean-up of detokenized BPE text (llama_vocab::impl::detokenize, clean_spaces),
+// three passes over the bytes, in place.
+void clean_up_spaces(std::string& s) {
+  const auto pass = [&s](auto&& step) {
+    const size_t n = s.size();
+    size_t total = n ? 1 : 0;
+    for (size_t i = 1; i < n; ++i) step(i, n, total);
+    s.resize(total);
+  };
+  // " ?", " !", " .", " ,": the space goes.
+  pass([&s](size_t i, size_t, size_t& total) {
+    const char x = s[i];
+    if (s[i - 1] == ' ' && (x == '?' || x == '!' || x == '.' || x == ',')) --total;
+    s[total++] = x;
+  });
+  // " ' ": both spaces go.
+  pass([&s](size_t& i, size_t n, size_t& total) {
+    const char x = s[i];
+    if (x == '\'' && i + 1 < n && s[i - 1] == ' ' && s[i + 1] == ' ') {
+      --total;
+      s[++i] = '\0';
+    }
+    s[total++] = x;
+  });
+  // " 's", " 'm", " 're", " 've": the space goes (" 't", " 'd", " 'll" keep it).
+  pass([&s](size_t i, size_t n, size_t& total) {
+    const char x = s[i];
+    if (s[i - 1] == ' ' && x == '\'' && i + 1 < n) {
+      const char x1 = s[i + 1];
+      if (x1 == 's' || x1 == 'm') {
+        --total;
+      } else if (i + 2 < n && ((x1 == 'r' && s[i + 2] == 'e') || (x1 == 'v' && s[i + 2] == 'e'))) {
+        --total;
+      }
+    }
+    s[total++] = x;
+  });
+}
+
 }  // namespace
 
 result<vocab> vocab::from_gguf(const gguf_file& f) {
@@ -142,9 +188,36 @@ result<vocab> vocab::from_gguf(const gguf_file& f) {
     v.add_bos_ = true;
     v.add_eos_ = false;
     v.add_space_prefix_ = true;
+  } else if (**model == "gpt2") {
+    v.kind_ = vocab_kind::bpe;
+    v.bos_ = 11;
+    v.eos_ = 11;
+    v.unk_ = -1;
+    v.add_space_prefix_ = false;
+    auto merges = f.get_string_array(k_key_merges);
+    if (!merges) return merges.err();
+    if (!*merges) {
+      return error{"tokenizer 'gpt2' (metadata key '" + std::string(k_key_model) +
+                   "') needs metadata key '" + std::string(k_key_merges) + "', which is missing"};
+    }
+    auto pre = f.get_string(k_key_pre);
+    if (!pre) return pre.err();
+    v.pre_ = pre->value_or("");
+    if (v.pre_.empty()) v.pre_ = "default";
+    const pre_tokenizer_spec* spec = pre_tokenizer_find(v.pre_);
+    if (!spec) {
+      return error{"unknown pre-tokenizer '" + v.pre_ + "' (metadata key '" +
+                   std::string(k_key_pre) + "')"};
+    }
+    v.add_bos_ = spec->add_bos;
+    v.clean_spaces_ = spec->clean_spaces;
+    if (spec->no_bos) v.bos_ = -1;
+    auto bpe = bpe_tokenizer::create(**merges, *spec);
+    if (!bpe) return error{"pre-tokenizer '" + v.pre_ + "': " + bpe.message()};
+    v.bpe_ = std::make_shared<const bpe_tokenizer>(std::move(bpe).value());
   } else {
     return error{"unsupported tokenizer '" + **model + "' (metadata key '" +
-                 std::string(k_key_model) + "'); supported: 'llama' (SentencePiece)"};
+                 std::string(k_key_model) + "'); supported: 'llama' (SentencePiece), 'gpt2' (BPE)"};
   }
   if (auto r = read_bool(f, k_key_add_space_prefix, &v.add_space_prefix_); !r) return r.err();
 
@@ -187,7 +260,7 @@ result<vocab> vocab::from_gguf(const gguf_file& f) {
       if (!attr) return attr.err();
       t.attr = *attr;
     }
-    if (t.attr == token_attr::byte && !byte_token_value(t.text)) {
+    if (v.kind_ == vocab_kind::spm && t.attr == token_attr::byte && !byte_token_value(t.text)) {
       return error{"metadata key '" + std::string(k_key_token_type) + "': token " +
                    std::to_string(id) + " is a byte token but its text '" + t.text +
                    "' is not of the form <0xXX>"};
@@ -227,7 +300,7 @@ result<vocab> vocab::from_gguf(const gguf_file& f) {
   });
 
   v.pieces_.reserve(n);
-  for (const token_data& t : v.tokens_) v.pieces_.push_back(token_piece(t.text, t.attr));
+  for (const token_data& t : v.tokens_) v.pieces_.push_back(token_piece(v.kind_, t.text, t.attr));
 
   if (auto r = v.apply_model_token_attrs(f); !r) return r.err();
   return v;
@@ -310,8 +383,10 @@ result<void> vocab::apply_model_token_attrs(const gguf_file& f) {
   std::transform(lower.begin(), lower.end(), lower.begin(),
                  [](char c) { return c >= 'A' && c <= 'Z' ? char(c - 'A' + 'a') : c; });
   // Phi-3's tokenizer.json strips the whitespace after its added tokens; the GGUF does not record
-  // that, so llama.cpp recognises the model by name.
-  if (lower.find("phi-3") != std::string::npos || lower.find("phi3") != std::string::npos) {
+  // that, so llama.cpp recognises the model by name (and Jina v2's <mask> by pre-tokenizer).
+  if (pre_ == "jina-v2-de" || pre_ == "jina-v2-es" || pre_ == "jina-v2-code") {
+    if (auto id = find("<mask>")) tokens_[*id].lstrip = true;
+  } else if (lower.find("phi-3") != std::string::npos || lower.find("phi3") != std::string::npos) {
     for (int32_t id : special_) tokens_[id].rstrip = true;
     for (auto [text, rstrip] : {std::pair<std::string_view, bool>{"</s>", true},
                                 {"<unk>", false},
@@ -396,8 +471,26 @@ std::vector<int32_t> vocab::tokenize(std::string_view text, bool add_special,
     case vocab_kind::spm:
       tokenize_spm(text, fragments, add_special, out);
       break;
+    case vocab_kind::bpe:
+      tokenize_bpe(text, fragments, add_special, out);
+      break;
   }
   return out;
+}
+
+// llama.cpp's llama_tokenize_impl, LLAMA_VOCAB_TYPE_BPE case: no space prefix; each raw
+// fragment is tokenized on its own.
+void vocab::tokenize_bpe(std::string_view text, const std::vector<fragment>& fragments,
+                         bool add_special, std::vector<int32_t>& out) const {
+  if (add_special && add_bos_) out.push_back(bos_);
+  for (const fragment& fr : fragments) {
+    if (fr.token >= 0) {
+      out.push_back(fr.token);
+    } else {
+      bpe_->tokenize(*this, text.substr(fr.offset, fr.length), out);
+    }
+  }
+  if (add_special && add_eos_) out.push_back(eos_);
 }
 
 // llama.cpp's llama_tokenize_impl, LLAMA_VOCAB_TYPE_SPM case.
@@ -439,6 +532,7 @@ std::string vocab::detokenize(std::span<const int32_t> ids, bool special) const 
     out.append(piece, strip ? 1 : 0);
     strip_space = false;
   }
+  if (clean_spaces_) clean_up_spaces(out);
   return out;
 }
 

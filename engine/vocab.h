@@ -3,14 +3,16 @@
 //
 // Tokenizing is two stages, as in llama.cpp: the text is first split around special tokens
 // written in it (user-defined tokens always, control and unknown tokens only when asked), then
-// each remaining text fragment goes through the model's algorithm, chosen by vocab_kind. Only
-// SentencePiece-style vocabularies (tokenizer.ggml.model = "llama") are supported so far; a
-// byte-level BPE ("gpt2") kind adds one case to the dispatch in tokenize() and its own
-// tokenizer file beside engine/tokenizer-spm.cpp.
+// each remaining text fragment goes through the model's algorithm, chosen by vocab_kind:
+// SentencePiece-style (tokenizer.ggml.model = "llama", engine/tokenizer-spm.cpp) or byte-level
+// BPE ("gpt2", engine/tokenizer-bpe.cpp, with the pre-tokenizer tokenizer.ggml.pre names from
+// engine/pre-tokenizer.cpp). Another kind adds one case to the dispatch in tokenize(), its own
+// tokenizer file beside those, and its piece rule in token_to_piece.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -29,7 +31,10 @@ enum class token_attr : uint8_t { normal, unknown, control, user_defined, unused
 
 enum class vocab_kind {
   spm,  // tokenizer.ggml.model = "llama": SentencePiece BPE with byte fallback
+  bpe,  // tokenizer.ggml.model = "gpt2": byte-level BPE with merges and a regex pre-tokenizer
 };
+
+class bpe_tokenizer;
 
 class vocab {
  public:
@@ -39,6 +44,8 @@ class vocab {
 
   vocab_kind kind() const { return kind_; }
   int32_t n_tokens() const { return int32_t(tokens_.size()); }
+  // tokenizer.ggml.pre of a BPE vocabulary ("default" when the file names none); "" for SPM.
+  const std::string& pre() const { return pre_; }
 
   // Special token ids, -1 when the model has none.
   int32_t bos() const { return bos_; }
@@ -49,6 +56,10 @@ class vocab {
   bool add_bos() const { return add_bos_; }
   bool add_eos() const { return add_eos_; }
   bool add_space_prefix() const { return add_space_prefix_; }
+  // detokenize() drops the space before ? ! . , and some apostrophe contractions, as llama.cpp
+  // does for most BPE vocabularies (clean_up_tokenization_spaces); then a text that has such a
+  // space does not survive detokenize(tokenize(text)).
+  bool clean_spaces() const { return clean_spaces_; }
 
   // End of generation: eos, eot, end-of-message, the FIM pad/repo/file-separator tokens and the
   // control tokens llama.cpp recognises by text ("<|eot_id|>", "<|im_end|>", "<|end|>", ...).
@@ -67,13 +78,16 @@ class vocab {
   std::vector<int32_t> tokenize(std::string_view text, bool add_special, bool parse_special) const;
 
   // One token's bytes as a stream prints them: U+2581 as a space, a <0xXX> byte token as that
-  // byte (so possibly part of a UTF-8 character), control and unknown tokens as nothing unless
-  // `special` (then their text), unused tokens as nothing. Ids out of range give "".
+  // byte (so possibly part of a UTF-8 character); for BPE a normal token's characters mapped
+  // back to their bytes (GPT-2's byte_to_unicode inverted) and byte tokens as nothing. Control
+  // and unknown tokens give nothing unless `special` (then their text), user-defined tokens
+  // their text, unused tokens nothing. Ids out of range give "".
   std::string token_to_piece(int32_t id, bool special) const;
 
   // Ids -> text, as llama.cpp's common_detokenize: pieces concatenated, and the space that
   // tokenize() prefixed (add_space_prefix) removed from the first token's piece. As in llama.cpp
   // only the very first token is stripped, so a leading BOS keeps the space of the word after it.
+  // With clean_spaces() the result is cleaned up as llama.cpp's llama_detokenize does.
   std::string detokenize(std::span<const int32_t> ids, bool special) const;
 
  private:
@@ -105,8 +119,12 @@ class vocab {
   std::vector<fragment> partition(std::string_view text, bool parse_special) const;
   void tokenize_spm(std::string_view text, const std::vector<fragment>& fragments, bool add_special,
                     std::vector<int32_t>& out) const;
+  void tokenize_bpe(std::string_view text, const std::vector<fragment>& fragments, bool add_special,
+                    std::vector<int32_t>& out) const;
 
   vocab_kind kind_ = vocab_kind::spm;
+  std::string pre_;
+  std::shared_ptr<const bpe_tokenizer> bpe_;  // merges and compiled pre-tokenizer, for kind bpe
   std::vector<token_data> tokens_;
   std::unordered_map<std::string, int32_t, string_hash, std::equal_to<>> ids_;
   std::vector<std::string> pieces_;  // token_to_piece(id, special = true), precomputed
@@ -128,6 +146,7 @@ class vocab {
   bool add_bos_ = false;
   bool add_eos_ = false;
   bool add_space_prefix_ = false;
+  bool clean_spaces_ = false;
 };
 
 }  // namespace hearth

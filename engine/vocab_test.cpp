@@ -293,8 +293,9 @@ void expect_error(const gguf_metadata& m, const std::string& needle) {
 
 TEST(Vocab, BadMetadataIsReportedWithItsKey) {
   expect_error(toy_vocab().erase("tokenizer.ggml.model"), "tokenizer.ggml.model");
-  expect_error(toy_vocab().str("tokenizer.ggml.model", "gpt2"), "'gpt2'");
-  expect_error(toy_vocab().str("tokenizer.ggml.model", "gpt2"), "tokenizer.ggml.model");
+  // A byte-level BPE vocabulary is nothing without its merges.
+  expect_error(toy_vocab().str("tokenizer.ggml.model", "gpt2"), "tokenizer.ggml.merges");
+  expect_error(toy_vocab().str("tokenizer.ggml.model", "wordpiece"), "'wordpiece'");
   expect_error(toy_vocab().erase("tokenizer.ggml.tokens"), "tokenizer.ggml.tokens");
   expect_error(toy_vocab()
                    .strings("tokenizer.ggml.tokens", {})
