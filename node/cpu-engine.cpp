@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/chat-template.h"
 #include "engine/context.h"
 #include "engine/generate.h"
 #include "engine/model.h"
@@ -304,14 +305,19 @@ class cpu_engine final : public job_engine {
     const model_catalog_entry* entry = catalog_.find(job.model);
     if (!entry)
       return report_failed(ref, "model '" + job.model + "' is not in this node's models directory");
-    if (!job.messages.empty()) {
-      return report_failed(ref,
-                           "chat messages need a chat template; not supported yet, send a prompt");
+    std::vector<chat_message> messages;
+    for (const auto& m : job.messages) messages.push_back({m.role, m.content});
+    const bool chat = !messages.empty();
+    if (chat && !job.prompt.empty()) {
+      return report_failed(ref, "the job has both a prompt and chat messages; send one of them");
+    }
+    if (chat) {
+      if (auto ok = chat_messages_check(messages); !ok) return report_failed(ref, ok.message());
     }
     const sampler_params sp = sampler_params_of(job.params);
     if (auto msg = sampler_params_check(sp); !msg.empty()) return report_failed(ref, msg);
     if (job.params.max_tokens < 0) return report_failed(ref, "max_tokens must not be negative");
-    if (job.prompt.empty()) return report_failed(ref, "the prompt is empty");
+    if (!chat && job.prompt.empty()) return report_failed(ref, "the prompt is empty");
     if (running(ref)) {
       return report_failed(ref, "attempt " + std::to_string(job.attempt) + " of job " +
                                     std::to_string(job.job_id) + " is already running");
@@ -321,8 +327,16 @@ class cpu_engine final : public job_engine {
     cpu_model* cm = ensure_loaded(*entry, error);
     if (!cm) return report_failed(ref, error);
     cm->last_used = ++tick_;
-    // As `hearth run` does: BOS as the vocabulary asks, special-token text left as text.
-    auto prompt = cm->weights->vocab().tokenize(job.prompt, true, false);
+    // As `hearth run` does: BOS as the vocabulary asks; special-token text left as text in a raw
+    // prompt, and turned into tokens in a chat prompt, whose turn markers are special tokens.
+    std::vector<int32_t> prompt;
+    if (chat) {
+      auto text = chat_prompt(*cm, messages);
+      if (!text) return report_failed(ref, text.message());
+      prompt = cm->weights->vocab().tokenize(*text, true, true);
+    } else {
+      prompt = cm->weights->vocab().tokenize(job.prompt, true, false);
+    }
     if (prompt.empty()) return report_failed(ref, "the prompt is empty (no tokens)");
     if (int64_t(prompt.size()) > cm->n_ctx_per_slot) {
       return report_failed(ref, "the prompt has " + std::to_string(prompt.size()) +
@@ -331,6 +345,17 @@ class cpu_engine final : public job_engine {
     }
     cm->waiting.push_back(
         std::make_unique<cpu_attempt>(job, std::move(prompt), sp, cm->weights->hparams().n_vocab));
+  }
+
+  // The model's own chat template applied to `messages` (jobs cannot name one).
+  static result<std::string> chat_prompt(const cpu_model& cm,
+                                         std::span<const chat_message> messages) {
+    auto choice = chat_template_for_model(cm.weights->file(), "");
+    if (!choice) {
+      return error{"cannot format the chat messages for model '" + cm.name +
+                   "': " + choice.message() + "; send a prompt instead"};
+    }
+    return chat_template_apply(choice->tmpl, messages);
   }
 
   bool running(const wire::job_ref& ref) const {

@@ -3,6 +3,7 @@
 // cancel, stop, every error path, and least-recently-used unloading under a memory budget.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -34,6 +35,20 @@ struct expected_run {
   std::string stop_reason;
 };
 
+// Real templates (teknium/OpenHermes-2.5-Mistral-7B; a llama2 template with BOS inside the
+// history, as TheBloke/FusionNet's), as tokenizer.chat_template.
+constexpr const char* k_chatml_template =
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] "
+    "+ '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant"
+    "\\n' }}{% endif %}";
+constexpr const char* k_llama2_bos_template =
+    "{%- for idx in range(0, messages|length) -%}{%- if messages[idx]['role'] == 'user' -%}{%- if "
+    "idx > 1 -%}{{- bos_token + '[INST] ' + messages[idx]['content'] + ' [/INST]' -}}{%- else "
+    "-%}{{- messages[idx]['content'] + ' [/INST]' -}}{%- endif -%}{% elif messages[idx]['role'] == "
+    "'system' %}{{- '[INST] <<SYS>>\\n' + messages[idx]['content'] + '\\n<</SYS>>\\n\\n' -}}{%- "
+    "elif messages[idx]['role'] == 'assistant' -%}{{- ' '  + messages[idx]['content'] + ' ' + "
+    "eos_token -}}{% endif %}{% endfor %}";
+
 class cpu_engine_test : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -56,6 +71,16 @@ class cpu_engine_test : public ::testing::Test {
         "node_eos",
         {.metadata = [](gguf_writer& w) { w.set_u32("tokenizer.ggml.eos_token_id", 426); }}));
     fs::copy_file(*eos_path_, *dir_ / "stories-eos.gguf");
+    // Chat models: the same weights with a chat template in the metadata (chatml, and llama2
+    // with <s> inside the history, which only parse_special turns into BOS).
+    auto with_template = [](const std::string& name, const char* tmpl) {
+      return hearth::testing::write_stories_variant(name, {.metadata = [tmpl](gguf_writer& w) {
+                                                      w.set_string("tokenizer.chat_template", tmpl);
+                                                    }});
+    };
+    fs::copy_file(with_template("node_chatml", k_chatml_template), *dir_ / "stories-chatml.gguf");
+    fs::copy_file(with_template("node_llama2", k_llama2_bos_template),
+                  *dir_ / "stories-llama2.gguf");
     // Parses, so the catalog lists it, but does not load.
     fs::copy_file(
         hearth::testing::write_stories_variant(
@@ -79,6 +104,11 @@ class cpu_engine_test : public ::testing::Test {
 
   static expected_run alone(const std::string& prompt, const wire::job_params& p, int32_t n_ctx,
                             const hearth::model& m = *model_) {
+    return alone_tokens(m.vocab().tokenize(prompt, true, false), p, n_ctx, m);
+  }
+
+  static expected_run alone_tokens(const std::vector<int32_t>& tokens, const wire::job_params& p,
+                                   int32_t n_ctx, const hearth::model& m = *model_) {
     context ctx(m, {.n_ctx = n_ctx});
     sampler smp({.temperature = p.temperature,
                  .top_k = p.top_k,
@@ -88,7 +118,6 @@ class cpu_engine_test : public ::testing::Test {
                  .repeat_last_n = p.repeat_last_n,
                  .seed = p.seed},
                 ctx.n_vocab());
-    const auto tokens = m.vocab().tokenize(prompt, true, false);
     auto g = generate(ctx, tokens, smp, {.max_tokens = p.max_tokens, .stop = p.stop}, nullptr);
     EXPECT_TRUE(g.ok()) << (g.ok() ? "" : g.message());
     if (!g.ok()) return {};
@@ -343,20 +372,61 @@ TEST_F(cpu_engine_test, bad_attempts_fail_with_a_clear_message) {
   engine->submit(job(8, prompt_of(0), greedy(4), "broken"));
   // A good attempt among them still runs.
   engine->submit(job(9, prompt_of(0), greedy(3)));
-  ASSERT_TRUE(sink.wait_all_finished({0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+  auto both = job(10, prompt_of(0), greedy(4), "stories-chatml");
+  both.messages = {{"user", "hello"}};
+  engine->submit(both);
+  auto tool = job(11, "", greedy(4), "stories-chatml");
+  tool.messages = {{"user", "hello"}, {"tool", "{}"}};
+  engine->submit(tool);
+  ASSERT_TRUE(sink.wait_all_finished({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
 
   EXPECT_EQ(failure_of(sink, 0), "model 'no-such-model' is not in this node's models directory");
   EXPECT_EQ(failure_of(sink, 1), "the prompt has 12 tokens but a slot holds 8");
   EXPECT_NE(failure_of(sink, 2).find("top_p"), std::string::npos);
   EXPECT_NE(failure_of(sink, 3).find("temperature"), std::string::npos);
   EXPECT_EQ(failure_of(sink, 4),
-            "chat messages need a chat template; not supported yet, send a prompt");
+            "cannot format the chat messages for model 'stories': the model has no chat template "
+            "(no tokenizer.chat_template in its metadata); send a prompt instead");
   EXPECT_NE(failure_of(sink, 5).find("empty"), std::string::npos);
   EXPECT_NE(failure_of(sink, 6).find("max_tokens"), std::string::npos);
   EXPECT_NE(failure_of(sink, 7).find("mamba"), std::string::npos);
   EXPECT_EQ(failure_of(sink, 8), "model 'broken' is not in this node's models directory");
   EXPECT_EQ(sink.record(9).final->state, wire::job_state::completed);
-  for (uint64_t i = 0; i < 10; ++i) EXPECT_EQ(sink.record(i).n_finished, 1) << i;
+  EXPECT_EQ(failure_of(sink, 10), "the job has both a prompt and chat messages; send one of them");
+  EXPECT_EQ(failure_of(sink, 11),
+            "message 2 has the role 'tool'; a chat template knows only system, user and assistant");
+  for (uint64_t i = 0; i < 12; ++i) EXPECT_EQ(sink.record(i).n_finished, 1) << i;
+}
+
+TEST_F(cpu_engine_test, chat_messages_go_through_the_models_chat_template) {
+  fake_job_sink sink;
+  auto engine = make_cpu_engine(config(2, 256), sink);
+  auto chatml = job(0, "", greedy(24), "stories-chatml");
+  chatml.messages = {{"system", "Be brief."}, {"user", "Once upon a time"}};
+  engine->submit(chatml);
+  auto llama2 = job(1, "", greedy(24), "stories-llama2");
+  llama2.messages = {{"system", "Be brief."},
+                     {"user", "Tell me a story."},
+                     {"assistant", "Lily went to the park."},
+                     {"user", "And then?"}};
+  engine->submit(llama2);
+  ASSERT_TRUE(sink.wait_all_finished({0, 1}));
+
+  // What the same weights give for the formatted text, its special-token text parsed.
+  const std::string chatml_text =
+      "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nOnce upon a time<|im_end|>\n"
+      "<|im_start|>assistant\n";
+  const std::string llama2_text =
+      "[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nTell me a story. [/INST]Lily went to the park.</s>"
+      "<s>[INST] And then? [/INST]";
+  const auto chatml_tokens = model_->vocab().tokenize(chatml_text, true, true);
+  const auto llama2_tokens = model_->vocab().tokenize(llama2_text, true, true);
+  expect_matches(sink, 0, alone_tokens(chatml_tokens, greedy(24), 256));
+  expect_matches(sink, 1, alone_tokens(llama2_tokens, greedy(24), 256));
+  // "</s><s>" in the history became EOS and BOS, not text; BOS starts the prompt once.
+  EXPECT_EQ(llama2_tokens.front(), model_->vocab().bos());
+  EXPECT_EQ(std::count(llama2_tokens.begin(), llama2_tokens.end(), model_->vocab().bos()), 2);
+  EXPECT_EQ(std::count(llama2_tokens.begin(), llama2_tokens.end(), model_->vocab().eos()), 1);
 }
 
 TEST_F(cpu_engine_test, the_least_recently_used_idle_model_makes_room_for_another) {

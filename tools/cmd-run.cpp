@@ -1,8 +1,10 @@
-// hearth run: generate a continuation locally and stream it to stdout.
+// hearth run: generate a continuation locally and stream it to stdout; with --chat, the reply to
+// a message formatted by the model's chat template.
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "engine/chat-template.h"
 #include "engine/generate.h"
 #include "tools/commands.h"
 #include "tools/load.h"
@@ -13,6 +15,13 @@ namespace {
 struct run_options {
   std::string model;
   std::string prompt;
+  std::string chat;           // a user message, formatted with the chat template
+  std::string system;         // a system message before it
+  std::string template_name;  // instead of the model's own template
+  CLI::Option* prompt_opt = nullptr;
+  CLI::Option* chat_opt = nullptr;
+  CLI::Option* system_opt = nullptr;
+  CLI::Option* template_opt = nullptr;
   int32_t n_predict = 128;
   int threads = 0;
   int32_t ctx = 0;
@@ -26,12 +35,62 @@ std::string dump(const nlohmann::json& j) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+// The flags that choose between a raw prompt and a chat message, checked before the model loads.
+void check_prompt_flags(const run_options& o) {
+  const bool chat = o.chat_opt->count() > 0;
+  if (chat && o.prompt_opt->count() > 0) {
+    throw std::runtime_error(
+        "--chat and --prompt cannot be used together: --chat MESSAGE formats a message with the "
+        "model's chat template, --prompt TEXT is used as it is");
+  }
+  if (!chat && o.prompt_opt->count() == 0) {
+    throw std::runtime_error(
+        "no prompt: give --prompt TEXT, or --chat MESSAGE to talk to a chat model");
+  }
+  if (!chat && o.system_opt->count() > 0) throw std::runtime_error("--system needs --chat");
+  if (!chat && o.template_opt->count() > 0) throw std::runtime_error("--template needs --chat");
+  if (o.template_opt->count() > 0 && o.template_name.empty()) {
+    throw std::runtime_error("--template needs a name: " + chat_template_names());
+  }
+}
+
+// The chat prompt: [system?, user] through the model's template (or the one named), with a note
+// on stderr saying which template that was (its name is also left in `used`).
+std::string chat_prompt(const run_options& o, const model& m, std::string& used) {
+  auto choice = chat_template_for_model(m.file(), o.template_name);
+  if (!choice) {
+    std::string msg = choice.message();
+    if (o.template_name.empty()) {
+      msg += "; name one with --template NAME";
+      if (msg.find("can be named") == std::string::npos) msg += " (" + chat_template_names() + ")";
+    }
+    throw std::runtime_error(msg);
+  }
+  std::vector<chat_message> messages;
+  if (o.system_opt->count() > 0) messages.push_back({"system", o.system});
+  messages.push_back({"user", o.chat});
+  auto text = chat_template_apply(choice->tmpl, messages);
+  if (!text) throw std::runtime_error(text.message());
+  used = chat_template_name(choice->tmpl);
+  if (!o.json) {
+    std::fprintf(stderr, "chat template: %s (%s)\n", used.c_str(),
+                 choice->detected ? "detected" : "named");
+  }
+  return std::move(*text);
+}
+
 int run(const run_options& o) {
   if (auto msg = sampler_params_check(o.sampling); !msg.empty()) throw std::runtime_error(msg);
   if (o.n_predict < 0) throw std::runtime_error("-n must not be negative");
+  check_prompt_flags(o);
+  const bool chat = o.chat_opt->count() > 0;
 
   auto m = load_model(o.model, o.threads);
-  const auto prompt = m->vocab().tokenize(o.prompt, true, o.parse_special);
+  // A chat prompt's turn markers are special tokens; BOS is the tokenizer's to add (the templates
+  // never write it first), as llama.cpp's chat mode does.
+  std::string template_used;
+  const auto prompt = chat ? m->vocab().tokenize(chat_prompt(o, *m, template_used), true, true)
+                           : m->vocab().tokenize(o.prompt, true, o.parse_special);
   context_params cp;
   cp.n_ctx = o.ctx;
   context ctx(*m, cp);
@@ -58,14 +117,15 @@ int run(const run_options& o) {
   const double tg_tps =
       g->generate_seconds > 0 ? double(g->tokens.size()) / g->generate_seconds : 0;
   if (o.json) {
-    std::printf("%s\n", dump({{"done", true},
+    nlohmann::json summary = {{"done", true},
                               {"stop_reason", std::string(stop_reason_name(g->reason))},
                               {"n_prompt", g->n_prompt},
                               {"n_generated", g->tokens.size()},
                               {"prompt_tps", pp_tps},
                               {"generate_tps", tg_tps},
-                              {"seed", smp.seed()}})
-                            .c_str());
+                              {"seed", smp.seed()}};
+    if (chat) summary["chat_template"] = template_used;
+    std::printf("%s\n", dump(summary).c_str());
   } else {
     std::printf("\n");
     std::fflush(stdout);  // the summary on stderr must follow the text, not interleave with it
@@ -82,7 +142,13 @@ action add_run(CLI::App& app) {
   auto o = std::make_shared<run_options>();
   CLI::App* cmd = app.add_subcommand("run", "Generate text with a local model (no broker)");
   cmd->add_option("-m,--model", o->model, "GGUF model file")->required()->check(CLI::ExistingFile);
-  cmd->add_option("-p,--prompt", o->prompt, "Prompt text")->required();
+  o->prompt_opt = cmd->add_option("-p,--prompt", o->prompt, "Prompt text (or --chat)");
+  o->chat_opt = cmd->add_option("--chat", o->chat,
+                                "A message to a chat model, formatted with its chat template");
+  o->system_opt = cmd->add_option("--system", o->system, "A system message before --chat");
+  o->template_opt =
+      cmd->add_option("--template", o->template_name,
+                      "Chat template instead of the model's own: " + chat_template_names());
   cmd->add_option("-n,--n-predict", o->n_predict, "Tokens to generate at most")
       ->capture_default_str();
   cmd->add_option("--temp", o->sampling.temperature, "Temperature; 0 = greedy")

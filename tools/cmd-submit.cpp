@@ -1,4 +1,5 @@
-// hearth submit: queue a generation on the broker; print its job id, or stream its text.
+// hearth submit: queue a generation on the broker; print its job id, or stream its text. With
+// --chat the job carries messages, which the node formats with the model's chat template.
 #include <unistd.h>
 
 #include <cstdio>
@@ -24,14 +25,26 @@ struct submit_options {
   CLI::Option* stream_flag = nullptr;  // given or not: the default depends on stdout
   CLI::Option* text_arg = nullptr;
   CLI::Option* prompt_flag = nullptr;
+  std::string chat;    // a user message
+  std::string system;  // a system message before it
+  CLI::Option* chat_flag = nullptr;
+  CLI::Option* system_flag = nullptr;
   bool json = false;
 };
 
 int submit(submit_options& o) {
   const auto& p = o.params;
-  if (o.text_arg->count() + o.prompt_flag->count() == 0) {
-    throw std::runtime_error("no prompt: hearth submit -m MODEL TEXT (or -p TEXT, or - for stdin)");
+  const bool chat = o.chat_flag->count() > 0;
+  if (chat && o.text_arg->count() + o.prompt_flag->count() > 0) {
+    throw std::runtime_error(
+        "--chat and a prompt cannot be used together: --chat MESSAGE is formatted with the "
+        "model's chat template on the node, a prompt is used as it is");
   }
+  if (!chat && o.text_arg->count() + o.prompt_flag->count() == 0) {
+    throw std::runtime_error(
+        "no prompt: hearth submit -m MODEL TEXT (or -p TEXT, or - for stdin, or --chat MESSAGE)");
+  }
+  if (!chat && o.system_flag->count() > 0) throw std::runtime_error("--system needs --chat");
   if (p.max_tokens < 0) throw std::runtime_error("-n must not be negative");
   // The broker checks too; checking here names the flag before a round trip.
   sampler_params sp;
@@ -51,7 +64,12 @@ int submit(submit_options& o) {
 
   wire::submit s;
   s.model = o.model;
-  s.prompt = o.text;
+  if (chat) {
+    if (o.system_flag->count() > 0) s.messages.push_back({"system", o.system});
+    s.messages.push_back({"user", o.chat});
+  } else {
+    s.prompt = o.text;
+  }
   s.params = o.params;
   s.priority = o.priority;
   s.wait_model = o.wait_model;
@@ -104,6 +122,9 @@ action add_submit(CLI::App& app) {
   o->prompt_flag = cmd->add_option("-p,--prompt", o->text, "Prompt text; - reads it from stdin");
   o->text_arg = cmd->add_option("text", o->text, "Prompt text (instead of -p)");
   o->text_arg->excludes(o->prompt_flag);
+  o->chat_flag = cmd->add_option(
+      "--chat", o->chat, "A message to a chat model (the node applies the model's chat template)");
+  o->system_flag = cmd->add_option("--system", o->system, "A system message before --chat");
   return [o] { return submit(*o); };
 }
 
