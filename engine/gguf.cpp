@@ -1,15 +1,12 @@
 #include "engine/gguf.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <limits>
 #include <unordered_set>
+
+#include "engine/mapped-file.h"
 
 namespace hearth {
 namespace {
@@ -239,37 +236,12 @@ std::string gguf_tensor::shape_string() const {
   return s + "]";
 }
 
-struct gguf_file::mapping {
-  void* addr = nullptr;
-  size_t size = 0;
-  ~mapping() {
-    if (addr && size) munmap(addr, size);
-  }
-};
-
 result<gguf_file> gguf_file::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return error{"cannot open " + path + ": " + std::strerror(errno)};
-  struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return error{path + " is not a regular file"};
-  }
-  auto map = std::make_shared<mapping>();
-  map->size = size_t(st.st_size);
-  if (map->size > 0) {
-    map->addr = mmap(nullptr, map->size, PROT_READ, MAP_SHARED, fd, 0);
-    if (map->addr == MAP_FAILED) {
-      map->addr = nullptr;
-      const int e = errno;
-      ::close(fd);
-      return error{"cannot map " + path + ": " + std::strerror(e)};
-    }
-  }
-  ::close(fd);
-  auto parsed = parse({static_cast<const uint8_t*>(map->addr), map->size});
+  auto map = mapped_file::open(path);
+  if (!map) return error{map.message()};
+  auto parsed = parse(map.value()->bytes());
   if (!parsed) return error{path + ": " + parsed.message()};
-  parsed->owner_ = std::move(map);
+  parsed->owner_ = std::move(map).value();
   return parsed;
 }
 

@@ -116,7 +116,6 @@ class gguf_file {
   void prefetch(const std::function<void(uint64_t, uint64_t)>& progress) const;
 
  private:
-  struct mapping;
   std::shared_ptr<const void> owner_;  // keeps the mapping (or an importer's buffers) alive
   std::span<const uint8_t> bytes_;
   uint32_t version_ = 0;

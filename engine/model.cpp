@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "engine/architecture.h"
+#include "engine/hf-model.h"
 #include "engine/system-info.h"
 
 namespace hearth {
@@ -180,10 +181,15 @@ void read_common_hparams(const model_loader& ld, const vocab& voc, model_hparams
 
 }  // namespace
 
+result<gguf_file> model_file_open(const std::string& path) {
+  // A directory is a Hugging Face model, anything else a GGUF file.
+  return hf_is_model_dir(path) ? hf_import(path) : gguf_file::open(path);
+}
+
 std::unique_ptr<model> model::load(const std::string& path, const model_params& params) {
   std::unique_ptr<model> m(new model());
   try {
-    m->file_ = unwrap(gguf_file::open(path));
+    m->file_ = unwrap(model_file_open(path));
     auto arch_name = unwrap(m->file_.get_string("general.architecture"));
     if (!arch_name) fail("metadata key 'general.architecture' is missing");
     m->arch_ = architecture_for(*arch_name);

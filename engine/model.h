@@ -71,10 +71,16 @@ struct model_params {
 
 class architecture;
 
+// A model's file as the engine reads it: a GGUF file, or a Hugging Face model directory
+// (config.json, safetensors, tokenizer) imported as the equivalent GGUF (engine/hf-model.h).
+// Errors name the path and the problem.
+result<gguf_file> model_file_open(const std::string& path);
+
 class model {
  public:
-  // Loads a GGUF model onto the CPU backend. Throws std::runtime_error whose message names the
-  // file and what is wrong (unsupported architecture or type, a tensor of the wrong shape, ...).
+  // Loads a model (model_file_open: GGUF file or Hugging Face directory) onto the CPU backend.
+  // Throws std::runtime_error whose message names the file and what is wrong (unsupported
+  // architecture or type, a tensor of the wrong shape, ...).
   static std::unique_ptr<model> load(const std::string& path, const model_params& params);
   ~model();
 

@@ -11,18 +11,11 @@
 
 #include "engine/gguf-writer.h"
 #include "engine/gguf.h"
+#include "fuzz/fuzz-check.h"
 
 namespace {
 
 using namespace hearth;
-
-#define FUZZ_CHECK(cond)                                                            \
-  do {                                                                              \
-    if (!(cond)) {                                                                  \
-      std::fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-      std::abort();                                                                 \
-    }                                                                               \
-  } while (0)
 
 // Visits every item so that a value's shape is fully read; returns the number of values.
 size_t count_values(const gguf_value& v) {

@@ -1,41 +1,45 @@
 // libFuzzer target for tokenizer input: arbitrary bytes (invalid UTF-8, special-token text,
-// U+2581) through the SentencePiece tokenizer, detokenization and the streaming UTF-8 filter.
-// The vocabulary is the real stories260K one (path from HEARTH_FUZZ_VOCAB, default the test data).
+// U+2581) through the SentencePiece and byte-level BPE tokenizers, detokenization and the
+// streaming UTF-8 filter. The vocabularies are real ones from the test data: stories260K's
+// SentencePiece one (HEARTH_FUZZ_VOCAB), GPT-2's (HEARTH_FUZZ_BPE_VOCAB: one regex, cleaned-up
+// spaces) and DeepSeek LLM's (HEARTH_FUZZ_BPE_VOCAB2: six regexes, a BOS).
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "engine/gguf.h"
 #include "engine/utf8-stream.h"
 #include "engine/vocab.h"
-
-#define FUZZ_CHECK(cond)                                                                  \
-  do {                                                                                    \
-    if (!(cond)) {                                                                        \
-      std::fprintf(stderr, "FUZZ_CHECK failed: %s (%s:%d)\n", #cond, __FILE__, __LINE__); \
-      std::abort();                                                                       \
-    }                                                                                     \
-  } while (0)
+#include "fuzz/fuzz-check.h"
 
 namespace {
 
-const hearth::vocab& fuzz_vocab() {
-  static const hearth::vocab v = [] {
-    const char* env = std::getenv("HEARTH_FUZZ_VOCAB");
-    const std::string path = env ? env : HEARTH_FUZZ_DEFAULT_VOCAB;
-    static auto file = hearth::gguf_file::open(path);  // the vocabulary views its strings
-    if (!file) {
-      std::fprintf(stderr, "tokenizer_fuzz: %s\n", file.message().c_str());
-      std::abort();
-    }
-    auto voc = hearth::vocab::from_gguf(*file);
-    if (!voc) {
-      std::fprintf(stderr, "tokenizer_fuzz: %s\n", voc.message().c_str());
-      std::abort();
-    }
-    return std::move(voc).value();
+hearth::vocab load_vocab(const char* env_name, const char* default_path) {
+  const char* env = std::getenv(env_name);
+  const std::string path = env ? env : default_path;
+  const auto file = hearth::gguf_file::open(path);
+  if (!file) {
+    std::fprintf(stderr, "tokenizer_fuzz: %s\n", file.message().c_str());
+    std::abort();
+  }
+  auto voc = hearth::vocab::from_gguf(file.value());
+  if (!voc) {
+    std::fprintf(stderr, "tokenizer_fuzz: %s: %s\n", path.c_str(), voc.message().c_str());
+    std::abort();
+  }
+  return std::move(voc).value();
+}
+
+const std::vector<hearth::vocab>& fuzz_vocabs() {
+  static const std::vector<hearth::vocab> v = [] {
+    std::vector<hearth::vocab> all;
+    all.push_back(load_vocab("HEARTH_FUZZ_VOCAB", HEARTH_FUZZ_DEFAULT_VOCAB));
+    all.push_back(load_vocab("HEARTH_FUZZ_BPE_VOCAB", HEARTH_FUZZ_DEFAULT_BPE_VOCAB));
+    all.push_back(load_vocab("HEARTH_FUZZ_BPE_VOCAB2", HEARTH_FUZZ_DEFAULT_BPE_VOCAB2));
+    return all;
   }();
   return v;
 }
@@ -59,11 +63,15 @@ bool valid_utf8(std::string_view s) {
   return true;
 }
 
-}  // namespace
+// Where detokenize's clean-up (clean_spaces) would change the text back.
+bool has_cleaned_up_space(std::string_view s) {
+  for (const char* form : {" ?", " !", " .", " ,", " '"}) {
+    if (s.find(form) != std::string_view::npos) return true;
+  }
+  return false;
+}
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const hearth::vocab& v = fuzz_vocab();
-  const std::string_view text(reinterpret_cast<const char*>(data), size);
+void check(const hearth::vocab& v, std::string_view text) {
   for (bool parse_special : {false, true}) {
     const auto ids = v.tokenize(text, true, parse_special);
     for (int32_t id : ids) FUZZ_CHECK(id >= 0 && id < v.n_tokens());
@@ -77,12 +85,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(streamed == joined);
     (void)v.detokenize(ids, parse_special);
   }
-  // Without special-token parsing valid text survives tokenization: byte fallback covers any
-  // character. (U+2581 comes back as a space, as it means one; in invalid UTF-8 a stray lead
-  // byte can swallow the bytes of an escaped space, as in the reference.)
-  if (valid_utf8(text) && text.find("\xe2\x96\x81") == std::string_view::npos) {
+  // Without special-token parsing valid text survives tokenization: byte fallback (SPM) and the
+  // byte alphabet (BPE) cover any character. (For SPM, U+2581 comes back as a space, as it means
+  // one; in invalid UTF-8 a stray lead byte can swallow the bytes of an escaped space, as in the
+  // reference. For BPE, ill-formed UTF-8 becomes U+FFFD, and clean_spaces drops some spaces.)
+  const bool spm = v.kind() == hearth::vocab_kind::spm;
+  if (valid_utf8(text) && (!spm || text.find("\xe2\x96\x81") == std::string_view::npos) &&
+      (!v.clean_spaces() || !has_cleaned_up_space(text))) {
     const auto ids = v.tokenize(text, false, false);
     FUZZ_CHECK(v.detokenize(ids, false) == text);
   }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  for (const hearth::vocab& v : fuzz_vocabs()) check(v, text);
   return 0;
 }

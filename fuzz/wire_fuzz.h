@@ -9,15 +9,8 @@
 #include <string>
 #include <string_view>
 
+#include "fuzz/fuzz-check.h"
 #include "schema/codec.h"
-
-#define FUZZ_CHECK(cond)                                                            \
-  do {                                                                              \
-    if (!(cond)) {                                                                  \
-      std::fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-      std::abort();                                                                 \
-    }                                                                               \
-  } while (0)
 
 namespace hearth::wire {
 

@@ -8,6 +8,7 @@
 #include <system_error>
 
 #include "engine/gguf.h"
+#include "engine/hf-model.h"
 #include "engine/tensor-type.h"
 
 namespace hearth::node {
@@ -45,22 +46,37 @@ std::string dominant_tensor_type(const gguf_file& f) {
   return it == bytes.end() ? "none" : upper(tensor_type_name(it->first));
 }
 
+uint64_t safetensors_bytes(const std::string& dir) {
+  uint64_t total = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    std::error_code size_ec;
+    const uint64_t n = e.file_size(size_ec);
+    if (e.path().extension() == ".safetensors" && !size_ec) total += n;
+  }
+  return total;
+}
+
 }  // namespace
 
 result<wire::model_info> model_info_read(const std::string& path) {
-  auto f = gguf_file::open(path);
+  // A directory is a Hugging Face model: its metadata comes from config.json and the tokenizer
+  // (the weights are not opened) and its size is that of its safetensors files.
+  const bool hf_dir = hf_is_model_dir(path);
+  auto f = hf_dir ? hf_import_metadata(path) : gguf_file::open(path);
   if (!f) return f.err();
   auto arch = f->get_string("general.architecture");
   if (!arch) return error{path + ": " + arch.message()};
   if (!*arch) return error{path + ": metadata key 'general.architecture' is missing"};
 
   wire::model_info info;
-  info.name = std::filesystem::path(path).stem().string();
+  info.name = hf_dir ? std::filesystem::path(path).filename().string()
+                     : std::filesystem::path(path).stem().string();
   info.architecture = **arch;
   auto ftype = f->get_uint("general.file_type");
   if (!ftype) return error{path + ": " + ftype.message()};
   info.quantization = *ftype ? model_file_type_name(**ftype) : dominant_tensor_type(*f);
-  info.size_bytes = f->file_size();
+  info.size_bytes = hf_dir ? safetensors_bytes(path) : f->file_size();
   auto n_ctx = f->get_uint(info.architecture + ".context_length");
   if (!n_ctx) return error{path + ": " + n_ctx.message()};
   info.context_length = uint32_t(std::min<uint64_t>(n_ctx->value_or(0), UINT32_MAX));
@@ -78,8 +94,10 @@ model_catalog model_catalog::scan(const std::string& dir) {
   for (; it != fs::directory_iterator(); it.increment(ec)) {
     // Symlinks count by their target, so a models folder of links into a download cache works.
     std::error_code type_ec;
-    if (it->path().extension() == ".gguf" && it->is_regular_file(type_ec))
-      files.push_back(it->path());
+    const bool gguf = it->path().extension() == ".gguf" && it->is_regular_file(type_ec);
+    const bool hf_dir =
+        it->is_directory(type_ec) && fs::exists(it->path() / "config.json", type_ec);
+    if (gguf || hf_dir) files.push_back(it->path());
   }
   if (ec) throw std::runtime_error("cannot read the models directory " + dir + ": " + ec.message());
   std::sort(files.begin(), files.end());

@@ -1,5 +1,6 @@
-// The models a node serves: every *.gguf file directly in its models directory, described from
-// the file's metadata alone (the header is mapped, the weights are never read). A file that does
+// The models a node serves: every *.gguf file directly in its models directory and every
+// Hugging Face model directory there (a folder with config.json), described from metadata alone
+// (a GGUF header is mapped, safetensors weights are never opened). A file that does
 // not parse is left out and reported, so one bad download does not take the node down.
 #pragma once
 
@@ -26,8 +27,8 @@ struct model_catalog_entry {
 
 class model_catalog {
  public:
-  // Reads every *.gguf file of `dir` (not recursive). Throws std::runtime_error naming the
-  // directory when it is missing or cannot be listed; bad files go to errors() instead.
+  // Reads every *.gguf file and model folder of `dir` (not recursive). Throws std::runtime_error
+  // naming the directory when it is missing or cannot be listed; bad files go to errors() instead.
   static model_catalog scan(const std::string& dir);
 
   // Models sorted by name.

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "engine/hf-model.h"
 #include "tests/testdata.h"
 
 namespace hearth::node {
@@ -37,6 +38,31 @@ class model_catalog_test : public ::testing::Test {
 
   fs::path dir_;
 };
+
+TEST_F(model_catalog_test, a_hugging_face_model_folder_is_a_model) {
+  const std::string gguf =
+      hearth::testing::testdata_path("models/synthetic/synthetic-qwen2-a.f16.gguf");
+  ASSERT_FALSE(gguf.empty());
+  auto written = hf_export(gguf, (dir_ / "qwen-hf").string(), {.n_shards = 2});
+  ASSERT_TRUE(written.ok()) << written.message();
+  fs::create_directories(dir_ / "empty-folder");  // no config.json: not a model
+  fs::create_directories(dir_ / "bad-hf");
+  write("bad-hf/config.json", "{\"model_type\": \"mamba\"}");
+
+  const auto cat = model_catalog::scan(dir_.string());
+  ASSERT_EQ(cat.entries().size(), 1u);
+  const auto* m = cat.find("qwen-hf");
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->info.architecture, "qwen2");
+  EXPECT_EQ(m->info.quantization, "F16");
+  EXPECT_EQ(m->info.context_length, 4096u);
+  // The safetensors files: their data sections plus a JSON header each.
+  EXPECT_GT(m->info.size_bytes, written->tensor_bytes);
+  EXPECT_LT(m->info.size_bytes, written->tensor_bytes + (1u << 20));
+  EXPECT_EQ(cat.path_of("qwen-hf"), (dir_ / "qwen-hf").string());
+  ASSERT_EQ(cat.errors().size(), 1u);
+  EXPECT_NE(cat.errors()[0].error.find("mamba"), std::string::npos) << cat.errors()[0].error;
+}
 
 TEST_F(model_catalog_test, describes_every_gguf_file_and_skips_broken_ones) {
   link("models/stories260K.gguf", "stories260K.gguf");

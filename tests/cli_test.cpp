@@ -122,6 +122,24 @@ TEST_F(cli, tokenize_prints_a_json_array_and_works_on_vocab_only_files) {
   EXPECT_EQ(nlohmann::json::parse(r.out), nlohmann::json({15043, 3186}));
 }
 
+TEST_F(cli, convert_writes_a_hugging_face_folder_that_run_tokenize_and_bench_take) {
+  const std::string dir = ::testing::TempDir() + "hearth_cli_stories_hf";
+  auto r = hearth("convert " + quote(model_) + " " + quote(dir) + " --shards 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/model.safetensors.index.json"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/tokenizer.model"));
+  const auto& c = reference_["cases"][0];
+  r = hearth("run -m " + quote(dir) + " -p " + quote(c["prompt"]) + " -n 64 --temp 0");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, c["greedy_text"].get<std::string>() + "\n");
+  r = hearth("tokenize -m " + quote(dir) + " " + quote(c["prompt"]));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out), nlohmann::json(c["prompt_tokens"]));
+  r = hearth("bench -m " + quote(dir) + " -p 16 -n 4 -r 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::filesystem::remove_all(dir);
+}
+
 TEST_F(cli, bench_json_reports_both_speeds) {
   auto r = hearth("bench -m " + quote(model_) + " -p 32 -n 8 -r 1 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;

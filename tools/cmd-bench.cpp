@@ -124,7 +124,9 @@ int bench(const bench_options& o) {
 action add_bench(CLI::App& app) {
   auto o = std::make_shared<bench_options>();
   CLI::App* cmd = app.add_subcommand("bench", "Measure prompt-processing and generation tokens/s");
-  cmd->add_option("-m,--model", o->model, "GGUF model file")->required()->check(CLI::ExistingFile);
+  cmd->add_option("-m,--model", o->model, "GGUF model file or Hugging Face model directory")
+      ->required()
+      ->check(CLI::ExistingPath);
   cmd->add_option("-p,--n-prompt", o->n_prompt, "Prompt tokens per pp run")->capture_default_str();
   cmd->add_option("-n,--n-gen", o->n_gen, "Generated tokens per tg run")->capture_default_str();
   cmd->add_option("-r,--reps", o->reps, "Repetitions")->capture_default_str();

@@ -47,7 +47,9 @@ int eval(const eval_options& o) {
 action add_eval(CLI::App& app) {
   auto o = std::make_shared<eval_options>();
   CLI::App* cmd = app.add_subcommand("eval", "Write the logits after each of a list of tokens");
-  cmd->add_option("-m,--model", o->model, "GGUF model file")->required()->check(CLI::ExistingFile);
+  cmd->add_option("-m,--model", o->model, "GGUF model file or Hugging Face model directory")
+      ->required()
+      ->check(CLI::ExistingPath);
   cmd->add_option("--tokens", o->tokens, "Comma-separated token ids")->required();
   cmd->add_option("--logits-out", o->out, "Output file: float32, n_tokens × n_vocab")->required();
   cmd->add_option("-t,--threads", o->threads, "CPU threads (default: all)");

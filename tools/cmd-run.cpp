@@ -141,7 +141,9 @@ int run(const run_options& o) {
 action add_run(CLI::App& app) {
   auto o = std::make_shared<run_options>();
   CLI::App* cmd = app.add_subcommand("run", "Generate text with a local model (no broker)");
-  cmd->add_option("-m,--model", o->model, "GGUF model file")->required()->check(CLI::ExistingFile);
+  cmd->add_option("-m,--model", o->model, "GGUF model file or Hugging Face model directory")
+      ->required()
+      ->check(CLI::ExistingPath);
   o->prompt_opt = cmd->add_option("-p,--prompt", o->prompt, "Prompt text (or --chat)");
   o->chat_opt = cmd->add_option("--chat", o->chat,
                                 "A message to a chat model, formatted with its chat template");

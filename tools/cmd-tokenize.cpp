@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <stdexcept>
 
-#include "engine/gguf.h"
+#include "engine/model.h"
 #include "engine/vocab.h"
 #include "tools/commands.h"
 
@@ -18,7 +18,7 @@ struct tokenize_options {
 };
 
 int tokenize(const tokenize_options& o) {
-  auto file = gguf_file::open(o.model);
+  auto file = model_file_open(o.model);
   if (!file) throw std::runtime_error(file.message());
   auto voc = vocab::from_gguf(*file);
   if (!voc) throw std::runtime_error("loading vocabulary of " + o.model + ": " + voc.message());
@@ -34,9 +34,10 @@ int tokenize(const tokenize_options& o) {
 action add_tokenize(CLI::App& app) {
   auto o = std::make_shared<tokenize_options>();
   CLI::App* cmd = app.add_subcommand("tokenize", "Print the token ids of a text as a JSON array");
-  cmd->add_option("-m,--model", o->model, "GGUF model or vocabulary file")
+  cmd->add_option("-m,--model", o->model,
+                  "GGUF model or vocabulary file, or Hugging Face model directory")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->check(CLI::ExistingPath);
   cmd->add_flag("--no-bos", o->no_bos,
                 "Do not add the beginning-of-sequence token (nor end-of-sequence)");
   cmd->add_flag("--parse-special", o->parse_special,

@@ -1,0 +1,59 @@
+// hearth convert: a GGUF model -> a Hugging Face model directory (config.json, safetensors,
+// tokenizer files), which `model::load` reads back as the same model (engine/hf-model.h). The
+// input may itself be a model directory (model::load reads both), to reshard or retype it.
+#include <cstdio>
+#include <stdexcept>
+
+#include "engine/hf-model.h"
+#include "tools/commands.h"
+
+namespace hearth::cli {
+namespace {
+
+struct convert_options {
+  std::string model;
+  std::string out;
+  int shards = 1;
+  std::string type;
+};
+
+int convert(const convert_options& o) {
+  hf_export_params p;
+  p.n_shards = o.shards;
+  if (!o.type.empty()) {
+    const auto t = tensor_type_from_name(o.type);
+    if (!t || (*t != tensor_type::f32 && *t != tensor_type::f16 && *t != tensor_type::bf16)) {
+      throw std::runtime_error("--type must be f32, f16 or bf16, not '" + o.type + "'");
+    }
+    p.type = *t;
+  }
+  auto r = hf_export(o.model, o.out, p);
+  if (!r) throw std::runtime_error(r.message());
+  for (const auto& w : r->warnings) std::fprintf(stderr, "hearth: warning: %s\n", w.c_str());
+  for (const auto& f : r->files) std::printf("%s/%s\n", o.out.c_str(), f.c_str());
+  std::fprintf(stderr, "wrote %zu files, %.1f MiB of tensors\n", r->files.size(),
+               double(r->tensor_bytes) / (1 << 20));
+  return 0;
+}
+
+}  // namespace
+
+action add_convert(CLI::App& app) {
+  auto o = std::make_shared<convert_options>();
+  CLI::App* cmd = app.add_subcommand(
+      "convert", "Write a GGUF model as a Hugging Face model directory (config.json, safetensors)");
+  cmd->add_option("model", o->model, "GGUF model file (or a model directory, to reshard or retype)")
+      ->required()
+      ->check(CLI::ExistingPath);
+  cmd->add_option("out", o->out, "Output directory (created; files in it are replaced)")
+      ->required();
+  cmd->add_option("--shards", o->shards, "Number of safetensors files (HF's sharded naming)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 99999));
+  cmd->add_option("--type", o->type,
+                  "Matrix type: f32, f16 or bf16 (default: each matrix's own type; quantized "
+                  "ones become f32). Norms and biases are always f32");
+  return [o] { return convert(*o); };
+}
+
+}  // namespace hearth::cli
