@@ -205,14 +205,17 @@ std::unique_ptr<model> model::load(const std::string& path, const model_params& 
       m->vocab_ = std::move(v).value();
     }
 
-    m->backend_ = make_cpu_backend(params.n_threads);
+    m->backend_ = params.make_backend ? params.make_backend() : make_cpu_backend(params.n_threads);
+    if (!m->backend_) fail("no backend to load the weights onto");
     model_loader ld(m->file_, *m->backend_, m->weights_.parts);
     read_common_hparams(ld, m->vocab_, m->hparams_);
     m->arch_->load(ld, m->hparams_, m->weights_);
     m->weight_bytes_ = ld.bound_bytes();
 
+    // The CPU backend reads the weights from host memory; a device backend has them uploaded
+    // (its caller checks the device's memory).
     const system_info sys = system_info_read();
-    if (sys.mem_available > 0 && m->weight_bytes_ > sys.mem_available) {
+    if (!params.make_backend && sys.mem_available > 0 && m->weight_bytes_ > sys.mem_available) {
       fail("the weights need " + format_bytes(m->weight_bytes_) + " of memory but only " +
            format_bytes(sys.mem_available) + " is available");
     }

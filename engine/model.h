@@ -65,6 +65,10 @@ struct model_weights {
 
 struct model_params {
   int n_threads = 0;  // <= 0: one per hardware thread
+  // The backend the weights are bound to; empty: the CPU backend with n_threads threads. Device
+  // backends come from gpu/ (gpu/select.h chooses one), which the engine does not depend on.
+  // Called once per load; what it throws is reported as a loading error.
+  std::function<std::unique_ptr<backend>()> make_backend;
   // Called while weights are paged in: (bytes done, bytes total).
   std::function<void(uint64_t, uint64_t)> progress;
 };
@@ -78,9 +82,10 @@ result<gguf_file> model_file_open(const std::string& path);
 
 class model {
  public:
-  // Loads a model (model_file_open: GGUF file or Hugging Face directory) onto the CPU backend.
-  // Throws std::runtime_error whose message names the file and what is wrong (unsupported
-  // architecture or type, a tensor of the wrong shape, ...).
+  // Loads a model (model_file_open: GGUF file or Hugging Face directory) onto the backend of
+  // params.make_backend (the CPU backend when it is empty). Throws std::runtime_error whose message
+  // names the file and what is wrong (unsupported architecture or type, a tensor of the wrong
+  // shape, ...).
   static std::unique_ptr<model> load(const std::string& path, const model_params& params);
   ~model();
 

@@ -1,5 +1,6 @@
 #include "gpu/discovery.h"
 
+#include <cstdio>
 #include <mutex>
 
 #ifdef HEARTH_HAVE_VULKAN
@@ -10,21 +11,6 @@ namespace hearth::gpu {
 namespace {
 
 #ifdef HEARTH_HAVE_VULKAN
-const char* vulkan_type_name(VkPhysicalDeviceType t) {
-  switch (t) {
-    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
-      return "discrete";
-    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
-      return "integrated";
-    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU:
-      return "virtual";
-    case VK_PHYSICAL_DEVICE_TYPE_CPU:
-      return "cpu";
-    default:
-      return "other";
-  }
-}
-
 void discover_vulkan(std::vector<device_info>& out) {
   static std::mutex mu;
   std::lock_guard lock(mu);
@@ -55,11 +41,12 @@ void discover_vulkan(std::vector<device_info>& out) {
     device_info info;
     info.backend = "vulkan";
     info.name = props.deviceName;
-    info.type = vulkan_type_name(props.deviceType);
+    info.vendor = vendor_name(props.vendorID);
+    info.type = vulkan_device_type_name(uint32_t(props.deviceType));
     for (uint32_t h = 0; h < mem.memoryHeapCount; ++h) {
-      if (mem.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) {
-        info.memory_total += mem.memoryHeaps[h].size;
-      }
+      const bool local = mem.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT;
+      info.heaps.push_back({mem.memoryHeaps[h].size, local});
+      if (local) info.memory_total += mem.memoryHeaps[h].size;
     }
     info.memory_free = info.memory_total;  // VK_EXT_memory_budget is read by the backend (issue 5)
     out.push_back(std::move(info));
@@ -68,6 +55,56 @@ void discover_vulkan(std::vector<device_info>& out) {
 #endif
 
 }  // namespace
+
+std::string vendor_name(uint32_t vendor_id) {
+  // PCI vendor ids, and the ids Khronos assigned to vendors without one (VkVendorId).
+  switch (vendor_id) {
+    case 0x10de:
+      return "NVIDIA";
+    case 0x1002:
+    case 0x1022:
+      return "AMD";
+    case 0x8086:
+      return "Intel";
+    case 0x13b5:
+      return "ARM";
+    case 0x5143:
+      return "Qualcomm";
+    case 0x1010:
+      return "Imagination";
+    case 0x106b:
+      return "Apple";
+    case 0x14e4:
+      return "Broadcom";
+    case 0x10005:
+      return "Mesa";
+    case 0x10002:
+      return "VeriSilicon";
+    case 0x10004:
+      return "Codeplay";
+    default: {
+      char buf[16];
+      std::snprintf(buf, sizeof buf, "0x%04x", vendor_id);
+      return buf;
+    }
+  }
+}
+
+const char* vulkan_device_type_name(uint32_t t) {
+  // VkPhysicalDeviceType values (the header is not needed to name them).
+  switch (t) {
+    case 1:
+      return "integrated";
+    case 2:
+      return "discrete";
+    case 3:
+      return "virtual";
+    case 4:
+      return "cpu";
+    default:
+      return "other";
+  }
+}
 
 std::vector<device_info> discover() {
   std::vector<device_info> out;

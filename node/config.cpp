@@ -42,7 +42,7 @@ result<uint64_t> parse_size(const std::string& s) {
 result<void> node_config_load(const std::string& path, node_config& out) {
   auto root = yaml_settings_open(
       path, {"broker", "models", "name", "slots", "engine", "null_tokens_per_s", "memory_budget",
-             "threads", "ctx_per_slot", "backend", "drain_timeout_ms", "log_level"});
+             "threads", "ctx_per_slot", "backend", "device", "drain_timeout_ms", "log_level"});
   if (!root) return root.err();
   node_config cfg = out;
   for (auto r :
@@ -54,6 +54,7 @@ result<void> node_config_load(const std::string& path, node_config& out) {
         yaml_setting(*root, "threads", cfg.threads, path),
         yaml_setting(*root, "ctx_per_slot", cfg.ctx_per_slot, path),
         yaml_setting(*root, "backend", cfg.backend, path),
+        yaml_setting(*root, "device", cfg.device, path),
         yaml_setting(*root, "drain_timeout_ms", cfg.drain_timeout_ms, path),
         yaml_setting(*root, "log_level", cfg.log_level, path)}) {
     if (!r) return r;
@@ -73,9 +74,10 @@ result<void> node_config_load(const std::string& path, node_config& out) {
 result<void> node_config_check(const node_config& cfg) {
   if (cfg.slots < 1 || cfg.slots > 256) return error{"slots must be in [1, 256]"};
   if (cfg.engine != "cpu" && cfg.engine != "null") return error{"engine must be cpu or null"};
-  if (cfg.backend != "auto" && cfg.backend != "cpu") {
-    return error{"backend must be auto or cpu (the GPU backends are not built yet)"};
+  if (cfg.backend != "auto" && cfg.backend != "cpu" && cfg.backend != "vulkan") {
+    return error{"backend must be cpu, vulkan or auto"};
   }
+  if (cfg.device < -1) return error{"device must be a device index, or -1 for the best"};
   if (cfg.threads < 0) return error{"threads must not be negative"};
   if (cfg.ctx_per_slot < 0) return error{"ctx_per_slot must not be negative"};
   static const std::set<std::string> levels = {"trace", "debug",    "info", "warn",

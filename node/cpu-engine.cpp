@@ -10,6 +10,11 @@
 // and a sequence's logits do not depend on the other rows of a batch, so an attempt's tokens are
 // those it would get alone.
 //
+// Models load on the backend the configuration asks for (gpu/select.h): the device is chosen once
+// at start, and a model that device cannot run (a weight type without a kernel, too little
+// device memory) loads on the CPU instead, with a warning saying why. All of that happens at
+// load, so a job never fails half-way for want of a kernel.
+//
 // One worker thread does everything, model loading included, so submit() and cancel() only queue
 // a message and return. Loaded models stay loaded until the memory budget needs their room for
 // another model; then the least recently used idle ones are unloaded first.
@@ -34,6 +39,7 @@
 #include "engine/sampler.h"
 #include "engine/system-info.h"
 #include "engine/utf8-stream.h"
+#include "gpu/select.h"
 #include "node/job-engine.h"
 #include "node/model-catalog.h"
 
@@ -91,6 +97,7 @@ struct cpu_attempt {
 struct cpu_model {
   std::string name;
   std::unique_ptr<model> weights;
+  std::string backend;  // where it runs: "cpu", "vulkan"
   std::unique_ptr<context> ctx;
   int32_t n_ctx_per_slot = 0;
   uint64_t bytes = 0;      // file size + context memory: what it counts against the budget
@@ -111,11 +118,12 @@ class cpu_engine final : public job_engine {
     for (const auto& e : catalog_.errors()) spdlog::warn("skipping model {}: {}", e.path, e.error);
     if (cfg_.slots < 1) cfg_.slots = 1;
     budget_ = cfg_.memory_budget > 0 ? cfg_.memory_budget : system_info_read().mem_available;
+    plan_backend();
     worker_ = std::thread([this] { run(); });
   }
   ~cpu_engine() override { stop(); }
 
-  std::string name() const override { return "cpu"; }
+  std::string name() const override { return plan_.backend; }
 
   std::vector<wire::model_info> models() const override {
     auto out = catalog_.models();
@@ -212,6 +220,24 @@ class cpu_engine final : public job_engine {
     sink_.models_changed();
   }
 
+  // The device models load on, chosen once (the node advertises it as its engine).
+  void plan_backend() {
+    gpu::backend_choice choice;
+    choice.kind = gpu::backend_kind_from_name(cfg_.backend).value_or(gpu::backend_kind::cpu);
+    choice.device = cfg_.device;
+    plan_ = gpu::backend_plan_for(choice, gpu::vulkan_source());
+    if (plan_.backend != "cpu") {
+      spdlog::info("models load on {} device {}: {} ({} of device memory)", plan_.backend,
+                   plan_.device, plan_.device_name, format_bytes(plan_.device_memory));
+    } else if (!plan_.note.empty()) {
+      // Asking for auto on a machine without a GPU is normal; asking for vulkan is not.
+      if (choice.kind == gpu::backend_kind::automatic)
+        spdlog::info("{}", plan_.note);
+      else
+        spdlog::warn("{}", plan_.note);
+    }
+  }
+
   uint64_t bytes_loaded() const {
     uint64_t n = 0;
     for (const auto& cm : models_) n += cm->bytes;
@@ -257,11 +283,18 @@ class cpu_engine final : public job_engine {
     auto cm = std::make_unique<cpu_model>();
     cm->name = entry.info.name;
     try {
-      model_params mp;
-      mp.n_threads = cfg_.threads;
+      gpu::backend_choice choice;
+      choice.kind = plan_.backend == "cpu" ? gpu::backend_kind::cpu : gpu::backend_kind::vulkan;
+      choice.device = plan_.device;
+      choice.threads = cfg_.threads;
+      choice.n_ctx_per_seq = cfg_.n_ctx_per_slot;
+      choice.n_seq = int32_t(cfg_.slots);
       // The CPU backend maps the weights and pages them in on use, so this is cheap enough to do
       // before knowing whether the model fits.
-      cm->weights = model::load(entry.path, mp);
+      auto loaded = gpu::load_model_on(entry.path, choice);
+      if (!loaded.note.empty()) spdlog::warn("model {}: {}", cm->name, loaded.note);
+      cm->backend = loaded.backend;
+      cm->weights = std::move(loaded.model);
     } catch (const std::exception& e) {
       error = e.what();
       return nullptr;
@@ -288,8 +321,8 @@ class cpu_engine final : public job_engine {
       return nullptr;
     }
     cm->seqs.resize(cfg_.slots);
-    spdlog::info("loaded model {} ({} slots of {} tokens, {})", cm->name, cfg_.slots,
-                 cm->n_ctx_per_slot, format_bytes(cm->bytes));
+    spdlog::info("loaded model {} on {} ({} slots of {} tokens, {})", cm->name, cm->backend,
+                 cfg_.slots, cm->n_ctx_per_slot, format_bytes(cm->bytes));
     models_.push_back(std::move(cm));
     {
       std::lock_guard lk(loaded_mu_);
@@ -519,6 +552,7 @@ class cpu_engine final : public job_engine {
   const model_catalog catalog_;
   job_sink& sink_;
   uint64_t budget_ = 0;
+  gpu::backend_plan plan_;  // set before the worker starts, then only read
 
   std::mutex mu_;
   std::condition_variable cv_;

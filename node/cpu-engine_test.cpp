@@ -16,6 +16,7 @@
 #include "engine/context.h"
 #include "engine/generate.h"
 #include "engine/model.h"
+#include "gpu/select.h"
 #include "node/fake-job-sink.h"
 #include "node/job-engine.h"
 #include "tests/model-variant.h"
@@ -211,6 +212,28 @@ TEST_F(cpu_engine_test, greedy_continuations_match_the_reference) {
     const auto f = *sink.record(i).final;
     EXPECT_GE(f.prompt_ms, 0);
     EXPECT_GT(f.gen_ms, 0);
+  }
+}
+
+// backend: vulkan runs on a Vulkan device where there is one (lavapipe in CI) and advertises it;
+// elsewhere it falls back to the CPU at load. Either way the reference text, also batched.
+TEST_F(cpu_engine_test, the_vulkan_backend_gives_the_reference_or_falls_back_to_the_cpu) {
+  gpu::backend_choice vulkan;
+  vulkan.kind = gpu::backend_kind::vulkan;
+  const std::string where = gpu::backend_plan_for(vulkan, gpu::vulkan_source()).backend;
+  fake_job_sink sink;
+  auto c = config(3, 128);
+  c.backend = "vulkan";
+  auto engine = make_cpu_engine(c, sink);
+  EXPECT_EQ(engine->name(), where);
+  const auto& cases = (*reference_)["cases"];
+  for (uint64_t i = 0; i < cases.size(); ++i)
+    engine->submit(job(i, cases[i]["prompt"].get<std::string>(), greedy(64)));
+  ASSERT_TRUE(sink.wait_all_finished({0, 1, 2}));
+  for (uint64_t i = 0; i < cases.size(); ++i) {
+    expect_matches(sink, i,
+                   {cases[i]["greedy_text"].get<std::string>(), 64,
+                    uint32_t(cases[i]["prompt_tokens"].size()), "max_tokens"});
   }
 }
 

@@ -37,7 +37,7 @@ class job_sink {
 class job_engine {
  public:
   virtual ~job_engine() = default;
-  // "cpu" or "null".
+  // "null", or the backend the CPU engine loads models on: "cpu" or "vulkan".
   virtual std::string name() const = 0;
   // The models it serves (every valid GGUF file in the models directory), with `loaded` set for
   // those in memory now.
@@ -53,10 +53,12 @@ class job_engine {
 
 struct cpu_engine_config {
   std::string models_dir;
-  uint32_t slots = 1;          // attempts running at once (sequences of one batched context)
-  uint64_t memory_budget = 0;  // bytes for loaded models and their contexts; 0: MemAvailable
-  int32_t threads = 0;         // 0: all cores
-  int32_t n_ctx_per_slot = 0;  // context cells per slot; 0: the model's (at most 4096)
+  uint32_t slots = 1;           // attempts running at once (sequences of one batched context)
+  uint64_t memory_budget = 0;   // bytes for loaded models and their contexts; 0: MemAvailable
+  int32_t threads = 0;          // 0: all cores
+  int32_t n_ctx_per_slot = 0;   // context cells per slot; 0: the model's (at most 4096)
+  std::string backend = "cpu";  // cpu | vulkan | auto: where models load (gpu/select.h)
+  int32_t device = -1;          // Vulkan device index; -1: the best
 };
 
 struct null_engine_config {

@@ -21,8 +21,9 @@ int main(int argc, char** argv) {
   using namespace hearth::node;
   CLI::App app{"hearth-node: runs jobs from a hearth broker on this machine"};
   node_config cfg;
-  std::string config_path, broker, models, name, engine, log_level;
+  std::string config_path, broker, models, name, engine, backend, log_level;
   uint32_t slots = 0;
+  int32_t device = -1;
   double rate = -1;
   app.add_option("--config", config_path, "YAML file with further settings");
   app.add_option("--broker", broker, "broker endpoint (default tcp://127.0.0.1:5555)");
@@ -31,6 +32,10 @@ int main(int argc, char** argv) {
   app.add_option("--slots", slots, "jobs run at once (default 1)");
   app.add_option("--engine", engine, "cpu (default) or null (fake tokens, for tests)");
   app.add_option("--null-tokens-per-s", rate, "null engine: tokens per second per job");
+  app.add_option("--backend", backend,
+                 "cpu, vulkan or auto (default: a Vulkan GPU if there is one, else the CPU)");
+  auto* device_opt =
+      app.add_option("--device", device, "Vulkan device index (hearth devices); -1: the best");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off");
   CLI11_PARSE(app, argc, argv);
 
@@ -47,6 +52,8 @@ int main(int argc, char** argv) {
   if (slots != 0) cfg.slots = slots;
   if (!engine.empty()) cfg.engine = engine;
   if (rate >= 0) cfg.null_tokens_per_s = rate;
+  if (!backend.empty()) cfg.backend = backend;
+  if (device_opt->count() > 0) cfg.device = device;
   if (!log_level.empty()) cfg.log_level = log_level;
   if (auto r = node_config_check(cfg); !r) {
     std::fprintf(stderr, "hearth-node: error: %s\n", r.message().c_str());

@@ -1,5 +1,6 @@
 // The `hearth` binary as a user runs it: streamed greedy text, JSON output, eval's logits file,
-// tokenize, bench, and one-line errors with a non-zero exit code.
+// tokenize, bench, devices, --backend vulkan (on a device or falling back to the CPU with one
+// line saying why), and one-line errors with a non-zero exit code.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -148,6 +149,104 @@ TEST_F(cli, bench_json_reports_both_speeds) {
   EXPECT_GT(j["tg_tps"].get<double>(), 0);
 }
 
+// Whether `hearth devices` lists a Vulkan device this build can run on.
+bool has_vulkan_device() {
+  auto r = hearth("devices --json");
+  if (r.exit_code != 0) return false;
+  for (const auto& d : nlohmann::json::parse(r.out))
+    if (d["index"].is_number()) return true;
+  return false;
+}
+
+// The note a fallback prints: one line that says why and that the CPU runs the model instead.
+void expect_fallback_line(const std::string& err, const std::string& prefix) {
+  const std::string first = err.substr(0, err.find('\n'));
+  EXPECT_EQ(first.rfind(prefix, 0), 0u) << err;
+  const std::string tail = "; running on the CPU";
+  ASSERT_GE(first.size(), tail.size()) << err;
+  EXPECT_EQ(first.substr(first.size() - tail.size()), tail) << err;
+}
+
+TEST_F(cli, devices_lists_the_vulkan_devices) {
+  auto r = hearth("devices --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto devices = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(devices.is_array());
+  for (const auto& d : devices) {
+    for (const char* key :
+         {"index", "name", "vendor", "type", "memory_bytes", "subgroup_arithmetic", "heaps"})
+      EXPECT_TRUE(d.contains(key)) << key << " in " << d.dump();
+    EXPECT_FALSE(d["name"].get<std::string>().empty());
+  }
+  r = hearth("devices");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  if (!devices.empty()) {
+    EXPECT_EQ(r.out.rfind("INDEX  NAME", 0), 0u) << r.out;
+    EXPECT_NE(r.out.find(devices[0]["name"].get<std::string>()), std::string::npos) << r.out;
+  }
+}
+
+// On a Vulkan device (lavapipe in CI) stories260K runs there and gives the reference text; where
+// there is none the fallback line says so and the CPU gives the same text.
+TEST_F(cli, run_on_vulkan_gives_the_reference_text_or_says_why_not) {
+  const bool device = has_vulkan_device();
+  const auto& c = reference_["cases"][0];
+  auto r = hearth("run -m " + quote(model_) + " -p " + quote(c["prompt"]) +
+                  " -n 64 --temp 0 --backend vulkan");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, c["greedy_text"].get<std::string>() + "\n");
+  if (device) {
+    EXPECT_NE(r.err.find("| vulkan ("), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("running on the CPU"), std::string::npos) << r.err;
+  } else {
+    expect_fallback_line(r.err, "vulkan: ");
+  }
+
+  // The same in JSON: every token as on the CPU, and the summary names the backend.
+  r = hearth("run -m " + quote(model_) + " -p " + quote(c["prompt"]) +
+             " -n 16 --temp 0 --json --backend vulkan --device 0");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::vector<int32_t> tokens;
+  nlohmann::json summary;
+  for (std::string line; std::getline(lines, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (j.contains("done")) summary = j;
+    if (j.contains("token")) tokens.push_back(j["token"]);
+  }
+  const auto want = c["greedy_tokens"].get<std::vector<int32_t>>();
+  EXPECT_EQ(tokens, std::vector<int32_t>(want.begin(), want.begin() + 16));
+  EXPECT_EQ(summary["backend"], device ? "vulkan" : "cpu");
+}
+
+TEST_F(cli, auto_runs_on_a_vulkan_gpu_or_the_cpu_with_the_same_text) {
+  const auto& c = reference_["cases"][1];
+  auto r = hearth("run -m " + quote(model_) + " -p " + quote(c["prompt"]) +
+                  " -n 64 --temp 0 --backend auto");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, c["greedy_text"].get<std::string>() + "\n");
+  // Without a GPU (lavapipe is a CPU implementation, which auto leaves alone) the line says so.
+  if (r.err.find("| vulkan (") == std::string::npos) expect_fallback_line(r.err, "auto: ");
+}
+
+TEST_F(cli, bench_json_reports_the_backend_and_device_that_ran) {
+  const bool device = has_vulkan_device();
+  auto r = hearth("bench -m " + quote(model_) + " -p 16 -n 4 -r 1 --json --backend vulkan");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["requested_backend"], "vulkan");
+  EXPECT_EQ(j["backend"], device ? "vulkan" : "cpu");
+  EXPECT_EQ(j["device_index"], device ? 0 : -1);
+  EXPECT_EQ(j["device"].get<std::string>().empty(), !device);
+  EXPECT_EQ(j["fallback"].get<std::string>().empty(), device) << j["fallback"];
+  EXPECT_GT(j["tg_tps"].get<double>(), 0);
+  r = hearth("bench -m " + quote(model_) + " -p 16 -n 4 -r 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["backend"], "cpu");
+  EXPECT_EQ(j["fallback"], "");
+}
+
 TEST_F(cli, errors_are_one_line_on_stderr_with_a_nonzero_exit_code) {
   auto expect_error = [](const process_result& r, const std::string& needle) {
     EXPECT_NE(r.exit_code, 0);
@@ -171,6 +270,8 @@ TEST_F(cli, errors_are_one_line_on_stderr_with_a_nonzero_exit_code) {
   std::fclose(f);
   expect_error(hearth("run -m " + quote(junk) + " -p hi"), "not a GGUF file");
   expect_error(hearth("frobnicate"), "frobnicate");
+  expect_error(hearth("run -m " + quote(model_) + " -p hi --backend metal"), "--backend");
+  expect_error(hearth("run -m " + quote(model_) + " -p hi --device 0"), "--device needs");
 }
 
 // run, eval, tokenize and bench on every synthetic file: each family in each quantization.

@@ -1,114 +1,23 @@
-// Logits conformance against the reference engine (../shared/testdata/reference): for each model
-// file and each reference prompt, every row's NMSE and argmax, within ../shared/README.md's bounds.
+// Logits conformance of the CPU backend against the reference engine
+// (../shared/testdata/reference): for each model file and each reference prompt, every row's NMSE
+// and argmax, within ../shared/README.md's bounds (tests/conformance.h).
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <cstdio>
-#include <filesystem>
-#include <nlohmann/json.hpp>
-
-#include "engine/context.h"
-#include "engine/model.h"
-#include "tests/testdata.h"
+#include "tests/conformance.h"
 
 namespace hearth {
 namespace {
 
-struct bounds {
-  double worst_nmse;
-  double mean_nmse;
-  double argmax_share;  // 0: not checked
-};
-
-bounds bounds_for(const std::string& file) {
-  if (file.find(".bf16.") != std::string::npos) return {1e-3, 3e-4, 0.9};
-  if (file.find(".f32.") != std::string::npos || file.find(".f16.") != std::string::npos ||
-      file.find("stories260K") != std::string::npos) {
-    return {1e-4, 1e-5, 0.9};
-  }
-  return {1e-2, 3e-3, 0.0};  // quantized weights
-}
-
 class conformance : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(conformance, logits_match_reference_within_bounds) {
-  const std::string json_path = testing::testdata_path("reference/" + GetParam());
-  ASSERT_FALSE(json_path.empty());
-  const auto ref = nlohmann::json::parse(testing::read_file_text(json_path));
-  const std::string model_path = testing::testdata_path(ref["model"].get<std::string>());
-  ASSERT_FALSE(model_path.empty());
-  const std::string ref_dir = json_path.substr(0, json_path.rfind('/') + 1);
-
-  auto m = model::load(model_path, {});
-  const int32_t n_vocab = m->hparams().n_vocab;
-  ASSERT_EQ(n_vocab, ref["n_vocab"].get<int32_t>());
-  context ctx(*m, {.n_ctx = 256, .n_batch = 512, .n_seq_max = 1});
-  const bounds b = bounds_for(model_path);
-
-  double worst = 0, sum = 0;
-  int rows = 0, argmax_same = 0;
-  for (const auto& c : ref["cases"]) {
-    const auto tokens = c["prompt_tokens"].get<std::vector<int32_t>>();
-    const auto expected = testing::read_f32_file(ref_dir + c["logits_file"].get<std::string>());
-    ASSERT_EQ(expected.size(), tokens.size() * size_t(n_vocab)) << c["logits_file"];
-
-    ctx.clear();
-    std::vector<batch_token> batch;
-    for (size_t i = 0; i < tokens.size(); ++i) batch.push_back({tokens[i], int32_t(i), 0, true});
-    ASSERT_TRUE(ctx.decode(batch).ok());
-    ASSERT_EQ(ctx.n_logits(), int32_t(tokens.size()));
-
-    for (size_t i = 0; i < tokens.size(); ++i) {
-      const float* got = ctx.logits(int32_t(i));
-      const float* want = expected.data() + i * size_t(n_vocab);
-      double err = 0, norm = 0;
-      for (int32_t v = 0; v < n_vocab; ++v) {
-        err += (double(got[v]) - want[v]) * (double(got[v]) - want[v]);
-        norm += double(want[v]) * want[v];
-      }
-      const double nmse = err / norm;
-      EXPECT_LE(nmse, b.worst_nmse) << GetParam() << " prompt '" << c["prompt"] << "' row " << i;
-      worst = std::max(worst, nmse);
-      sum += nmse;
-      ++rows;
-      argmax_same += std::max_element(got, got + n_vocab) - got ==
-                     std::max_element(want, want + n_vocab) - want;
-    }
-  }
-  const double mean = sum / rows;
-  const double share = double(argmax_same) / rows;
-  EXPECT_LE(mean, b.mean_nmse) << GetParam();
-  if (b.argmax_share > 0) {
-    EXPECT_GE(share, b.argmax_share) << GetParam();
-  }
-  std::printf("| %s | %d | %.3g | %.3g | %.0f%% |\n", GetParam().c_str(), rows, worst, mean,
-              share * 100);
+  testing::check_logits_conformance(GetParam(), {}, "cpu");
 }
 
-// Every model file in the test data has a case: the real stories260K and each synthetic file,
-// listed from the folder so that a file added there is covered (and fails without a reference).
-std::vector<std::string> reference_files() {
-  std::vector<std::string> out = {"stories260K.json"};
-  const std::filesystem::path dir = testing::testdata_root() + "/models/synthetic";
-  std::error_code ec;
-  std::vector<std::string> stems;
-  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-    if (e.path().extension() == ".gguf") stems.push_back(e.path().stem().string());
-  }
-  std::sort(stems.begin(), stems.end());
-  // An unreadable folder still yields a case, which then fails naming the missing file.
-  if (stems.empty()) stems.push_back("synthetic-models-folder-missing-or-empty");
-  for (const auto& s : stems) out.push_back("synthetic/" + s + ".json");
-  return out;
-}
-
-INSTANTIATE_TEST_SUITE_P(all, conformance, ::testing::ValuesIn(reference_files()),
+INSTANTIATE_TEST_SUITE_P(all, conformance,
+                         ::testing::ValuesIn(testing::conformance_reference_files()),
                          [](const auto& param_info) {
-                           std::string n = param_info.param;
-                           n = n.substr(n.rfind('/') + 1);
-                           for (auto& ch : n)
-                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           return n;
+                           return testing::conformance_case_name(param_info.param);
                          });
 
 }  // namespace

@@ -21,6 +21,7 @@ struct bench_options {
   int32_t n_prompt = 128;
   int32_t n_gen = 64;
   int threads = 0;
+  backend_options backend;
   int reps = 3;
   bool json = false;
 };
@@ -45,7 +46,8 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 int bench(const bench_options& o) {
   if (o.n_prompt < 0 || o.n_gen < 0 || o.reps < 1)
     throw std::runtime_error("-p, -n must be >= 0 and -r >= 1");
-  auto m = load_model(o.model, o.threads);
+  const auto loaded = load_model(o.model, o.backend, o.threads, std::max(o.n_prompt, o.n_gen));
+  const auto& m = loaded.model;
   context_params cp;
   cp.n_ctx = std::max(1, std::max(o.n_prompt, o.n_gen));
   cp.n_batch = std::max(1, o.n_prompt);
@@ -91,7 +93,11 @@ int bench(const bench_options& o) {
                         {"type", m->dominant_type()},
                         {"weight_bytes", m->weight_bytes()},
                         {"threads", threads},
-                        {"backend", m->backend().name()},
+                        {"backend", loaded.backend},
+                        {"device", loaded.device_name},
+                        {"device_index", loaded.device},
+                        {"requested_backend", o.backend.backend},
+                        {"fallback", loaded.note},
                         {"n_prompt", o.n_prompt},
                         {"n_gen", o.n_gen},
                         {"reps", o.reps},
@@ -107,12 +113,12 @@ int bench(const bench_options& o) {
     const std::string size = format_bytes(m->weight_bytes());
     if (o.n_prompt > 0) {
       std::printf("| %s | %s | %s | %s | %d | pp%d | %.2f ± %.2f |\n", m->hparams().name.c_str(),
-                  m->dominant_type().c_str(), size.c_str(), m->backend().name().c_str(), threads,
+                  m->dominant_type().c_str(), size.c_str(), backend_text(loaded).c_str(), threads,
                   o.n_prompt, pps.mean, pps.stdev);
     }
     if (o.n_gen > 0) {
       std::printf("| %s | %s | %s | %s | %d | tg%d | %.2f ± %.2f |\n", m->hparams().name.c_str(),
-                  m->dominant_type().c_str(), size.c_str(), m->backend().name().c_str(), threads,
+                  m->dominant_type().c_str(), size.c_str(), backend_text(loaded).c_str(), threads,
                   o.n_gen, tgs.mean, tgs.stdev);
     }
   }
@@ -131,6 +137,7 @@ action add_bench(CLI::App& app) {
   cmd->add_option("-n,--n-gen", o->n_gen, "Generated tokens per tg run")->capture_default_str();
   cmd->add_option("-r,--reps", o->reps, "Repetitions")->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "CPU threads (default: all)");
+  add_backend_options(cmd, o->backend);
   cmd->add_flag("--json", o->json, "Print one JSON object with pp_tps and tg_tps");
   return [o] { return bench(*o); };
 }

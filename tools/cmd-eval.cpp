@@ -14,13 +14,15 @@ struct eval_options {
   std::string tokens;
   std::string out;
   int threads = 0;
+  backend_options backend;
   int32_t batch = 512;
 };
 
 int eval(const eval_options& o) {
   const auto ids = parse_token_list(o.tokens);
   if (ids.empty()) throw std::runtime_error("--tokens is empty");
-  auto m = load_model(o.model, o.threads);
+  const auto loaded = load_model(o.model, o.backend, o.threads, int32_t(ids.size()));
+  const auto& m = loaded.model;
   context_params cp;
   cp.n_ctx = int32_t(ids.size());
   cp.n_batch = o.batch;
@@ -38,7 +40,8 @@ int eval(const eval_options& o) {
     ok = ok && std::fwrite(ctx.logits(i), 4, row, f) == row;
   ok = (std::fclose(f) == 0) && ok;
   if (!ok) throw std::runtime_error("writing " + o.out + " failed");
-  std::fprintf(stderr, "wrote %d × %zu logits to %s\n", ctx.n_logits(), row, o.out.c_str());
+  std::fprintf(stderr, "wrote %d × %zu logits to %s (%s)\n", ctx.n_logits(), row, o.out.c_str(),
+               backend_text(loaded).c_str());
   return 0;
 }
 
@@ -53,6 +56,7 @@ action add_eval(CLI::App& app) {
   cmd->add_option("--tokens", o->tokens, "Comma-separated token ids")->required();
   cmd->add_option("--logits-out", o->out, "Output file: float32, n_tokens × n_vocab")->required();
   cmd->add_option("-t,--threads", o->threads, "CPU threads (default: all)");
+  add_backend_options(cmd, o->backend);
   cmd->add_option("-b,--batch", o->batch, "Tokens per forward pass")->capture_default_str();
   return [o] { return eval(*o); };
 }

@@ -24,6 +24,7 @@ struct run_options {
   CLI::Option* template_opt = nullptr;
   int32_t n_predict = 128;
   int threads = 0;
+  backend_options backend;
   int32_t ctx = 0;
   bool json = false;
   bool parse_special = false;
@@ -85,7 +86,8 @@ int run(const run_options& o) {
   check_prompt_flags(o);
   const bool chat = o.chat_opt->count() > 0;
 
-  auto m = load_model(o.model, o.threads);
+  const auto loaded = load_model(o.model, o.backend, o.threads, o.ctx);
+  const auto& m = loaded.model;
   // A chat prompt's turn markers are special tokens; BOS is the tokenizer's to add (the templates
   // never write it first), as llama.cpp's chat mode does.
   std::string template_used;
@@ -123,15 +125,18 @@ int run(const run_options& o) {
                               {"n_generated", g->tokens.size()},
                               {"prompt_tps", pp_tps},
                               {"generate_tps", tg_tps},
-                              {"seed", smp.seed()}};
+                              {"seed", smp.seed()},
+                              {"backend", loaded.backend},
+                              {"device", loaded.device_name}};
     if (chat) summary["chat_template"] = template_used;
     std::printf("%s\n", dump(summary).c_str());
   } else {
     std::printf("\n");
     std::fflush(stdout);  // the summary on stderr must follow the text, not interleave with it
-    std::fprintf(stderr, "[prompt %d tokens, %.1f t/s | generated %zu tokens, %.1f t/s | %s]\n",
+    std::fprintf(stderr,
+                 "[prompt %d tokens, %.1f t/s | generated %zu tokens, %.1f t/s | %s | %s]\n",
                  g->n_prompt, pp_tps, g->tokens.size(), tg_tps,
-                 std::string(stop_reason_name(g->reason)).c_str());
+                 std::string(stop_reason_name(g->reason)).c_str(), backend_text(loaded).c_str());
   }
   return 0;
 }
@@ -173,6 +178,7 @@ action add_run(CLI::App& app) {
   cmd->add_option("--seed", o->sampling.seed, "Random seed (default: random)");
   cmd->add_option("--stop", o->stop, "Stop before this text (repeatable)");
   cmd->add_option("-t,--threads", o->threads, "CPU threads (default: all)");
+  add_backend_options(cmd, o->backend);
   cmd->add_option("-c,--ctx", o->ctx,
                   "Context size in tokens (default: the model's, at most 4096)");
   cmd->add_flag("--json", o->json, "One JSON object per token, then a summary");

@@ -33,9 +33,10 @@ std::string data_dir() {
 action add_up(CLI::App& app) {
   auto* cmd = app.add_subcommand("up", "Run a broker and a node on this machine until Ctrl-C");
   struct options {
-    std::string models, bind = "tcp://127.0.0.1:5555", db, name, engine = "cpu";
+    std::string models, bind = "tcp://127.0.0.1:5555", db, name, engine = "cpu", backend = "auto";
     uint32_t slots = 2;
     int32_t threads = 0;
+    int32_t device = -1;
   };
   auto o = std::make_shared<options>();
   cmd->add_option("--models", o->models, "directory of GGUF models to serve")->required();
@@ -45,6 +46,11 @@ action add_up(CLI::App& app) {
   cmd->add_option("--slots", o->slots, "jobs the node runs at once")->capture_default_str();
   cmd->add_option("--engine", o->engine, "cpu, or null for fake tokens")->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "CPU threads (default: all cores)");
+  cmd->add_option("--backend", o->backend, "cpu, vulkan, or auto (a Vulkan GPU if there is one)")
+      ->check(CLI::IsMember({"cpu", "vulkan", "auto"}))
+      ->capture_default_str();
+  cmd->add_option("--device", o->device, "Vulkan device index (hearth devices); -1: the best")
+      ->capture_default_str();
   return [o]() {
     if (o->db.empty()) {
       const std::string dir = data_dir();
@@ -66,6 +72,8 @@ action add_up(CLI::App& app) {
     nc.slots = o->slots;
     nc.engine = o->engine;
     nc.threads = o->threads;
+    nc.backend = o->backend;
+    nc.device = o->device;
     node::node_daemon node(nc);  // scans the models directory; throws on a bad one
 
     std::signal(SIGINT, on_signal);

@@ -9,9 +9,29 @@
 
 namespace hearth::cli {
 
-std::unique_ptr<model> load_model(const std::string& path, int threads) {
+void add_backend_options(CLI::App* cmd, backend_options& o) {
+  cmd->add_option("--backend", o.backend,
+                  "cpu, vulkan (a Vulkan device, falling back to the CPU when it cannot run the "
+                  "model) or auto (a Vulkan GPU if there is one)")
+      ->check(CLI::IsMember({"cpu", "vulkan", "auto"}))
+      ->capture_default_str();
+  o.device_opt = cmd->add_option("--device", o.device,
+                                 "Vulkan device index (hearth devices); default: the best");
+}
+
+gpu::loaded_model load_model(const std::string& path, const backend_options& o, int threads,
+                             int32_t n_ctx) {
+  gpu::backend_choice choice;
+  choice.kind = gpu::backend_kind_from_name(o.backend).value_or(gpu::backend_kind::cpu);
+  if (o.device_opt && o.device_opt->count() > 0) {
+    if (choice.kind == gpu::backend_kind::cpu)
+      throw std::runtime_error("--device needs --backend vulkan or auto");
+    if (o.device < 0) throw std::runtime_error("--device must not be negative");
+    choice.device = o.device;
+  }
+  choice.threads = threads;
+  choice.n_ctx_per_seq = n_ctx;
   model_params mp;
-  mp.n_threads = threads;
   std::error_code ec;
   const auto size = std::filesystem::file_size(path, ec);
   const bool show = !ec && size > (64u << 20) && isatty(STDERR_FILENO);
@@ -31,7 +51,13 @@ std::unique_ptr<model> load_model(const std::string& path, int threads) {
       std::fflush(stderr);
     };
   }
-  return model::load(path, mp);
+  auto m = gpu::load_model_on(path, choice, mp);
+  if (!m.note.empty()) std::fprintf(stderr, "%s\n", m.note.c_str());
+  return m;
+}
+
+std::string backend_text(const gpu::loaded_model& m) {
+  return m.device_name.empty() ? m.backend : m.backend + " (" + m.device_name + ")";
 }
 
 std::vector<int32_t> parse_token_list(const std::string& s) {

@@ -1,0 +1,256 @@
+#include "gpu/select.h"
+
+#include <algorithm>
+#include <set>
+#include <stdexcept>
+
+#include "engine/system-info.h"
+#include "engine/tensor-type.h"
+
+#if defined(HEARTH_HAVE_VULKAN_BACKEND) && __has_include("gpu/vulkan/backend-vulkan.h")
+#include "gpu/vulkan/backend-vulkan.h"
+#define HEARTH_SELECT_VULKAN 1
+#endif
+
+namespace hearth::gpu {
+namespace {
+
+// Lower is better: what `best` prefers among devices.
+int type_rank(const std::string& type) {
+  if (type == "discrete") return 0;
+  if (type == "integrated") return 1;
+  if (type == "virtual") return 2;
+  if (type == "cpu") return 4;
+  return 3;
+}
+
+// Exceptions become one line, whatever they hold.
+std::string one_line(std::string s) {
+  std::replace(s.begin(), s.end(), '\n', ' ');
+  while (!s.empty() && (s.back() == ' ' || s.back() == '.')) s.pop_back();
+  return s;
+}
+
+std::string on_cpu(const std::string& why) {
+  return why + "; running on the CPU";
+}
+
+uint64_t meta_u64(const gguf_file& f, const std::string& key, uint64_t fallback) {
+  auto v = f.get_uint(key);
+  if (!v || !*v || **v == 0) return fallback;
+  // An estimate from untrusted metadata: absurd values are clamped, never trusted to multiply.
+  return std::min<uint64_t>(**v, uint64_t(1) << 24);
+}
+
+}  // namespace
+
+std::optional<backend_kind> backend_kind_from_name(const std::string& name) {
+  if (name == "cpu") return backend_kind::cpu;
+  if (name == "vulkan") return backend_kind::vulkan;
+  if (name == "auto") return backend_kind::automatic;
+  return std::nullopt;
+}
+
+const char* backend_kind_name(backend_kind k) {
+  switch (k) {
+    case backend_kind::cpu:
+      return "cpu";
+    case backend_kind::vulkan:
+      return "vulkan";
+    case backend_kind::automatic:
+      return "auto";
+  }
+  return "cpu";
+}
+
+device_backend_source vulkan_source() {
+  device_backend_source s;
+  s.name = "vulkan";
+  s.title = "Vulkan";
+#ifdef HEARTH_SELECT_VULKAN
+  s.built = true;
+  s.devices = [] {
+    std::vector<backend_device> out;
+    for (const auto& d : vulkan_devices()) {
+      out.push_back(
+          {d.index, d.name, d.vendor, d.type, d.device_local_bytes, d.subgroup_arithmetic});
+    }
+    return out;
+  };
+  s.make = [](int index) {
+    vulkan_options o;
+    o.device = index;
+    return make_vulkan_backend(o);
+  };
+#else
+  s.devices = [] { return std::vector<backend_device>{}; };
+  s.make = [](int) -> std::unique_ptr<backend> {
+    throw std::runtime_error("this build has no Vulkan backend");
+  };
+#endif
+  return s;
+}
+
+backend_plan backend_plan_for(const backend_choice& choice, const device_backend_source& source) {
+  backend_plan plan;
+  if (choice.kind == backend_kind::cpu) return plan;
+  const std::string who = choice.kind == backend_kind::automatic ? "auto" : source.name;
+  if (!source.built) {
+    plan.note = on_cpu(who + ": this build has no " + source.title + " backend");
+    return plan;
+  }
+  const auto devices = source.devices ? source.devices() : std::vector<backend_device>{};
+  if (devices.empty()) {
+    plan.note = on_cpu(who + ": no " + source.title + " device found");
+    return plan;
+  }
+  const backend_device* pick = nullptr;
+  if (choice.device >= 0) {
+    for (const auto& d : devices)
+      if (d.index == choice.device) pick = &d;
+    if (!pick) {
+      plan.note = on_cpu(who + ": there is no device " + std::to_string(choice.device) + " (" +
+                         std::to_string(devices.size()) + " device" +
+                         (devices.size() == 1 ? "" : "s") + ", see `hearth devices`)");
+      return plan;
+    }
+  } else {
+    for (const auto& d : devices) {
+      if (choice.kind == backend_kind::automatic && d.type == "cpu") continue;
+      if (!pick || type_rank(d.type) < type_rank(pick->type) ||
+          (type_rank(d.type) == type_rank(pick->type) && d.memory_bytes > pick->memory_bytes)) {
+        pick = &d;
+      }
+    }
+    if (!pick) {
+      // Only CPU implementations: the CPU backend is faster than running through them.
+      plan.note = on_cpu("auto: no " + source.title + " GPU found (" + devices.front().name +
+                         " is a CPU implementation; ask for " + source.name + " to use it)");
+      return plan;
+    }
+  }
+  plan.backend = source.name;
+  plan.device = pick->index;
+  plan.device_name = pick->name;
+  plan.device_memory = pick->memory_bytes;
+  return plan;
+}
+
+device_memory_estimate device_memory_needed(const gguf_file& f, int32_t n_ctx_per_seq,
+                                            int32_t n_seq) {
+  device_memory_estimate e;
+  for (const auto& t : f.tensors()) e.weights += t.n_bytes;
+
+  auto arch = f.get_string("general.architecture");
+  const std::string p = (arch && *arch ? **arch : std::string()) + ".";
+  const uint64_t n_embd = meta_u64(f, p + "embedding_length", 0);
+  const uint64_t n_layer = meta_u64(f, p + "block_count", 0);
+  const uint64_t n_head = meta_u64(f, p + "attention.head_count", 1);
+  const uint64_t n_head_kv = meta_u64(f, p + "attention.head_count_kv", n_head);
+  const uint64_t head = n_embd / n_head;
+  const uint64_t head_k = meta_u64(f, p + "attention.key_length", head);
+  const uint64_t head_v = meta_u64(f, p + "attention.value_length", head);
+  const uint64_t n_ff = meta_u64(f, p + "feed_forward_length", 0);
+  const gguf_tensor* embd = f.find_tensor("token_embd.weight");
+  const uint64_t n_vocab = embd ? uint64_t(std::max<int64_t>(embd->ne[1], 0)) : 0;
+  const uint64_t per_seq = n_ctx_per_seq > 0
+                               ? uint64_t(n_ctx_per_seq)
+                               : std::min<uint64_t>(meta_u64(f, p + "context_length", 4096), 4096);
+  const uint64_t n_cells = per_seq * uint64_t(std::max(1, n_seq));
+
+  // As context::memory_needed counts them: F16 keys and values for every layer, and the F32
+  // activations of a 512-token batch (twice, for the backend's scratch).
+  const uint64_t per_cell = n_layer * n_head_kv * (head_k + head_v) * 2;
+  const uint64_t q = n_head * std::max(head_k, head_v);
+  const uint64_t kv = n_head_kv * std::max(head_k, head_v);
+  const uint64_t per_token = 5 * n_embd + 2 * q + 2 * kv + 2 * n_ff + n_vocab;
+  e.cache = n_cells * per_cell + 512 * per_token * 4 * 2;
+  return e;
+}
+
+std::vector<std::string> unsupported_weight_types(const gguf_file& f, const backend& b) {
+  std::set<uint32_t> seen;
+  std::vector<std::string> out;
+  for (const auto& t : f.tensors()) {
+    if (t.n_dims < 2 || b.supports_weight_type(t.type)) continue;
+    if (seen.insert(uint32_t(t.type)).second) out.emplace_back(tensor_type_name(t.type));
+  }
+  return out;
+}
+
+namespace {
+
+// Why the planned device cannot run the model in `f` ("" when it can), checked in order of
+// cost: memory for the weights and the cache, the backend starting (made into `made`), a kernel
+// for every weight type. Nothing is uploaded.
+std::string device_unfit(const gguf_file& f, const backend_plan& plan, const backend_choice& choice,
+                         const device_backend_source& source, std::unique_ptr<backend>& made) {
+  const std::string& dev = plan.device_name;
+  const auto need = device_memory_needed(f, choice.n_ctx_per_seq, choice.n_seq);
+  if (need.total() > plan.device_memory) {
+    return dev + " has " + format_bytes(plan.device_memory) +
+           " of device memory but the model needs " + format_bytes(need.total()) + " (weights " +
+           format_bytes(need.weights) + " + cache " + format_bytes(need.cache) + ")";
+  }
+  try {
+    made = source.make(plan.device);
+  } catch (const std::exception& e) {
+    std::string msg = one_line(e.what());
+    if (msg.rfind(source.name + ": ", 0) == 0) msg.erase(0, source.name.size() + 2);
+    return dev + ": " + msg;
+  }
+  if (!made) return dev + ": the backend did not start";
+  const auto missing = unsupported_weight_types(f, *made);
+  if (!missing.empty()) {
+    std::string list;
+    for (const auto& t : missing) list += (list.empty() ? "" : ", ") + t;
+    return dev + " has no " + list + " matrix kernel" + (missing.size() > 1 ? "s" : "") + " yet";
+  }
+  return "";
+}
+
+}  // namespace
+
+loaded_model load_model_on(const std::string& path, const backend_choice& choice,
+                           const model_params& params, const device_backend_source& source) {
+  loaded_model out;
+  model_params mp = params;
+  mp.n_threads = choice.threads;
+  mp.make_backend = nullptr;
+
+  const backend_plan plan = backend_plan_for(choice, source);
+  out.note = plan.note;
+  if (plan.device >= 0) {
+    std::unique_ptr<backend> device_backend;
+    std::string why;
+    {
+      auto f = model_file_open(path);
+      // A file that does not open is the model's problem: the CPU load below says what it is.
+      if (!f) {
+        out.model = model::load(path, mp);
+        return out;
+      }
+      why = device_unfit(*f, plan, choice, source, device_backend);
+    }
+    if (why.empty()) {
+      // The factory hands over the backend made above; the model owns it from then on.
+      auto holder = std::make_shared<std::unique_ptr<backend>>(std::move(device_backend));
+      mp.make_backend = [holder] { return std::move(*holder); };
+      try {
+        out.model = model::load(path, mp);
+        out.backend = plan.backend;
+        out.device = plan.device;
+        out.device_name = plan.device_name;
+        return out;
+      } catch (const std::exception& e) {
+        why = plan.device_name + ": " + one_line(e.what());
+      }
+      mp.make_backend = nullptr;
+    }
+    out.note = on_cpu(source.name + ": " + why);
+  }
+  out.model = model::load(path, mp);
+  return out;
+}
+
+}  // namespace hearth::gpu

@@ -1,0 +1,42 @@
+#include <stdexcept>
+#include <string>
+
+#include "gpu/vulkan/ops.h"
+
+namespace hearth::vk {
+
+void op_attention(device& d, const tensor& q, const tensor& k_cache, const tensor& v_cache,
+                  const tensor& tok_seq, const tensor& tok_pos, const tensor& cell_seq,
+                  const tensor& cell_pos, int32_t n_cells, const attention_params& p,
+                  const tensor& out) {
+  if (k_cache.type != v_cache.type ||
+      (k_cache.type != tensor_type::f16 && k_cache.type != tensor_type::f32))
+    throw std::runtime_error("vulkan: attention needs K and V caches both F16 or both F32");
+  if (p.head_dim_k > 256 || p.head_dim_v > 256)
+    throw std::runtime_error("vulkan: attention supports head sizes up to 256, not " +
+                             std::to_string(std::max(p.head_dim_k, p.head_dim_v)));
+  struct {
+    uint32_t n_head, n_head_kv, head_dim_k, head_dim_v, k_row, v_row, q_row, out_row, n_cells;
+    int32_t window;
+    float scale, softcap;
+  } pc{uint32_t(p.n_head),
+       uint32_t(p.n_head_kv),
+       uint32_t(p.head_dim_k),
+       uint32_t(p.head_dim_v),
+       uint32_t(k_cache.ne[0]),
+       uint32_t(v_cache.ne[0]),
+       uint32_t(q.ne[0]),
+       uint32_t(out.ne[0]),
+       uint32_t(n_cells),
+       p.window,
+       p.scale,
+       p.softcap};
+  std::string variant = k_cache.type == tensor_type::f16 ? "attention_f16" : "attention_f32";
+  if (d.subgroup_arithmetic()) variant += "_sg";
+  d.dispatch(variant.c_str(),
+             {buf(q), buf(k_cache), buf(v_cache), buf(tok_seq), buf(tok_pos), buf(cell_seq),
+              buf(cell_pos), buf(out)},
+             &pc, sizeof(pc), uint32_t(p.n_head), uint32_t(q.ne[1]), 1);
+}
+
+}  // namespace hearth::vk

@@ -1,0 +1,137 @@
+// The Vulkan backend: memory through vk::device, one dispatch switch to the ops (ops.h).
+#include "gpu/vulkan/backend-vulkan.h"
+
+#include <stdexcept>
+
+#include "engine/gguf.h"
+#include "gpu/discovery.h"
+#include "gpu/vulkan/device.h"
+#include "gpu/vulkan/ops.h"
+
+namespace hearth {
+namespace {
+
+class vulkan_backend final : public backend {
+ public:
+  explicit vulkan_backend(int index) : dev_(index) {}
+
+  ~vulkan_backend() override {
+    for (vk::buffer* b : weights_) dev_.free(b);
+  }
+
+  std::string name() const override { return "vulkan"; }
+
+  bool supports_weight_type(tensor_type t) const override {
+    return vk::weight_variant(t) != nullptr;
+  }
+
+  tensor weight(const gguf_tensor& g) override {
+    tensor t;
+    t.type = g.type;
+    for (int d = 0; d < 4; ++d) t.ne[d] = g.ne[d];
+    t.name = g.name.c_str();
+    vk::buffer* b = dev_.alloc(g.n_bytes, g.name.c_str());
+    weights_.push_back(b);
+    dev_.upload(b, g.data, g.n_bytes);
+    t.data = b;
+    return t;
+  }
+
+  tensor alloc(tensor_type type, int64_t ne0, int64_t ne1, const char* name) override {
+    tensor t;
+    t.type = type;
+    t.ne[0] = ne0;
+    t.ne[1] = ne1;
+    t.name = name;
+    t.data = dev_.alloc(VkDeviceSize(t.n_bytes()), name);
+    return t;
+  }
+
+  void free(tensor& t) override {
+    dev_.free(static_cast<vk::buffer*>(t.data));
+    t.data = nullptr;
+  }
+
+  void upload(const tensor& dst, const void* src, size_t bytes) override {
+    dev_.upload(static_cast<vk::buffer*>(dst.data), src, bytes);
+  }
+  void download(const tensor& src, void* dst, size_t bytes) override {
+    dev_.download(static_cast<vk::buffer*>(src.data), dst, bytes);
+  }
+  void synchronize() override { dev_.submit_and_wait(); }
+
+  void get_rows(const tensor& table, const tensor& ids, const tensor& out) override {
+    vk::op_get_rows(dev_, table, ids, out);
+  }
+  void mul_mat(const tensor& w, const tensor& x, const tensor* bias, const tensor& out) override {
+    vk::op_mul_mat(dev_, w, x, bias, out);
+  }
+  void rms_norm(const tensor& x, const tensor& weight, float eps, const tensor& out) override {
+    vk::op_rms_norm(dev_, x, weight, eps, out);
+  }
+  void rope(const tensor& x, int32_t n_head, int32_t head_dim, const tensor& pos,
+            const rope_params& p, const tensor* freq_factors) override {
+    vk::op_rope(dev_, x, n_head, head_dim, pos, p, freq_factors);
+  }
+  void kv_store(const tensor& src, const tensor& cells, const tensor& cache) override {
+    vk::op_kv_store(dev_, src, cells, cache);
+  }
+  void attention(const tensor& q, const tensor& k_cache, const tensor& v_cache,
+                 const tensor& tok_seq, const tensor& tok_pos, const tensor& cell_seq,
+                 const tensor& cell_pos, int32_t n_cells, const attention_params& p,
+                 const tensor& out) override {
+    vk::op_attention(dev_, q, k_cache, v_cache, tok_seq, tok_pos, cell_seq, cell_pos, n_cells, p,
+                     out);
+  }
+  void swiglu(const tensor& gate, const tensor& up, const tensor& out) override {
+    vk::op_elementwise(dev_, "swiglu", gate, &up, 0, 0, out);
+  }
+  void geglu(const tensor& gate, const tensor& up, const tensor& out) override {
+    vk::op_elementwise(dev_, "geglu", gate, &up, 0, 0, out);
+  }
+  void add(const tensor& a, const tensor& b, const tensor& out) override {
+    vk::op_elementwise(dev_, "add", a, &b, 0, 0, out);
+  }
+  void scale(const tensor& x, float s, const tensor& out) override {
+    vk::op_elementwise(dev_, "scale", x, nullptr, s, 0, out);
+  }
+  void softcap(const tensor& x, float cap, const tensor& out) override {
+    // As the CPU: a multiply by 1/cap, tanh, a multiply by cap.
+    vk::op_elementwise(dev_, "softcap", x, nullptr, cap, 1.0f / cap, out);
+  }
+
+ private:
+  vk::device dev_;
+  std::vector<vk::buffer*> weights_;
+};
+
+}  // namespace
+
+std::vector<vulkan_device_desc> vulkan_devices() {
+  std::vector<vulkan_device_desc> out;
+  try {
+    const std::vector<VkPhysicalDevice> all = vk::physical_devices();
+    for (size_t i = 0; i < all.size(); ++i) {
+      VkPhysicalDeviceProperties p{};
+      vkGetPhysicalDeviceProperties(all[i], &p);
+      VkPhysicalDeviceMemoryProperties mem{};
+      vkGetPhysicalDeviceMemoryProperties(all[i], &mem);
+      uint64_t local = 0;
+      for (uint32_t h = 0; h < mem.memoryHeapCount; ++h)
+        if (mem.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)
+          local += mem.memoryHeaps[h].size;
+      out.push_back({int(i), p.deviceName, gpu::vendor_name(p.vendorID),
+                     gpu::vulkan_device_type_name(uint32_t(p.deviceType)), local,
+                     p.apiVersion >= VK_API_VERSION_1_1 && vk::has_subgroup_arithmetic(all[i])});
+    }
+  } catch (...) {
+    out.clear();
+  }
+  return out;
+}
+
+std::unique_ptr<backend> make_vulkan_backend(const vulkan_options& o) {
+  return std::make_unique<vulkan_backend>(o.device);
+}
+
+}  // namespace hearth

@@ -1,0 +1,105 @@
+// One Vulkan device as the backend uses it: the process-wide instance, device selection, one
+// compute queue, buffers (buffer.cpp), compute pipelines from the embedded SPIR-V (pipeline.cpp)
+// and one command buffer into which ops are recorded until a download or synchronize submits it.
+#pragma once
+
+#include <vulkan/vulkan.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace hearth::vk {
+
+// Throws std::runtime_error naming the failed statement, its result, file and line.
+[[noreturn]] void fail(VkResult r, const char* stmt, const char* file, int line);
+
+#define HEARTH_VK_CHECK(stmt)                                          \
+  do {                                                                 \
+    const VkResult hearth_vk_result = (stmt);                          \
+    if (hearth_vk_result != VK_SUCCESS)                                \
+      ::hearth::vk::fail(hearth_vk_result, #stmt, __FILE__, __LINE__); \
+  } while (0)
+
+// The process-wide instance (never destroyed: Mesa's drivers leak when unloaded, see
+// gpu/discovery.cpp), or VK_NULL_HANDLE without a loader or driver.
+VkInstance instance();
+// Physical devices in enumeration order (the index vulkan_options::device refers to).
+std::vector<VkPhysicalDevice> physical_devices();
+// "discrete", "integrated", "virtual", "cpu", "other".
+// Whether compute shaders on `d` have subgroup arithmetic (subgroupAdd, subgroupMax).
+bool has_subgroup_arithmetic(VkPhysicalDevice d);
+
+// A buffer and its memory. `mapped` is non-null when the memory is host-visible and coherent.
+struct buffer {
+  VkBuffer handle = VK_NULL_HANDLE;
+  VkDeviceMemory memory = VK_NULL_HANDLE;
+  VkDeviceSize size = 0;
+  void* mapped = nullptr;
+};
+
+class device {
+ public:
+  // The device at `index` of physical_devices(), or the best one (discrete, integrated, virtual,
+  // then CPU implementations) when index < 0. Throws std::runtime_error in one line.
+  explicit device(int index);
+  ~device();
+  device(const device&) = delete;
+  device& operator=(const device&) = delete;
+
+  const std::string& name() const { return name_; }
+  bool subgroup_arithmetic() const { return subgroup_arithmetic_; }
+  VkDeviceSize max_buffer_bytes() const { return max_buffer_bytes_; }
+
+  // --- buffer.cpp: device-local buffers for tensors (host-visible where the device's local
+  // memory is, as on lavapipe and integrated GPUs), and copies through a staging buffer.
+  buffer* alloc(VkDeviceSize bytes, const char* what);
+  void free(buffer* b);
+  void upload(buffer* dst, const void* src, size_t bytes);
+  void download(buffer* src, void* dst, size_t bytes);
+
+  // --- pipeline.cpp: records a dispatch of shader variant `variant` with `bindings` as
+  // storage buffers 0.. (null: a dummy buffer) and `push` as push constants.
+  void dispatch(const char* variant, const std::vector<const buffer*>& bindings, const void* push,
+                uint32_t push_bytes, uint32_t gx, uint32_t gy, uint32_t gz);
+
+  // Submits everything recorded and waits for it; nothing happens when nothing was recorded.
+  void submit_and_wait();
+
+ private:
+  VkCommandBuffer recording();  // the command buffer, begun; a barrier after any earlier work
+  uint32_t memory_type(uint32_t allowed, VkMemoryPropertyFlags want, VkMemoryPropertyFlags avoid);
+  buffer* create_buffer(VkDeviceSize bytes, uint32_t type_index, const char* what);
+  VkPipeline pipeline(const char* variant);
+
+  VkPhysicalDevice physical_ = VK_NULL_HANDLE;
+  VkDevice device_ = VK_NULL_HANDLE;
+  VkQueue queue_ = VK_NULL_HANDLE;
+  uint32_t queue_family_ = 0;
+  std::string name_;
+  bool subgroup_arithmetic_ = false;
+  bool unified_memory_ = false;  // integrated or CPU: prefer host-visible device-local memory
+  VkDeviceSize max_buffer_bytes_ = 0;
+  VkPhysicalDeviceMemoryProperties memory_{};
+
+  VkCommandPool command_pool_ = VK_NULL_HANDLE;
+  VkCommandBuffer commands_ = VK_NULL_HANDLE;
+  VkFence fence_ = VK_NULL_HANDLE;
+  bool recording_ = false;
+  bool recorded_any_ = false;
+
+  static constexpr uint32_t k_bindings = 8;
+  static constexpr uint32_t k_push_bytes = 128;
+  static constexpr uint32_t k_sets_per_pool = 1024;
+  VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
+  VkPipelineLayout pipeline_layout_ = VK_NULL_HANDLE;
+  VkDescriptorPool descriptor_pool_ = VK_NULL_HANDLE;
+  uint32_t sets_used_ = 0;
+  std::map<std::string, VkPipeline> pipelines_;
+
+  buffer* staging_ = nullptr;  // host-visible, for devices whose local memory is not
+  buffer* dummy_ = nullptr;    // bound where an op has no tensor (absent bias)
+};
+
+}  // namespace hearth::vk

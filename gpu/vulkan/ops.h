@@ -1,0 +1,46 @@
+// The ops of the Vulkan backend, one file each (or per op group): each checks what its shader
+// assumes and records one dispatch on the device. Tensors' data point to vk::buffer.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "engine/backend.h"
+#include "gpu/vulkan/device.h"
+
+namespace hearth::vk {
+
+inline const buffer* buf(const tensor& t) {
+  return static_cast<const buffer*>(t.data);
+}
+inline const buffer* buf_or_null(const tensor* t) {
+  return t && t->present() ? buf(*t) : nullptr;
+}
+
+// n workgroups spread over x and y (65535 at most per dimension); shaders use group_index().
+struct groups {
+  uint32_t x, y;
+};
+inline groups groups_for(int64_t n) {
+  const int64_t x = std::min<int64_t>(std::max<int64_t>(n, 1), 65535);
+  return {uint32_t(x), uint32_t((n + x - 1) / x)};
+}
+
+// The name of a weight type's shader variants ("q8_0"), or nullptr when there is none.
+const char* weight_variant(tensor_type t);
+
+void op_get_rows(device& d, const tensor& table, const tensor& ids, const tensor& out);
+void op_mul_mat(device& d, const tensor& w, const tensor& x, const tensor* bias, const tensor& out);
+void op_rms_norm(device& d, const tensor& x, const tensor& weight, float eps, const tensor& out);
+void op_rope(device& d, const tensor& x, int32_t n_head, int32_t head_dim, const tensor& pos,
+             const rope_params& p, const tensor* freq_factors);
+void op_kv_store(device& d, const tensor& src, const tensor& cells, const tensor& cache);
+void op_attention(device& d, const tensor& q, const tensor& k_cache, const tensor& v_cache,
+                  const tensor& tok_seq, const tensor& tok_pos, const tensor& cell_seq,
+                  const tensor& cell_pos, int32_t n_cells, const attention_params& p,
+                  const tensor& out);
+// op: "add", "swiglu", "geglu", "scale", "softcap"; b may be null; params as the shader reads.
+void op_elementwise(device& d, const char* op, const tensor& a, const tensor* b, float param0,
+                    float param1, const tensor& out);
+
+}  // namespace hearth::vk

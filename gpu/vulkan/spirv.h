@@ -1,0 +1,19 @@
+// The compute shaders as SPIR-V, embedded at build time (gpu/vulkan/embed-spirv.cmake writes
+// the definition from the variants gpu/vulkan/CMakeLists.txt compiles).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace hearth::vk {
+
+struct spirv_module {
+  const char* name;  // shader variant: "mul_mat_vec_q8_0_sg"
+  const uint32_t* code;
+  size_t bytes;
+};
+
+const std::vector<spirv_module>& spirv_modules();
+
+}  // namespace hearth::vk

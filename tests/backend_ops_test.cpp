@@ -1,0 +1,555 @@
+// Every op of a device backend against the CPU backend (the reference, ../shared/STYLE.md 12):
+// the same random inputs on both, compared by NMSE over many shapes and every weight type the
+// backend supports, with a sentinel row after each output to catch writes past its end. Prints
+// a table (op, type, shape, NMSE, pass). Weight types the CPU can write (F32, F16, BF16, Q8_0)
+// get random values; the weight-only types (Q4_0, Q4_K, Q5_K, Q6_K: the CPU has no quantizer
+// for them) get real blocks from the synthetic models of the test data. The backend under test
+// comes from a factory, so the CUDA backend reuses this file (built with
+// HEARTH_BACKEND_OPS_VULKAN or, later, _CUDA).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/backend.h"
+#include "engine/cpu/vec-dot.h"
+#include "engine/gguf.h"
+#include "tests/testdata.h"
+
+#ifdef HEARTH_BACKEND_OPS_VULKAN
+#include "gpu/vulkan/backend-vulkan.h"
+#endif
+
+namespace hearth {
+namespace {
+
+// The backend under test: a factory and, when it cannot run here, why.
+struct backend_factory {
+  std::string name;
+  std::function<std::string()> unavailable;  // "" when usable
+  std::function<std::unique_ptr<backend>()> make;
+};
+
+backend_factory factory_under_test() {
+#ifdef HEARTH_BACKEND_OPS_VULKAN
+  return {"vulkan",
+          [] { return vulkan_devices().empty() ? std::string("no Vulkan device") : std::string(); },
+          [] { return make_vulkan_backend({}); }};
+#else
+#error "define the backend under test"
+#endif
+}
+
+constexpr uint8_t k_sentinel = 0xA5;
+
+std::vector<float> random_floats(std::mt19937& rng, size_t n, float lo = -1.0f, float hi = 1.0f) {
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+// Rows of floats in a stored type (the CPU kernels' conversions, so both backends see the
+// same bytes).
+std::vector<uint8_t> to_type(tensor_type t, const std::vector<float>& v, int64_t cols) {
+  const int64_t rows = int64_t(v.size()) / cols;
+  const int64_t rb = tensor_type_row_bytes(t, cols);
+  std::vector<uint8_t> out(size_t(rb * rows));
+  if (t == tensor_type::f32) {
+    std::memcpy(out.data(), v.data(), out.size());
+    return out;
+  }
+  const cpu::type_kernels* k = cpu::kernels_for(t);
+  for (int64_t r = 0; r < rows; ++r) k->from_float(v.data() + r * cols, out.data() + r * rb, cols);
+  return out;
+}
+
+// The same tensor on the reference and on the backend under test.
+struct tensor_pair {
+  tensor ref, dut;
+  int64_t rows = 0;  // rows compared (outputs carry one more: the sentinel row)
+};
+
+class harness {
+ public:
+  harness(backend& ref, backend& dut) : ref_(ref), dut_(dut) {}
+  ~harness() {
+    for (tensor_pair& p : owned_) {
+      ref_.free(p.ref);
+      dut_.free(p.dut);
+    }
+  }
+
+  tensor_pair input(tensor_type type, int64_t ne0, int64_t ne1, const void* bytes) {
+    tensor_pair p{ref_.alloc(type, ne0, ne1, "in"), dut_.alloc(type, ne0, ne1, "in"), ne1};
+    ref_.upload(p.ref, bytes, size_t(p.ref.n_bytes()));
+    dut_.upload(p.dut, bytes, size_t(p.dut.n_bytes()));
+    owned_.push_back(p);
+    return p;
+  }
+  tensor_pair input_f32(int64_t ne0, int64_t ne1, const std::vector<float>& v) {
+    return input(tensor_type::f32, ne0, ne1, v.data());
+  }
+  tensor_pair input_i32(const std::vector<int32_t>& v) {
+    return input(tensor_type::i32, int64_t(v.size()), 1, v.data());
+  }
+  // An output of `ne1` rows plus a sentinel row, all filled with sentinel bytes; `initial`
+  // (when given) replaces the first ne1 rows on both backends.
+  tensor_pair output(tensor_type type, int64_t ne0, int64_t ne1, const void* initial = nullptr) {
+    tensor_pair p{ref_.alloc(type, ne0, ne1 + 1, "out"), dut_.alloc(type, ne0, ne1 + 1, "out"),
+                  ne1};
+    std::vector<uint8_t> fill(size_t(p.ref.n_bytes()), k_sentinel);
+    if (initial) std::memcpy(fill.data(), initial, size_t(p.ref.row_bytes() * ne1));
+    ref_.upload(p.ref, fill.data(), fill.size());
+    dut_.upload(p.dut, fill.data(), fill.size());
+    owned_.push_back(p);
+    p.ref = tensor_rows(p.ref, ne1);
+    p.dut = tensor_rows(p.dut, ne1);
+    return p;
+  }
+  // A weight as a model file provides it.
+  tensor_pair weight(tensor_type type, int64_t ne0, int64_t ne1, const std::vector<float>& v) {
+    return weight_bytes(type, ne0, ne1, to_type(type, v, ne0));
+  }
+  tensor_pair weight_bytes(tensor_type type, int64_t ne0, int64_t ne1, std::vector<uint8_t> data) {
+    auto g = std::make_unique<gguf_tensor>();
+    auto bytes = std::make_unique<std::vector<uint8_t>>(std::move(data));
+    g->name = "w";
+    g->type = type;
+    g->n_dims = 2;
+    g->ne[0] = ne0;
+    g->ne[1] = ne1;
+    g->n_bytes = bytes->size();
+    g->data = bytes->data();
+    tensor_pair p{ref_.weight(*g), dut_.weight(*g), ne1};
+    weight_files_.push_back(std::move(g));
+    weight_bytes_.push_back(std::move(bytes));
+    return p;
+  }
+
+  // Downloads both outputs (with the sentinel row), checks the sentinel and the NMSE, prints a
+  // row of the table.
+  void compare(const tensor_pair& out, const std::string& op, const std::string& type,
+               const std::string& shape, double max_nmse) {
+    const tensor full_ref = tensor_rows(out.ref, out.rows + 1);
+    const tensor full_dut = tensor_rows(out.dut, out.rows + 1);
+    const size_t bytes = size_t(full_ref.n_bytes());
+    const size_t body = size_t(out.ref.row_bytes() * out.rows);
+    std::vector<uint8_t> a(bytes), b(bytes);
+    ref_.download(full_ref, a.data(), bytes);
+    dut_.download(full_dut, b.data(), bytes);
+    bool sentinel_ok = true;
+    for (size_t i = body; i < bytes; ++i) sentinel_ok = sentinel_ok && b[i] == k_sentinel;
+    const std::vector<float> x =
+        as_floats(out.ref.type, a.data(), size_t(out.ref.ne[0] * out.rows));
+    const std::vector<float> y =
+        as_floats(out.ref.type, b.data(), size_t(out.ref.ne[0] * out.rows));
+    double err = 0, norm = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      err += (double(y[i]) - double(x[i])) * (double(y[i]) - double(x[i]));
+      norm += double(x[i]) * double(x[i]);
+    }
+    const double nmse = norm > 0 ? err / norm : err;
+    const bool pass = sentinel_ok && nmse <= max_nmse && std::isfinite(nmse);
+    std::printf("%-10s %-5s %-44s %10.3e %s%s\n", op.c_str(), type.c_str(), shape.c_str(), nmse,
+                pass ? "ok" : "FAIL", sentinel_ok ? "" : " (wrote past the output)");
+    EXPECT_TRUE(sentinel_ok) << op << " " << type << " " << shape << " wrote past its output";
+    EXPECT_LE(nmse, max_nmse) << op << " " << type << " " << shape;
+  }
+
+ private:
+  static std::vector<float> as_floats(tensor_type t, const uint8_t* p, size_t n) {
+    std::vector<float> v(n);
+    if (t == tensor_type::f32) {
+      std::memcpy(v.data(), p, n * 4);
+    } else {
+      cpu::kernels_for(t)->to_float(p, v.data(), int64_t(n));
+    }
+    return v;
+  }
+
+  backend& ref_;
+  backend& dut_;
+  std::vector<tensor_pair> owned_;
+  std::vector<std::unique_ptr<gguf_tensor>> weight_files_;
+  std::vector<std::unique_ptr<std::vector<uint8_t>>> weight_bytes_;
+};
+
+// Blocks of a weight-only type taken from a synthetic model of the test data (every tensor of
+// that type in the file, concatenated): any run of whole blocks is a valid row of that type, so
+// weights of any width and height are cut from it.
+class real_blocks {
+ public:
+  // The file holding type `t`, or nullptr when `t` is not a weight-only type.
+  static const char* file_for(tensor_type t) {
+    switch (t) {
+      case tensor_type::q4_0:
+        return "models/synthetic/synthetic-llama-a.q4_0.gguf";
+      case tensor_type::q4_k:
+        return "models/synthetic/synthetic-llama-a.q4_k_m.gguf";
+      case tensor_type::q5_k:
+        return "models/synthetic/synthetic-llama-a.q5_k_m.gguf";
+      case tensor_type::q6_k:
+        return "models/synthetic/synthetic-llama-a.q6_k.gguf";
+      default:
+        return nullptr;
+    }
+  }
+
+  // All blocks of type `t` in its file; empty (and the test failed, naming why) when unreadable.
+  static const std::vector<uint8_t>& of(tensor_type t) {
+    static std::map<tensor_type, std::vector<uint8_t>> cache;
+    auto it = cache.find(t);
+    if (it != cache.end()) return it->second;
+    std::vector<uint8_t>& pool = cache[t];
+    const std::string path = testing::testdata_path(file_for(t));
+    if (path.empty()) return pool;
+    result<gguf_file> f = gguf_file::open(path);
+    if (!f) {
+      ADD_FAILURE() << f.message();
+      return pool;
+    }
+    for (const gguf_tensor& g : f->tensors()) {
+      if (g.type == t) pool.insert(pool.end(), g.data, g.data + g.n_bytes);
+    }
+    if (pool.empty()) ADD_FAILURE() << path << " has no tensor of type " << tensor_type_name(t);
+    return pool;
+  }
+
+  // ne1 rows of ne0 values of type `t`: consecutive blocks from a random block of the pool on,
+  // wrapping around at its end.
+  static std::vector<uint8_t> cut(tensor_type t, int64_t ne0, int64_t ne1, std::mt19937& rng) {
+    const std::vector<uint8_t>& pool = of(t);
+    const int64_t block_bytes = tensor_type_row_bytes(t, block_elems(t));
+    const int64_t n_blocks = int64_t(pool.size()) / block_bytes;
+    std::vector<uint8_t> out(size_t(tensor_type_row_bytes(t, ne0) * ne1));
+    if (n_blocks == 0) return out;
+    int64_t b = int64_t(rng() % uint64_t(n_blocks));
+    for (size_t o = 0; o < out.size(); o += size_t(block_bytes), b = (b + 1) % n_blocks) {
+      std::memcpy(out.data() + o, pool.data() + b * block_bytes, size_t(block_bytes));
+    }
+    return out;
+  }
+
+  static int64_t block_elems(tensor_type t) {
+    return tensor_type_layout_of(uint32_t(t))->block_elems;
+  }
+};
+
+std::string shape_of(std::initializer_list<std::pair<const char*, int64_t>> dims) {
+  std::string s;
+  for (auto& [k, v] : dims) s += (s.empty() ? "" : " ") + std::string(k) + "=" + std::to_string(v);
+  return s;
+}
+
+class BackendOps : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const backend_factory f = factory_under_test();
+    const std::string why = f.unavailable();
+    if (!why.empty()) testing::skip_all(f.name + " backend ops: " + why);
+  }
+  void SetUp() override {
+    const backend_factory f = factory_under_test();
+    ref_ = make_cpu_backend(2);
+    dut_ = f.make();
+    h_ = std::make_unique<harness>(*ref_, *dut_);
+  }
+  void TearDown() override {
+    h_.reset();
+    dut_.reset();
+    ref_.reset();
+  }
+  // Weight types to test: every type the backend supports that the CPU can also write or that
+  // the test data has real blocks of.
+  std::vector<tensor_type> weight_types() const {
+    std::vector<tensor_type> out;
+    for (tensor_type t :
+         {tensor_type::f32, tensor_type::f16, tensor_type::bf16, tensor_type::q8_0,
+          tensor_type::q4_0, tensor_type::q4_k, tensor_type::q5_k, tensor_type::q6_k}) {
+      const cpu::type_kernels* k = cpu::kernels_for(t);
+      const bool writable = t == tensor_type::f32 || (k && k->from_float);
+      if (dut_->supports_weight_type(t) && (writable || real_blocks::file_for(t))) out.push_back(t);
+    }
+    return out;
+  }
+
+  // Widths to test for type t: `small` values are rounded up to the type's block (so the 256 of
+  // the K-quants), `2048` stays; every width is a whole number of blocks.
+  static std::vector<int64_t> widths(tensor_type t, std::initializer_list<int64_t> want) {
+    const int64_t blk = real_blocks::block_elems(t);
+    std::vector<int64_t> out;
+    for (int64_t w : want) {
+      const int64_t r = (w + blk - 1) / blk * blk;
+      if (std::find(out.begin(), out.end(), r) == out.end()) out.push_back(r);
+    }
+    return out;
+  }
+
+  // A weight [ne1 rows of ne0] of type t: random values in [lo, hi) where the CPU can write t,
+  // else real blocks of the test data.
+  tensor_pair weight(tensor_type t, int64_t ne0, int64_t ne1, float lo = -1.0f, float hi = 1.0f) {
+    if (real_blocks::file_for(t))
+      return h_->weight_bytes(t, ne0, ne1, real_blocks::cut(t, ne0, ne1, rng_));
+    return h_->weight(t, ne0, ne1, random_floats(rng_, size_t(ne0 * ne1), lo, hi));
+  }
+
+  std::mt19937 rng_{1234};
+  std::unique_ptr<backend> ref_, dut_;
+  std::unique_ptr<harness> h_;
+};
+
+TEST_F(BackendOps, GetRows) {
+  for (tensor_type t : weight_types()) {
+    // Q4_0: 352 = 11 blocks of 18 bytes, so rows start at offsets that are not multiples of 4.
+    for (int64_t cols : widths(t, {64, 352, 768})) {
+      for (int64_t n : {1, 5}) {
+        const int64_t rows = 7;
+        tensor_pair table = weight(t, cols, rows);
+        std::vector<int32_t> ids;
+        for (int64_t i = 0; i < n; ++i) ids.push_back(int32_t(rng_() % rows));
+        tensor_pair id = h_->input_i32(ids);
+        tensor_pair out = h_->output(tensor_type::f32, cols, n);
+        ref_->get_rows(table.ref, id.ref, out.ref);
+        dut_->get_rows(table.dut, id.dut, out.dut);
+        h_->compare(out, "get_rows", std::string(tensor_type_name(t)),
+                    shape_of({{"cols", cols}, {"rows", rows}, {"n", n}}), 1e-12);
+      }
+    }
+  }
+}
+
+TEST_F(BackendOps, MulMat) {
+  for (tensor_type t : weight_types()) {
+    for (int64_t n_in : widths(t, {64, 352, 768, 2048})) {
+      for (int64_t n_out : {1, 33, 130}) {
+        for (int64_t n_tok : {1, 3, 17, 70}) {
+          for (bool with_bias : {false, true}) {
+            if (with_bias && n_tok != 3 && n_tok != 17) continue;
+            // Skewed ranges: outputs then stay away from zero, where one output's NMSE says
+            // nothing (n_out = n_tok = 1). Real blocks keep their own values.
+            tensor_pair w = weight(t, n_in, n_out, -0.5f, 1.0f);
+            tensor_pair x =
+                h_->input_f32(n_in, n_tok, random_floats(rng_, size_t(n_in * n_tok), -0.5f, 1.0f));
+            tensor_pair b = h_->input_f32(n_out, 1, random_floats(rng_, size_t(n_out)));
+            tensor_pair out = h_->output(tensor_type::f32, n_out, n_tok);
+            ref_->mul_mat(w.ref, x.ref, with_bias ? &b.ref : nullptr, out.ref);
+            dut_->mul_mat(w.dut, x.dut, with_bias ? &b.dut : nullptr, out.dut);
+            h_->compare(
+                out, "mul_mat", std::string(tensor_type_name(t)),
+                shape_of({{"in", n_in}, {"out", n_out}, {"tok", n_tok}, {"bias", with_bias}}),
+                t == tensor_type::f32 ? 1e-9 : 5e-4);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_F(BackendOps, RmsNorm) {
+  for (int64_t cols : {1, 7, 511, 4096}) {
+    for (int64_t n : {1, 5}) {
+      for (bool with_weight : {false, true}) {
+        tensor_pair x = h_->input_f32(cols, n, random_floats(rng_, size_t(cols * n)));
+        tensor_pair w = h_->input_f32(cols, 1, random_floats(rng_, size_t(cols)));
+        tensor_pair out = h_->output(tensor_type::f32, cols, n);
+        tensor none;
+        ref_->rms_norm(x.ref, with_weight ? w.ref : none, 1e-6f, out.ref);
+        dut_->rms_norm(x.dut, with_weight ? w.dut : none, 1e-6f, out.dut);
+        h_->compare(out, "rms_norm", "f32",
+                    shape_of({{"cols", cols}, {"n", n}, {"weight", with_weight}}), 1e-10);
+      }
+    }
+  }
+}
+
+TEST_F(BackendOps, Rope) {
+  for (bool neox : {false, true}) {
+    for (int32_t head_dim : {64, 128}) {
+      for (int32_t n_dims : {head_dim, head_dim / 2}) {
+        for (int32_t n_head : {1, 4}) {
+          for (int64_t n_tok : {1, 9}) {
+            for (bool with_ff : {false, true}) {
+              const int64_t row = int64_t(n_head) * head_dim;
+              const std::vector<float> v = random_floats(rng_, size_t(row * n_tok));
+              // The op works in place: the "output" is the input, with a sentinel row.
+              tensor_pair x = h_->output(tensor_type::f32, row, n_tok, v.data());
+              std::vector<int32_t> pos;
+              for (int64_t t = 0; t < n_tok; ++t) pos.push_back(int32_t(rng_() % 5000));
+              tensor_pair p = h_->input_i32(pos);
+              tensor_pair ff =
+                  h_->input_f32(n_dims / 2, 1, random_floats(rng_, size_t(n_dims / 2), 1.0f, 8.0f));
+              rope_params rp;
+              rp.n_dims = n_dims;
+              rp.freq_base = 10000.0f;
+              rp.freq_scale = with_ff ? 1.0f : 0.5f;
+              rp.neox = neox;
+              ref_->rope(x.ref, n_head, head_dim, p.ref, rp, with_ff ? &ff.ref : nullptr);
+              dut_->rope(x.dut, n_head, head_dim, p.dut, rp, with_ff ? &ff.dut : nullptr);
+              h_->compare(x, "rope", "f32",
+                          shape_of({{"neox", neox},
+                                    {"hd", head_dim},
+                                    {"dims", n_dims},
+                                    {"heads", n_head},
+                                    {"tok", n_tok},
+                                    {"ff", with_ff}}),
+                          1e-6);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_F(BackendOps, KvStore) {
+  for (tensor_type t : {tensor_type::f16, tensor_type::f32}) {
+    for (int64_t cols : {64, 258}) {
+      for (int64_t n_tok : {1, 6}) {
+        const int64_t n_cells = 16;
+        const std::vector<uint8_t> initial =
+            to_type(t, random_floats(rng_, size_t(cols * n_cells)), cols);
+        tensor_pair cache = h_->output(t, cols, n_cells, initial.data());
+        tensor_pair src =
+            h_->input_f32(cols, n_tok, random_floats(rng_, size_t(cols * n_tok), -3, 3));
+        std::vector<int32_t> cells;
+        for (int64_t i = 0; i < n_tok; ++i) cells.push_back(int32_t((i * 5 + 3) % n_cells));
+        tensor_pair c = h_->input_i32(cells);
+        ref_->kv_store(src.ref, c.ref, cache.ref);
+        dut_->kv_store(src.dut, c.dut, cache.dut);
+        h_->compare(cache, "kv_store", std::string(tensor_type_name(t)),
+                    shape_of({{"cols", cols}, {"tok", n_tok}, {"cells", n_cells}}), 0);
+      }
+    }
+  }
+}
+
+TEST_F(BackendOps, Attention) {
+  for (tensor_type t : {tensor_type::f16, tensor_type::f32}) {
+    for (auto [n_head, n_head_kv] : {std::pair{4, 4}, std::pair{4, 2}, std::pair{4, 1}}) {
+      for (int32_t head_dim : {64, 128}) {
+        for (int64_t n_tok : {1, 7}) {
+          for (int32_t window : {0, 5}) {
+            for (float softcap : {0.0f, 2.0f}) {
+              const int32_t n_cells = 37;
+              attention_params p;
+              p.n_head = n_head;
+              p.n_head_kv = n_head_kv;
+              p.head_dim_k = p.head_dim_v = head_dim;
+              p.scale = 1.0f / std::sqrt(float(head_dim));
+              p.softcap = softcap;
+              p.window = window;
+              const int64_t kv_row = int64_t(n_head_kv) * head_dim;
+              // Caches with a few more cells than are scanned, so cells beyond n_cells exist.
+              const int64_t cache_cells = n_cells + 3;
+              tensor_pair k = h_->input(
+                  t, kv_row, cache_cells,
+                  to_type(t, random_floats(rng_, size_t(kv_row * cache_cells), -2, 2), kv_row)
+                      .data());
+              tensor_pair v = h_->input(
+                  t, kv_row, cache_cells,
+                  to_type(t, random_floats(rng_, size_t(kv_row * cache_cells)), kv_row).data());
+              std::vector<int32_t> cseq, cpos, tseq, tpos;
+              for (int64_t c = 0; c < cache_cells; ++c) {
+                cseq.push_back(int32_t(rng_() % 3) - 1);  // -1 empty, sequences 0 and 1
+                cpos.push_back(int32_t(rng_() % 40));
+              }
+              for (int64_t i = 0; i < n_tok; ++i) {
+                tseq.push_back(int32_t(rng_() % 2));
+                tpos.push_back(20 + int32_t(rng_() % 25));
+              }
+              tensor_pair cs = h_->input_i32(cseq), cp = h_->input_i32(cpos);
+              tensor_pair ts = h_->input_i32(tseq), tp = h_->input_i32(tpos);
+              const int64_t q_row = int64_t(n_head) * head_dim;
+              tensor_pair q =
+                  h_->input_f32(q_row, n_tok, random_floats(rng_, size_t(q_row * n_tok), -2, 2));
+              tensor_pair out = h_->output(tensor_type::f32, q_row, n_tok);
+              ref_->attention(q.ref, k.ref, v.ref, ts.ref, tp.ref, cs.ref, cp.ref, n_cells, p,
+                              out.ref);
+              dut_->attention(q.dut, k.dut, v.dut, ts.dut, tp.dut, cs.dut, cp.dut, n_cells, p,
+                              out.dut);
+              h_->compare(out, "attention", std::string(tensor_type_name(t)),
+                          shape_of({{"head", n_head},
+                                    {"kv", n_head_kv},
+                                    {"hd", head_dim},
+                                    {"tok", n_tok},
+                                    {"win", window},
+                                    {"cap", int64_t(softcap)}}),
+                          t == tensor_type::f16 ? 1e-5 : 1e-9);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_F(BackendOps, Elementwise) {
+  for (const char* op : {"add", "swiglu", "geglu", "scale", "softcap"}) {
+    for (int64_t n : {1, 1000, 70001}) {
+      const float range = std::strcmp(op, "geglu") == 0 || std::strcmp(op, "softcap") == 0 ? 12 : 4;
+      tensor_pair a = h_->input_f32(n, 1, random_floats(rng_, size_t(n), -range, range));
+      tensor_pair b = h_->input_f32(n, 1, random_floats(rng_, size_t(n)));
+      tensor_pair out = h_->output(tensor_type::f32, n, 1);
+      for (auto [be, ta, tb, to] : {std::tuple{ref_.get(), &a.ref, &b.ref, &out.ref},
+                                    std::tuple{dut_.get(), &a.dut, &b.dut, &out.dut}}) {
+        if (std::strcmp(op, "add") == 0) be->add(*ta, *tb, *to);
+        if (std::strcmp(op, "swiglu") == 0) be->swiglu(*ta, *tb, *to);
+        if (std::strcmp(op, "geglu") == 0) be->geglu(*ta, *tb, *to);
+        if (std::strcmp(op, "scale") == 0) be->scale(*ta, 0.37f, *to);
+        if (std::strcmp(op, "softcap") == 0) be->softcap(*ta, 5.0f, *to);
+      }
+      h_->compare(out, op, "f32", shape_of({{"n", n}}), 1e-10);
+    }
+  }
+}
+
+// Several ops enqueued before one download: each must see the previous one's writes.
+TEST_F(BackendOps, Chain) {
+  const int64_t n_embd = 128, n_tok = 5, n_cells = 8;
+  tensor_pair x = h_->input_f32(n_embd, n_tok, random_floats(rng_, size_t(n_embd * n_tok)));
+  tensor_pair norm_w = h_->input_f32(n_embd, 1, random_floats(rng_, size_t(n_embd)));
+  tensor_pair wq =
+      h_->weight(tensor_type::f32, n_embd, n_embd, random_floats(rng_, size_t(n_embd * n_embd)));
+  tensor_pair cur = h_->output(tensor_type::f32, n_embd, n_tok);
+  tensor_pair q = h_->output(tensor_type::f32, n_embd, n_tok);
+  tensor_pair kc = h_->output(tensor_type::f16, n_embd, n_cells);
+  tensor_pair vc = h_->output(tensor_type::f16, n_embd, n_cells);
+  tensor_pair att = h_->output(tensor_type::f32, n_embd, n_tok);
+  tensor_pair out = h_->output(tensor_type::f32, n_embd, n_tok);
+  std::vector<int32_t> pos = {0, 1, 2, 3, 4}, seq = {0, 0, 0, 0, 0}, cells = {0, 1, 2, 3, 4};
+  std::vector<int32_t> cseq = {0, 0, 0, 0, 0, -1, -1, -1}, cpos = {0, 1, 2, 3, 4, 0, 0, 0};
+  tensor_pair p = h_->input_i32(pos), s = h_->input_i32(seq), c = h_->input_i32(cells);
+  tensor_pair cs = h_->input_i32(cseq), cp = h_->input_i32(cpos);
+  rope_params rp;
+  rp.n_dims = 32;
+  attention_params ap;
+  ap.n_head = ap.n_head_kv = 4;
+  ap.head_dim_k = ap.head_dim_v = 32;
+  ap.scale = 0.2f;
+  for (auto [be, sel] : {std::pair{ref_.get(), 0}, std::pair{dut_.get(), 1}}) {
+    auto pick = [sel](const tensor_pair& tp) -> const tensor& {
+      return sel == 0 ? tp.ref : tp.dut;
+    };
+    be->rms_norm(pick(x), pick(norm_w), 1e-5f, pick(cur));
+    be->mul_mat(pick(wq), pick(cur), nullptr, pick(q));
+    be->rope(pick(q), 4, 32, pick(p), rp, nullptr);
+    be->kv_store(pick(q), pick(c), pick(kc));
+    be->kv_store(pick(cur), pick(c), pick(vc));
+    be->attention(pick(q), pick(kc), pick(vc), pick(s), pick(p), pick(cs), pick(cp),
+                  int32_t(n_cells), ap, pick(att));
+    be->add(pick(att), pick(x), pick(out));
+  }
+  h_->compare(out, "chain", "f16", shape_of({{"embd", n_embd}, {"tok", n_tok}}), 1e-5);
+}
+
+}  // namespace
+}  // namespace hearth
