@@ -15,7 +15,9 @@ wire::hardware_info hardware_discover() {
   for (const auto& d : gpu::discover()) {
     // A CPU implementation of Vulkan (lavapipe) is not a GPU worth scheduling on.
     if (d.type == "cpu") continue;
-    h.gpus.push_back({d.backend, d.name, d.memory_total, d.memory_free});
+    wire::gpu_info g{d.backend, d.name, d.memory_total, d.memory_free, d.vendor, d.type, {}};
+    for (const auto& heap : d.heaps) g.heaps.push_back({heap.size, heap.device_local});
+    h.gpus.push_back(std::move(g));
   }
   return h;
 }

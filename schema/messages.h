@@ -96,17 +96,34 @@ std::optional<error_code> error_code_from_name(std::string_view name);
 
 // --- shared parts ---
 
+// One memory heap of a GPU as its driver describes it.
+struct gpu_heap {
+  uint64_t size = 0;  // bytes
+  bool device_local = false;
+  template <class F>
+  void fields(F& f) {
+    f("size", size);
+    f("device_local", device_local);
+  }
+};
+
 struct gpu_info {
   std::string backend;  // "cuda", "vulkan"
   std::string name;
   uint64_t memory_total = 0;  // bytes
   uint64_t memory_free = 0;   // bytes
+  std::string vendor;         // "NVIDIA", "AMD", "Intel", ... ("" when not known)
+  std::string type;           // "discrete", "integrated", "virtual", "other" ("" when not known)
+  std::vector<gpu_heap> heaps;
   template <class F>
   void fields(F& f) {
     f("backend", backend);
     f("name", name);
     f("memory_total", memory_total);
     f("memory_free", memory_free);
+    f.optional("vendor", vendor);
+    f.optional("type", type);
+    f.optional("heaps", heaps);
   }
 };
 
@@ -715,13 +732,13 @@ struct error_reply {
 }  // namespace hearth::wire
 
 // X-macro over every message type, for the codec's explicit instantiations and its tests.
-#define HEARTH_WIRE_MESSAGES(X)                                                             \
-  X(heartbeat)                                                                              \
-  X(error_reply)                                                                            \
-  X(node_hello)                                                                             \
-  X(node_pull)                                                                              \
-  X(node_status) X(job_started) X(job_tokens) X(job_final) X(job_handback) X(node_bye)      \
-      X(node_welcome) X(job_assign) X(job_cancel) X(submit) X(watch) X(cancel) X(list_jobs) \
-          X(get_job) X(list_nodes) X(list_models) X(accepted) X(job_queued) X(job_running)  \
-              X(job_restarted) X(job_done) X(jobs_reply) X(job_reply) X(nodes_reply)        \
-                  X(models_reply) X(ok)
+#define HEARTH_WIRE_MESSAGES(X)                                                                  \
+  X(heartbeat)                                                                                   \
+  X(error_reply)                                                                                 \
+  X(node_hello)                                                                                  \
+  X(node_pull)                                                                                   \
+  X(node_status)                                                                                 \
+  X(job_started) X(job_tokens) X(job_final) X(job_handback) X(node_bye) X(node_welcome)          \
+      X(job_assign) X(job_cancel) X(submit) X(watch) X(cancel) X(list_jobs) X(get_job)           \
+          X(list_nodes) X(list_models) X(accepted) X(job_queued) X(job_running) X(job_restarted) \
+              X(job_done) X(jobs_reply) X(job_reply) X(nodes_reply) X(models_reply) X(ok)

@@ -16,7 +16,13 @@ inline constexpr uint64_t job_id = (uint64_t(1) << 40) + 7;  // needs all 64 bit
 inline constexpr uint64_t request_id = 0xFFFFFFFFFFFFFFFFull;
 
 inline gpu_info gpu() {
-  return {"cuda", "NVIDIA GeForce RTX 3090", 25'769'803'776ull, 21'474'836'480ull};
+  return {"cuda",
+          "NVIDIA GeForce RTX 3090",
+          25'769'803'776ull,
+          21'474'836'480ull,
+          "NVIDIA",
+          "discrete",
+          {{25'769'803'776ull, true}, {34'359'738'368ull, false}}};
 }
 
 inline hardware_info hardware() {

@@ -16,8 +16,9 @@ struct nodes_options {
 std::string gpus_text(const std::vector<wire::gpu_info>& gpus) {
   std::string s;
   for (const auto& g : gpus) {
-    s += (s.empty() ? "" : ", ") + g.name + " (" + g.backend + ", " + format_bytes(g.memory_total) +
-         ")";
+    // "NVIDIA GeForce RTX 3090 (cuda, discrete, 24.0 GiB)"
+    s += (s.empty() ? "" : ", ") + g.name + " (" + g.backend +
+         (g.type.empty() ? "" : ", " + g.type) + ", " + format_bytes(g.memory_total) + ")";
   }
   return or_dash(s);
 }
