@@ -732,13 +732,36 @@ struct error_reply {
 }  // namespace hearth::wire
 
 // X-macro over every message type, for the codec's explicit instantiations and its tests.
-#define HEARTH_WIRE_MESSAGES(X)                                                                  \
-  X(heartbeat)                                                                                   \
-  X(error_reply)                                                                                 \
-  X(node_hello)                                                                                  \
-  X(node_pull)                                                                                   \
-  X(node_status)                                                                                 \
-  X(job_started) X(job_tokens) X(job_final) X(job_handback) X(node_bye) X(node_welcome)          \
-      X(job_assign) X(job_cancel) X(submit) X(watch) X(cancel) X(list_jobs) X(get_job)           \
-          X(list_nodes) X(list_models) X(accepted) X(job_queued) X(job_running) X(job_restarted) \
-              X(job_done) X(jobs_reply) X(job_reply) X(nodes_reply) X(models_reply) X(ok)
+// clang-format off
+#define HEARTH_WIRE_MESSAGES(X) \
+  X(heartbeat) \
+  X(error_reply) \
+  X(node_hello) \
+  X(node_pull) \
+  X(node_status) \
+  X(job_started) \
+  X(job_tokens) \
+  X(job_final) \
+  X(job_handback) \
+  X(node_bye) \
+  X(node_welcome) \
+  X(job_assign) \
+  X(job_cancel) \
+  X(submit) \
+  X(watch) \
+  X(cancel) \
+  X(list_jobs) \
+  X(get_job) \
+  X(list_nodes) \
+  X(list_models) \
+  X(accepted) \
+  X(job_queued) \
+  X(job_running) \
+  X(job_restarted) \
+  X(job_done) \
+  X(jobs_reply) \
+  X(job_reply) \
+  X(nodes_reply) \
+  X(models_reply) \
+  X(ok)
+// clang-format on
