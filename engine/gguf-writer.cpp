@@ -342,8 +342,8 @@ void gguf_writer::add_tensor(std::string name, tensor_type type, std::vector<int
   add_tensor(std::move(name), type, std::move(ne), std::vector<uint8_t>(data.begin(), data.end()));
 }
 
-void gguf_writer::add_tensor(std::string name, tensor_type type, std::vector<int64_t> ne,
-                             std::vector<uint8_t>&& data) {
+uint64_t gguf_writer::checked_size(const std::string& name, tensor_type type,
+                                   const std::vector<int64_t>& ne) const {
   if (name.empty() || name.size() > k_max_tensor_name) {
     invalid("tensor name '" + name + "' must be 1 to " + std::to_string(k_max_tensor_name) +
             " bytes long");
@@ -376,11 +376,25 @@ void gguf_writer::add_tensor(std::string name, tensor_type type, std::vector<int
   if (__builtin_mul_overflow(n_el / layout->block_elems, layout->block_bytes, &n_bytes)) {
     invalid("tensor '" + name + "' byte size overflows");
   }
-  if (uint64_t(n_bytes) != data.size()) {
+  return uint64_t(n_bytes);
+}
+
+void gguf_writer::add_tensor(std::string name, tensor_type type, std::vector<int64_t> ne,
+                             std::vector<uint8_t>&& data) {
+  const uint64_t n_bytes = checked_size(name, type, ne);
+  if (n_bytes != data.size()) {
+    const auto layout = tensor_type_layout_of(uint32_t(type));
     invalid("tensor '" + name + "' of type " + std::string(layout->name) + " needs " +
             std::to_string(n_bytes) + " bytes of data, got " + std::to_string(data.size()));
   }
-  tensors_.push_back({std::move(name), type, std::move(ne), std::move(data)});
+  tensors_.push_back({std::move(name), type, std::move(ne), n_bytes, std::move(data), {}});
+}
+
+void gguf_writer::add_tensor_lazy(std::string name, tensor_type type, std::vector<int64_t> ne,
+                                  tensor_filler fill) {
+  if (!fill) invalid("tensor '" + name + "' has no filler");
+  const uint64_t n_bytes = checked_size(name, type, ne);
+  tensors_.push_back({std::move(name), type, std::move(ne), n_bytes, {}, std::move(fill)});
 }
 
 std::vector<uint8_t> gguf_writer::header_bytes() const {
@@ -403,7 +417,7 @@ std::vector<uint8_t> gguf_writer::header_bytes() const {
     for (int64_t n : t.ne) s.put<uint64_t>(uint64_t(n));
     s.put<uint32_t>(uint32_t(t.type));
     s.put<uint64_t>(offset);
-    offset = pad_to(offset + t.data.size(), align);
+    offset = pad_to(offset + t.n_bytes, align);
   }
   out.resize(pad_to(out.size(), align), 0);
   return out;
@@ -413,7 +427,13 @@ std::vector<uint8_t> gguf_writer::to_bytes() const {
   const uint64_t align = alignment();
   std::vector<uint8_t> out = header_bytes();
   for (const auto& t : tensors_) {
-    out.insert(out.end(), t.data.begin(), t.data.end());
+    const size_t at = out.size();
+    out.resize(at + t.n_bytes, 0);
+    if (t.fill) {
+      t.fill(std::span<uint8_t>(out.data() + at, t.n_bytes));
+    } else {
+      std::memcpy(out.data() + at, t.data.data(), t.n_bytes);
+    }
     out.resize(pad_to(out.size(), align), 0);
   }
   return out;
@@ -433,9 +453,22 @@ result<void> gguf_writer::write_file(const std::string& path) const {
   const uint64_t align = alignment();
   const std::vector<uint8_t> header = header_bytes();
   if (!write_all(fd, header.data(), header.size())) return fail("cannot write", true);
+  std::vector<uint8_t> made;  // one lazily made tensor at a time
   for (const auto& t : tensors_) {
-    if (!write_all(fd, t.data.data(), t.data.size()) ||
-        !write_zeros(fd, pad_to(t.data.size(), align) - t.data.size())) {
+    const uint8_t* data = t.data.data();
+    if (t.fill) {
+      made.assign(t.n_bytes, 0);
+      try {
+        t.fill(std::span<uint8_t>(made));
+      } catch (...) {
+        ::close(fd);
+        ::unlink(tmp.c_str());
+        throw;
+      }
+      data = made.data();
+    }
+    if (!write_all(fd, data, t.n_bytes) ||
+        !write_zeros(fd, pad_to(t.n_bytes, align) - t.n_bytes)) {
       return fail("cannot write", true);
     }
   }

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -58,6 +59,13 @@ class gguf_writer {
   // Same, taking ownership of the bytes instead of copying them.
   void add_tensor(std::string name, tensor_type type, std::vector<int64_t> ne,
                   std::vector<uint8_t>&& data);
+  // Same, but the data is made while the file is written: `fill` gets a zeroed buffer of exactly
+  // the tensor's size. A multi-gigabyte model (a quantization, a random-weight model) is then
+  // written holding one tensor in memory at a time. to_bytes() calls it too. An exception from
+  // `fill` leaves no file behind and propagates.
+  using tensor_filler = std::function<void(std::span<uint8_t> out)>;
+  void add_tensor_lazy(std::string name, tensor_type type, std::vector<int64_t> ne,
+                       tensor_filler fill);
 
   const std::vector<gguf_kv>& metadata() const { return kv_; }
   size_t tensor_count() const { return tensors_.size(); }
@@ -73,8 +81,14 @@ class gguf_writer {
     std::string name;
     tensor_type type;
     std::vector<int64_t> ne;
-    std::vector<uint8_t> data;
+    uint64_t n_bytes = 0;
+    std::vector<uint8_t> data;  // empty when `fill` makes it
+    tensor_filler fill;
   };
+
+  // Checks name, type and shape; returns the byte size the type and shape imply.
+  uint64_t checked_size(const std::string& name, tensor_type type,
+                        const std::vector<int64_t>& ne) const;
 
   // Header, metadata and tensor descriptions, padded to the alignment; tensor data follows.
   std::vector<uint8_t> header_bytes() const;
