@@ -3,6 +3,7 @@
 #include <cassert>
 
 #include "engine/cpu/backend-cpu.h"
+#include "engine/cpu/gemm.h"
 #include "engine/cpu/vec-dot.h"
 
 namespace hearth::cpu {
@@ -24,8 +25,67 @@ void op_get_rows(thread_pool& pool, const tensor& table, const tensor& ids, cons
       cols);
 }
 
+namespace {
+
+// The product through a tile kernel (engine/cpu/gemm.h): each thread takes a band of weight rows
+// and, for each tile of rows, walks every token in tiles of max_cols, so a weight row is read
+// from memory once per product and a tile's rows stay in L1 while all tokens pass over them.
+void mul_mat_tiled(thread_pool& pool, scratch& s, const gemm_kernel& g, const tensor& w,
+                   const tensor& x, const tensor* bias, const tensor& out) {
+  const int64_t n_in = w.ne[0];
+  const int64_t n_out = w.ne[1];
+  const int64_t n_tok = x.ne[1];
+  const int64_t x_row_bytes = g.x_row_bytes(n_in);
+  if (s.converted.size() < size_t(x_row_bytes * n_tok))
+    s.converted.resize(size_t(x_row_bytes * n_tok));
+  pool.parallel_for(
+      n_tok,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t t = begin; t < end; ++t) {
+          g.x_from_float(static_cast<const float*>(x.data) + t * n_in,
+                         s.converted.data() + t * x_row_bytes, n_in);
+        }
+      },
+      n_in * 4);
+
+  const int64_t w_row_bytes = w.row_bytes();
+  const auto* wbase = static_cast<const uint8_t*>(w.data);
+  const uint8_t* xbase = s.converted.data();
+  float* y = static_cast<float*>(out.data);
+  const int64_t n_tiles = (n_out + g.max_rows - 1) / g.max_rows;
+  pool.parallel_for(
+      n_tiles,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t tile = begin; tile < end; ++tile) {
+          const int64_t r0 = tile * g.max_rows;
+          const int nr = int(std::min<int64_t>(g.max_rows, n_out - r0));
+          for (int64_t t0 = 0; t0 < n_tok; t0 += g.max_cols) {
+            const int nc = int(std::min<int64_t>(g.max_cols, n_tok - t0));
+            g.tile(n_in, wbase + r0 * w_row_bytes, w_row_bytes, xbase + t0 * x_row_bytes,
+                   x_row_bytes, y + t0 * n_out + r0, n_out, nr, nc);
+          }
+        }
+      },
+      g.max_rows * n_in * n_tok);
+  if (bias) {
+    const float* b = static_cast<const float*>(bias->data);
+    for (int64_t t = 0; t < n_tok; ++t)
+      for (int64_t r = 0; r < n_out; ++r) y[t * n_out + r] += b[r];
+  }
+}
+
+}  // namespace
+
 void op_mul_mat(thread_pool& pool, scratch& s, const tensor& w, const tensor& x, const tensor* bias,
                 const tensor& out) {
+  // One token (decoding) streams each weight row once: the AVX2 dot products do that at memory
+  // speed with less work per row than a tile's unpacking, which pays off from two tokens on.
+  const gemm_kernel* g = x.ne[1] > 1 ? gemm_kernel_for(w.type) : nullptr;
+  if (g) {
+    assert(x.ne[0] == w.ne[0] && out.ne[0] == w.ne[1] && out.ne[1] == x.ne[1]);
+    mul_mat_tiled(pool, s, *g, w, x, bias, out);
+    return;
+  }
   const type_kernels* k = kernels_for(w.type);
   const type_kernels* xk = kernels_for(k->vec_dot_type);
   const int64_t n_in = w.ne[0];

@@ -1,0 +1,141 @@
+// AVX-512 tile kernels for F32, F16 and BF16 weights. Activations are F32 values rounded to the
+// weight's type first (the reference engine converts them to F16/BF16 and multiplies exactly in
+// F32; rounding once up front gives the same products without a conversion in the inner loop).
+// The inner loop converts 16 weights of each row to F32 once and multiplies them with 16 values
+// of each token: NR + NC loads feed NR × NC fused multiply-adds.
+// gcc 12's AVX-512 intrinsics pass an uninitialised placeholder operand (_mm512_undefined_*)
+// and warn about it inside the system header; nothing of ours is uninitialised.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <array>
+#include <cstring>
+
+#include "engine/cpu/gemm.h"
+
+namespace hearth::cpu {
+namespace {
+
+constexpr int k_rows = 4;
+constexpr int k_cols = 6;
+
+template <tensor_type W>
+HEARTH_AVX512 inline __m512 load_w(const uint8_t* p, __mmask16 m) {
+  if constexpr (W == tensor_type::f32) {
+    return _mm512_maskz_loadu_ps(m, p);
+  } else if constexpr (W == tensor_type::f16) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+  } else {
+    const __m512i h = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
+  }
+}
+
+template <tensor_type W>
+constexpr int64_t w_elem_bytes = W == tensor_type::f32 ? 4 : 2;
+
+template <tensor_type W, int R, int C>
+HEARTH_AVX512 void tile(int64_t n, const uint8_t* w, int64_t w_stride, const uint8_t* x,
+                        int64_t x_stride, float* y, int64_t ldy) {
+  __m512 acc[R][C];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
+  constexpr int64_t eb = w_elem_bytes<W>;
+  // The full-width loop and the masked tail are the same step; written out twice because gcc
+  // keeps the accumulators in memory when a lambda captures them.
+  int64_t k = 0;
+  for (; k + 16 <= n; k += 16) {
+    __m512 wv[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) wv[r] = load_w<W>(w + r * w_stride + k * eb, 0xffff);
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) {
+      const __m512 xv = _mm512_loadu_ps(x + c * x_stride + k * 4);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) acc[r][c] = _mm512_fmadd_ps(wv[r], xv, acc[r][c]);
+    }
+  }
+  if (k < n) {
+    const __mmask16 m = __mmask16((1u << (n - k)) - 1);
+    __m512 wv[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) wv[r] = load_w<W>(w + r * w_stride + k * eb, m);
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) {
+      const __m512 xv = _mm512_maskz_loadu_ps(m, x + c * x_stride + k * 4);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) acc[r][c] = _mm512_fmadd_ps(wv[r], xv, acc[r][c]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int c = 0; c < C; ++c)
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) y[c * ldy + r] = hsum512(acc[r][c]);
+}
+
+using tile_fn = void (*)(int64_t, const uint8_t*, int64_t, const uint8_t*, int64_t, float*,
+                         int64_t);
+
+template <tensor_type W, int R, int... Cs>
+constexpr std::array<tile_fn, sizeof...(Cs)> row_of(std::integer_sequence<int, Cs...>) {
+  return {&tile<W, R, Cs + 1>...};
+}
+
+template <tensor_type W, int... Rs>
+constexpr std::array<std::array<tile_fn, k_cols>, sizeof...(Rs)> table_of(
+    std::integer_sequence<int, Rs...>) {
+  return {row_of<W, Rs + 1>(std::make_integer_sequence<int, k_cols>())...};
+}
+
+template <tensor_type W>
+void tile_any(int64_t n, const uint8_t* w, int64_t w_stride, const uint8_t* x, int64_t x_stride,
+              float* y, int64_t ldy, int nr, int nc) {
+  static constexpr auto fns = table_of<W>(std::make_integer_sequence<int, k_rows>());
+  fns[size_t(nr - 1)][size_t(nc - 1)](n, w, w_stride, x, x_stride, y, ldy);
+}
+
+int64_t x_row_bytes(int64_t n) {
+  return (n * 4 + 63) / 64 * 64;
+}
+
+void x_f32(const float* x, void* y, int64_t n) {
+  std::memcpy(y, x, size_t(n) * 4);
+}
+
+HEARTH_AVX512 void x_f16_rounded(const float* x, void* yv, int64_t n) {
+  float* y = static_cast<float*>(yv);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
+    const __m256i h = _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, x + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm512_mask_storeu_ps(y + i, m, _mm512_cvtph_ps(h));
+  }
+}
+
+void x_bf16_rounded(const float* x, void* yv, int64_t n) {
+  float* y = static_cast<float*>(yv);
+  for (int64_t i = 0; i < n; ++i) y[i] = bf16_to_fp32(fp32_to_bf16(x[i]));
+}
+
+const gemm_kernel k_f32{k_rows, k_cols, x_row_bytes, x_f32, tile_any<tensor_type::f32>};
+const gemm_kernel k_f16{k_rows, k_cols, x_row_bytes, x_f16_rounded, tile_any<tensor_type::f16>};
+const gemm_kernel k_bf16{k_rows, k_cols, x_row_bytes, x_bf16_rounded, tile_any<tensor_type::bf16>};
+
+}  // namespace
+
+const gemm_kernel* gemm_kernel_float_avx512(tensor_type t) {
+  switch (t) {
+    case tensor_type::f32:
+      return &k_f32;
+    case tensor_type::f16:
+      return &k_f16;
+    case tensor_type::bf16:
+      return &k_bf16;
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace hearth::cpu

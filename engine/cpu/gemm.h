@@ -1,0 +1,63 @@
+// Tile kernels of the CPU matrix product: one call computes a small block of outputs, `nr`
+// weight rows × `nc` activation rows, loading each weight value once for all `nc` tokens and
+// each activation value once for all `nr` rows. Decoding calls them with nc = 1 (several rows
+// in flight keep memory busy); prompts with full tiles (register-blocked, compute-bound).
+//
+// Activations are first converted, once per product, to the kernel's own row format (F32
+// rounded as the reference engine rounds them, or 8-bit blocks stored unsigned); the integer
+// kernels take x + 128 as the unsigned operand of VNNI's u8 × s8 dot product and subtract
+// 128 · Σw, which depends on the weights alone and so is computed once per tile row.
+// Types and CPUs without a tile kernel use vec_dot (engine/cpu/vec-dot.h) per output.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "engine/tensor-type.h"
+
+namespace hearth::cpu {
+
+struct gemm_kernel {
+  int max_rows;  // nr <= max_rows
+  int max_cols;  // nc <= max_cols
+  // Bytes of one activation row of n values in this kernel's format.
+  int64_t (*x_row_bytes)(int64_t n);
+  // F32 -> the kernel's activation format (rounded as the reference engine rounds activations
+  // for this weight type).
+  void (*x_from_float)(const float* x, void* y, int64_t n);
+  // y[c * ldy + r] = w_r · x_c for r < nr, c < nc; w_r at w + r * w_stride, x_c at
+  // x + c * x_stride, rows of n values.
+  void (*tile)(int64_t n, const uint8_t* w, int64_t w_stride, const uint8_t* x, int64_t x_stride,
+               float* y, int64_t ldy, int nr, int nc);
+};
+
+// The tile kernel for weights of type t on this CPU, or nullptr (then vec_dot is used).
+// HEARTH_CPU_PORTABLE=1 turns them off, as it does the AVX2 paths.
+const gemm_kernel* gemm_kernel_for(tensor_type t);
+
+// Whether the CPU has AVX-512 F/BW/VL/DQ and VNNI (the tile kernels' target).
+bool cpu_has_avx512_vnni();
+
+// Per-family tables (nullptr when the family has no kernel for t), gathered by gemm_kernel_for.
+const gemm_kernel* gemm_kernel_float_avx512(tensor_type t);
+const gemm_kernel* gemm_kernel_q8_avx512(tensor_type t);
+const gemm_kernel* gemm_kernel_k_avx512(tensor_type t);
+
+#define HEARTH_AVX512 \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
+
+}  // namespace hearth::cpu
+
+namespace hearth::cpu {
+
+// Sum of the 16 lanes (gcc 12's _mm512_reduce_add_ps trips -Wuninitialized).
+HEARTH_AVX512 inline float hsum512(__m512 v) {
+  __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+}  // namespace hearth::cpu
