@@ -112,4 +112,23 @@ void thread_pool::parallel_for(int64_t n, const std::function<void(int64_t, int6
   });
 }
 
+void thread_pool::parallel_for_dynamic(int64_t n, int64_t chunk,
+                                       const std::function<void(int64_t, int64_t)>& fn,
+                                       int64_t cost) {
+  if (n <= 0) return;
+  chunk = std::max<int64_t>(1, chunk);
+  if (n * cost < k_min_parallel_work || n_threads_ == 1 || n <= chunk) {
+    fn(0, n);
+    return;
+  }
+  std::atomic<int64_t> next{0};
+  run([&](int, int) {
+    for (;;) {
+      const int64_t begin = next.fetch_add(chunk, std::memory_order_relaxed);
+      if (begin >= n) return;
+      fn(begin, std::min(n, begin + chunk));
+    }
+  });
+}
+
 }  // namespace hearth

@@ -33,6 +33,13 @@ class thread_pool {
   void parallel_for(int64_t n, const std::function<void(int64_t begin, int64_t end)>& fn,
                     int64_t cost = 1);
 
+  // Like parallel_for, but threads take chunks of `chunk` items from a shared counter until none
+  // are left, so a thread that was descheduled or runs on a busier core does less, instead of
+  // everyone waiting for it (machines here are shared and noisy). Chunks run in no fixed order.
+  void parallel_for_dynamic(int64_t n, int64_t chunk,
+                            const std::function<void(int64_t begin, int64_t end)>& fn,
+                            int64_t cost = 1);
+
   // Like run(), but on the calling thread alone (fn(0, 1)) when `work` is below the threshold.
   void run_sized(int64_t work, const std::function<void(int ith, int nth)>& fn);
 

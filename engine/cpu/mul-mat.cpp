@@ -27,6 +27,13 @@ void op_get_rows(thread_pool& pool, const tensor& table, const tensor& ids, cons
 
 namespace {
 
+// Work items per chunk of parallel_for_dynamic: about 16 chunks per thread, so a slow thread
+// costs at most a sixteenth of the product, and each chunk is long enough that taking it from
+// the shared counter costs nothing.
+int64_t chunk_of(int64_t n_items, int n_threads) {
+  return std::max<int64_t>(1, n_items / (16 * int64_t(n_threads)));
+}
+
 // The product through a tile kernel (engine/cpu/gemm.h): each thread takes a band of weight rows
 // and, for each tile of rows, walks every token in tiles of max_cols, so a weight row is read
 // from memory once per product and a tile's rows stay in L1 while all tokens pass over them.
@@ -53,8 +60,8 @@ void mul_mat_tiled(thread_pool& pool, scratch& s, const gemm_kernel& g, const te
   const uint8_t* xbase = s.converted.data();
   float* y = static_cast<float*>(out.data);
   const int64_t n_tiles = (n_out + g.max_rows - 1) / g.max_rows;
-  pool.parallel_for(
-      n_tiles,
+  pool.parallel_for_dynamic(
+      n_tiles, chunk_of(n_tiles, pool.n_threads()),
       [&](int64_t begin, int64_t end) {
         for (int64_t tile = begin; tile < end; ++tile) {
           const int64_t r0 = tile * g.max_rows;
@@ -136,8 +143,9 @@ void op_mul_mat(thread_pool& pool, scratch& s, const tensor& w, const tensor& x,
       }
     }
   };
-  pool.parallel_for((n_out + k_row_block - 1) / k_row_block, row_blocks,
-                    k_row_block * n_in * n_tok);
+  const int64_t n_blocks = (n_out + k_row_block - 1) / k_row_block;
+  pool.parallel_for_dynamic(n_blocks, chunk_of(n_blocks, pool.n_threads()), row_blocks,
+                            k_row_block * n_in * n_tok);
 }
 
 }  // namespace hearth::cpu
