@@ -65,7 +65,7 @@ void thread_pool::worker(int ith) {
   }
 }
 
-void thread_pool::run(const std::function<void(int, int)>& fn) {
+void thread_pool::run(function_ref<void(int, int)> fn) {
   if (n_threads_ == 1) {
     fn(0, 1);
     return;
@@ -87,7 +87,7 @@ void thread_pool::run(const std::function<void(int, int)>& fn) {
   job_ = nullptr;
 }
 
-void thread_pool::run_sized(int64_t work, const std::function<void(int, int)>& fn) {
+void thread_pool::run_sized(int64_t work, function_ref<void(int, int)> fn) {
   if (work < k_min_parallel_work) {
     fn(0, 1);
   } else {
@@ -95,8 +95,7 @@ void thread_pool::run_sized(int64_t work, const std::function<void(int, int)>& f
   }
 }
 
-void thread_pool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn,
-                               int64_t cost) {
+void thread_pool::parallel_for(int64_t n, function_ref<void(int64_t, int64_t)> fn, int64_t cost) {
   if (n <= 0) return;
   const int nth = n * cost < k_min_parallel_work ? 1 : int(std::min<int64_t>(n_threads_, n));
   if (nth == 1) {
@@ -113,8 +112,7 @@ void thread_pool::parallel_for(int64_t n, const std::function<void(int64_t, int6
 }
 
 void thread_pool::parallel_for_dynamic(int64_t n, int64_t chunk,
-                                       const std::function<void(int64_t, int64_t)>& fn,
-                                       int64_t cost) {
+                                       function_ref<void(int64_t, int64_t)> fn, int64_t cost) {
   if (n <= 0) return;
   chunk = std::max<int64_t>(1, chunk);
   if (n * cost < k_min_parallel_work || n_threads_ == 1 || n <= chunk) {

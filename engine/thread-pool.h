@@ -6,10 +6,11 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "engine/function-ref.h"
 
 namespace hearth {
 
@@ -24,24 +25,22 @@ class thread_pool {
 
   // Runs fn(ith, nth) once on each of the nth threads and returns when all have finished.
   // Not re-entrant: fn must not call run() again.
-  void run(const std::function<void(int ith, int nth)>& fn);
+  void run(function_ref<void(int ith, int nth)> fn);
 
   // Splits [0, n) into nth contiguous ranges and runs fn(begin, end) on each. `cost` is the
   // rough work per item (multiply-adds, elements touched): when n * cost is below
   // k_min_parallel_work the calling thread does it all, because waking the workers would take
   // longer than the work (a decode step of a small model is hundreds of microsecond-sized ops).
-  void parallel_for(int64_t n, const std::function<void(int64_t begin, int64_t end)>& fn,
-                    int64_t cost = 1);
+  void parallel_for(int64_t n, function_ref<void(int64_t begin, int64_t end)> fn, int64_t cost = 1);
 
   // Like parallel_for, but threads take chunks of `chunk` items from a shared counter until none
   // are left, so a thread that was descheduled or runs on a busier core does less, instead of
   // everyone waiting for it (machines here are shared and noisy). Chunks run in no fixed order.
   void parallel_for_dynamic(int64_t n, int64_t chunk,
-                            const std::function<void(int64_t begin, int64_t end)>& fn,
-                            int64_t cost = 1);
+                            function_ref<void(int64_t begin, int64_t end)> fn, int64_t cost = 1);
 
   // Like run(), but on the calling thread alone (fn(0, 1)) when `work` is below the threshold.
-  void run_sized(int64_t work, const std::function<void(int ith, int nth)>& fn);
+  void run_sized(int64_t work, function_ref<void(int ith, int nth)> fn);
 
   static constexpr int64_t k_min_parallel_work = 32768;
 
@@ -53,7 +52,7 @@ class thread_pool {
 
   int n_threads_;
   std::vector<std::thread> workers_;
-  const std::function<void(int, int)>* job_ = nullptr;
+  const function_ref<void(int, int)>* job_ = nullptr;
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> pending_{0};
   std::atomic<bool> stop_{false};

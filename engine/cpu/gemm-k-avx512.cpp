@@ -28,11 +28,43 @@ int64_t x_row_bytes(int64_t n) {
   return n / k_qk_k * int64_t(sizeof(block_q8_k));
 }
 
-void x_from_float(const float* x, void* yv, int64_t n) {
-  q8_k_from_float(x, yv, n);
+// quantize_row_q8_K_ref (engine/cpu/vec-dot-k.cpp) on 16 lanes, bit for bit: the first value of
+// largest magnitude becomes -127, the rest round half to even (as nearest_int), bsums are the
+// sums of each 16 quantized values; then the bytes are stored unsigned.
+HEARTH_AVX512 void x_from_float(const float* x, void* yv, int64_t n) {
   auto* y = static_cast<block_q8_k*>(yv);
-  for (int64_t b = 0; b < n / k_qk_k; ++b)
-    for (int i = 0; i < k_qk_k; ++i) y[b].qs[i] = int8_t(uint8_t(y[b].qs[i]) ^ 0x80);
+  for (int64_t b = 0; b < n / k_qk_k; ++b, x += k_qk_k) {
+    __m512 vmax = _mm512_setzero_ps();
+    for (int i = 0; i < k_qk_k; i += 16)
+      vmax = _mm512_max_ps(vmax, _mm512_abs_ps(_mm512_loadu_ps(x + i)));
+    const float amax = _mm512_reduce_max_ps(vmax);
+    if (amax == 0) {
+      std::memset(&y[b], 0, sizeof(block_q8_k));
+      std::memset(y[b].qs, 0x80, k_qk_k);
+      continue;
+    }
+    float max = 0;
+    for (int i = 0; i < k_qk_k; i += 16) {
+      const __mmask16 hit = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(x + i)),
+                                               _mm512_set1_ps(amax), _CMP_EQ_OQ);
+      if (hit) {
+        max = x[i + __builtin_ctz(hit)];
+        break;
+      }
+    }
+    const float iscale = -127.f / max;
+    const __m512 vs = _mm512_set1_ps(iscale);
+    for (int g = 0; g < k_qk_k / 16; ++g) {
+      const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + 16 * g), vs);
+      __m512i q = _mm512_cvtps_epi32(
+          _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+      q = _mm512_min_epi32(q, _mm512_set1_epi32(127));
+      y[b].bsums[g] = int16_t(_mm512_reduce_add_epi32(q));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(y[b].qs + 16 * g),
+                       _mm_xor_si128(_mm512_cvtepi32_epi8(q), _mm_set1_epi8(char(0x80))));
+    }
+    y[b].d = 1 / iscale;
+  }
 }
 
 // One super-block of one weight row, unpacked: 4 × 64 signed values in activation order, the
