@@ -51,14 +51,19 @@ void thread_pool::worker(int ith) {
       }
     }
     if (gen == seen) {
+      // Sleep. Counting sleepers lets run() skip the mutex and the notify while every worker is
+      // spinning, which is the common case; seq_cst on both sides makes it safe: either run()
+      // sees this sleeper, or the predicate below sees run()'s new generation.
       std::unique_lock<std::mutex> lock(mu_);
+      sleepers_.fetch_add(1);
       wake_.wait(lock, [&] { return generation_.load() != seen; });
+      sleepers_.fetch_sub(1);
       gen = generation_.load();
     }
     seen = gen;
     if (stop_) return;
     (*job_)(ith, n_threads_);
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    if (pending_.fetch_sub(1) == 1 && caller_sleeping_.load()) {
       std::lock_guard<std::mutex> lock(mu_);
       done_.notify_one();
     }
@@ -71,18 +76,20 @@ void thread_pool::run(function_ref<void(int, int)> fn) {
     return;
   }
   job_ = &fn;
-  pending_.store(n_threads_ - 1, std::memory_order_release);
-  {
+  pending_.store(n_threads_ - 1);
+  generation_.fetch_add(1);
+  if (sleepers_.load() > 0) {
     std::lock_guard<std::mutex> lock(mu_);
-    generation_.fetch_add(1, std::memory_order_acq_rel);
+    wake_.notify_all();
   }
-  wake_.notify_all();
   fn(0, n_threads_);
   for (int spin = 0; pending_.load(std::memory_order_acquire) != 0 && spin < k_caller_spin; ++spin)
     cpu_relax();
-  if (pending_.load(std::memory_order_acquire) != 0) {
+  if (pending_.load() != 0) {
     std::unique_lock<std::mutex> lock(mu_);
+    caller_sleeping_.store(true);
     done_.wait(lock, [&] { return pending_.load() == 0; });
+    caller_sleeping_.store(false);
   }
   job_ = nullptr;
 }

@@ -56,6 +56,8 @@ class thread_pool {
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> pending_{0};
   std::atomic<bool> stop_{false};
+  std::atomic<int> sleepers_{0};              // workers blocked on wake_
+  std::atomic<bool> caller_sleeping_{false};  // run() blocked on done_
   std::mutex mu_;
   std::condition_variable wake_;
   std::condition_variable done_;
