@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Measures `hearth bench` (pp128, tg64, 2 threads by default) on the models of the test data,
 # then the broker end to end (broker_bench: jobs/s, tokens/s relayed, token latency).
-# Reference figures for the model files do not exist: ../shared/BENCHMARKS.md measures
-# TinyLlama-1.1B shapes, which need the model maker of a later issue; until then the engine part
-# prints our figures only. The broker part prints ours beside the targets.
+# Reference figures do not exist for these model files, so the engine part prints our figures
+# only; the comparison with ../shared/BENCHMARKS.md (llama.cpp on TinyLlama-1.1B shapes, with the
+# machine's read bandwidth as the ceiling) is bench/cpu-speed.sh. The broker part prints ours
+# beside the targets.
 # Usage: bench/run.sh [threads]             both
 #        bench/run.sh broker [flags...]     only broker_bench, flags passed on (--jobs, --json ...)
 # HEARTH_BUILD_DIR picks the build folder (default build/release).

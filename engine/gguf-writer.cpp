@@ -423,6 +423,12 @@ std::vector<uint8_t> gguf_writer::header_bytes() const {
   return out;
 }
 
+uint64_t gguf_writer::file_size() const {
+  uint64_t n = header_bytes().size();
+  for (const auto& t : tensors_) n += pad_to(t.n_bytes, alignment());
+  return n;
+}
+
 std::vector<uint8_t> gguf_writer::to_bytes() const {
   const uint64_t align = alignment();
   std::vector<uint8_t> out = header_bytes();
@@ -467,8 +473,7 @@ result<void> gguf_writer::write_file(const std::string& path) const {
       }
       data = made.data();
     }
-    if (!write_all(fd, data, t.n_bytes) ||
-        !write_zeros(fd, pad_to(t.n_bytes, align) - t.n_bytes)) {
+    if (!write_all(fd, data, t.n_bytes) || !write_zeros(fd, pad_to(t.n_bytes, align) - t.n_bytes)) {
       return fail("cannot write", true);
     }
   }

@@ -70,6 +70,10 @@ class gguf_writer {
   const std::vector<gguf_kv>& metadata() const { return kv_; }
   size_t tensor_count() const { return tensors_.size(); }
 
+  // Bytes the file will take (header, metadata, tensor descriptions and padded data), without
+  // making any tensor's data.
+  uint64_t file_size() const;
+
   // The whole file in memory.
   std::vector<uint8_t> to_bytes() const;
   // Writes `path`.tmp, syncs it, then renames it over `path`, so a reader never sees half a

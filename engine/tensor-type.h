@@ -104,6 +104,47 @@ struct block_q4_0 {
 };
 static_assert(sizeof(block_q4_0) == 18);
 
+constexpr int k_q4_1_block = 32;
+// Q4_1: 32 4-bit values with an F16 scale and an F16 minimum: x[j] = d * (qs[j] & 0xF) + m and
+// x[j + 16] = d * (qs[j] >> 4) + m.
+struct block_q4_1 {
+  uint16_t d;  // F16 scale
+  uint16_t m;  // F16 minimum (the value of q = 0)
+  uint8_t qs[k_q4_1_block / 2];
+};
+static_assert(sizeof(block_q4_1) == 20);
+
+constexpr int k_q5_0_block = 32;
+// Q5_0: 32 5-bit values sharing one F16 scale: x[j] = d * (q[j] - 16), q in [0, 31]. The low 4
+// bits are packed as Q4_0's (value j in the low nibble of qs[j], value j + 16 in the high one);
+// the fifth bit of value j is bit j of qh read as a little-endian uint32.
+struct block_q5_0 {
+  uint16_t d;  // F16 scale
+  uint8_t qh[4];
+  uint8_t qs[k_q5_0_block / 2];
+};
+static_assert(sizeof(block_q5_0) == 22);
+
+constexpr int k_q5_1_block = 32;
+// Q5_1: Q5_0's 5-bit values with an F16 minimum instead of the offset: x[j] = d * q[j] + m.
+struct block_q5_1 {
+  uint16_t d;  // F16 scale
+  uint16_t m;  // F16 minimum
+  uint8_t qh[4];
+  uint8_t qs[k_q5_1_block / 2];
+};
+static_assert(sizeof(block_q5_1) == 24);
+
+constexpr int k_q8_1_block = 32;
+// Q8_1: the activations Q4_1 and Q5_1 dot with: Q8_0's bytes plus s = d * Σq (F16), so a
+// weight block's minimum contributes m * s without touching the bytes again.
+struct block_q8_1 {
+  uint16_t d;  // F16 scale
+  uint16_t s;  // F16 d * sum of qs
+  int8_t qs[k_q8_1_block];
+};
+static_assert(sizeof(block_q8_1) == 36);
+
 // The K-quants: super-blocks of 256 values in sub-blocks of 16 or 32, each sub-block with its own
 // scale (and min), the scales quantized against one F16 scale per super-block.
 constexpr int k_qk_k = 256;

@@ -11,36 +11,21 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "tests/process.h"
 #include "tests/testdata.h"
 
 namespace hearth {
 namespace {
 
-struct process_result {
-  int exit_code = -1;
-  std::string out;  // stdout
-  std::string err;  // stderr
-};
+using testing::process_result;
 
 // Runs the hearth binary with a shell-quoted argument string.
 process_result hearth(const std::string& args) {
-  const std::string err_file = ::testing::TempDir() + "hearth_cli_stderr.txt";
-  const std::string cmd = std::string(HEARTH_BIN) + " " + args + " 2>" + err_file;
-  process_result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  for (size_t n; (n = fread(buf.data(), 1, buf.size(), p)) > 0;) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.err = testing::read_file_text(err_file);
-  return r;
+  return testing::run_command(std::string(HEARTH_BIN) + " " + args);
 }
 
 std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
+  return testing::shell_quote(s);
 }
 
 class cli : public ::testing::Test {

@@ -58,14 +58,14 @@ TEST(model_errors, a_wrong_shape_names_the_tensor_expected_and_actual) {
 TEST(model_errors, an_unsupported_tensor_type_is_named) {
   auto path = write_variant("type", {.tensor = [](const gguf_tensor& t, gguf_writer& w) {
                               if (t.name != "blk.0.ffn_up.weight") return false;
-                              // Q4_1, which we do not compute with: 172 rows of 64 values = 2
-                              // blocks of 20 bytes each.
-                              std::vector<uint8_t> q4(size_t(172 * 2 * 20), 0);
-                              w.add_tensor(t.name, tensor_type::q4_1, {64, 172}, std::move(q4));
+                              // IQ4_NL, which we do not compute with: 172 rows of 64 values = 2
+                              // blocks of 18 bytes each.
+                              std::vector<uint8_t> q4(size_t(172 * 2 * 18), 0);
+                              w.add_tensor(t.name, tensor_type::iq4_nl, {64, 172}, std::move(q4));
                               return true;
                             }});
   const auto msg = load_error(path);
-  expect_contains(msg, "'blk.0.ffn_up.weight' has type q4_1");
+  expect_contains(msg, "'blk.0.ffn_up.weight' has type iq4_nl");
   expect_contains(msg, "not support");
 }
 

@@ -17,6 +17,8 @@ action add_tokenize(CLI::App& app);
 action add_bench(CLI::App& app);
 action add_convert(CLI::App& app);
 action add_devices(CLI::App& app);
+action add_quantize(CLI::App& app);
+action add_mkmodel(CLI::App& app);
 // Broker commands (tools/broker-cli.h): each takes --broker ENDPOINT.
 action add_submit(CLI::App& app);
 action add_watch(CLI::App& app);

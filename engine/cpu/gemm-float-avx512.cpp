@@ -35,67 +35,53 @@ HEARTH_AVX512 inline __m512 load_w(const uint8_t* p, __mmask16 m) {
 template <tensor_type W>
 constexpr int64_t w_elem_bytes = W == tensor_type::f32 ? 4 : 2;
 
-template <tensor_type W, int R, int C>
-HEARTH_AVX512 void tile(int64_t n, const uint8_t* w, int64_t w_stride, const uint8_t* x,
-                        int64_t x_stride, float* y, int64_t ldy) {
-  __m512 acc[R][C];
+// The fixed-size tiles of one weight type, for tile_dispatch (engine/cpu/gemm.h).
+template <tensor_type W>
+struct tiles {
+  template <int R, int C>
+  HEARTH_AVX512 static void run(int64_t n, const uint8_t* w, int64_t w_stride, const uint8_t* x,
+                                int64_t x_stride, float* y, int64_t ldy) {
+    __m512 acc[R][C];
 #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r)
+    for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
-  constexpr int64_t eb = w_elem_bytes<W>;
-  // The full-width loop and the masked tail are the same step; written out twice because gcc
-  // keeps the accumulators in memory when a lambda captures them.
-  int64_t k = 0;
-  for (; k + 16 <= n; k += 16) {
-    __m512 wv[R];
+      for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
+    constexpr int64_t eb = w_elem_bytes<W>;
+    // The full-width loop and the masked tail are the same step; written out twice because gcc
+    // keeps the accumulators in memory when a lambda captures them.
+    int64_t k = 0;
+    for (; k + 16 <= n; k += 16) {
+      __m512 wv[R];
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) wv[r] = load_w<W>(w + r * w_stride + k * eb, 0xffff);
+      for (int r = 0; r < R; ++r) wv[r] = load_w<W>(w + r * w_stride + k * eb, 0xffff);
 #pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) {
-      const __m512 xv = _mm512_loadu_ps(x + c * x_stride + k * 4);
+      for (int c = 0; c < C; ++c) {
+        const __m512 xv = _mm512_loadu_ps(x + c * x_stride + k * 4);
 #pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) acc[r][c] = _mm512_fmadd_ps(wv[r], xv, acc[r][c]);
+        for (int r = 0; r < R; ++r) acc[r][c] = _mm512_fmadd_ps(wv[r], xv, acc[r][c]);
+      }
     }
-  }
-  if (k < n) {
-    const __mmask16 m = __mmask16((1u << (n - k)) - 1);
-    __m512 wv[R];
+    if (k < n) {
+      const __mmask16 m = __mmask16((1u << (n - k)) - 1);
+      __m512 wv[R];
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) wv[r] = load_w<W>(w + r * w_stride + k * eb, m);
+      for (int r = 0; r < R; ++r) wv[r] = load_w<W>(w + r * w_stride + k * eb, m);
 #pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) {
-      const __m512 xv = _mm512_maskz_loadu_ps(m, x + c * x_stride + k * 4);
+      for (int c = 0; c < C; ++c) {
+        const __m512 xv = _mm512_maskz_loadu_ps(m, x + c * x_stride + k * 4);
 #pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) acc[r][c] = _mm512_fmadd_ps(wv[r], xv, acc[r][c]);
+        for (int r = 0; r < R; ++r) acc[r][c] = _mm512_fmadd_ps(wv[r], xv, acc[r][c]);
+      }
     }
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c)
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) y[c * ldy + r] = hsum512(acc[r][c]);
   }
-#pragma GCC unroll 8
-  for (int c = 0; c < C; ++c)
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) y[c * ldy + r] = hsum512(acc[r][c]);
-}
-
-using tile_fn = void (*)(int64_t, const uint8_t*, int64_t, const uint8_t*, int64_t, float*,
-                         int64_t);
-
-template <tensor_type W, int R, int... Cs>
-constexpr std::array<tile_fn, sizeof...(Cs)> row_of(std::integer_sequence<int, Cs...>) {
-  return {&tile<W, R, Cs + 1>...};
-}
-
-template <tensor_type W, int... Rs>
-constexpr std::array<std::array<tile_fn, k_cols>, sizeof...(Rs)> table_of(
-    std::integer_sequence<int, Rs...>) {
-  return {row_of<W, Rs + 1>(std::make_integer_sequence<int, k_cols>())...};
-}
+};
 
 template <tensor_type W>
-void tile_any(int64_t n, const uint8_t* w, int64_t w_stride, const uint8_t* x, int64_t x_stride,
-              float* y, int64_t ldy, int nr, int nc) {
-  static constexpr auto fns = table_of<W>(std::make_integer_sequence<int, k_rows>());
-  fns[size_t(nr - 1)][size_t(nc - 1)](n, w, w_stride, x, x_stride, y, ldy);
-}
+constexpr auto tile_any = tile_dispatch<tiles<W>, k_rows, k_cols>;
 
 int64_t x_row_bytes(int64_t n) {
   return (n * 4 + 63) / 64 * 64;

@@ -184,68 +184,54 @@ HEARTH_AVX512 inline void unpack(const uint8_t* row, int64_t b, unpacked& u) {
   }
 }
 
-template <tensor_type W, int R, int C>
-HEARTH_AVX512 void tile(int64_t n, const uint8_t* w, int64_t w_stride, const uint8_t* x,
-                        int64_t x_stride, float* y, int64_t ldy) {
-  constexpr bool k_mins = W != tensor_type::q6_k;
-  __m512 acc[R][C];
+// The fixed-size tiles of one weight type, for tile_dispatch (engine/cpu/gemm.h).
+template <tensor_type W>
+struct tiles {
+  template <int R, int C>
+  HEARTH_AVX512 static void run(int64_t n, const uint8_t* w, int64_t w_stride, const uint8_t* x,
+                                int64_t x_stride, float* y, int64_t ldy) {
+    constexpr bool k_mins = W != tensor_type::q6_k;
+    __m512 acc[R][C];
 #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r)
+    for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < n / k_qk_k; ++b) {
-    unpacked u[R];
+      for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < n / k_qk_k; ++b) {
+      unpacked u[R];
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) unpack<W>(w + r * w_stride, b, u[r]);
+      for (int r = 0; r < R; ++r) unpack<W>(w + r * w_stride, b, u[r]);
 #pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) {
-      const auto& xb = reinterpret_cast<const block_q8_k*>(x + c * x_stride)[b];
-      __m512i xq[4];
+      for (int c = 0; c < C; ++c) {
+        const auto& xb = reinterpret_cast<const block_q8_k*>(x + c * x_stride)[b];
+        __m512i xq[4];
 #pragma GCC unroll 4
-      for (int q = 0; q < 4; ++q) xq[q] = _mm512_loadu_si512(xb.qs + 64 * q);
+        for (int q = 0; q < 4; ++q) xq[q] = _mm512_loadu_si512(xb.qs + 64 * q);
 #pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) {
-        __m512i s = u[r].start;
+        for (int r = 0; r < R; ++r) {
+          __m512i s = u[r].start;
 #pragma GCC unroll 4
-        for (int q = 0; q < 4; ++q)
-          s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(xq[q], u[r].q[q]), u[r].sc[q]);
-        acc[r][c] =
-            _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(u[r].d * xb.d), acc[r][c]);
-        if constexpr (k_mins) {
-          const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.bsums));
-          const __m256 m = _mm256_cvtepi32_ps(_mm256_madd_epi16(u[r].mins, bsums));
-          acc[r][c] = _mm512_fnmadd_ps(_mm512_zextps256_ps512(m), _mm512_set1_ps(u[r].dmin * xb.d),
-                                       acc[r][c]);
+          for (int q = 0; q < 4; ++q)
+            s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(xq[q], u[r].q[q]), u[r].sc[q]);
+          acc[r][c] =
+              _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(u[r].d * xb.d), acc[r][c]);
+          if constexpr (k_mins) {
+            const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.bsums));
+            const __m256 m = _mm256_cvtepi32_ps(_mm256_madd_epi16(u[r].mins, bsums));
+            acc[r][c] = _mm512_fnmadd_ps(_mm512_zextps256_ps512(m),
+                                         _mm512_set1_ps(u[r].dmin * xb.d), acc[r][c]);
+          }
         }
       }
     }
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c)
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) y[c * ldy + r] = hsum512(acc[r][c]);
   }
-#pragma GCC unroll 8
-  for (int c = 0; c < C; ++c)
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) y[c * ldy + r] = hsum512(acc[r][c]);
-}
-
-using tile_fn = void (*)(int64_t, const uint8_t*, int64_t, const uint8_t*, int64_t, float*,
-                         int64_t);
-
-template <tensor_type W, int R, int... Cs>
-constexpr std::array<tile_fn, sizeof...(Cs)> row_of(std::integer_sequence<int, Cs...>) {
-  return {&tile<W, R, Cs + 1>...};
-}
-
-template <tensor_type W, int... Rs>
-constexpr std::array<std::array<tile_fn, k_cols>, sizeof...(Rs)> table_of(
-    std::integer_sequence<int, Rs...>) {
-  return {row_of<W, Rs + 1>(std::make_integer_sequence<int, k_cols>())...};
-}
+};
 
 template <tensor_type W>
-void tile_any(int64_t n, const uint8_t* w, int64_t w_stride, const uint8_t* x, int64_t x_stride,
-              float* y, int64_t ldy, int nr, int nc) {
-  static constexpr auto fns = table_of<W>(std::make_integer_sequence<int, k_rows>());
-  fns[size_t(nr - 1)][size_t(nc - 1)](n, w, w_stride, x, x_stride, y, ldy);
-}
+constexpr auto tile_any = tile_dispatch<tiles<W>, k_rows, k_cols>;
 
 const gemm_kernel k_q4_k{k_rows, k_cols, x_row_bytes, x_from_float, tile_any<tensor_type::q4_k>};
 const gemm_kernel k_q5_k{k_rows, k_cols, x_row_bytes, x_from_float, tile_any<tensor_type::q5_k>};

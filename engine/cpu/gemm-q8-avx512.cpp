@@ -118,71 +118,57 @@ HEARTH_AVX512 inline pair load_pair(const uint8_t* row, int64_t b, bool two) {
   }
 }
 
-template <tensor_type W, int R, int C>
-HEARTH_AVX512 void tile(int64_t n, const uint8_t* w, int64_t w_stride, const uint8_t* x,
-                        int64_t x_stride, float* y, int64_t ldy) {
-  const int64_t nb = n / k_block;
-  const int64_t x_scales = padded(n);
-  const __m512i ones = _mm512_set1_epi8(1);
-  const __m512i idx_pair = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
-  __m512 acc[R][C];
+// The fixed-size tiles of one weight type, for tile_dispatch (engine/cpu/gemm.h).
+template <tensor_type W>
+struct tiles {
+  template <int R, int C>
+  HEARTH_AVX512 static void run(int64_t n, const uint8_t* w, int64_t w_stride, const uint8_t* x,
+                                int64_t x_stride, float* y, int64_t ldy) {
+    const int64_t nb = n / k_block;
+    const int64_t x_scales = padded(n);
+    const __m512i ones = _mm512_set1_epi8(1);
+    const __m512i idx_pair = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    __m512 acc[R][C];
 #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r)
+    for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; b += 2) {
-    const bool two = b + 1 < nb;
-    __m512i wq[R], bias[R];
-    __m512 wd[R];
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const pair p = load_pair<W>(w + r * w_stride, b, two);
-      wq[r] = p.q;
-      wd[r] = p.d;
-      const __m512i sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, p.q);
-      bias[r] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sum, 7));
-    }
-#pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) {
-      const uint8_t* xc = x + c * x_stride;
-      const __m512i xq = _mm512_loadu_si512(xc + b * k_block);
-      double d2;
-      std::memcpy(&d2, xc + x_scales + b * 4, 8);  // scales b and b + 1 (padding is 0)
-      const __m512 xd =
-          _mm512_permutexvar_ps(idx_pair, _mm512_castps128_ps512(_mm_castpd_ps(_mm_set_sd(d2))));
+      for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b += 2) {
+      const bool two = b + 1 < nb;
+      __m512i wq[R], bias[R];
+      __m512 wd[R];
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
-        const __m512i s = _mm512_dpbusd_epi32(bias[r], xq, wq[r]);
-        acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(wd[r], xd), acc[r][c]);
+        const pair p = load_pair<W>(w + r * w_stride, b, two);
+        wq[r] = p.q;
+        wd[r] = p.d;
+        const __m512i sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, p.q);
+        bias[r] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sum, 7));
+      }
+#pragma GCC unroll 8
+      for (int c = 0; c < C; ++c) {
+        const uint8_t* xc = x + c * x_stride;
+        const __m512i xq = _mm512_loadu_si512(xc + b * k_block);
+        double d2;
+        std::memcpy(&d2, xc + x_scales + b * 4, 8);  // scales b and b + 1 (padding is 0)
+        const __m512 xd =
+            _mm512_permutexvar_ps(idx_pair, _mm512_castps128_ps512(_mm_castpd_ps(_mm_set_sd(d2))));
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+          const __m512i s = _mm512_dpbusd_epi32(bias[r], xq, wq[r]);
+          acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(wd[r], xd), acc[r][c]);
+        }
       }
     }
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c)
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) y[c * ldy + r] = hsum512(acc[r][c]);
   }
-#pragma GCC unroll 8
-  for (int c = 0; c < C; ++c)
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) y[c * ldy + r] = hsum512(acc[r][c]);
-}
-
-using tile_fn = void (*)(int64_t, const uint8_t*, int64_t, const uint8_t*, int64_t, float*,
-                         int64_t);
-
-template <tensor_type W, int R, int... Cs>
-constexpr std::array<tile_fn, sizeof...(Cs)> row_of(std::integer_sequence<int, Cs...>) {
-  return {&tile<W, R, Cs + 1>...};
-}
-
-template <tensor_type W, int... Rs>
-constexpr std::array<std::array<tile_fn, k_cols>, sizeof...(Rs)> table_of(
-    std::integer_sequence<int, Rs...>) {
-  return {row_of<W, Rs + 1>(std::make_integer_sequence<int, k_cols>())...};
-}
+};
 
 template <tensor_type W>
-void tile_any(int64_t n, const uint8_t* w, int64_t w_stride, const uint8_t* x, int64_t x_stride,
-              float* y, int64_t ldy, int nr, int nc) {
-  static constexpr auto fns = table_of<W>(std::make_integer_sequence<int, k_rows>());
-  fns[size_t(nr - 1)][size_t(nc - 1)](n, w, w_stride, x, x_stride, y, ldy);
-}
+constexpr auto tile_any = tile_dispatch<tiles<W>, k_rows, k_cols>;
 
 const gemm_kernel k_q8_0{k_rows, k_cols, x_row_bytes, x_from_float, tile_any<tensor_type::q8_0>};
 const gemm_kernel k_q4_0{k_rows, k_cols, x_row_bytes, x_from_float, tile_any<tensor_type::q4_0>};

@@ -12,7 +12,9 @@
 
 #include <immintrin.h>
 
+#include <array>
 #include <cstdint>
+#include <utility>
 
 #include "engine/tensor-type.h"
 
@@ -58,6 +60,30 @@ HEARTH_AVX512 inline float hsum512(__m512 v) {
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
+}
+
+}  // namespace hearth::cpu
+
+namespace hearth::cpu {
+
+// A tile kernel compiled for one fixed size R × C (register-blocked loops fully unrolled).
+using fixed_tile_fn = void (*)(int64_t n, const uint8_t* w, int64_t w_stride, const uint8_t* x,
+                               int64_t x_stride, float* y, int64_t ldy);
+
+// gemm_kernel::tile for a family of fixed-size kernels: T::template run<R, C> for every R in
+// 1..Rows and C in 1..Cols, picked at run time for the tile at hand (the edges of a product).
+template <typename T, int Rows, int Cols>
+void tile_dispatch(int64_t n, const uint8_t* w, int64_t w_stride, const uint8_t* x,
+                   int64_t x_stride, float* y, int64_t ldy, int nr, int nc) {
+  static constexpr auto table = []<int... Rs>(std::integer_sequence<int, Rs...>) {
+    auto row = []<int R, int... Cs>(std::integer_sequence<int, Cs...>) {
+      return std::array<fixed_tile_fn, Cols>{&T::template run<R, Cs + 1>...};
+    };
+    return std::array<std::array<fixed_tile_fn, Cols>, Rows>{
+        row.template operator()<Rs + 1>(std::make_integer_sequence<int, Cols>())...};
+  }
+  (std::make_integer_sequence<int, Rows>());
+  table[size_t(nr - 1)][size_t(nc - 1)](n, w, w_stride, x, x_stride, y, ldy);
 }
 
 }  // namespace hearth::cpu

@@ -34,6 +34,23 @@ int64_t chunk_of(int64_t n_items, int n_threads) {
   return std::max<int64_t>(1, n_items / (16 * int64_t(n_threads)));
 }
 
+// Each activation row of x converted once, by `convert`, into rows of `row_bytes` in the scratch.
+const uint8_t* convert_rows(thread_pool& pool, scratch& s, const tensor& x, int64_t row_bytes,
+                            from_float_fn convert) {
+  const int64_t n_in = x.ne[0], n_tok = x.ne[1];
+  if (s.converted.size() < size_t(row_bytes * n_tok)) s.converted.resize(size_t(row_bytes * n_tok));
+  pool.parallel_for(
+      n_tok,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t t = begin; t < end; ++t) {
+          convert(static_cast<const float*>(x.data) + t * n_in, s.converted.data() + t * row_bytes,
+                  n_in);
+        }
+      },
+      n_in * 4);
+  return s.converted.data();
+}
+
 // The product through a tile kernel (engine/cpu/gemm.h): each thread takes a band of weight rows
 // and, for each tile of rows, walks every token in tiles of max_cols, so a weight row is read
 // from memory once per product and a tile's rows stay in L1 while all tokens pass over them.
@@ -43,21 +60,10 @@ void mul_mat_tiled(thread_pool& pool, scratch& s, const gemm_kernel& g, const te
   const int64_t n_out = w.ne[1];
   const int64_t n_tok = x.ne[1];
   const int64_t x_row_bytes = g.x_row_bytes(n_in);
-  if (s.converted.size() < size_t(x_row_bytes * n_tok))
-    s.converted.resize(size_t(x_row_bytes * n_tok));
-  pool.parallel_for(
-      n_tok,
-      [&](int64_t begin, int64_t end) {
-        for (int64_t t = begin; t < end; ++t) {
-          g.x_from_float(static_cast<const float*>(x.data) + t * n_in,
-                         s.converted.data() + t * x_row_bytes, n_in);
-        }
-      },
-      n_in * 4);
+  const uint8_t* xbase = convert_rows(pool, s, x, x_row_bytes, g.x_from_float);
 
   const int64_t w_row_bytes = w.row_bytes();
   const auto* wbase = static_cast<const uint8_t*>(w.data);
-  const uint8_t* xbase = s.converted.data();
   float* y = static_cast<float*>(out.data);
   const int64_t n_tiles = (n_out + g.max_rows - 1) / g.max_rows;
   pool.parallel_for_dynamic(
@@ -102,21 +108,9 @@ void op_mul_mat(thread_pool& pool, scratch& s, const tensor& w, const tensor& x,
 
   // Convert each activation row once to the dot-product type of the weights.
   const int64_t x_row_bytes = tensor_type_row_bytes(k->vec_dot_type, n_in);
-  const void* xq = x.data;
-  if (k->vec_dot_type != tensor_type::f32) {
-    if (s.converted.size() < size_t(x_row_bytes * n_tok))
-      s.converted.resize(size_t(x_row_bytes * n_tok));
-    pool.parallel_for(
-        n_tok,
-        [&](int64_t begin, int64_t end) {
-          for (int64_t t = begin; t < end; ++t) {
-            xk->from_float(static_cast<const float*>(x.data) + t * n_in,
-                           s.converted.data() + t * x_row_bytes, n_in);
-          }
-        },
-        n_in * 2);
-    xq = s.converted.data();
-  }
+  const void* xq = k->vec_dot_type == tensor_type::f32
+                       ? x.data
+                       : convert_rows(pool, s, x, x_row_bytes, xk->from_float);
 
   const int64_t w_row_bytes = w.row_bytes();
   const auto* wbase = static_cast<const uint8_t*>(w.data);

@@ -53,4 +53,22 @@ void q6_k_to_float(const void* x, float* y, int64_t n);
 void q8_k_to_float(const void* x, float* y, int64_t n);
 void q8_k_from_float(const float* x, void* y, int64_t n);
 
+// The 32-value fallback formats (vec-dot-legacy.cpp), as ggml's CPU backend pairs them: Q5_0
+// with Q8_0 activations, Q4_1 and Q5_1 with Q8_1 (which carries s = d * Σq for their minimum).
+float dot_q4_1_q8_1_generic(int64_t n, const void* w, const void* x);
+float dot_q4_1_q8_1_avx2(int64_t n, const void* w, const void* x);
+float dot_q5_0_q8_0_generic(int64_t n, const void* w, const void* x);
+float dot_q5_0_q8_0_avx2(int64_t n, const void* w, const void* x);
+float dot_q5_1_q8_1_generic(int64_t n, const void* w, const void* x);
+float dot_q5_1_q8_1_avx2(int64_t n, const void* w, const void* x);
+float dot_q8_1_q8_1_generic(int64_t n, const void* w, const void* x);
+float dot_q8_1_q8_1_avx2(int64_t n, const void* w, const void* x);
+void q4_1_to_float(const void* x, float* y, int64_t n);
+void q5_0_to_float(const void* x, float* y, int64_t n);
+void q5_1_to_float(const void* x, float* y, int64_t n);
+void q8_1_to_float(const void* x, float* y, int64_t n);
+// As quantize_row_q8_1_ref; the AVX2 version writes the same bytes.
+void q8_1_from_float_generic(const float* x, void* y, int64_t n);
+void q8_1_from_float_avx2(const float* x, void* y, int64_t n);
+
 }  // namespace hearth::cpu

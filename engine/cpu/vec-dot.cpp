@@ -158,6 +158,27 @@ void f16_to_float(const void* xv, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = t[x[i]];
 }
 
+// F16C rounds to nearest even, as fp32_to_fp16: the KV cache and attention's queries go this way.
+HEARTH_AVX2 void f16_from_float_avx2(const float* x, void* yv, int64_t n) {
+  uint16_t* y = static_cast<uint16_t*>(yv);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+  }
+  for (; i < n; ++i) y[i] = fp32_to_fp16(x[i]);
+}
+
+// F16C converts eight values per instruction: attention reads every V row of an F16 cache this way.
+HEARTH_AVX2 void f16_to_float_avx2(const void* xv, float* y, int64_t n) {
+  const uint16_t* x = static_cast<const uint16_t*>(xv);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i,
+                     _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i))));
+  for (; i < n; ++i) y[i] = fp16_to_fp32_f16c(x[i]);
+}
+
 void bf16_from_float(const float* x, void* yv, int64_t n) {
   uint16_t* y = static_cast<uint16_t*>(yv);
   for (int64_t i = 0; i < n; ++i) y[i] = fp32_to_bf16(x[i]);
@@ -191,6 +212,7 @@ void q8_0_to_float(const void* xv, float* y, int64_t n) {
 
 struct kernel_table {
   type_kernels f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k, q8_k;
+  type_kernels q4_1, q5_0, q5_1, q8_1;  // vec-dot-legacy.cpp
 };
 
 const kernel_table& table() {
@@ -198,7 +220,8 @@ const kernel_table& table() {
     const bool avx2 = cpu_has_avx2();
     kernel_table t{};
     t.f32 = {tensor_type::f32, avx2 ? dot_f32_avx2 : dot_f32_generic, f32_from_float, f32_to_float};
-    t.f16 = {tensor_type::f16, avx2 ? dot_f16_avx2 : dot_f16_generic, f16_from_float, f16_to_float};
+    t.f16 = {tensor_type::f16, avx2 ? dot_f16_avx2 : dot_f16_generic,
+             avx2 ? f16_from_float_avx2 : f16_from_float, avx2 ? f16_to_float_avx2 : f16_to_float};
     t.bf16 = {tensor_type::bf16, avx2 ? dot_bf16_avx2 : dot_bf16_generic, bf16_from_float,
               bf16_to_float};
     t.q8_0 = {tensor_type::q8_0, avx2 ? dot_q8_0_avx2 : dot_q8_0_generic, q8_0_from_float,
@@ -214,6 +237,15 @@ const kernel_table& table() {
               q6_k_to_float};
     t.q8_k = {tensor_type::q8_k, avx2 ? dot_q8_k_q8_k_avx2 : dot_q8_k_q8_k_generic, q8_k_from_float,
               q8_k_to_float};
+    // llama-quantize's fallbacks for rows that 256 does not divide, and Q8_1 for their minimums.
+    t.q4_1 = {tensor_type::q8_1, avx2 ? dot_q4_1_q8_1_avx2 : dot_q4_1_q8_1_generic, nullptr,
+              q4_1_to_float};
+    t.q5_0 = {tensor_type::q8_0, avx2 ? dot_q5_0_q8_0_avx2 : dot_q5_0_q8_0_generic, nullptr,
+              q5_0_to_float};
+    t.q5_1 = {tensor_type::q8_1, avx2 ? dot_q5_1_q8_1_avx2 : dot_q5_1_q8_1_generic, nullptr,
+              q5_1_to_float};
+    t.q8_1 = {tensor_type::q8_1, avx2 ? dot_q8_1_q8_1_avx2 : dot_q8_1_q8_1_generic,
+              avx2 ? q8_1_from_float_avx2 : q8_1_from_float_generic, q8_1_to_float};
     return t;
   }();
   return k;
@@ -327,6 +359,14 @@ const type_kernels* kernels_for(tensor_type t) {
       return &table().q6_k;
     case tensor_type::q8_k:
       return &table().q8_k;
+    case tensor_type::q4_1:
+      return &table().q4_1;
+    case tensor_type::q5_0:
+      return &table().q5_0;
+    case tensor_type::q5_1:
+      return &table().q5_1;
+    case tensor_type::q8_1:
+      return &table().q8_1;
     default:
       return nullptr;
   }

@@ -1,0 +1,198 @@
+// bandwidth: the machine's streaming read bandwidth, the ceiling of token generation (decoding
+// one token reads every weight once, so tokens/s ≤ bandwidth / model bytes).
+//
+// A buffer far larger than the last-level cache (1 GiB by default) is split into one contiguous
+// slice per thread; each thread sums its slice with 256-bit loads (AVX2 when the CPU has it,
+// chosen at run time, else plain 64-bit loads), all threads starting together. A pass's figure is
+// the buffer's bytes over the time from the common start to the last thread's end; the best of
+// several passes is reported, for each thread count asked for (default 1 and 2).
+//
+//   bandwidth [--threads 1,2] [--mib 1024] [--passes 5] [--json]
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define HEARTH_BANDWIDTH_X86 1
+#endif
+
+namespace {
+
+// The sum stops the compiler from dropping the loads.
+uint64_t sum_portable(const uint64_t* p, size_t n) {
+  uint64_t a = 0, b = 0, c = 0, d = 0;
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) a += p[i], b += p[i + 1], c += p[i + 2], d += p[i + 3];
+  for (; i < n; ++i) a += p[i];
+  return a + b + c + d;
+}
+
+#ifdef HEARTH_BANDWIDTH_X86
+__attribute__((target("avx2"))) uint64_t sum_avx2(const uint64_t* p, size_t n) {
+  __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
+  size_t i = 0;
+  // Four independent 32-byte loads per iteration: two cache lines.
+  for (; i + 16 <= n; i += 16) {
+    a = _mm256_add_epi64(a, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
+    b = _mm256_add_epi64(b, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 4)));
+    c = _mm256_add_epi64(c, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 8)));
+    d = _mm256_add_epi64(d, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 12)));
+  }
+  a = _mm256_add_epi64(_mm256_add_epi64(a, b), _mm256_add_epi64(c, d));
+  alignas(32) uint64_t lanes[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), a);
+  return lanes[0] + lanes[1] + lanes[2] + lanes[3] + sum_portable(p + i, n - i);
+}
+#endif
+
+using sum_fn = uint64_t (*)(const uint64_t*, size_t);
+
+sum_fn pick_sum(const char** name) {
+#ifdef HEARTH_BANDWIDTH_X86
+  if (__builtin_cpu_supports("avx2")) {
+    *name = "avx2";
+    return sum_avx2;
+  }
+#endif
+  *name = "portable";
+  return sum_portable;
+}
+
+struct options {
+  std::vector<int> threads = {1, 2};
+  size_t mib = 1024;
+  int passes = 5;
+  bool json = false;
+};
+
+[[noreturn]] void usage(const char* why) {
+  std::fprintf(
+      stderr,
+      "bandwidth: %s\nusage: bandwidth [--threads 1,2] [--mib 1024] [--passes 5] [--json]\n", why);
+  std::exit(2);
+}
+
+options parse(int argc, char** argv) {
+  options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage(("missing value after " + a).c_str());
+      return argv[++i];
+    };
+    if (a == "--threads") {
+      o.threads.clear();
+      std::stringstream s(value());
+      for (std::string t; std::getline(s, t, ',');) {
+        const int n = std::atoi(t.c_str());
+        if (n < 1 || n > 1024) usage("--threads takes a list of counts such as 1,2");
+        o.threads.push_back(n);
+      }
+      if (o.threads.empty()) usage("--threads takes a list of counts such as 1,2");
+    } else if (a == "--mib") {
+      o.mib = size_t(std::atoll(value().c_str()));
+      if (o.mib < 16) usage("--mib must be at least 16");
+    } else if (a == "--passes") {
+      o.passes = std::atoi(value().c_str());
+      if (o.passes < 1) usage("--passes must be at least 1");
+    } else if (a == "--json") {
+      o.json = true;
+    } else if (a == "-h" || a == "--help") {
+      usage("streaming read bandwidth");
+    } else {
+      usage(("unknown argument " + a).c_str());
+    }
+  }
+  return o;
+}
+
+// Best-of-passes GB/s with `nth` threads each summing its slice.
+double measure(const uint64_t* buf, size_t n_words, int nth, int passes, sum_fn sum,
+               uint64_t* sink) {
+  const size_t per = (n_words / size_t(nth)) & ~size_t(15);  // whole 128-byte groups
+  std::vector<std::chrono::steady_clock::time_point> finish(static_cast<size_t>(nth));
+  std::atomic<uint64_t> total{0};
+  double best = 0;
+  for (int p = 0; p < passes; ++p) {
+    std::barrier start(nth + 1);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < nth; ++t) {
+      threads.emplace_back([&, t] {
+        const size_t begin = size_t(t) * per;
+        const size_t count = t + 1 == nth ? n_words - begin : per;
+        start.arrive_and_wait();
+        total += sum(buf + begin, count);
+        finish[size_t(t)] = std::chrono::steady_clock::now();
+      });
+    }
+    start.arrive_and_wait();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (auto& th : threads) th.join();
+    const auto t1 = *std::max_element(finish.begin(), finish.end());
+    const double s = std::chrono::duration<double>(t1 - t0).count();
+    best = std::max(best, double(n_words * sizeof(uint64_t)) / s / 1e9);
+  }
+  *sink += total;
+  return best;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const options o = parse(argc, argv);
+  const size_t bytes = o.mib << 20;
+  const size_t n_words = bytes / sizeof(uint64_t);
+  auto* buf = static_cast<uint64_t*>(std::aligned_alloc(4096, bytes));
+  if (!buf) {
+    std::fprintf(stderr, "bandwidth: cannot allocate %zu MiB\n", o.mib);
+    return 1;
+  }
+  // Touch every page (in parallel, so first-touch places them near the threads) before timing.
+  {
+    const int nth = *std::max_element(o.threads.begin(), o.threads.end());
+    std::vector<std::thread> th;
+    const size_t per = n_words / size_t(nth);
+    for (int t = 0; t < nth; ++t) {
+      th.emplace_back([&, t] {
+        const size_t begin = size_t(t) * per;
+        const size_t end = t + 1 == nth ? n_words : begin + per;
+        for (size_t i = begin; i < end; ++i) buf[i] = i;
+      });
+    }
+    for (auto& t : th) t.join();
+  }
+
+  const char* kernel = "";
+  const sum_fn sum = pick_sum(&kernel);
+  uint64_t sink = 0;
+  std::vector<double> gbps;
+  for (int nth : o.threads) gbps.push_back(measure(buf, n_words, nth, o.passes, sum, &sink));
+  std::free(buf);
+
+  if (o.json) {
+    std::printf("{\"buffer_bytes\": %zu, \"passes\": %d, \"kernel\": \"%s\", \"results\": [", bytes,
+                o.passes, kernel);
+    for (size_t i = 0; i < gbps.size(); ++i) {
+      std::printf("%s{\"threads\": %d, \"gbps\": %.2f}", i ? ", " : "", o.threads[i], gbps[i]);
+    }
+    std::printf("]}\n");
+  } else {
+    std::printf("streaming read, %zu MiB buffer, %s loads, best of %d passes\n", o.mib, kernel,
+                o.passes);
+    std::printf("| threads | GB/s |\n| ---: | ---: |\n");
+    for (size_t i = 0; i < gbps.size(); ++i) std::printf("| %d | %.2f |\n", o.threads[i], gbps[i]);
+  }
+  // Printed nowhere, used so the sums cannot be optimised away.
+  if (sink == 42) std::fprintf(stderr, " ");
+  return 0;
+}

@@ -1,0 +1,192 @@
+// The tile kernels (engine/cpu/gemm.h) against the per-output dot products (vec_dot) on the same
+// rounded activations: every weight type with a tile kernel, row lengths with and without
+// partial blocks or SIMD tails, every tile size up to the kernel's maximum, and the tiled matrix
+// product through the CPU backend with ragged row and token counts and a bias.
+#include "engine/cpu/gemm.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "engine/backend.h"
+#include "engine/cpu/vec-dot.h"
+#include "engine/quantize.h"
+
+namespace hearth::cpu {
+namespace {
+
+std::vector<float> random_values(std::mt19937& rng, int64_t n) {
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+// Dot products the reference way: activations converted to the weight's vec_dot_type.
+struct reference {
+  tensor_type t;
+  int64_t n;
+  std::vector<uint8_t> w;  // rows in type t
+  std::vector<uint8_t> x;  // rows in vec_dot_type
+  double dot(int64_t r, int64_t c, double* magnitude) const {
+    const type_kernels* k = kernels_for(t);
+    const int64_t wb = tensor_type_row_bytes(t, n), xb = tensor_type_row_bytes(k->vec_dot_type, n);
+    // Magnitude from the dequantized values, for a relative bound.
+    std::vector<float> wf(static_cast<size_t>(n)), xf(static_cast<size_t>(n));
+    k->to_float(w.data() + r * wb, wf.data(), n);
+    kernels_for(k->vec_dot_type)->to_float(x.data() + c * xb, xf.data(), n);
+    *magnitude = 0;
+    for (int64_t i = 0; i < n; ++i) *magnitude += std::fabs(double(wf[size_t(i)]) * xf[size_t(i)]);
+    return k->vec_dot(n, w.data() + r * wb, x.data() + c * xb);
+  }
+};
+
+class gemm : public ::testing::TestWithParam<tensor_type> {};
+
+TEST_P(gemm, tiles_of_every_size_match_the_dot_products) {
+  const tensor_type t = GetParam();
+  const gemm_kernel* g = gemm_kernel_for(t);
+  if (!g) GTEST_SKIP() << "no tile kernel for " << tensor_type_name(t) << " on this CPU";
+  const type_kernels* k = kernels_for(t);
+  const int64_t block = tensor_type_layout_of(uint32_t(t))->block_elems;
+  std::mt19937 rng(11);
+  for (int64_t n : {17, 32, 96, 256, 512, 768, 2048}) {
+    if (n % block != 0) continue;
+    const int rows = g->max_rows, cols = g->max_cols;
+    reference ref{t, n, {}, {}};
+    const auto wf = random_values(rng, n * rows), xf = random_values(rng, n * cols);
+    ref.w.resize(size_t(tensor_type_row_bytes(t, n) * rows));
+    quantize_rows(t, wf.data(), ref.w.data(), rows, n);
+    const int64_t xb = tensor_type_row_bytes(k->vec_dot_type, n);
+    ref.x.resize(size_t(xb * cols));
+    for (int c = 0; c < cols; ++c)
+      kernels_for(k->vec_dot_type)->from_float(xf.data() + c * n, ref.x.data() + c * xb, n);
+
+    const int64_t gx = g->x_row_bytes(n);
+    std::vector<uint8_t> xg(size_t(gx * cols));
+    for (int c = 0; c < cols; ++c) g->x_from_float(xf.data() + c * n, xg.data() + c * gx, n);
+    for (int nr = 1; nr <= rows; ++nr) {
+      for (int nc = 1; nc <= cols; ++nc) {
+        const float sentinel = 12345.0f;
+        std::vector<float> y(size_t(cols * (rows + 1)), sentinel);
+        g->tile(n, ref.w.data(), tensor_type_row_bytes(t, n), xg.data(), gx, y.data(), rows + 1, nr,
+                nc);
+        for (int c = 0; c < cols; ++c) {
+          for (int r = 0; r <= rows; ++r) {
+            const float got = y[size_t(c * (rows + 1) + r)];
+            if (r >= nr || c >= nc) {
+              EXPECT_EQ(got, sentinel) << "wrote outside the tile at r=" << r << " c=" << c;
+              continue;
+            }
+            double mag = 0;
+            const double want = ref.dot(r, c, &mag);
+            EXPECT_NEAR(got, want, 1e-5 * mag + 1e-6)
+                << tensor_type_name(t) << " n=" << n << " tile " << nr << "x" << nc << " r=" << r
+                << " c=" << c;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_P(gemm, the_tiled_product_matches_per_output_dots_on_ragged_shapes) {
+  const tensor_type t = GetParam();
+  if (!gemm_kernel_for(t)) GTEST_SKIP() << "no tile kernel for " << tensor_type_name(t);
+  const type_kernels* k = kernels_for(t);
+  const int64_t n_in = 512, n_out = 37, n_tok = 11;
+  std::mt19937 rng(5);
+  const auto wf = random_values(rng, n_in * n_out), xf = random_values(rng, n_in * n_tok),
+             bf = random_values(rng, n_out);
+  auto be = make_cpu_backend(2);
+  tensor w = be->alloc(t, n_in, n_out, "w"), x = be->alloc(tensor_type::f32, n_in, n_tok, "x");
+  tensor b = be->alloc(tensor_type::f32, n_out, 1, "b"),
+         y = be->alloc(tensor_type::f32, n_out, n_tok, "y");
+  quantize_rows(t, wf.data(), w.data, n_out, n_in);
+  be->upload(x, xf.data(), xf.size() * 4);
+  be->upload(b, bf.data(), bf.size() * 4);
+  be->mul_mat(w, x, &b, y);
+  const float* yd = static_cast<const float*>(y.data);
+
+  reference ref{t, n_in, {}, {}};
+  ref.w.assign(static_cast<const uint8_t*>(w.data),
+               static_cast<const uint8_t*>(w.data) + w.n_bytes());
+  const int64_t xb = tensor_type_row_bytes(k->vec_dot_type, n_in);
+  ref.x.resize(size_t(xb * n_tok));
+  for (int64_t c = 0; c < n_tok; ++c)
+    kernels_for(k->vec_dot_type)->from_float(xf.data() + c * n_in, ref.x.data() + c * xb, n_in);
+  for (int64_t c = 0; c < n_tok; ++c) {
+    for (int64_t r = 0; r < n_out; ++r) {
+      double mag = 0;
+      const double want = ref.dot(r, c, &mag) + bf[size_t(r)];
+      EXPECT_NEAR(yd[c * n_out + r], want, 1e-5 * mag + 1e-5) << "r=" << r << " c=" << c;
+    }
+  }
+  for (auto* tt : {&w, &x, &b, &y}) be->free(*tt);
+}
+
+// The activation formats hold exactly the reference quantizers' values (the integer products are
+// then exact, so the tile kernels differ from the reference only in summation order). Rows with
+// exact ties (values at k + 1/2 steps of the scale) check the rounding rules.
+std::vector<float> rows_with_ties(std::mt19937& rng, int64_t n) {
+  auto v = random_values(rng, n);
+  for (int64_t i = 0; i < n; i += 7) v[size_t(i)] = float(int(i % 9) - 4) + 0.5f;
+  v[0] = 127.0f;  // scale 1: the halves above are exact ties
+  return v;
+}
+
+TEST(gemm_activations, q8_k_format_is_the_reference_quantization_stored_unsigned) {
+  const gemm_kernel* g = gemm_kernel_for(tensor_type::q4_k);
+  if (!g) GTEST_SKIP() << "no tile kernel on this CPU";
+  std::mt19937 rng(3);
+  const int64_t n = 1024;
+  for (int trial = 0; trial < 20; ++trial) {
+    auto x = rows_with_ties(rng, n);
+    if (trial == 1) std::fill(x.begin() + 256, x.begin() + 512, 0.0f);  // an all-zero block
+    if (trial == 2) x[300] = -127.0f;  // a tie for the largest magnitude: the first one wins
+    std::vector<block_q8_k> want(size_t(n / k_qk_k)), got(size_t(n / k_qk_k));
+    kernels_for(tensor_type::q8_k)->from_float(x.data(), want.data(), n);
+    g->x_from_float(x.data(), got.data(), n);
+    for (size_t b = 0; b < want.size(); ++b) {
+      EXPECT_EQ(got[b].d, want[b].d) << "block " << b;
+      for (int i = 0; i < k_qk_k; ++i)
+        ASSERT_EQ(uint8_t(got[b].qs[i]), uint8_t(want[b].qs[i]) ^ 0x80)
+            << "block " << b << " " << i;
+      for (int j = 0; j < k_qk_k / 16; ++j) EXPECT_EQ(got[b].bsums[j], want[b].bsums[j]);
+    }
+  }
+}
+
+TEST(gemm_activations, q8_0_format_is_the_reference_quantization_stored_unsigned) {
+  const gemm_kernel* g = gemm_kernel_for(tensor_type::q8_0);
+  if (!g) GTEST_SKIP() << "no tile kernel on this CPU";
+  std::mt19937 rng(4);
+  for (int64_t n : {32, 96, 2048}) {
+    const auto x = rows_with_ties(rng, n);
+    std::vector<block_q8_0> want(size_t(n / 32));
+    kernels_for(tensor_type::q8_0)->from_float(x.data(), want.data(), n);
+    std::vector<uint8_t> got(size_t(g->x_row_bytes(n)));
+    g->x_from_float(x.data(), got.data(), n);
+    const int64_t n_pad = (n + 63) / 64 * 64;
+    const auto* d = reinterpret_cast<const float*>(got.data() + n_pad);
+    for (int64_t b = 0; b < n / 32; ++b) {
+      EXPECT_EQ(d[b], fp16_to_fp32(want[size_t(b)].d)) << "n " << n << " block " << b;
+      for (int i = 0; i < 32; ++i)
+        ASSERT_EQ(got[size_t(b * 32 + i)], uint8_t(want[size_t(b)].qs[i]) ^ 0x80)
+            << "n " << n << " block " << b << " value " << i;
+    }
+    for (int64_t i = n; i < n_pad; ++i) EXPECT_EQ(got[size_t(i)], 0x80) << "padding " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(all, gemm,
+                         ::testing::Values(tensor_type::f32, tensor_type::f16, tensor_type::bf16,
+                                           tensor_type::q8_0, tensor_type::q4_0, tensor_type::q4_k,
+                                           tensor_type::q5_k, tensor_type::q6_k),
+                         [](const auto& p) { return std::string(tensor_type_name(p.param)); });
+
+}  // namespace
+}  // namespace hearth::cpu
