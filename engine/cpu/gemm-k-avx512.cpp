@@ -102,19 +102,6 @@ HEARTH_AVX512 inline void finish_start(unpacked& u) {
   u.start = _mm512_sub_epi32(_mm512_setzero_si512(), s);
 }
 
-// The eight 6-bit scales then the eight 6-bit mins of a Q4_K/Q5_K block (layout at block_q4_k).
-inline void k_scales_mins(const uint8_t* packed, uint8_t out[16]) {
-  constexpr uint32_t low6 = 0x3f3f3f3f, low4 = 0x0f0f0f0f, low2 = 0x03030303;
-  uint32_t u[4];
-  std::memcpy(u, packed, k_k_scale_bytes);
-  const uint32_t mins_0_3 = u[1] & low6;
-  u[3] = ((u[2] >> 4) & low4) | (((u[1] >> 6) & low2) << 4);
-  u[1] = (u[2] & low4) | (((u[0] >> 6) & low2) << 4);
-  u[2] = mins_0_3;
-  u[0] &= low6;
-  std::memcpy(out, u, 16);
-}
-
 template <typename Block>
 HEARTH_AVX512 inline void unpack_q45_k(const Block& blk, unpacked& u) {
   constexpr bool k_fifth_bit = std::is_same_v<Block, block_q5_k>;
@@ -238,6 +225,104 @@ const gemm_kernel k_q5_k{k_rows, k_cols, x_row_bytes, x_from_float, tile_any<ten
 const gemm_kernel k_q6_k{k_rows, k_cols, x_row_bytes, x_from_float, tile_any<tensor_type::q6_k>};
 
 }  // namespace
+
+// --- single-token dot products (decoding) ---------------------------------------------------
+// A weight row against one Q8_K activation row as stored by the reference (signed bytes): the
+// weight bytes are the unsigned operand of vpmaddubsw, so no +128 correction is needed, and
+// vpdpwssd applies the sub-block scales while accumulating, 64 values per step.
+
+namespace {
+
+template <typename Block>
+HEARTH_AVX512 float dot_q45_k_avx512(int64_t n, const Block* w, const block_q8_k* x) {
+  constexpr bool k_fifth_bit = std::is_same_v<Block, block_q5_k>;
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  __m512 acc = _mm512_setzero_ps();
+  __m256 acc_m = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / k_qk_k; ++b) {
+    alignas(16) uint8_t sm[16];
+    k_scales_mins(w[b].scales, sm);
+    const __m256i sm16 = _mm256_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(sm)));
+    // Mins: Σ_s min[s] · (Σ q8 over sub-block s), each min against its two 16-value sums.
+    const __m128i m8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm + 8));
+    const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+    const __m256i msum =
+        _mm256_madd_epi16(mins, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].bsums)));
+    acc_m = _mm256_fmadd_ps(_mm256_set1_ps(x[b].d * _cvtsh_ss(w[b].dmin)), _mm256_cvtepi32_ps(msum),
+                            acc_m);
+
+    const __m512i sc = _mm512_castsi256_si512(sm16);
+    __m512i hb = _mm512_setzero_si512();
+    if constexpr (k_fifth_bit)
+      hb = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qh)));
+    __m512i sumi = _mm512_setzero_si512();
+    for (int c = 0; c < 4; ++c) {
+      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs + 32 * c));
+      __m512i wq = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(q, low4)),
+                                      _mm256_and_si256(_mm256_srli_epi16(q, 4), low4), 1);
+      if constexpr (k_fifth_bit) {
+        const __m512i shift = _mm512_inserti64x4(_mm512_set1_epi16(short(2 * c)),
+                                                 _mm256_set1_epi16(short(2 * c + 1)), 1);
+        const __m512i bit = _mm512_and_si512(_mm512_srlv_epi16(hb, shift), _mm512_set1_epi8(1));
+        wq = _mm512_or_si512(wq, _mm512_slli_epi16(bit, 4));
+      }
+      const __m512i p = _mm512_maddubs_epi16(wq, _mm512_loadu_si512(x[b].qs + 64 * c));
+      sumi = _mm512_dpwssd_epi32(sumi, p, _mm512_permutexvar_epi16(pair_index_32(c), sc));
+    }
+    acc =
+        _mm512_fmadd_ps(_mm512_set1_ps(x[b].d * _cvtsh_ss(w[b].d)), _mm512_cvtepi32_ps(sumi), acc);
+  }
+  __m128 m = _mm_add_ps(_mm256_castps256_ps128(acc_m), _mm256_extractf128_ps(acc_m, 1));
+  m = _mm_add_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_add_ss(m, _mm_movehdup_ps(m));
+  return hsum512(acc) - _mm_cvtss_f32(m);
+}
+
+}  // namespace
+
+HEARTH_AVX512 float dot_q4_k_q8_k_avx512(int64_t n, const void* w, const void* x) {
+  return dot_q45_k_avx512(n, static_cast<const block_q4_k*>(w), static_cast<const block_q8_k*>(x));
+}
+
+HEARTH_AVX512 float dot_q5_k_q8_k_avx512(int64_t n, const void* w, const void* x) {
+  return dot_q45_k_avx512(n, static_cast<const block_q5_k*>(w), static_cast<const block_q8_k*>(x));
+}
+
+// Q6_K: the stored q in [0, 63] go to vpmaddubsw unsigned; the 32 of q - 32 is taken off as
+// 32 · Σ_s scale[s] · (Σ q8 over sub-block s) from the 16-value sums.
+HEARTH_AVX512 float dot_q6_k_q8_k_avx512(int64_t n, const void* wv, const void* xv) {
+  const auto* w = static_cast<const block_q6_k*>(wv);
+  const auto* x = static_cast<const block_q8_k*>(xv);
+  const __m512i low4 = _mm512_set1_epi8(0x0F), top2 = _mm512_set1_epi8(0x30);
+  const __m512i shl = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
+  const __m512i shr = _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1);
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t b = 0; b < n / k_qk_k; ++b) {
+    const __m256i sc16 =
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].scales)));
+    const __m256i offset =
+        _mm256_madd_epi16(sc16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].bsums)));
+    const __m512i sc = _mm512_castsi256_si512(sc16);
+    __m512i sumi = _mm512_zextsi256_si512(
+        _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(offset, 5)));
+    for (int h = 0; h < 2; ++h) {
+      const __m512i l = _mm512_loadu_si512(w[b].ql + 64 * h);
+      const __m512i hb = _mm512_broadcast_i64x4(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qh + 32 * h)));
+      const __m512i q01 = _mm512_or_si512(_mm512_and_si512(l, low4),
+                                          _mm512_and_si512(_mm512_sllv_epi16(hb, shl), top2));
+      const __m512i q23 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), low4),
+                                          _mm512_and_si512(_mm512_srlv_epi16(hb, shr), top2));
+      const __m512i p01 = _mm512_maddubs_epi16(q01, _mm512_loadu_si512(x[b].qs + 128 * h));
+      const __m512i p23 = _mm512_maddubs_epi16(q23, _mm512_loadu_si512(x[b].qs + 128 * h + 64));
+      sumi = _mm512_dpwssd_epi32(sumi, p01, _mm512_permutexvar_epi16(pair_index_16(2 * h), sc));
+      sumi = _mm512_dpwssd_epi32(sumi, p23, _mm512_permutexvar_epi16(pair_index_16(2 * h + 1), sc));
+    }
+    acc =
+        _mm512_fmadd_ps(_mm512_set1_ps(x[b].d * _cvtsh_ss(w[b].d)), _mm512_cvtepi32_ps(sumi), acc);
+  }
+  return hsum512(acc);
+}
 
 const gemm_kernel* gemm_kernel_k_avx512(tensor_type t) {
   switch (t) {

@@ -16,20 +16,6 @@ namespace {
 
 constexpr int k_chunk = 64;  // Q4_K/Q5_K: 64 values share 32 bytes of nibbles
 
-// The eight 6-bit scales then the eight 6-bit mins of a Q4_K/Q5_K block, one per byte
-// (the packing is described at block_q4_k).
-inline void k_scales_mins(const uint8_t* packed, uint8_t out[16]) {
-  constexpr uint32_t low6 = 0x3f3f3f3f, low4 = 0x0f0f0f0f, low2 = 0x03030303;
-  uint32_t u[4];
-  std::memcpy(u, packed, k_k_scale_bytes);
-  const uint32_t mins_0_3 = u[1] & low6;
-  u[3] = ((u[2] >> 4) & low4) | (((u[1] >> 6) & low2) << 4);  // mins 4..7
-  u[1] = (u[2] & low4) | (((u[0] >> 6) & low2) << 4);         // scales 4..7
-  u[2] = mins_0_3;
-  u[0] &= low6;  // scales 0..3
-  std::memcpy(out, u, 16);
-}
-
 // ggml's nearest_int: round half to even through the float mantissa (|v| < 2^22).
 inline int nearest_int(float v) {
   const float shifted = v + 12582912.f;

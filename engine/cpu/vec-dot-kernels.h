@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <cstring>
 
 #include "engine/tensor-type.h"
 
@@ -31,6 +32,20 @@ HEARTH_AVX2 inline float fp16_to_fp32_f16c(uint16_t h) {
   return _cvtsh_ss(h);
 }
 
+// The eight 6-bit scales then the eight 6-bit mins of a Q4_K/Q5_K block, one per byte
+// (the packing is described at block_q4_k).
+inline void k_scales_mins(const uint8_t* packed, uint8_t out[16]) {
+  constexpr uint32_t low6 = 0x3f3f3f3f, low4 = 0x0f0f0f0f, low2 = 0x03030303;
+  uint32_t u[4];
+  std::memcpy(u, packed, k_k_scale_bytes);
+  const uint32_t mins_0_3 = u[1] & low6;
+  u[3] = ((u[2] >> 4) & low4) | (((u[1] >> 6) & low2) << 4);  // mins 4..7
+  u[1] = (u[2] & low4) | (((u[0] >> 6) & low2) << 4);         // scales 4..7
+  u[2] = mins_0_3;
+  u[0] &= low6;  // scales 0..3
+  std::memcpy(out, u, 16);
+}
+
 // Weight row (n values) · activation row in the weight type's vec_dot_type, as kernels_for().
 // Q4_0 dots with Q8_0 activations; Q4_K, Q5_K, Q6_K and Q8_K with Q8_K activations.
 float dot_q4_0_q8_0_generic(int64_t n, const void* w, const void* x);
@@ -42,6 +57,10 @@ float dot_q5_k_q8_k_avx2(int64_t n, const void* w, const void* x);
 float dot_q6_k_q8_k_generic(int64_t n, const void* w, const void* x);
 float dot_q6_k_q8_k_avx2(int64_t n, const void* w, const void* x);
 float dot_q8_k_q8_k_generic(int64_t n, const void* w, const void* x);
+// AVX-512 VNNI versions (engine/cpu/gemm-k-avx512.cpp), used when cpu_has_avx512_vnni().
+float dot_q4_k_q8_k_avx512(int64_t n, const void* w, const void* x);
+float dot_q5_k_q8_k_avx512(int64_t n, const void* w, const void* x);
+float dot_q6_k_q8_k_avx512(int64_t n, const void* w, const void* x);
 float dot_q8_k_q8_k_avx2(int64_t n, const void* w, const void* x);
 
 // Row conversions (n a multiple of the block size), as ggml's dequantize_row_* and

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "engine/cpu/gemm.h"
 #include "engine/cpu/vec-dot-kernels.h"
 
 namespace hearth::cpu {
@@ -218,6 +219,7 @@ struct kernel_table {
 const kernel_table& table() {
   static const kernel_table k = [] {
     const bool avx2 = cpu_has_avx2();
+    const bool avx512 = cpu_has_avx512_vnni();
     kernel_table t{};
     t.f32 = {tensor_type::f32, avx2 ? dot_f32_avx2 : dot_f32_generic, f32_from_float, f32_to_float};
     t.f16 = {tensor_type::f16, avx2 ? dot_f16_avx2 : dot_f16_generic,
@@ -229,12 +231,21 @@ const kernel_table& table() {
     // Weight-only types (no from_float): the activation type is the reference engine's.
     t.q4_0 = {tensor_type::q8_0, avx2 ? dot_q4_0_q8_0_avx2 : dot_q4_0_q8_0_generic, nullptr,
               q4_0_to_float};
-    t.q4_k = {tensor_type::q8_k, avx2 ? dot_q4_k_q8_k_avx2 : dot_q4_k_q8_k_generic, nullptr,
-              q4_k_to_float};
-    t.q5_k = {tensor_type::q8_k, avx2 ? dot_q5_k_q8_k_avx2 : dot_q5_k_q8_k_generic, nullptr,
-              q5_k_to_float};
-    t.q6_k = {tensor_type::q8_k, avx2 ? dot_q6_k_q8_k_avx2 : dot_q6_k_q8_k_generic, nullptr,
-              q6_k_to_float};
+    t.q4_k = {tensor_type::q8_k,
+              avx512 ? dot_q4_k_q8_k_avx512
+              : avx2 ? dot_q4_k_q8_k_avx2
+                     : dot_q4_k_q8_k_generic,
+              nullptr, q4_k_to_float};
+    t.q5_k = {tensor_type::q8_k,
+              avx512 ? dot_q5_k_q8_k_avx512
+              : avx2 ? dot_q5_k_q8_k_avx2
+                     : dot_q5_k_q8_k_generic,
+              nullptr, q5_k_to_float};
+    t.q6_k = {tensor_type::q8_k,
+              avx512 ? dot_q6_k_q8_k_avx512
+              : avx2 ? dot_q6_k_q8_k_avx2
+                     : dot_q6_k_q8_k_generic,
+              nullptr, q6_k_to_float};
     t.q8_k = {tensor_type::q8_k, avx2 ? dot_q8_k_q8_k_avx2 : dot_q8_k_q8_k_generic, q8_k_from_float,
               q8_k_to_float};
     // llama-quantize's fallbacks for rows that 256 does not divide, and Q8_1 for their minimums.
