@@ -21,6 +21,17 @@ std::atomic<long> g_allocations{0};
 std::atomic<bool> g_counting{false};
 }  // namespace
 
+#if defined(__SANITIZE_ADDRESS__)
+// AddressSanitizer owns the allocation functions (and reports replacing them as a mismatch): in
+// that build the test reports itself skipped; the release build runs it.
+constexpr bool k_counting_available = false;
+#else
+constexpr bool k_counting_available = true;
+
+// These replace the global allocation functions, so pairing malloc with free is right here; gcc
+// cannot tell a replacement from a mismatched call.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+
 void* operator new(size_t n) {
   if (g_counting.load(std::memory_order_relaxed)) g_allocations.fetch_add(1);
   if (void* p = std::malloc(n ? n : 1)) return p;
@@ -32,11 +43,13 @@ void operator delete(void* p) noexcept {
 void operator delete(void* p, size_t) noexcept {
   std::free(p);
 }
+#endif
 
 namespace hearth {
 namespace {
 
 TEST(no_alloc, decoding_allocates_nothing_per_token) {
+  if (!k_counting_available) GTEST_SKIP() << "built with AddressSanitizer, which owns operator new";
   const auto* shape = model_shape_find("tinyllama-1.1b");
   ASSERT_NE(shape, nullptr);
   const std::string path =
