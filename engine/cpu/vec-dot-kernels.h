@@ -58,6 +58,7 @@ float dot_q6_k_q8_k_generic(int64_t n, const void* w, const void* x);
 float dot_q6_k_q8_k_avx2(int64_t n, const void* w, const void* x);
 float dot_q8_k_q8_k_generic(int64_t n, const void* w, const void* x);
 // AVX-512 VNNI versions (engine/cpu/gemm-k-avx512.cpp), used when cpu_has_avx512_vnni().
+float dot_f16_avx512(int64_t n, const void* w, const void* x);  // gemm-float-avx512.cpp
 float dot_q4_k_q8_k_avx512(int64_t n, const void* w, const void* x);
 float dot_q5_k_q8_k_avx512(int64_t n, const void* w, const void* x);
 float dot_q6_k_q8_k_avx512(int64_t n, const void* w, const void* x);

@@ -222,7 +222,10 @@ const kernel_table& table() {
     const bool avx512 = cpu_has_avx512_vnni();
     kernel_table t{};
     t.f32 = {tensor_type::f32, avx2 ? dot_f32_avx2 : dot_f32_generic, f32_from_float, f32_to_float};
-    t.f16 = {tensor_type::f16, avx2 ? dot_f16_avx2 : dot_f16_generic,
+    t.f16 = {tensor_type::f16,
+             avx512 ? dot_f16_avx512
+             : avx2 ? dot_f16_avx2
+                    : dot_f16_generic,
              avx2 ? f16_from_float_avx2 : f16_from_float, avx2 ? f16_to_float_avx2 : f16_to_float};
     t.bf16 = {tensor_type::bf16, avx2 ? dot_bf16_avx2 : dot_bf16_generic, bf16_from_float,
               bf16_to_float};
