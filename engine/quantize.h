@@ -35,11 +35,11 @@ uint32_t file_type_id(file_type ft);
 
 // What the type choice needs to know about the model.
 struct quant_model_info {
-  std::string arch;       // general.architecture
-  int n_layer = 0;        // blocks
-  int n_head = 0;         // attention heads
-  int n_head_kv = 0;      // key/value heads
-  bool has_output = true; // false when the output projection is tied to token_embd
+  std::string arch;        // general.architecture
+  int n_layer = 0;         // blocks
+  int n_head = 0;          // attention heads
+  int n_head_kv = 0;       // key/value heads
+  bool has_output = true;  // false when the output projection is tied to token_embd
 };
 
 // The type llama-quantize gives tensor `name` of shape `ne` in a file of type `ft`: 1-D tensors

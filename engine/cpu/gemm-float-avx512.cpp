@@ -4,15 +4,10 @@
 // the same products without a conversion in the inner loop). The inner loop converts 16 weights
 // of each row to F32 once and multiplies them with 16 values of each token: NR + NC loads feed
 // NR × NC fused multiply-adds.
-// gcc 12's AVX-512 intrinsics pass an uninitialised placeholder operand (_mm512_undefined_*)
-// and warn about it inside the system header; nothing of ours is uninitialised.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-
 #include <array>
 #include <cstring>
 
+#include "engine/cpu/avx512.h"
 #include "engine/cpu/gemm.h"
 
 namespace hearth::cpu {

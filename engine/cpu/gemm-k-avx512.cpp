@@ -6,15 +6,10 @@
 // the scales and accumulates. The 128 · Σ scale · w that the unsigned activations add depends on
 // the weights alone: it is computed once per row and super-block and starts every token's sum.
 // Q4_K/Q5_K's mins multiply the activation sums Q8_K carries (bsums), as the reference does.
-// gcc 12's AVX-512 intrinsics pass an uninitialised placeholder operand (_mm512_undefined_*)
-// and warn about it inside the system header; nothing of ours is uninitialised.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-
 #include <array>
 #include <cstring>
 
+#include "engine/cpu/avx512.h"
 #include "engine/cpu/gemm.h"
 #include "engine/cpu/vec-dot-kernels.h"
 

@@ -4,15 +4,10 @@
 // load holds two blocks. vpdpbusd multiplies the unsigned activation bytes with the signed weight
 // bytes; the 128 · Σw it adds is taken off by starting each sum at -128 · Σw, which depends on
 // the weights alone and is computed once per row and block pair for all tokens of the tile.
-// gcc 12's AVX-512 intrinsics pass an uninitialised placeholder operand (_mm512_undefined_*)
-// and warn about it inside the system header; nothing of ours is uninitialised.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-
 #include <array>
 #include <cstring>
 
+#include "engine/cpu/avx512.h"
 #include "engine/cpu/gemm.h"
 
 namespace hearth::cpu {

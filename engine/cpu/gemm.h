@@ -10,8 +10,6 @@
 // Types and CPUs without a tile kernel use vec_dot (engine/cpu/vec-dot.h) per output.
 #pragma once
 
-#include <immintrin.h>
-
 #include <array>
 #include <cstdint>
 #include <utility>
@@ -45,22 +43,6 @@ bool cpu_has_avx512_vnni();
 const gemm_kernel* gemm_kernel_float_avx512(tensor_type t);
 const gemm_kernel* gemm_kernel_q8_avx512(tensor_type t);
 const gemm_kernel* gemm_kernel_k_avx512(tensor_type t);
-
-#define HEARTH_AVX512 \
-  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
-
-}  // namespace hearth::cpu
-
-namespace hearth::cpu {
-
-// Sum of the 16 lanes (gcc 12's _mm512_reduce_add_ps trips -Wuninitialized).
-HEARTH_AVX512 inline float hsum512(__m512 v) {
-  __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 }  // namespace hearth::cpu
 
