@@ -6,6 +6,9 @@
 #ifdef HEARTH_HAVE_VULKAN
 #include <vulkan/vulkan.h>
 #endif
+#ifdef HEARTH_HAVE_CUDA
+#include "gpu/cuda/device.h"
+#endif
 
 namespace hearth::gpu {
 namespace {
@@ -49,6 +52,23 @@ void discover_vulkan(std::vector<device_info>& out) {
       if (local) info.memory_total += mem.memoryHeaps[h].size;
     }
     info.memory_free = info.memory_total;  // VK_EXT_memory_budget is read by the backend (issue 5)
+    out.push_back(std::move(info));
+  }
+}
+#endif
+
+#ifdef HEARTH_HAVE_CUDA
+void discover_cuda(std::vector<device_info>& out) {
+  for (const cuda::device_desc& d : cuda::devices()) {
+    device_info info;
+    info.backend = "cuda";
+    info.name = d.name;
+    info.vendor = "NVIDIA";
+    info.type = "discrete";
+    info.memory_total = d.memory_total;
+    info.memory_free = d.memory_free;  // cudaMemGetInfo: what models can still take
+    info.heaps.push_back({d.memory_total, true});
+    info.compute_capability = cuda::compute_capability(d);
     out.push_back(std::move(info));
   }
 }
@@ -108,6 +128,9 @@ const char* vulkan_device_type_name(uint32_t t) {
 
 std::vector<device_info> discover() {
   std::vector<device_info> out;
+#ifdef HEARTH_HAVE_CUDA
+  discover_cuda(out);
+#endif
 #ifdef HEARTH_HAVE_VULKAN
   discover_vulkan(out);
 #endif

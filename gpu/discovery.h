@@ -1,6 +1,7 @@
 // Which GPUs this machine has, for the node to advertise. Each backend that is built contributes
 // its devices: Vulkan enumerates physical devices through the loader (any vendor, and Mesa's
-// lavapipe CPU implementation); CUDA devices join when the CUDA backend lands (issue 7).
+// lavapipe CPU implementation); CUDA asks the NVIDIA driver (name, total and free memory,
+// compute capability). An NVIDIA card thus appears twice, once per backend.
 // Discovery never fails: a missing loader or driver means no devices from that backend.
 #pragma once
 
@@ -24,6 +25,7 @@ struct device_info {
   uint64_t memory_total = 0;  // bytes of device-local memory (the sum of those heaps)
   uint64_t memory_free = 0;   // bytes; equal to memory_total where the driver does not say
   std::vector<memory_heap> heaps;
+  std::string compute_capability;  // CUDA devices: "8.6", "9.0"; "" otherwise
 };
 
 // A Vulkan vendor id as a name ("NVIDIA" for 0x10de); unknown ids as "0x" and hex digits.

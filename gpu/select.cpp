@@ -11,6 +11,10 @@
 #include "gpu/vulkan/backend-vulkan.h"
 #define HEARTH_SELECT_VULKAN 1
 #endif
+#if defined(HEARTH_HAVE_CUDA_BACKEND) && __has_include("gpu/cuda/backend-cuda.h")
+#include "gpu/cuda/backend-cuda.h"
+#define HEARTH_SELECT_CUDA 1
+#endif
 
 namespace hearth::gpu {
 namespace {
@@ -42,11 +46,22 @@ uint64_t meta_u64(const gguf_file& f, const std::string& key, uint64_t fallback)
   return std::min<uint64_t>(**v, uint64_t(1) << 24);
 }
 
+std::string arch_prefix(const gguf_file& f) {
+  auto arch = f.get_string("general.architecture");
+  return (arch && *arch ? **arch : std::string()) + ".";
+}
+
+// Cache cells per sequence when the caller asks for none: the model's context, at most 4096.
+uint64_t device_context_default(const gguf_file& f) {
+  return std::min<uint64_t>(meta_u64(f, arch_prefix(f) + "context_length", 4096), 4096);
+}
+
 }  // namespace
 
 std::optional<backend_kind> backend_kind_from_name(const std::string& name) {
   if (name == "cpu") return backend_kind::cpu;
   if (name == "vulkan") return backend_kind::vulkan;
+  if (name == "cuda") return backend_kind::cuda;
   if (name == "auto") return backend_kind::automatic;
   return std::nullopt;
 }
@@ -57,6 +72,8 @@ const char* backend_kind_name(backend_kind k) {
       return "cpu";
     case backend_kind::vulkan:
       return "vulkan";
+    case backend_kind::cuda:
+      return "cuda";
     case backend_kind::automatic:
       return "auto";
   }
@@ -89,6 +106,50 @@ device_backend_source vulkan_source() {
   };
 #endif
   return s;
+}
+
+device_backend_source cuda_source() {
+  device_backend_source s;
+  s.name = "cuda";
+  s.title = "CUDA";
+#ifdef HEARTH_SELECT_CUDA
+  s.built = true;
+  s.devices = [] {
+    std::vector<backend_device> out;
+    for (const auto& d : cuda::devices()) {
+      backend_device b;
+      b.index = d.index;
+      b.name = d.name;
+      b.vendor = "NVIDIA";
+      b.type = "discrete";  // CUDA does not say; integrated parts (Jetson) share system memory
+      b.memory_bytes = d.memory_total;
+      b.memory_free = d.memory_free;
+      b.detail = "compute capability " + cuda::compute_capability(d);
+      out.push_back(std::move(b));
+    }
+    return out;
+  };
+  s.make = [](int index) {
+    cuda_options o;
+    o.device = index;
+    return make_cuda_backend(o);
+  };
+#else
+  s.devices = [] { return std::vector<backend_device>{}; };
+  s.make = [](int) -> std::unique_ptr<backend> {
+    throw std::runtime_error("this build has no CUDA backend");
+  };
+#endif
+  return s;
+}
+
+device_backend_source source_for(backend_kind k) {
+  if (k == backend_kind::cuda) return cuda_source();
+  if (k == backend_kind::automatic) {
+    device_backend_source c = cuda_source();
+    if (c.built && !c.devices().empty()) return c;
+  }
+  return vulkan_source();
 }
 
 backend_plan backend_plan_for(const backend_choice& choice, const device_backend_source& source) {
@@ -132,7 +193,7 @@ backend_plan backend_plan_for(const backend_choice& choice, const device_backend
   plan.backend = source.name;
   plan.device = pick->index;
   plan.device_name = pick->name;
-  plan.device_memory = pick->memory_bytes;
+  plan.device_memory = pick->memory_free > 0 ? pick->memory_free : pick->memory_bytes;
   return plan;
 }
 
@@ -141,8 +202,7 @@ device_memory_estimate device_memory_needed(const gguf_file& f, int32_t n_ctx_pe
   device_memory_estimate e;
   for (const auto& t : f.tensors()) e.weights += t.n_bytes;
 
-  auto arch = f.get_string("general.architecture");
-  const std::string p = (arch && *arch ? **arch : std::string()) + ".";
+  const std::string p = arch_prefix(f);
   const uint64_t n_embd = meta_u64(f, p + "embedding_length", 0);
   const uint64_t n_layer = meta_u64(f, p + "block_count", 0);
   const uint64_t n_head = meta_u64(f, p + "attention.head_count", 1);
@@ -153,9 +213,7 @@ device_memory_estimate device_memory_needed(const gguf_file& f, int32_t n_ctx_pe
   const uint64_t n_ff = meta_u64(f, p + "feed_forward_length", 0);
   const gguf_tensor* embd = f.find_tensor("token_embd.weight");
   const uint64_t n_vocab = embd ? uint64_t(std::max<int64_t>(embd->ne[1], 0)) : 0;
-  const uint64_t per_seq = n_ctx_per_seq > 0
-                               ? uint64_t(n_ctx_per_seq)
-                               : std::min<uint64_t>(meta_u64(f, p + "context_length", 4096), 4096);
+  const uint64_t per_seq = n_ctx_per_seq > 0 ? uint64_t(n_ctx_per_seq) : device_context_default(f);
   const uint64_t n_cells = per_seq * uint64_t(std::max(1, n_seq));
 
   // As context::memory_needed counts them: F16 keys and values for every layer, and the F32
@@ -183,14 +241,38 @@ namespace {
 // Why the planned device cannot run the model in `f` ("" when it can), checked in order of
 // cost: memory for the weights and the cache, the backend starting (made into `made`), a kernel
 // for every weight type. Nothing is uploaded.
-std::string device_unfit(const gguf_file& f, const backend_plan& plan, const backend_choice& choice,
-                         const device_backend_source& source, std::unique_ptr<backend>& made) {
+// The largest context per sequence (a multiple of 256 cells, at least 256, below `asked`) whose
+// weights and cache fit in `memory`; 0 when none does.
+int32_t context_that_fits(const gguf_file& f, int32_t asked, int32_t n_seq, uint64_t memory) {
+  const auto one = device_memory_needed(f, 256, n_seq);
+  const auto two = device_memory_needed(f, 512, n_seq);
+  const uint64_t per_256 = two.total() - one.total();  // the cache of 256 more cells per sequence
+  if (one.total() > memory || per_256 == 0) return 0;
+  const uint64_t steps = (memory - one.total()) / per_256;
+  const int64_t cells = std::min<int64_t>(int64_t(256) * (1 + int64_t(steps)), int64_t(asked) - 1);
+  return cells >= 256 ? int32_t(cells / 256 * 256) : 0;
+}
+
+std::string device_unfit(const gguf_file& f, const backend_plan& plan, backend_choice& choice,
+                         const device_backend_source& source, std::unique_ptr<backend>& made,
+                         std::string& context_note) {
   const std::string& dev = plan.device_name;
   const auto need = device_memory_needed(f, choice.n_ctx_per_seq, choice.n_seq);
   if (need.total() > plan.device_memory) {
-    return dev + " has " + format_bytes(plan.device_memory) +
-           " of device memory but the model needs " + format_bytes(need.total()) + " (weights " +
-           format_bytes(need.weights) + " + cache " + format_bytes(need.cache) + ")";
+    // The model's default context is a preference, not a requirement: take what fits.
+    const int32_t asked = int32_t(device_context_default(f));
+    const int32_t fits = choice.n_ctx_per_seq == 0
+                             ? context_that_fits(f, asked, choice.n_seq, plan.device_memory)
+                             : 0;
+    if (fits == 0) {
+      return dev + " has " + format_bytes(plan.device_memory) +
+             " of device memory but the model needs " + format_bytes(need.total()) + " (weights " +
+             format_bytes(need.weights) + " + cache " + format_bytes(need.cache) + ")";
+    }
+    choice.n_ctx_per_seq = fits;
+    context_note = source.name + ": " + dev + " has room for " + std::to_string(fits) +
+                   " tokens of context per sequence (of " + std::to_string(asked) +
+                   "): the cache is sized to its free memory";
   }
   try {
     made = source.make(plan.device);
@@ -212,8 +294,14 @@ std::string device_unfit(const gguf_file& f, const backend_plan& plan, const bac
 }  // namespace
 
 loaded_model load_model_on(const std::string& path, const backend_choice& choice,
+                           const model_params& params) {
+  return load_model_on(path, choice, params, source_for(choice.kind));
+}
+
+loaded_model load_model_on(const std::string& path, const backend_choice& asked,
                            const model_params& params, const device_backend_source& source) {
   loaded_model out;
+  backend_choice choice = asked;
   model_params mp = params;
   mp.n_threads = choice.threads;
   mp.make_backend = nullptr;
@@ -222,7 +310,7 @@ loaded_model load_model_on(const std::string& path, const backend_choice& choice
   out.note = plan.note;
   if (plan.device >= 0) {
     std::unique_ptr<backend> device_backend;
-    std::string why;
+    std::string why, context_note;
     {
       auto f = model_file_open(path);
       // A file that does not open is the model's problem: the CPU load below says what it is.
@@ -230,7 +318,7 @@ loaded_model load_model_on(const std::string& path, const backend_choice& choice
         out.model = model::load(path, mp);
         return out;
       }
-      why = device_unfit(*f, plan, choice, source, device_backend);
+      why = device_unfit(*f, plan, choice, source, device_backend, context_note);
     }
     if (why.empty()) {
       // The factory hands over the backend made above; the model owns it from then on.
@@ -241,6 +329,10 @@ loaded_model load_model_on(const std::string& path, const backend_choice& choice
         out.backend = plan.backend;
         out.device = plan.device;
         out.device_name = plan.device_name;
+        if (!context_note.empty()) {
+          out.note = context_note;
+          out.n_ctx_per_seq = choice.n_ctx_per_seq;
+        }
         return out;
       } catch (const std::exception& e) {
         why = plan.device_name + ": " + one_line(e.what());

@@ -223,6 +223,54 @@ TEST_F(select, too_little_device_memory_falls_back_before_making_the_backend) {
   EXPECT_NE(r.note.find("(weights "), std::string::npos) << r.note;
 }
 
+TEST_F(select, the_cache_shrinks_to_the_free_memory_when_the_context_was_left_to_the_model) {
+  auto f = gguf_file::open(path_);
+  ASSERT_TRUE(f) << f.message();
+  const auto full = device_memory_needed(*f, 0, 1);
+  const auto small = device_memory_needed(*f, 256, 1);
+  ASSERT_LT(small.total(), full.total());
+  // Room for 256 cells and a little more, not for the model's context: free memory counts.
+  fake_.devices[0].memory_bytes = 64ull << 30;
+  fake_.devices[0].memory_free = small.total() + 1000;
+  auto r = load(backend_kind::vulkan);
+  EXPECT_EQ(r.backend, "fake");
+  EXPECT_EQ(r.n_ctx_per_seq, 256);
+  EXPECT_NE(r.note.find("room for 256 tokens of context per sequence"), std::string::npos)
+      << r.note;
+
+  // A context the caller asked for is not cut: it falls back instead.
+  backend_choice c;
+  c.kind = backend_kind::vulkan;
+  c.threads = 1;
+  c.n_ctx_per_seq = 512;
+  auto asked = load_model_on(path_, c, {}, fake_.source());
+  EXPECT_EQ(asked.backend, "cpu");
+  EXPECT_EQ(asked.n_ctx_per_seq, 0);
+
+  // Not even the smallest cache fits: the CPU, as before.
+  fake_.devices[0].memory_free = small.weights;
+  EXPECT_EQ(load(backend_kind::vulkan).backend, "cpu");
+}
+
+TEST_F(select, cuda_is_asked_for_by_name_and_says_why_it_is_not_used) {
+  EXPECT_EQ(backend_kind_from_name("cuda"), backend_kind::cuda);
+  EXPECT_STREQ(backend_kind_name(backend_kind::cuda), "cuda");
+  const device_backend_source cuda = cuda_source();
+  EXPECT_EQ(cuda.name, "cuda");
+  EXPECT_EQ(source_for(backend_kind::cuda).name, "cuda");
+  EXPECT_EQ(source_for(backend_kind::vulkan).name, "vulkan");
+  const bool has_cuda_device = cuda.built && !cuda.devices().empty();
+  EXPECT_EQ(source_for(backend_kind::automatic).name, has_cuda_device ? "cuda" : "vulkan");
+  if (has_cuda_device) GTEST_SKIP() << "this machine has a CUDA device";
+  backend_choice c;
+  c.kind = backend_kind::cuda;
+  c.threads = 1;
+  auto r = load_model_on(path_, c, {});
+  EXPECT_EQ(r.backend, "cpu");
+  EXPECT_EQ(r.note, cuda.built ? "cuda: no CUDA device found; running on the CPU"
+                               : "cuda: this build has no CUDA backend; running on the CPU");
+}
+
 TEST_F(select, the_memory_estimate_counts_weights_and_the_cache) {
   auto f = gguf_file::open(path_);
   ASSERT_TRUE(f) << f.message();

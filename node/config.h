@@ -19,8 +19,8 @@ struct node_config {
   uint64_t memory_budget = 0;         // bytes for models and contexts; 0 = what is available
   int32_t threads = 0;                // 0 = all cores
   int32_t ctx_per_slot = 0;           // context cells per slot; 0 = the model's (at most 4096)
-  std::string backend = "auto";       // cpu | vulkan | auto (a Vulkan GPU if there is one)
-  int32_t device = -1;                // Vulkan device index (`hearth devices`); -1: the best
+  std::string backend = "auto";       // cpu | cuda | vulkan | auto (a CUDA, else Vulkan, GPU)
+  int32_t device = -1;                // device index (`hearth devices`); -1: the best
   uint32_t drain_timeout_ms = 30000;  // on SIGTERM: how long running jobs may finish
   std::string log_level = "info";
 };

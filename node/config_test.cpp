@@ -32,9 +32,11 @@ TEST(NodeConfig, ReadsTheBackendAndDevice) {
   ASSERT_TRUE(node_config_load(write_yaml("n7.yaml", "backend: vulkan\ndevice: 1\n"), cfg));
   EXPECT_EQ(cfg.backend, "vulkan");
   EXPECT_EQ(cfg.device, 1);
+  ASSERT_TRUE(node_config_load(write_yaml("n7c.yaml", "backend: cuda\n"), cfg));
+  EXPECT_EQ(cfg.backend, "cuda");
   auto r = node_config_load(write_yaml("n8.yaml", "backend: metal\n"), cfg);
   ASSERT_FALSE(r);
-  EXPECT_NE(r.message().find("backend must be cpu, vulkan or auto"), std::string::npos)
+  EXPECT_NE(r.message().find("backend must be cpu, cuda, vulkan or auto"), std::string::npos)
       << r.message();
   r = node_config_load(write_yaml("n9.yaml", "device: -2\n"), cfg);
   ASSERT_FALSE(r);

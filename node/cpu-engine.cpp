@@ -97,7 +97,7 @@ struct cpu_attempt {
 struct cpu_model {
   std::string name;
   std::unique_ptr<model> weights;
-  std::string backend;  // where it runs: "cpu", "vulkan"
+  std::string backend;  // where it runs: "cpu", "cuda", "vulkan"
   std::unique_ptr<context> ctx;
   int32_t n_ctx_per_slot = 0;
   uint64_t bytes = 0;      // file size + context memory: what it counts against the budget
@@ -225,7 +225,7 @@ class cpu_engine final : public job_engine {
     gpu::backend_choice choice;
     choice.kind = gpu::backend_kind_from_name(cfg_.backend).value_or(gpu::backend_kind::cpu);
     choice.device = cfg_.device;
-    plan_ = gpu::backend_plan_for(choice, gpu::vulkan_source());
+    plan_ = gpu::backend_plan_for(choice, gpu::source_for(choice.kind));
     if (plan_.backend != "cpu") {
       spdlog::info("models load on {} device {}: {} ({} of device memory)", plan_.backend,
                    plan_.device, plan_.device_name, format_bytes(plan_.device_memory));
@@ -282,9 +282,10 @@ class cpu_engine final : public job_engine {
 
     auto cm = std::make_unique<cpu_model>();
     cm->name = entry.info.name;
+    int32_t fitted_ctx = 0;  // what the device has room for, when less than the default
     try {
       gpu::backend_choice choice;
-      choice.kind = plan_.backend == "cpu" ? gpu::backend_kind::cpu : gpu::backend_kind::vulkan;
+      choice.kind = gpu::backend_kind_from_name(plan_.backend).value_or(gpu::backend_kind::cpu);
       choice.device = plan_.device;
       choice.threads = cfg_.threads;
       choice.n_ctx_per_seq = cfg_.n_ctx_per_slot;
@@ -295,13 +296,15 @@ class cpu_engine final : public job_engine {
       if (!loaded.note.empty()) spdlog::warn("model {}: {}", cm->name, loaded.note);
       cm->backend = loaded.backend;
       cm->weights = std::move(loaded.model);
+      fitted_ctx = loaded.n_ctx_per_seq;
     } catch (const std::exception& e) {
       error = e.what();
       return nullptr;
     }
     const int32_t train = cm->weights->hparams().n_ctx_train;
-    cm->n_ctx_per_slot =
-        cfg_.n_ctx_per_slot > 0 ? cfg_.n_ctx_per_slot : std::min(train > 0 ? train : 4096, 4096);
+    cm->n_ctx_per_slot = cfg_.n_ctx_per_slot > 0 ? cfg_.n_ctx_per_slot
+                         : fitted_ctx > 0        ? fitted_ctx
+                                                 : std::min(train > 0 ? train : 4096, 4096);
     const int64_t n_ctx = int64_t(cm->n_ctx_per_slot) * cfg_.slots;
     if (n_ctx > INT32_MAX) {
       error = "a context of " + std::to_string(cfg_.slots) + " slots × " +

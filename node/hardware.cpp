@@ -15,7 +15,8 @@ wire::hardware_info hardware_discover() {
   for (const auto& d : gpu::discover()) {
     // A CPU implementation of Vulkan (lavapipe) is not a GPU worth scheduling on.
     if (d.type == "cpu") continue;
-    wire::gpu_info g{d.backend, d.name, d.memory_total, d.memory_free, d.vendor, d.type, {}};
+    wire::gpu_info g{d.backend, d.name, d.memory_total,      d.memory_free, d.vendor,
+                     d.type,    {},     d.compute_capability};
     for (const auto& heap : d.heaps) g.heaps.push_back({heap.size, heap.device_local});
     h.gpus.push_back(std::move(g));
   }

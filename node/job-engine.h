@@ -37,7 +37,7 @@ class job_sink {
 class job_engine {
  public:
   virtual ~job_engine() = default;
-  // "null", or the backend the CPU engine loads models on: "cpu" or "vulkan".
+  // "null", or the backend the CPU engine loads models on: "cpu", "cuda" or "vulkan".
   virtual std::string name() const = 0;
   // The models it serves (every valid GGUF file in the models directory), with `loaded` set for
   // those in memory now.

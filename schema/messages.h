@@ -115,6 +115,7 @@ struct gpu_info {
   std::string vendor;         // "NVIDIA", "AMD", "Intel", ... ("" when not known)
   std::string type;           // "discrete", "integrated", "virtual", "other" ("" when not known)
   std::vector<gpu_heap> heaps;
+  std::string compute_capability;  // CUDA devices: "8.6", "9.0" ("" otherwise)
   template <class F>
   void fields(F& f) {
     f("backend", backend);
@@ -124,6 +125,7 @@ struct gpu_info {
     f.optional("vendor", vendor);
     f.optional("type", type);
     f.optional("heaps", heaps);
+    f.optional("compute_capability", compute_capability);
   }
 };
 

@@ -22,7 +22,8 @@ inline gpu_info gpu() {
           21'474'836'480ull,
           "NVIDIA",
           "discrete",
-          {{25'769'803'776ull, true}, {34'359'738'368ull, false}}};
+          {{25'769'803'776ull, true}, {34'359'738'368ull, false}},
+          "8.6"};
 }
 
 inline hardware_info hardware() {

@@ -1,11 +1,10 @@
 // Every op of a device backend against the CPU backend (the reference, ../shared/STYLE.md 12):
 // the same random inputs on both, compared by NMSE over many shapes and every weight type the
 // backend supports, with a sentinel row after each output to catch writes past its end. Prints
-// a table (op, type, shape, NMSE, pass). Weight types the CPU can write (F32, F16, BF16, Q8_0)
-// get random values; the weight-only types (Q4_0, Q4_K, Q5_K, Q6_K: the CPU has no quantizer
-// for them) get real blocks from the synthetic models of the test data. The backend under test
-// comes from a factory, so the CUDA backend reuses this file (built with
-// HEARTH_BACKEND_OPS_VULKAN or, later, _CUDA).
+// a table (op, type, shape, NMSE, pass). Weights get random values quantized as llama-quantize
+// does (engine/quantize.h), and the types the synthetic models of the test data hold (Q4_0,
+// Q4_K, Q5_K, Q6_K) real blocks from those files. The backend under test comes from a factory:
+// this file is built once per backend (HEARTH_BACKEND_OPS_VULKAN, HEARTH_BACKEND_OPS_CUDA).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,8 +23,12 @@
 #include "engine/gguf.h"
 #include "tests/testdata.h"
 
+#include "engine/quantize.h"
 #ifdef HEARTH_BACKEND_OPS_VULKAN
 #include "gpu/vulkan/backend-vulkan.h"
+#endif
+#ifdef HEARTH_BACKEND_OPS_CUDA
+#include "gpu/cuda/backend-cuda.h"
 #endif
 
 namespace hearth {
@@ -43,6 +46,8 @@ backend_factory factory_under_test() {
   return {"vulkan",
           [] { return vulkan_devices().empty() ? std::string("no Vulkan device") : std::string(); },
           [] { return make_vulkan_backend({}); }};
+#elif defined(HEARTH_BACKEND_OPS_CUDA)
+  return {"cuda", [] { return cuda::unavailable_reason(); }, [] { return make_cuda_backend({}); }};
 #else
 #error "define the backend under test"
 #endif
@@ -65,6 +70,10 @@ std::vector<uint8_t> to_type(tensor_type t, const std::vector<float>& v, int64_t
   std::vector<uint8_t> out(size_t(rb * rows));
   if (t == tensor_type::f32) {
     std::memcpy(out.data(), v.data(), out.size());
+    return out;
+  }
+  if (can_quantize(t) && t != tensor_type::f16 && t != tensor_type::bf16) {
+    quantize_rows(t, v.data(), out.data(), rows, cols);
     return out;
   }
   const cpu::type_kernels* k = cpu::kernels_for(t);
@@ -274,9 +283,10 @@ class BackendOps : public ::testing::Test {
     std::vector<tensor_type> out;
     for (tensor_type t :
          {tensor_type::f32, tensor_type::f16, tensor_type::bf16, tensor_type::q8_0,
-          tensor_type::q4_0, tensor_type::q4_k, tensor_type::q5_k, tensor_type::q6_k}) {
+          tensor_type::q4_0, tensor_type::q4_1, tensor_type::q5_0, tensor_type::q5_1,
+          tensor_type::q4_k, tensor_type::q5_k, tensor_type::q6_k}) {
       const cpu::type_kernels* k = cpu::kernels_for(t);
-      const bool writable = t == tensor_type::f32 || (k && k->from_float);
+      const bool writable = t == tensor_type::f32 || (k && k->from_float) || can_quantize(t);
       if (dut_->supports_weight_type(t) && (writable || real_blocks::file_for(t))) out.push_back(t);
     }
     return out;
@@ -436,7 +446,8 @@ TEST_F(BackendOps, Attention) {
   for (tensor_type t : {tensor_type::f16, tensor_type::f32}) {
     for (auto [n_head, n_head_kv] : {std::pair{4, 4}, std::pair{4, 2}, std::pair{4, 1}}) {
       for (int32_t head_dim : {64, 128}) {
-        for (int64_t n_tok : {1, 7}) {
+        // 40 tokens: device backends may take a prompt path (CUDA's tiled one) above a few.
+        for (int64_t n_tok : {1, 7, 40}) {
           for (int32_t window : {0, 5}) {
             for (float softcap : {0.0f, 2.0f}) {
               const int32_t n_cells = 37;

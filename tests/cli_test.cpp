@@ -152,21 +152,24 @@ void expect_fallback_line(const std::string& err, const std::string& prefix) {
   EXPECT_EQ(first.substr(first.size() - tail.size()), tail) << err;
 }
 
-TEST_F(cli, devices_lists_the_vulkan_devices) {
+TEST_F(cli, devices_lists_the_cuda_and_vulkan_devices) {
   auto r = hearth("devices --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto devices = nlohmann::json::parse(r.out);
   ASSERT_TRUE(devices.is_array());
   for (const auto& d : devices) {
-    for (const char* key :
-         {"index", "name", "vendor", "type", "memory_bytes", "subgroup_arithmetic", "heaps"})
+    for (const char* key : {"backend", "index", "name", "vendor", "type", "memory_bytes", "heaps"})
       EXPECT_TRUE(d.contains(key)) << key << " in " << d.dump();
+    const std::string backend = d["backend"];
+    EXPECT_TRUE(backend == "cuda" || backend == "vulkan") << d.dump();
+    const char* own = backend == "cuda" ? "compute_capability" : "subgroup_arithmetic";
+    EXPECT_TRUE(d.contains(own)) << own << " in " << d.dump();
     EXPECT_FALSE(d["name"].get<std::string>().empty());
   }
   r = hearth("devices");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   if (!devices.empty()) {
-    EXPECT_EQ(r.out.rfind("INDEX  NAME", 0), 0u) << r.out;
+    EXPECT_EQ(r.out.rfind("BACKEND  INDEX  NAME", 0), 0u) << r.out;
     EXPECT_NE(r.out.find(devices[0]["name"].get<std::string>()), std::string::npos) << r.out;
   }
 }

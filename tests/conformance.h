@@ -1,5 +1,5 @@
 // Logits conformance against the reference engine (../shared/testdata/reference), shared by the
-// CPU test (conformance_test.cpp) and the device backends' tests (conformance_vulkan_test.cpp):
+// CPU test (conformance_test.cpp) and the device backends' tests (conformance_device_test.cpp):
 // every model file of the test data, every reference prompt, every row's NMSE within
 // ../shared/README.md's bounds.
 #pragma once

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command (README, .ci/run): installs dependencies, builds, and runs every test.
-#   1. release build, all ctest labels (unit, model; cuda tests report themselves skipped)
+#   1. release build, all ctest labels (unit, model, vulkan, cuda; without an NVIDIA GPU the cuda
+#      tests report themselves skipped)
 #   2. the same tests under AddressSanitizer + UBSan
 #   3. the libFuzzer targets for a bounded time (HEARTH_FUZZ_SECONDS, default 60 each; the 30
 #      per-message wire decoders HEARTH_WIRE_FUZZ_SECONDS, default 5 each)
@@ -11,7 +12,13 @@ cd "$(dirname "$0")/.."
 jobs=$(nproc)
 deploy/install-deps.sh
 
-cmake --preset release
+# CUDA kernels for this machine's GPU, or for one architecture where there is none (CI): the
+# build then stays short, and the cuda tests report themselves skipped.
+cuda_arch=${HEARTH_CUDA_ARCHITECTURES:-}
+if [ -z "$cuda_arch" ]; then
+  if nvidia-smi -L 2>/dev/null | grep -q GPU; then cuda_arch=native; else cuda_arch=80; fi
+fi
+cmake --preset release -DHEARTH_CUDA_ARCHITECTURES="$cuda_arch"
 cmake --build --preset release -j "$jobs"
 ctest --preset release -j "$jobs"
 

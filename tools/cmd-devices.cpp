@@ -1,5 +1,6 @@
-// hearth devices: the Vulkan devices models can run on (`--backend vulkan --device N`), with
-// what the driver says of each: vendor, type, memory heaps and subgroup arithmetic.
+// hearth devices: the devices models can run on (`--backend cuda|vulkan --device N`), CUDA's then
+// Vulkan's, with what the driver says of each: vendor, type, memory (free memory on CUDA),
+// compute capability (CUDA), memory heaps and subgroup arithmetic (Vulkan).
 #include <cstdio>
 #include <set>
 
@@ -15,12 +16,13 @@ struct devices_options {
   bool json = false;
 };
 
-// The discovered device of that name not yet matched (discovery and the backend both enumerate
-// the loader's physical devices; names join them), or nullptr.
+// The discovered device of that backend and name not yet matched (discovery and the backends
+// both enumerate the driver's devices; names join them), or nullptr.
 const gpu::device_info* discovered(const std::vector<gpu::device_info>& found,
-                                   std::set<size_t>& used, const std::string& name) {
+                                   std::set<size_t>& used, const std::string& backend,
+                                   const std::string& name) {
   for (size_t i = 0; i < found.size(); ++i) {
-    if (found[i].backend == "vulkan" && found[i].name == name && used.insert(i).second)
+    if (found[i].backend == backend && found[i].name == name && used.insert(i).second)
       return &found[i];
   }
   return nullptr;
@@ -42,41 +44,49 @@ json heaps_json(const gpu::device_info* d) {
 }
 
 int devices(const devices_options& o) {
-  const auto source = gpu::vulkan_source();
   const auto found = gpu::discover();
   std::set<size_t> used;
   json out = json::array();
   std::vector<std::vector<std::string>> rows;
-  if (source.built) {
-    for (const auto& d : source.devices()) {
-      const gpu::device_info* info = discovered(found, used, d.name);
-      out.push_back({{"index", d.index},
-                     {"name", d.name},
-                     {"vendor", d.vendor},
-                     {"type", d.type},
-                     {"memory_bytes", d.memory_bytes},
-                     {"subgroup_arithmetic", d.subgroup_arithmetic},
-                     {"heaps", heaps_json(info)}});
-      rows.push_back({std::to_string(d.index), d.name, or_dash(d.vendor), d.type,
-                      format_bytes(d.memory_bytes), d.subgroup_arithmetic ? "yes" : "no",
-                      heaps_text(info)});
+  for (const gpu::device_backend_source& source : {gpu::cuda_source(), gpu::vulkan_source()}) {
+    const bool vulkan = source.name == "vulkan";
+    if (source.built) {
+      for (const auto& d : source.devices()) {
+        const gpu::device_info* info = discovered(found, used, source.name, d.name);
+        json j = {{"backend", source.name},   {"index", d.index}, {"name", d.name},
+                  {"vendor", d.vendor},       {"type", d.type},   {"memory_bytes", d.memory_bytes},
+                  {"heaps", heaps_json(info)}};
+        if (vulkan) j["subgroup_arithmetic"] = d.subgroup_arithmetic;
+        if (!vulkan) {
+          j["memory_free_bytes"] = d.memory_free;
+          j["compute_capability"] = info ? info->compute_capability : "";
+        }
+        out.push_back(j);
+        const std::string detail =
+            vulkan ? std::string("subgroup arithmetic ") + (d.subgroup_arithmetic ? "yes" : "no")
+                   : d.detail;
+        rows.push_back({source.name, std::to_string(d.index), d.name, or_dash(d.vendor), d.type,
+                        format_bytes(d.memory_bytes),
+                        d.memory_free > 0 ? format_bytes(d.memory_free) : "-", or_dash(detail),
+                        heaps_text(info)});
+      }
+      continue;
     }
-  } else {
     // Without the backend nothing runs on these; discovery still shows what the machine has.
-    std::fprintf(stderr,
-                 "this build has no Vulkan backend (built without the Vulkan SDK and glslc); "
-                 "models run on the CPU\n");
+    std::fprintf(stderr, "this build has no %s backend; models cannot run on %s devices\n",
+                 source.title.c_str(), source.title.c_str());
     for (const auto& d : found) {
-      if (d.backend != "vulkan") continue;
-      out.push_back({{"index", nullptr},
+      if (d.backend != source.name) continue;
+      out.push_back({{"backend", source.name},
+                     {"index", nullptr},
                      {"name", d.name},
                      {"vendor", d.vendor},
                      {"type", d.type},
                      {"memory_bytes", d.memory_total},
                      {"subgroup_arithmetic", nullptr},
                      {"heaps", heaps_json(&d)}});
-      rows.push_back({"-", d.name, or_dash(d.vendor), d.type, format_bytes(d.memory_total), "-",
-                      heaps_text(&d)});
+      rows.push_back({source.name, "-", d.name, or_dash(d.vendor), d.type,
+                      format_bytes(d.memory_total), "-", "-", heaps_text(&d)});
     }
   }
   if (o.json) {
@@ -84,10 +94,11 @@ int devices(const devices_options& o) {
     return 0;
   }
   if (rows.empty()) {
-    std::fprintf(stderr, "no Vulkan devices\n");
+    std::fprintf(stderr, "no CUDA or Vulkan devices\n");
     return 0;
   }
-  print_table({"INDEX", "NAME", "VENDOR", "TYPE", "MEMORY", "SUBGROUP ARITHMETIC", "HEAPS"}, rows);
+  print_table({"BACKEND", "INDEX", "NAME", "VENDOR", "TYPE", "MEMORY", "FREE", "DETAIL", "HEAPS"},
+              rows);
   return 0;
 }
 
@@ -96,7 +107,7 @@ int devices(const devices_options& o) {
 action add_devices(CLI::App& app) {
   auto o = std::make_shared<devices_options>();
   CLI::App* cmd = app.add_subcommand(
-      "devices", "List the Vulkan devices models can run on (--backend vulkan --device N)");
+      "devices", "List the CUDA and Vulkan devices models can run on (--backend B --device N)");
   cmd->add_flag("--json", o->json, "A JSON array of devices");
   return [o] { return devices(*o); };
 }

@@ -16,9 +16,11 @@ struct nodes_options {
 std::string gpus_text(const std::vector<wire::gpu_info>& gpus) {
   std::string s;
   for (const auto& g : gpus) {
-    // "NVIDIA GeForce RTX 3090 (cuda, discrete, 24.0 GiB)"
+    // "NVIDIA GeForce RTX 3090 (cuda, discrete, 24.0 GiB, 21.5 GiB free)"
+    const bool free_known = g.memory_free > 0 && g.memory_free != g.memory_total;
     s += (s.empty() ? "" : ", ") + g.name + " (" + g.backend +
-         (g.type.empty() ? "" : ", " + g.type) + ", " + format_bytes(g.memory_total) + ")";
+         (g.type.empty() ? "" : ", " + g.type) + ", " + format_bytes(g.memory_total) +
+         (free_known ? ", " + format_bytes(g.memory_free) + " free" : "") + ")";
   }
   return or_dash(s);
 }

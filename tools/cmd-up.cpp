@@ -46,10 +46,12 @@ action add_up(CLI::App& app) {
   cmd->add_option("--slots", o->slots, "jobs the node runs at once")->capture_default_str();
   cmd->add_option("--engine", o->engine, "cpu, or null for fake tokens")->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "CPU threads (default: all cores)");
-  cmd->add_option("--backend", o->backend, "cpu, vulkan, or auto (a Vulkan GPU if there is one)")
-      ->check(CLI::IsMember({"cpu", "vulkan", "auto"}))
+  cmd->add_option("--backend", o->backend,
+                  "cpu, cuda, vulkan, or auto (a CUDA GPU if there is one, else a Vulkan GPU)")
+      ->check(CLI::IsMember({"cpu", "cuda", "vulkan", "auto"}))
       ->capture_default_str();
-  cmd->add_option("--device", o->device, "Vulkan device index (hearth devices); -1: the best")
+  cmd->add_option("--device", o->device,
+                  "device index of that backend (hearth devices); -1: the best")
       ->capture_default_str();
   return [o]() {
     if (o->db.empty()) {

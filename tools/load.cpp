@@ -11,12 +11,13 @@ namespace hearth::cli {
 
 void add_backend_options(CLI::App* cmd, backend_options& o) {
   cmd->add_option("--backend", o.backend,
-                  "cpu, vulkan (a Vulkan device, falling back to the CPU when it cannot run the "
-                  "model) or auto (a Vulkan GPU if there is one)")
-      ->check(CLI::IsMember({"cpu", "vulkan", "auto"}))
+                  "cpu, cuda (an NVIDIA GPU), vulkan (a Vulkan device) — each falling back to "
+                  "the CPU when it cannot run the model — or auto (a CUDA GPU if there is one, "
+                  "else a Vulkan GPU)")
+      ->check(CLI::IsMember({"cpu", "cuda", "vulkan", "auto"}))
       ->capture_default_str();
-  o.device_opt = cmd->add_option("--device", o.device,
-                                 "Vulkan device index (hearth devices); default: the best");
+  o.device_opt = cmd->add_option(
+      "--device", o.device, "device index of that backend (hearth devices); default: the best");
 }
 
 gpu::loaded_model load_model(const std::string& path, const backend_options& o, int threads,
@@ -25,7 +26,7 @@ gpu::loaded_model load_model(const std::string& path, const backend_options& o, 
   choice.kind = gpu::backend_kind_from_name(o.backend).value_or(gpu::backend_kind::cpu);
   if (o.device_opt && o.device_opt->count() > 0) {
     if (choice.kind == gpu::backend_kind::cpu)
-      throw std::runtime_error("--device needs --backend vulkan or auto");
+      throw std::runtime_error("--device needs --backend cuda, vulkan or auto");
     if (o.device < 0) throw std::runtime_error("--device must not be negative");
     choice.device = o.device;
   }

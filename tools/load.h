@@ -11,7 +11,7 @@
 
 namespace hearth::cli {
 
-// --backend cpu|vulkan|auto and --device N, shared by run, eval and bench.
+// --backend cpu|cuda|vulkan|auto and --device N, shared by run, eval and bench.
 struct backend_options {
   std::string backend = "cpu";
   int device = -1;

@@ -1,0 +1,421 @@
+// Attention over the device-resident KV cache (engine/backend.h: backend::attention), in float,
+// with the mask, score and softmax math of attention-math.cuh. The cell count is read from
+// device memory when the kernels run and only bounds loops: every launch configuration depends
+// on n_tok, the params and max_cells alone, so a captured graph stays valid as the cache grows.
+//
+// Decoding (n_tok <= k_attention_decode_max_tokens): flash-decoding. Grid (split, head, token);
+// split s scans its share of the cells (attention_split_range) with one warp per cell, lanes
+// over the head dimensions, an online softmax per warp, and writes its partial state (max,
+// sum, unnormalized output) to the scratch; attention_combine_kernel merges the splits. With a
+// single split the decode kernel writes the output itself.
+//
+// Prompts: tiled flash attention. A block takes 16 tokens of one head (4 warps of 4 tokens) and
+// scans the cells in tiles of 32 (one per lane): the tile's K rows go to shared memory as float,
+// each lane scores its cell against the warp's 4 tokens, then the tile's V rows replace the K
+// rows and each lane accumulates its output dimensions. Tiles no token of the block sees are
+// skipped. Tokens of one block may belong to different sequences; the mask sorts them out.
+//
+// A cell a token does not see never reaches its output, not even as 0 × v: cells of other
+// sequences and empty cells may hold anything (NaN included), as on the CPU, which skips them.
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+
+#include "gpu/cuda/attention-math.cuh"
+#include "gpu/cuda/kernels.h"
+
+namespace hearth::cuda {
+namespace {
+
+constexpr unsigned k_full_mask = 0xffffffffu;
+constexpr int k_warp = 32;
+// Head dimensions per lane when lane l holds dimensions l, l + 32, l + 64, ...
+constexpr int k_dims_per_lane = k_attention_max_head_dim / k_warp;
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(k_full_mask, v, o);
+  return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(k_full_mask, v, o));
+  return v;
+}
+
+__device__ __forceinline__ float to_float(float v) {
+  return v;
+}
+__device__ __forceinline__ float to_float(__half v) {
+  return __half2float(v);
+}
+
+// q as the CPU takes it: rounded to the cache's type (F16) before the K·Q product.
+template <typename T>
+__device__ __forceinline__ float q_value(float v) {
+  if constexpr (sizeof(T) == 2) {
+    return round_f16(v);
+  } else {
+    return v;
+  }
+}
+
+// The cell count the kernels scan: *n_cells, clamped to the cache.
+__device__ __forceinline__ int32_t cells_to_scan(const attention_args& a) {
+  const int32_t n = *a.n_cells;
+  return n < 0 ? 0 : (n > a.max_cells ? a.max_cells : n);
+}
+
+// --- decoding ---------------------------------------------------------------------------
+
+constexpr int k_decode_warps = 4;
+constexpr int k_decode_block = k_decode_warps * k_warp;  // also the cells per mask tile
+constexpr int k_combine_block = 128;
+
+// One (split, head, token) per block. T: the caches' element type (float or __half).
+// part_o: F32 [n_tok, n_head, n_split, head_dim_v] and part_ml: F32 [n_tok, n_head, n_split, 2]
+// (max, sum), both null when n_split == 1 (the output is written directly).
+template <typename T>
+__global__ void __launch_bounds__(k_decode_block)
+    attention_decode_kernel(const attention_args a, int32_t n_split, float* part_o,
+                            float* part_ml) {
+  __shared__ unsigned char visible[k_decode_block];
+  __shared__ float warp_m[k_decode_warps], warp_l[k_decode_warps];
+  __shared__ float warp_o[k_decode_warps][k_attention_max_head_dim];
+
+  const attention_params& p = a.p;
+  const int32_t split = int32_t(blockIdx.x);
+  const int32_t h = int32_t(blockIdx.y);
+  const int64_t t = blockIdx.z;
+  const int warp = int(threadIdx.x) / k_warp;
+  const int lane = int(threadIdx.x) % k_warp;
+  const int32_t dk = p.head_dim_k, dv = p.head_dim_v;
+  const int32_t hk = h / (p.n_head / p.n_head_kv);
+  const int64_t k_row = int64_t(p.n_head_kv) * dk, v_row = int64_t(p.n_head_kv) * dv;
+  const T* k_head = static_cast<const T*>(a.k) + int64_t(hk) * dk;
+  const T* v_head = static_cast<const T*>(a.v) + int64_t(hk) * dv;
+  const cell_range range = attention_split_range(cells_to_scan(a), n_split, split);
+  const int32_t tok_seq = a.tok_seq[t], tok_pos = a.tok_pos[t];
+
+  float q[k_dims_per_lane];
+  const float* q_head = a.q + t * p.n_head * dk + int64_t(h) * dk;
+#pragma unroll
+  for (int k = 0; k < k_dims_per_lane; ++k) {
+    const int d = lane + k * k_warp;
+    q[k] = d < dk ? q_value<T>(q_head[d]) : 0.0f;
+  }
+
+  // This warp's partial state over the cells it scored.
+  float m = -INFINITY, l = 0.0f;
+  float o[k_dims_per_lane] = {};
+  for (int32_t c0 = range.begin; c0 < range.end; c0 += k_decode_block) {
+    const int32_t c = c0 + int32_t(threadIdx.x);
+    visible[threadIdx.x] = c < range.end && attention_visible(a.cell_seq[c], a.cell_pos[c], tok_seq,
+                                                              tok_pos, p.window);
+    __syncthreads();
+    const int32_t n_here = min(k_decode_block, range.end - c0);
+    for (int32_t j = warp; j < n_here; j += k_decode_warps) {
+      if (!visible[j]) continue;  // uniform over the warp
+      const T* k_cell = k_head + int64_t(c0 + j) * k_row;
+      const T* v_cell = v_head + int64_t(c0 + j) * v_row;
+      // V is loaded with K, before the score it does not depend on, to overlap the latencies.
+      float kv[k_dims_per_lane], vv[k_dims_per_lane];
+#pragma unroll
+      for (int k = 0; k < k_dims_per_lane; ++k) {
+        const int d = lane + k * k_warp;
+        kv[k] = d < dk ? to_float(k_cell[d]) : 0.0f;
+        vv[k] = d < dv ? to_float(v_cell[d]) : 0.0f;
+      }
+      float dot = 0.0f;
+#pragma unroll
+      for (int k = 0; k < k_dims_per_lane; ++k) dot += q[k] * kv[k];
+      // The state so far merged with the cell's: (s, 1, v).
+      const softmax_merge_factors mf =
+          softmax_merge(m, attention_score(warp_sum(dot), p.scale, p.softcap));
+      l = l * mf.fa + mf.fb;
+#pragma unroll
+      for (int k = 0; k < k_dims_per_lane; ++k) o[k] = o[k] * mf.fa + mf.fb * vv[k];
+      m = mf.m;
+    }
+    __syncthreads();  // before the next tile's mask overwrites this one's
+  }
+
+  // Merge the warps' states.
+#pragma unroll
+  for (int k = 0; k < k_dims_per_lane; ++k) {
+    const int d = lane + k * k_warp;
+    if (d < dv) warp_o[warp][d] = o[k];
+  }
+  if (lane == 0) {
+    warp_m[warp] = m;
+    warp_l[warp] = l;
+  }
+  __syncthreads();
+  float m_all = -INFINITY;
+  for (int w = 0; w < k_decode_warps; ++w) m_all = fmaxf(m_all, warp_m[w]);
+  float f[k_decode_warps];
+  float l_all = 0.0f;
+  for (int w = 0; w < k_decode_warps; ++w) {
+    f[w] = softmax_exp(warp_m[w], m_all);
+    l_all += warp_l[w] * f[w];
+  }
+  const int64_t slot = (t * p.n_head + h) * n_split + split;
+  for (int d = int(threadIdx.x); d < dv; d += k_decode_block) {
+    float od = 0.0f;
+    for (int w = 0; w < k_decode_warps; ++w) od += warp_o[w][d] * f[w];
+    if (n_split == 1) {
+      // No visible cell (l_all == 0): zeros, as the CPU writes.
+      a.out[t * p.n_head * dv + int64_t(h) * dv + d] = l_all > 0.0f ? od / l_all : 0.0f;
+    } else {
+      part_o[slot * dv + d] = od;
+    }
+  }
+  if (n_split > 1 && threadIdx.x == 0) {
+    part_ml[slot * 2] = m_all;
+    part_ml[slot * 2 + 1] = l_all;
+  }
+}
+
+// Merges the n_split partial states of one (head, token) into the output: grid (head, token).
+__global__ void __launch_bounds__(k_combine_block)
+    attention_combine_kernel(const float* part_o, const float* part_ml, int32_t n_split,
+                             int32_t n_head, int32_t dv, float* out) {
+  __shared__ float factor[k_attention_max_splits];
+  __shared__ float l_all;
+  const int32_t h = int32_t(blockIdx.x);
+  const int64_t t = blockIdx.y;
+  const int64_t slot0 = (t * n_head + h) * n_split;
+  if (threadIdx.x < k_warp) {
+    const int s = int(threadIdx.x);
+    const float m = s < n_split ? part_ml[(slot0 + s) * 2] : -INFINITY;
+    const float f = softmax_exp(m, warp_max(m));
+    factor[s] = f;
+    const float l = warp_sum(s < n_split ? part_ml[(slot0 + s) * 2 + 1] * f : 0.0f);
+    if (s == 0) l_all = l;
+  }
+  __syncthreads();
+  for (int d = int(threadIdx.x); d < dv; d += k_combine_block) {
+    float od = 0.0f;
+    for (int s = 0; s < n_split; ++s) od += part_o[(slot0 + s) * dv + d] * factor[s];
+    out[t * n_head * dv + int64_t(h) * dv + d] = l_all > 0.0f ? od / l_all : 0.0f;
+  }
+}
+
+// --- prompts ----------------------------------------------------------------------------
+
+constexpr int k_prompt_warps = 4;
+constexpr int k_prompt_block = k_prompt_warps * k_warp;
+constexpr int k_prompt_rows = 4;                                 // tokens per warp
+constexpr int k_prompt_tokens = k_prompt_warps * k_prompt_rows;  // tokens per block
+constexpr int k_prompt_cells = k_warp;                           // cells per tile: one per lane
+
+// Dynamic shared memory of the prompt kernel: the Q tile, F32 [k_prompt_tokens, dk], then one
+// K-or-V tile, F32 [k_prompt_cells rows of attention_tile_stride floats]. At most 48 KiB (for
+// head dims of 256), so no opt-in attribute is needed.
+size_t prompt_shared_bytes(int32_t dk, int32_t dv) {
+  const int32_t stride = std::max(attention_tile_stride(dk), attention_tile_stride(dv));
+  return (size_t(k_prompt_tokens) * dk + size_t(k_prompt_cells) * stride) * sizeof(float);
+}
+
+// Rows [0, k_prompt_cells) of a K or V tile (cells c0 + j of one kv head, d values each) into
+// shared memory as float; rows past n_cells as zeros.
+template <typename T>
+__device__ __forceinline__ void load_tile(float* tile, const T* head, int64_t row, int32_t d_n,
+                                          int32_t c0, int32_t n_cells) {
+  const int32_t stride = attention_tile_stride(d_n), x = attention_tile_xor(d_n);
+  for (int32_t i = int32_t(threadIdx.x); i < k_prompt_cells * d_n; i += k_prompt_block) {
+    const int32_t j = i / d_n, d = i - j * d_n;
+    const int32_t c = c0 + j;
+    tile[j * stride + (d ^ (j & x))] = c < n_cells ? to_float(head[int64_t(c) * row + d]) : 0.0f;
+  }
+}
+
+// One block per (16 tokens, head): grid (ceil(n_tok / 16), n_head). T: the caches' element type.
+template <typename T>
+__global__ void __launch_bounds__(k_prompt_block) attention_prompt_kernel(const attention_args a) {
+  extern __shared__ float shared[];
+  const attention_params& p = a.p;
+  const int32_t dk = p.head_dim_k, dv = p.head_dim_v;
+  float* q_tile = shared;                          // [k_prompt_tokens, dk]
+  float* kv_tile = shared + k_prompt_tokens * dk;  // [k_prompt_cells, stride]
+
+  const int64_t t0 = int64_t(blockIdx.x) * k_prompt_tokens;
+  const int32_t h = int32_t(blockIdx.y);
+  const int warp = int(threadIdx.x) / k_warp;
+  const int lane = int(threadIdx.x) % k_warp;
+  const int32_t hk = h / (p.n_head / p.n_head_kv);
+  const int64_t k_row = int64_t(p.n_head_kv) * dk, v_row = int64_t(p.n_head_kv) * dv;
+  const T* k_head = static_cast<const T*>(a.k) + int64_t(hk) * dk;
+  const T* v_head = static_cast<const T*>(a.v) + int64_t(hk) * dv;
+  const int32_t n_cells = cells_to_scan(a);
+
+  for (int32_t i = int32_t(threadIdx.x); i < k_prompt_tokens * dk; i += k_prompt_block) {
+    const int32_t r = i / dk, d = i - r * dk;
+    const int64_t t = t0 + r;
+    q_tile[i] = t < a.n_tok ? q_value<T>(a.q[t * p.n_head * dk + int64_t(h) * dk + d]) : 0.0f;
+  }
+
+  // This warp's tokens; rows past n_tok see nothing and write nothing.
+  bool valid[k_prompt_rows];
+  int32_t tok_seq[k_prompt_rows], tok_pos[k_prompt_rows];
+#pragma unroll
+  for (int r = 0; r < k_prompt_rows; ++r) {
+    const int64_t t = t0 + warp * k_prompt_rows + r;
+    valid[r] = t < a.n_tok;
+    tok_seq[r] = valid[r] ? a.tok_seq[t] : 0;
+    tok_pos[r] = valid[r] ? a.tok_pos[t] : 0;
+  }
+  const float* q_rows = q_tile + warp * k_prompt_rows * dk;
+  const int32_t k_stride = attention_tile_stride(dk), k_x = attention_tile_xor(dk) & lane;
+  const int32_t v_stride = attention_tile_stride(dv), v_xor = attention_tile_xor(dv);
+
+  // Per row: the running max (uniform over the warp), this lane's share of the running sum,
+  // and the unnormalized output for dimensions lane + 32 k.
+  float m[k_prompt_rows], l[k_prompt_rows];
+  float acc[k_prompt_rows][k_dims_per_lane];
+#pragma unroll
+  for (int r = 0; r < k_prompt_rows; ++r) {
+    m[r] = -INFINITY;
+    l[r] = 0.0f;
+#pragma unroll
+    for (int k = 0; k < k_dims_per_lane; ++k) acc[r][k] = 0.0f;
+  }
+
+  for (int32_t c0 = 0; c0 < n_cells; c0 += k_prompt_cells) {
+    const int32_t c = c0 + lane;
+    bool visible[k_prompt_rows];
+    bool any = false;
+    const int32_t cell_seq = c < n_cells ? a.cell_seq[c] : -1;
+    const int32_t cell_pos = c < n_cells ? a.cell_pos[c] : 0;
+#pragma unroll
+    for (int r = 0; r < k_prompt_rows; ++r) {
+      visible[r] = valid[r] && c < n_cells &&
+                   attention_visible(cell_seq, cell_pos, tok_seq[r], tok_pos[r], p.window);
+      any = any || visible[r];
+    }
+    // Also the barrier that orders this tile's K stores after the previous tile's V reads (and
+    // the first tile's after the Q tile's stores).
+    if (!__syncthreads_or(any)) continue;
+
+    load_tile(kv_tile, k_head, k_row, dk, c0, n_cells);
+    __syncthreads();
+    float s[k_prompt_rows] = {};
+    const float* k_cell = kv_tile + lane * k_stride;
+#pragma unroll 4
+    for (int32_t d = 0; d < dk; ++d) {
+      const float kd = k_cell[d ^ k_x];
+#pragma unroll
+      for (int r = 0; r < k_prompt_rows; ++r) s[r] += q_rows[r * dk + d] * kd;
+    }
+#pragma unroll
+    for (int r = 0; r < k_prompt_rows; ++r) {
+      s[r] = visible[r] ? attention_score(s[r], p.scale, p.softcap) : -INFINITY;
+    }
+    __syncthreads();  // all K reads done before V overwrites the tile
+    load_tile(kv_tile, v_head, v_row, dv, c0, n_cells);
+
+    // The online softmax update, while V loads. e: this lane's cell's weight per row.
+    float e[k_prompt_rows];
+#pragma unroll
+    for (int r = 0; r < k_prompt_rows; ++r) {
+      const softmax_merge_factors mf = softmax_merge(m[r], warp_max(s[r]));
+      e[r] = softmax_exp(s[r], mf.m);
+      l[r] = l[r] * mf.fa + e[r];
+#pragma unroll
+      for (int k = 0; k < k_dims_per_lane; ++k) acc[r][k] *= mf.fa;
+      m[r] = mf.m;
+    }
+    __syncthreads();
+
+    for (int j = 0; j < k_prompt_cells; ++j) {
+      float ej[k_prompt_rows];
+      bool used = false;
+#pragma unroll
+      for (int r = 0; r < k_prompt_rows; ++r) {
+        ej[r] = __shfl_sync(k_full_mask, e[r], j);
+        used = used || ej[r] != 0.0f;
+      }
+      if (!used) continue;  // uniform over the warp
+      const float* v_cell = kv_tile + j * v_stride;
+      const int32_t x = j & v_xor;
+      float vv[k_dims_per_lane];
+#pragma unroll
+      for (int k = 0; k < k_dims_per_lane; ++k) {
+        const int d = lane + k * k_warp;
+        vv[k] = d < dv ? v_cell[d ^ x] : 0.0f;
+      }
+#pragma unroll
+      for (int r = 0; r < k_prompt_rows; ++r) {
+        if (ej[r] == 0.0f) continue;  // uniform; keeps an unseen cell's V out entirely
+#pragma unroll
+        for (int k = 0; k < k_dims_per_lane; ++k) acc[r][k] += ej[r] * vv[k];
+      }
+    }
+  }
+
+#pragma unroll
+  for (int r = 0; r < k_prompt_rows; ++r) {
+    const float l_all = warp_sum(l[r]);
+    if (!valid[r]) continue;
+    const int64_t t = t0 + warp * k_prompt_rows + r;
+    float* out = a.out + t * p.n_head * dv + int64_t(h) * dv;
+#pragma unroll
+    for (int k = 0; k < k_dims_per_lane; ++k) {
+      const int d = lane + k * k_warp;
+      // No visible cell (l_all == 0): zeros, as the CPU writes.
+      if (d < dv) out[d] = l_all > 0.0f ? acc[r][k] / l_all : 0.0f;
+    }
+  }
+}
+
+template <typename T>
+void launch(cudaStream_t s, const attention_args& a) {
+  const attention_params& p = a.p;
+  if (a.n_tok <= k_attention_decode_max_tokens) {
+    const int32_t n_split = attention_split_count(a.max_cells);
+    float* part_o = n_split > 1 ? static_cast<float*>(a.scratch) : nullptr;
+    float* part_ml = part_o ? part_o + a.n_tok * p.n_head * n_split * p.head_dim_v : nullptr;
+    const dim3 grid(unsigned(n_split), unsigned(p.n_head), unsigned(a.n_tok));
+    attention_decode_kernel<T><<<grid, k_decode_block, 0, s>>>(a, n_split, part_o, part_ml);
+    if (n_split > 1) {
+      attention_combine_kernel<<<dim3(unsigned(p.n_head), unsigned(a.n_tok)), k_combine_block, 0,
+                                 s>>>(part_o, part_ml, n_split, p.n_head, p.head_dim_v, a.out);
+    }
+  } else {
+    const dim3 grid(unsigned((a.n_tok + k_prompt_tokens - 1) / k_prompt_tokens),
+                    unsigned(p.n_head));
+    attention_prompt_kernel<T>
+        <<<grid, k_prompt_block, prompt_shared_bytes(p.head_dim_k, p.head_dim_v), s>>>(a);
+  }
+}
+
+}  // namespace
+
+size_t attention_scratch_bytes(int64_t n_tok, const attention_params& p, int32_t max_cells) {
+  if (n_tok <= 0 || n_tok > k_attention_decode_max_tokens) return 0;
+  const int32_t n_split = attention_split_count(max_cells);
+  if (n_split == 1) return 0;
+  // part_o [n_tok, n_head, n_split, head_dim_v], then part_ml [n_tok, n_head, n_split, 2].
+  return size_t(n_tok) * size_t(p.n_head) * size_t(n_split) * (size_t(p.head_dim_v) + 2) *
+         sizeof(float);
+}
+
+void attention(cudaStream_t s, const attention_args& a) {
+  const attention_params& p = a.p;
+  if (a.n_tok <= 0 || p.n_head <= 0) return;
+  assert(p.n_head_kv > 0 && p.n_head % p.n_head_kv == 0);
+  assert(p.head_dim_k > 0 && p.head_dim_k <= k_attention_max_head_dim);
+  assert(p.head_dim_v > 0 && p.head_dim_v <= k_attention_max_head_dim);
+  assert(a.n_tok <= 0x7fffffff && p.n_head <= 65535);
+  assert(attention_scratch_bytes(a.n_tok, p, a.max_cells) == 0 || a.scratch);
+  if (a.kv_f16) {
+    launch<__half>(s, a);
+  } else {
+    launch<float>(s, a);
+  }
+}
+
+}  // namespace hearth::cuda

@@ -1,0 +1,560 @@
+// The CUDA backend: device memory, the step recorder (ops are recorded, then launched eagerly or
+// from a cached CUDA graph when results are needed) and the launch of each op (kernels.h, cuBLAS
+// for the prompt path's products).
+#include "gpu/cuda/backend-cuda.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+
+#include "engine/gguf.h"
+#include "gpu/cuda/attention-math.cuh"
+#include "gpu/cuda/check.h"
+#include "gpu/cuda/device.h"
+#include "gpu/cuda/graph-cache.h"
+#include "gpu/cuda/kernels.h"
+#include "gpu/cuda/op-record.h"
+
+#ifndef HEARTH_CUDA_ARCHITECTURES_BUILT
+#define HEARTH_CUDA_ARCHITECTURES_BUILT "?"
+#endif
+
+namespace hearth {
+namespace {
+
+using cuda::op_kind;
+using cuda::op_record;
+
+#define HEARTH_CUBLAS_CHECK(call)                                                          \
+  do {                                                                                     \
+    const cublasStatus_t hearth_cublas_status_ = (call);                                   \
+    if (hearth_cublas_status_ != CUBLAS_STATUS_SUCCESS)                                    \
+      throw cuda::cuda_error(std::string("cuda: cuBLAS ") +                                \
+                             cublasGetStatusString(hearth_cublas_status_) + " in " #call); \
+  } while (0)
+
+constexpr size_t k_staging_bytes = size_t(8) << 20;          // pinned host memory for small uploads
+constexpr size_t k_weight_scratch_bytes = size_t(64) << 20;  // dequantized F16 rows per GEMM chunk
+constexpr size_t k_cublas_workspace_bytes = size_t(32) << 20;
+constexpr int32_t k_param_slots = 1024;  // dynamic parameters (attention cell counts) per step
+
+void require(bool ok, const char* op, const char* what) {
+  if (!ok) throw std::invalid_argument(std::string("cuda ") + op + ": " + what);
+}
+
+// A device buffer that only grows; growing invalidates graphs that captured its address.
+struct scratch {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+};
+
+class cuda_backend final : public backend {
+ public:
+  cuda_backend(int device, bool graphs) : device_(device) {
+    HEARTH_CUDA_CHECK(cudaSetDevice(device_));
+    HEARTH_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    HEARTH_CUDA_CHECK(cudaMallocHost(&staging_, k_staging_bytes));
+    params_dev_ = static_cast<int32_t*>(
+        cuda::device_alloc(k_param_slots * sizeof(int32_t), "the step parameter slots"));
+    params_host_.resize(k_param_slots);
+    if (cublasCreate(&cublas_) != CUBLAS_STATUS_SUCCESS) {
+      release();
+      throw cuda::cuda_error("cuda: cuBLAS did not start (cublasCreate failed)");
+    }
+    HEARTH_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
+    // An explicit workspace: cuBLAS then allocates nothing while a step is being captured.
+    cublas_workspace_ = cuda::device_alloc(k_cublas_workspace_bytes, "the cuBLAS workspace");
+    HEARTH_CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_, k_cublas_workspace_bytes));
+    const char* env = std::getenv("HEARTH_CUDA_NO_GRAPHS");
+    graphs_ = graphs && !(env && *env && std::strcmp(env, "0") != 0);
+    records_.reserve(4096);
+    key_.reserve(1 << 16);
+    last_key_.reserve(1 << 16);
+    probe();
+  }
+
+  ~cuda_backend() override {
+    try {
+      cudaSetDevice(device_);
+      cudaStreamSynchronize(stream_);
+    } catch (...) {
+    }
+    graphs_cache_.clear();
+    for (void* p : weights_) cuda::device_free(p);
+    release();
+  }
+
+  std::string name() const override { return "cuda"; }
+
+  bool supports_weight_type(tensor_type t) const override { return cuda::has_weight_kernels(t); }
+
+  // --- memory -----------------------------------------------------------------------------
+
+  tensor weight(const gguf_tensor& g) override {
+    activate();
+    flush();
+    tensor t;
+    t.type = g.type;
+    for (int d = 0; d < 4; ++d) t.ne[d] = g.ne[d];
+    t.name = g.name.c_str();
+    t.data = cuda::device_alloc(g.n_bytes, g.name.c_str());
+    weights_.push_back(t.data);
+    // Straight from the mapped file: pages are read as the copy goes.
+    HEARTH_CUDA_CHECK(cudaMemcpy(t.data, g.data, g.n_bytes, cudaMemcpyHostToDevice));
+    return t;
+  }
+
+  tensor alloc(tensor_type type, int64_t ne0, int64_t ne1, const char* name) override {
+    activate();
+    tensor t;
+    t.type = type;
+    t.ne[0] = ne0;
+    t.ne[1] = ne1;
+    t.name = name;
+    t.data = cuda::device_alloc(size_t(t.n_bytes()), name);
+    return t;
+  }
+
+  void free(tensor& t) override {
+    if (!t.data) return;
+    activate();
+    flush();
+    HEARTH_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    // A cached graph naming this address would be replayed only by the same key, i.e. after the
+    // address is handed out again for a tensor of the same shape; dropping them is simpler.
+    graphs_cache_.clear();
+    cuda::device_free(t.data);
+    t.data = nullptr;
+  }
+
+  void upload(const tensor& dst, const void* src, size_t bytes) override {
+    activate();
+    flush();  // ops recorded before the upload read the old contents
+    if (bytes == 0) return;
+    if (bytes > k_staging_bytes) {
+      HEARTH_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      staged_ = 0;
+      HEARTH_CUDA_CHECK(cudaMemcpy(dst.data, src, bytes, cudaMemcpyHostToDevice));
+      return;
+    }
+    void* p = stage(src, bytes);
+    HEARTH_CUDA_CHECK(cudaMemcpyAsync(dst.data, p, bytes, cudaMemcpyHostToDevice, stream_));
+  }
+
+  void download(const tensor& src, void* dst, size_t bytes) override {
+    activate();
+    flush();
+    if (bytes > 0) {
+      HEARTH_CUDA_CHECK(cudaMemcpyAsync(dst, src.data, bytes, cudaMemcpyDeviceToHost, stream_));
+    }
+    wait();
+  }
+
+  void synchronize() override {
+    activate();
+    flush();
+    wait();
+  }
+
+  // --- ops: recorded, launched by flush() ----------------------------------------------------
+
+  void get_rows(const tensor& table, const tensor& ids, const tensor& out) override {
+    require(supports_weight_type(table.type), "get_rows", "unsupported table type");
+    require(ids.type == tensor_type::i32 && out.type == tensor_type::f32, "get_rows",
+            "ids must be I32 and out F32");
+    require(out.ne[0] == table.ne[0] && out.rows() >= ids.ne[0], "get_rows", "shape mismatch");
+    op_record& r = record(op_kind::get_rows, {&table, &ids, &out});
+    (void)r;
+  }
+
+  void mul_mat(const tensor& w, const tensor& x, const tensor* bias, const tensor& out) override {
+    require(supports_weight_type(w.type), "mul_mat", "unsupported weight type");
+    require(x.type == tensor_type::f32 && out.type == tensor_type::f32, "mul_mat",
+            "activations must be F32");
+    require(x.ne[0] == w.ne[0] && out.ne[0] == w.rows() && out.rows() == x.rows(), "mul_mat",
+            "shape mismatch");
+    const int64_t n_tok = x.rows();
+    if (n_tok > cuda::k_mmv_max_tokens) reserve_gemm_scratch(w, n_tok);
+    tensor none;
+    record(op_kind::mul_mat, {&w, &x, bias && bias->present() ? bias : &none, &out});
+  }
+
+  void rms_norm(const tensor& x, const tensor& weight, float eps, const tensor& out) override {
+    require(x.ne[0] == out.ne[0] && x.rows() == out.rows(), "rms_norm", "shape mismatch");
+    op_record& r = record(op_kind::rms_norm, {&x, &weight, &out});
+    r.f[0] = eps;
+  }
+
+  void rope(const tensor& x, int32_t n_head, int32_t head_dim, const tensor& pos,
+            const rope_params& p, const tensor* freq_factors) override {
+    require(int64_t(n_head) * head_dim <= x.ne[0] && p.n_dims <= head_dim && p.n_dims % 2 == 0,
+            "rope", "shape mismatch");
+    tensor none;
+    op_record& r = record(
+        op_kind::rope, {&x, &pos, freq_factors && freq_factors->present() ? freq_factors : &none});
+    r.i[0] = n_head;
+    r.i[1] = head_dim;
+    r.rope = p;
+  }
+
+  void kv_store(const tensor& src, const tensor& cells, const tensor& cache) override {
+    require(cache.type == tensor_type::f16 || cache.type == tensor_type::f32, "kv_store",
+            "the cache must be F16 or F32");
+    require(src.ne[0] == cache.ne[0] && cells.ne[0] >= src.rows(), "kv_store", "shape mismatch");
+    record(op_kind::kv_store, {&src, &cells, &cache});
+  }
+
+  void attention(const tensor& q, const tensor& k_cache, const tensor& v_cache,
+                 const tensor& tok_seq, const tensor& tok_pos, const tensor& cell_seq,
+                 const tensor& cell_pos, int32_t n_cells, const attention_params& p,
+                 const tensor& out) override {
+    require(k_cache.type == v_cache.type &&
+                (k_cache.type == tensor_type::f16 || k_cache.type == tensor_type::f32),
+            "attention", "the caches must both be F16 or both F32");
+    require(
+        n_cells >= 0 && n_cells <= k_cache.rows() && p.n_head_kv > 0 && p.n_head % p.n_head_kv == 0,
+        "attention", "bad cell count or head counts");
+    require(p.head_dim_k <= cuda::k_attention_max_head_dim &&
+                p.head_dim_v <= cuda::k_attention_max_head_dim,
+            "attention", "head dimensions above 256 have no kernel");
+    const int32_t max_cells = int32_t(k_cache.rows());
+    const size_t need = cuda::attention_scratch_bytes(q.rows(), p, max_cells);
+    if (need > attn_scratch_.bytes) grow(attn_scratch_, need, "the attention scratch");
+    if (n_slots_ == k_param_slots) flush();
+    op_record& r = record(op_kind::attention,
+                          {&q, &k_cache, &v_cache, &tok_seq, &tok_pos, &cell_seq, &cell_pos, &out});
+    r.attn = p;
+    r.n_cells = n_cells;
+    r.slot = n_slots_++;
+  }
+
+  void swiglu(const tensor& gate, const tensor& up, const tensor& out) override {
+    elementwise(cuda::elementwise_op::swiglu, gate, &up, 0, 0, out);
+  }
+  void geglu(const tensor& gate, const tensor& up, const tensor& out) override {
+    elementwise(cuda::elementwise_op::geglu, gate, &up, 0, 0, out);
+  }
+  void add(const tensor& a, const tensor& b, const tensor& out) override {
+    elementwise(cuda::elementwise_op::add, a, &b, 0, 0, out);
+  }
+  void scale(const tensor& x, float s, const tensor& out) override {
+    elementwise(cuda::elementwise_op::scale, x, nullptr, s, 0, out);
+  }
+  void softcap(const tensor& x, float cap, const tensor& out) override {
+    // As the CPU: a multiply by 1/cap, tanh, a multiply by cap.
+    elementwise(cuda::elementwise_op::softcap, x, nullptr, cap, 1.0f / cap, out);
+  }
+
+  cuda_step_stats stats() const { return stats_; }
+
+ private:
+  void activate() const { HEARTH_CUDA_CHECK(cudaSetDevice(device_)); }
+
+  // Runs a one-element kernel: fails here, with the reason, when this build has no code for the
+  // device's architecture (rather than at the first op of the first job).
+  void probe() {
+    float* p = static_cast<float*>(cuda::device_alloc(sizeof(float), "the probe"));
+    cuda::elementwise(stream_, cuda::elementwise_op::scale, p, nullptr, 1.0f, 0.0f, 1, p);
+    const cudaError_t e = cudaStreamSynchronize(stream_);
+    const cudaError_t launch = cudaGetLastError();
+    cuda::device_free(p);
+    if (e == cudaErrorNoKernelImageForDevice || launch == cudaErrorNoKernelImageForDevice) {
+      cudaDeviceProp prop{};
+      cudaGetDeviceProperties(&prop, device_);
+      release();
+      throw cuda::cuda_error("cuda: this build has no kernels for compute capability " +
+                             std::to_string(prop.major) + "." + std::to_string(prop.minor) +
+                             " (built for " HEARTH_CUDA_ARCHITECTURES_BUILT
+                             "; rebuild with -DHEARTH_CUDA_ARCHITECTURES=native)");
+    }
+    if (e != cudaSuccess || launch != cudaSuccess) {
+      release();
+      throw cuda::cuda_error(std::string("cuda: a first kernel did not run: ") +
+                             cudaGetErrorString(e != cudaSuccess ? e : launch));
+    }
+  }
+
+  void release() {
+    if (cublas_) cublasDestroy(cublas_);
+    cublas_ = nullptr;
+    for (scratch* s : {&act_scratch_, &weight_scratch_, &attn_scratch_}) {
+      cuda::device_free(s->ptr);
+      *s = {};
+    }
+    cuda::device_free(cublas_workspace_);
+    cuda::device_free(params_dev_);
+    cublas_workspace_ = nullptr;
+    params_dev_ = nullptr;
+    if (staging_) cudaFreeHost(staging_);
+    staging_ = nullptr;
+    if (stream_) cudaStreamDestroy(stream_);
+    stream_ = nullptr;
+  }
+
+  void elementwise(cuda::elementwise_op op, const tensor& a, const tensor* b, float p0, float p1,
+                   const tensor& out) {
+    require(a.n_elements() == out.n_elements() && (!b || b->n_elements() == a.n_elements()),
+            "elementwise", "shape mismatch");
+    tensor none;
+    op_record& r = record(op_kind::elementwise, {&a, b ? b : &none, &out});
+    r.ew = op;
+    r.f[0] = p0;
+    r.f[1] = p1;
+  }
+
+  op_record& record(op_kind kind, std::initializer_list<const tensor*> operands) {
+    op_record& r = records_.emplace_back();
+    r.kind = kind;
+    for (const tensor* t : operands) {
+      tensor& dst = r.t[r.n_t++];
+      dst = *t;
+      dst.name = "";  // not part of what a replay must match
+    }
+    return r;
+  }
+
+  // Copies `bytes` of host memory into pinned staging (the source of an async copy, which must
+  // stay untouched until the copy ran: staging is reused only after the stream was waited on).
+  void* stage(const void* src, size_t bytes) {
+    const size_t at = (staged_ + 255) & ~size_t(255);
+    if (at + bytes > k_staging_bytes) {
+      HEARTH_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      staged_ = 0;
+      return stage(src, bytes);
+    }
+    void* p = static_cast<char*>(staging_) + at;
+    std::memcpy(p, src, bytes);
+    staged_ = at + bytes;
+    return p;
+  }
+
+  void wait() {
+    HEARTH_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    staged_ = 0;
+  }
+
+  // Grows a scratch buffer. Ops recorded so far run first with the old one; graphs that
+  // captured its address are dropped.
+  void grow(scratch& s, size_t bytes, const char* what) {
+    flush();
+    HEARTH_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    graphs_cache_.clear();
+    cuda::device_free(s.ptr);
+    s = {};
+    const size_t want = std::max(bytes, s.bytes + s.bytes / 2);
+    s.ptr = cuda::device_alloc(want, what);
+    s.bytes = want;
+  }
+
+  void reserve_gemm_scratch(const tensor& w, int64_t n_tok) {
+    const size_t act = size_t(n_tok) * size_t(w.ne[0]) * 2;  // F16/BF16 activations
+    if (act > act_scratch_.bytes) grow(act_scratch_, act, "the prompt activations (F16)");
+    const bool dequantized =
+        w.type != tensor_type::f32 && w.type != tensor_type::f16 && w.type != tensor_type::bf16;
+    if (dequantized) {
+      const size_t row = size_t(w.ne[0]) * 2;
+      const size_t want = std::max(k_weight_scratch_bytes, row);
+      if (weight_scratch_.bytes < want)
+        grow(weight_scratch_, want, "the dequantized weights (F16)");
+    }
+  }
+
+  // Launches the recorded ops: from a cached graph when this step was seen before, else
+  // eagerly (and the second time a step is seen in a row, it is captured).
+  void flush() {
+    if (records_.empty()) return;
+    if (n_slots_ > 0) {
+      for (const op_record& r : records_)
+        if (r.slot >= 0) params_host_[size_t(r.slot)] = r.n_cells;
+      void* p = stage(params_host_.data(), size_t(n_slots_) * sizeof(int32_t));
+      HEARTH_CUDA_CHECK(cudaMemcpyAsync(params_dev_, p, size_t(n_slots_) * sizeof(int32_t),
+                                        cudaMemcpyHostToDevice, stream_));
+    }
+    stats_.steps++;
+    stats_.ops += records_.size();
+    bool done = false;
+    if (graphs_) {
+      key_.clear();
+      for (const op_record& r : records_) cuda::append_key(r, key_);
+      const uint64_t h = cuda::graph_cache::hash(key_);
+      cudaGraphExec_t g = graphs_cache_.find(key_, h);
+      if (!g && key_ == last_key_) {
+        std::string why;
+        g = graphs_cache_.capture(
+            stream_, key_, h, [this] { launch_all(); }, why);
+        if (g) {
+          stats_.graph_captures++;
+        } else {
+          // Run eagerly from now on rather than fail: graphs are a speed-up, not a need.
+          graphs_ = false;
+          graphs_off_reason_ = why;
+        }
+      } else if (g) {
+        stats_.graph_replays++;
+      }
+      if (g) {
+        HEARTH_CUDA_CHECK(cudaGraphLaunch(g, stream_));
+        done = true;
+      }
+      last_key_.swap(key_);
+    }
+    if (!done) launch_all();
+    records_.clear();
+    n_slots_ = 0;
+    HEARTH_CUDA_CHECK(cudaGetLastError());
+  }
+
+  void launch_all() {
+    for (const op_record& r : records_) launch(r);
+  }
+
+  void launch(const op_record& r) {
+    const tensor* t = r.t;
+    auto f32 = [](const tensor& x) { return static_cast<float*>(x.data); };
+    auto i32 = [](const tensor& x) { return static_cast<const int32_t*>(x.data); };
+    switch (r.kind) {
+      case op_kind::get_rows:
+        cuda::get_rows(stream_, t[0].type, t[0].data, t[0].ne[0], i32(t[1]), t[1].ne[0], f32(t[2]));
+        break;
+      case op_kind::mul_mat:
+        mul_mat_now(t[0], t[1], t[2].present() ? f32(t[2]) : nullptr, t[3]);
+        break;
+      case op_kind::rms_norm:
+        cuda::rms_norm(stream_, f32(t[0]), t[1].present() ? f32(t[1]) : nullptr, t[0].ne[0],
+                       t[0].rows(), r.f[0], f32(t[2]));
+        break;
+      case op_kind::rope:
+        cuda::rope(stream_, f32(t[0]), t[0].rows(), t[0].ne[0], r.i[0], r.i[1], i32(t[1]), r.rope,
+                   t[2].present() ? f32(t[2]) : nullptr);
+        break;
+      case op_kind::kv_store:
+        cuda::kv_store(stream_, f32(t[0]), t[0].ne[0], t[0].rows(), i32(t[1]), t[2].data,
+                       t[2].type == tensor_type::f16);
+        break;
+      case op_kind::attention: {
+        cuda::attention_args a;
+        a.q = f32(t[0]);
+        a.k = t[1].data;
+        a.v = t[2].data;
+        a.kv_f16 = t[1].type == tensor_type::f16;
+        a.tok_seq = i32(t[3]);
+        a.tok_pos = i32(t[4]);
+        a.cell_seq = i32(t[5]);
+        a.cell_pos = i32(t[6]);
+        a.n_cells = params_dev_ + r.slot;
+        a.max_cells = int32_t(t[1].rows());
+        a.n_tok = t[0].rows();
+        a.p = r.attn;
+        a.out = f32(t[7]);
+        a.scratch = attn_scratch_.ptr;
+        cuda::attention(stream_, a);
+        break;
+      }
+      case op_kind::elementwise:
+        cuda::elementwise(stream_, r.ew, f32(t[0]), t[1].present() ? f32(t[1]) : nullptr, r.f[0],
+                          r.f[1], t[0].n_elements(), f32(t[2]));
+        break;
+    }
+  }
+
+  // out = x · wᵀ: the decoding kernel for a few tokens, a tensor-core GEMM (cuBLAS) for more.
+  void mul_mat_now(const tensor& w, const tensor& x, const float* bias, const tensor& out) {
+    const int64_t n_in = w.ne[0], n_out = w.rows(), n_tok = x.rows();
+    const float* xf = static_cast<const float*>(x.data);
+    float* o = static_cast<float*>(out.data);
+    if (n_tok <= cuda::k_mmv_max_tokens) {
+      cuda::mul_mat_vec(stream_, w.type, w.data, n_in, n_out, xf, n_tok, bias, o);
+      return;
+    }
+    const float one = 1.0f, zero = 0.0f;
+    // Row-major out[t][o] = Σ_i x[t][i] w[o][i] is, column-major, out (n_out × n_tok) =
+    // wᵀ (w read as n_in × n_out) times x (n_in × n_tok).
+    if (w.type == tensor_type::f32) {
+      HEARTH_CUBLAS_CHECK(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, int(n_out), int(n_tok),
+                                      int(n_in), &one, static_cast<const float*>(w.data), int(n_in),
+                                      xf, int(n_in), &zero, o, int(n_out)));
+    } else {
+      // Activations rounded to the weights' 16-bit type, as the CPU rounds them.
+      const bool bf16 = w.type == tensor_type::bf16;
+      const cudaDataType_t dt = bf16 ? CUDA_R_16BF : CUDA_R_16F;
+      uint16_t* xh = static_cast<uint16_t*>(act_scratch_.ptr);
+      cuda::convert_f32(stream_, xf, n_tok * n_in, bf16, xh);
+      if (w.type == tensor_type::f16 || bf16) {
+        gemm16(w.data, dt, xh, n_in, n_out, n_tok, o, n_out);
+      } else {
+        // Quantized: dequantize as many rows as the scratch holds, multiply, repeat.
+        const int64_t chunk =
+            std::max<int64_t>(1, int64_t(weight_scratch_.bytes / size_t(n_in * 2)));
+        uint16_t* wh = static_cast<uint16_t*>(weight_scratch_.ptr);
+        for (int64_t r0 = 0; r0 < n_out; r0 += chunk) {
+          const int64_t rows = std::min(chunk, n_out - r0);
+          cuda::dequantize_rows(stream_, w.type, w.data, n_in, r0, rows, wh);
+          gemm16(wh, CUDA_R_16F, xh, n_in, rows, n_tok, o + r0, n_out);
+        }
+      }
+    }
+    if (bias) cuda::add_bias(stream_, o, bias, n_out, n_tok);
+  }
+
+  // out (rows × n_tok, leading dimension ldc) = w (rows of n_in, 16-bit) · x (16-bit) with F32
+  // accumulation on the tensor cores.
+  void gemm16(const void* w, cudaDataType_t dt, const uint16_t* x, int64_t n_in, int64_t rows,
+              int64_t n_tok, float* out, int64_t ldc) {
+    const float one = 1.0f, zero = 0.0f;
+    HEARTH_CUBLAS_CHECK(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, int(rows), int(n_tok),
+                                     int(n_in), &one, w, dt, int(n_in), x, dt, int(n_in), &zero,
+                                     out, CUDA_R_32F, int(ldc), CUBLAS_COMPUTE_32F,
+                                     CUBLAS_GEMM_DEFAULT));
+  }
+
+  int device_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  void* cublas_workspace_ = nullptr;
+  void* staging_ = nullptr;
+  size_t staged_ = 0;
+  int32_t* params_dev_ = nullptr;
+  std::vector<int32_t> params_host_;
+  int32_t n_slots_ = 0;
+  scratch act_scratch_, weight_scratch_, attn_scratch_;
+  std::vector<void*> weights_;
+  std::vector<op_record> records_;
+  std::vector<int64_t> key_, last_key_;
+  cuda::graph_cache graphs_cache_;
+  bool graphs_ = true;
+  std::string graphs_off_reason_;
+  cuda_step_stats stats_;
+};
+
+}  // namespace
+
+std::unique_ptr<backend> make_cuda_backend(const cuda_options& o) {
+  const std::vector<cuda::device_desc> devs = cuda::devices();
+  if (devs.empty()) throw cuda::cuda_error("cuda: " + cuda::unavailable_reason());
+  int index = o.device;
+  if (index < 0) {
+    index = devs.front().index;
+    uint64_t best = 0;
+    for (const auto& d : devs) {
+      if (d.memory_free > best) {
+        best = d.memory_free;
+        index = d.index;
+      }
+    }
+  } else if (index >= int(devs.size())) {
+    throw cuda::cuda_error("cuda: there is no device " + std::to_string(index) + " (" +
+                           std::to_string(devs.size()) + " found)");
+  }
+  return std::make_unique<cuda_backend>(index, o.graphs);
+}
+
+cuda_step_stats cuda_stats(const backend& b) {
+  const auto* c = dynamic_cast<const cuda_backend*>(&b);
+  return c ? c->stats() : cuda_step_stats{};
+}
+
+}  // namespace hearth

@@ -1,0 +1,99 @@
+// The CUDA backend's kernels as host functions: each enqueues one or a few kernel launches on a
+// stream and returns at once (never synchronizes, never allocates), so every one of them can be
+// recorded into a CUDA graph. Pointers are device pointers. This header is plain C++: the
+// backend (backend-cuda.cpp, compiled by the host compiler) calls it; the .cu files implement it.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "engine/backend.h"
+#include "engine/tensor-type.h"
+
+namespace hearth::cuda {
+
+// --- weights ----------------------------------------------------------------------------
+
+// Whether get_rows, mul_mat_vec and dequantize_rows have kernels for weights of type t: F32,
+// F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K.
+bool has_weight_kernels(tensor_type t);
+
+// out[i, :] = table[ids[i], :] as F32. table: n_rows rows of `cols` values of type t.
+void get_rows(cudaStream_t s, tensor_type t, const void* table, int64_t cols, const int32_t* ids,
+              int64_t n, float* out);
+
+// The most tokens mul_mat_vec takes at once; larger batches go through dequantize_rows and a
+// tensor-core GEMM (backend-cuda.cpp).
+constexpr int k_mmv_max_tokens = 8;
+
+// out[t, o] = Σ_i w[o, i] · x[t, i] (+ bias[o]) for n_tok <= k_mmv_max_tokens: the decoding
+// product. Streams each weight row once for all tokens, dequantizing in registers; activations
+// stay F32. w: n_out rows of n_in values of type t; x: F32 [n_tok, n_in]; bias: F32 [n_out] or
+// null; out: F32 [n_tok, n_out].
+void mul_mat_vec(cudaStream_t s, tensor_type t, const void* w, int64_t n_in, int64_t n_out,
+                 const float* x, int64_t n_tok, const float* bias, float* out);
+
+// Rows [row0, row0 + n_rows) of w (rows of n_in values of type t) as F16 into out
+// [n_rows, n_in]: the prompt path's weights for cuBLAS. For t == bf16 the output is BF16 (the
+// caller multiplies in BF16); t == f16 needs no conversion and is not accepted.
+void dequantize_rows(cudaStream_t s, tensor_type t, const void* w, int64_t n_in, int64_t row0,
+                     int64_t n_rows, uint16_t* out);
+
+// n floats to F16 (bf16 == false) or BF16 (bf16 == true), rounded to nearest even, as the CPU
+// rounds activations for F16/BF16 weights.
+void convert_f32(cudaStream_t s, const float* x, int64_t n, bool bf16, uint16_t* out);
+
+// out[t, o] += bias[o] for t < n_tok.
+void add_bias(cudaStream_t s, float* out, const float* bias, int64_t n_out, int64_t n_tok);
+
+// --- the other ops (engine/backend.h says what each computes) -----------------------------
+
+// weight may be null (no scale). x and out may alias.
+void rms_norm(cudaStream_t s, const float* x, const float* weight, int64_t cols, int64_t rows,
+              float eps, float* out);
+
+// In place on x [n_tok, n_head * head_dim] (row stride row_len floats). freq_factors: F32
+// [n_dims / 2] or null.
+void rope(cudaStream_t s, float* x, int64_t n_tok, int64_t row_len, int32_t n_head,
+          int32_t head_dim, const int32_t* pos, const rope_params& p, const float* freq_factors);
+
+// cache[cells[i], :] = src[i, :] for i < n_tok, converted to F16 when cache_f16, else F32.
+void kv_store(cudaStream_t s, const float* src, int64_t cols, int64_t n_tok, const int32_t* cells,
+              void* cache, bool cache_f16);
+
+// Attention over the cache (engine/backend.h: backend::attention). `n_cells` is read from
+// device memory when the kernels run, so a captured graph stays valid as the cache grows;
+// `max_cells` (the cache's size) bounds it and sizes the work split.
+struct attention_args {
+  const float* q = nullptr;  // F32 [n_tok, n_head * head_dim_k]
+  const void* k = nullptr;   // [cache cells, n_head_kv * head_dim_k], F16 or F32
+  const void* v = nullptr;   // [cache cells, n_head_kv * head_dim_v], F16 or F32
+  bool kv_f16 = true;
+  const int32_t* tok_seq = nullptr;   // [n_tok]
+  const int32_t* tok_pos = nullptr;   // [n_tok]
+  const int32_t* cell_seq = nullptr;  // [cache cells], -1 empty
+  const int32_t* cell_pos = nullptr;  // [cache cells]
+  const int32_t* n_cells = nullptr;   // device scalar: cells [0, *n_cells) are scanned
+  int32_t max_cells = 0;              // >= *n_cells
+  int64_t n_tok = 0;
+  attention_params p;
+  float* out = nullptr;  // F32 [n_tok, n_head * head_dim_v]
+  // Scratch for split work (flash-decoding partial results): attention_scratch_bytes() bytes.
+  void* scratch = nullptr;
+};
+
+// Scratch bytes attention() needs for these shapes (0 when it splits no work).
+size_t attention_scratch_bytes(int64_t n_tok, const attention_params& p, int32_t max_cells);
+
+void attention(cudaStream_t s, const attention_args& a);
+
+enum class elementwise_op { add, swiglu, geglu, scale, softcap };
+
+// out = op(a, b) elementwise over n floats: add a + b; swiglu silu(a) * b; geglu gelu_tanh(a) * b;
+// scale a * p0; softcap p0 * tanh(a * p1). b is null for scale and softcap. out may alias a or b.
+void elementwise(cudaStream_t s, elementwise_op op, const float* a, const float* b, float p0,
+                 float p1, int64_t n, float* out);
+
+}  // namespace hearth::cuda

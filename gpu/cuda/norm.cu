@@ -1,0 +1,53 @@
+// rms_norm: one block per row. Sum of squares in float per thread, reduced across the warp by
+// shuffles and across warps through shared memory; then each thread scales the elements it read.
+#include <cassert>
+
+#include "gpu/cuda/kernels.h"
+
+namespace hearth::cuda {
+namespace {
+
+constexpr int k_block = 256;
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// x, out: F32 [rows, cols] (may alias: each thread writes only the elements it read itself);
+// weight: F32 [cols] or null.
+__global__ void __launch_bounds__(k_block)
+    rms_norm_kernel(const float* x, const float* weight, int64_t cols, float eps, float* out) {
+  __shared__ float warp_sums[k_block / 32];
+  const float* xr = x + int64_t(blockIdx.x) * cols;
+  float* yr = out + int64_t(blockIdx.x) * cols;
+
+  float sum = 0.0f;
+  for (int64_t i = threadIdx.x; i < cols; i += k_block) sum += xr[i] * xr[i];
+  sum = warp_sum(sum);
+  if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = sum;
+  __syncthreads();
+  sum = threadIdx.x < k_block / 32 ? warp_sums[threadIdx.x] : 0.0f;
+  if (threadIdx.x < 32) sum = warp_sum(sum);
+  if (threadIdx.x == 0) warp_sums[0] = sum;
+  __syncthreads();
+
+  // As the CPU: the mean in float, + eps, 1 / sqrt (IEEE division and square root).
+  const float scale = 1.0f / sqrtf(warp_sums[0] / float(cols) + eps);
+  if (weight) {
+    for (int64_t i = threadIdx.x; i < cols; i += k_block) yr[i] = xr[i] * scale * weight[i];
+  } else {
+    for (int64_t i = threadIdx.x; i < cols; i += k_block) yr[i] = xr[i] * scale;
+  }
+}
+
+}  // namespace
+
+void rms_norm(cudaStream_t s, const float* x, const float* weight, int64_t cols, int64_t rows,
+              float eps, float* out) {
+  if (rows <= 0 || cols <= 0) return;
+  assert(rows <= 0x7fffffff);
+  rms_norm_kernel<<<unsigned(rows), k_block, 0, s>>>(x, weight, cols, eps, out);
+}
+
+}  // namespace hearth::cuda

@@ -1,0 +1,49 @@
+// rope: one block per token, one thread per rotated pair index i (strided), all heads. The angle
+// comes from attention-math.cuh (repeated multiplication in float, as the CPU computes it);
+// sincosf is the full-range-reduced one (no fast math), so large positions keep their accuracy.
+#include <cassert>
+
+#include "gpu/cuda/attention-math.cuh"
+#include "gpu/cuda/kernels.h"
+
+namespace hearth::cuda {
+namespace {
+
+constexpr int k_block = 128;
+
+// x: F32 [n_tok rows of row_len floats], head h at h * head_dim; pos: I32 [n_tok];
+// freq_factors: F32 [half] or null. neox rotates (i, i + half), otherwise (2i, 2i + 1).
+__global__ void __launch_bounds__(k_block)
+    rope_kernel(float* x, int64_t row_len, int32_t n_head, int32_t head_dim, const int32_t* pos,
+                int32_t half, float theta_scale, float freq_scale, bool neox,
+                const float* freq_factors) {
+  float* xr = x + int64_t(blockIdx.x) * row_len;
+  const int32_t p = pos[blockIdx.x];
+  for (int32_t i = threadIdx.x; i < half; i += k_block) {
+    const float th = rope_angle(p, theta_scale, i, freq_scale, freq_factors);
+    float sn, cs;
+    sincosf(th, &sn, &cs);
+    const int32_t a = neox ? i : 2 * i;
+    const int32_t b = neox ? i + half : 2 * i + 1;
+    for (int32_t h = 0; h < n_head; ++h) {
+      float* v = xr + int64_t(h) * head_dim;
+      const float x0 = v[a], x1 = v[b];
+      v[a] = x0 * cs - x1 * sn;
+      v[b] = x0 * sn + x1 * cs;
+    }
+  }
+}
+
+}  // namespace
+
+void rope(cudaStream_t s, float* x, int64_t n_tok, int64_t row_len, int32_t n_head,
+          int32_t head_dim, const int32_t* pos, const rope_params& p, const float* freq_factors) {
+  const int32_t half = p.n_dims / 2;
+  if (n_tok <= 0 || n_head <= 0 || half <= 0) return;
+  assert(n_tok <= 0x7fffffff && p.n_dims <= head_dim);
+  const float theta_scale = rope_theta_scale(p.freq_base, p.n_dims);
+  rope_kernel<<<unsigned(n_tok), k_block, 0, s>>>(x, row_len, n_head, head_dim, pos, half,
+                                                  theta_scale, p.freq_scale, p.neox, freq_factors);
+}
+
+}  // namespace hearth::cuda
