@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
@@ -78,11 +79,8 @@ class cuda_backend final : public backend {
   }
 
   ~cuda_backend() override {
-    try {
-      cudaSetDevice(device_);
-      cudaStreamSynchronize(stream_);
-    } catch (...) {
-    }
+    cudaSetDevice(device_);
+    cudaStreamSynchronize(stream_);
     graphs_cache_.clear();
     for (void* p : weights_) cuda::device_free(p);
     release();
@@ -167,8 +165,7 @@ class cuda_backend final : public backend {
     require(ids.type == tensor_type::i32 && out.type == tensor_type::f32, "get_rows",
             "ids must be I32 and out F32");
     require(out.ne[0] == table.ne[0] && out.rows() >= ids.ne[0], "get_rows", "shape mismatch");
-    op_record& r = record(op_kind::get_rows, {&table, &ids, &out});
-    (void)r;
+    record(op_kind::get_rows, {&table, &ids, &out});
   }
 
   void mul_mat(const tensor& w, const tensor& x, const tensor* bias, const tensor& out) override {
@@ -339,13 +336,16 @@ class cuda_backend final : public backend {
 
   // Grows a scratch buffer. Ops recorded so far run first with the old one; graphs that
   // captured its address are dropped.
+  // Called while recording, so it selects the device itself (a node may run one model per GPU,
+  // each from its own thread).
   void grow(scratch& s, size_t bytes, const char* what) {
+    activate();
     flush();
     HEARTH_CUDA_CHECK(cudaStreamSynchronize(stream_));
     graphs_cache_.clear();
+    const size_t want = std::max(bytes, s.bytes + s.bytes / 2);  // fewer regrowths
     cuda::device_free(s.ptr);
     s = {};
-    const size_t want = std::max(bytes, s.bytes + s.bytes / 2);
     s.ptr = cuda::device_alloc(want, what);
     s.bytes = want;
   }
@@ -389,9 +389,10 @@ class cuda_backend final : public backend {
         if (g) {
           stats_.graph_captures++;
         } else {
-          // Run eagerly from now on rather than fail: graphs are a speed-up, not a need.
+          // Run eagerly from now on rather than fail: graphs are a speed-up, not a need. Said
+          // once, since decoding gets slower.
           graphs_ = false;
-          graphs_off_reason_ = why;
+          std::fprintf(stderr, "cuda: CUDA graphs turned off: %s\n", why.c_str());
         }
       } else if (g) {
         stats_.graph_replays++;
@@ -526,7 +527,6 @@ class cuda_backend final : public backend {
   std::vector<int64_t> key_, last_key_;
   cuda::graph_cache graphs_cache_;
   bool graphs_ = true;
-  std::string graphs_off_reason_;
   cuda_step_stats stats_;
 };
 
