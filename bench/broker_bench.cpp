@@ -44,7 +44,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/zmq-io.h"
+#include "schema/zmq-io.h"
 
 extern char** environ;
 

@@ -23,7 +23,7 @@
 
 #include "broker/config.h"
 #include "broker/job-store.h"
-#include "common/zmq-io.h"
+#include "schema/zmq-io.h"
 
 namespace hearth::broker {
 

@@ -15,13 +15,13 @@
 #include <stdexcept>
 #include <unordered_map>
 
-#include "engine/cpu/vec-dot.h"
 #include "engine/hf-tokenizer.h"
 #include "engine/model.h"
 #include "engine/pre-tokenizer.h"
 #include "engine/safetensors.h"
 #include "engine/sp-model.h"
 #include "engine/tokenizer-metadata.h"
+#include "engine/type-traits.h"
 
 namespace hearth {
 namespace {
@@ -977,10 +977,10 @@ result<void> fill_tensor(const planned_tensor& p, bool minus_one, std::span<uint
   const int64_t n = s.ne[0], rows = s.ne[1] * s.ne[2] * s.ne[3];
   const size_t src_row = size_t(tensor_type_row_bytes(s.type, n));
   const size_t out_row = size_t(n * elem_size(p.type));
-  const cpu::type_kernels* k = nullptr;
+  to_float_fn to_float = nullptr;
   if (s.type != tensor_type::f32 && s.type != tensor_type::f16 && s.type != tensor_type::bf16) {
-    k = cpu::kernels_for(s.type);
-    if (!k || !k->to_float) {
+    to_float = tensor_type_traits_of(s.type).to_float;
+    if (!to_float) {
       return error{"type " + std::string(tensor_type_name(s.type)) + " cannot be dequantized"};
     }
   }
@@ -998,8 +998,8 @@ result<void> fill_tensor(const planned_tensor& p, bool minus_one, std::span<uint
       std::memcpy(dst, in, out_row);
       continue;
     }
-    if (k) {
-      k->to_float(in, f32.data(), n);
+    if (to_float) {
+      to_float(in, f32.data(), n);
     } else {
       for (int64_t i = 0; i < n; ++i) f32[size_t(i)] = to_f32(s.type, in + i * elem_size(s.type));
     }

@@ -1,5 +1,5 @@
 // AVX2 sub-block fits for the K-quants (engine/quantize-fit.h): 8 sub-blocks per instruction.
-// Each lane runs the scalar algorithm of quantize.cpp: the same IEEE operations (mul, add, sub,
+// Each lane runs the scalar algorithm of quantize-row.cpp: the same IEEE operations (mul, add, sub,
 // div, sqrt, compares) on the same operands in the same order, with branches turned into
 // per-lane blends, so every lane's result is bit-identical to the scalar fit. Nothing here may
 // be reassociated or fused: no horizontal sums, no FMA.
@@ -13,7 +13,7 @@
 #pragma STDC FP_CONTRACT OFF
 #endif
 
-// Only with AVX2 (quantize.cpp asks engine/cpu/vec-dot.h: cpu_has_avx2). No FMA on purpose.
+// Only with AVX2 (quantize-row.cpp asks engine/cpu-features.h: cpu_has_avx2). No FMA on purpose.
 #define HEARTH_AVX2_NO_FMA __attribute__((target("avx2")))
 
 namespace hearth::quant {
@@ -42,7 +42,7 @@ HEARTH_AVX2_NO_FMA inline __m256i select_i(__m256i if_false, __m256i if_true, __
 
 }  // namespace
 
-// make_qkx2_quants per lane (see quantize.cpp); xt[i] holds value i of the 8 sub-blocks.
+// make_qkx2_quants per lane (see quantize-row.cpp); xt[i] holds value i of the 8 sub-blocks.
 HEARTH_AVX2_NO_FMA void fit_k_subblocks_avx2(const float* x, int nmax, float rmin, float rdelta,
                                              int nstep, uint8_t* L, float* scales, float* mins) {
   constexpr int n = 32;
@@ -131,7 +131,7 @@ HEARTH_AVX2_NO_FMA void fit_k_subblocks_avx2(const float* x, int nmax, float rmi
   for (int j = 0; j < 8; ++j) scales[j] = s[j], mins[j] = m[j];
 }
 
-// make_qx_quants(16, 32, x, L, rmse_type 1, no weights) per lane (see quantize.cpp).
+// make_qx_quants(16, 32, x, L, rmse_type 1, no weights) per lane (see quantize-row.cpp).
 HEARTH_AVX2_NO_FMA void fit_q6_k_subblocks_avx2(const float* x, int8_t* L, float* scales) {
   constexpr int n = 16, nmax = 32;
   __m256 xt[n], wt[n];

@@ -2,8 +2,8 @@
 // a 256-value super-block by trying candidate scales (ggml's make_qkx2_quants for Q4_K/Q5_K,
 // make_qx_quants for Q6_K). Sub-blocks are independent, so the AVX2 versions fit 8 of them at
 // once, one per lane, each lane doing exactly the scalar operations in the scalar order: the
-// results are bit-identical to quantize.cpp's portable fits (tests compare them), which are
-// ggml's. Internal to engine/quantize.cpp and its test.
+// results are bit-identical to quantize-row.cpp's portable fits (tests compare them), which are
+// ggml's. Internal to engine/quantize-row.cpp and its test.
 #pragma once
 
 #include <cstdint>

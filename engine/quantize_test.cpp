@@ -15,15 +15,16 @@
 #include <tuple>
 #include <vector>
 
-#include "engine/cpu/vec-dot.h"
+#include "engine/cpu-features.h"
 #include "engine/quantize-fit.h"
+#include "engine/type-traits.h"
 
 namespace hearth {
 namespace {
 
 std::vector<float> dequantize(tensor_type t, const std::vector<uint8_t>& q, int64_t n) {
   std::vector<float> y(size_t(n), 0.0f);
-  cpu::kernels_for(t)->to_float(q.data(), y.data(), n);
+  tensor_type_traits_of(t).to_float(q.data(), y.data(), n);
   return y;
 }
 
@@ -138,7 +139,7 @@ TEST(quantize_block, q5_1_uses_min_and_range) {
   EXPECT_EQ(fp16_to_fp32(b.d), 1.0f);
   EXPECT_EQ(fp16_to_fp32(b.m), -10.0f);
   float y[32];
-  cpu::kernels_for(tensor_type::q5_1)->to_float(&b, y, 32);
+  tensor_type_traits_of(tensor_type::q5_1).to_float(&b, y, 32);
   for (int j = 0; j < 32; ++j) EXPECT_EQ(y[j], x[j]) << j;
 }
 
@@ -236,7 +237,7 @@ std::vector<std::vector<float>> fit_cases() {
 }
 
 TEST(quantize_fit, avx2_fits_equal_the_portable_ones_bit_for_bit) {
-  if (!cpu::cpu_has_avx2()) GTEST_SKIP() << "no AVX2 here (or HEARTH_CPU_PORTABLE=1)";
+  if (!cpu_has_avx2()) GTEST_SKIP() << "no AVX2 here (or HEARTH_CPU_PORTABLE=1)";
   for (const auto& x : fit_cases()) {
     for (const auto& [nmax, rmin, rdelta, nstep] :
          {std::tuple{15, -1.f, 0.1f, 20}, std::tuple{31, -0.5f, 0.1f, 15}}) {

@@ -4,14 +4,14 @@
 #include <fstream>
 #include <thread>
 
-#include "engine/cpu/vec-dot.h"
+#include "engine/cpu-features.h"
 
 namespace hearth {
 
 system_info system_info_read() {
   system_info s;
   s.n_threads = int32_t(std::max(1u, std::thread::hardware_concurrency()));
-  s.avx2 = cpu::cpu_has_avx2();
+  s.avx2 = cpu_has_avx2();
   std::ifstream cpuinfo("/proc/cpuinfo");
   for (std::string line; std::getline(cpuinfo, line);) {
     if (line.rfind("model name", 0) == 0) {

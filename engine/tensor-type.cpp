@@ -79,6 +79,15 @@ float fp16_to_fp32(uint16_t h) {
   return out;
 }
 
+const std::array<float, 65536>& fp16_table() {
+  static const auto table = [] {
+    std::array<float, 65536> t{};
+    for (uint32_t i = 0; i < 65536; ++i) t[i] = fp16_to_fp32(uint16_t(i));
+    return t;
+  }();
+  return table;
+}
+
 uint16_t fp32_to_fp16(float f) {
   uint32_t x;
   std::memcpy(&x, &f, 4);

@@ -1,7 +1,9 @@
-// Tensor element types as GGUF stores them (the ggml type ids), their block layouts, and the
-// scalar conversions between F32, F16 and BF16.
+// Tensor element types as GGUF stores them (the ggml type ids), their block layouts (with the
+// accessors of packed bits that both dequantization and the CPU dot products read), and the
+// scalar conversions between F32, F16 and BF16. Row conversions: engine/type-traits.h.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -70,6 +72,9 @@ float fp16_to_fp32(uint16_t h);
 // float -> IEEE half, round to nearest even (as F16C's vcvtps2ph does).
 uint16_t fp32_to_fp16(float f);
 
+// F16 -> F32 through a table: exact, and much faster than bit manipulation per value.
+const std::array<float, 65536>& fp16_table();
+
 inline float bf16_to_fp32(uint16_t h) {
   uint32_t u = uint32_t(h) << 16;
   float f;
@@ -125,6 +130,20 @@ struct block_q5_0 {
 };
 static_assert(sizeof(block_q5_0) == 22);
 
+// The fifth bits of a Q5_0/Q5_1 block as one word: value j's is bit j.
+inline uint32_t q5_high_bits(const uint8_t qh[4]) {
+  uint32_t h;
+  std::memcpy(&h, qh, 4);
+  return h;
+}
+// Values j and j + 16 (j < 16) of a Q5_0/Q5_1 block, in [0, 31]; qh from q5_high_bits.
+inline int q5_low(const uint8_t* qs, uint32_t qh, int j) {
+  return (qs[j] & 0x0F) | int(((qh >> j) & 1) << 4);
+}
+inline int q5_high(const uint8_t* qs, uint32_t qh, int j) {
+  return (qs[j] >> 4) | int(((qh >> (j + k_q5_0_block / 2)) & 1) << 4);
+}
+
 constexpr int k_q5_1_block = 32;
 // Q5_1: Q5_0's 5-bit values with an F16 minimum instead of the offset: x[j] = d * q[j] + m.
 struct block_q5_1 {
@@ -162,6 +181,19 @@ struct block_q4_k {
   uint8_t qs[k_qk_k / 2];
 };
 static_assert(sizeof(block_q4_k) == 144);
+
+// The eight 6-bit scales then the eight 6-bit mins of a Q4_K/Q5_K block, one per byte.
+inline void k_scales_mins(const uint8_t* packed, uint8_t out[16]) {
+  constexpr uint32_t low6 = 0x3f3f3f3f, low4 = 0x0f0f0f0f, low2 = 0x03030303;
+  uint32_t u[4];
+  std::memcpy(u, packed, k_k_scale_bytes);
+  const uint32_t mins_0_3 = u[1] & low6;
+  u[3] = ((u[2] >> 4) & low4) | (((u[1] >> 6) & low2) << 4);  // mins 4..7
+  u[1] = (u[2] & low4) | (((u[0] >> 6) & low2) << 4);         // scales 4..7
+  u[2] = mins_0_3;
+  u[0] &= low6;  // scales 0..3
+  std::memcpy(out, u, 16);
+}
 
 // Q5_K: as Q4_K with a fifth bit per value, q in [0, 31]: value i of 64-value chunk c takes bit
 // 2c (first 32) or 2c + 1 (next 32) of qh[i % 32].

@@ -11,8 +11,8 @@
 #include <set>
 #include <thread>
 
-#include "common/zmq-io.h"
 #include "node/hardware.h"
+#include "schema/zmq-io.h"
 
 namespace hearth::node {
 namespace {

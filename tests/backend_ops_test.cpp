@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "engine/backend.h"
-#include "engine/cpu/vec-dot.h"
 #include "engine/gguf.h"
+#include "engine/type-traits.h"
 #include "tests/testdata.h"
 
 #include "engine/quantize.h"
@@ -76,8 +76,8 @@ std::vector<uint8_t> to_type(tensor_type t, const std::vector<float>& v, int64_t
     quantize_rows(t, v.data(), out.data(), rows, cols);
     return out;
   }
-  const cpu::type_kernels* k = cpu::kernels_for(t);
-  for (int64_t r = 0; r < rows; ++r) k->from_float(v.data() + r * cols, out.data() + r * rb, cols);
+  const from_float_fn from_float = tensor_type_traits_of(t).from_float;
+  for (int64_t r = 0; r < rows; ++r) from_float(v.data() + r * cols, out.data() + r * rb, cols);
   return out;
 }
 
@@ -180,7 +180,7 @@ class harness {
     if (t == tensor_type::f32) {
       std::memcpy(v.data(), p, n * 4);
     } else {
-      cpu::kernels_for(t)->to_float(p, v.data(), int64_t(n));
+      tensor_type_traits_of(t).to_float(p, v.data(), int64_t(n));
     }
     return v;
   }
@@ -285,8 +285,7 @@ class BackendOps : public ::testing::Test {
          {tensor_type::f32, tensor_type::f16, tensor_type::bf16, tensor_type::q8_0,
           tensor_type::q4_0, tensor_type::q4_1, tensor_type::q5_0, tensor_type::q5_1,
           tensor_type::q4_k, tensor_type::q5_k, tensor_type::q6_k}) {
-      const cpu::type_kernels* k = cpu::kernels_for(t);
-      const bool writable = t == tensor_type::f32 || (k && k->from_float) || can_quantize(t);
+      const bool writable = tensor_type_traits_of(t).from_float != nullptr;
       if (dut_->supports_weight_type(t) && (writable || real_blocks::file_for(t))) out.push_back(t);
     }
     return out;

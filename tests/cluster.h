@@ -12,7 +12,7 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "common/zmq-io.h"
+#include "schema/zmq-io.h"
 
 namespace hearth::testing {
 

@@ -13,7 +13,7 @@
 
 #include "engine/context.h"
 #include "engine/model.h"
-#include "engine/random-model.h"
+#include "fixtures/random-model.h"
 #include "tests/testdata.h"
 
 namespace {

@@ -19,9 +19,9 @@
 #include <random>
 #include <sstream>
 
-#include "engine/cpu/vec-dot.h"
 #include "engine/gguf-writer.h"
 #include "engine/gguf.h"
+#include "engine/type-traits.h"
 #include "tests/process.h"
 #include "tests/testdata.h"
 
@@ -56,7 +56,7 @@ void quantize(const std::string& in, const std::string& out, const std::string& 
 
 std::vector<float> to_f32(const gguf_tensor& t) {
   std::vector<float> v(static_cast<size_t>(t.n_elements()));
-  cpu::kernels_for(t.type)->to_float(t.data, v.data(), t.n_elements());
+  tensor_type_traits_of(t.type).to_float(t.data, v.data(), t.n_elements());
   return v;
 }
 

@@ -12,7 +12,7 @@
 #include <string_view>
 #include <zmq.hpp>
 
-#include "common/zmq-io.h"
+#include "schema/zmq-io.h"
 
 namespace hearth::cli {
 

@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <map>
 
-#include "common/zmq-io.h"
+#include "schema/zmq-io.h"
 #include "tools/broker-cli.h"
 #include "tools/commands.h"
 

@@ -2,7 +2,7 @@
 #include <cstdio>
 #include <stdexcept>
 
-#include "common/zmq-io.h"
+#include "schema/zmq-io.h"
 #include "tools/broker-cli.h"
 #include "tools/commands.h"
 

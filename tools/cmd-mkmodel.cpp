@@ -1,5 +1,5 @@
 // hearth mkmodel: a random-weight GGUF model with a real model's shapes, metadata and vocabulary
-// (engine/random-model.h), for benchmarks that need the real model's size but not its weights.
+// (fixtures/random-model.h), for benchmarks that need the real model's size but not its weights.
 #include <unistd.h>
 
 #include <chrono>
@@ -7,8 +7,8 @@
 #include <cstdlib>
 #include <stdexcept>
 
-#include "engine/random-model.h"
 #include "engine/system-info.h"
+#include "fixtures/random-model.h"
 #include "tools/commands.h"
 
 namespace hearth::cli {

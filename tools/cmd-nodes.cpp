@@ -1,7 +1,7 @@
 // hearth nodes: the nodes the broker knows, their hardware and models.
 #include <cstdio>
 
-#include "common/zmq-io.h"
+#include "schema/zmq-io.h"
 #include "tools/broker-cli.h"
 #include "tools/commands.h"
 

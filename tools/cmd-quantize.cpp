@@ -16,11 +16,11 @@
 #include <stdexcept>
 #include <vector>
 
-#include "engine/cpu/vec-dot.h"
 #include "engine/gguf-writer.h"
 #include "engine/model.h"
 #include "engine/quantize.h"
 #include "engine/thread-pool.h"
+#include "engine/type-traits.h"
 #include "tools/commands.h"
 
 namespace hearth::cli {
@@ -74,7 +74,7 @@ void check_writable(const std::string& out) {
   if (fs::is_directory(p, ec)) throw std::runtime_error("cannot write " + out + ": a directory");
 }
 
-// Converts tensor `src` into `out` (type `to`): rows to F32 through the CPU kernels, then
+// Converts tensor `src` into `out` (type `to`): rows to F32 through the type's conversion, then
 // quantize_rows, chunks of rows spread over the pool.
 void convert_tensor(thread_pool& pool, const gguf_tensor& src, tensor_type to,
                     std::span<uint8_t> out) {
@@ -82,8 +82,8 @@ void convert_tensor(thread_pool& pool, const gguf_tensor& src, tensor_type to,
     std::copy(src.data, src.data + src.n_bytes, out.begin());
     return;
   }
-  const cpu::type_kernels* k = cpu::kernels_for(src.type);
-  if (!k || !k->to_float) {
+  const to_float_fn to_float = tensor_type_traits_of(src.type).to_float;
+  if (!to_float) {
     throw std::runtime_error("tensor '" + src.name + "' has type " +
                              std::string(tensor_type_name(src.type)) +
                              ", which cannot be converted to F32");
@@ -107,7 +107,7 @@ void convert_tensor(thread_pool& pool, const gguf_tensor& src, tensor_type to,
         const int64_t r0 = next.fetch_add(chunk_rows);
         if (r0 >= n_rows) break;
         const int64_t rows = std::min(chunk_rows, n_rows - r0);
-        k->to_float(src.data + r0 * src_row_bytes, f32.data(), rows * n_per_row);
+        to_float(src.data + r0 * src_row_bytes, f32.data(), rows * n_per_row);
         if (check_finite) {
           for (int64_t i = 0; i < rows * n_per_row; ++i) {
             if (!std::isfinite(f32[size_t(i)])) {

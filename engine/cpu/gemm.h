@@ -36,9 +36,6 @@ struct gemm_kernel {
 // HEARTH_CPU_PORTABLE=1 turns them off, as it does the AVX2 paths.
 const gemm_kernel* gemm_kernel_for(tensor_type t);
 
-// Whether the CPU has AVX-512 F/BW/VL/DQ and VNNI (the tile kernels' target).
-bool cpu_has_avx512_vnni();
-
 // Per-family tables (nullptr when the family has no kernel for t), gathered by gemm_kernel_for.
 const gemm_kernel* gemm_kernel_float_avx512(tensor_type t);
 const gemm_kernel* gemm_kernel_q8_avx512(tensor_type t);

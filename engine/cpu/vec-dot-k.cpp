@@ -1,7 +1,8 @@
-// The K-quants (Q4_K, Q5_K, Q6_K) and their activation type Q8_K: dequantization, the Q8_K
-// quantizer, and dot products of weight super-blocks with Q8_K activations. Each dot sums the
-// integer products of one super-block exactly, then scales once in F32, as ggml's CPU backend
-// does (ggml-cpu-quants.c); block layouts are in engine/tensor-type.h.
+// The K-quants (Q4_K, Q5_K, Q6_K) and their activation type Q8_K: the Q8_K quantizer and dot
+// products of weight super-blocks with Q8_K activations. Each dot sums the integer products of
+// one super-block exactly, then scales once in F32, as ggml's CPU backend does
+// (ggml-cpu-quants.c); block layouts are in engine/tensor-type.h, dequantization in
+// engine/dequantize.cpp.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -26,75 +27,7 @@ inline int nearest_int(float v) {
 
 }  // namespace
 
-// --- conversions ------------------------------------------------------------------------
-
-void q4_k_to_float(const void* xv, float* y, int64_t n) {
-  const block_q4_k* x = static_cast<const block_q4_k*>(xv);
-  const auto& t = fp16_table();
-  for (int64_t b = 0; b < n / k_qk_k; ++b) {
-    const float d = t[x[b].d], dmin = t[x[b].dmin];
-    uint8_t sm[16];
-    k_scales_mins(x[b].scales, sm);
-    for (int c = 0; c < k_qk_k / k_chunk; ++c, y += k_chunk) {
-      const uint8_t* q = x[b].qs + 32 * c;
-      const float d1 = d * sm[2 * c], m1 = dmin * sm[8 + 2 * c];
-      const float d2 = d * sm[2 * c + 1], m2 = dmin * sm[8 + 2 * c + 1];
-      for (int l = 0; l < 32; ++l) y[l] = d1 * float(q[l] & 0xF) - m1;
-      for (int l = 0; l < 32; ++l) y[32 + l] = d2 * float(q[l] >> 4) - m2;
-    }
-  }
-}
-
-void q5_k_to_float(const void* xv, float* y, int64_t n) {
-  const block_q5_k* x = static_cast<const block_q5_k*>(xv);
-  const auto& t = fp16_table();
-  for (int64_t b = 0; b < n / k_qk_k; ++b) {
-    const float d = t[x[b].d], dmin = t[x[b].dmin];
-    uint8_t sm[16];
-    k_scales_mins(x[b].scales, sm);
-    const uint8_t* qh = x[b].qh;
-    for (int c = 0; c < k_qk_k / k_chunk; ++c, y += k_chunk) {
-      const uint8_t* q = x[b].qs + 32 * c;
-      const float d1 = d * sm[2 * c], m1 = dmin * sm[8 + 2 * c];
-      const float d2 = d * sm[2 * c + 1], m2 = dmin * sm[8 + 2 * c + 1];
-      for (int l = 0; l < 32; ++l)
-        y[l] = d1 * float((q[l] & 0xF) | (((qh[l] >> (2 * c)) & 1) << 4)) - m1;
-      for (int l = 0; l < 32; ++l)
-        y[32 + l] = d2 * float((q[l] >> 4) | (((qh[l] >> (2 * c + 1)) & 1) << 4)) - m2;
-    }
-  }
-}
-
-void q6_k_to_float(const void* xv, float* y, int64_t n) {
-  const block_q6_k* x = static_cast<const block_q6_k*>(xv);
-  const auto& t = fp16_table();
-  for (int64_t b = 0; b < n / k_qk_k; ++b) {
-    const float d = t[x[b].d];
-    for (int h = 0; h < 2; ++h, y += 128) {
-      const uint8_t* ql = x[b].ql + 64 * h;
-      const uint8_t* qh = x[b].qh + 32 * h;
-      const int8_t* sc = x[b].scales + 8 * h;
-      for (int l = 0; l < 32; ++l) {
-        const int is = l / 16;
-        const int q0 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
-        const int q1 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
-        const int q2 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-        const int q3 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-        y[l] = d * float(sc[is]) * float(q0);
-        y[l + 32] = d * float(sc[is + 2]) * float(q1);
-        y[l + 64] = d * float(sc[is + 4]) * float(q2);
-        y[l + 96] = d * float(sc[is + 6]) * float(q3);
-      }
-    }
-  }
-}
-
-void q8_k_to_float(const void* xv, float* y, int64_t n) {
-  const block_q8_k* x = static_cast<const block_q8_k*>(xv);
-  for (int64_t b = 0; b < n / k_qk_k; ++b, y += k_qk_k) {
-    for (int i = 0; i < k_qk_k; ++i) y[i] = x[b].d * float(x[b].qs[i]);
-  }
-}
+// --- Q8_K activations ---------------------------------------------------------------------
 
 // quantize_row_q8_K_ref: the value of largest magnitude (sign kept) becomes -127.
 void q8_k_from_float(const float* x, void* yv, int64_t n) {

@@ -5,16 +5,11 @@
 
 #include <immintrin.h>
 
-#include <array>
 #include <cstdint>
-#include <cstring>
 
 #include "engine/tensor-type.h"
 
 namespace hearth::cpu {
-
-// F16 -> F32 through a table: exact, and much faster than bit manipulation per value.
-const std::array<float, 65536>& fp16_table();
 
 // Target of the AVX2 kernels; they are only called when cpu_has_avx2().
 #define HEARTH_AVX2 __attribute__((target("avx2,fma,f16c")))
@@ -30,20 +25,6 @@ HEARTH_AVX2 inline float hsum256(__m256 v) {
 // compete with the weights for cache.
 HEARTH_AVX2 inline float fp16_to_fp32_f16c(uint16_t h) {
   return _cvtsh_ss(h);
-}
-
-// The eight 6-bit scales then the eight 6-bit mins of a Q4_K/Q5_K block, one per byte
-// (the packing is described at block_q4_k).
-inline void k_scales_mins(const uint8_t* packed, uint8_t out[16]) {
-  constexpr uint32_t low6 = 0x3f3f3f3f, low4 = 0x0f0f0f0f, low2 = 0x03030303;
-  uint32_t u[4];
-  std::memcpy(u, packed, k_k_scale_bytes);
-  const uint32_t mins_0_3 = u[1] & low6;
-  u[3] = ((u[2] >> 4) & low4) | (((u[1] >> 6) & low2) << 4);  // mins 4..7
-  u[1] = (u[2] & low4) | (((u[0] >> 6) & low2) << 4);         // scales 4..7
-  u[2] = mins_0_3;
-  u[0] &= low6;  // scales 0..3
-  std::memcpy(out, u, 16);
 }
 
 // Weight row (n values) · activation row in the weight type's vec_dot_type, as kernels_for().
@@ -64,13 +45,8 @@ float dot_q5_k_q8_k_avx512(int64_t n, const void* w, const void* x);
 float dot_q6_k_q8_k_avx512(int64_t n, const void* w, const void* x);
 float dot_q8_k_q8_k_avx2(int64_t n, const void* w, const void* x);
 
-// Row conversions (n a multiple of the block size), as ggml's dequantize_row_* and
-// quantize_row_q8_K_ref.
-void q4_0_to_float(const void* x, float* y, int64_t n);
-void q4_k_to_float(const void* x, float* y, int64_t n);
-void q5_k_to_float(const void* x, float* y, int64_t n);
-void q6_k_to_float(const void* x, float* y, int64_t n);
-void q8_k_to_float(const void* x, float* y, int64_t n);
+// The Q8_K activations, as ggml's quantize_row_q8_K_ref (dequantization is the type's:
+// engine/type-traits.h).
 void q8_k_from_float(const float* x, void* y, int64_t n);
 
 // The 32-value fallback formats (vec-dot-legacy.cpp), as ggml's CPU backend pairs them: Q5_0
@@ -83,10 +59,6 @@ float dot_q5_1_q8_1_generic(int64_t n, const void* w, const void* x);
 float dot_q5_1_q8_1_avx2(int64_t n, const void* w, const void* x);
 float dot_q8_1_q8_1_generic(int64_t n, const void* w, const void* x);
 float dot_q8_1_q8_1_avx2(int64_t n, const void* w, const void* x);
-void q4_1_to_float(const void* x, float* y, int64_t n);
-void q5_0_to_float(const void* x, float* y, int64_t n);
-void q5_1_to_float(const void* x, float* y, int64_t n);
-void q8_1_to_float(const void* x, float* y, int64_t n);
 // As quantize_row_q8_1_ref; the AVX2 version writes the same bytes.
 void q8_1_from_float_generic(const float* x, void* y, int64_t n);
 void q8_1_from_float_avx2(const float* x, void* y, int64_t n);

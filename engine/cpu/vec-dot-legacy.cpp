@@ -18,71 +18,9 @@ namespace {
 constexpr int k_block = 32;  // every type in this file
 constexpr int k_half = k_block / 2;
 
-// The fifth bits of a Q5_0/Q5_1 block: value j's is bit j.
-inline uint32_t q5_high_bits(const uint8_t qh[4]) {
-  uint32_t h;
-  std::memcpy(&h, qh, 4);
-  return h;
-}
-
-// Values j and j + 16 of a Q5 block, in [0, 31].
-inline int q5_low(const uint8_t* qs, uint32_t qh, int j) {
-  return (qs[j] & 0x0F) | int(((qh >> j) & 1) << 4);
-}
-inline int q5_high(const uint8_t* qs, uint32_t qh, int j) {
-  return (qs[j] >> 4) | int(((qh >> (j + k_half)) & 1) << 4);
-}
-
 }  // namespace
 
-// --- conversions ------------------------------------------------------------------------
-
-void q4_1_to_float(const void* xv, float* y, int64_t n) {
-  const block_q4_1* x = static_cast<const block_q4_1*>(xv);
-  const auto& t = fp16_table();
-  for (int64_t b = 0; b < n / k_block; ++b, y += k_block) {
-    const float d = t[x[b].d], m = t[x[b].m];
-    for (int j = 0; j < k_half; ++j) {
-      y[j] = float(x[b].qs[j] & 0x0F) * d + m;
-      y[j + k_half] = float(x[b].qs[j] >> 4) * d + m;
-    }
-  }
-}
-
-void q5_0_to_float(const void* xv, float* y, int64_t n) {
-  const block_q5_0* x = static_cast<const block_q5_0*>(xv);
-  const auto& t = fp16_table();
-  for (int64_t b = 0; b < n / k_block; ++b, y += k_block) {
-    const float d = t[x[b].d];
-    const uint32_t qh = q5_high_bits(x[b].qh);
-    for (int j = 0; j < k_half; ++j) {
-      y[j] = float(q5_low(x[b].qs, qh, j) - 16) * d;
-      y[j + k_half] = float(q5_high(x[b].qs, qh, j) - 16) * d;
-    }
-  }
-}
-
-void q5_1_to_float(const void* xv, float* y, int64_t n) {
-  const block_q5_1* x = static_cast<const block_q5_1*>(xv);
-  const auto& t = fp16_table();
-  for (int64_t b = 0; b < n / k_block; ++b, y += k_block) {
-    const float d = t[x[b].d], m = t[x[b].m];
-    const uint32_t qh = q5_high_bits(x[b].qh);
-    for (int j = 0; j < k_half; ++j) {
-      y[j] = float(q5_low(x[b].qs, qh, j)) * d + m;
-      y[j + k_half] = float(q5_high(x[b].qs, qh, j)) * d + m;
-    }
-  }
-}
-
-void q8_1_to_float(const void* xv, float* y, int64_t n) {
-  const block_q8_1* x = static_cast<const block_q8_1*>(xv);
-  const auto& t = fp16_table();
-  for (int64_t b = 0; b < n / k_block; ++b, y += k_block) {
-    const float d = t[x[b].d];
-    for (int j = 0; j < k_block; ++j) y[j] = float(x[b].qs[j]) * d;
-  }
-}
+// --- Q8_1 activations ---------------------------------------------------------------------
 
 // As ggml's quantize_row_q8_1_ref: scale max|x| / 127, round half away from zero, and s from
 // the rounded bytes (so m * s is exactly what the weight's minimum meets in the dot).

@@ -332,6 +332,7 @@ TEST(q8_1, dot_with_itself_matches_double_precision) {
     q8_1_from_float_generic(a.data(), qa.data(), n);
     q8_1_from_float_generic(b.data(), qb.data(), n);
     std::vector<float> da(static_cast<size_t>(n)), db(static_cast<size_t>(n));
+    const to_float_fn q8_1_to_float = tensor_type_traits_of(tensor_type::q8_1).to_float;
     q8_1_to_float(qa.data(), da.data(), n);
     q8_1_to_float(qb.data(), db.data(), n);
     const exact_dot want = dot_in_double(da, db);

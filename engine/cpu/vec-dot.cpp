@@ -1,28 +1,11 @@
 #include "engine/cpu/vec-dot.h"
 
-#include <cpuid.h>
 #include <immintrin.h>
 
-#include <algorithm>
-#include <array>
-#include <cmath>
-#include <cstdlib>
-#include <cstring>
-
-#include "engine/cpu/gemm.h"
+#include "engine/cpu-features.h"
 #include "engine/cpu/vec-dot-kernels.h"
 
 namespace hearth::cpu {
-
-const std::array<float, 65536>& fp16_table() {
-  static const auto table = [] {
-    std::array<float, 65536> t{};
-    for (uint32_t i = 0; i < 65536; ++i) t[i] = fp16_to_fp32(uint16_t(i));
-    return t;
-  }();
-  return table;
-}
-
 namespace {
 
 // --- portable kernels -------------------------------------------------------------------
@@ -140,24 +123,8 @@ HEARTH_AVX2 float dot_q8_0_avx2(int64_t n, const void* wv, const void* xv) {
   return hsum256(acc);
 }
 
-// --- conversions ------------------------------------------------------------------------
-
-void f32_from_float(const float* x, void* y, int64_t n) {
-  std::memcpy(y, x, size_t(n) * 4);
-}
-void f32_to_float(const void* x, float* y, int64_t n) {
-  std::memcpy(y, x, size_t(n) * 4);
-}
-
-void f16_from_float(const float* x, void* yv, int64_t n) {
-  uint16_t* y = static_cast<uint16_t*>(yv);
-  for (int64_t i = 0; i < n; ++i) y[i] = fp32_to_fp16(x[i]);
-}
-void f16_to_float(const void* xv, float* y, int64_t n) {
-  const uint16_t* x = static_cast<const uint16_t*>(xv);
-  const auto& t = fp16_table();
-  for (int64_t i = 0; i < n; ++i) y[i] = t[x[i]];
-}
+// --- conversions the backend does its own way ----------------------------------------------
+// Everything else is the type's conversion (engine/type-traits.h).
 
 // F16C rounds to nearest even, as fp32_to_fp16: the KV cache and attention's queries go this way.
 HEARTH_AVX2 void f16_from_float_avx2(const float* x, void* yv, int64_t n) {
@@ -180,37 +147,6 @@ HEARTH_AVX2 void f16_to_float_avx2(const void* xv, float* y, int64_t n) {
   for (; i < n; ++i) y[i] = fp16_to_fp32_f16c(x[i]);
 }
 
-void bf16_from_float(const float* x, void* yv, int64_t n) {
-  uint16_t* y = static_cast<uint16_t*>(yv);
-  for (int64_t i = 0; i < n; ++i) y[i] = fp32_to_bf16(x[i]);
-}
-void bf16_to_float(const void* xv, float* y, int64_t n) {
-  const uint16_t* x = static_cast<const uint16_t*>(xv);
-  for (int64_t i = 0; i < n; ++i) y[i] = bf16_to_fp32(x[i]);
-}
-
-// Round-to-nearest 8-bit blocks with scale max|x|/127, as ggml's quantize_row_q8_0_ref.
-void q8_0_from_float(const float* x, void* yv, int64_t n) {
-  block_q8_0* y = static_cast<block_q8_0*>(yv);
-  for (int64_t b = 0; b < n / k_q8_0_block; ++b) {
-    const float* xb = x + b * k_q8_0_block;
-    float amax = 0;
-    for (int i = 0; i < k_q8_0_block; ++i) amax = std::max(amax, std::fabs(xb[i]));
-    const float d = amax / 127.0f;
-    const float id = d != 0 ? 1.0f / d : 0.0f;
-    y[b].d = fp32_to_fp16(d);
-    for (int i = 0; i < k_q8_0_block; ++i) y[b].qs[i] = int8_t(std::lround(xb[i] * id));
-  }
-}
-void q8_0_to_float(const void* xv, float* y, int64_t n) {
-  const block_q8_0* x = static_cast<const block_q8_0*>(xv);
-  const auto& t = fp16_table();
-  for (int64_t b = 0; b < n / k_q8_0_block; ++b) {
-    const float d = t[x[b].d];
-    for (int i = 0; i < k_q8_0_block; ++i) y[b * k_q8_0_block + i] = d * float(x[b].qs[i]);
-  }
-}
-
 struct kernel_table {
   type_kernels f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k, q8_k;
   type_kernels q4_1, q5_0, q5_1, q8_1;  // vec-dot-legacy.cpp
@@ -220,46 +156,52 @@ const kernel_table& table() {
   static const kernel_table k = [] {
     const bool avx2 = cpu_has_avx2();
     const bool avx512 = cpu_has_avx512_vnni();
+    // Rows are read back (get_rows, attention's V) with the type's own conversion, and written
+    // (activations, the KV cache) with it too, except where the backend has a faster one.
+    const auto to_float = [](tensor_type t) { return tensor_type_traits_of(t).to_float; };
+    const auto from_float = [](tensor_type t) { return tensor_type_traits_of(t).from_float; };
     kernel_table t{};
-    t.f32 = {tensor_type::f32, avx2 ? dot_f32_avx2 : dot_f32_generic, f32_from_float, f32_to_float};
+    t.f32 = {tensor_type::f32, avx2 ? dot_f32_avx2 : dot_f32_generic, from_float(tensor_type::f32),
+             to_float(tensor_type::f32)};
     t.f16 = {tensor_type::f16,
              avx512 ? dot_f16_avx512
              : avx2 ? dot_f16_avx2
                     : dot_f16_generic,
-             avx2 ? f16_from_float_avx2 : f16_from_float, avx2 ? f16_to_float_avx2 : f16_to_float};
-    t.bf16 = {tensor_type::bf16, avx2 ? dot_bf16_avx2 : dot_bf16_generic, bf16_from_float,
-              bf16_to_float};
-    t.q8_0 = {tensor_type::q8_0, avx2 ? dot_q8_0_avx2 : dot_q8_0_generic, q8_0_from_float,
-              q8_0_to_float};
+             avx2 ? f16_from_float_avx2 : from_float(tensor_type::f16),
+             avx2 ? f16_to_float_avx2 : to_float(tensor_type::f16)};
+    t.bf16 = {tensor_type::bf16, avx2 ? dot_bf16_avx2 : dot_bf16_generic,
+              from_float(tensor_type::bf16), to_float(tensor_type::bf16)};
+    t.q8_0 = {tensor_type::q8_0, avx2 ? dot_q8_0_avx2 : dot_q8_0_generic,
+              from_float(tensor_type::q8_0), to_float(tensor_type::q8_0)};
     // Weight-only types (no from_float): the activation type is the reference engine's.
     t.q4_0 = {tensor_type::q8_0, avx2 ? dot_q4_0_q8_0_avx2 : dot_q4_0_q8_0_generic, nullptr,
-              q4_0_to_float};
+              to_float(tensor_type::q4_0)};
     t.q4_k = {tensor_type::q8_k,
               avx512 ? dot_q4_k_q8_k_avx512
               : avx2 ? dot_q4_k_q8_k_avx2
                      : dot_q4_k_q8_k_generic,
-              nullptr, q4_k_to_float};
+              nullptr, to_float(tensor_type::q4_k)};
     t.q5_k = {tensor_type::q8_k,
               avx512 ? dot_q5_k_q8_k_avx512
               : avx2 ? dot_q5_k_q8_k_avx2
                      : dot_q5_k_q8_k_generic,
-              nullptr, q5_k_to_float};
+              nullptr, to_float(tensor_type::q5_k)};
     t.q6_k = {tensor_type::q8_k,
               avx512 ? dot_q6_k_q8_k_avx512
               : avx2 ? dot_q6_k_q8_k_avx2
                      : dot_q6_k_q8_k_generic,
-              nullptr, q6_k_to_float};
+              nullptr, to_float(tensor_type::q6_k)};
     t.q8_k = {tensor_type::q8_k, avx2 ? dot_q8_k_q8_k_avx2 : dot_q8_k_q8_k_generic, q8_k_from_float,
-              q8_k_to_float};
+              to_float(tensor_type::q8_k)};
     // llama-quantize's fallbacks for rows that 256 does not divide, and Q8_1 for their minimums.
     t.q4_1 = {tensor_type::q8_1, avx2 ? dot_q4_1_q8_1_avx2 : dot_q4_1_q8_1_generic, nullptr,
-              q4_1_to_float};
+              to_float(tensor_type::q4_1)};
     t.q5_0 = {tensor_type::q8_0, avx2 ? dot_q5_0_q8_0_avx2 : dot_q5_0_q8_0_generic, nullptr,
-              q5_0_to_float};
+              to_float(tensor_type::q5_0)};
     t.q5_1 = {tensor_type::q8_1, avx2 ? dot_q5_1_q8_1_avx2 : dot_q5_1_q8_1_generic, nullptr,
-              q5_1_to_float};
+              to_float(tensor_type::q5_1)};
     t.q8_1 = {tensor_type::q8_1, avx2 ? dot_q8_1_q8_1_avx2 : dot_q8_1_q8_1_generic,
-              avx2 ? q8_1_from_float_avx2 : q8_1_from_float_generic, q8_1_to_float};
+              avx2 ? q8_1_from_float_avx2 : q8_1_from_float_generic, to_float(tensor_type::q8_1)};
     return t;
   }();
   return k;
@@ -268,19 +210,6 @@ const kernel_table& table() {
 }  // namespace
 
 // --- Q4_0 · Q8_0 ------------------------------------------------------------------------
-
-void q4_0_to_float(const void* xv, float* y, int64_t n) {
-  const block_q4_0* x = static_cast<const block_q4_0*>(xv);
-  const auto& t = fp16_table();
-  constexpr int half = k_q4_0_block / 2;
-  for (int64_t b = 0; b < n / k_q4_0_block; ++b, y += k_q4_0_block) {
-    const float d = t[x[b].d];
-    for (int j = 0; j < half; ++j) {
-      y[j] = float((x[b].qs[j] & 0xF) - 8) * d;
-      y[j + half] = float((x[b].qs[j] >> 4) - 8) * d;
-    }
-  }
-}
 
 float dot_q4_0_q8_0_generic(int64_t n, const void* wv, const void* xv) {
   const block_q4_0* w = static_cast<const block_q4_0*>(wv);
@@ -336,21 +265,6 @@ HEARTH_AVX2 float dot_q4_0_q8_0_avx2(int64_t n, const void* wv, const void* xv) 
     acc0 = _mm256_fmadd_ps(_mm256_set1_ps(t[w[b].d] * t[x[b].d]), _mm256_cvtepi32_ps(s0), acc0);
   }
   return hsum256(_mm256_add_ps(acc0, acc1));
-}
-
-bool cpu_has_avx2() {
-  static const bool has = [] {
-    // HEARTH_CPU_PORTABLE=1 forces the portable kernels (tests run both paths).
-    const char* portable = std::getenv("HEARTH_CPU_PORTABLE");
-    if (portable && *portable && *portable != '0') return false;
-    // F16C is read from CPUID directly: clang 14's __builtin_cpu_supports does not know it.
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
-    const bool f16c = (ecx >> 29) & 1;
-    __builtin_cpu_init();
-    return f16c && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  }();
-  return has;
 }
 
 const type_kernels* kernels_for(tensor_type t) {

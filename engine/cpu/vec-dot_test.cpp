@@ -1,7 +1,8 @@
 // The CPU kernels against plain double-precision arithmetic on the dequantized values, for every
 // weight type and row lengths with and without SIMD tails; the portable and AVX2 kernels against
 // each other; dequantization of hand-built blocks (so a layout error cannot cancel out between
-// dequantization and dot product); the Q8_K quantizer; and the F16/BF16 conversions.
+// dequantization and dot product); the Q8_K quantizer; the F16/BF16 conversions; and the
+// backend's row conversions against the types' own.
 #include "engine/cpu/vec-dot.h"
 
 #include <cpuid.h>
@@ -12,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "engine/backend.h"
@@ -465,6 +467,41 @@ TEST(conversions, bfloat16_rounds_to_nearest_even) {
   halfway = 0x3f818000;  // between 0x3f81 and 0x3f82: rounds to even 0x3f82
   std::memcpy(&f, &halfway, 4);
   EXPECT_EQ(fp32_to_bf16(f), 0x3f82);
+}
+
+// The backend's own row conversions (F16C, the activation quantizers) and the ones it takes from
+// the type (engine/type-traits.h) must agree with the type's bit for bit: the converters and the
+// quantizer read weights through the type's, the forward pass through the backend's.
+TEST(conversions, the_backend_converts_rows_as_the_type_does) {
+  std::mt19937 rng(29);
+  const int64_t n = 512;
+  for (tensor_type t :
+       {tensor_type::f32, tensor_type::f16, tensor_type::bf16, tensor_type::q8_0, tensor_type::q4_0,
+        tensor_type::q4_1, tensor_type::q5_0, tensor_type::q5_1, tensor_type::q8_1,
+        tensor_type::q4_k, tensor_type::q5_k, tensor_type::q6_k, tensor_type::q8_k}) {
+    SCOPED_TRACE(std::string(tensor_type_name(t)));
+    const type_kernels* k = kernels_for(t);
+    const tensor_type_traits& tt = tensor_type_traits_of(t);
+    ASSERT_NE(k, nullptr);
+    ASSERT_NE(tt.to_float, nullptr);
+    const auto x = random_row(rng, n);
+    std::vector<uint8_t> row(static_cast<size_t>(tensor_type_row_bytes(t, n)));
+    if (tt.from_float) {
+      tt.from_float(x.data(), row.data(), n);
+      if (k->from_float) {
+        std::vector<uint8_t> mine(row.size());
+        k->from_float(x.data(), mine.data(), n);
+        EXPECT_EQ(mine, row);
+      }
+    } else {
+      ASSERT_NE(k->from_float, nullptr);  // an activation type: only the backend writes it
+      k->from_float(x.data(), row.data(), n);
+    }
+    std::vector<float> want(static_cast<size_t>(n)), got(static_cast<size_t>(n));
+    tt.to_float(row.data(), want.data(), n);
+    k->to_float(row.data(), got.data(), n);
+    EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)));
+  }
 }
 
 }  // namespace

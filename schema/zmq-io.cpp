@@ -1,4 +1,4 @@
-#include "common/zmq-io.h"
+#include "schema/zmq-io.h"
 
 namespace hearth::net {
 
