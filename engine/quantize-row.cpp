@@ -45,13 +45,16 @@ inline float fp16_round_trip(uint16_t h) {
   return fp16_to_fp32(h);
 }
 
+}  // namespace
+
 // --- 32-value blocks ----------------------------------------------------------------------
 
 // Q4_0: the scale maps the value of largest magnitude (with its sign) to -8, so the full
 // range [-8, 7] is used on the side where the extreme lies.
-void quantize_q4_0(const float* x, block_q4_0* y, int64_t nb) {
+void q4_0_from_float(const float* x, void* yv, int64_t n) {
+  auto* y = static_cast<block_q4_0*>(yv);
   constexpr int qk = k_q4_0_block;
-  for (int64_t i = 0; i < nb; ++i, x += qk) {
+  for (int64_t i = 0; i < n / qk; ++i, x += qk) {
     float amax = 0.0f, max = 0.0f;
     for (int j = 0; j < qk; ++j) {
       if (amax < std::fabs(x[j])) {
@@ -74,9 +77,10 @@ void quantize_q4_0(const float* x, block_q4_0* y, int64_t nb) {
 }
 
 // Q4_1: min and max of the block span the 16 levels.
-void quantize_q4_1(const float* x, block_q4_1* y, int64_t nb) {
+void q4_1_from_float(const float* x, void* yv, int64_t n) {
+  auto* y = static_cast<block_q4_1*>(yv);
   constexpr int qk = k_q4_1_block;
-  for (int64_t i = 0; i < nb; ++i, x += qk) {
+  for (int64_t i = 0; i < n / qk; ++i, x += qk) {
     float min = FLT_MAX, max = -FLT_MAX;
     for (int j = 0; j < qk; ++j) {
       if (x[j] < min) min = x[j];
@@ -96,6 +100,8 @@ void quantize_q4_1(const float* x, block_q4_1* y, int64_t nb) {
   }
 }
 
+namespace {
+
 // The fifth bits of Q5_0/Q5_1: value j's at bit j of a little-endian uint32.
 void pack_q5_bits(const uint8_t xi0[16], const uint8_t xi1[16], uint8_t qs[16], uint8_t qh[4]) {
   uint32_t h = 0;
@@ -107,10 +113,13 @@ void pack_q5_bits(const uint8_t xi0[16], const uint8_t xi1[16], uint8_t qs[16], 
   for (int b = 0; b < 4; ++b) qh[b] = uint8_t(h >> (8 * b));
 }
 
+}  // namespace
+
 // Q5_0: as Q4_0 with 32 levels, the extreme mapped to -16.
-void quantize_q5_0(const float* x, block_q5_0* y, int64_t nb) {
+void q5_0_from_float(const float* x, void* yv, int64_t n) {
+  auto* y = static_cast<block_q5_0*>(yv);
   constexpr int qk = k_q5_0_block;
-  for (int64_t i = 0; i < nb; ++i, x += qk) {
+  for (int64_t i = 0; i < n / qk; ++i, x += qk) {
     float amax = 0.0f, max = 0.0f;
     for (int j = 0; j < qk; ++j) {
       if (amax < std::fabs(x[j])) {
@@ -131,9 +140,10 @@ void quantize_q5_0(const float* x, block_q5_0* y, int64_t nb) {
 }
 
 // Q5_1: as Q4_1 with 32 levels. ggml does not clamp here (the largest value lands on 31).
-void quantize_q5_1(const float* x, block_q5_1* y, int64_t nb) {
+void q5_1_from_float(const float* x, void* yv, int64_t n) {
+  auto* y = static_cast<block_q5_1*>(yv);
   constexpr int qk = k_q5_1_block;
-  for (int64_t i = 0; i < nb; ++i, x += qk) {
+  for (int64_t i = 0; i < n / qk; ++i, x += qk) {
     float min = FLT_MAX, max = -FLT_MAX;
     for (int j = 0; j < qk; ++j) {
       if (x[j] < min) min = x[j];
@@ -153,9 +163,10 @@ void quantize_q5_1(const float* x, block_q5_1* y, int64_t nb) {
 }
 
 // Q8_0: scale max|x| / 127, round half away from zero (C's roundf).
-void quantize_q8_0(const float* x, block_q8_0* y, int64_t nb) {
+void q8_0_from_float(const float* x, void* yv, int64_t n) {
+  auto* y = static_cast<block_q8_0*>(yv);
   constexpr int qk = k_q8_0_block;
-  for (int64_t i = 0; i < nb; ++i, x += qk) {
+  for (int64_t i = 0; i < n / qk; ++i, x += qk) {
     float amax = 0.0f;
     for (int j = 0; j < qk; ++j) amax = std::max(amax, std::fabs(x[j]));
     const float d = amax / ((1 << 7) - 1);
@@ -164,6 +175,8 @@ void quantize_q8_0(const float* x, block_q8_0* y, int64_t nb) {
     for (int j = 0; j < qk; ++j) y[i].qs[j] = int8_t(std::round(x[j] * id));
   }
 }
+
+namespace {
 
 // --- K-quant helpers ------------------------------------------------------------------------
 
@@ -353,9 +366,12 @@ void quantize_k_scales_and_levels(const float* x, Block& y, int nmax, float rmin
   }
 }
 
-void quantize_q4_k(const float* x, block_q4_k* y, int64_t nb) {
+}  // namespace
+
+void q4_k_from_float(const float* x, void* yv, int64_t n) {
+  auto* y = static_cast<block_q4_k*>(yv);
   uint8_t L[k_qk_k];
-  for (int64_t i = 0; i < nb; ++i, x += k_qk_k) {
+  for (int64_t i = 0; i < n / k_qk_k; ++i, x += k_qk_k) {
     quantize_k_scales_and_levels(x, y[i], 15, -1.f, 0.1f, 20, L);
     uint8_t* q = y[i].qs;
     for (int j = 0; j < k_qk_k; j += 64, q += 32) {
@@ -364,9 +380,10 @@ void quantize_q4_k(const float* x, block_q4_k* y, int64_t nb) {
   }
 }
 
-void quantize_q5_k(const float* x, block_q5_k* y, int64_t nb) {
+void q5_k_from_float(const float* x, void* yv, int64_t n_values) {
+  auto* y = static_cast<block_q5_k*>(yv);
   uint8_t L[k_qk_k];
-  for (int64_t i = 0; i < nb; ++i, x += k_qk_k) {
+  for (int64_t i = 0; i < n_values / k_qk_k; ++i, x += k_qk_k) {
     quantize_k_scales_and_levels(x, y[i], 31, -0.5f, 0.1f, 15, L);
     uint8_t* qh = y[i].qh;
     uint8_t* ql = y[i].qs;
@@ -395,10 +412,11 @@ void quantize_q5_k(const float* x, block_q5_k* y, int64_t nb) {
 // Q6_K: per 16-value sub-block a signed scale from make_qx_quants; the scales quantized to
 // int8 against the one of largest magnitude (mapped to -128), then the values requantized
 // against the stored scales.
-void quantize_q6_k(const float* x, block_q6_k* y, int64_t nb) {
+void q6_k_from_float(const float* x, void* yv, int64_t n) {
+  auto* y = static_cast<block_q6_k*>(yv);
   int8_t L[k_qk_k];
   float scales[k_qk_k / 16];
-  for (int64_t i = 0; i < nb; ++i, x += k_qk_k) {
+  for (int64_t i = 0; i < n / k_qk_k; ++i, x += k_qk_k) {
     for (int half = 0; half < 2; ++half) {
       if (cpu_has_avx2()) {
         quant::fit_q6_k_subblocks_avx2(x + 128 * half, L + 128 * half, scales + 8 * half);
@@ -447,8 +465,6 @@ void quantize_q6_k(const float* x, block_q6_k* y, int64_t nb) {
   }
 }
 
-}  // namespace
-
 namespace quant {
 
 // One make_qkx2_quants per 32-value sub-block, weighted by the sub-block's rms + |x| so that
@@ -472,31 +488,5 @@ void fit_q6_k_subblocks_portable(const float* x, int8_t* L, float* scales) {
 }
 
 }  // namespace quant
-
-// The quantizers as the type traits call them: whole blocks, n values.
-void q4_0_from_float(const float* x, void* y, int64_t n) {
-  quantize_q4_0(x, static_cast<block_q4_0*>(y), n / k_q4_0_block);
-}
-void q4_1_from_float(const float* x, void* y, int64_t n) {
-  quantize_q4_1(x, static_cast<block_q4_1*>(y), n / k_q4_1_block);
-}
-void q5_0_from_float(const float* x, void* y, int64_t n) {
-  quantize_q5_0(x, static_cast<block_q5_0*>(y), n / k_q5_0_block);
-}
-void q5_1_from_float(const float* x, void* y, int64_t n) {
-  quantize_q5_1(x, static_cast<block_q5_1*>(y), n / k_q5_1_block);
-}
-void q8_0_from_float(const float* x, void* y, int64_t n) {
-  quantize_q8_0(x, static_cast<block_q8_0*>(y), n / k_q8_0_block);
-}
-void q4_k_from_float(const float* x, void* y, int64_t n) {
-  quantize_q4_k(x, static_cast<block_q4_k*>(y), n / k_qk_k);
-}
-void q5_k_from_float(const float* x, void* y, int64_t n) {
-  quantize_q5_k(x, static_cast<block_q5_k*>(y), n / k_qk_k);
-}
-void q6_k_from_float(const float* x, void* y, int64_t n) {
-  quantize_q6_k(x, static_cast<block_q6_k*>(y), n / k_qk_k);
-}
 
 }  // namespace hearth
