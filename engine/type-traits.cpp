@@ -40,7 +40,7 @@ struct type_row {
 };
 
 // Q8_1 and Q8_K are activation types: read back here, written only by the CPU backend's own
-// quantizers (engine/cpu/vec-dot-kernels.h).
+// activation quantizers.
 constexpr type_row k_rows[] = {
     {tensor_type::f32, {f32_to_float, f32_from_float}},
     {tensor_type::f16, {f16_to_float, f16_from_float}},

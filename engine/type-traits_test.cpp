@@ -1,7 +1,7 @@
 // The type traits: which types can be read and written, and that writing then reading a row
 // loses no more than the type's bits allow (a swapped to/from pair or a wrong block size shows
-// as a large error). Exact layouts are checked on hand-built blocks in engine/cpu/vec-dot_test.cpp
-// and byte-for-byte quantizer output in engine/quantize_test.cpp.
+// as a large error). Exact layouts are checked on hand-built blocks by the CPU backend's vec-dot
+// tests, and the quantizers' bytes in engine/quantize_test.cpp.
 #include "engine/type-traits.h"
 
 #include <gtest/gtest.h>
