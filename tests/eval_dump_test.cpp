@@ -39,11 +39,15 @@ void decode_prompt(context& ctx, const std::vector<int32_t>& tokens, const eval_
   ASSERT_TRUE(r.ok()) << r.message();
 }
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+std::string case_name(const ::testing::TestParamInfo<std::string>& p) {
+  return testing::conformance_case_name(p.param);
 }
 
 #ifndef HEARTH_EVAL_DUMP_VULKAN
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
 
 // The names a block of `arch` computes, in order (engine/eval-callback.h).
 std::vector<std::string> block_names(const std::string& arch) {
@@ -243,7 +247,7 @@ INSTANTIATE_TEST_SUITE_P(all, eval_dump_family,
                                            "synthetic-phi3-a.f32.gguf",
                                            "synthetic-gemma-a.f32.gguf",
                                            "synthetic-gemma2-a.f16.gguf"),
-                         [](const auto& p) { return testing::conformance_case_name(p.param); });
+                         case_name);
 
 #else  // HEARTH_EVAL_DUMP_VULKAN
 
@@ -302,7 +306,7 @@ INSTANTIATE_TEST_SUITE_P(all, eval_dump_vulkan,
                                            "synthetic/synthetic-qwen2-a.q8_0.gguf",
                                            "synthetic/synthetic-phi3-a.f16.gguf",
                                            "synthetic/synthetic-gemma2-a.f16.gguf"),
-                         [](const auto& p) { return testing::conformance_case_name(p.param); });
+                         case_name);
 
 #endif
 
