@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -91,6 +92,56 @@ TEST_F(cli, eval_writes_the_reference_logits_layout) {
   for (size_t i = 0; i < got.size(); ++i)
     err += (got[i] - want[i]) * (got[i] - want[i]), norm += want[i] * want[i];
   EXPECT_LE(err / norm, 1e-4);
+}
+
+TEST_F(cli, eval_dump_layer_writes_intermediates_whose_result_output_is_the_logits) {
+  const auto tokens = reference_["cases"][0]["prompt_tokens"].get<std::vector<int32_t>>();
+  std::string list;
+  for (auto t : tokens) list += (list.empty() ? "" : ",") + std::to_string(t);
+  const std::string out = ::testing::TempDir() + "hearth_eval_dump_logits.f32";
+  const std::string dir = ::testing::TempDir() + "hearth_eval_dump";
+  std::filesystem::remove_all(dir);
+  auto r = hearth("eval -m " + quote(model_) + " --tokens " + list + " --logits-out " + quote(out) +
+                  " --dump-layer 1 --dump-dir " + quote(dir));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto index = nlohmann::json::parse(testing::read_file_text(dir + "/index.json"));
+  EXPECT_EQ(index["tokens"], nlohmann::json(tokens));
+  std::vector<std::string> files;
+  for (const auto& e : index["intermediates"]) {
+    EXPECT_TRUE(e["layer"] == 1 || e["layer"] == -1) << e;
+    files.push_back(e["file"]);
+  }
+  for (const char* f : {"inp_embd.f32", "attn_norm-1.f32", "Qcur-1.f32", "kqv_out-1.f32",
+                        "ffn_out-1.f32", "l_out-1.f32", "result_norm.f32", "result_output.f32"})
+    EXPECT_NE(std::find(files.begin(), files.end(), f), files.end()) << f;
+  EXPECT_EQ(std::find(files.begin(), files.end(), "l_out-0.f32"), files.end());
+
+  // The last token's result_output is its row of the logits file, bit for bit.
+  const auto logits = testing::read_f32_file(out);
+  const auto result = testing::read_f32_file(dir + "/result_output.f32");
+  ASSERT_EQ(result.size(), logits.size());
+  const size_t n_vocab = logits.size() / tokens.size();
+  EXPECT_EQ(std::memcmp(result.data() + result.size() - n_vocab,
+                        logits.data() + logits.size() - n_vocab, n_vocab * sizeof(float)),
+            0);
+
+  // Without --dump-dir: llama-eval-callback's layout on stdout, one block per intermediate.
+  r = hearth("eval -m " + quote(model_) + " --tokens " + list + " --dump l_out");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("hearth_dump:                  l_out-0 = (f32) {64, 5, 1, 1}"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("l_out-4 = (f32)"), std::string::npos);
+  EXPECT_EQ(r.out.find("attn_norm"), std::string::npos);
+  EXPECT_NE(r.out.find("sum = "), std::string::npos);
+
+  r = hearth("eval -m " + quote(model_) + " --tokens " + list + " --dump no_such_tensor");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("no_such_tensor"), std::string::npos) << r.err;
+  r = hearth("eval -m " + quote(model_) + " --tokens " + list + " --dump-layer 99");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--dump-layer 99"), std::string::npos) << r.err;
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(cli, tokenize_prints_a_json_array_and_works_on_vocab_only_files) {
