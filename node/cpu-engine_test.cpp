@@ -19,6 +19,7 @@
 #include "gpu/select.h"
 #include "node/fake-job-sink.h"
 #include "node/job-engine.h"
+#include "schema/job-params.h"
 #include "tests/model-variant.h"
 #include "tests/testdata.h"
 
@@ -111,14 +112,7 @@ class cpu_engine_test : public ::testing::Test {
   static expected_run alone_tokens(const std::vector<int32_t>& tokens, const wire::job_params& p,
                                    int32_t n_ctx, const hearth::model& m = *model_) {
     context ctx(m, {.n_ctx = n_ctx});
-    sampler smp({.temperature = p.temperature,
-                 .top_k = p.top_k,
-                 .top_p = p.top_p,
-                 .min_p = p.min_p,
-                 .repeat_penalty = p.repeat_penalty,
-                 .repeat_last_n = p.repeat_last_n,
-                 .seed = p.seed},
-                ctx.n_vocab());
+    sampler smp(wire::generation_params_of(p).sampling, ctx.n_vocab());
     auto g = generate(ctx, tokens, smp, {.max_tokens = p.max_tokens, .stop = p.stop}, nullptr);
     EXPECT_TRUE(g.ok()) << (g.ok() ? "" : g.message());
     if (!g.ok()) return {};
@@ -315,16 +309,56 @@ TEST_F(cpu_engine_test, an_end_of_generation_token_ends_the_attempt) {
   fake_job_sink sink;
   auto engine = make_cpu_engine(config(2, 128), sink);
   engine->submit(job(0, prompt_of(0), greedy(64), "stories-eos"));
-  engine->submit(job(1, prompt_of(0), greedy(0)));
-  ASSERT_TRUE(sink.wait_all_finished({0, 1}));
+  ASSERT_TRUE(sink.wait_all_finished({0}));
   auto eos_model = model::load(*eos_path_, {});
   expect_matches(sink, 0, alone(prompt_of(0), greedy(64), 128, *eos_model));
   EXPECT_EQ(sink.record(0).final->stop_reason, "end_of_generation");
   EXPECT_EQ(sink.record(0).text, ", there was a little girl named Lily");
-  // max_tokens 0: the prompt is read, nothing is generated.
-  EXPECT_EQ(sink.record(1).final->stop_reason, "max_tokens");
-  EXPECT_EQ(sink.record(1).final->n_gen, 0u);
-  EXPECT_TRUE(sink.record(1).started);
+}
+
+// The one end rule (engine/sequence.h) and the one parameter check: a job gives what generate()
+// gives for the same model, parameters and seed, however it ends; a job the broker would refuse
+// fails with the broker's message.
+TEST_F(cpu_engine_test, a_job_gives_what_generate_gives_for_the_same_params_and_seed) {
+  fake_job_sink sink;
+  auto engine = make_cpu_engine(config(2, 64), sink);
+  std::vector<wire::job_params> params = {greedy(1), sampled(48, 11), sampled(40, 5),
+                                          sampled(64, 8), greedy(64)};
+  params[1].top_k = 0;  // the untruncated draw
+  params[1].min_p = 0;
+  params[2].top_p = 0.5f;
+  params[2].repeat_last_n = -1;
+  params[3].stop = {"e", "xyz"};  // ends within a few tokens
+  params[4].stop = {"Lily."};     // held back over several tokens, then cut
+  for (uint64_t i = 0; i < params.size(); ++i)
+    engine->submit(job(i, prompt_of(int(i % 4)), params[i]));
+  std::vector<uint64_t> ids(params.size());
+  for (uint64_t i = 0; i < ids.size(); ++i) ids[i] = i;
+  ASSERT_TRUE(sink.wait_all_finished(ids));
+  for (uint64_t i = 0; i < params.size(); ++i)
+    expect_matches(sink, i, alone(prompt_of(int(i % 4)), params[i], 64));
+  EXPECT_EQ(sink.record(0).final->n_gen, 1u);
+  EXPECT_EQ(sink.record(0).final->stop_reason, "max_tokens");
+  EXPECT_EQ(sink.record(3).final->stop_reason, "stop_string");
+  EXPECT_EQ(sink.record(4).final->stop_reason, "stop_string");
+}
+
+TEST_F(cpu_engine_test, a_job_the_broker_refuses_fails_with_the_brokers_message) {
+  fake_job_sink sink;
+  auto engine = make_cpu_engine(config(1, 64), sink);
+  auto cold = greedy(4);
+  cold.temperature = -1;
+  auto negative_top_k = greedy(4);
+  negative_top_k.top_k = -1;
+  const std::vector<wire::job_params> bad = {greedy(0), cold, negative_top_k, greedy(1 << 21)};
+  for (uint64_t i = 0; i < bad.size(); ++i) engine->submit(job(i, prompt_of(0), bad[i]));
+  ASSERT_TRUE(sink.wait_all_finished({0, 1, 2, 3}));
+  EXPECT_EQ(failure_of(sink, 0), "max_tokens must be in [1, 1048576], got 0");
+  EXPECT_EQ(failure_of(sink, 1), "temperature must be finite and >= 0 (0 = greedy), got -1");
+  EXPECT_EQ(failure_of(sink, 2), "top_k must be >= 0 (0 = off), got -1");
+  EXPECT_EQ(failure_of(sink, 3), "max_tokens must be in [1, 1048576], got 2097152");
+  for (uint64_t i = 0; i < bad.size(); ++i)
+    EXPECT_EQ(failure_of(sink, i), wire::job_params_check(bad[i]));
 }
 
 TEST_F(cpu_engine_test, cancel_stops_one_attempt_within_a_token_and_spares_the_others) {
