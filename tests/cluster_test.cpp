@@ -1,6 +1,6 @@
 // The distributed system end to end: hearth-broker and hearth-node processes on loopback, a real
 // SQLite file, and a client on a real socket. Null-engine nodes where the test is about the
-// broker; the CPU engine on stories260K where the tokens themselves matter.
+// broker; the batch engine on stories260K where the tokens themselves matter.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>

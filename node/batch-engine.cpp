@@ -1,4 +1,5 @@
-// The CPU engine: attempts run on engine/ with continuous batching.
+// The batch engine: attempts run on engine/ with continuous batching, on every backend (CPU,
+// Vulkan, CUDA).
 //
 // All running attempts of one model share one context whose cache holds slots × n_ctx_per_slot
 // cells; each attempt owns one sequence id and may fill at most n_ctx_per_slot cells, so one long
@@ -59,9 +60,9 @@ bool same_ref(const wire::job_ref& a, const wire::job_ref& b) {
 
 // One attempt from admission to its end. Owned by its model's waiting queue, then its sequence
 // of the model's context, which `gen` runs once it has one.
-struct cpu_attempt {
-  cpu_attempt(const wire::job_ref& r, std::vector<int32_t> prompt_tokens, generation_params p,
-              int32_t n_vocab)
+struct batch_attempt {
+  batch_attempt(const wire::job_ref& r, std::vector<int32_t> prompt_tokens, generation_params p,
+                int32_t n_vocab)
       : ref(r),
         prompt(std::move(prompt_tokens)),
         params(std::move(p)),
@@ -87,7 +88,7 @@ struct cpu_attempt {
   clock::time_point t_gen;  // generation began (the prompt's logits were ready)
 };
 
-struct cpu_model {
+struct batch_model {
   std::string name;
   std::unique_ptr<model> weights;
   std::string backend;  // where it runs: "cpu", "cuda", "vulkan"
@@ -95,8 +96,8 @@ struct cpu_model {
   int32_t n_ctx_per_slot = 0;
   uint64_t bytes = 0;      // file size + context memory: what it counts against the budget
   uint64_t last_used = 0;  // a tick of the engine, for least-recently-used unloading
-  std::vector<std::unique_ptr<cpu_attempt>> seqs;    // [slots]; nullptr: a free sequence
-  std::deque<std::unique_ptr<cpu_attempt>> waiting;  // for a free sequence
+  std::vector<std::unique_ptr<batch_attempt>> seqs;    // [slots]; nullptr: a free sequence
+  std::deque<std::unique_ptr<batch_attempt>> waiting;  // for a free sequence
 
   bool busy() const {
     return !waiting.empty() ||
@@ -104,9 +105,9 @@ struct cpu_model {
   }
 };
 
-class cpu_engine final : public job_engine {
+class batch_engine final : public job_engine {
  public:
-  cpu_engine(const cpu_engine_config& cfg, job_sink& sink)
+  batch_engine(const batch_engine_config& cfg, job_sink& sink)
       : cfg_(cfg), catalog_(model_catalog::scan(cfg.models_dir)), sink_(sink) {
     for (const auto& e : catalog_.errors()) spdlog::warn("skipping model {}: {}", e.path, e.error);
     if (cfg_.slots < 1) cfg_.slots = 1;
@@ -114,7 +115,7 @@ class cpu_engine final : public job_engine {
     plan_backend();
     worker_ = std::thread([this] { run(); });
   }
-  ~cpu_engine() override { stop(); }
+  ~batch_engine() override { stop(); }
 
   std::string name() const override { return plan_.backend; }
 
@@ -174,7 +175,7 @@ class cpu_engine final : public job_engine {
   }
 
   // Ends an attempt that holds sequence `seq` of `cm` (or none, seq < 0) and frees it.
-  void finish(cpu_model& cm, std::unique_ptr<cpu_attempt> a, int32_t seq, wire::job_state state,
+  void finish(batch_model& cm, std::unique_ptr<batch_attempt> a, int32_t seq, wire::job_state state,
               std::string_view reason, std::string error = {}) {
     if (seq >= 0) cm.ctx->seq_clear(seq);
     wire::job_final f;
@@ -191,8 +192,8 @@ class cpu_engine final : public job_engine {
   }
 
   // A normal end: what the text streams still hold back is reported first, as generate() does.
-  void complete(cpu_model& cm, int32_t seq) {
-    std::unique_ptr<cpu_attempt> a = std::move(cm.seqs[size_t(seq)]);
+  void complete(batch_model& cm, int32_t seq) {
+    std::unique_ptr<batch_attempt> a = std::move(cm.seqs[size_t(seq)]);
     sequence& gen = *a->gen;
     if (std::string rest = gen.finish(); !rest.empty())
       sink_.tokens(a->ref, uint64_t(gen.n_generated()), 0, std::move(rest));
@@ -266,11 +267,11 @@ class cpu_engine final : public job_engine {
 
   // The loaded model of that catalog entry, loading it first if needed; nullptr and `error` set
   // when it cannot be loaded.
-  cpu_model* ensure_loaded(const model_catalog_entry& entry, std::string& error) {
+  batch_model* ensure_loaded(const model_catalog_entry& entry, std::string& error) {
     for (auto& cm : models_)
       if (cm->name == entry.info.name) return cm.get();
 
-    auto cm = std::make_unique<cpu_model>();
+    auto cm = std::make_unique<batch_model>();
     cm->name = entry.info.name;
     int32_t fitted_ctx = 0;  // what the device has room for, when less than the default
     try {
@@ -348,7 +349,7 @@ class cpu_engine final : public job_engine {
     }
 
     std::string error;
-    cpu_model* cm = ensure_loaded(*entry, error);
+    batch_model* cm = ensure_loaded(*entry, error);
     if (!cm) return report_failed(ref, error);
     cm->last_used = ++tick_;
     // As `hearth run` does: BOS as the vocabulary asks; special-token text left as text in a raw
@@ -367,13 +368,13 @@ class cpu_engine final : public job_engine {
                                     " tokens but a slot holds " +
                                     std::to_string(cm->n_ctx_per_slot));
     }
-    cm->waiting.push_back(std::make_unique<cpu_attempt>(ref, std::move(prompt),
-                                                        wire::generation_params_of(job.params),
-                                                        cm->weights->hparams().n_vocab));
+    cm->waiting.push_back(std::make_unique<batch_attempt>(ref, std::move(prompt),
+                                                          wire::generation_params_of(job.params),
+                                                          cm->weights->hparams().n_vocab));
   }
 
   // The model's own chat template applied to `messages` (jobs cannot name one).
-  static result<std::string> chat_prompt(const cpu_model& cm,
+  static result<std::string> chat_prompt(const batch_model& cm,
                                          std::span<const chat_message> messages) {
     auto choice = chat_template_for_model(cm.weights->file(), "");
     if (!choice) {
@@ -415,15 +416,15 @@ class cpu_engine final : public job_engine {
   }
 
   // After a decode gave attempt `seq` its logits: one token of its sequence, streamed.
-  void advance(cpu_model& cm, int32_t seq, const float* logits) {
-    cpu_attempt& a = *cm.seqs[size_t(seq)];
+  void advance(batch_model& cm, int32_t seq, const float* logits) {
+    batch_attempt& a = *cm.seqs[size_t(seq)];
     if (auto piece = a.gen->step(logits))
       sink_.tokens(a.ref, uint64_t(a.gen->n_generated() - 1), 1, std::move(piece->text));
     if (a.gen->done()) complete(cm, seq);
   }
 
   // One decode() for every attempt of the model: prompts of those that joined, else one token.
-  void step(cpu_model& cm) {
+  void step(batch_model& cm) {
     cm.last_used = ++tick_;
     for (size_t s = 0; s < cm.seqs.size() && !cm.waiting.empty(); ++s) {
       if (cm.seqs[s]) continue;
@@ -452,7 +453,7 @@ class cpu_engine final : public job_engine {
     }
     const auto t1 = clock::now();
     for (size_t s = 0; s < cm.seqs.size(); ++s) {
-      cpu_attempt* a = cm.seqs[s].get();
+      batch_attempt* a = cm.seqs[s].get();
       if (!a) continue;
       const bool joined = !a->started();
       a->gen->decoded();
@@ -466,7 +467,7 @@ class cpu_engine final : public job_engine {
   }
 
   // The next model with attempts, taking turns.
-  cpu_model* next_model() {
+  batch_model* next_model() {
     for (size_t i = 0; i < models_.size(); ++i) {
       const size_t k = (rr_ + i) % models_.size();
       if (models_[k]->busy()) {
@@ -508,7 +509,7 @@ class cpu_engine final : public job_engine {
         }
       }
       for (const auto& r : cancels) cancel_now(r);
-      cpu_model* cm = next_model();
+      batch_model* cm = next_model();
       if (!cm) continue;
       try {
         step(*cm);
@@ -522,7 +523,7 @@ class cpu_engine final : public job_engine {
     }
   }
 
-  cpu_engine_config cfg_;
+  batch_engine_config cfg_;
   const model_catalog catalog_;
   job_sink& sink_;
   uint64_t budget_ = 0;
@@ -539,7 +540,7 @@ class cpu_engine final : public job_engine {
   std::set<std::string> loaded_names_;
 
   // Worker state (read by stop() only after the worker has joined).
-  std::vector<std::unique_ptr<cpu_model>> models_;
+  std::vector<std::unique_ptr<batch_model>> models_;
   std::vector<batch_token> batch_;
   size_t rr_ = 0;
   uint64_t tick_ = 0;
@@ -548,8 +549,8 @@ class cpu_engine final : public job_engine {
 
 }  // namespace
 
-std::unique_ptr<job_engine> make_cpu_engine(const cpu_engine_config& cfg, job_sink& sink) {
-  return std::make_unique<cpu_engine>(cfg, sink);
+std::unique_ptr<job_engine> make_batch_engine(const batch_engine_config& cfg, job_sink& sink) {
+  return std::make_unique<batch_engine>(cfg, sink);
 }
 
 }  // namespace hearth::node
