@@ -286,14 +286,16 @@ TEST_F(cli, bench_json_reports_the_backend_and_device_that_ran) {
   EXPECT_EQ(j["fallback"], "");
 }
 
+// A failed command: one line on stderr holding `needle`, nothing on stdout, a non-zero exit code.
+void expect_error(const process_result& r, const std::string& needle) {
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  ASSERT_FALSE(r.err.empty());
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "more than one line: " << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+}
+
 TEST_F(cli, errors_are_one_line_on_stderr_with_a_nonzero_exit_code) {
-  auto expect_error = [](const process_result& r, const std::string& needle) {
-    EXPECT_NE(r.exit_code, 0);
-    EXPECT_TRUE(r.out.empty()) << r.out;
-    ASSERT_FALSE(r.err.empty());
-    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "more than one line: " << r.err;
-    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
-  };
   expect_error(hearth("run -m /nonexistent/model.gguf -p hi"), "/nonexistent/model.gguf");
   expect_error(
       hearth("run -m " + quote(model_) + " -p " + quote(std::string(300, 'x')) + " --ctx 16"),
@@ -311,6 +313,25 @@ TEST_F(cli, errors_are_one_line_on_stderr_with_a_nonzero_exit_code) {
   expect_error(hearth("frobnicate"), "frobnicate");
   expect_error(hearth("run -m " + quote(model_) + " -p hi --backend metal"), "--backend");
   expect_error(hearth("run -m " + quote(model_) + " -p hi --device 0"), "--device needs");
+}
+
+// run and submit refuse what the broker and the node refuse, with their message
+// (common/generation-params.h), before loading a model or reaching a broker.
+TEST_F(cli, run_and_submit_refuse_bad_parameters_with_the_one_message) {
+  const std::string no_tokens = "max_tokens must be in [1, 1048576], got 0";
+  const std::string negative_temp = "temperature must be finite and >= 0 (0 = greedy), got -1";
+  expect_error(hearth("run -m " + quote(model_) + " -p hi -n 0"), no_tokens);
+  expect_error(hearth("run -m " + quote(model_) + " -p hi --temp -1"), negative_temp);
+  expect_error(hearth("run -m " + quote(model_) + " -p hi --top-k -1"),
+               "top_k must be >= 0 (0 = off), got -1");
+  // No broker listens there: the command must fail before trying.
+  const std::string submit = "submit --broker tcp://127.0.0.1:1 -m stories260K ";
+  expect_error(hearth(submit + "-n 0 hi"), no_tokens);
+  expect_error(hearth(submit + "--temp -1 hi"), negative_temp);
+  expect_error(hearth(submit + "-p hi --stop ''"),
+               "stop string 1's length must be 1 to 256 bytes, got 0");
+  expect_error(hearth("bench -m " + quote(model_) + " -n 2000000"),
+               "max_tokens must be in [1, 1048576], got 2000000");
 }
 
 // run, eval, tokenize and bench on every synthetic file: each family in each quantization.
