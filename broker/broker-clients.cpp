@@ -4,39 +4,10 @@
 #include <random>
 
 #include "broker/broker.h"
+#include "schema/job-params.h"
 
 namespace hearth::broker {
 namespace {
-
-constexpr int32_t k_max_tokens_limit = 1 << 20;
-constexpr size_t k_max_stop_strings = 16;
-constexpr size_t k_max_stop_bytes = 256;
-
-// An error message for parameters no node could honour, or "".
-std::string check_params(const wire::job_params& p) {
-  if (p.max_tokens < 1 || p.max_tokens > k_max_tokens_limit) {
-    return "max_tokens must be in [1, " + std::to_string(k_max_tokens_limit) + "], got " +
-           std::to_string(p.max_tokens);
-  }
-  if (p.top_k < 0) return "top_k must not be negative, got " + std::to_string(p.top_k);
-  if (!(p.top_p > 0 && p.top_p <= 1))
-    return "top_p must be in (0, 1], got " + std::to_string(p.top_p);
-  if (!(p.min_p >= 0 && p.min_p <= 1))
-    return "min_p must be in [0, 1], got " + std::to_string(p.min_p);
-  if (!(p.repeat_penalty > 0)) {
-    return "repeat_penalty must be positive, got " + std::to_string(p.repeat_penalty);
-  }
-  if (p.repeat_last_n < -1) return "repeat_last_n must be >= -1";
-  if (p.stop.size() > k_max_stop_strings) {
-    return "at most " + std::to_string(k_max_stop_strings) + " stop strings";
-  }
-  for (const auto& s : p.stop) {
-    if (s.empty() || s.size() > k_max_stop_bytes) {
-      return "stop strings must be 1 to " + std::to_string(k_max_stop_bytes) + " bytes";
-    }
-  }
-  return {};
-}
 
 uint64_t fresh_seed() {
   static std::mt19937_64 rng{std::random_device{}()};
@@ -73,7 +44,7 @@ void broker::on_submit(const std::string& rid, wire::submit m) {
   if (m.prompt.empty() && m.messages.empty()) {
     return send_error(rid, m.request_id, error_code::invalid_params, "the job has no prompt");
   }
-  if (auto e = check_params(m.params); !e.empty()) {
+  if (auto e = wire::job_params_check(m.params); !e.empty()) {
     return send_error(rid, m.request_id, error_code::invalid_params, e);
   }
   if (!m.wait_model && !known_models_.contains(m.model)) {

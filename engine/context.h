@@ -47,6 +47,10 @@ class context {
   int32_t n_logits() const { return n_logits_; }
   int32_t n_vocab() const { return n_vocab_; }
 
+  // Sets the observer of the forward pass's named intermediates (engine/eval-callback.h), or
+  // none (nullptr, the default: nothing is downloaded). `cb` must outlive the decode() calls.
+  void eval_callback_set(const eval_callback* cb) { fb_.eval = cb; }
+
   void seq_clear(int32_t seq) { kv_->seq_clear(seq); }
   void clear() { kv_->clear(); }
   // The position the next token of `seq` takes (0 for an empty sequence).

@@ -5,12 +5,14 @@
 #include <cstdint>
 
 #include "engine/backend.h"
+#include "engine/eval-callback.h"
 #include "engine/kv-cache.h"
 
 namespace hearth {
 
 // Intermediate activations of the forward pass, each sized for n_batch tokens; a pass over
-// fewer tokens uses the leading rows (tensor_rows). Names match the reference's debug names.
+// fewer tokens uses the leading rows (tensor_rows). The names an observer sees them under are
+// listed in engine/eval-callback.h.
 struct activations {
   tensor inp;       // F32 [n_batch, n_embd]  residual stream
   tensor cur;       // F32 [n_batch, n_embd]  normed input of a block
@@ -36,6 +38,7 @@ struct forward_batch {
   tensor out_rows;        // I32 [n_outputs] token indices whose logits are wanted
   kv_cache* kv = nullptr;
   activations* act = nullptr;
+  const eval_callback* eval = nullptr;  // observer of the named intermediates, or none
 };
 
 }  // namespace hearth

@@ -1,6 +1,6 @@
-// Generating a continuation for one sequence of a context: the prompt in batches, then one token
-// per forward pass, sampled, streamed as whole UTF-8 characters, until an end-of-generation token,
-// the token limit or a stop string.
+// Generating a continuation for one sequence of a context alone: the prompt in one batch, then
+// one token per forward pass, a loop over one engine/sequence.h (which samples, streams and says
+// when it ends: an end-of-generation token, the token limit, a stop string, a full context).
 #pragma once
 
 #include <cstdint>
@@ -12,25 +12,15 @@
 #include "common/result.h"
 #include "engine/context.h"
 #include "engine/sampler.h"
+#include "engine/sequence.h"
 
 namespace hearth {
 
 struct generate_params {
-  int32_t max_tokens = 128;       // generated tokens at most
+  int32_t max_tokens = 128;       // generated tokens at most, >= 1
   std::vector<std::string> stop;  // stop strings: text stops before the first one found
   bool ignore_eog = false;        // keep going past end-of-generation tokens
   int32_t seq = 0;                // sequence of the context to use (cleared first)
-};
-
-enum class stop_reason { end_of_generation, max_tokens, stop_string, cancelled, context_full };
-
-std::string_view stop_reason_name(stop_reason r);
-
-// One step of streaming: the token just sampled and the text it makes printable now. `text`
-// may be empty (an incomplete UTF-8 character, or text that might start a stop string).
-struct generated_piece {
-  int32_t token;
-  std::string text;
 };
 
 struct generation {
@@ -43,28 +33,10 @@ struct generation {
 };
 
 // Runs prompt + generation on `ctx` sequence gp.seq. `on_piece` is called per generated token;
-// returning false cancels (reason cancelled). Errors (prompt too long for the context, ...) are
-// returned before any token is generated.
+// returning false cancels (reason cancelled). Errors (prompt too long for the context,
+// max_tokens < 1, ...) are returned before any token is generated.
 result<generation> generate(context& ctx, std::span<const int32_t> prompt, sampler& smp,
                             const generate_params& gp,
                             const std::function<bool(const generated_piece&)>& on_piece);
-
-// Holds back streamed text that might be the start of a stop string, and finds stop strings that
-// span token boundaries.
-class stop_string_filter {
- public:
-  explicit stop_string_filter(std::vector<std::string> stops) : stops_(std::move(stops)) {}
-  // Adds text; returns what can be shown now. Sets stopped() when a stop string completed (the
-  // returned text then ends right before it).
-  std::string push(std::string_view text);
-  // What is still held back, once generation ended without a stop string.
-  std::string flush();
-  bool stopped() const { return stopped_; }
-
- private:
-  std::vector<std::string> stops_;
-  std::string held_;
-  bool stopped_ = false;
-};
 
 }  // namespace hearth

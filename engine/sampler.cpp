@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
-#include <cstdio>
 #include <limits>
 #include <stdexcept>
 
@@ -17,13 +16,6 @@ constexpr float inf = std::numeric_limits<float>::infinity();
 constexpr size_t top_p_buckets = 512;
 constexpr float top_p_bucket_range = 32;
 
-std::string param_error(const char* name, const char* requirement, double value) {
-  char buf[160];
-  std::snprintf(buf, sizeof buf, "sampler parameter %s must be %s, got %g", name, requirement,
-                value);
-  return buf;
-}
-
 // Index of the largest value with NaN ordered below -inf; ties go to the lowest index.
 int32_t argmax_nan_lowest(const float* v, int32_t n) {
   int32_t best = 0;
@@ -34,27 +26,6 @@ int32_t argmax_nan_lowest(const float* v, int32_t n) {
 }
 
 }  // namespace
-
-std::string sampler_params_check(const sampler_params& p) {
-  if (!std::isfinite(p.temperature)) {
-    return param_error("temperature", "finite (<= 0 for greedy)", p.temperature);
-  }
-  if (!(p.top_p > 0 && p.top_p <= 1)) return param_error("top_p", "in (0, 1]", p.top_p);
-  if (!(p.min_p >= 0 && p.min_p <= 1)) return param_error("min_p", "in [0, 1]", p.min_p);
-  if (!(p.repeat_penalty > 0 && std::isfinite(p.repeat_penalty))) {
-    return param_error("repeat_penalty", "finite and > 0 (1 = off)", p.repeat_penalty);
-  }
-  if (p.repeat_last_n < -1) {
-    return param_error("repeat_last_n", ">= -1 (0 = off, -1 = whole history)", p.repeat_last_n);
-  }
-  if (!std::isfinite(p.frequency_penalty)) {
-    return param_error("frequency_penalty", "finite", p.frequency_penalty);
-  }
-  if (!std::isfinite(p.presence_penalty)) {
-    return param_error("presence_penalty", "finite", p.presence_penalty);
-  }
-  return "";
-}
 
 sampler::sampler(const sampler_params& p, int32_t n_vocab) : params_(p), n_vocab_(n_vocab) {
   if (std::string e = sampler_params_check(p); !e.empty()) throw std::invalid_argument(e);

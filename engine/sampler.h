@@ -28,30 +28,12 @@
 #include <string>
 #include <vector>
 
+#include "common/generation-params.h"
+
 namespace hearth {
 
-// sampler_params::seed value that asks for a seed from std::random_device.
-inline constexpr uint64_t sampler_seed_random = 0xFFFFFFFFFFFFFFFF;
-
-struct sampler_params {
-  float temperature = 0.8f;  // <= 0: greedy (argmax; ties -> lowest id)
-  int32_t top_k = 40;        // <= 0: off
-  float top_p = 0.95f;       // in (0, 1]; 1: off. Keeps at least one token
-  float min_p = 0.05f;       // in [0, 1]; 0: off
-  // > 0; 1: off. For tokens in the window, logit > 0 ? logit / penalty : logit * penalty, once
-  // however often they occur (llama.cpp semantics).
-  float repeat_penalty = 1.0f;
-  int32_t repeat_last_n = 64;   // window of the three penalties: 0 = off, -1 = whole history
-  float frequency_penalty = 0;  // logit -= count_in_window * frequency_penalty
-  float presence_penalty = 0;   // logit -= (count_in_window > 0) * presence_penalty
-  uint64_t seed = sampler_seed_random;  // sampler_seed_random: random seed; else deterministic
-};
-
-// An error message naming the first invalid parameter and its value, or "" when all are valid.
-// Invalid: NaN or infinite floats (temperature -inf included; any negative finite temperature
-// means greedy), top_p outside (0, 1], min_p outside [0, 1], repeat_penalty <= 0,
-// repeat_last_n < -1. Parameters from a request must pass this before a sampler is made.
-std::string sampler_params_check(const sampler_params& p);
+// sampler_params and sampler_params_check (what the sampler can run) are in
+// common/generation-params.h, beside the stricter check of requests.
 
 // One sampler per sequence. Not thread-safe; sample() does not allocate.
 class sampler {

@@ -1,6 +1,6 @@
 // The node's side of inference: something that runs job attempts and reports their progress.
-// Two implementations: the CPU engine (engine/, continuous batching) and the null engine
-// (deterministic tokens at a fixed rate, no weights; for broker tests and benchmarks).
+// Two implementations: the batch engine (engine/ on any backend, continuous batching) and the null
+// engine (deterministic tokens at a fixed rate, no weights; for broker tests and benchmarks).
 //
 // Threading: submit(), cancel() and stop() are called from the node's network thread and return
 // at once; the engine works on its own thread(s) and reports through job_sink from there. The
@@ -37,7 +37,7 @@ class job_sink {
 class job_engine {
  public:
   virtual ~job_engine() = default;
-  // "null", or the backend the CPU engine loads models on: "cpu", "cuda" or "vulkan".
+  // "null", or the backend the batch engine loads models on: "cpu", "cuda" or "vulkan".
   virtual std::string name() const = 0;
   // The models it serves (every valid GGUF file in the models directory), with `loaded` set for
   // those in memory now.
@@ -51,7 +51,7 @@ class job_engine {
   virtual std::vector<wire::job_ref> stop() = 0;
 };
 
-struct cpu_engine_config {
+struct batch_engine_config {
   std::string models_dir;
   uint32_t slots = 1;           // attempts running at once (sequences of one batched context)
   uint64_t memory_budget = 0;   // bytes for loaded models and their contexts; 0: MemAvailable
@@ -67,7 +67,7 @@ struct null_engine_config {
 };
 
 // Scans the models directory at construction; throws std::runtime_error if it cannot be read.
-std::unique_ptr<job_engine> make_cpu_engine(const cpu_engine_config& cfg, job_sink& sink);
+std::unique_ptr<job_engine> make_batch_engine(const batch_engine_config& cfg, job_sink& sink);
 std::unique_ptr<job_engine> make_null_engine(const null_engine_config& cfg, job_sink& sink);
 
 }  // namespace hearth::node

@@ -311,7 +311,7 @@ node_daemon::node_daemon(node_config cfg) : p_(std::make_unique<impl>()) {
   if (c.engine == "null") {
     p_->engine = make_null_engine({c.models_dir, c.null_tokens_per_s}, p_->events);
   } else {
-    p_->engine = make_cpu_engine(
+    p_->engine = make_batch_engine(
         {c.models_dir, c.slots, c.memory_budget, c.threads, c.ctx_per_slot, c.backend, c.device},
         p_->events);
   }

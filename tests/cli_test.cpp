@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -91,6 +92,56 @@ TEST_F(cli, eval_writes_the_reference_logits_layout) {
   for (size_t i = 0; i < got.size(); ++i)
     err += (got[i] - want[i]) * (got[i] - want[i]), norm += want[i] * want[i];
   EXPECT_LE(err / norm, 1e-4);
+}
+
+TEST_F(cli, eval_dump_layer_writes_intermediates_whose_result_output_is_the_logits) {
+  const auto tokens = reference_["cases"][0]["prompt_tokens"].get<std::vector<int32_t>>();
+  std::string list;
+  for (auto t : tokens) list += (list.empty() ? "" : ",") + std::to_string(t);
+  const std::string out = ::testing::TempDir() + "hearth_eval_dump_logits.f32";
+  const std::string dir = ::testing::TempDir() + "hearth_eval_dump";
+  std::filesystem::remove_all(dir);
+  auto r = hearth("eval -m " + quote(model_) + " --tokens " + list + " --logits-out " + quote(out) +
+                  " --dump-layer 1 --dump-dir " + quote(dir));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto index = nlohmann::json::parse(testing::read_file_text(dir + "/index.json"));
+  EXPECT_EQ(index["tokens"], nlohmann::json(tokens));
+  std::vector<std::string> files;
+  for (const auto& e : index["intermediates"]) {
+    EXPECT_TRUE(e["layer"] == 1 || e["layer"] == -1) << e;
+    files.push_back(e["file"]);
+  }
+  for (const char* f : {"inp_embd.f32", "attn_norm-1.f32", "Qcur-1.f32", "kqv_out-1.f32",
+                        "ffn_out-1.f32", "l_out-1.f32", "result_norm.f32", "result_output.f32"})
+    EXPECT_NE(std::find(files.begin(), files.end(), f), files.end()) << f;
+  EXPECT_EQ(std::find(files.begin(), files.end(), "l_out-0.f32"), files.end());
+
+  // The last token's result_output is its row of the logits file, bit for bit.
+  const auto logits = testing::read_f32_file(out);
+  const auto result = testing::read_f32_file(dir + "/result_output.f32");
+  ASSERT_EQ(result.size(), logits.size());
+  const size_t n_vocab = logits.size() / tokens.size();
+  EXPECT_EQ(std::memcmp(result.data() + result.size() - n_vocab,
+                        logits.data() + logits.size() - n_vocab, n_vocab * sizeof(float)),
+            0);
+
+  // Without --dump-dir: llama-eval-callback's layout on stdout, one block per intermediate.
+  r = hearth("eval -m " + quote(model_) + " --tokens " + list + " --dump l_out");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("hearth_dump:                  l_out-0 = (f32) {64, 5, 1, 1}"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("l_out-4 = (f32)"), std::string::npos);
+  EXPECT_EQ(r.out.find("attn_norm"), std::string::npos);
+  EXPECT_NE(r.out.find("sum = "), std::string::npos);
+
+  r = hearth("eval -m " + quote(model_) + " --tokens " + list + " --dump no_such_tensor");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("no_such_tensor"), std::string::npos) << r.err;
+  r = hearth("eval -m " + quote(model_) + " --tokens " + list + " --dump-layer 99");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--dump-layer 99"), std::string::npos) << r.err;
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(cli, tokenize_prints_a_json_array_and_works_on_vocab_only_files) {
@@ -235,14 +286,16 @@ TEST_F(cli, bench_json_reports_the_backend_and_device_that_ran) {
   EXPECT_EQ(j["fallback"], "");
 }
 
+// A failed command: one line on stderr holding `needle`, nothing on stdout, a non-zero exit code.
+void expect_error(const process_result& r, const std::string& needle) {
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  ASSERT_FALSE(r.err.empty());
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "more than one line: " << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+}
+
 TEST_F(cli, errors_are_one_line_on_stderr_with_a_nonzero_exit_code) {
-  auto expect_error = [](const process_result& r, const std::string& needle) {
-    EXPECT_NE(r.exit_code, 0);
-    EXPECT_TRUE(r.out.empty()) << r.out;
-    ASSERT_FALSE(r.err.empty());
-    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "more than one line: " << r.err;
-    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
-  };
   expect_error(hearth("run -m /nonexistent/model.gguf -p hi"), "/nonexistent/model.gguf");
   expect_error(
       hearth("run -m " + quote(model_) + " -p " + quote(std::string(300, 'x')) + " --ctx 16"),
@@ -260,6 +313,25 @@ TEST_F(cli, errors_are_one_line_on_stderr_with_a_nonzero_exit_code) {
   expect_error(hearth("frobnicate"), "frobnicate");
   expect_error(hearth("run -m " + quote(model_) + " -p hi --backend metal"), "--backend");
   expect_error(hearth("run -m " + quote(model_) + " -p hi --device 0"), "--device needs");
+}
+
+// run and submit refuse what the broker and the node refuse, with their message
+// (common/generation-params.h), before loading a model or reaching a broker.
+TEST_F(cli, run_and_submit_refuse_bad_parameters_with_the_one_message) {
+  const std::string no_tokens = "max_tokens must be in [1, 1048576], got 0";
+  const std::string negative_temp = "temperature must be finite and >= 0 (0 = greedy), got -1";
+  expect_error(hearth("run -m " + quote(model_) + " -p hi -n 0"), no_tokens);
+  expect_error(hearth("run -m " + quote(model_) + " -p hi --temp -1"), negative_temp);
+  expect_error(hearth("run -m " + quote(model_) + " -p hi --top-k -1"),
+               "top_k must be >= 0 (0 = off), got -1");
+  // No broker listens there: the command must fail before trying.
+  const std::string submit = "submit --broker tcp://127.0.0.1:1 -m stories260K ";
+  expect_error(hearth(submit + "-n 0 hi"), no_tokens);
+  expect_error(hearth(submit + "--temp -1 hi"), negative_temp);
+  expect_error(hearth(submit + "-p hi --stop ''"),
+               "stop string 1's length must be 1 to 256 bytes, got 0");
+  expect_error(hearth("bench -m " + quote(model_) + " -n 2000000"),
+               "max_tokens must be in [1, 1048576], got 2000000");
 }
 
 // run, eval, tokenize and bench on every synthetic file: each family in each quantization.

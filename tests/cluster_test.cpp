@@ -1,6 +1,6 @@
 // The distributed system end to end: hearth-broker and hearth-node processes on loopback, a real
 // SQLite file, and a client on a real socket. Null-engine nodes where the test is about the
-// broker; the CPU engine on stories260K where the tokens themselves matter.
+// broker; the batch engine on stories260K where the tokens themselves matter.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -294,6 +294,15 @@ TEST_F(cluster_test, bad_requests_get_clear_errors) {
   bad.params.top_p = 2;
   EXPECT_FALSE(client.request<wire::accepted>(bad, &err));
   EXPECT_NE(err.find("top_p"), std::string::npos) << err;
+  // The messages of common/generation-params.h, which the CLI and the node give too.
+  EXPECT_FALSE(client.request<wire::accepted>(job("alpha", "x", 0), &err));
+  EXPECT_NE(err.find("invalid_params"), std::string::npos) << err;
+  EXPECT_NE(err.find("max_tokens must be in [1, 1048576], got 0"), std::string::npos) << err;
+  auto cold = job("alpha", "x", 4);
+  cold.params.temperature = -1;
+  EXPECT_FALSE(client.request<wire::accepted>(cold, &err));
+  EXPECT_NE(err.find("temperature must be finite and >= 0 (0 = greedy), got -1"), std::string::npos)
+      << err;
   EXPECT_FALSE(client.request<wire::accepted>(job("alpha", "", 4), &err));
   EXPECT_NE(err.find("no prompt"), std::string::npos) << err;
   EXPECT_FALSE(client.request<wire::jobs_reply>(wire::list_jobs{0, "sleeping", "", 5}, &err));

@@ -195,6 +195,32 @@ TEST_F(stories, generation_ends_at_an_end_of_generation_token) {
   EXPECT_EQ(g->tokens, want);
 }
 
+// engine/sequence.h's end rule: the token limit is checked after sampling (max_tokens 1 gives one
+// token; 0 is an error), and a full context ends generation once the sampled token has no cell.
+TEST_F(stories, the_token_limit_and_a_full_context_end_generation_after_sampling) {
+  const auto& c = (*reference_)["cases"][0];
+  const auto prompt = c["prompt_tokens"].get<std::vector<int32_t>>();
+  const auto want = c["greedy_tokens"].get<std::vector<int32_t>>();
+  context ctx(*model_, {.n_ctx = 128});
+  sampler smp({.temperature = 0}, ctx.n_vocab());
+  auto g = generate(ctx, prompt, smp, {.max_tokens = 1}, nullptr);
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->reason, stop_reason::max_tokens);
+  EXPECT_EQ(g->tokens, std::vector<int32_t>(want.begin(), want.begin() + 1));
+  auto none = generate(ctx, prompt, smp, {.max_tokens = 0}, nullptr);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.message(), "max_tokens must be >= 1, got 0");
+
+  context small(*model_, {.n_ctx = 16});
+  smp.reset();
+  g = generate(small, prompt, smp, {.max_tokens = 64}, nullptr);
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->reason, stop_reason::context_full);
+  // Every free cell holds a decoded token, and the last sampled token needs none.
+  const size_t n = size_t(small.n_ctx()) - prompt.size() + 1;
+  EXPECT_EQ(g->tokens, std::vector<int32_t>(want.begin(), want.begin() + ptrdiff_t(n)));
+}
+
 TEST_F(stories, the_same_seed_gives_the_same_sampled_text) {
   context ctx(*model_, {.n_ctx = 128});
   const auto prompt = (*reference_)["cases"][1]["prompt_tokens"].get<std::vector<int32_t>>();

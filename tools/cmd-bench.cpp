@@ -1,7 +1,10 @@
 // hearth bench: prompt-processing and generation speed, as llama-bench measures them: pp = one
 // forward pass over a P-token prompt, tg = N single-token passes, each from an empty cache,
-// repeated and averaged. With --sequences S, tg decodes S sequences together (one token of each
-// per pass, as a node's continuous batching does) and reports the aggregate tokens/s.
+// repeated and averaged. tg generates as generate() and a node do, through engine/sequence.h:
+// each pass decodes the token sampled (greedily) from the previous pass's logits, so the figure
+// includes sampling and detokenizing. With --sequences S, tg decodes S sequences together (one
+// token of each per pass, as a node's continuous batching does) and reports the aggregate
+// tokens/s.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -10,6 +13,7 @@
 #include <stdexcept>
 
 #include "engine/context.h"
+#include "engine/sequence.h"
 #include "engine/system-info.h"
 #include "tools/commands.h"
 #include "tools/load.h"
@@ -48,6 +52,11 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 int bench(const bench_options& o) {
   if (o.n_prompt < 0 || o.n_gen < 0 || o.reps < 1 || o.sequences < 1 || o.sequences > 1024)
     throw std::runtime_error("-p, -n must be >= 0, -r >= 1 and --sequences in [1, 1024]");
+  // Greedy: the cheapest draw, so tg stays a measure of the forward pass.
+  const generation_params gen{.max_tokens = o.n_gen, .sampling = {.temperature = 0}};
+  if (o.n_gen > 0) {
+    if (auto msg = generation_params_check(gen); !msg.empty()) throw std::runtime_error(msg);
+  }
   const int32_t per_seq = std::max(1, std::max(o.n_prompt, o.n_gen));
   const auto loaded = load_model(o.model, o.backend, o.threads, per_seq);
   const auto& m = loaded.model;
@@ -70,13 +79,29 @@ int bench(const bench_options& o) {
     if (auto r = ctx.decode(prompt); !r) throw std::runtime_error(r.message());
     return seconds_since(t);
   };
-  std::vector<batch_token> step(size_t(o.sequences));
+  // Each sequence starts from one random token at position 0 and may hold n_gen cells; it ignores
+  // end-of-generation tokens, so all end together after n_gen passes.
+  std::vector<batch_token> step;
   auto run_tg = [&] {
     ctx.clear();
+    std::vector<sampler> samplers(size_t(o.sequences), sampler(gen.sampling, m->hparams().n_vocab));
+    std::vector<sequence> seqs;
+    seqs.reserve(size_t(o.sequences));
+    for (int32_t s = 0; s < o.sequences; ++s) {
+      seqs.emplace_back(
+          m->vocab(), samplers[size_t(s)], std::vector<int32_t>{pick(rng)},
+          sequence_params{
+              .seq = s, .max_tokens = gen.max_tokens, .ignore_eog = true, .n_ctx = o.n_gen});
+    }
     const auto t = std::chrono::steady_clock::now();
-    for (int32_t i = 0; i < o.n_gen; ++i) {
-      for (int32_t s = 0; s < o.sequences; ++s) step[size_t(s)] = {pick(rng), i, s, true};
+    while (!seqs.front().done()) {
+      step.clear();
+      for (const sequence& q : seqs) q.append_batch(step);
       if (auto r = ctx.decode(step); !r) throw std::runtime_error(r.message());
+      for (size_t s = 0; s < seqs.size(); ++s) {
+        seqs[s].decoded();
+        seqs[s].step(ctx.logits(int32_t(s)));
+      }
     }
     return seconds_since(t);
   };

@@ -22,14 +22,12 @@ struct run_options {
   CLI::Option* chat_opt = nullptr;
   CLI::Option* system_opt = nullptr;
   CLI::Option* template_opt = nullptr;
-  int32_t n_predict = 128;
   int threads = 0;
   backend_options backend;
   int32_t ctx = 0;
   bool json = false;
   bool parse_special = false;
-  sampler_params sampling;
-  std::vector<std::string> stop;
+  generation_params gen;  // -n, --stop and the sampling flags
 };
 
 std::string dump(const nlohmann::json& j) {
@@ -81,8 +79,7 @@ std::string chat_prompt(const run_options& o, const model& m, std::string& used)
 }
 
 int run(const run_options& o) {
-  if (auto msg = sampler_params_check(o.sampling); !msg.empty()) throw std::runtime_error(msg);
-  if (o.n_predict < 0) throw std::runtime_error("-n must not be negative");
+  if (auto msg = generation_params_check(o.gen); !msg.empty()) throw std::runtime_error(msg);
   check_prompt_flags(o);
   const bool chat = o.chat_opt->count() > 0;
 
@@ -96,11 +93,11 @@ int run(const run_options& o) {
   context_params cp;
   cp.n_ctx = o.ctx;
   context ctx(*m, cp);
-  sampler smp(o.sampling, m->hparams().n_vocab);
+  sampler smp(o.gen.sampling, m->hparams().n_vocab);
 
   generate_params gp;
-  gp.max_tokens = o.n_predict;
-  gp.stop = o.stop;
+  gp.max_tokens = o.gen.max_tokens;
+  gp.stop = o.gen.stop;
   auto g = generate(ctx, prompt, smp, gp, [&](const generated_piece& p) {
     if (o.json) {
       if (p.token >= 0)
@@ -156,27 +153,27 @@ action add_run(CLI::App& app) {
   o->template_opt =
       cmd->add_option("--template", o->template_name,
                       "Chat template instead of the model's own: " + chat_template_names());
-  cmd->add_option("-n,--n-predict", o->n_predict, "Tokens to generate at most")
+  cmd->add_option("-n,--n-predict", o->gen.max_tokens, "Tokens to generate at most")
       ->capture_default_str();
-  cmd->add_option("--temp", o->sampling.temperature, "Temperature; 0 = greedy")
+  cmd->add_option("--temp", o->gen.sampling.temperature, "Temperature; 0 = greedy")
       ->capture_default_str();
-  cmd->add_option("--top-k", o->sampling.top_k, "Keep the k most likely tokens; 0 = off")
+  cmd->add_option("--top-k", o->gen.sampling.top_k, "Keep the k most likely tokens; 0 = off")
       ->capture_default_str();
-  cmd->add_option("--top-p", o->sampling.top_p, "Nucleus sampling threshold; 1 = off")
+  cmd->add_option("--top-p", o->gen.sampling.top_p, "Nucleus sampling threshold; 1 = off")
       ->capture_default_str();
-  cmd->add_option("--min-p", o->sampling.min_p, "Drop tokens below min-p × the top probability")
+  cmd->add_option("--min-p", o->gen.sampling.min_p, "Drop tokens below min-p × the top probability")
       ->capture_default_str();
-  cmd->add_option("--repeat-penalty", o->sampling.repeat_penalty,
+  cmd->add_option("--repeat-penalty", o->gen.sampling.repeat_penalty,
                   "Penalty for repeated tokens; 1 = off")
       ->capture_default_str();
-  cmd->add_option("--repeat-last-n", o->sampling.repeat_last_n, "Window of the penalties")
+  cmd->add_option("--repeat-last-n", o->gen.sampling.repeat_last_n, "Window of the penalties")
       ->capture_default_str();
-  cmd->add_option("--frequency-penalty", o->sampling.frequency_penalty, "Frequency penalty")
+  cmd->add_option("--frequency-penalty", o->gen.sampling.frequency_penalty, "Frequency penalty")
       ->capture_default_str();
-  cmd->add_option("--presence-penalty", o->sampling.presence_penalty, "Presence penalty")
+  cmd->add_option("--presence-penalty", o->gen.sampling.presence_penalty, "Presence penalty")
       ->capture_default_str();
-  cmd->add_option("--seed", o->sampling.seed, "Random seed (default: random)");
-  cmd->add_option("--stop", o->stop, "Stop before this text (repeatable)");
+  cmd->add_option("--seed", o->gen.sampling.seed, "Random seed (default: random)");
+  cmd->add_option("--stop", o->gen.stop, "Stop before this text (repeatable)");
   cmd->add_option("-t,--threads", o->threads, "CPU threads (default: all)");
   add_backend_options(cmd, o->backend);
   cmd->add_option("-c,--ctx", o->ctx,

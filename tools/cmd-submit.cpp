@@ -7,7 +7,7 @@
 #include <iterator>
 #include <stdexcept>
 
-#include "engine/sampler.h"
+#include "schema/job-params.h"
 #include "tools/broker-cli.h"
 #include "tools/commands.h"
 
@@ -45,16 +45,9 @@ int submit(submit_options& o) {
         "no prompt: hearth submit -m MODEL TEXT (or -p TEXT, or - for stdin, or --chat MESSAGE)");
   }
   if (!chat && o.system_flag->count() > 0) throw std::runtime_error("--system needs --chat");
-  if (p.max_tokens < 0) throw std::runtime_error("-n must not be negative");
-  // The broker checks too; checking here names the flag before a round trip.
-  sampler_params sp;
-  sp.temperature = p.temperature;
-  sp.top_k = p.top_k;
-  sp.top_p = p.top_p;
-  sp.min_p = p.min_p;
-  sp.repeat_penalty = p.repeat_penalty;
-  sp.repeat_last_n = p.repeat_last_n;
-  if (auto msg = sampler_params_check(sp); !msg.empty()) throw std::runtime_error(msg);
+  // The broker checks too; checking here refuses a bad job before a round trip, with the same
+  // message.
+  if (auto msg = wire::job_params_check(p); !msg.empty()) throw std::runtime_error(msg);
   if (o.text == "-") {
     o.text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
   }

@@ -11,6 +11,12 @@ tensor leading(const tensor& t, int64_t len) {
   return v;
 }
 
+// The reference's cb(cur, name, il): offers an intermediate to the observer, if one is set.
+void name_intermediate(const forward_batch& fb, backend& be, const tensor& t, std::string_view name,
+                       int32_t il, int32_t head_dim = 0) {
+  eval_callback_offer(fb.eval, be, t, name, il, head_dim);
+}
+
 }  // namespace
 
 batch_views::batch_views(const forward_batch& fb) {
@@ -50,16 +56,21 @@ void self_attention(const model& m, const layer_weights& l, int32_t il, const fo
   const tensor* freq_factors = m.weights().rope_freqs.present() ? &m.weights().rope_freqs : nullptr;
   backend& be = m.backend();
   kv_cache& kv = *fb.kv;
-  be.mul_mat(l.wq, b.cur, l.bq.present() ? &l.bq : nullptr, b.q);  // Qcur
-  be.mul_mat(l.wk, b.cur, l.bk.present() ? &l.bk : nullptr, b.k);  // Kcur
-  be.mul_mat(l.wv, b.cur, l.bv.present() ? &l.bv : nullptr, b.v);  // Vcur
+  be.mul_mat(l.wq, b.cur, l.bq.present() ? &l.bq : nullptr, b.q);
+  be.mul_mat(l.wk, b.cur, l.bk.present() ? &l.bk : nullptr, b.k);
+  be.mul_mat(l.wv, b.cur, l.bv.present() ? &l.bv : nullptr, b.v);
   be.rope(b.q, hp.n_head, hp.head_dim_k, b.pos, hp.rope, freq_factors);
+  name_intermediate(fb, be, b.q, "Qcur", il, hp.head_dim_k);
   be.rope(b.k, hp.n_head_kv, hp.head_dim_k, b.pos, hp.rope, freq_factors);
+  name_intermediate(fb, be, b.k, "Kcur", il, hp.head_dim_k);
+  name_intermediate(fb, be, b.v, "Vcur", il, hp.head_dim_v);
   be.kv_store(b.k, b.cells, kv.k(il));
   be.kv_store(b.v, b.cells, kv.v(il));
   be.attention(b.q, kv.k(il), kv.v(il), b.seq, b.pos, kv.cell_seq(), kv.cell_pos(), kv.extent(), ap,
-               b.kqv);                           // kqv_out
-  be.mul_mat(l.wo, b.kqv, nullptr, b.attn_out);  // attn_out
+               b.kqv);
+  name_intermediate(fb, be, b.kqv, "kqv_out", il);
+  be.mul_mat(l.wo, b.kqv, nullptr, b.attn_out);
+  name_intermediate(fb, be, b.attn_out, "attn_out", il);
 }
 
 void output_logits(const model& m, const forward_batch& fb, const batch_views& b) {
@@ -71,9 +82,11 @@ void output_logits(const model& m, const forward_batch& fb, const batch_views& b
   const tensor sel = tensor_rows(fb.act->out_sel, fb.n_outputs);
   const tensor logits = tensor_rows(fb.act->logits, fb.n_outputs);
   be.get_rows(b.inp, leading(fb.out_rows, fb.n_outputs), sel);
-  be.rms_norm(sel, w.output_norm, hp.norm_eps, sel);  // result_norm
-  be.mul_mat(w.output, sel, nullptr, logits);         // result_output
+  be.rms_norm(sel, w.output_norm, hp.norm_eps, sel);
+  name_intermediate(fb, be, sel, "result_norm", -1);
+  be.mul_mat(w.output, sel, nullptr, logits);
   if (hp.final_softcap > 0) be.softcap(logits, hp.final_softcap, logits);
+  name_intermediate(fb, be, logits, "result_output", -1);
 }
 
 std::string layer_prefix(int32_t il) {
@@ -118,30 +131,45 @@ void forward_decoder(const model& m, forward_batch& fb, const block_style& style
   const attention_params sliding = attention_params_of(hp, hp.n_swa > 0);
   const attention_params global = attention_params_of(hp, false);
 
-  be.get_rows(w.tok_embd, b.ids, b.inp);  // inp_embd
-  if (style.scale_embeddings) be.scale(b.inp, std::sqrt(float(hp.n_embd)), b.inp);
+  be.get_rows(w.tok_embd, b.ids, b.inp);
+  name_intermediate(fb, be, b.inp, "inp_embd", -1);
+  if (style.scale_embeddings) {
+    be.scale(b.inp, std::sqrt(float(hp.n_embd)), b.inp);
+    name_intermediate(fb, be, b.inp, "inp_scaled", -1);
+  }
   for (int32_t il = 0; il < hp.n_layer; ++il) {
     const layer_weights& l = w.layers[size_t(il)];
     const bool slides = !style.window_on_even_layers || il % 2 == 0;
-    be.rms_norm(b.inp, l.attn_norm, hp.norm_eps, b.cur);  // attn_norm
+    be.rms_norm(b.inp, l.attn_norm, hp.norm_eps, b.cur);
+    name_intermediate(fb, be, b.cur, "attn_norm", il);
     self_attention(m, l, il, fb, b, slides ? sliding : global);
     if (l.attn_post_norm.present()) {
-      be.rms_norm(b.attn_out, l.attn_post_norm, hp.norm_eps, b.attn_out);  // attn_post_norm
+      be.rms_norm(b.attn_out, l.attn_post_norm, hp.norm_eps, b.attn_out);
+      name_intermediate(fb, be, b.attn_out, "attn_post_norm", il);
     }
-    be.add(b.attn_out, b.inp, b.inp);                    // ffn_inp
-    be.rms_norm(b.inp, l.ffn_norm, hp.norm_eps, b.cur);  // ffn_norm
+    be.add(b.attn_out, b.inp, b.inp);
+    name_intermediate(fb, be, b.inp, "ffn_inp", il);
+    be.rms_norm(b.inp, l.ffn_norm, hp.norm_eps, b.cur);
+    name_intermediate(fb, be, b.cur, "ffn_norm", il);
     be.mul_mat(l.ffn_gate, b.cur, nullptr, b.gate);
+    name_intermediate(fb, be, b.gate, "ffn_gate", il);
     be.mul_mat(l.ffn_up, b.cur, nullptr, b.up);
+    name_intermediate(fb, be, b.up, "ffn_up", il);
     if (style.gelu) {
-      be.geglu(b.gate, b.up, b.gate);  // ffn_gelu * ffn_up
+      be.geglu(b.gate, b.up, b.gate);
+      name_intermediate(fb, be, b.gate, "ffn_geglu", il);
     } else {
-      be.swiglu(b.gate, b.up, b.gate);  // ffn_silu * ffn_up
+      be.swiglu(b.gate, b.up, b.gate);
+      name_intermediate(fb, be, b.gate, "ffn_swiglu", il);
     }
-    be.mul_mat(l.ffn_down, b.gate, nullptr, b.ffn_out);  // ffn_out
+    be.mul_mat(l.ffn_down, b.gate, nullptr, b.ffn_out);
+    name_intermediate(fb, be, b.ffn_out, "ffn_out", il);
     if (l.ffn_post_norm.present()) {
-      be.rms_norm(b.ffn_out, l.ffn_post_norm, hp.norm_eps, b.ffn_out);  // ffn_post_norm
+      be.rms_norm(b.ffn_out, l.ffn_post_norm, hp.norm_eps, b.ffn_out);
+      name_intermediate(fb, be, b.ffn_out, "ffn_post_norm", il);
     }
-    be.add(b.ffn_out, b.inp, b.inp);  // l_out
+    be.add(b.ffn_out, b.inp, b.inp);
+    name_intermediate(fb, be, b.inp, "l_out", il);
   }
   output_logits(m, fb, b);
 }

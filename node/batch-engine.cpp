@@ -1,14 +1,15 @@
-// The CPU engine: attempts run on engine/ with continuous batching.
+// The batch engine: attempts run on engine/ with continuous batching, on every backend (CPU,
+// Vulkan, CUDA).
 //
 // All running attempts of one model share one context whose cache holds slots × n_ctx_per_slot
 // cells; each attempt owns one sequence id and may fill at most n_ctx_per_slot cells, so one long
 // job cannot starve the others. Each step is one decode() per model holding, for every attempt
 // of that model, either its whole prompt (an attempt that joined since the last step; logits for
 // the last prompt token only) or the one token it sampled last. Attempts join and leave between
-// steps; models with running attempts take steps in turn. Per attempt the loop does exactly what
-// engine/generate.cpp does for one sequence (same sampler calls, stop checks and text streaming),
-// and a sequence's logits do not depend on the other rows of a batch, so an attempt's tokens are
-// those it would get alone.
+// steps; models with running attempts take steps in turn. Each attempt is one engine/sequence.h,
+// the type generate() loops over (same sampler calls, end rule and text streaming), and a
+// sequence's logits do not depend on the other rows of a batch, so an attempt's tokens are those
+// generate() gives for it alone.
 //
 // Models load on the backend the configuration asks for (gpu/select.h): the device is chosen once
 // at start, and a model that device cannot run (a weight type without a kernel, too little
@@ -27,6 +28,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -34,14 +36,14 @@
 
 #include "engine/chat-template.h"
 #include "engine/context.h"
-#include "engine/generate.h"
 #include "engine/model.h"
 #include "engine/sampler.h"
+#include "engine/sequence.h"
 #include "engine/system-info.h"
-#include "engine/utf8-stream.h"
 #include "gpu/select.h"
 #include "node/job-engine.h"
 #include "node/model-catalog.h"
+#include "schema/job-params.h"
 
 namespace hearth::node {
 namespace {
@@ -56,45 +58,37 @@ bool same_ref(const wire::job_ref& a, const wire::job_ref& b) {
   return a.job_id == b.job_id && a.attempt == b.attempt;
 }
 
-sampler_params sampler_params_of(const wire::job_params& p) {
-  sampler_params sp;
-  sp.temperature = p.temperature;
-  sp.top_k = p.top_k;
-  sp.top_p = p.top_p;
-  sp.min_p = p.min_p;
-  sp.repeat_penalty = p.repeat_penalty;
-  sp.repeat_last_n = p.repeat_last_n;
-  sp.seed = p.seed;
-  return sp;
-}
-
-// One attempt from admission to its end. Owned by its model's waiting queue, then its sequence.
-struct cpu_attempt {
-  cpu_attempt(const wire::job_assign& job, std::vector<int32_t> prompt_tokens,
-              const sampler_params& sp, int32_t n_vocab)
-      : ref{job.job_id, job.attempt},
-        max_tokens(job.params.max_tokens),
+// One attempt from admission to its end. Owned by its model's waiting queue, then its sequence
+// of the model's context, which `gen` runs once it has one.
+struct batch_attempt {
+  batch_attempt(const wire::job_ref& r, std::vector<int32_t> prompt_tokens, generation_params p,
+                int32_t n_vocab)
+      : ref(r),
         prompt(std::move(prompt_tokens)),
-        smp(sp, n_vocab),
-        stops(job.params.stop) {}
+        params(std::move(p)),
+        smp(params.sampling, n_vocab) {}
+
+  // It joins sequence `seq`, which may hold `n_ctx` cells.
+  void place(const vocab& voc, int32_t seq, int32_t n_ctx) {
+    gen.emplace(
+        voc, smp, std::move(prompt),
+        sequence_params{
+            .seq = seq, .max_tokens = params.max_tokens, .stop = params.stop, .n_ctx = n_ctx});
+  }
+  bool started() const { return gen && gen->prompt_decoded(); }
 
   wire::job_ref ref;
-  int32_t max_tokens;
-  std::vector<int32_t> prompt;
+  std::vector<int32_t> prompt;  // until place()
+  generation_params params;
   sampler smp;
-  utf8_stream utf8;
-  stop_string_filter stops;
+  std::optional<sequence> gen;  // once it holds a sequence
 
-  bool prompt_done = false;  // the prompt is in the cache and started() was reported
-  int32_t pos = 0;           // cells its sequence holds = position of the next token
-  int32_t next_token = -1;   // sampled, not yet decoded
-  int32_t row = -1;          // its logits row in the current step
-  uint32_t n_gen = 0;
+  int32_t row = -1;  // its logits row in the current step
   double prompt_ms = 0;
   clock::time_point t_gen;  // generation began (the prompt's logits were ready)
 };
 
-struct cpu_model {
+struct batch_model {
   std::string name;
   std::unique_ptr<model> weights;
   std::string backend;  // where it runs: "cpu", "cuda", "vulkan"
@@ -102,8 +96,8 @@ struct cpu_model {
   int32_t n_ctx_per_slot = 0;
   uint64_t bytes = 0;      // file size + context memory: what it counts against the budget
   uint64_t last_used = 0;  // a tick of the engine, for least-recently-used unloading
-  std::vector<std::unique_ptr<cpu_attempt>> seqs;    // [slots]; nullptr: a free sequence
-  std::deque<std::unique_ptr<cpu_attempt>> waiting;  // for a free sequence
+  std::vector<std::unique_ptr<batch_attempt>> seqs;    // [slots]; nullptr: a free sequence
+  std::deque<std::unique_ptr<batch_attempt>> waiting;  // for a free sequence
 
   bool busy() const {
     return !waiting.empty() ||
@@ -111,9 +105,9 @@ struct cpu_model {
   }
 };
 
-class cpu_engine final : public job_engine {
+class batch_engine final : public job_engine {
  public:
-  cpu_engine(const cpu_engine_config& cfg, job_sink& sink)
+  batch_engine(const batch_engine_config& cfg, job_sink& sink)
       : cfg_(cfg), catalog_(model_catalog::scan(cfg.models_dir)), sink_(sink) {
     for (const auto& e : catalog_.errors()) spdlog::warn("skipping model {}: {}", e.path, e.error);
     if (cfg_.slots < 1) cfg_.slots = 1;
@@ -121,7 +115,7 @@ class cpu_engine final : public job_engine {
     plan_backend();
     worker_ = std::thread([this] { run(); });
   }
-  ~cpu_engine() override { stop(); }
+  ~batch_engine() override { stop(); }
 
   std::string name() const override { return plan_.backend; }
 
@@ -181,7 +175,7 @@ class cpu_engine final : public job_engine {
   }
 
   // Ends an attempt that holds sequence `seq` of `cm` (or none, seq < 0) and frees it.
-  void finish(cpu_model& cm, std::unique_ptr<cpu_attempt> a, int32_t seq, wire::job_state state,
+  void finish(batch_model& cm, std::unique_ptr<batch_attempt> a, int32_t seq, wire::job_state state,
               std::string_view reason, std::string error = {}) {
     if (seq >= 0) cm.ctx->seq_clear(seq);
     wire::job_final f;
@@ -190,23 +184,20 @@ class cpu_engine final : public job_engine {
     f.state = state;
     f.stop_reason = std::string(reason);
     f.error = std::move(error);
-    f.n_prompt = a->prompt_done ? uint32_t(a->prompt.size()) : 0;
-    f.n_gen = a->n_gen;
+    f.n_prompt = a->started() ? uint32_t(a->gen->n_prompt()) : 0;
+    f.n_gen = a->started() ? uint32_t(a->gen->n_generated()) : 0;
     f.prompt_ms = a->prompt_ms;
-    f.gen_ms = a->prompt_done ? ms_since(a->t_gen, clock::now()) : 0;
+    f.gen_ms = a->started() ? ms_since(a->t_gen, clock::now()) : 0;
     sink_.finished(f);
   }
 
   // A normal end: what the text streams still hold back is reported first, as generate() does.
-  void complete(cpu_model& cm, int32_t seq, stop_reason reason) {
-    std::unique_ptr<cpu_attempt> a = std::move(cm.seqs[size_t(seq)]);
-    if (reason != stop_reason::stop_string) {
-      std::string rest = a->stops.push(a->utf8.flush());
-      rest += a->stops.stopped() ? "" : a->stops.flush();
-      if (a->stops.stopped()) reason = stop_reason::stop_string;
-      if (!rest.empty()) sink_.tokens(a->ref, a->n_gen, 0, std::move(rest));
-    }
-    finish(cm, std::move(a), seq, wire::job_state::completed, stop_reason_name(reason));
+  void complete(batch_model& cm, int32_t seq) {
+    std::unique_ptr<batch_attempt> a = std::move(cm.seqs[size_t(seq)]);
+    sequence& gen = *a->gen;
+    if (std::string rest = gen.finish(); !rest.empty())
+      sink_.tokens(a->ref, uint64_t(gen.n_generated()), 0, std::move(rest));
+    finish(cm, std::move(a), seq, wire::job_state::completed, stop_reason_name(gen.reason()));
   }
 
   void unload(size_t index) {
@@ -276,11 +267,11 @@ class cpu_engine final : public job_engine {
 
   // The loaded model of that catalog entry, loading it first if needed; nullptr and `error` set
   // when it cannot be loaded.
-  cpu_model* ensure_loaded(const model_catalog_entry& entry, std::string& error) {
+  batch_model* ensure_loaded(const model_catalog_entry& entry, std::string& error) {
     for (auto& cm : models_)
       if (cm->name == entry.info.name) return cm.get();
 
-    auto cm = std::make_unique<cpu_model>();
+    auto cm = std::make_unique<batch_model>();
     cm->name = entry.info.name;
     int32_t fitted_ctx = 0;  // what the device has room for, when less than the default
     try {
@@ -350,9 +341,7 @@ class cpu_engine final : public job_engine {
     if (chat) {
       if (auto ok = chat_messages_check(messages); !ok) return report_failed(ref, ok.message());
     }
-    const sampler_params sp = sampler_params_of(job.params);
-    if (auto msg = sampler_params_check(sp); !msg.empty()) return report_failed(ref, msg);
-    if (job.params.max_tokens < 0) return report_failed(ref, "max_tokens must not be negative");
+    if (auto msg = wire::job_params_check(job.params); !msg.empty()) return report_failed(ref, msg);
     if (!chat && job.prompt.empty()) return report_failed(ref, "the prompt is empty");
     if (running(ref)) {
       return report_failed(ref, "attempt " + std::to_string(job.attempt) + " of job " +
@@ -360,7 +349,7 @@ class cpu_engine final : public job_engine {
     }
 
     std::string error;
-    cpu_model* cm = ensure_loaded(*entry, error);
+    batch_model* cm = ensure_loaded(*entry, error);
     if (!cm) return report_failed(ref, error);
     cm->last_used = ++tick_;
     // As `hearth run` does: BOS as the vocabulary asks; special-token text left as text in a raw
@@ -379,12 +368,13 @@ class cpu_engine final : public job_engine {
                                     " tokens but a slot holds " +
                                     std::to_string(cm->n_ctx_per_slot));
     }
-    cm->waiting.push_back(
-        std::make_unique<cpu_attempt>(job, std::move(prompt), sp, cm->weights->hparams().n_vocab));
+    cm->waiting.push_back(std::make_unique<batch_attempt>(ref, std::move(prompt),
+                                                          wire::generation_params_of(job.params),
+                                                          cm->weights->hparams().n_vocab));
   }
 
   // The model's own chat template applied to `messages` (jobs cannot name one).
-  static result<std::string> chat_prompt(const cpu_model& cm,
+  static result<std::string> chat_prompt(const batch_model& cm,
                                          std::span<const chat_message> messages) {
     auto choice = chat_template_for_model(cm.weights->file(), "");
     if (!choice) {
@@ -425,43 +415,28 @@ class cpu_engine final : public job_engine {
     }
   }
 
-  // After a decode gave attempt `seq` its logits: one iteration of generate()'s token loop.
-  void advance(cpu_model& cm, int32_t seq, const float* logits) {
-    cpu_attempt& a = *cm.seqs[size_t(seq)];
-    if (int64_t(a.n_gen) >= a.max_tokens) return complete(cm, seq, stop_reason::max_tokens);
-    const int32_t tok = a.smp.sample(logits);
-    a.smp.accept(tok);
-    const vocab& voc = cm.weights->vocab();
-    if (voc.is_eog(tok)) return complete(cm, seq, stop_reason::end_of_generation);
-    std::string text = a.stops.push(a.utf8.push(voc.token_to_piece(tok, false)));
-    sink_.tokens(a.ref, a.n_gen++, 1, std::move(text));
-    if (a.stops.stopped()) return complete(cm, seq, stop_reason::stop_string);
-    if (int64_t(a.n_gen) == a.max_tokens) return complete(cm, seq, stop_reason::max_tokens);
-    if (a.pos >= cm.n_ctx_per_slot) return complete(cm, seq, stop_reason::context_full);
-    a.next_token = tok;
+  // After a decode gave attempt `seq` its logits: one token of its sequence, streamed.
+  void advance(batch_model& cm, int32_t seq, const float* logits) {
+    batch_attempt& a = *cm.seqs[size_t(seq)];
+    if (auto piece = a.gen->step(logits))
+      sink_.tokens(a.ref, uint64_t(a.gen->n_generated() - 1), 1, std::move(piece->text));
+    if (a.gen->done()) complete(cm, seq);
   }
 
   // One decode() for every attempt of the model: prompts of those that joined, else one token.
-  void step(cpu_model& cm) {
+  void step(batch_model& cm) {
     cm.last_used = ++tick_;
     for (size_t s = 0; s < cm.seqs.size() && !cm.waiting.empty(); ++s) {
       if (cm.seqs[s]) continue;
       cm.seqs[s] = std::move(cm.waiting.front());
       cm.waiting.pop_front();
+      cm.seqs[s]->place(cm.weights->vocab(), int32_t(s), cm.n_ctx_per_slot);
     }
     batch_.clear();
     int32_t n_rows = 0;
-    for (size_t s = 0; s < cm.seqs.size(); ++s) {
-      cpu_attempt* a = cm.seqs[s].get();
+    for (const auto& a : cm.seqs) {
       if (!a) continue;
-      const int32_t seq = int32_t(s);
-      if (!a->prompt_done) {
-        const int32_t n = int32_t(a->prompt.size());
-        for (int32_t i = 0; i < n; ++i)
-          batch_.push_back({a->prompt[size_t(i)], i, seq, i + 1 == n});
-      } else {
-        batch_.push_back({a->next_token, a->pos, seq, true});
-      }
+      a->gen->append_batch(batch_);
       a->row = n_rows++;
     }
     if (batch_.empty()) return;
@@ -478,24 +453,21 @@ class cpu_engine final : public job_engine {
     }
     const auto t1 = clock::now();
     for (size_t s = 0; s < cm.seqs.size(); ++s) {
-      cpu_attempt* a = cm.seqs[s].get();
+      batch_attempt* a = cm.seqs[s].get();
       if (!a) continue;
-      if (!a->prompt_done) {
-        for (int32_t t : a->prompt) a->smp.accept(t);
-        a->prompt_done = true;
-        a->pos = int32_t(a->prompt.size());
+      const bool joined = !a->started();
+      a->gen->decoded();
+      if (joined) {
         a->prompt_ms = ms_since(t0, t1);
         a->t_gen = t1;
-        sink_.started(a->ref, uint32_t(a->prompt.size()));
-      } else {
-        ++a->pos;
+        sink_.started(a->ref, uint32_t(a->gen->n_prompt()));
       }
       advance(cm, int32_t(s), cm.ctx->logits(a->row));
     }
   }
 
   // The next model with attempts, taking turns.
-  cpu_model* next_model() {
+  batch_model* next_model() {
     for (size_t i = 0; i < models_.size(); ++i) {
       const size_t k = (rr_ + i) % models_.size();
       if (models_[k]->busy()) {
@@ -537,7 +509,7 @@ class cpu_engine final : public job_engine {
         }
       }
       for (const auto& r : cancels) cancel_now(r);
-      cpu_model* cm = next_model();
+      batch_model* cm = next_model();
       if (!cm) continue;
       try {
         step(*cm);
@@ -551,7 +523,7 @@ class cpu_engine final : public job_engine {
     }
   }
 
-  cpu_engine_config cfg_;
+  batch_engine_config cfg_;
   const model_catalog catalog_;
   job_sink& sink_;
   uint64_t budget_ = 0;
@@ -568,7 +540,7 @@ class cpu_engine final : public job_engine {
   std::set<std::string> loaded_names_;
 
   // Worker state (read by stop() only after the worker has joined).
-  std::vector<std::unique_ptr<cpu_model>> models_;
+  std::vector<std::unique_ptr<batch_model>> models_;
   std::vector<batch_token> batch_;
   size_t rr_ = 0;
   uint64_t tick_ = 0;
@@ -577,8 +549,8 @@ class cpu_engine final : public job_engine {
 
 }  // namespace
 
-std::unique_ptr<job_engine> make_cpu_engine(const cpu_engine_config& cfg, job_sink& sink) {
-  return std::make_unique<cpu_engine>(cfg, sink);
+std::unique_ptr<job_engine> make_batch_engine(const batch_engine_config& cfg, job_sink& sink) {
+  return std::make_unique<batch_engine>(cfg, sink);
 }
 
 }  // namespace hearth::node

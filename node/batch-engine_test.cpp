@@ -1,6 +1,7 @@
-// The CPU engine on the real stories260K model: the reference's greedy continuations, concurrent
-// and staggered attempts each giving exactly what engine/generate.cpp gives for that prompt alone,
-// cancel, stop, every error path, and least-recently-used unloading under a memory budget.
+// The batch engine on the real stories260K model (on the CPU): the reference's greedy
+// continuations, concurrent and staggered attempts each giving exactly what engine/generate.cpp
+// gives for that prompt alone, cancel, stop, every error path, and least-recently-used unloading
+// under a memory budget.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include "gpu/select.h"
 #include "node/fake-job-sink.h"
 #include "node/job-engine.h"
+#include "schema/job-params.h"
 #include "tests/model-variant.h"
 #include "tests/testdata.h"
 
@@ -50,7 +52,7 @@ constexpr const char* k_llama2_bos_template =
     "elif messages[idx]['role'] == 'assistant' -%}{{- ' '  + messages[idx]['content'] + ' ' + "
     "eos_token -}}{% endif %}{% endfor %}";
 
-class cpu_engine_test : public ::testing::Test {
+class batch_engine_test : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     const std::string stories = hearth::testing::testdata_path("models/stories260K.gguf");
@@ -59,7 +61,7 @@ class cpu_engine_test : public ::testing::Test {
     reference_ = new nlohmann::json(nlohmann::json::parse(hearth::testing::read_file_text(ref)));
     model_ = model::load(stories, {}).release();
 
-    dir_ = new fs::path(fs::temp_directory_path() / "hearth_cpu_engine_models");
+    dir_ = new fs::path(fs::temp_directory_path() / "hearth_batch_engine_models");
     fs::remove_all(*dir_);
     fs::create_directories(*dir_ / "lru");
     fs::create_symlink(fs::absolute(stories), *dir_ / "stories.gguf");
@@ -111,14 +113,7 @@ class cpu_engine_test : public ::testing::Test {
   static expected_run alone_tokens(const std::vector<int32_t>& tokens, const wire::job_params& p,
                                    int32_t n_ctx, const hearth::model& m = *model_) {
     context ctx(m, {.n_ctx = n_ctx});
-    sampler smp({.temperature = p.temperature,
-                 .top_k = p.top_k,
-                 .top_p = p.top_p,
-                 .min_p = p.min_p,
-                 .repeat_penalty = p.repeat_penalty,
-                 .repeat_last_n = p.repeat_last_n,
-                 .seed = p.seed},
-                ctx.n_vocab());
+    sampler smp(wire::generation_params_of(p).sampling, ctx.n_vocab());
     auto g = generate(ctx, tokens, smp, {.max_tokens = p.max_tokens, .stop = p.stop}, nullptr);
     EXPECT_TRUE(g.ok()) << (g.ok() ? "" : g.message());
     if (!g.ok()) return {};
@@ -154,9 +149,9 @@ class cpu_engine_test : public ::testing::Test {
 
   // One engine thread unless asked: the results do not depend on it, and a loaded test machine
   // runs spinning thread pools slowly.
-  cpu_engine_config config(uint32_t slots, int32_t n_ctx_per_slot, const std::string& sub = "",
-                           int32_t threads = 1) {
-    cpu_engine_config c;
+  batch_engine_config config(uint32_t slots, int32_t n_ctx_per_slot, const std::string& sub = "",
+                             int32_t threads = 1) {
+    batch_engine_config c;
     c.models_dir = (sub.empty() ? *dir_ : *dir_ / sub).string();
     c.slots = slots;
     c.threads = threads;
@@ -191,9 +186,9 @@ class cpu_engine_test : public ::testing::Test {
   static inline std::string* eos_path_ = nullptr;
 };
 
-TEST_F(cpu_engine_test, greedy_continuations_match_the_reference) {
+TEST_F(batch_engine_test, greedy_continuations_match_the_reference) {
   fake_job_sink sink;
-  auto engine = make_cpu_engine(config(3, 128, "", 2), sink);
+  auto engine = make_batch_engine(config(3, 128, "", 2), sink);
   EXPECT_EQ(engine->name(), "cpu");
   const auto& cases = (*reference_)["cases"];
   // One after the other, then all three in one batch.
@@ -217,14 +212,14 @@ TEST_F(cpu_engine_test, greedy_continuations_match_the_reference) {
 
 // backend: vulkan runs on a Vulkan device where there is one (lavapipe in CI) and advertises it;
 // elsewhere it falls back to the CPU at load. Either way the reference text, also batched.
-TEST_F(cpu_engine_test, the_vulkan_backend_gives_the_reference_or_falls_back_to_the_cpu) {
+TEST_F(batch_engine_test, the_vulkan_backend_gives_the_reference_or_falls_back_to_the_cpu) {
   gpu::backend_choice vulkan;
   vulkan.kind = gpu::backend_kind::vulkan;
   const std::string where = gpu::backend_plan_for(vulkan, gpu::vulkan_source()).backend;
   fake_job_sink sink;
   auto c = config(3, 128);
   c.backend = "vulkan";
-  auto engine = make_cpu_engine(c, sink);
+  auto engine = make_batch_engine(c, sink);
   EXPECT_EQ(engine->name(), where);
   const auto& cases = (*reference_)["cases"];
   for (uint64_t i = 0; i < cases.size(); ++i)
@@ -237,9 +232,9 @@ TEST_F(cpu_engine_test, the_vulkan_backend_gives_the_reference_or_falls_back_to_
   }
 }
 
-TEST_F(cpu_engine_test, concurrent_attempts_each_give_what_they_give_alone) {
+TEST_F(batch_engine_test, concurrent_attempts_each_give_what_they_give_alone) {
   fake_job_sink sink;
-  auto engine = make_cpu_engine(config(4, 128), sink);
+  auto engine = make_batch_engine(config(4, 128), sink);
   std::vector<wire::job_params> params = {greedy(64), sampled(60, 7), greedy(50), sampled(64, 99)};
   params[2].stop = {"play with the box"};
   for (uint64_t i = 0; i < 4; ++i) engine->submit(job(i, prompt_of(int(i)), params[i]));
@@ -249,9 +244,9 @@ TEST_F(cpu_engine_test, concurrent_attempts_each_give_what_they_give_alone) {
   EXPECT_EQ(sink.record(2).final->stop_reason, "stop_string");
 }
 
-TEST_F(cpu_engine_test, attempts_joining_mid_generation_give_what_they_give_alone) {
+TEST_F(batch_engine_test, attempts_joining_mid_generation_give_what_they_give_alone) {
   fake_job_sink sink;
-  auto engine = make_cpu_engine(config(4, 128), sink);
+  auto engine = make_batch_engine(config(4, 128), sink);
   const std::vector<wire::job_params> params = {sampled(64, 3), greedy(64), sampled(64, 5),
                                                 greedy(40)};
   // Each attempt's 6th token brings in the next one, so every join lands mid-generation of the
@@ -268,10 +263,10 @@ TEST_F(cpu_engine_test, attempts_joining_mid_generation_give_what_they_give_alon
     expect_matches(sink, i, alone(prompt_of(int(i)), params[i], 128));
 }
 
-TEST_F(cpu_engine_test, a_long_churn_of_attempts_gives_what_each_gives_alone) {
+TEST_F(batch_engine_test, a_long_churn_of_attempts_gives_what_each_gives_alone) {
   // Many attempts of different lengths come and go, so freed cells are reused in every order.
   fake_job_sink sink;
-  auto engine = make_cpu_engine(config(3, 96), sink);
+  auto engine = make_batch_engine(config(3, 96), sink);
   constexpr uint64_t n_jobs = 24;
   auto params_of = [](uint64_t i) {
     return i % 2 ? sampled(int32_t(10 + (i * 7) % 80), i) : greedy(int32_t(5 + (i * 13) % 85));
@@ -290,18 +285,18 @@ TEST_F(cpu_engine_test, a_long_churn_of_attempts_gives_what_each_gives_alone) {
     expect_matches(sink, i, alone(prompt_of(int(i % 4)), params_of(i), 96));
 }
 
-TEST_F(cpu_engine_test, more_attempts_than_slots_wait_for_a_free_sequence) {
+TEST_F(batch_engine_test, more_attempts_than_slots_wait_for_a_free_sequence) {
   fake_job_sink sink;
-  auto engine = make_cpu_engine(config(2, 128), sink);
+  auto engine = make_batch_engine(config(2, 128), sink);
   for (uint64_t i = 0; i < 4; ++i) engine->submit(job(i, prompt_of(int(i)), greedy(30)));
   ASSERT_TRUE(sink.wait_all_finished({0, 1, 2, 3}));
   for (uint64_t i = 0; i < 4; ++i)
     expect_matches(sink, i, alone(prompt_of(int(i)), greedy(30), 128));
 }
 
-TEST_F(cpu_engine_test, a_slot_stops_at_its_share_of_the_context) {
+TEST_F(batch_engine_test, a_slot_stops_at_its_share_of_the_context) {
   fake_job_sink sink;
-  auto engine = make_cpu_engine(config(2, 16), sink);
+  auto engine = make_batch_engine(config(2, 16), sink);
   engine->submit(job(0, prompt_of(0), greedy(64)));  // 5 prompt tokens: 12 fit
   engine->submit(job(1, prompt_of(1), greedy(4)));
   ASSERT_TRUE(sink.wait_all_finished({0, 1}));
@@ -311,25 +306,65 @@ TEST_F(cpu_engine_test, a_slot_stops_at_its_share_of_the_context) {
   expect_matches(sink, 1, alone(prompt_of(1), greedy(4), 16));
 }
 
-TEST_F(cpu_engine_test, an_end_of_generation_token_ends_the_attempt) {
+TEST_F(batch_engine_test, an_end_of_generation_token_ends_the_attempt) {
   fake_job_sink sink;
-  auto engine = make_cpu_engine(config(2, 128), sink);
+  auto engine = make_batch_engine(config(2, 128), sink);
   engine->submit(job(0, prompt_of(0), greedy(64), "stories-eos"));
-  engine->submit(job(1, prompt_of(0), greedy(0)));
-  ASSERT_TRUE(sink.wait_all_finished({0, 1}));
+  ASSERT_TRUE(sink.wait_all_finished({0}));
   auto eos_model = model::load(*eos_path_, {});
   expect_matches(sink, 0, alone(prompt_of(0), greedy(64), 128, *eos_model));
   EXPECT_EQ(sink.record(0).final->stop_reason, "end_of_generation");
   EXPECT_EQ(sink.record(0).text, ", there was a little girl named Lily");
-  // max_tokens 0: the prompt is read, nothing is generated.
-  EXPECT_EQ(sink.record(1).final->stop_reason, "max_tokens");
-  EXPECT_EQ(sink.record(1).final->n_gen, 0u);
-  EXPECT_TRUE(sink.record(1).started);
 }
 
-TEST_F(cpu_engine_test, cancel_stops_one_attempt_within_a_token_and_spares_the_others) {
+// The one end rule (engine/sequence.h) and the one parameter check: a job gives what generate()
+// gives for the same model, parameters and seed, however it ends; a job the broker would refuse
+// fails with the broker's message.
+TEST_F(batch_engine_test, a_job_gives_what_generate_gives_for_the_same_params_and_seed) {
   fake_job_sink sink;
-  auto engine = make_cpu_engine(config(3, 256), sink);
+  auto engine = make_batch_engine(config(2, 64), sink);
+  std::vector<wire::job_params> params = {greedy(1), sampled(48, 11), sampled(40, 5),
+                                          sampled(64, 8), greedy(64)};
+  params[1].top_k = 0;  // the untruncated draw
+  params[1].min_p = 0;
+  params[2].top_p = 0.5f;
+  params[2].repeat_last_n = -1;
+  params[3].stop = {"e", "xyz"};  // ends within a few tokens
+  params[4].stop = {"Lily."};     // held back over several tokens, then cut
+  for (uint64_t i = 0; i < params.size(); ++i)
+    engine->submit(job(i, prompt_of(int(i % 4)), params[i]));
+  std::vector<uint64_t> ids(params.size());
+  for (uint64_t i = 0; i < ids.size(); ++i) ids[i] = i;
+  ASSERT_TRUE(sink.wait_all_finished(ids));
+  for (uint64_t i = 0; i < params.size(); ++i)
+    expect_matches(sink, i, alone(prompt_of(int(i % 4)), params[i], 64));
+  EXPECT_EQ(sink.record(0).final->n_gen, 1u);
+  EXPECT_EQ(sink.record(0).final->stop_reason, "max_tokens");
+  EXPECT_EQ(sink.record(3).final->stop_reason, "stop_string");
+  EXPECT_EQ(sink.record(4).final->stop_reason, "stop_string");
+}
+
+TEST_F(batch_engine_test, a_job_the_broker_refuses_fails_with_the_brokers_message) {
+  fake_job_sink sink;
+  auto engine = make_batch_engine(config(1, 64), sink);
+  auto cold = greedy(4);
+  cold.temperature = -1;
+  auto negative_top_k = greedy(4);
+  negative_top_k.top_k = -1;
+  const std::vector<wire::job_params> bad = {greedy(0), cold, negative_top_k, greedy(1 << 21)};
+  for (uint64_t i = 0; i < bad.size(); ++i) engine->submit(job(i, prompt_of(0), bad[i]));
+  ASSERT_TRUE(sink.wait_all_finished({0, 1, 2, 3}));
+  EXPECT_EQ(failure_of(sink, 0), "max_tokens must be in [1, 1048576], got 0");
+  EXPECT_EQ(failure_of(sink, 1), "temperature must be finite and >= 0 (0 = greedy), got -1");
+  EXPECT_EQ(failure_of(sink, 2), "top_k must be >= 0 (0 = off), got -1");
+  EXPECT_EQ(failure_of(sink, 3), "max_tokens must be in [1, 1048576], got 2097152");
+  for (uint64_t i = 0; i < bad.size(); ++i)
+    EXPECT_EQ(failure_of(sink, i), wire::job_params_check(bad[i]));
+}
+
+TEST_F(batch_engine_test, cancel_stops_one_attempt_within_a_token_and_spares_the_others) {
+  fake_job_sink sink;
+  auto engine = make_batch_engine(config(3, 256), sink);
   // Cancelled from the engine's own thread right after its 6th token: no further token may come.
   sink.on_tokens = [&](const wire::job_ref& ref, uint64_t seq, uint32_t) {
     if (ref.job_id == 1 && seq == 5) engine->cancel(ref);
@@ -351,9 +386,9 @@ TEST_F(cpu_engine_test, cancel_stops_one_attempt_within_a_token_and_spares_the_o
   EXPECT_EQ(sink.record(1).n_finished, 1);
 }
 
-TEST_F(cpu_engine_test, stop_returns_the_unfinished_attempts_without_finishing_them) {
+TEST_F(batch_engine_test, stop_returns_the_unfinished_attempts_without_finishing_them) {
   fake_job_sink sink;
-  auto engine = make_cpu_engine(config(2, 2048), sink);
+  auto engine = make_batch_engine(config(2, 2048), sink);
   // Slow the engine down so nothing can finish before stop().
   sink.on_tokens = [](const wire::job_ref&, uint64_t, uint32_t) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
@@ -375,9 +410,9 @@ TEST_F(cpu_engine_test, stop_returns_the_unfinished_attempts_without_finishing_t
   EXPECT_NE(failure_of(sink, 7).find("stopped"), std::string::npos);
 }
 
-TEST_F(cpu_engine_test, bad_attempts_fail_with_a_clear_message) {
+TEST_F(batch_engine_test, bad_attempts_fail_with_a_clear_message) {
   fake_job_sink sink;
-  auto engine = make_cpu_engine(config(2, 8), sink);
+  auto engine = make_batch_engine(config(2, 8), sink);
   engine->submit(job(0, prompt_of(0), greedy(4), "no-such-model"));
   engine->submit(job(1, prompt_of(2), greedy(4)));  // 12 tokens, a slot holds 8
   auto bad_top_p = greedy(4);
@@ -421,9 +456,9 @@ TEST_F(cpu_engine_test, bad_attempts_fail_with_a_clear_message) {
   for (uint64_t i = 0; i < 12; ++i) EXPECT_EQ(sink.record(i).n_finished, 1) << i;
 }
 
-TEST_F(cpu_engine_test, chat_messages_go_through_the_models_chat_template) {
+TEST_F(batch_engine_test, chat_messages_go_through_the_models_chat_template) {
   fake_job_sink sink;
-  auto engine = make_cpu_engine(config(2, 256), sink);
+  auto engine = make_batch_engine(config(2, 256), sink);
   auto chatml = job(0, "", greedy(24), "stories-chatml");
   chatml.messages = {{"system", "Be brief."}, {"user", "Once upon a time"}};
   engine->submit(chatml);
@@ -452,7 +487,7 @@ TEST_F(cpu_engine_test, chat_messages_go_through_the_models_chat_template) {
   EXPECT_EQ(std::count(llama2_tokens.begin(), llama2_tokens.end(), model_->vocab().eos()), 1);
 }
 
-TEST_F(cpu_engine_test, the_least_recently_used_idle_model_makes_room_for_another) {
+TEST_F(batch_engine_test, the_least_recently_used_idle_model_makes_room_for_another) {
   // A budget for one model and its context, not two.
   const context_params cp{.n_ctx = 2 * 64, .n_seq_max = 2};
   const uint64_t one =
@@ -460,7 +495,7 @@ TEST_F(cpu_engine_test, the_least_recently_used_idle_model_makes_room_for_anothe
   fake_job_sink sink;
   auto cfg = config(2, 64, "lru");
   cfg.memory_budget = one + one / 2;
-  auto engine = make_cpu_engine(cfg, sink);
+  auto engine = make_batch_engine(cfg, sink);
   auto loaded = [&] {
     std::set<std::string> out;
     for (const auto& m : engine->models())
@@ -490,22 +525,22 @@ TEST_F(cpu_engine_test, the_least_recently_used_idle_model_makes_room_for_anothe
   EXPECT_EQ(loaded(), std::set<std::string>{"b"});
 }
 
-TEST_F(cpu_engine_test, a_model_larger_than_the_budget_fails_to_load) {
+TEST_F(batch_engine_test, a_model_larger_than_the_budget_fails_to_load) {
   fake_job_sink sink;
   auto cfg = config(1, 64, "lru");
   cfg.memory_budget = 1000;
-  auto engine = make_cpu_engine(cfg, sink);
+  auto engine = make_batch_engine(cfg, sink);
   engine->submit(job(0, prompt_of(0), greedy(8), "a"));
   ASSERT_TRUE(sink.wait_finished(0));
   EXPECT_NE(failure_of(sink, 0).find("memory budget"), std::string::npos);
   EXPECT_EQ(sink.n_models_changed(), 0);
 }
 
-TEST_F(cpu_engine_test, a_missing_models_directory_throws) {
+TEST_F(batch_engine_test, a_missing_models_directory_throws) {
   fake_job_sink sink;
   auto cfg = config(1, 64);
   cfg.models_dir = (*dir_ / "absent").string();
-  EXPECT_THROW(make_cpu_engine(cfg, sink), std::runtime_error);
+  EXPECT_THROW(make_batch_engine(cfg, sink), std::runtime_error);
 }
 
 }  // namespace

@@ -1,0 +1,114 @@
+// What one generation asks for (a token limit, stop strings and the sampler's settings) and the
+// one check of it that the CLI, the broker and the node all apply, so that a bad job is refused
+// with the same message wherever it is refused first. Plain data and the standard library only:
+// the broker checks jobs without the engine (schema/job-params.h maps wire::job_params here), and
+// the engine's sampler takes sampler_params as they are.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+namespace hearth {
+
+// sampler_params::seed value that asks for a seed from std::random_device.
+inline constexpr uint64_t sampler_seed_random = 0xFFFFFFFFFFFFFFFF;
+
+struct sampler_params {
+  float temperature = 0.8f;  // <= 0: greedy (argmax; ties -> lowest id); requests: 0
+  int32_t top_k = 40;        // <= 0: off; requests: 0
+  float top_p = 0.95f;       // in (0, 1]; 1: off. Keeps at least one token
+  float min_p = 0.05f;       // in [0, 1]; 0: off
+  // > 0; 1: off. For tokens in the window, logit > 0 ? logit / penalty : logit * penalty, once
+  // however often they occur (llama.cpp semantics).
+  float repeat_penalty = 1.0f;
+  int32_t repeat_last_n = 64;   // window of the three penalties: 0 = off, -1 = whole history
+  float frequency_penalty = 0;  // logit -= count_in_window * frequency_penalty
+  float presence_penalty = 0;   // logit -= (count_in_window > 0) * presence_penalty
+  uint64_t seed = sampler_seed_random;  // sampler_seed_random: random seed; else deterministic
+};
+
+// Bounds of a request: a job may not ask for more than this (the broker's limits since the
+// protocol's first version; schema/PROTOCOL.md states them).
+inline constexpr int32_t generation_max_tokens_limit = 1 << 20;
+inline constexpr size_t generation_max_stop_strings = 16;
+inline constexpr size_t generation_max_stop_bytes = 256;
+
+struct generation_params {
+  int32_t max_tokens = 128;       // generated tokens at most, in [1, generation_max_tokens_limit]
+  std::vector<std::string> stop;  // text stops before the first one found
+  sampler_params sampling;
+};
+
+// "<name> must be <requirement>, got <value>": every message of both checks has this shape.
+template <class T>
+std::string param_error(std::string_view name, std::string_view requirement, T value) {
+  std::string got;
+  if constexpr (std::is_integral_v<T>) {
+    got = std::to_string(value);
+  } else {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", double(value));
+    got = buf;
+  }
+  return std::string(name) + " must be " + std::string(requirement) + ", got " + got;
+}
+
+// What the sampler can run, or "": finite floats (any negative temperature means greedy),
+// top_p in (0, 1], min_p in [0, 1], repeat_penalty > 0, repeat_last_n >= -1. The sampler's
+// constructor refuses anything else.
+inline std::string sampler_params_check(const sampler_params& p) {
+  if (!std::isfinite(p.temperature)) {
+    return param_error("temperature", "finite (<= 0 for greedy)", p.temperature);
+  }
+  if (!(p.top_p > 0 && p.top_p <= 1)) return param_error("top_p", "in (0, 1]", p.top_p);
+  if (!(p.min_p >= 0 && p.min_p <= 1)) return param_error("min_p", "in [0, 1]", p.min_p);
+  if (!(p.repeat_penalty > 0 && std::isfinite(p.repeat_penalty))) {
+    return param_error("repeat_penalty", "finite and > 0 (1 = off)", p.repeat_penalty);
+  }
+  if (p.repeat_last_n < -1) {
+    return param_error("repeat_last_n", ">= -1 (0 = off, -1 = whole history)", p.repeat_last_n);
+  }
+  if (!std::isfinite(p.frequency_penalty)) {
+    return param_error("frequency_penalty", "finite", p.frequency_penalty);
+  }
+  if (!std::isfinite(p.presence_penalty)) {
+    return param_error("presence_penalty", "finite", p.presence_penalty);
+  }
+  return "";
+}
+
+// What a request may ask for, or "" (the first broken rule otherwise): max_tokens in
+// [1, 2^20], temperature finite and >= 0, top_k >= 0, at most 16 stop strings of 1 to 256 bytes,
+// and everything sampler_params_check asks. Stricter than the sampler, which also runs negative
+// temperatures and top_k: a request says 0 for greedy and for off, so that a typo is an error.
+inline std::string generation_params_check(const generation_params& p) {
+  if (p.max_tokens < 1 || p.max_tokens > generation_max_tokens_limit) {
+    return param_error("max_tokens", "in [1, " + std::to_string(generation_max_tokens_limit) + "]",
+                       p.max_tokens);
+  }
+  const sampler_params& s = p.sampling;
+  if (!(std::isfinite(s.temperature) && s.temperature >= 0)) {
+    return param_error("temperature", "finite and >= 0 (0 = greedy)", s.temperature);
+  }
+  if (s.top_k < 0) return param_error("top_k", ">= 0 (0 = off)", s.top_k);
+  if (auto e = sampler_params_check(s); !e.empty()) return e;
+  if (p.stop.size() > generation_max_stop_strings) {
+    return param_error("the number of stop strings",
+                       "at most " + std::to_string(generation_max_stop_strings), p.stop.size());
+  }
+  for (size_t i = 0; i < p.stop.size(); ++i) {
+    if (p.stop[i].empty() || p.stop[i].size() > generation_max_stop_bytes) {
+      return param_error("stop string " + std::to_string(i + 1) + "'s length",
+                         "1 to " + std::to_string(generation_max_stop_bytes) + " bytes",
+                         p.stop[i].size());
+    }
+  }
+  return "";
+}
+
+}  // namespace hearth

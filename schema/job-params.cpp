@@ -1,0 +1,23 @@
+#include "schema/job-params.h"
+
+namespace hearth::wire {
+
+generation_params generation_params_of(const job_params& p) {
+  generation_params g;
+  g.max_tokens = p.max_tokens;
+  g.stop = p.stop;
+  g.sampling.temperature = p.temperature;
+  g.sampling.top_k = p.top_k;
+  g.sampling.top_p = p.top_p;
+  g.sampling.min_p = p.min_p;
+  g.sampling.repeat_penalty = p.repeat_penalty;
+  g.sampling.repeat_last_n = p.repeat_last_n;
+  g.sampling.seed = p.seed;
+  return g;
+}
+
+std::string job_params_check(const job_params& p) {
+  return generation_params_check(generation_params_of(p));
+}
+
+}  // namespace hearth::wire
