@@ -139,7 +139,8 @@ TEST_F(cli, bench_json_reports_both_speeds) {
 bool has_vulkan_device() {
   auto r = hearth("devices --json");
   if (r.exit_code != 0) return false;
-  for (const auto& d : nlohmann::json::parse(r.out)["devices"])
+  const auto out = nlohmann::json::parse(r.out);
+  for (const auto& d : out["devices"])
     if (d["backend"] == "vulkan") return true;
   return false;
 }
