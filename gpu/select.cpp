@@ -7,26 +7,8 @@
 #include "engine/system-info.h"
 #include "engine/tensor-type.h"
 
-#if defined(HEARTH_HAVE_VULKAN_BACKEND) && __has_include("gpu/vulkan/backend-vulkan.h")
-#include "gpu/vulkan/backend-vulkan.h"
-#define HEARTH_SELECT_VULKAN 1
-#endif
-#if defined(HEARTH_HAVE_CUDA_BACKEND) && __has_include("gpu/cuda/backend-cuda.h")
-#include "gpu/cuda/backend-cuda.h"
-#define HEARTH_SELECT_CUDA 1
-#endif
-
 namespace hearth::gpu {
 namespace {
-
-// Lower is better: what `best` prefers among devices.
-int type_rank(const std::string& type) {
-  if (type == "discrete") return 0;
-  if (type == "integrated") return 1;
-  if (type == "virtual") return 2;
-  if (type == "cpu") return 4;
-  return 3;
-}
 
 // Exceptions become one line, whatever they hold.
 std::string one_line(std::string s) {
@@ -58,142 +40,78 @@ uint64_t device_context_default(const gguf_file& f) {
 
 }  // namespace
 
-std::optional<backend_kind> backend_kind_from_name(const std::string& name) {
-  if (name == "cpu") return backend_kind::cpu;
-  if (name == "vulkan") return backend_kind::vulkan;
-  if (name == "cuda") return backend_kind::cuda;
-  if (name == "auto") return backend_kind::automatic;
-  return std::nullopt;
-}
+namespace {
 
-const char* backend_kind_name(backend_kind k) {
-  switch (k) {
-    case backend_kind::cpu:
-      return "cpu";
-    case backend_kind::vulkan:
-      return "vulkan";
-    case backend_kind::cuda:
-      return "cuda";
-    case backend_kind::automatic:
-      return "auto";
-  }
-  return "cpu";
-}
-
-device_backend_source vulkan_source() {
-  device_backend_source s;
-  s.name = "vulkan";
-  s.title = "Vulkan";
-#ifdef HEARTH_SELECT_VULKAN
-  s.built = true;
-  s.devices = [] {
-    std::vector<backend_device> out;
-    for (const auto& d : vulkan_devices()) {
-      out.push_back(
-          {d.index, d.name, d.vendor, d.type, d.device_local_bytes, d.subgroup_arithmetic});
+// Why `k` has no GPU for `auto`: each GPU backend's reason, or the CPU implementation it has.
+std::string no_gpu_reasons(const registry& devices) {
+  std::string out;
+  for (const auto& e : devices.backends()) {
+    if (e.kind == backend_kind::cpu) continue;
+    std::string why;
+    if (!e.loaded) {
+      why = "not loaded: " + e.why;
+    } else {
+      const auto list = e.devices();
+      if (list.empty())
+        why = e.why.empty() ? "no device" : e.why;
+      else
+        why = list.front().name + " is a CPU implementation; ask for " + e.name + " to use it";
     }
-    return out;
-  };
-  s.make = [](int index) {
-    vulkan_options o;
-    o.device = index;
-    return make_vulkan_backend(o);
-  };
-#else
-  s.devices = [] { return std::vector<backend_device>{}; };
-  s.make = [](int) -> std::unique_ptr<backend> {
-    throw std::runtime_error("this build has no Vulkan backend");
-  };
-#endif
-  return s;
-}
-
-device_backend_source cuda_source() {
-  device_backend_source s;
-  s.name = "cuda";
-  s.title = "CUDA";
-#ifdef HEARTH_SELECT_CUDA
-  s.built = true;
-  s.devices = [] {
-    std::vector<backend_device> out;
-    for (const auto& d : cuda::devices()) {
-      backend_device b;
-      b.index = d.index;
-      b.name = d.name;
-      b.vendor = "NVIDIA";
-      b.type = "discrete";  // CUDA does not say; integrated parts (Jetson) share system memory
-      b.memory_bytes = d.memory_total;
-      b.memory_free = d.memory_free;
-      b.detail = "compute capability " + cuda::compute_capability(d);
-      out.push_back(std::move(b));
-    }
-    return out;
-  };
-  s.make = [](int index) {
-    cuda_options o;
-    o.device = index;
-    return make_cuda_backend(o);
-  };
-#else
-  s.devices = [] { return std::vector<backend_device>{}; };
-  s.make = [](int) -> std::unique_ptr<backend> {
-    throw std::runtime_error("this build has no CUDA backend");
-  };
-#endif
-  return s;
-}
-
-device_backend_source source_for(backend_kind k) {
-  if (k == backend_kind::cuda) return cuda_source();
-  if (k == backend_kind::automatic) {
-    device_backend_source c = cuda_source();
-    if (c.built && !c.devices().empty()) return c;
+    out += (out.empty() ? "" : "; ") + e.name + ": " + why;
   }
-  return vulkan_source();
+  return out;
 }
 
-backend_plan backend_plan_for(const backend_choice& choice, const device_backend_source& source) {
+}  // namespace
+
+backend_plan backend_plan_for(const backend_choice& choice, const registry& devices) {
   backend_plan plan;
   if (choice.kind == backend_kind::cpu) return plan;
-  const std::string who = choice.kind == backend_kind::automatic ? "auto" : source.name;
-  if (!source.built) {
-    plan.note = on_cpu(who + ": this build has no " + source.title + " backend");
-    return plan;
-  }
-  const auto devices = source.devices ? source.devices() : std::vector<backend_device>{};
-  if (devices.empty()) {
-    plan.note = on_cpu(who + ": no " + source.title + " device found");
-    return plan;
-  }
-  const backend_device* pick = nullptr;
-  if (choice.device >= 0) {
-    for (const auto& d : devices)
-      if (d.index == choice.device) pick = &d;
-    if (!pick) {
-      plan.note = on_cpu(who + ": there is no device " + std::to_string(choice.device) + " (" +
-                         std::to_string(devices.size()) + " device" +
-                         (devices.size() == 1 ? "" : "s") + ", see `hearth devices`)");
+  device pick;
+  const backend_entry* entry = nullptr;
+  if (choice.kind == backend_kind::automatic) {
+    if (!devices.best(backend_kind::automatic, pick, entry)) {
+      // Only CPU implementations, or nothing: the CPU backend is faster than running through them.
+      const std::string why = no_gpu_reasons(devices);
+      plan.note = on_cpu("auto: no GPU found" + (why.empty() ? "" : " (" + why + ")"));
       return plan;
     }
   } else {
-    for (const auto& d : devices) {
-      if (choice.kind == backend_kind::automatic && d.type == "cpu") continue;
-      if (!pick || type_rank(d.type) < type_rank(pick->type) ||
-          (type_rank(d.type) == type_rank(pick->type) && d.memory_bytes > pick->memory_bytes)) {
-        pick = &d;
-      }
-    }
-    if (!pick) {
-      // Only CPU implementations: the CPU backend is faster than running through them.
-      plan.note = on_cpu("auto: no " + source.title + " GPU found (" + devices.front().name +
-                         " is a CPU implementation; ask for " + source.name + " to use it)");
+    entry = devices.find(choice.kind);
+    const std::string who = entry ? entry->name : backend_kind_name(choice.kind);
+    if (!entry || !entry->loaded) {
+      plan.note = on_cpu(who + ": the " + (entry ? entry->title : std::string(who)) +
+                         " backend is not loaded" + (entry ? " (" + entry->why + ")" : ""));
       return plan;
     }
+    const auto list = entry->devices();
+    if (list.empty()) {
+      plan.note = on_cpu(who + ": no " + entry->title + " device found" +
+                         (entry->why.empty() ? "" : " (" + entry->why + ")"));
+      return plan;
+    }
+    if (choice.device >= 0) {
+      bool found = false;
+      for (const auto& d : list) {
+        if (d.index != choice.device) continue;
+        pick = d;
+        found = true;
+      }
+      if (!found) {
+        plan.note = on_cpu(who + ": there is no device " + std::to_string(choice.device) + " (" +
+                           std::to_string(list.size()) + " device" + (list.size() == 1 ? "" : "s") +
+                           ", see `hearth devices`)");
+        return plan;
+      }
+    } else {
+      devices.best(choice.kind, pick, entry);
+    }
   }
-  plan.backend = source.name;
-  plan.device = pick->index;
-  plan.device_name = pick->name;
-  plan.device_memory = pick->memory_free > 0 ? pick->memory_free : pick->memory_bytes;
+  plan.backend = entry->kind;
+  plan.backend_name = entry->name;
+  plan.device = pick.index;
+  plan.device_name = pick.name;
+  plan.device_memory = pick.memory_available();
   return plan;
 }
 
@@ -254,7 +172,7 @@ int32_t context_that_fits(const gguf_file& f, int32_t asked, int32_t n_seq, uint
 }
 
 std::string device_unfit(const gguf_file& f, const backend_plan& plan, backend_choice& choice,
-                         const device_backend_source& source, std::unique_ptr<backend>& made,
+                         const backend_entry& source, std::unique_ptr<backend>& made,
                          std::string& context_note) {
   const std::string& dev = plan.device_name;
   const auto need = device_memory_needed(f, choice.n_ctx_per_seq, choice.n_seq);
@@ -295,20 +213,23 @@ std::string device_unfit(const gguf_file& f, const backend_plan& plan, backend_c
 
 loaded_model load_model_on(const std::string& path, const backend_choice& choice,
                            const model_params& params) {
-  return load_model_on(path, choice, params, source_for(choice.kind));
+  // The CPU needs no module: loading them (a Vulkan instance, a CUDA context) would only cost.
+  if (choice.kind == backend_kind::cpu) return load_model_on(path, choice, params, registry{});
+  return load_model_on(path, choice, params, device_registry());
 }
 
 loaded_model load_model_on(const std::string& path, const backend_choice& asked,
-                           const model_params& params, const device_backend_source& source) {
+                           const model_params& params, const registry& devices) {
   loaded_model out;
   backend_choice choice = asked;
   model_params mp = params;
   mp.n_threads = choice.threads;
   mp.make_backend = nullptr;
 
-  const backend_plan plan = backend_plan_for(choice, source);
+  const backend_plan plan = backend_plan_for(choice, devices);
   out.note = plan.note;
-  if (plan.device >= 0) {
+  const backend_entry* source = devices.find(plan.backend);
+  if (plan.device >= 0 && source) {
     std::unique_ptr<backend> device_backend;
     std::string why, context_note;
     {
@@ -318,7 +239,7 @@ loaded_model load_model_on(const std::string& path, const backend_choice& asked,
         out.model = model::load(path, mp);
         return out;
       }
-      why = device_unfit(*f, plan, choice, source, device_backend, context_note);
+      why = device_unfit(*f, plan, choice, *source, device_backend, context_note);
     }
     if (why.empty()) {
       // The factory hands over the backend made above; the model owns it from then on.
@@ -326,7 +247,7 @@ loaded_model load_model_on(const std::string& path, const backend_choice& asked,
       mp.make_backend = [holder] { return std::move(*holder); };
       try {
         out.model = model::load(path, mp);
-        out.backend = plan.backend;
+        out.backend = plan.backend_name;
         out.device = plan.device;
         out.device_name = plan.device_name;
         if (!context_note.empty()) {
@@ -339,7 +260,7 @@ loaded_model load_model_on(const std::string& path, const backend_choice& asked,
       }
       mp.make_backend = nullptr;
     }
-    out.note = on_cpu(source.name + ": " + why);
+    out.note = on_cpu(source->name + ": " + why);
   }
   out.model = model::load(path, mp);
   return out;

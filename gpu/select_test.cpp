@@ -1,4 +1,4 @@
-// The backend choice and its CPU fallback, with a fake device source: a fake backend that does
+// The backend choice and its CPU fallback, with a fake registry entry: a fake backend that does
 // its work on the CPU backend but can lack weight types, fail to start or fail to take weights.
 #include "gpu/select.h"
 
@@ -76,23 +76,39 @@ class fake_device_backend final : public backend {
   bool weights_fail_;
 };
 
-// What the fake source does when asked for a backend.
+// What the fake backend does when asked for a backend.
 enum class fake_mode { works, lacks_f32, fails_to_start, weights_fail };
 
+device fake_device(int index, const char* name, const char* vendor, device_type type,
+                   uint64_t memory) {
+  device d;
+  d.name = name;
+  d.backend = backend_kind::vulkan;
+  d.index = index;
+  d.vendor = vendor;
+  d.type = type;
+  d.memory_total = memory;
+  return d;
+}
+
+// A registry with one fake backend (of kind vulkan, named "fake").
 struct fake_source {
-  std::vector<backend_device> devices = {{0, "Fake GPU", "FakeVendor", "discrete", 8ull << 30}};
+  std::vector<device> devices = {
+      fake_device(0, "Fake GPU", "FakeVendor", device_type::discrete, 8ull << 30)};
   fake_mode mode = fake_mode::works;
-  bool built = true;
+  bool loaded = true;
   int made = 0;  // backends made
   int last_index = -100;
 
-  device_backend_source source() {
-    device_backend_source s;
-    s.name = "fake";
-    s.title = "Fake";
-    s.built = built;
-    s.devices = [this] { return devices; };
-    s.make = [this](int index) -> std::unique_ptr<backend> {
+  registry source() {
+    backend_entry e;
+    e.kind = backend_kind::vulkan;
+    e.name = "fake";
+    e.title = "Fake";
+    e.loaded = loaded;
+    e.why = loaded ? "" : "libhearth-fake.so not found";
+    e.devices = [this] { return loaded ? devices : std::vector<device>{}; };
+    e.make = [this](int index) -> std::unique_ptr<backend> {
       ++made;
       last_index = index;
       if (mode == fake_mode::fails_to_start)
@@ -100,7 +116,9 @@ struct fake_source {
       return std::make_unique<fake_device_backend>(mode != fake_mode::lacks_f32,
                                                    mode == fake_mode::weights_fail);
     };
-    return s;
+    registry r;
+    r.add(std::move(e));
+    return r;
   }
 };
 
@@ -115,7 +133,8 @@ class select : public ::testing::Test {
     c.kind = kind;
     c.device = device;
     c.threads = 1;
-    return load_model_on(path_, c, {}, fake_.source());
+    const registry r = fake_.source();
+    return load_model_on(path_, c, {}, r);
   }
   // Logits after "Once upon" — equal on the fake device and the CPU, which does its work.
   static std::vector<float> logits(const model& m) {
@@ -160,12 +179,14 @@ TEST_F(select, a_working_device_runs_the_model_and_says_nothing) {
   EXPECT_EQ(logits(*r.model), logits(*cpu.model));
 }
 
-TEST_F(select, a_build_without_the_backend_falls_back) {
-  fake_.built = false;
+TEST_F(select, a_backend_that_did_not_load_falls_back_saying_why) {
+  fake_.loaded = false;
   auto r = load(backend_kind::vulkan);
   ASSERT_TRUE(r.model);
   EXPECT_EQ(r.backend, "cpu");
-  EXPECT_EQ(r.note, "fake: this build has no Fake backend; running on the CPU");
+  EXPECT_EQ(r.note,
+            "fake: the Fake backend is not loaded (libhearth-fake.so not found); running on the "
+            "CPU");
   EXPECT_EQ(fake_.made, 0);
 }
 
@@ -214,7 +235,7 @@ TEST_F(select, a_failure_while_loading_falls_back_in_one_line) {
 }
 
 TEST_F(select, too_little_device_memory_falls_back_before_making_the_backend) {
-  fake_.devices[0].memory_bytes = 1024;
+  fake_.devices[0].memory_total = 1024;
   auto r = load(backend_kind::vulkan);
   EXPECT_EQ(r.backend, "cpu");
   EXPECT_EQ(fake_.made, 0);
@@ -230,7 +251,7 @@ TEST_F(select, the_cache_shrinks_to_the_free_memory_when_the_context_was_left_to
   const auto small = device_memory_needed(*f, 256, 1);
   ASSERT_LT(small.total(), full.total());
   // Room for 256 cells and a little more, not for the model's context: free memory counts.
-  fake_.devices[0].memory_bytes = 64ull << 30;
+  fake_.devices[0].memory_total = 64ull << 30;
   fake_.devices[0].memory_free = small.total() + 1000;
   auto r = load(backend_kind::vulkan);
   EXPECT_EQ(r.backend, "fake");
@@ -255,20 +276,21 @@ TEST_F(select, the_cache_shrinks_to_the_free_memory_when_the_context_was_left_to
 TEST_F(select, cuda_is_asked_for_by_name_and_says_why_it_is_not_used) {
   EXPECT_EQ(backend_kind_from_name("cuda"), backend_kind::cuda);
   EXPECT_STREQ(backend_kind_name(backend_kind::cuda), "cuda");
-  const device_backend_source cuda = cuda_source();
-  EXPECT_EQ(cuda.name, "cuda");
-  EXPECT_EQ(source_for(backend_kind::cuda).name, "cuda");
-  EXPECT_EQ(source_for(backend_kind::vulkan).name, "vulkan");
-  const bool has_cuda_device = cuda.built && !cuda.devices().empty();
-  EXPECT_EQ(source_for(backend_kind::automatic).name, has_cuda_device ? "cuda" : "vulkan");
-  if (has_cuda_device) GTEST_SKIP() << "this machine has a CUDA device";
+  // The process's registry always has a CUDA entry: the module loaded, or why not.
+  const backend_entry* cuda = device_registry().find(backend_kind::cuda);
+  ASSERT_NE(cuda, nullptr);
+  EXPECT_EQ(cuda->name, "cuda");
+  if (cuda->loaded && !cuda->devices().empty()) GTEST_SKIP() << "this machine has a CUDA device";
+  EXPECT_FALSE(cuda->why.empty());
   backend_choice c;
   c.kind = backend_kind::cuda;
   c.threads = 1;
   auto r = load_model_on(path_, c, {});
   EXPECT_EQ(r.backend, "cpu");
-  EXPECT_EQ(r.note, cuda.built ? "cuda: no CUDA device found; running on the CPU"
-                               : "cuda: this build has no CUDA backend; running on the CPU");
+  EXPECT_EQ(r.note,
+            cuda->loaded
+                ? "cuda: no CUDA device found (" + cuda->why + "); running on the CPU"
+                : "cuda: the CUDA backend is not loaded (" + cuda->why + "); running on the CPU");
 }
 
 TEST_F(select, the_memory_estimate_counts_weights_and_the_cache) {
@@ -286,10 +308,10 @@ TEST_F(select, the_memory_estimate_counts_weights_and_the_cache) {
 }
 
 TEST_F(select, the_best_device_is_a_discrete_gpu_then_the_most_memory) {
-  fake_.devices = {{0, "lavapipe", "Mesa", "cpu", 64ull << 30},
-                   {1, "small iGPU", "Intel", "integrated", 16ull << 30},
-                   {2, "dGPU 8G", "AMD", "discrete", 8ull << 30},
-                   {3, "dGPU 24G", "NVIDIA", "discrete", 24ull << 30}};
+  fake_.devices = {fake_device(0, "lavapipe", "Mesa", device_type::cpu, 64ull << 30),
+                   fake_device(1, "small iGPU", "Intel", device_type::integrated, 16ull << 30),
+                   fake_device(2, "dGPU 8G", "AMD", device_type::discrete, 8ull << 30),
+                   fake_device(3, "dGPU 24G", "NVIDIA", device_type::discrete, 24ull << 30)};
   auto r = load(backend_kind::vulkan);
   EXPECT_EQ(r.device, 3);
   EXPECT_EQ(r.device_name, "dGPU 24G");
@@ -300,14 +322,15 @@ TEST_F(select, the_best_device_is_a_discrete_gpu_then_the_most_memory) {
 }
 
 TEST_F(select, auto_never_picks_a_cpu_implementation_by_itself) {
-  fake_.devices = {{0, "llvmpipe (LLVM 15.0.6, 256 bits)", "Mesa", "cpu", 2ull << 30}};
+  fake_.devices = {
+      fake_device(0, "llvmpipe (LLVM 15.0.6, 256 bits)", "Mesa", device_type::cpu, 2ull << 30)};
   auto r = load(backend_kind::automatic);
   EXPECT_EQ(r.backend, "cpu");
   EXPECT_EQ(fake_.made, 0);
   EXPECT_EQ(r.note,
-            "auto: no Fake GPU found (llvmpipe (LLVM 15.0.6, 256 bits) is a CPU implementation; "
-            "ask for fake to use it); running on the CPU");
-  fake_.devices.push_back({1, "iGPU", "Intel", "integrated", 1ull << 30});
+            "auto: no GPU found (fake: llvmpipe (LLVM 15.0.6, 256 bits) is a CPU "
+            "implementation; ask for fake to use it); running on the CPU");
+  fake_.devices.push_back(fake_device(1, "iGPU", "Intel", device_type::integrated, 1ull << 30));
   r = load(backend_kind::automatic);
   EXPECT_EQ(r.backend, "fake");
   EXPECT_EQ(r.device, 1);
@@ -317,7 +340,8 @@ TEST_F(select, auto_never_picks_a_cpu_implementation_by_itself) {
 TEST_F(select, errors_of_the_model_itself_still_throw) {
   backend_choice c;
   c.kind = backend_kind::vulkan;
-  EXPECT_THROW(load_model_on("/nonexistent/model.gguf", c, {}, fake_.source()), std::runtime_error);
+  const registry r = fake_.source();
+  EXPECT_THROW(load_model_on("/nonexistent/model.gguf", c, {}, r), std::runtime_error);
 }
 
 }  // namespace

@@ -117,7 +117,7 @@ class batch_engine final : public job_engine {
   }
   ~batch_engine() override { stop(); }
 
-  std::string name() const override { return plan_.backend; }
+  std::string name() const override { return plan_.backend_name; }
 
   std::vector<wire::model_info> models() const override {
     auto out = catalog_.models();
@@ -216,9 +216,9 @@ class batch_engine final : public job_engine {
     gpu::backend_choice choice;
     choice.kind = gpu::backend_kind_from_name(cfg_.backend).value_or(gpu::backend_kind::cpu);
     choice.device = cfg_.device;
-    plan_ = gpu::backend_plan_for(choice, gpu::source_for(choice.kind));
-    if (plan_.backend != "cpu") {
-      spdlog::info("models load on {} device {}: {} ({} of device memory)", plan_.backend,
+    plan_ = gpu::backend_plan_for(choice, gpu::device_registry());
+    if (plan_.backend != gpu::backend_kind::cpu) {
+      spdlog::info("models load on {} device {}: {} ({} of device memory)", plan_.backend_name,
                    plan_.device, plan_.device_name, format_bytes(plan_.device_memory));
     } else if (!plan_.note.empty()) {
       // Asking for auto on a machine without a GPU is normal; asking for vulkan is not.
@@ -276,7 +276,7 @@ class batch_engine final : public job_engine {
     int32_t fitted_ctx = 0;  // what the device has room for, when less than the default
     try {
       gpu::backend_choice choice;
-      choice.kind = gpu::backend_kind_from_name(plan_.backend).value_or(gpu::backend_kind::cpu);
+      choice.kind = plan_.backend;
       choice.device = plan_.device;
       choice.threads = cfg_.threads;
       choice.n_ctx_per_seq = cfg_.n_ctx_per_slot;

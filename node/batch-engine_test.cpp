@@ -215,7 +215,7 @@ TEST_F(batch_engine_test, greedy_continuations_match_the_reference) {
 TEST_F(batch_engine_test, the_vulkan_backend_gives_the_reference_or_falls_back_to_the_cpu) {
   gpu::backend_choice vulkan;
   vulkan.kind = gpu::backend_kind::vulkan;
-  const std::string where = gpu::backend_plan_for(vulkan, gpu::vulkan_source()).backend;
+  const std::string where = gpu::backend_plan_for(vulkan, gpu::device_registry()).backend_name;
   fake_job_sink sink;
   auto c = config(3, 128);
   c.backend = "vulkan";

@@ -3,6 +3,7 @@
 #include <cctype>
 
 #include "common/yaml-settings.h"
+#include "gpu/device.h"
 
 namespace hearth::node {
 namespace {
@@ -74,10 +75,8 @@ result<void> node_config_load(const std::string& path, node_config& out) {
 result<void> node_config_check(const node_config& cfg) {
   if (cfg.slots < 1 || cfg.slots > 256) return error{"slots must be in [1, 256]"};
   if (cfg.engine != "cpu" && cfg.engine != "null") return error{"engine must be cpu or null"};
-  if (cfg.backend != "auto" && cfg.backend != "cpu" && cfg.backend != "vulkan" &&
-      cfg.backend != "cuda") {
+  if (!gpu::backend_kind_from_name(cfg.backend))
     return error{"backend must be cpu, cuda, vulkan or auto"};
-  }
   if (cfg.device < -1) return error{"device must be a device index, or -1 for the best"};
   if (cfg.threads < 0) return error{"threads must not be negative"};
   if (cfg.ctx_per_slot < 0) return error{"ctx_per_slot must not be negative"};

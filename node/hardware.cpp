@@ -1,9 +1,24 @@
 #include "node/hardware.h"
 
+#include <spdlog/spdlog.h>
+
 #include "engine/system-info.h"
-#include "gpu/discovery.h"
+#include "gpu/registry.h"
 
 namespace hearth::node {
+
+wire::gpu_info gpu_info_from(const gpu::device& d) {
+  wire::gpu_info g;
+  g.backend = gpu::backend_kind_name(d.backend);
+  g.name = d.name;
+  g.memory_total = d.memory_total;
+  g.memory_free = d.memory_available();  // the protocol has no "unknown": the total then
+  g.vendor = d.vendor;
+  g.type = gpu::device_type_name(d.type);
+  for (const auto& heap : d.heaps) g.heaps.push_back({heap.size, heap.device_local});
+  g.compute_capability = d.compute_capability;
+  return g;
+}
 
 wire::hardware_info hardware_discover() {
   const system_info sys = system_info_read();
@@ -12,13 +27,16 @@ wire::hardware_info hardware_discover() {
   h.cpu_threads = uint32_t(sys.n_threads);
   h.memory_total = sys.mem_total;
   h.memory_available = sys.mem_available;
-  for (const auto& d : gpu::discover()) {
-    // A CPU implementation of Vulkan (lavapipe) is not a GPU worth scheduling on.
-    if (d.type == "cpu") continue;
-    wire::gpu_info g{d.backend, d.name, d.memory_total,      d.memory_free, d.vendor,
-                     d.type,    {},     d.compute_capability};
-    for (const auto& heap : d.heaps) g.heaps.push_back({heap.size, heap.device_local});
-    h.gpus.push_back(std::move(g));
+  const gpu::registry& devices = gpu::device_registry();
+  // Which backends this node has, and why the others are missing, once at start.
+  for (const std::string& line : gpu::registry_report(devices)) spdlog::info("backend {}", line);
+  for (const auto& e : devices.backends()) {
+    if (e.kind == gpu::backend_kind::cpu || !e.loaded) continue;
+    for (const auto& d : e.devices()) {
+      // A CPU implementation of Vulkan (lavapipe) is not a GPU worth scheduling on.
+      if (d.type == gpu::device_type::cpu) continue;
+      h.gpus.push_back(gpu_info_from(d));
+    }
   }
   return h;
 }

@@ -24,12 +24,7 @@
 #include "tests/testdata.h"
 
 #include "engine/quantize.h"
-#ifdef HEARTH_BACKEND_OPS_VULKAN
-#include "gpu/vulkan/backend-vulkan.h"
-#endif
-#ifdef HEARTH_BACKEND_OPS_CUDA
-#include "gpu/cuda/backend-cuda.h"
-#endif
+#include "gpu/registry.h"
 
 namespace hearth {
 namespace {
@@ -41,16 +36,22 @@ struct backend_factory {
   std::function<std::unique_ptr<backend>()> make;
 };
 
+// The backend's module through the device registry, on its best device.
 backend_factory factory_under_test() {
 #ifdef HEARTH_BACKEND_OPS_VULKAN
-  return {"vulkan",
-          [] { return vulkan_devices().empty() ? std::string("no Vulkan device") : std::string(); },
-          [] { return make_vulkan_backend({}); }};
+  constexpr gpu::backend_kind kind = gpu::backend_kind::vulkan;
 #elif defined(HEARTH_BACKEND_OPS_CUDA)
-  return {"cuda", [] { return cuda::unavailable_reason(); }, [] { return make_cuda_backend({}); }};
+  constexpr gpu::backend_kind kind = gpu::backend_kind::cuda;
 #else
 #error "define the backend under test"
 #endif
+  return {gpu::backend_kind_name(kind), [] { return gpu::device_registry().why_no_device(kind); },
+          []() -> std::unique_ptr<backend> {
+            gpu::device d;
+            const gpu::backend_entry* e = nullptr;
+            if (!gpu::device_registry().best(kind, d, e)) return nullptr;
+            return e->make(d.index);
+          }};
 }
 
 constexpr uint8_t k_sentinel = 0xA5;

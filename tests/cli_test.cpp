@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "tests/process.h"
@@ -189,8 +190,9 @@ TEST_F(cli, bench_json_reports_both_speeds) {
 bool has_vulkan_device() {
   auto r = hearth("devices --json");
   if (r.exit_code != 0) return false;
-  for (const auto& d : nlohmann::json::parse(r.out))
-    if (d["index"].is_number()) return true;
+  const auto out = nlohmann::json::parse(r.out);
+  for (const auto& d : out["devices"])
+    if (d["backend"] == "vulkan") return true;
   return false;
 }
 
@@ -206,7 +208,18 @@ void expect_fallback_line(const std::string& err, const std::string& prefix) {
 TEST_F(cli, devices_lists_the_cuda_and_vulkan_devices) {
   auto r = hearth("devices --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const auto devices = nlohmann::json::parse(r.out);
+  const auto out = nlohmann::json::parse(r.out);
+  // Every backend of the registry, loaded or with the reason it is not.
+  ASSERT_TRUE(out["backends"].is_array());
+  std::set<std::string> backends;
+  for (const auto& b : out["backends"]) {
+    backends.insert(b["name"].get<std::string>());
+    if (!b["loaded"].get<bool>()) {
+      EXPECT_FALSE(b["reason"].get<std::string>().empty()) << b.dump();
+    }
+  }
+  EXPECT_EQ(backends, (std::set<std::string>{"cpu", "cuda", "vulkan"}));
+  const auto& devices = out["devices"];
   ASSERT_TRUE(devices.is_array());
   for (const auto& d : devices) {
     for (const char* key : {"backend", "index", "name", "vendor", "type", "memory_bytes", "heaps"})

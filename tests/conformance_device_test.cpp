@@ -13,63 +13,47 @@
 #include "tests/conformance.h"
 #include "tests/testdata.h"
 
-#ifdef HEARTH_CONFORMANCE_VULKAN
-#include "gpu/vulkan/backend-vulkan.h"
-#endif
-#ifdef HEARTH_CONFORMANCE_CUDA
-#include "gpu/cuda/backend-cuda.h"
-#endif
+#include "gpu/registry.h"
 
 namespace hearth {
 namespace {
 
 #ifdef HEARTH_CONFORMANCE_VULKAN
-constexpr const char* k_backend = "vulkan";
-
-// Loading on the best Vulkan device; what make_vulkan_backend throws fails the load.
-model_params on_device() {
-  model_params p;
-  p.make_backend = [] { return make_vulkan_backend({}); };
-  return p;
-}
-
-void require_device() {
-  const std::vector<vulkan_device_desc> devices = vulkan_devices();
-  if (devices.empty()) testing::skip_all("conformance on Vulkan: no Vulkan device");
-  static bool said = false;
-  if (!said) {
-    said = true;
-    const vulkan_device_desc& d = devices.front();
-    std::printf("vulkan devices: %zu; first: %s (%s, %s, subgroup arithmetic %s)\n", devices.size(),
-                d.name.c_str(), d.vendor.c_str(), d.type.c_str(),
-                d.subgroup_arithmetic ? "yes" : "no");
-  }
-}
+constexpr gpu::backend_kind k_kind = gpu::backend_kind::vulkan;
 #elif defined(HEARTH_CONFORMANCE_CUDA)
-constexpr const char* k_backend = "cuda";
-
-// Loading on the CUDA device with the most free memory; what make_cuda_backend throws fails it.
-model_params on_device() {
-  model_params p;
-  p.make_backend = [] { return make_cuda_backend({}); };
-  return p;
-}
-
-void require_device() {
-  const std::vector<cuda::device_desc> devices = cuda::devices();
-  if (devices.empty()) testing::skip_all("conformance on CUDA: " + cuda::unavailable_reason());
-  static bool said = false;
-  if (!said) {
-    said = true;
-    const cuda::device_desc& d = devices.front();
-    std::printf("cuda devices: %zu; first: %s (compute capability %s, %s free)\n", devices.size(),
-                d.name.c_str(), cuda::compute_capability(d).c_str(),
-                std::to_string(d.memory_free >> 20).append(" MiB").c_str());
-  }
-}
+constexpr gpu::backend_kind k_kind = gpu::backend_kind::cuda;
 #else
 #error "define the backend under test"
 #endif
+const char* const k_backend = gpu::backend_kind_name(k_kind);
+
+// Loading on the backend's best device, from its module through the device registry; what the
+// backend throws fails the load.
+model_params on_device() {
+  model_params p;
+  p.make_backend = []() -> std::unique_ptr<backend> {
+    gpu::device d;
+    const gpu::backend_entry* e = nullptr;
+    if (!gpu::device_registry().best(k_kind, d, e))
+      throw std::runtime_error(std::string(k_backend) + ": no device");
+    return e->make(d.index);
+  };
+  return p;
+}
+
+void require_device() {
+  const std::string why = gpu::device_registry().why_no_device(k_kind);
+  if (!why.empty()) testing::skip_all(std::string("conformance on ") + k_backend + ": " + why);
+  static bool said = false;
+  if (!said) {
+    said = true;
+    gpu::device d;
+    const gpu::backend_entry* e = nullptr;
+    gpu::device_registry().best(k_kind, d, e);
+    std::printf("%s device: %s (%s, %s, %s)\n", k_backend, d.name.c_str(), d.vendor.c_str(),
+                gpu::device_type_name(d.type), d.detail.c_str());
+  }
+}
 
 class conformance_device : public ::testing::TestWithParam<std::string> {
  protected:

@@ -1,11 +1,11 @@
-// hearth devices: the devices models can run on (`--backend cuda|vulkan --device N`), CUDA's then
-// Vulkan's, with what the driver says of each: vendor, type, memory (free memory on CUDA),
-// compute capability (CUDA), memory heaps and subgroup arithmetic (Vulkan).
+// hearth devices: the devices models can run on (`--backend cuda|vulkan --device N`), from the
+// device registry (gpu/registry.h): CUDA's then Vulkan's, with what the driver says of each —
+// vendor, type, memory (free memory on CUDA), memory heaps, and a backend-specific detail
+// (compute capability, subgroup arithmetic) — and which backends loaded and why the others did
+// not, as the node logs it at start.
 #include <cstdio>
-#include <set>
 
-#include "gpu/discovery.h"
-#include "gpu/select.h"
+#include "gpu/registry.h"
 #include "tools/broker-cli.h"
 #include "tools/commands.h"
 
@@ -16,83 +16,54 @@ struct devices_options {
   bool json = false;
 };
 
-// The discovered device of that backend and name not yet matched (discovery and the backends
-// both enumerate the driver's devices; names join them), or nullptr.
-const gpu::device_info* discovered(const std::vector<gpu::device_info>& found,
-                                   std::set<size_t>& used, const std::string& backend,
-                                   const std::string& name) {
-  for (size_t i = 0; i < found.size(); ++i) {
-    if (found[i].backend == backend && found[i].name == name && used.insert(i).second)
-      return &found[i];
-  }
-  return nullptr;
-}
-
-std::string heaps_text(const gpu::device_info* d) {
-  if (!d) return "-";
+std::string heaps_text(const gpu::device& d) {
   std::string s;
-  for (const auto& h : d->heaps)
+  for (const auto& h : d.heaps)
     s += (s.empty() ? "" : ", ") + format_bytes(h.size) + (h.device_local ? " local" : " host");
   return or_dash(s);
 }
 
-json heaps_json(const gpu::device_info* d) {
-  json a = json::array();
-  if (!d) return a;
-  for (const auto& h : d->heaps) a.push_back({{"size", h.size}, {"device_local", h.device_local}});
-  return a;
+json device_json(const std::string& backend, const gpu::device& d) {
+  json heaps = json::array();
+  for (const auto& h : d.heaps)
+    heaps.push_back({{"size", h.size}, {"device_local", h.device_local}});
+  return {{"backend", backend},
+          {"index", d.index},
+          {"name", d.name},
+          {"vendor", d.vendor},
+          {"type", gpu::device_type_name(d.type)},
+          {"memory_bytes", d.memory_total},
+          {"memory_free_bytes", d.memory_free},
+          {"heaps", heaps},
+          {"subgroup_arithmetic", d.subgroup_arithmetic},
+          {"compute_capability", d.compute_capability},
+          {"detail", d.detail}};
 }
 
 int devices(const devices_options& o) {
-  const auto found = gpu::discover();
-  std::set<size_t> used;
-  json out = json::array();
+  const gpu::registry& reg = gpu::device_registry();
+  json backends = json::array();
+  json devices = json::array();
   std::vector<std::vector<std::string>> rows;
-  for (const gpu::device_backend_source& source : {gpu::cuda_source(), gpu::vulkan_source()}) {
-    const bool vulkan = source.name == "vulkan";
-    if (source.built) {
-      for (const auto& d : source.devices()) {
-        const gpu::device_info* info = discovered(found, used, source.name, d.name);
-        json j = {{"backend", source.name},   {"index", d.index}, {"name", d.name},
-                  {"vendor", d.vendor},       {"type", d.type},   {"memory_bytes", d.memory_bytes},
-                  {"heaps", heaps_json(info)}};
-        if (vulkan) j["subgroup_arithmetic"] = d.subgroup_arithmetic;
-        if (!vulkan) {
-          j["memory_free_bytes"] = d.memory_free;
-          j["compute_capability"] = info ? info->compute_capability : "";
-        }
-        out.push_back(j);
-        const std::string detail =
-            vulkan ? std::string("subgroup arithmetic ") + (d.subgroup_arithmetic ? "yes" : "no")
-                   : d.detail;
-        rows.push_back({source.name, std::to_string(d.index), d.name, or_dash(d.vendor), d.type,
-                        format_bytes(d.memory_bytes),
-                        d.memory_free > 0 ? format_bytes(d.memory_free) : "-", or_dash(detail),
-                        heaps_text(info)});
-      }
-      continue;
-    }
-    // Without the backend nothing runs on these; discovery still shows what the machine has.
-    std::fprintf(stderr, "this build has no %s backend; models cannot run on %s devices\n",
-                 source.title.c_str(), source.title.c_str());
-    for (const auto& d : found) {
-      if (d.backend != source.name) continue;
-      out.push_back({{"backend", source.name},
-                     {"index", nullptr},
-                     {"name", d.name},
-                     {"vendor", d.vendor},
-                     {"type", d.type},
-                     {"memory_bytes", d.memory_total},
-                     {"subgroup_arithmetic", nullptr},
-                     {"heaps", heaps_json(&d)}});
-      rows.push_back({source.name, "-", d.name, or_dash(d.vendor), d.type,
-                      format_bytes(d.memory_total), "-", "-", heaps_text(&d)});
+  for (const auto& e : reg.backends()) {
+    const auto list = e.loaded ? e.devices() : std::vector<gpu::device>{};
+    backends.push_back(
+        {{"name", e.name}, {"loaded", e.loaded}, {"devices", list.size()}, {"reason", e.why}});
+    if (e.kind == gpu::backend_kind::cpu) continue;  // --device names GPU backends' devices
+    for (const auto& d : list) {
+      devices.push_back(device_json(e.name, d));
+      rows.push_back({e.name, std::to_string(d.index), d.name, or_dash(d.vendor),
+                      gpu::device_type_name(d.type), format_bytes(d.memory_total),
+                      d.memory_free > 0 ? format_bytes(d.memory_free) : "-", or_dash(d.detail),
+                      heaps_text(d)});
     }
   }
   if (o.json) {
-    print_json(out);
+    print_json({{"backends", backends}, {"devices", devices}});
     return 0;
   }
+  for (const std::string& line : gpu::registry_report(reg))
+    std::fprintf(stderr, "backend %s\n", line.c_str());
   if (rows.empty()) {
     std::fprintf(stderr, "no CUDA or Vulkan devices\n");
     return 0;
@@ -107,8 +78,10 @@ int devices(const devices_options& o) {
 action add_devices(CLI::App& app) {
   auto o = std::make_shared<devices_options>();
   CLI::App* cmd = app.add_subcommand(
-      "devices", "List the CUDA and Vulkan devices models can run on (--backend B --device N)");
-  cmd->add_flag("--json", o->json, "A JSON array of devices");
+      "devices",
+      "List the CUDA and Vulkan devices models can run on (--backend B --device N), and which "
+      "backend modules loaded");
+  cmd->add_flag("--json", o->json, "{\"backends\": [...], \"devices\": [...]}");
   return [o] { return devices(*o); };
 }
 

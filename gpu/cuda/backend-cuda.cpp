@@ -533,19 +533,10 @@ class cuda_backend final : public backend {
 }  // namespace
 
 std::unique_ptr<backend> make_cuda_backend(const cuda_options& o) {
-  const std::vector<cuda::device_desc> devs = cuda::devices();
+  const std::vector<gpu::device> devs = cuda::devices();
   if (devs.empty()) throw cuda::cuda_error("cuda: " + cuda::unavailable_reason());
-  int index = o.device;
-  if (index < 0) {
-    index = devs.front().index;
-    uint64_t best = 0;
-    for (const auto& d : devs) {
-      if (d.memory_free > best) {
-        best = d.memory_free;
-        index = d.index;
-      }
-    }
-  } else if (index >= int(devs.size())) {
+  const int index = o.device;
+  if (index < 0 || index >= int(devs.size())) {
     throw cuda::cuda_error("cuda: there is no device " + std::to_string(index) + " (" +
                            std::to_string(devs.size()) + " found)");
   }

@@ -15,7 +15,7 @@
 namespace hearth {
 
 struct cuda_options {
-  int device = -1;  // index into cuda::devices(); -1: the one with the most free memory
+  int device = 0;  // index into cuda::devices() (the registry picks the best: gpu/registry.h)
   // Replay repeated steps from CUDA graphs. HEARTH_CUDA_NO_GRAPHS=1 in the environment turns
   // them off too (for comparing, and for tools that trace single kernels).
   bool graphs = true;

@@ -30,8 +30,8 @@ std::string unavailable_reason() {
   return "";
 }
 
-std::vector<device_desc> devices() {
-  std::vector<device_desc> out;
+std::vector<gpu::device> devices() {
+  std::vector<gpu::device> out;
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) {
     cudaGetLastError();
@@ -42,19 +42,24 @@ std::vector<device_desc> devices() {
   for (int i = 0; i < n; ++i) {
     cudaDeviceProp p{};
     if (cudaGetDeviceProperties(&p, i) != cudaSuccess) continue;
-    device_desc d;
-    d.index = i;
+    gpu::device d;
     d.name = p.name;
+    d.backend = gpu::backend_kind::cuda;
+    d.index = i;
+    // Integrated parts (Jetson) share system memory with the CPU.
+    d.type = p.integrated ? gpu::device_type::integrated : gpu::device_type::discrete;
+    d.vendor = "NVIDIA";
     d.memory_total = p.totalGlobalMem;
-    d.memory_free = p.totalGlobalMem;
-    d.cc_major = p.major;
-    d.cc_minor = p.minor;
-    d.sm_count = p.multiProcessorCount;
+    d.compute_capability = std::to_string(p.major) + "." + std::to_string(p.minor);
+    d.detail = "compute capability " + d.compute_capability + ", " +
+               std::to_string(p.multiProcessorCount) + " SMs";
     int clock_khz = 0, bus_bits = 0;
     if (cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, i) == cudaSuccess &&
-        cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, i) == cudaSuccess) {
+        cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, i) == cudaSuccess &&
+        clock_khz > 0 && bus_bits > 0) {
       // Double data rate: two transfers per clock on each bit of the bus.
-      d.peak_bandwidth_gbs = 2.0 * double(clock_khz) * 1e3 * double(bus_bits) / 8.0 / 1e9;
+      const double gbs = 2.0 * double(clock_khz) * 1e3 * double(bus_bits) / 8.0 / 1e9;
+      d.detail += ", " + std::to_string(int64_t(gbs)) + " GB/s peak";
     }
     // Free memory needs a context on the device; creating one costs a few hundred MiB of
     // device memory for the life of the process, which the backend would create anyway.
@@ -63,16 +68,13 @@ std::vector<device_desc> devices() {
       d.memory_free = free_b;
       d.memory_total = total_b;
     }
+    d.heaps.push_back({d.memory_total, true});
     cudaGetLastError();
     out.push_back(std::move(d));
   }
   cudaSetDevice(current);
   cudaGetLastError();
   return out;
-}
-
-std::string compute_capability(const device_desc& d) {
-  return std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor);
 }
 
 void* device_alloc(size_t bytes, const char* what) {

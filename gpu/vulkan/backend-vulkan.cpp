@@ -4,7 +4,6 @@
 #include <stdexcept>
 
 #include "engine/gguf.h"
-#include "gpu/discovery.h"
 #include "gpu/vulkan/device.h"
 #include "gpu/vulkan/ops.h"
 
@@ -106,29 +105,6 @@ class vulkan_backend final : public backend {
 };
 
 }  // namespace
-
-std::vector<vulkan_device_desc> vulkan_devices() {
-  std::vector<vulkan_device_desc> out;
-  try {
-    const std::vector<VkPhysicalDevice> all = vk::physical_devices();
-    for (size_t i = 0; i < all.size(); ++i) {
-      VkPhysicalDeviceProperties p{};
-      vkGetPhysicalDeviceProperties(all[i], &p);
-      VkPhysicalDeviceMemoryProperties mem{};
-      vkGetPhysicalDeviceMemoryProperties(all[i], &mem);
-      uint64_t local = 0;
-      for (uint32_t h = 0; h < mem.memoryHeapCount; ++h)
-        if (mem.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)
-          local += mem.memoryHeaps[h].size;
-      out.push_back({int(i), p.deviceName, gpu::vendor_name(p.vendorID),
-                     gpu::vulkan_device_type_name(uint32_t(p.deviceType)), local,
-                     p.apiVersion >= VK_API_VERSION_1_1 && vk::has_subgroup_arithmetic(all[i])});
-    }
-  } catch (...) {
-    out.clear();
-  }
-  return out;
-}
 
 std::unique_ptr<backend> make_vulkan_backend(const vulkan_options& o) {
   return std::make_unique<vulkan_backend>(o.device);

@@ -3,27 +3,17 @@
 // between them; download() and synchronize() submit and wait.
 #pragma once
 
-#include <cstdint>
 #include <memory>
-#include <string>
-#include <vector>
 
 #include "engine/backend.h"
 
 namespace hearth {
 
 struct vulkan_options {
-  int device = -1;  // index into the enumeration order of vulkan_devices(); -1: the best
+  // Index into the physical devices in enumeration order (the registry's device index; the
+  // registry picks the best: gpu/registry.h).
+  int device = 0;
 };
-
-struct vulkan_device_desc {
-  int index;
-  std::string name, vendor, type;
-  uint64_t device_local_bytes;
-  bool subgroup_arithmetic;
-};
-
-std::vector<vulkan_device_desc> vulkan_devices();  // never throws; empty without loader/driver
 
 // A backend on the chosen device. Throws std::runtime_error with ONE informative line when no
 // device is usable or a required feature is missing (the caller then falls back to the CPU).

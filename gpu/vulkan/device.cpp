@@ -52,21 +52,6 @@ bool has_subgroup_arithmetic(VkPhysicalDevice d) {
 
 namespace {
 
-int type_rank(VkPhysicalDeviceType t) {
-  switch (t) {
-    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
-      return 0;
-    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
-      return 1;
-    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU:
-      return 2;
-    case VK_PHYSICAL_DEVICE_TYPE_CPU:
-      return 3;
-    default:
-      return 4;
-  }
-}
-
 // The first queue family with compute, or -1.
 int compute_family(VkPhysicalDevice d) {
   uint32_t n = 0;
@@ -84,23 +69,9 @@ device::device(int index) {
   const std::vector<VkPhysicalDevice> all = physical_devices();
   if (all.empty())
     throw std::runtime_error("vulkan: no Vulkan device (no loader, driver or device)");
-  if (index >= int(all.size()))
+  if (index < 0 || index >= int(all.size()))
     throw std::runtime_error("vulkan: device " + std::to_string(index) + " does not exist (" +
                              std::to_string(all.size()) + " found)");
-  if (index < 0) {
-    int best_rank = 1 << 30;
-    for (size_t i = 0; i < all.size(); ++i) {
-      VkPhysicalDeviceProperties p{};
-      vkGetPhysicalDeviceProperties(all[i], &p);
-      if (p.apiVersion < VK_API_VERSION_1_1 || compute_family(all[i]) < 0) continue;
-      if (type_rank(p.deviceType) < best_rank) {
-        best_rank = type_rank(p.deviceType);
-        index = int(i);
-      }
-    }
-    if (index < 0)
-      throw std::runtime_error("vulkan: no device with Vulkan 1.1 and a compute queue");
-  }
   physical_ = all[size_t(index)];
   VkPhysicalDeviceProperties props{};
   vkGetPhysicalDeviceProperties(physical_, &props);

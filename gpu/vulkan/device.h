@@ -22,12 +22,13 @@ namespace hearth::vk {
       ::hearth::vk::fail(hearth_vk_result, #stmt, __FILE__, __LINE__); \
   } while (0)
 
-// The process-wide instance (never destroyed: Mesa's drivers leak when unloaded, see
-// gpu/discovery.cpp), or VK_NULL_HANDLE without a loader or driver.
+// The process-wide instance, the only one (the module's device list and its backends share it),
+// or VK_NULL_HANDLE without a driver. Never destroyed: destroying it makes the loader unload the
+// drivers, and Mesa's drivers leave an allocation behind when unloaded that leak checkers then
+// report; for the same reason the module is never dlclosed.
 VkInstance instance();
 // Physical devices in enumeration order (the index vulkan_options::device refers to).
 std::vector<VkPhysicalDevice> physical_devices();
-// "discrete", "integrated", "virtual", "cpu", "other".
 // Whether compute shaders on `d` have subgroup arithmetic (subgroupAdd, subgroupMax).
 bool has_subgroup_arithmetic(VkPhysicalDevice d);
 
@@ -41,8 +42,8 @@ struct buffer {
 
 class device {
  public:
-  // The device at `index` of physical_devices(), or the best one (discrete, integrated, virtual,
-  // then CPU implementations) when index < 0. Throws std::runtime_error in one line.
+  // The device at `index` of physical_devices() (the registry chooses which: gpu/registry.h).
+  // Throws std::runtime_error in one line.
   explicit device(int index);
   ~device();
   device(const device&) = delete;
