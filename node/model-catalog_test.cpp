@@ -8,7 +8,7 @@
 #include <fstream>
 #include <stdexcept>
 
-#include "engine/hf-model.h"
+#include "engine/hf-export.h"
 #include "tests/testdata.h"
 
 namespace hearth::node {
