@@ -45,8 +45,8 @@ memory_estimate memory_needed(const model_hparams& hp, uint64_t weight_bytes,
   const uint64_t per_token = 5 * uint64_t(hp.n_embd) + n_head * head_k + n_head_kv * head_k +
                              n_head_kv * head_v + n_head * head_v + 2 * uint64_t(hp.n_ff) +
                              uint64_t(hp.n_vocab);
-  // Twice: a backend's own scratch (quantized activations, attention rows) stays within as much
-  // again. Plus the five I32 per-token inputs.
+  // Counted twice: a backend's own scratch (quantized activations, attention rows) is allocated
+  // outside alloc() and not known here; this is its allowance. Plus the five I32 per-token inputs.
   e.scratch = add(mul(mul(n_batch, per_token), 4 * 2), n_batch * 5 * 4);
   return e;
 }

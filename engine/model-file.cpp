@@ -24,7 +24,9 @@ uint64_t safetensors_bytes(const std::string& dir) {
   return total;
 }
 
-result<model_file> open_file(const std::string& path, bool with_weights, bool with_hparams) {
+}  // namespace
+
+result<model_file> model_file::open(const std::string& path, model_file_parts what) {
   ++g_opened;
   model_file m;
   m.path = path;
@@ -33,11 +35,11 @@ result<model_file> open_file(const std::string& path, bool with_weights, bool wi
   std::error_code ec;
   m.hf_dir = std::filesystem::is_directory(path, ec);
   auto f = !m.hf_dir      ? gguf_file::open(path)
-           : with_weights ? hf_import(path)
+           : what.weights ? hf_import(path)
                           : hf_import_metadata(path);
   if (!f) return f.err();
   m.gguf = std::move(f).value();
-  if (with_hparams) {
+  if (what.hparams) {
     auto hp = model_hparams_read(m.gguf);
     if (!hp) return error{path + ": " + hp.message()};
     m.hparams = std::move(hp).value();
@@ -45,20 +47,6 @@ result<model_file> open_file(const std::string& path, bool with_weights, bool wi
   for (const auto& t : m.gguf.tensors()) m.weight_bytes += t.n_bytes;
   m.size_bytes = m.hf_dir ? safetensors_bytes(path) : m.gguf.file_size();
   return m;
-}
-
-}  // namespace
-
-result<model_file> model_file::open(const std::string& path) {
-  return open_file(path, true, true);
-}
-
-result<model_file> model_file::open_metadata(const std::string& path) {
-  return open_file(path, false, true);
-}
-
-result<model_file> model_file::open_vocabulary(const std::string& path) {
-  return open_file(path, false, false);
 }
 
 uint64_t model_file::opened_count() {

@@ -29,7 +29,7 @@ std::string model_file_type_name(uint64_t ftype) {
 result<wire::model_info> model_info_read(const std::string& path) {
   // A Hugging Face directory's weights are not opened: its description comes from config.json
   // and the tokenizer, its size from its safetensors files.
-  auto f = model_file::open_metadata(path);
+  auto f = model_file::open(path, {.weights = false});
   if (!f) return f.err();
   wire::model_info info;
   info.name = f->hf_dir ? std::filesystem::path(path).filename().string()

@@ -50,8 +50,8 @@ class model_catalog {
   std::vector<model_catalog_error> errors_;
 };
 
-// A model's description from its opened metadata (engine/model-file.h model_file::open_metadata:
-// a GGUF file or a Hugging Face directory); an error naming the file when it does not parse, its
+// A model's description from its handle (engine/model-file.h, opened without a Hugging Face
+// directory's weights); an error naming the file when it does not parse, its
 // architecture is unsupported or a hyperparameter is missing.
 result<wire::model_info> model_info_read(const std::string& path);
 

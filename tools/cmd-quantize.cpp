@@ -38,13 +38,21 @@ struct quantize_options {
 // threads busy, and a small F32 buffer each.
 constexpr int64_t k_chunk_values = 1 << 16;
 
-quant_model_info model_info(const model_file& f) {
+uint64_t uint_or_zero(const gguf_file& f, const std::string& key) {
+  auto v = f.get_uint(key);
+  return v && *v ? **v : 0;
+}
+
+quant_model_info model_info(const gguf_file& f) {
   quant_model_info m;
-  m.arch = f.hparams.arch;
-  m.n_layer = f.hparams.n_layer;
-  m.n_head = f.hparams.n_head;
-  m.n_head_kv = f.hparams.n_head_kv;
-  m.has_output = f.gguf.find_tensor("output.weight") != nullptr;
+  auto arch = f.get_string("general.architecture");
+  if (!arch || !*arch) throw std::runtime_error("the model has no general.architecture");
+  m.arch = **arch;
+  m.n_layer = int(uint_or_zero(f, m.arch + ".block_count"));
+  m.n_head = int(uint_or_zero(f, m.arch + ".attention.head_count"));
+  m.n_head_kv = int(uint_or_zero(f, m.arch + ".attention.head_count_kv"));
+  if (m.n_head_kv == 0) m.n_head_kv = m.n_head;
+  m.has_output = f.find_tensor("output.weight") != nullptr;
   return m;
 }
 
@@ -146,11 +154,12 @@ int quantize(const quantize_options& o) {
   if (!ft) {
     throw std::runtime_error("unknown type '" + o.type + "' (accepted: " + file_type_names() + ")");
   }
-  auto opened = model_file::open(o.in);
+  // Any GGUF file quantizes, as llama-quantize's do: only the keys the type choice reads count.
+  auto opened = model_file::open(o.in, {.hparams = false});
   if (!opened) throw std::runtime_error(opened.message());
   const gguf_file& in = opened->gguf;
   check_writable(o.out);
-  const quant_model_info info = model_info(*opened);
+  const quant_model_info info = model_info(in);
 
   const auto start = std::chrono::steady_clock::now();
   gguf_writer w;

@@ -18,7 +18,7 @@ struct tokenize_options {
 };
 
 int tokenize(const tokenize_options& o) {
-  auto file = model_file::open_vocabulary(o.model);
+  auto file = model_file::open(o.model, {.weights = false, .hparams = false});
   if (!file) throw std::runtime_error(file.message());
   auto voc = vocab::from_gguf(file->gguf);
   if (!voc) throw std::runtime_error("loading vocabulary of " + o.model + ": " + voc.message());
