@@ -9,33 +9,55 @@
 namespace hearth {
 namespace {
 
-int32_t resolve_n_ctx(const model& m, const context_params& p) {
-  if (p.n_ctx > 0) return p.n_ctx;
-  const int32_t train = m.hparams().n_ctx_train > 0 ? m.hparams().n_ctx_train : 4096;
-  return std::min(train, 4096);
+// a * b, saturating: hyperparameters come from untrusted metadata, an absurd product must read as
+// "does not fit", never wrap around to a small number.
+uint64_t mul(uint64_t a, uint64_t b) {
+  uint64_t out = 0;
+  return __builtin_mul_overflow(a, b, &out) ? UINT64_MAX : out;
+}
+
+uint64_t add(uint64_t a, uint64_t b) {
+  return a + b < a ? UINT64_MAX : a + b;
 }
 
 }  // namespace
 
-uint64_t context::memory_needed(const hearth::model& m, const context_params& p) {
-  const auto& hp = m.hparams();
-  const uint64_t n_ctx = uint64_t(resolve_n_ctx(m, p));
-  const uint64_t n_batch = uint64_t(std::max(1, p.n_batch));
-  const uint64_t q = uint64_t(hp.n_head) * uint64_t(std::max(hp.head_dim_k, hp.head_dim_v));
-  const uint64_t kv = uint64_t(hp.n_head_kv) * uint64_t(std::max(hp.head_dim_k, hp.head_dim_v));
-  const uint64_t per_token =
-      5 * uint64_t(hp.n_embd) + 2 * q + 2 * kv + 2 * uint64_t(hp.n_ff) + uint64_t(hp.n_vocab);
-  return n_ctx * kv_cache::bytes_per_cell(hp) + n_batch * per_token * 4 * 2;
+context_params context_params_resolved(const model_hparams& hp, const context_params& p) {
+  context_params out = p;
+  if (out.n_ctx <= 0) out.n_ctx = std::min(hp.n_ctx_train > 0 ? hp.n_ctx_train : 4096, 4096);
+  out.n_batch = std::clamp(p.n_batch, 1, out.n_ctx);
+  return out;
+}
+
+memory_estimate memory_needed(const model_hparams& hp, uint64_t weight_bytes,
+                              const context_params& p) {
+  const context_params r = context_params_resolved(hp, p);
+  const uint64_t n_ctx = uint64_t(r.n_ctx);
+  const uint64_t n_batch = uint64_t(r.n_batch);
+  const uint64_t n_head = uint64_t(hp.n_head), n_head_kv = uint64_t(hp.n_head_kv);
+  const uint64_t head_k = uint64_t(hp.head_dim_k), head_v = uint64_t(hp.head_dim_v);
+  memory_estimate e;
+  e.weights = weight_bytes;
+  // kv_cache: F16 K and V rows per layer, and each cell's sequence and position (I32).
+  e.cache = mul(n_ctx, add(kv_cache::bytes_per_cell(hp), 2 * 4));
+  // The F32 activations below, as the constructor allocates them: inp, cur, attn_out, ffn_out,
+  // out_sel (n_embd); q, k, v, kqv; ffn_gate, ffn_up (n_ff); logits (n_vocab).
+  const uint64_t per_token = 5 * uint64_t(hp.n_embd) + n_head * head_k + n_head_kv * head_k +
+                             n_head_kv * head_v + n_head * head_v + 2 * uint64_t(hp.n_ff) +
+                             uint64_t(hp.n_vocab);
+  // Counted twice: a backend's own scratch (quantized activations, attention rows) is allocated
+  // outside alloc() and not known here; this is its allowance. Plus the five I32 per-token inputs.
+  e.scratch = add(mul(mul(n_batch, per_token), 4 * 2), n_batch * 5 * 4);
+  return e;
 }
 
 context::context(const hearth::model& m, const context_params& p) : model_(m), params_(p) {
   const auto& hp = m.hparams();
-  params_.n_ctx = resolve_n_ctx(m, p);
-  params_.n_batch = std::clamp(p.n_batch, 1, params_.n_ctx);
+  params_ = context_params_resolved(hp, p);
   if (params_.n_seq_max < 1) throw std::runtime_error("n_seq_max must be at least 1");
   n_vocab_ = hp.n_vocab;
 
-  const uint64_t need = memory_needed(m, params_);
+  const uint64_t need = memory_needed(hp, m.weight_bytes(), params_).context();
   const system_info sys = system_info_read();
   if (sys.mem_available > 0 && need > sys.mem_available) {
     throw std::runtime_error("a context of " + std::to_string(params_.n_ctx) + " tokens needs " +

@@ -21,6 +21,24 @@ struct context_params {
   int32_t n_seq_max = 1;  // sequence ids accepted: [0, n_seq_max)
 };
 
+// What a context with these parameters holds, filled in as the context does: n_ctx 0 becomes the
+// model's training context (at most 4096), n_batch is clamped to [1, n_ctx].
+context_params context_params_resolved(const model_hparams& hp, const context_params& p);
+
+// Memory a model takes with a context of `p`, counted as the context and the loader allocate
+// them: the one estimate placement (gpu/select.h), the context's own check and the node's memory
+// budget use.
+struct memory_estimate {
+  uint64_t weights = 0;  // every tensor of the file
+  uint64_t cache = 0;    // KV cache: F16 keys and values of every layer, each cell's seq and pos
+  // One batch's F32 activations (twice: the backends' own scratch) and per-token inputs.
+  uint64_t scratch = 0;
+  uint64_t context() const { return cache + scratch; }
+  uint64_t total() const { return weights + cache + scratch; }
+};
+memory_estimate memory_needed(const model_hparams& hp, uint64_t weight_bytes,
+                              const context_params& p);
+
 // One token of a batch: its id, its sequence and position in that sequence, and whether its
 // logits are wanted.
 struct batch_token {
@@ -60,9 +78,6 @@ class context {
   int32_t n_free() const { return kv_->n_free(); }
   int32_t n_seq_max() const { return params_.n_seq_max; }
   const hearth::model& model() const { return model_; }
-
-  // Bytes a context with these parameters allocates (cache + scratch), for memory planning.
-  static uint64_t memory_needed(const hearth::model& m, const context_params& p);
 
  private:
   result<void> decode_chunk(std::span<const batch_token> chunk);

@@ -1,11 +1,9 @@
 #include "engine/model.h"
 
 #include <algorithm>
-#include <map>
 #include <stdexcept>
 
 #include "engine/architecture.h"
-#include "engine/hf-model.h"
 #include "engine/system-info.h"
 
 namespace hearth {
@@ -13,12 +11,6 @@ namespace {
 
 [[noreturn]] void fail(const std::string& what) {
   throw std::runtime_error(what);
-}
-
-template <typename T>
-T unwrap(result<T> r) {
-  if (!r) fail(r.message());
-  return std::move(r).value();
 }
 
 // "f32, f16, ..." : the weight types a backend computes with, for error messages.
@@ -108,107 +100,41 @@ tensor model_loader::vector_optional(const std::string& name, int64_t n) {
   return g ? bind(*g, false, n, 1) : tensor{};
 }
 
-uint32_t model_loader::u32(const std::string& key) const {
-  auto v = unwrap(file_.get_uint(key));
-  if (!v) fail("metadata key '" + key + "' is missing");
-  if (*v > 0x7fffffff)
-    fail("metadata key '" + key + "' is out of range (" + std::to_string(*v) + ")");
-  return uint32_t(*v);
-}
-
-uint32_t model_loader::u32_or(const std::string& key, uint32_t fallback) const {
-  auto v = unwrap(file_.get_uint(key));
-  if (v && *v > 0x7fffffff)
-    fail("metadata key '" + key + "' is out of range (" + std::to_string(*v) + ")");
-  return v ? uint32_t(*v) : fallback;
-}
-
-float model_loader::f32_or(const std::string& key, float fallback) const {
-  auto v = unwrap(file_.get_float(key));
-  return v ? float(*v) : fallback;
-}
-
-namespace {
-
-// Hyperparameters every supported family stores under the same `<arch>.` keys.
-void read_common_hparams(const model_loader& ld, const vocab& voc, model_hparams& hp) {
-  const std::string a = hp.arch + ".";
-  hp.n_ctx_train = int32_t(ld.u32_or(a + "context_length", 0));
-  hp.n_embd = int32_t(ld.u32(a + "embedding_length"));
-  hp.n_layer = int32_t(ld.u32(a + "block_count"));
-  hp.n_ff = int32_t(ld.u32(a + "feed_forward_length"));
-  hp.n_head = int32_t(ld.u32(a + "attention.head_count"));
-  hp.n_head_kv = int32_t(ld.u32_or(a + "attention.head_count_kv", uint32_t(hp.n_head)));
-  if (hp.n_embd <= 0 || hp.n_layer <= 0 || hp.n_ff <= 0 || hp.n_head <= 0 || hp.n_head_kv <= 0) {
-    fail("embedding_length, block_count, feed_forward_length and head counts must be positive");
+model_file model::open(const std::string& path) {
+  auto f = model_file::open(path);
+  if (!f) {
+    // The handle's errors name the path; said once.
+    std::string why = f.message();
+    if (why.rfind(path + ": ", 0) == 0) why.erase(0, path.size() + 2);
+    throw std::runtime_error("loading model " + path + ": " + why);
   }
-  if (hp.n_layer > 4096 || hp.n_head > 4096) fail("block_count or head_count is implausibly large");
-  if (hp.n_head % hp.n_head_kv != 0) {
-    fail("attention.head_count (" + std::to_string(hp.n_head) +
-         ") is not a multiple of head_count_kv (" + std::to_string(hp.n_head_kv) + ")");
-  }
-  const uint32_t default_head = uint32_t(hp.n_embd / hp.n_head);
-  hp.head_dim_k = int32_t(ld.u32_or(a + "attention.key_length", default_head));
-  hp.head_dim_v = int32_t(ld.u32_or(a + "attention.value_length", default_head));
-  if (hp.head_dim_k <= 0 || hp.head_dim_v <= 0 || hp.head_dim_k > 2048 || hp.head_dim_v > 2048) {
-    fail("attention key/value length must be in [1, 2048]");
-  }
-  hp.norm_eps = ld.f32_or(a + "attention.layer_norm_rms_epsilon", 1e-5f);
-  hp.n_vocab = int32_t(ld.u32_or(a + "vocab_size", uint32_t(voc.n_tokens())));
-  if (hp.n_vocab != voc.n_tokens()) {
-    fail(a + "vocab_size is " + std::to_string(hp.n_vocab) + " but the vocabulary has " +
-         std::to_string(voc.n_tokens()) + " tokens");
-  }
-
-  hp.rope.n_dims = int32_t(ld.u32_or(a + "rope.dimension_count", uint32_t(hp.head_dim_k)));
-  if (hp.rope.n_dims <= 0 || hp.rope.n_dims % 2 != 0 || hp.rope.n_dims > hp.head_dim_k) {
-    fail("rope.dimension_count " + std::to_string(hp.rope.n_dims) +
-         " must be even and at most the head size " + std::to_string(hp.head_dim_k));
-  }
-  hp.rope.freq_base = ld.f32_or(a + "rope.freq_base", 10000.0f);
-  // Linear context scaling stretches positions by `factor` (older files: rope.scale_linear).
-  auto scaling_type = unwrap(ld.file().get_string(a + "rope.scaling.type"));
-  if (scaling_type && *scaling_type != "none" && *scaling_type != "linear") {
-    fail("rope scaling '" + *scaling_type + "' is not supported (only linear)");
-  }
-  float factor = ld.f32_or(a + "rope.scaling.factor", 0.0f);
-  if (factor == 0.0f) factor = ld.f32_or(a + "rope.scale_linear", 0.0f);
-  const bool scaled = factor > 0.0f && (!scaling_type || *scaling_type == "linear");
-  hp.rope.freq_scale = scaled ? 1.0f / factor : 1.0f;
-  if (!(hp.rope.freq_base > 0) || !(hp.rope.freq_scale > 0))
-    fail("rope frequency base and scale must be positive");
-}
-
-}  // namespace
-
-result<gguf_file> model_file_open(const std::string& path) {
-  // A directory is a Hugging Face model, anything else a GGUF file.
-  return hf_is_model_dir(path) ? hf_import(path) : gguf_file::open(path);
+  return std::move(f).value();
 }
 
 std::unique_ptr<model> model::load(const std::string& path, const model_params& params) {
+  return load(open(path), params);
+}
+
+std::unique_ptr<model> model::load(model_file file, const model_params& params) {
   std::unique_ptr<model> m(new model());
+  const std::string path = file.path;
   try {
-    m->file_ = unwrap(model_file_open(path));
-    auto arch_name = unwrap(m->file_.get_string("general.architecture"));
-    if (!arch_name) fail("metadata key 'general.architecture' is missing");
-    m->arch_ = architecture_for(*arch_name);
-    if (!m->arch_) {
-      fail("architecture '" + *arch_name +
-           "' is not supported (supported: " + std::string(supported_architectures()) + ")");
-    }
-    m->hparams_.arch = *arch_name;
-    m->hparams_.name = unwrap(m->file_.get_string("general.name")).value_or("");
+    m->file_ = std::move(file);
+    m->hparams_ = m->file_.hparams;
+    m->arch_ = architecture_for(m->hparams_.arch);  // model_hparams_read checked it is supported
     {
-      auto v = vocab::from_gguf(m->file_);
+      auto v = vocab::from_gguf(m->file_.gguf);
       if (!v) fail("loading vocabulary: " + v.message());
       m->vocab_ = std::move(v).value();
+    }
+    if (m->hparams_.n_vocab != m->vocab_.n_tokens()) {
+      fail(m->hparams_.arch + ".vocab_size is " + std::to_string(m->hparams_.n_vocab) +
+           " but the vocabulary has " + std::to_string(m->vocab_.n_tokens()) + " tokens");
     }
 
     m->backend_ = params.make_backend ? params.make_backend() : make_cpu_backend(params.n_threads);
     if (!m->backend_) fail("no backend to load the weights onto");
-    model_loader ld(m->file_, *m->backend_, m->weights_.parts);
-    read_common_hparams(ld, m->vocab_, m->hparams_);
+    model_loader ld(m->file_.gguf, *m->backend_, m->weights_.parts);
     m->arch_->load(ld, m->hparams_, m->weights_);
     m->weight_bytes_ = ld.bound_bytes();
 
@@ -219,7 +145,7 @@ std::unique_ptr<model> model::load(const std::string& path, const model_params& 
       fail("the weights need " + format_bytes(m->weight_bytes_) + " of memory but only " +
            format_bytes(sys.mem_available) + " is available");
     }
-    if (params.progress) m->file_.prefetch(params.progress);
+    if (params.progress) m->file_.gguf.prefetch(params.progress);
   } catch (const std::exception& e) {
     throw std::runtime_error("loading model " + path + ": " + e.what());
   }
@@ -227,13 +153,5 @@ std::unique_ptr<model> model::load(const std::string& path, const model_params& 
 }
 
 model::~model() = default;
-
-std::string model::dominant_type() const {
-  std::map<tensor_type, uint64_t> bytes;
-  for (const auto& t : file_.tensors()) bytes[t.type] += t.n_bytes;
-  auto it = std::max_element(bytes.begin(), bytes.end(),
-                             [](auto& a, auto& b) { return a.second < b.second; });
-  return it == bytes.end() ? "none" : std::string(tensor_type_name(it->first));
-}
 
 }  // namespace hearth

@@ -11,30 +11,11 @@
 
 #include "engine/backend.h"
 #include "engine/gguf.h"
+#include "engine/model-file.h"
+#include "engine/model-hparams.h"
 #include "engine/vocab.h"
 
 namespace hearth {
-
-struct model_hparams {
-  std::string arch;  // general.architecture
-  std::string name;  // general.name (may be empty)
-  int32_t n_vocab = 0;
-  int32_t n_ctx_train = 0;
-  int32_t n_embd = 0;
-  int32_t n_layer = 0;
-  int32_t n_head = 0;
-  int32_t n_head_kv = 0;
-  int32_t head_dim_k = 0;  // per-head size of queries and keys
-  int32_t head_dim_v = 0;  // per-head size of values
-  int32_t n_ff = 0;
-  float norm_eps = 1e-5f;
-  rope_params rope;
-  // Family-specific; 0 = off. Set by the architecture's load().
-  int32_t n_swa = 0;           // sliding-window length of the layers that use one
-  float attn_softcap = 0.0f;   // attention scores: cap * tanh(score / cap) (gemma2)
-  float final_softcap = 0.0f;  // logits: cap * tanh(logit / cap) (gemma2)
-  float query_scale = 0.0f;    // q·k multiplier; 0 = 1 / sqrt(head_dim_k)
-};
 
 // Weights of one transformer block; absent optional tensors have data == nullptr.
 struct layer_weights {
@@ -75,34 +56,33 @@ struct model_params {
 
 class architecture;
 
-// A model's file as the engine reads it: a GGUF file, or a Hugging Face model directory
-// (config.json, safetensors, tokenizer) imported as the equivalent GGUF (engine/hf-model.h).
-// Errors name the path and the problem.
-result<gguf_file> model_file_open(const std::string& path);
-
 class model {
  public:
-  // Loads a model (model_file_open: GGUF file or Hugging Face directory) onto the backend of
-  // params.make_backend (the CPU backend when it is empty). Throws std::runtime_error whose message
-  // names the file and what is wrong (unsupported architecture or type, a tensor of the wrong
-  // shape, ...).
+  // Loads the opened model `file` onto the backend of params.make_backend (the CPU backend when
+  // it is empty); the model keeps the file's mapping. Throws std::runtime_error whose message
+  // names the file and what is wrong (an unsupported type, a tensor of the wrong shape, ...).
+  static std::unique_ptr<model> load(model_file file, const model_params& params);
+  // The same from model::open(path).
   static std::unique_ptr<model> load(const std::string& path, const model_params& params);
+  // model_file::open(path) (a GGUF file or a Hugging Face directory), its error thrown as load()
+  // throws it: "loading model PATH: what is wrong".
+  static model_file open(const std::string& path);
   ~model();
 
   const model_hparams& hparams() const { return hparams_; }
   const model_weights& weights() const { return weights_; }
   const hearth::vocab& vocab() const { return vocab_; }
-  const gguf_file& file() const { return file_; }
+  const gguf_file& file() const { return file_.gguf; }
   hearth::backend& backend() const { return *backend_; }
   const architecture& arch() const { return *arch_; }
   // Bytes of all weight tensors.
   uint64_t weight_bytes() const { return weight_bytes_; }
-  // "q8_0" for a file mostly of that type (the type of the most weight bytes).
-  std::string dominant_type() const;
+  // "q8_0" for a file mostly of that type (model_file::dominant_type).
+  std::string dominant_type() const { return file_.dominant_type(); }
 
  private:
   model() = default;
-  gguf_file file_;
+  model_file file_;
   model_hparams hparams_;
   model_weights weights_;
   hearth::vocab vocab_;
@@ -129,10 +109,15 @@ class model_loader {
   tensor vector(const std::string& name, int64_t n);
   tensor vector_optional(const std::string& name, int64_t n);
 
-  // Hyperparameters: `<arch>.<key>`. Required ones throw naming the key when absent.
-  uint32_t u32(const std::string& key) const;
-  uint32_t u32_or(const std::string& key, uint32_t fallback) const;
-  float f32_or(const std::string& key, float fallback) const;
+  // Family hyperparameters: `<arch>.<key>` (engine/model-hparams.h). Required ones throw naming
+  // the key when absent.
+  uint32_t u32(const std::string& key) const { return hparam_u32(file_, key); }
+  uint32_t u32_or(const std::string& key, uint32_t fallback) const {
+    return hparam_u32_or(file_, key, fallback);
+  }
+  float f32_or(const std::string& key, float fallback) const {
+    return hparam_f32_or(file_, key, fallback);
+  }
 
   const gguf_file& file() const { return file_; }
   uint64_t bound_bytes() const { return bound_bytes_; }

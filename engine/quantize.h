@@ -32,6 +32,9 @@ std::string_view file_type_name(file_type ft);
 std::string file_type_names();
 // The value llama.cpp stores in general.file_type (LLAMA_FTYPE_MOSTLY_*).
 uint32_t file_type_id(file_type ft);
+// The name of any llama.cpp file type (general.file_type, LLAMA_FTYPE_*) as llama-quantize
+// writes it ("q4_k_m", "iq2_xs"), also those this quantizer does not write; nothing when unknown.
+std::optional<std::string_view> llama_ftype_name(uint64_t id);
 
 // What the type choice needs to know about the model.
 struct quant_model_info {

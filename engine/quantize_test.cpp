@@ -262,6 +262,15 @@ TEST(quantize_fit, avx2_fits_equal_the_portable_ones_bit_for_bit) {
 
 // --- file types ---------------------------------------------------------------------------
 
+TEST(file_type, every_llama_cpp_file_type_has_its_name) {
+  EXPECT_EQ(llama_ftype_name(0), "f32");
+  EXPECT_EQ(llama_ftype_name(15), "q4_k_m");
+  EXPECT_EQ(llama_ftype_name(19), "iq2_xxs");  // not written here, still named
+  EXPECT_EQ(llama_ftype_name(32), "bf16");
+  EXPECT_FALSE(llama_ftype_name(5));  // removed from llama.cpp
+  EXPECT_FALSE(llama_ftype_name(999));
+}
+
 TEST(file_type, names_and_llama_cpp_ids) {
   const std::pair<const char*, uint32_t> want[] = {
       {"f32", 0},     {"f16", 1},     {"bf16", 32},   {"q8_0", 7},    {"q4_0", 2},

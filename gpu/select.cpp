@@ -4,6 +4,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "engine/context.h"
 #include "engine/system-info.h"
 #include "engine/tensor-type.h"
 
@@ -19,23 +20,6 @@ std::string one_line(std::string s) {
 
 std::string on_cpu(const std::string& why) {
   return why + "; running on the CPU";
-}
-
-uint64_t meta_u64(const gguf_file& f, const std::string& key, uint64_t fallback) {
-  auto v = f.get_uint(key);
-  if (!v || !*v || **v == 0) return fallback;
-  // An estimate from untrusted metadata: absurd values are clamped, never trusted to multiply.
-  return std::min<uint64_t>(**v, uint64_t(1) << 24);
-}
-
-std::string arch_prefix(const gguf_file& f) {
-  auto arch = f.get_string("general.architecture");
-  return (arch && *arch ? **arch : std::string()) + ".";
-}
-
-// Cache cells per sequence when the caller asks for none: the model's context, at most 4096.
-uint64_t device_context_default(const gguf_file& f) {
-  return std::min<uint64_t>(meta_u64(f, arch_prefix(f) + "context_length", 4096), 4096);
 }
 
 }  // namespace
@@ -115,33 +99,18 @@ backend_plan backend_plan_for(const backend_choice& choice, const registry& devi
   return plan;
 }
 
-device_memory_estimate device_memory_needed(const gguf_file& f, int32_t n_ctx_per_seq,
-                                            int32_t n_seq) {
-  device_memory_estimate e;
-  for (const auto& t : f.tensors()) e.weights += t.n_bytes;
+context_params device_context_params(const model_hparams& hp, int32_t n_ctx_per_seq,
+                                     int32_t n_seq) {
+  const int64_t per_seq = n_ctx_per_seq > 0 ? n_ctx_per_seq : context_params_resolved(hp, {}).n_ctx;
+  context_params p;
+  p.n_seq_max = std::max(1, n_seq);
+  p.n_ctx = int32_t(std::min<int64_t>(per_seq * p.n_seq_max, INT32_MAX));
+  return p;
+}
 
-  const std::string p = arch_prefix(f);
-  const uint64_t n_embd = meta_u64(f, p + "embedding_length", 0);
-  const uint64_t n_layer = meta_u64(f, p + "block_count", 0);
-  const uint64_t n_head = meta_u64(f, p + "attention.head_count", 1);
-  const uint64_t n_head_kv = meta_u64(f, p + "attention.head_count_kv", n_head);
-  const uint64_t head = n_embd / n_head;
-  const uint64_t head_k = meta_u64(f, p + "attention.key_length", head);
-  const uint64_t head_v = meta_u64(f, p + "attention.value_length", head);
-  const uint64_t n_ff = meta_u64(f, p + "feed_forward_length", 0);
-  const gguf_tensor* embd = f.find_tensor("token_embd.weight");
-  const uint64_t n_vocab = embd ? uint64_t(std::max<int64_t>(embd->ne[1], 0)) : 0;
-  const uint64_t per_seq = n_ctx_per_seq > 0 ? uint64_t(n_ctx_per_seq) : device_context_default(f);
-  const uint64_t n_cells = per_seq * uint64_t(std::max(1, n_seq));
-
-  // As context::memory_needed counts them: F16 keys and values for every layer, and the F32
-  // activations of a 512-token batch (twice, for the backend's scratch).
-  const uint64_t per_cell = n_layer * n_head_kv * (head_k + head_v) * 2;
-  const uint64_t q = n_head * std::max(head_k, head_v);
-  const uint64_t kv = n_head_kv * std::max(head_k, head_v);
-  const uint64_t per_token = 5 * n_embd + 2 * q + 2 * kv + 2 * n_ff + n_vocab;
-  e.cache = n_cells * per_cell + 512 * per_token * 4 * 2;
-  return e;
+memory_estimate device_memory_needed(const model_file& f, int32_t n_ctx_per_seq, int32_t n_seq) {
+  return memory_needed(f.hparams, f.weight_bytes,
+                       device_context_params(f.hparams, n_ctx_per_seq, n_seq));
 }
 
 std::vector<std::string> unsupported_weight_types(const gguf_file& f, const backend& b) {
@@ -156,36 +125,33 @@ std::vector<std::string> unsupported_weight_types(const gguf_file& f, const back
 
 namespace {
 
+// The largest context per sequence (a multiple of 256 cells, at least 256, below `asked`) whose
+// weights and cache fit in `memory`; 0 when none does.
+int32_t context_that_fits(const model_file& f, int32_t asked, int32_t n_seq, uint64_t memory) {
+  for (int32_t cells = (asked - 1) / 256 * 256; cells >= 256; cells -= 256) {
+    if (device_memory_needed(f, cells, n_seq).total() <= memory) return cells;
+  }
+  return 0;
+}
+
 // Why the planned device cannot run the model in `f` ("" when it can), checked in order of
 // cost: memory for the weights and the cache, the backend starting (made into `made`), a kernel
 // for every weight type. Nothing is uploaded.
-// The largest context per sequence (a multiple of 256 cells, at least 256, below `asked`) whose
-// weights and cache fit in `memory`; 0 when none does.
-int32_t context_that_fits(const gguf_file& f, int32_t asked, int32_t n_seq, uint64_t memory) {
-  const auto one = device_memory_needed(f, 256, n_seq);
-  const auto two = device_memory_needed(f, 512, n_seq);
-  const uint64_t per_256 = two.total() - one.total();  // the cache of 256 more cells per sequence
-  if (one.total() > memory || per_256 == 0) return 0;
-  const uint64_t steps = (memory - one.total()) / per_256;
-  const int64_t cells = std::min<int64_t>(int64_t(256) * (1 + int64_t(steps)), int64_t(asked) - 1);
-  return cells >= 256 ? int32_t(cells / 256 * 256) : 0;
-}
-
-std::string device_unfit(const gguf_file& f, const backend_plan& plan, backend_choice& choice,
+std::string device_unfit(const model_file& f, const backend_plan& plan, backend_choice& choice,
                          const backend_entry& source, std::unique_ptr<backend>& made,
                          std::string& context_note) {
   const std::string& dev = plan.device_name;
   const auto need = device_memory_needed(f, choice.n_ctx_per_seq, choice.n_seq);
   if (need.total() > plan.device_memory) {
     // The model's default context is a preference, not a requirement: take what fits.
-    const int32_t asked = int32_t(device_context_default(f));
+    const int32_t asked = context_params_resolved(f.hparams, {}).n_ctx;
     const int32_t fits = choice.n_ctx_per_seq == 0
                              ? context_that_fits(f, asked, choice.n_seq, plan.device_memory)
                              : 0;
     if (fits == 0) {
       return dev + " has " + format_bytes(plan.device_memory) +
              " of device memory but the model needs " + format_bytes(need.total()) + " (weights " +
-             format_bytes(need.weights) + " + cache " + format_bytes(need.cache) + ")";
+             format_bytes(need.weights) + " + cache " + format_bytes(need.context()) + ")";
     }
     choice.n_ctx_per_seq = fits;
     context_note = source.name + ": " + dev + " has room for " + std::to_string(fits) +
@@ -200,7 +166,7 @@ std::string device_unfit(const gguf_file& f, const backend_plan& plan, backend_c
     return dev + ": " + msg;
   }
   if (!made) return dev + ": the backend did not start";
-  const auto missing = unsupported_weight_types(f, *made);
+  const auto missing = unsupported_weight_types(f.gguf, *made);
   if (!missing.empty()) {
     std::string list;
     for (const auto& t : missing) list += (list.empty() ? "" : ", ") + t;
@@ -220,6 +186,9 @@ loaded_model load_model_on(const std::string& path, const backend_choice& choice
 
 loaded_model load_model_on(const std::string& path, const backend_choice& asked,
                            const model_params& params, const registry& devices) {
+  // Opened once: the fit is checked against this handle and the model loaded from it.
+  model_file file = model::open(path);
+
   loaded_model out;
   backend_choice choice = asked;
   model_params mp = params;
@@ -231,22 +200,15 @@ loaded_model load_model_on(const std::string& path, const backend_choice& asked,
   const backend_entry* source = devices.find(plan.backend);
   if (plan.device >= 0 && source) {
     std::unique_ptr<backend> device_backend;
-    std::string why, context_note;
-    {
-      auto f = model_file_open(path);
-      // A file that does not open is the model's problem: the CPU load below says what it is.
-      if (!f) {
-        out.model = model::load(path, mp);
-        return out;
-      }
-      why = device_unfit(*f, plan, choice, *source, device_backend, context_note);
-    }
+    std::string context_note;
+    std::string why = device_unfit(file, plan, choice, *source, device_backend, context_note);
     if (why.empty()) {
       // The factory hands over the backend made above; the model owns it from then on.
       auto holder = std::make_shared<std::unique_ptr<backend>>(std::move(device_backend));
       mp.make_backend = [holder] { return std::move(*holder); };
       try {
-        out.model = model::load(path, mp);
+        // A copy of the handle (its metadata; the mapping is shared), kept for the CPU fallback.
+        out.model = model::load(file, mp);
         out.backend = plan.backend_name;
         out.device = plan.device;
         out.device_name = plan.device_name;
@@ -262,7 +224,7 @@ loaded_model load_model_on(const std::string& path, const backend_choice& asked,
     }
     out.note = on_cpu(source->name + ": " + why);
   }
-  out.model = model::load(path, mp);
+  out.model = model::load(std::move(file), mp);
   return out;
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/backend.h"
+#include "engine/context.h"
 #include "engine/gguf.h"
 #include "engine/model.h"
 #include "gpu/registry.h"
@@ -41,16 +42,12 @@ struct backend_plan {
 };
 backend_plan backend_plan_for(const backend_choice& choice, const registry& devices);
 
-// Bytes a model needs on a device: its weights, plus the cache and scratch of a context of
-// n_seq × n_ctx_per_seq cache cells (n_ctx_per_seq 0: the model's context, at most 4096). An
-// estimate from the metadata, made before anything is uploaded.
-struct device_memory_estimate {
-  uint64_t weights = 0;
-  uint64_t cache = 0;  // KV cache and activations
-  uint64_t total() const { return weights + cache; }
-};
-device_memory_estimate device_memory_needed(const gguf_file& f, int32_t n_ctx_per_seq,
-                                            int32_t n_seq);
+// The context placement sizes the cache for: n_seq × n_ctx_per_seq cells (n_ctx_per_seq 0: the
+// model's context, at most 4096), n_seq sequences.
+context_params device_context_params(const model_hparams& hp, int32_t n_ctx_per_seq, int32_t n_seq);
+// What the opened model needs on a device with that context (engine/context.h memory_needed),
+// before anything is uploaded.
+memory_estimate device_memory_needed(const model_file& f, int32_t n_ctx_per_seq, int32_t n_seq);
 
 // Weight types of matrices in `f` (every tensor of two or more dimensions) that `b` has no
 // kernel for, by name ("q4_k"), each once.
@@ -74,8 +71,10 @@ struct loaded_model {
 // why in `note`) when the device cannot run it. The KV cache is sized from the device's free
 // memory: with n_ctx_per_seq 0, a model whose default context does not fit gets the largest
 // that does (a multiple of 256 cells, at least 256; `n_ctx_per_seq` and `note` say so).
-// `params` carries the progress callback; its make_backend and n_threads are set here. Errors
-// of the model itself (a missing file, an unsupported architecture) throw as model::load does.
+// `params` carries the progress callback; its make_backend and n_threads are set here. The model
+// is opened once (model_file::open): the fit is checked against it and it is loaded from it.
+// Errors of the model itself (a missing file, an unsupported architecture) throw as model::load
+// does.
 loaded_model load_model_on(const std::string& path, const backend_choice& choice,
                            const model_params& params, const registry& devices);
 // The same on this process's registry (device_registry()).

@@ -4,9 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <functional>
 #include <stdexcept>
 
 #include "engine/context.h"
+#include "engine/hf-export.h"
 #include "tests/testdata.h"
 
 namespace hearth::gpu {
@@ -19,15 +22,25 @@ class fake_device_backend final : public backend {
   fake_device_backend(bool supports_f32, bool weights_fail)
       : cpu_(make_cpu_backend(1)), supports_f32_(supports_f32), weights_fail_(weights_fail) {}
 
+  // Bytes taken on the "device", as a device backend would hold them.
+  uint64_t weight_bytes = 0;
+  uint64_t cache_bytes = 0;  // the KV cache's tensors
+  uint64_t other_bytes = 0;  // everything else alloc() gave (activations, per-token inputs)
+
   std::string name() const override { return "fake"; }
   bool supports_weight_type(tensor_type t) const override {
     return (t != tensor_type::f32 || supports_f32_) && cpu_->supports_weight_type(t);
   }
   tensor weight(const gguf_tensor& t) override {
     if (weights_fail_) throw std::runtime_error("out of device memory uploading a weight");
+    weight_bytes += t.n_bytes;
     return cpu_->weight(t);
   }
   tensor alloc(tensor_type type, int64_t ne0, int64_t ne1, const char* name) override {
+    const std::string n = name;
+    const bool cache = n == "cache_k" || n == "cache_v" || n == "cell_seq" || n == "cell_pos";
+    (cache ? cache_bytes : other_bytes) +=
+        uint64_t(tensor_type_row_bytes(type, ne0)) * uint64_t(ne1);
     return cpu_->alloc(type, ne0, ne1, name);
   }
   void free(tensor& t) override { cpu_->free(t); }
@@ -99,6 +112,8 @@ struct fake_source {
   bool loaded = true;
   int made = 0;  // backends made
   int last_index = -100;
+  // Replaces the fake's own backend factory when set.
+  std::function<std::unique_ptr<backend>(int)> make_override;
 
   registry source() {
     backend_entry e;
@@ -109,6 +124,7 @@ struct fake_source {
     e.why = loaded ? "" : "libhearth-fake.so not found";
     e.devices = [this] { return loaded ? devices : std::vector<device>{}; };
     e.make = [this](int index) -> std::unique_ptr<backend> {
+      if (make_override) return make_override(index);
       ++made;
       last_index = index;
       if (mode == fake_mode::fails_to_start)
@@ -245,7 +261,7 @@ TEST_F(select, too_little_device_memory_falls_back_before_making_the_backend) {
 }
 
 TEST_F(select, the_cache_shrinks_to_the_free_memory_when_the_context_was_left_to_the_model) {
-  auto f = gguf_file::open(path_);
+  auto f = model_file::open(path_);
   ASSERT_TRUE(f) << f.message();
   const auto full = device_memory_needed(*f, 0, 1);
   const auto small = device_memory_needed(*f, 256, 1);
@@ -294,17 +310,82 @@ TEST_F(select, cuda_is_asked_for_by_name_and_says_why_it_is_not_used) {
 }
 
 TEST_F(select, the_memory_estimate_counts_weights_and_the_cache) {
-  auto f = gguf_file::open(path_);
+  auto f = model_file::open(path_);
   ASSERT_TRUE(f) << f.message();
   uint64_t weights = 0;
-  for (const auto& t : f->tensors()) weights += t.n_bytes;
+  for (const auto& t : f->gguf.tensors()) weights += t.n_bytes;
   const auto one = device_memory_needed(*f, 256, 1);
   const auto four = device_memory_needed(*f, 256, 4);
   EXPECT_EQ(one.weights, weights);
-  // stories260K: 5 layers × 4 kv heads × (8 + 8) × F16 = 640 bytes per cell.
-  EXPECT_EQ(four.cache - one.cache, 3u * 256u * 640u);
+  // stories260K: 5 layers × 4 kv heads × (8 + 8) × F16 = 640 bytes per cell, and each cell's
+  // sequence and position (2 × I32).
+  EXPECT_EQ(four.cache - one.cache, 3u * 256u * 648u);
   // 0 cells per sequence: the model's context (2048) as the CLI and the node use it.
-  EXPECT_EQ(device_memory_needed(*f, 0, 1).cache - one.cache, (2048u - 256u) * 640u);
+  EXPECT_EQ(device_memory_needed(*f, 0, 1).cache - one.cache, (2048u - 256u) * 648u);
+}
+
+// The one estimate (engine/context.h memory_needed) against what loading and a context take on
+// the device: the weights and the cache exactly, the activations counted twice (the backends' own
+// scratch) and the per-token inputs once.
+TEST_F(select, the_memory_estimate_is_what_the_model_and_its_context_allocate) {
+  fake_device_backend* dev = nullptr;
+  fake_.make_override = [&dev](int) -> std::unique_ptr<backend> {
+    auto b = std::make_unique<fake_device_backend>(true, false);
+    dev = b.get();
+    return b;
+  };
+  const registry src = fake_.source();
+  backend_choice c;
+  c.kind = backend_kind::vulkan;
+  c.threads = 1;
+  c.n_ctx_per_seq = 96;
+  c.n_seq = 3;
+  auto r = load_model_on(path_, c, {}, src);
+  ASSERT_EQ(r.backend, "fake") << r.note;
+  ASSERT_NE(dev, nullptr);
+  auto f = model_file::open(path_);
+  ASSERT_TRUE(f) << f.message();
+  const context_params cp = device_context_params(f->hparams, c.n_ctx_per_seq, c.n_seq);
+  EXPECT_EQ(cp.n_ctx, 288);
+  EXPECT_EQ(cp.n_seq_max, 3);
+  const memory_estimate e = memory_needed(r.model->hparams(), r.model->weight_bytes(), cp);
+  EXPECT_EQ(e.weights, dev->weight_bytes);
+  EXPECT_EQ(device_memory_needed(*f, c.n_ctx_per_seq, c.n_seq).weights, dev->weight_bytes);
+  {
+    context ctx(*r.model, cp);
+    EXPECT_EQ(e.cache, dev->cache_bytes);
+    const uint64_t n_batch = 288;  // 512 clamped to the context, as the context does
+    const uint64_t inputs = n_batch * 5 * 4;
+    EXPECT_EQ(e.scratch, (dev->other_bytes - inputs) * 2 + inputs);
+    EXPECT_EQ(e.total(),
+              dev->weight_bytes + dev->cache_bytes + (dev->other_bytes - inputs) * 2 + inputs);
+  }
+}
+
+// One open per load: the fit is checked against the handle the model is then loaded from (a
+// Hugging Face directory is imported once, not once to check and once to load).
+TEST_F(select, a_load_opens_the_model_once) {
+  const auto opens = [&](const std::string& path, fake_mode mode) {
+    fake_.mode = mode;
+    backend_choice c;
+    c.kind = backend_kind::vulkan;
+    c.threads = 1;
+    const uint64_t before = model_file::opened_count();
+    auto r = load_model_on(path, c, {}, fake_.source());
+    EXPECT_NE(r.model, nullptr);
+    return model_file::opened_count() - before;
+  };
+  EXPECT_EQ(opens(path_, fake_mode::works), 1u);
+  EXPECT_EQ(opens(path_, fake_mode::weights_fail), 1u);  // the CPU fallback reuses the handle
+
+  const std::string gguf = testing::testdata_path("models/synthetic/synthetic-qwen2-a.f16.gguf");
+  ASSERT_FALSE(gguf.empty());
+  const auto dir = std::filesystem::temp_directory_path() / "hearth_select_hf_once";
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(hf_export(gguf, dir.string(), {}).ok());
+  EXPECT_EQ(opens(dir.string(), fake_mode::works), 1u);
+  EXPECT_EQ(opens(dir.string(), fake_mode::lacks_f32), 1u);
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(select, the_best_device_is_a_discrete_gpu_then_the_most_memory) {

@@ -292,10 +292,10 @@ class batch_engine final : public job_engine {
       error = e.what();
       return nullptr;
     }
-    const int32_t train = cm->weights->hparams().n_ctx_train;
+    const model_hparams& hp = cm->weights->hparams();
     cm->n_ctx_per_slot = cfg_.n_ctx_per_slot > 0 ? cfg_.n_ctx_per_slot
                          : fitted_ctx > 0        ? fitted_ctx
-                                                 : std::min(train > 0 ? train : 4096, 4096);
+                                                 : context_params_resolved(hp, {}).n_ctx;
     const int64_t n_ctx = int64_t(cm->n_ctx_per_slot) * cfg_.slots;
     if (n_ctx > INT32_MAX) {
       error = "a context of " + std::to_string(cfg_.slots) + " slots × " +
@@ -305,7 +305,7 @@ class batch_engine final : public job_engine {
     context_params cp;
     cp.n_ctx = int32_t(n_ctx);
     cp.n_seq_max = int32_t(cfg_.slots);
-    cm->bytes = entry.info.size_bytes + context::memory_needed(*cm->weights, cp);
+    cm->bytes = memory_needed(hp, cm->weights->weight_bytes(), cp).total();
     error = make_room(cm->name, cm->bytes);
     if (!error.empty()) return nullptr;
     try {

@@ -490,8 +490,7 @@ TEST_F(batch_engine_test, chat_messages_go_through_the_models_chat_template) {
 TEST_F(batch_engine_test, the_least_recently_used_idle_model_makes_room_for_another) {
   // A budget for one model and its context, not two.
   const context_params cp{.n_ctx = 2 * 64, .n_seq_max = 2};
-  const uint64_t one =
-      fs::file_size(*dir_ / "lru" / "a.gguf") + context::memory_needed(*model_, cp);
+  const uint64_t one = memory_needed(model_->hparams(), model_->weight_bytes(), cp).total();
   fake_job_sink sink;
   auto cfg = config(2, 64, "lru");
   cfg.memory_budget = one + one / 2;

@@ -50,11 +50,13 @@ class model_catalog {
   std::vector<model_catalog_error> errors_;
 };
 
-// A model's description from its GGUF metadata; an error naming the file when it does not parse
-// or has no general.architecture.
+// A model's description from its handle (engine/model-file.h, opened without a Hugging Face
+// directory's weights); an error naming the file when it does not parse, its
+// architecture is unsupported or a hyperparameter is missing.
 result<wire::model_info> model_info_read(const std::string& path);
 
-// The name of a llama.cpp file type (general.file_type, LLAMA_FTYPE_*): "Q4_K_M", "ftype 99".
+// The name of a llama.cpp file type (general.file_type; engine/quantize.h llama_ftype_name) as
+// models are listed: "Q4_K_M", "ftype 99".
 std::string model_file_type_name(uint64_t ftype);
 
 }  // namespace hearth::node

@@ -8,7 +8,9 @@
 #include <fstream>
 #include <stdexcept>
 
-#include "engine/hf-model.h"
+#include "engine/gguf-writer.h"
+#include "engine/hf-export.h"
+#include "tests/model-variant.h"
 #include "tests/testdata.h"
 
 namespace hearth::node {
@@ -101,6 +103,28 @@ TEST_F(model_catalog_test, describes_every_gguf_file_and_skips_broken_ones) {
   ASSERT_EQ(cat.errors().size(), 1u);
   EXPECT_EQ(cat.errors()[0].path, (dir_ / "broken.gguf").string());
   EXPECT_FALSE(cat.errors()[0].error.empty());
+}
+
+// The catalog describes a model from the handle the loader opens (engine/model-file.h): a file
+// the engine cannot load is reported, not advertised.
+TEST_F(model_catalog_test, a_model_the_engine_cannot_load_is_reported_not_advertised) {
+  const std::string mamba = hearth::testing::write_stories_variant(
+      "catalog_mamba",
+      {.metadata = [](gguf_writer& w) { w.set_string("general.architecture", "mamba"); }});
+  fs::copy_file(mamba, dir_ / "mamba.gguf");
+  const std::string no_layers = hearth::testing::write_stories_variant(
+      "catalog_no_layers", {.metadata = [](gguf_writer& w) { w.set_u32("llama.block_count", 0); }});
+  fs::copy_file(no_layers, dir_ / "no-layers.gguf");
+  link("models/stories260K.gguf", "stories260K.gguf");
+
+  const auto cat = model_catalog::scan(dir_.string());
+  ASSERT_EQ(cat.entries().size(), 1u);
+  EXPECT_NE(cat.find("stories260K"), nullptr);
+  ASSERT_EQ(cat.errors().size(), 2u);
+  EXPECT_NE(cat.errors()[0].error.find("architecture 'mamba' is not supported"), std::string::npos)
+      << cat.errors()[0].error;
+  EXPECT_NE(cat.errors()[1].error.find("must be positive"), std::string::npos)
+      << cat.errors()[1].error;
 }
 
 TEST_F(model_catalog_test, an_empty_directory_has_no_models) {

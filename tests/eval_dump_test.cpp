@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
 #include <nlohmann/json.hpp>
 
 #include "engine/context.h"
@@ -15,7 +16,7 @@
 #include "tests/testdata.h"
 
 #ifdef HEARTH_EVAL_DUMP_VULKAN
-#include "gpu/vulkan/backend-vulkan.h"
+#include "gpu/registry.h"
 #endif
 
 namespace hearth {
@@ -256,7 +257,8 @@ INSTANTIATE_TEST_SUITE_P(all, eval_dump_family,
 class eval_dump_vulkan : public ::testing::TestWithParam<std::string> {
  protected:
   static void SetUpTestSuite() {
-    if (vulkan_devices().empty()) testing::skip_all("eval dump on Vulkan: no Vulkan device");
+    const std::string why = gpu::device_registry().why_no_device(gpu::backend_kind::vulkan);
+    if (!why.empty()) testing::skip_all("eval dump on Vulkan: " + why);
   }
 };
 
@@ -265,7 +267,14 @@ TEST_P(eval_dump_vulkan, a_layer_matches_the_cpu_within_the_conformance_bounds) 
   const std::vector<int32_t> prompt = stories_prompt();
   ASSERT_FALSE(path.empty() || prompt.empty());
   model_params on_vulkan;
-  on_vulkan.make_backend = [] { return make_vulkan_backend({}); };
+  // The Vulkan module's best device, through the registry as the programs reach it.
+  on_vulkan.make_backend = []() -> std::unique_ptr<backend> {
+    gpu::device d;
+    const gpu::backend_entry* e = nullptr;
+    if (!gpu::device_registry().best(gpu::backend_kind::vulkan, d, e))
+      throw std::runtime_error("vulkan: no device");
+    return e->make(d.index);
+  };
   auto cpu = model::load(path, {.n_threads = 2});
   auto gpu = model::load(path, on_vulkan);
   ASSERT_EQ(gpu->backend().name(), "vulkan");

@@ -1,6 +1,6 @@
-// The Hugging Face route (engine/hf-model.h): every F32/F16/BF16 model of the test data is
-// converted to a model directory (once as one model.safetensors, once in shards with an index)
-// and loaded from there; the weights and the logits of the reference prompts must be
+// The Hugging Face route (engine/hf-import.h, engine/hf-export.h): every F32/F16/BF16 model of the
+// test data is converted to a model directory (once as one model.safetensors, once in shards with
+// an index) and loaded from there; the weights and the logits of the reference prompts must be
 // bit-identical to those of the GGUF file. Plus the errors a broken directory must give.
 #include <gtest/gtest.h>
 
@@ -15,7 +15,8 @@
 #include <optional>
 
 #include "engine/context.h"
-#include "engine/hf-model.h"
+#include "engine/hf-export.h"
+#include "engine/hf-import.h"
 #include "engine/hf-tokenizer.h"
 #include "engine/model.h"
 #include "engine/pre-tokenizer.h"

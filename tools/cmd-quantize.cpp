@@ -154,9 +154,10 @@ int quantize(const quantize_options& o) {
   if (!ft) {
     throw std::runtime_error("unknown type '" + o.type + "' (accepted: " + file_type_names() + ")");
   }
-  auto opened = model_file_open(o.in);
+  // Any GGUF file quantizes, as llama-quantize's do: only the keys the type choice reads count.
+  auto opened = model_file::open(o.in, {.hparams = false});
   if (!opened) throw std::runtime_error(opened.message());
-  const gguf_file& in = *opened;
+  const gguf_file& in = opened->gguf;
   check_writable(o.out);
   const quant_model_info info = model_info(in);
 

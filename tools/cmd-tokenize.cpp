@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <stdexcept>
 
-#include "engine/model.h"
+#include "engine/model-file.h"
 #include "engine/vocab.h"
 #include "tools/commands.h"
 
@@ -18,9 +18,9 @@ struct tokenize_options {
 };
 
 int tokenize(const tokenize_options& o) {
-  auto file = model_file_open(o.model);
+  auto file = model_file::open(o.model, {.weights = false, .hparams = false});
   if (!file) throw std::runtime_error(file.message());
-  auto voc = vocab::from_gguf(*file);
+  auto voc = vocab::from_gguf(file->gguf);
   if (!voc) throw std::runtime_error("loading vocabulary of " + o.model + ": " + voc.message());
   const auto ids = voc->tokenize(o.text, !o.no_bos, o.parse_special);
   std::string out = "[";

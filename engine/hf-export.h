@@ -1,16 +1,6 @@
-// Hugging Face model directories: the second way a model reaches the engine, and the converter
-// from GGUF back to one.
-//
-// A directory holds config.json, the weights as model.safetensors or as shards
-// model-0000K-of-0000N.safetensors listed in model.safetensors.index.json, and the tokenizer
-// (tokenizer.model, SentencePiece; or tokenizer.json). hf_import() turns it into the gguf_file
-// llama.cpp's convert_hf_to_gguf.py would have written (in F32, F16 or BF16), so the rest of the
-// engine cannot tell the two routes apart: the same metadata keys, the same tensor names, and the
-// same transformations — llama/mistral Q and K rows permuted for adjacent-pair rope, gemma and
-// gemma2 norm weights + 1, every vector (norms, biases) in F32. Matrices that need no change are
-// used in place in the mapped safetensors files.
-//
-// Architectures (config.json model_type): llama, mistral (as llama), qwen2, phi3, gemma, gemma2.
+// The converter from a GGUF model to a Hugging Face model directory (`hearth convert`): a
+// converter above the runtime, which loads the model (model::load) to read it; hf_import
+// (engine/hf-import.h) reads what it writes back as the same model.
 #pragma once
 
 #include <cstdint>
@@ -24,21 +14,6 @@
 #include "engine/tensor-type.h"
 
 namespace hearth {
-
-// Reads the model directory `dir`. Every file in it is untrusted: errors (never exceptions) name
-// the file and what is wrong — a missing config.json, an unsupported model_type, a truncated
-// safetensors file, a tensor missing from the shards, a shape that does not match config.json
-// (naming the tensor, expected and actual).
-result<gguf_file> hf_import(const std::string& dir);
-
-// What hf_import(dir) gives without opening the weights: config.json's hyperparameters, the
-// tokenizer, and general.file_type from config.json's torch_dtype, but no tensors. Cheap enough
-// for a node to describe every model it has at startup.
-result<gguf_file> hf_import_metadata(const std::string& dir);
-
-// Whether model::load reads `path` as a Hugging Face model: it is a directory (GGUF models are
-// files). A directory without config.json then fails in hf_import, saying so.
-bool hf_is_model_dir(const std::string& path);
 
 struct hf_export_params {
   // Type of the matrices written: f32, f16 or bf16. Nothing: each matrix keeps its type when it

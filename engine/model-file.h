@@ -1,0 +1,49 @@
+// A model file opened once: a GGUF file or a Hugging Face model directory (imported as the
+// equivalent GGUF, engine/hf-import.h), with the hyperparameters every family stores under the
+// same `<arch>.` keys read once. Placement (gpu/select.h), the loader (model::load) and the node's
+// catalog all read this handle; it is the one place that decides "a directory is a Hugging Face
+// model".
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/result.h"
+#include "engine/gguf.h"
+#include "engine/model-hparams.h"
+
+namespace hearth {
+
+// What model_file::open() reads besides the file's metadata.
+struct model_file_parts {
+  // A Hugging Face directory's safetensors (a GGUF file is mapped either way, not read). Without
+  // them a directory is described cheaply enough to list every model of a folder.
+  bool weights = true;
+  // The hyperparameters (else left zero): off for the tokenizer of a vocabulary-only GGUF file
+  // or a converter that reads any GGUF file (`hearth quantize`).
+  bool hparams = true;
+};
+
+struct model_file {
+  std::string path;
+  bool hf_dir = false;  // a Hugging Face model directory (else a GGUF file)
+  gguf_file gguf;       // a directory opened without its weights has no tensors
+  // The common hyperparameters (the architecture's own family keys are read by its load()).
+  model_hparams hparams;
+  uint64_t weight_bytes = 0;  // bytes of every tensor (0 for a directory opened without weights)
+  uint64_t size_bytes = 0;    // on disk: the GGUF file, or a directory's safetensors files
+
+  // Opens `path`: a directory is a Hugging Face model (config.json, safetensors, tokenizer),
+  // anything else a GGUF file. An error names the path and the problem: the file does not parse,
+  // its architecture is unsupported, a hyperparameter is missing or out of range.
+  static result<model_file> open(const std::string& path, model_file_parts what = {});
+
+  // Times a model was opened in this process, so that tests can prove a load reads (for a
+  // directory: imports) its model once.
+  static uint64_t opened_count();
+
+  // The tensor type holding most of the weight bytes ("q8_0"); "none" without tensors.
+  std::string dominant_type() const;
+};
+
+}  // namespace hearth
