@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "engine/backend.h"
-#include "engine/quantize.h"
+#include "engine/convert/quantize.h"
 
 namespace {
 

@@ -12,7 +12,7 @@
 #include <memory>
 #include <string>
 
-#include "engine/tensor-type.h"
+#include "engine/io/tensor-type.h"
 
 namespace hearth {
 

@@ -6,7 +6,7 @@
 #include <map>
 #include <system_error>
 
-#include "engine/hf-import.h"
+#include "engine/import/hf-import.h"
 
 namespace hearth {
 namespace {

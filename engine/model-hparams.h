@@ -8,7 +8,7 @@
 
 #include "common/result.h"
 #include "engine/backend.h"
-#include "engine/gguf.h"
+#include "engine/io/gguf.h"
 
 namespace hearth {
 

@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "engine/backend.h"
-#include "engine/gguf.h"
+#include "engine/io/gguf.h"
 #include "engine/model-file.h"
 #include "engine/model-hparams.h"
-#include "engine/vocab.h"
+#include "engine/tokenizer/vocab.h"
 
 namespace hearth {
 

@@ -31,8 +31,8 @@
 #include "engine/context.h"
 #include "engine/sampler.h"
 #include "engine/stop-string-filter.h"
-#include "engine/utf8-stream.h"
-#include "engine/vocab.h"
+#include "engine/tokenizer/utf8-stream.h"
+#include "engine/tokenizer/vocab.h"
 
 namespace hearth {
 

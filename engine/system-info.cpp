@@ -4,7 +4,7 @@
 #include <fstream>
 #include <thread>
 
-#include "engine/cpu-features.h"
+#include "engine/io/cpu-features.h"
 
 namespace hearth {
 

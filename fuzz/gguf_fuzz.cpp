@@ -1,4 +1,4 @@
-// libFuzzer target for the GGUF reader (engine/gguf.cpp). Any input must parse or give an error
+// libFuzzer target for the GGUF reader (engine/io/gguf.cpp). Any input must parse or give an error
 // (never crash, leak, hang or throw). A file that parses must also keep the reader's promises,
 // checked here beyond what the sanitizers see: every tensor lies inside the data section, sizes
 // match type and shape, getters agree with the values, and writing the file back with
@@ -9,8 +9,8 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "engine/gguf-writer.h"
-#include "engine/gguf.h"
+#include "engine/io/gguf-writer.h"
+#include "engine/io/gguf.h"
 #include "fuzz/fuzz-check.h"
 
 namespace {

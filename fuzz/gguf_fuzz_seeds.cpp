@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/gguf-writer.h"
-#include "engine/gguf.h"
+#include "engine/io/gguf-writer.h"
+#include "engine/io/gguf.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// libFuzzer target for Hugging Face tokenizer files (engine/hf-tokenizer.cpp): the input is
+// libFuzzer target for Hugging Face tokenizer files (engine/import/hf-tokenizer.cpp): the input is
 // tokenizer.json, optionally followed by a NUL byte and tokenizer_config.json (valid JSON never
 // holds a raw NUL). Every input must give metadata or an error, never a crash, leak or
 // exception. Metadata must be a valid in-memory GGUF (unique keys), and the vocabulary it
@@ -10,9 +10,9 @@
 #include <string>
 #include <string_view>
 
-#include "engine/gguf.h"
-#include "engine/hf-tokenizer.h"
-#include "engine/vocab.h"
+#include "engine/import/hf-tokenizer.h"
+#include "engine/io/gguf.h"
+#include "engine/tokenizer/vocab.h"
 #include "fuzz/fuzz-check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

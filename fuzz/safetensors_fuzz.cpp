@@ -1,4 +1,4 @@
-// libFuzzer target for the safetensors reader (engine/safetensors.cpp). Any input must parse or
+// libFuzzer target for the safetensors reader (engine/io/safetensors.cpp). Any input must parse or
 // give an error (never crash, leak, hang or throw). A file that parses must also keep the
 // reader's promises, checked here beyond what the sanitizers see: the tensors cover the data
 // section exactly, in offset order, each size matching dtype × shape and lying inside the input;
@@ -10,7 +10,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "engine/safetensors.h"
+#include "engine/io/safetensors.h"
 #include "fuzz/fuzz-check.h"
 
 namespace {

@@ -10,9 +10,9 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/gguf.h"
-#include "engine/utf8-stream.h"
-#include "engine/vocab.h"
+#include "engine/io/gguf.h"
+#include "engine/tokenizer/utf8-stream.h"
+#include "engine/tokenizer/vocab.h"
 #include "fuzz/fuzz-check.h"
 
 namespace {

@@ -5,8 +5,8 @@
 #include <stdexcept>
 
 #include "engine/context.h"
+#include "engine/io/tensor-type.h"
 #include "engine/system-info.h"
-#include "engine/tensor-type.h"
 
 namespace hearth::gpu {
 namespace {

@@ -14,7 +14,7 @@
 
 #include "engine/backend.h"
 #include "engine/context.h"
-#include "engine/gguf.h"
+#include "engine/io/gguf.h"
 #include "engine/model.h"
 #include "gpu/registry.h"
 

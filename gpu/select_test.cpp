@@ -9,7 +9,7 @@
 #include <stdexcept>
 
 #include "engine/context.h"
-#include "engine/hf-export.h"
+#include "engine/convert/hf-export.h"
 #include "tests/testdata.h"
 
 namespace hearth::gpu {

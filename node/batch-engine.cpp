@@ -34,12 +34,12 @@
 #include <thread>
 #include <vector>
 
-#include "engine/chat-template.h"
 #include "engine/context.h"
 #include "engine/model.h"
 #include "engine/sampler.h"
 #include "engine/sequence.h"
 #include "engine/system-info.h"
+#include "engine/tokenizer/chat-template.h"
 #include "gpu/select.h"
 #include "node/job-engine.h"
 #include "node/model-catalog.h"

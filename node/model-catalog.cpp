@@ -6,8 +6,8 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "engine/convert/quantize.h"
 #include "engine/model-file.h"
-#include "engine/quantize.h"
 
 namespace hearth::node {
 

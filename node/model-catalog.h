@@ -55,8 +55,8 @@ class model_catalog {
 // architecture is unsupported or a hyperparameter is missing.
 result<wire::model_info> model_info_read(const std::string& path);
 
-// The name of a llama.cpp file type (general.file_type; engine/quantize.h llama_ftype_name) as
-// models are listed: "Q4_K_M", "ftype 99".
+// The name of a llama.cpp file type (general.file_type; engine/convert/quantize.h llama_ftype_name)
+// as models are listed: "Q4_K_M", "ftype 99".
 std::string model_file_type_name(uint64_t ftype);
 
 }  // namespace hearth::node

@@ -8,8 +8,8 @@
 #include <fstream>
 #include <stdexcept>
 
-#include "engine/gguf-writer.h"
-#include "engine/hf-export.h"
+#include "engine/convert/hf-export.h"
+#include "engine/io/gguf-writer.h"
 #include "tests/model-variant.h"
 #include "tests/testdata.h"
 

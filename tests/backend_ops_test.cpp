@@ -2,7 +2,7 @@
 // the same random inputs on both, compared by NMSE over many shapes and every weight type the
 // backend supports, with a sentinel row after each output to catch writes past its end. Prints
 // a table (op, type, shape, NMSE, pass). Weights get random values quantized as llama-quantize
-// does (engine/quantize.h), and the types the synthetic models of the test data hold (Q4_0,
+// does (engine/convert/quantize.h), and the types the synthetic models of the test data hold (Q4_0,
 // Q4_K, Q5_K, Q6_K) real blocks from those files. The backend under test comes from a factory:
 // this file is built once per backend (HEARTH_BACKEND_OPS_VULKAN, HEARTH_BACKEND_OPS_CUDA).
 #include <gtest/gtest.h>
@@ -19,11 +19,11 @@
 #include <vector>
 
 #include "engine/backend.h"
-#include "engine/gguf.h"
-#include "engine/type-traits.h"
+#include "engine/io/gguf.h"
+#include "engine/io/type-traits.h"
 #include "tests/testdata.h"
 
-#include "engine/quantize.h"
+#include "engine/convert/quantize.h"
 #include "gpu/registry.h"
 
 namespace hearth {

@@ -18,11 +18,11 @@
 #include <tuple>
 #include <vector>
 
-#include "engine/chat-template.h"
-#include "engine/gguf-writer.h"
-#include "engine/gguf.h"
-#include "engine/sp-model.h"
-#include "engine/vocab.h"
+#include "engine/import/sp-model.h"
+#include "engine/io/gguf-writer.h"
+#include "engine/io/gguf.h"
+#include "engine/tokenizer/chat-template.h"
+#include "engine/tokenizer/vocab.h"
 #include "tests/testdata.h"
 
 namespace hearth {
@@ -292,7 +292,7 @@ gguf_vocab vocab_from_sentencepiece(const std::string& path) {
 // token, and the Mistral formats already write that space, so each such run starts with one "▁"
 // token more than mistral-common's ids (after BOS and </s> in v1; after [INST], [/INST] in v3).
 // Pinned here so that a change to either side is a decision, not an accident (see
-// engine/chat-template.h).
+// engine/tokenizer/chat-template.h).
 TEST(ChatTokens, MistralThroughAGgufVocabularyHasASpaceMoreAfterSpecialTokens) {
   const std::tuple<chat_template, const char*, const char*, int32_t> cases[] = {
       {chat_template::mistral_v1, "tokenizer.model.v1", "tokens_v1.json", 28705},

@@ -1,7 +1,8 @@
-// The Hugging Face route (engine/hf-import.h, engine/hf-export.h): every F32/F16/BF16 model of the
-// test data is converted to a model directory (once as one model.safetensors, once in shards with
-// an index) and loaded from there; the weights and the logits of the reference prompts must be
-// bit-identical to those of the GGUF file. Plus the errors a broken directory must give.
+// The Hugging Face route (engine/import/hf-import.h, engine/convert/hf-export.h): every
+// F32/F16/BF16 model of the test data is converted to a model directory (once as one
+// model.safetensors, once in shards with an index) and loaded from there; the weights and the
+// logits of the reference prompts must be bit-identical to those of the GGUF file. Plus the errors
+// a broken directory must give.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,14 +16,14 @@
 #include <optional>
 
 #include "engine/context.h"
-#include "engine/hf-export.h"
-#include "engine/hf-import.h"
-#include "engine/hf-tokenizer.h"
+#include "engine/convert/hf-export.h"
+#include "engine/import/hf-import.h"
+#include "engine/import/hf-tokenizer.h"
+#include "engine/import/sp-model.h"
+#include "engine/io/safetensors.h"
 #include "engine/model.h"
-#include "engine/pre-tokenizer.h"
-#include "engine/safetensors.h"
-#include "engine/sp-model.h"
-#include "engine/vocab.h"
+#include "engine/tokenizer/pre-tokenizer.h"
+#include "engine/tokenizer/vocab.h"
 #include "tests/testdata.h"
 
 namespace hearth {
@@ -527,7 +528,7 @@ TEST_F(hf_route_errors, unsupported_rope_scaling_is_named) {
   EXPECT_NE(msg.find("rope_scaling type 'yarn' is not supported"), std::string::npos) << msg;
 }
 
-// A tokenizer.json goes through engine/hf-tokenizer.h: Qwen3's 151k-token vocabulary cannot
+// A tokenizer.json goes through engine/import/hf-tokenizer.h: Qwen3's 151k-token vocabulary cannot
 // be the one of this 512-row model, and the import says so with both sizes.
 TEST_F(hf_route_errors, tokenizer_json_is_read_when_there_is_no_tokenizer_model) {
   const std::string qwen3 = testing::testdata_path("tokenizers/qwen3/tokenizer.json");

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "engine/gguf.h"
+#include "engine/io/gguf.h"
 #include "tests/process.h"
 #include "tests/testdata.h"
 

@@ -5,8 +5,8 @@
 #include <functional>
 #include <string>
 
-#include "engine/gguf-writer.h"
-#include "engine/gguf.h"
+#include "engine/io/gguf-writer.h"
+#include "engine/io/gguf.h"
 
 namespace hearth::testing {
 

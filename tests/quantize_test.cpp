@@ -19,9 +19,9 @@
 #include <random>
 #include <sstream>
 
-#include "engine/gguf-writer.h"
-#include "engine/gguf.h"
-#include "engine/type-traits.h"
+#include "engine/io/gguf-writer.h"
+#include "engine/io/gguf.h"
+#include "engine/io/type-traits.h"
 #include "tests/process.h"
 #include "tests/testdata.h"
 

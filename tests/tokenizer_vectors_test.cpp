@@ -1,6 +1,6 @@
 // Tokenizer conformance: llama.cpp's test-tokenizer-0 vectors for every vocabulary in the test
 // data (SentencePiece and byte-level BPE GGUFs), the qwen2 vectors through a Hugging Face
-// tokenizer.json (engine/hf-tokenizer.h), the Llama 2 vectors through tokenizer.model
+// tokenizer.json (engine/import/hf-tokenizer.h), the Llama 2 vectors through tokenizer.model
 // (sp_model_metadata, and the sentencepiece library itself as a second reference),
 // detokenize(tokenize(x)) == x, the pre-tokenizer table, and the importers' errors.
 #include <gtest/gtest.h>
@@ -14,12 +14,12 @@
 #include <string>
 #include <vector>
 
-#include "engine/gguf.h"
-#include "engine/hf-tokenizer.h"
-#include "engine/pre-tokenizer.h"
-#include "engine/sp-model.h"
-#include "engine/tokenizer-bpe.h"
-#include "engine/vocab.h"
+#include "engine/import/hf-tokenizer.h"
+#include "engine/import/sp-model.h"
+#include "engine/io/gguf.h"
+#include "engine/tokenizer/pre-tokenizer.h"
+#include "engine/tokenizer/tokenizer-bpe.h"
+#include "engine/tokenizer/vocab.h"
 #include "tests/testdata.h"
 
 namespace hearth {

@@ -1,10 +1,10 @@
 // hearth convert: a GGUF model -> a Hugging Face model directory (config.json, safetensors,
-// tokenizer files), which `model::load` reads back as the same model (engine/hf-export.h). The
-// input may itself be a model directory (model::load reads both), to reshard or retype it.
+// tokenizer files), which `model::load` reads back as the same model (engine/convert/hf-export.h).
+// The input may itself be a model directory (model::load reads both), to reshard or retype it.
 #include <cstdio>
 #include <stdexcept>
 
-#include "engine/hf-export.h"
+#include "engine/convert/hf-export.h"
 #include "tools/commands.h"
 
 namespace hearth::cli {

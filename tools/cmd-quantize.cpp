@@ -1,8 +1,8 @@
 // hearth quantize: a model (GGUF, or a Hugging Face folder) -> a GGUF of one of llama-quantize's
 // file types, tensor for tensor what llama-quantize (no importance matrix) writes: the same type
-// per tensor (engine/quantize.h: tensor_type_for) and the same bytes (its reference quantizers).
-// Tensors are converted while the file is written, so memory holds one output tensor and a small
-// F32 buffer per thread; the output appears only once complete.
+// per tensor (engine/convert/quantize.h: tensor_type_for) and the same bytes (its reference
+// quantizers). Tensors are converted while the file is written, so memory holds one output tensor
+// and a small F32 buffer per thread; the output appears only once complete.
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,11 +16,11 @@
 #include <stdexcept>
 #include <vector>
 
-#include "engine/gguf-writer.h"
+#include "engine/convert/quantize.h"
+#include "engine/io/gguf-writer.h"
+#include "engine/io/type-traits.h"
 #include "engine/model.h"
-#include "engine/quantize.h"
 #include "engine/thread-pool.h"
-#include "engine/type-traits.h"
 #include "tools/commands.h"
 
 namespace hearth::cli {

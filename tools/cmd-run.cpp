@@ -4,8 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-#include "engine/chat-template.h"
 #include "engine/generate.h"
+#include "engine/tokenizer/chat-template.h"
 #include "tools/commands.h"
 #include "tools/load.h"
 

@@ -4,7 +4,7 @@
 #include <stdexcept>
 
 #include "engine/model-file.h"
-#include "engine/vocab.h"
+#include "engine/tokenizer/vocab.h"
 #include "tools/commands.h"
 
 namespace hearth::cli {

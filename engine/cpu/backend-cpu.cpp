@@ -5,7 +5,7 @@
 #include <stdexcept>
 
 #include "engine/cpu/vec-dot.h"
-#include "engine/gguf.h"
+#include "engine/io/gguf.h"
 
 namespace hearth {
 namespace {

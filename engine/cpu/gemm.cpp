@@ -1,6 +1,6 @@
 #include "engine/cpu/gemm.h"
 
-#include "engine/cpu-features.h"
+#include "engine/io/cpu-features.h"
 
 namespace hearth::cpu {
 

@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <utility>
 
-#include "engine/tensor-type.h"
+#include "engine/io/tensor-type.h"
 
 namespace hearth::cpu {
 

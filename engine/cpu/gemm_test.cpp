@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "engine/backend.h"
+#include "engine/convert/quantize.h"
 #include "engine/cpu/vec-dot.h"
-#include "engine/quantize.h"
 
 namespace hearth::cpu {
 namespace {

@@ -1,8 +1,8 @@
 // The K-quants (Q4_K, Q5_K, Q6_K) and their activation type Q8_K: the Q8_K quantizer and dot
 // products of weight super-blocks with Q8_K activations. Each dot sums the integer products of
 // one super-block exactly, then scales once in F32, as ggml's CPU backend does
-// (ggml-cpu-quants.c); block layouts are in engine/tensor-type.h, dequantization in
-// engine/dequantize.cpp.
+// (ggml-cpu-quants.c); block layouts are in engine/io/tensor-type.h, dequantization in
+// engine/io/dequantize.cpp.
 #include <immintrin.h>
 
 #include <algorithm>

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "engine/tensor-type.h"
+#include "engine/io/tensor-type.h"
 
 namespace hearth::cpu {
 
@@ -46,7 +46,7 @@ float dot_q6_k_q8_k_avx512(int64_t n, const void* w, const void* x);
 float dot_q8_k_q8_k_avx2(int64_t n, const void* w, const void* x);
 
 // The Q8_K activations, as ggml's quantize_row_q8_K_ref (dequantization is the type's:
-// engine/type-traits.h).
+// engine/io/type-traits.h).
 void q8_k_from_float(const float* x, void* y, int64_t n);
 
 // The 32-value fallback formats (vec-dot-legacy.cpp), as ggml's CPU backend pairs them: Q5_0

@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "engine/backend.h"
+#include "engine/convert/quantize.h"
 #include "engine/cpu/vec-dot-kernels.h"
 #include "engine/cpu/vec-dot.h"
-#include "engine/gguf.h"
-#include "engine/quantize.h"
+#include "engine/io/gguf.h"
 
 namespace hearth::cpu {
 namespace {

@@ -2,8 +2,8 @@
 
 #include <immintrin.h>
 
-#include "engine/cpu-features.h"
 #include "engine/cpu/vec-dot-kernels.h"
+#include "engine/io/cpu-features.h"
 
 namespace hearth::cpu {
 namespace {
@@ -124,7 +124,7 @@ HEARTH_AVX2 float dot_q8_0_avx2(int64_t n, const void* wv, const void* xv) {
 }
 
 // --- conversions the backend does its own way ----------------------------------------------
-// Everything else is the type's conversion (engine/type-traits.h).
+// Everything else is the type's conversion (engine/io/type-traits.h).
 
 // F16C rounds to nearest even, as fp32_to_fp16: the KV cache and attention's queries go this way.
 HEARTH_AVX2 void f16_from_float_avx2(const float* x, void* yv, int64_t n) {

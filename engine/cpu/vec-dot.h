@@ -1,13 +1,13 @@
 // Dot products on stored weight types, and the row conversions the backend pairs with them: the
-// inner loops of the CPU backend. Which SIMD path runs: engine/cpu-features.h.
+// inner loops of the CPU backend. Which SIMD path runs: engine/io/cpu-features.h.
 // Weights are never expanded to F32 for a matrix product: each activation row is converted once
 // to the weight type's dot-product type and the dot product runs on the stored blocks.
 #pragma once
 
 #include <cstdint>
 
-#include "engine/tensor-type.h"
-#include "engine/type-traits.h"
+#include "engine/io/tensor-type.h"
+#include "engine/io/type-traits.h"
 
 namespace hearth::cpu {
 

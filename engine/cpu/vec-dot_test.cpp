@@ -18,7 +18,7 @@
 
 #include "engine/backend.h"
 #include "engine/cpu/vec-dot-kernels.h"
-#include "engine/gguf.h"
+#include "engine/io/gguf.h"
 #include "tests/testdata.h"
 
 namespace hearth::cpu {
@@ -470,7 +470,7 @@ TEST(conversions, bfloat16_rounds_to_nearest_even) {
 }
 
 // The backend's own row conversions (F16C, the activation quantizers) and the ones it takes from
-// the type (engine/type-traits.h) must agree with the type's bit for bit: the converters and the
+// the type (engine/io/type-traits.h) must agree with the type's bit for bit: the converters and the
 // quantizer read weights through the type's, the forward pass through the backend's.
 TEST(conversions, the_backend_converts_rows_as_the_type_does) {
   std::mt19937 rng(29);

@@ -13,7 +13,7 @@
 #ifdef __CUDACC__
 #include <cuda_fp16.h>
 #else
-#include "engine/tensor-type.h"
+#include "engine/io/tensor-type.h"
 #endif
 
 namespace hearth::cuda {

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "engine/backend.h"
-#include "engine/tensor-type.h"
+#include "engine/io/tensor-type.h"
 
 namespace hearth::cuda {
 namespace {

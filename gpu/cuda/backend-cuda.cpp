@@ -12,7 +12,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "engine/gguf.h"
+#include "engine/io/gguf.h"
 #include "gpu/cuda/attention-math.cuh"
 #include "gpu/cuda/check.h"
 #include "gpu/cuda/device.h"

@@ -10,7 +10,7 @@
 #include <cstdint>
 
 #include "engine/backend.h"
-#include "engine/tensor-type.h"
+#include "engine/io/tensor-type.h"
 
 namespace hearth::cuda {
 

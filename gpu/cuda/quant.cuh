@@ -3,7 +3,7 @@
 // so quant_test.cpp checks it bit for bit against the CPU backend's to_float
 // (engine/cpu/vec-dot*.cpp) on a machine without a GPU. Each value is computed with the CPU's
 // expression in the CPU's order, and on the device with no FMA contraction (__fmul_rn,
-// __fadd_rn), so it is the same float. Block layouts: engine/tensor-type.h.
+// __fadd_rn), so it is the same float. Block layouts: engine/io/tensor-type.h.
 //
 // The unit is a group of 8 consecutive values of a row (group i: values 8i .. 8i + 7), so that
 // a lane decodes a block's scale once for 8 values and 32 lanes read contiguous bytes.
@@ -15,7 +15,7 @@
 #include <string>
 #include <type_traits>
 
-#include "engine/tensor-type.h"
+#include "engine/io/tensor-type.h"
 #include "gpu/cuda/hd.h"
 
 #ifdef __CUDACC__
@@ -72,7 +72,7 @@ HEARTH_HD float bf16_bits_to_float(uint32_t h) {
   return f32_bits_to_float(h << 16);
 }
 
-// float -> bfloat16, round to nearest even, NaN kept NaN: engine/tensor-type.h fp32_to_bf16.
+// float -> bfloat16, round to nearest even, NaN kept NaN: engine/io/tensor-type.h fp32_to_bf16.
 HEARTH_HD uint16_t float_to_bf16_bits(float f) {
 #ifdef __CUDA_ARCH__
   const uint32_t u = __float_as_uint(f);

@@ -3,7 +3,7 @@
 
 #include <stdexcept>
 
-#include "engine/gguf.h"
+#include "engine/io/gguf.h"
 #include "gpu/vulkan/device.h"
 #include "gpu/vulkan/ops.h"
 

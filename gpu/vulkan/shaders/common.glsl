@@ -1,5 +1,5 @@
 // Helpers shared by every shader: F16 conversions that round exactly as the CPU backend does
-// (engine/tensor-type.cpp), byte and half access to uint-addressed buffers, and a workgroup sum
+// (engine/io/tensor-type.cpp), byte and half access to uint-addressed buffers, and a workgroup sum
 // (subgroupAdd where the device has subgroup arithmetic: USE_SUBGROUP, else shared memory).
 #ifndef HEARTH_COMMON_GLSL
 #define HEARTH_COMMON_GLSL

@@ -1,7 +1,7 @@
 // Element j of a weight row starting at byte `row` of the uint-addressed buffer `weights`, as
 // F32. One #if block per weight type (WEIGHT_TYPE, set by the build: gpu/vulkan/CMakeLists.txt);
 // a new type is a new block here plus its name in the build's weight type list. Block layouts:
-// engine/tensor-type.h.
+// engine/io/tensor-type.h.
 #define TYPE_F32 0
 #define TYPE_F16 1
 #define TYPE_BF16 30
@@ -18,7 +18,7 @@
 
 #if WEIGHT_TYPE == TYPE_Q4_K || WEIGHT_TYPE == TYPE_Q5_K
 // Scale and min of sub-block s (of 8) of a Q4_K/Q5_K block whose 12 packed scale bytes start at
-// byte `sc`: the packing of engine/tensor-type.h block_q4_k (engine/cpu k_scales_mins).
+// byte `sc`: the packing of engine/io/tensor-type.h block_q4_k (engine/cpu k_scales_mins).
 uvec2 k_scale_min(uint sc, uint s) {
   if (s < 4u) return uvec2(LOAD_U8(weights, sc + s) & 63u, LOAD_U8(weights, sc + s + 4u) & 63u);
   uint lo = LOAD_U8(weights, sc + s + 4u);

@@ -1,0 +1,538 @@
+#include "engine/import/hf-import.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "engine/import/hf-format.h"
+#include "engine/import/hf-tokenizer.h"
+#include "engine/import/sp-model.h"
+#include "engine/import/tokenizer-metadata.h"
+#include "engine/io/safetensors.h"
+
+namespace hearth {
+namespace {
+
+using namespace hf;
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+// config.json model_type (or, without one, architectures[0]) -> the architecture.
+const hf_arch& arch_of_config(const json& config) {
+  static const std::pair<std::string_view, std::string_view> aliases[] = {
+      {"llama", "llama"},
+      {"mistral", "llama"},
+      {"qwen2", "qwen2"},
+      {"phi3", "phi3"},
+      {"gemma", "gemma"},
+      {"gemma2", "gemma2"},
+      {"LlamaForCausalLM", "llama"},
+      {"MistralForCausalLM", "llama"},
+      {"Qwen2ForCausalLM", "qwen2"},
+      {"Phi3ForCausalLM", "phi3"},
+      {"GemmaForCausalLM", "gemma"},
+      {"Gemma2ForCausalLM", "gemma2"},
+  };
+  std::string name, key = "model_type";
+  if (auto it = config.find("model_type"); it != config.end() && it->is_string()) {
+    name = it->get<std::string>();
+  } else if (auto a = config.find("architectures");
+             a != config.end() && a->is_array() && !a->empty() && (*a)[0].is_string()) {
+    name = (*a)[0].get<std::string>();
+    key = "architectures";
+  } else {
+    fail("config.json: no model_type (or architectures) says what the model is");
+  }
+  for (const auto& [from, to] : aliases) {
+    if (from == name) return *arch_by_gguf(to);
+  }
+  fail("config.json: " + key + " '" + name +
+       "' is not supported (supported: llama, mistral, qwen2, phi3, gemma, gemma2)");
+}
+
+// --- metadata values ----------------------------------------------------------------------------
+
+gguf_value value_f32(double f) {
+  gguf_value v;
+  v.type = gguf_value_type::f32;
+  v.f = double(float(f));
+  return v;
+}
+
+// --- files --------------------------------------------------------------------------------------
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) fail("cannot read " + p.filename().string());
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+json read_json(const fs::path& p) {
+  const std::string text = read_text(p);
+  try {
+    return json::parse(text);
+  } catch (const json::exception& e) {
+    fail(p.filename().string() + " is not valid JSON: " + e.what());
+  }
+}
+
+// --- config.json --------------------------------------------------------------------------------
+
+// config.json's values: present and of the right kind, or absent (a JSON null counts as absent,
+// as transformers reads it).
+class config_view {
+ public:
+  explicit config_view(const json& c) : c_(c) {}
+
+  const json* find(const char* key) const {
+    auto it = c_.find(key);
+    return it == c_.end() || it->is_null() ? nullptr : &*it;
+  }
+  std::optional<int64_t> integer(const char* key, int64_t lo = 1, int64_t hi = 0x7fffffff) const {
+    const json* v = find(key);
+    if (!v) return std::nullopt;
+    if (!v->is_number_integer() || v->get<int64_t>() < lo || v->get<int64_t>() > hi) {
+      fail("config.json: " + std::string(key) + " is " + v->dump() + ", expected an integer in [" +
+           std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    }
+    return v->get<int64_t>();
+  }
+  int64_t required_integer(const char* key) const {
+    auto v = integer(key);
+    if (!v) fail("config.json: " + std::string(key) + " is missing");
+    return *v;
+  }
+  std::optional<double> number(const char* key) const {
+    const json* v = find(key);
+    if (!v) return std::nullopt;
+    if (!v->is_number() || !std::isfinite(v->get<double>())) {
+      fail("config.json: " + std::string(key) + " is " + v->dump() + ", expected a number");
+    }
+    return v->get<double>();
+  }
+  std::optional<bool> boolean(const char* key) const {
+    const json* v = find(key);
+    if (!v) return std::nullopt;
+    if (!v->is_boolean()) fail("config.json: " + std::string(key) + " is not true or false");
+    return v->get<bool>();
+  }
+  // A token id or, as Llama 3 writes eos_token_id, a list of them (the first is taken).
+  std::optional<int64_t> token_id(const char* key) const {
+    const json* v = find(key);
+    if (v && v->is_array()) {
+      if (v->empty()) return std::nullopt;
+      v = &(*v)[0];
+    }
+    if (!v) return std::nullopt;
+    if (!v->is_number_integer() || v->get<int64_t>() < 0 || v->get<int64_t>() > 0x7fffffff) {
+      fail("config.json: " + std::string(key) + " is " + v->dump() + ", expected a token id");
+    }
+    return v->get<int64_t>();
+  }
+
+ private:
+  const json& c_;
+};
+
+// --- import -------------------------------------------------------------------------------------
+
+// Keeps the mapped shards and the transformed tensors alive for the gguf_file.
+struct hf_storage {
+  std::vector<std::shared_ptr<const void>> mappings;
+  std::vector<std::unique_ptr<uint8_t, decltype(&std::free)>> buffers;
+
+  uint8_t* alloc(uint64_t n) {
+    void* p = std::aligned_alloc(64, size_t((n + 63) / 64 * 64));
+    if (!p) throw std::bad_alloc();
+    buffers.emplace_back(static_cast<uint8_t*>(p), &std::free);
+    return static_cast<uint8_t*>(p);
+  }
+};
+
+struct located_tensor {
+  const safetensors_tensor* t;
+  std::string file;
+};
+
+// The weights: model.safetensors, or the shards model.safetensors.index.json lists.
+std::map<std::string, located_tensor> open_weights(const fs::path& dir,
+                                                   std::vector<safetensors_file>& files) {
+  std::map<std::string, std::string> weight_map;  // tensor -> file, from the index
+  std::vector<std::string> names;
+  const fs::path index = dir / "model.safetensors.index.json";
+  if (fs::exists(index)) {
+    const json j = read_json(index);
+    auto wm = j.find("weight_map");
+    if (!j.is_object() || wm == j.end() || !wm->is_object()) {
+      fail("model.safetensors.index.json has no weight_map object");
+    }
+    for (const auto& [tensor, file] : wm->items()) {
+      if (!file.is_string())
+        fail("model.safetensors.index.json: the file of '" + tensor + "' is not a string");
+      const std::string f = file.get<std::string>();
+      if (f.empty() || f == "." || f == ".." || f.find('/') != std::string::npos ||
+          f.find('\\') != std::string::npos) {
+        fail("model.safetensors.index.json: '" + f + "' is not a file name in the directory");
+      }
+      weight_map[tensor] = f;
+      if (std::find(names.begin(), names.end(), f) == names.end()) names.push_back(f);
+    }
+    if (names.empty()) fail("model.safetensors.index.json lists no tensors");
+  } else if (fs::exists(dir / "model.safetensors")) {
+    names.push_back("model.safetensors");
+  } else {
+    fail("no model.safetensors or model.safetensors.index.json");
+  }
+
+  files.reserve(names.size());
+  for (const auto& name : names) {
+    auto f = safetensors_file::open((dir / name).string());
+    if (!f) fail(f.message());
+    files.push_back(std::move(f).value());
+  }
+  std::map<std::string, located_tensor> all;
+  for (size_t k = 0; k < files.size(); ++k) {
+    for (const auto& t : files[k].tensors()) {
+      auto [it, inserted] = all.emplace(t.name, located_tensor{&t, names[k]});
+      if (!inserted) {
+        fail("tensor '" + t.name + "' is in both " + it->second.file + " and " + names[k]);
+      }
+    }
+  }
+  for (const auto& [tensor, file] : weight_map) {
+    auto it = all.find(tensor);
+    if (it == all.end() || it->second.file != file) {
+      fail("tensor '" + tensor + "' is missing from " + file +
+           " (model.safetensors.index.json lists it there)");
+    }
+  }
+  return all;
+}
+
+struct imported_config {
+  model_dims dims;
+  std::vector<gguf_kv> kv;
+  std::optional<int64_t> bos, eos;
+};
+
+imported_config read_config(const json& config, const std::string& default_name) {
+  if (!config.is_object()) fail("config.json is not a JSON object");
+  const config_view c(config);
+  imported_config out;
+  model_dims& d = out.dims;
+  const hf_arch& arch = arch_of_config(config);
+  d.arch = &arch;
+  d.n_embd = c.required_integer("hidden_size");
+  d.n_ff = c.required_integer("intermediate_size");
+  d.n_layer = c.required_integer("num_hidden_layers");
+  d.n_head = c.required_integer("num_attention_heads");
+  d.n_head_kv = c.integer("num_key_value_heads").value_or(d.n_head);
+  if (d.n_layer > 4096 || d.n_head > 4096) {
+    fail("config.json: num_hidden_layers or num_attention_heads is implausibly large");
+  }
+  d.head_dim =
+      c.integer("head_dim").value_or(arch.default_head_dim_256 ? 256 : d.n_embd / d.n_head);
+  if (d.head_dim <= 0) fail("config.json: hidden_size is smaller than num_attention_heads");
+  if (d.n_head % d.n_head_kv != 0) {
+    fail("config.json: num_attention_heads (" + std::to_string(d.n_head) +
+         ") is not a multiple of num_key_value_heads (" + std::to_string(d.n_head_kv) + ")");
+  }
+  if (arch.permute_qk && d.head_dim % 2 != 0) fail("config.json: head_dim must be even");
+  d.n_vocab = c.integer("vocab_size").value_or(0);  // 0: from the embedding table
+  d.tied = c.boolean("tie_word_embeddings").value_or(arch.tied_default);
+  d.qkv_bias = arch.gguf == "qwen2";
+
+  const std::string a = std::string(arch.gguf) + ".";
+  auto& kv = out.kv;
+  kv.push_back({"general.architecture", gguf_string_value(std::string(arch.gguf))});
+  const json* name = c.find("_name_or_path");
+  kv.push_back({"general.name",
+                gguf_string_value(name && name->is_string() && !name->get<std::string>().empty()
+                                      ? name->get<std::string>()
+                                      : default_name)});
+  if (auto n = c.integer("max_position_embeddings"))
+    kv.push_back({a + "context_length", gguf_u32_value(uint32_t(*n))});
+  kv.push_back({a + "embedding_length", gguf_u32_value(uint32_t(d.n_embd))});
+  kv.push_back({a + "feed_forward_length", gguf_u32_value(uint32_t(d.n_ff))});
+  kv.push_back({a + "block_count", gguf_u32_value(uint32_t(d.n_layer))});
+  kv.push_back({a + "attention.head_count", gguf_u32_value(uint32_t(d.n_head))});
+  kv.push_back({a + "attention.head_count_kv", gguf_u32_value(uint32_t(d.n_head_kv))});
+  kv.push_back({a + "attention.key_length", gguf_u32_value(uint32_t(d.head_dim))});
+  kv.push_back({a + "attention.value_length", gguf_u32_value(uint32_t(d.head_dim))});
+  kv.push_back({a + "attention.layer_norm_rms_epsilon",
+                value_f32(c.number("rms_norm_eps").value_or(arch.default_eps))});
+  kv.push_back({a + "rope.freq_base", value_f32(c.number("rope_theta").value_or(10000.0))});
+  const double partial = c.number("partial_rotary_factor").value_or(1.0);
+  if (!(partial > 0 && partial <= 1)) fail("config.json: partial_rotary_factor must be in (0, 1]");
+  kv.push_back(
+      {a + "rope.dimension_count", gguf_u32_value(uint32_t(double(d.head_dim) * partial))});
+
+  if (const json* rs = c.find("rope_scaling")) {
+    if (!rs->is_object()) fail("config.json: rope_scaling is not an object");
+    std::string type;
+    for (const char* key : {"rope_type", "type"}) {
+      if (auto it = rs->find(key); it != rs->end() && it->is_string())
+        type = it->get<std::string>();
+    }
+    if (type == "linear") {
+      auto factor = rs->find("factor");
+      if (factor == rs->end() || !factor->is_number() || !(factor->get<double>() > 0)) {
+        fail("config.json: rope_scaling linear needs a positive factor");
+      }
+      kv.push_back({a + "rope.scaling.type", gguf_string_value("linear")});
+      kv.push_back({a + "rope.scaling.factor", value_f32(factor->get<double>())});
+    } else if (type != "default" && type != "none") {
+      fail("config.json: rope_scaling type '" + type + "' is not supported (only linear)");
+    }
+  }
+  if (arch.gguf == "phi3" || arch.gguf == "gemma2") {
+    if (auto w = c.integer("sliding_window", 0))
+      kv.push_back({a + "attention.sliding_window", gguf_u32_value(uint32_t(*w))});
+  }
+  if (arch.gguf == "gemma2") {
+    // A null soft-cap means none; the engine's default (when the key is absent) is Gemma 2's.
+    kv.push_back({a + "attn_logit_softcapping",
+                  value_f32(c.number("attn_logit_softcapping").value_or(0.0))});
+    kv.push_back({a + "final_logit_softcapping",
+                  value_f32(c.number("final_logit_softcapping").value_or(0.0))});
+    // GGUF has no key for the query scale: the engine uses 1/sqrt(head_dim), or
+    // 1/sqrt(n_embd / n_head) for the 46-layer (27B) model, as the reference engine does.
+    const int64_t engine_scalar = d.n_layer == 46 ? d.n_embd / d.n_head : d.head_dim;
+    if (auto s = c.number("query_pre_attn_scalar"); s && *s != double(engine_scalar)) {
+      fail("config.json: query_pre_attn_scalar " + json(*s).dump() +
+           " is not supported: the engine scales queries by 1/sqrt(" +
+           std::to_string(engine_scalar) + ") for this model");
+    }
+  }
+  out.bos = c.token_id("bos_token_id");
+  out.eos = c.token_id("eos_token_id");
+  return out;
+}
+
+// The tokenizer: tokenizer.model (SentencePiece) or tokenizer.json, as llama.cpp's converter
+// reads them; config.json's bos/eos ids fill in where the tokenizer has none (its SpecialVocab).
+std::vector<gguf_kv> read_tokenizer(const fs::path& dir, const imported_config& cfg) {
+  const fs::path config_path = dir / "tokenizer_config.json";
+  const bool has_config = fs::exists(config_path);
+  result<std::vector<gguf_kv>> meta = error{""};
+  if (fs::exists(dir / "tokenizer.model")) {
+    meta = sp_model_metadata((dir / "tokenizer.model").string());
+  } else if (fs::exists(dir / "tokenizer.json")) {
+    meta = hf_tokenizer_metadata(read_text(dir / "tokenizer.json"),
+                                 has_config ? read_text(config_path) : std::string());
+  } else {
+    fail("no tokenizer.model or tokenizer.json");
+  }
+  if (!meta) fail(meta.message());
+  std::vector<gguf_kv> kv = std::move(meta).value();
+
+  auto find = [&](std::string_view key) -> gguf_value* {
+    for (auto& e : kv) {
+      if (e.key == key) return &e.value;
+    }
+    return nullptr;
+  };
+  auto set = [&](const std::string& key, gguf_value v) {
+    if (gguf_value* old = find(key)) {
+      *old = std::move(v);
+    } else {
+      kv.push_back({key, std::move(v)});
+    }
+  };
+  // config.json's vocab_size may be larger than the tokenizer (padded embeddings): the extra
+  // ids become unused [PAD<id>] tokens, as convert_hf_to_gguf.py adds them.
+  gguf_value* tokens = find("tokenizer.ggml.tokens");
+  gguf_value* scores = find("tokenizer.ggml.scores");
+  gguf_value* types = find("tokenizer.ggml.token_type");
+  const int64_t n = tokens ? int64_t(tokens->items.size()) : 0, want = cfg.dims.n_vocab;
+  if (want > 0 && want < n) {
+    fail("config.json: vocab_size " + std::to_string(want) + " is smaller than the tokenizer's " +
+         std::to_string(n) + " tokens");
+  }
+  for (int64_t id = n; tokens && id < want; ++id) {
+    tokens->items.push_back(gguf_string_value("[PAD" + std::to_string(id) + "]"));
+    if (scores) scores->items.push_back(value_f32(-1000.0));
+    if (types) types->items.push_back(gguf_i32_value(5));  // unused
+  }
+  auto has_id = [&](const char* key) {
+    const gguf_value* v = find(key);
+    return v && !(v->type == gguf_value_type::i32 && v->i < 0);
+  };
+  if (cfg.bos && !has_id("tokenizer.ggml.bos_token_id")) {
+    set("tokenizer.ggml.bos_token_id", gguf_u32_value(uint32_t(*cfg.bos)));
+  }
+  if (cfg.eos && !has_id("tokenizer.ggml.eos_token_id")) {
+    set("tokenizer.ggml.eos_token_id", gguf_u32_value(uint32_t(*cfg.eos)));
+  }
+  if (has_config) {
+    const json tc = read_json(config_path);
+    for (const char* flag : {"add_bos_token", "add_eos_token"}) {
+      if (auto it = tc.find(flag); tc.is_object() && it != tc.end() && it->is_boolean()) {
+        set(std::string("tokenizer.ggml.") + flag, gguf_bool_value(it->get<bool>()));
+      }
+    }
+  }
+  return kv;
+}
+
+// One HF tensor as the engine wants it: in place when nothing changes, else a transformed copy.
+gguf_tensor convert_tensor(const located_tensor& src, const tensor_rule& rule, const hf_arch& arch,
+                           hf_storage& storage) {
+  const safetensors_tensor& t = *src.t;
+  const std::string where = "tensor '" + t.name + "' (" + src.file + ")";
+  if (!t.type) fail(where + " has dtype " + t.dtype + ", which is not supported (F32, F16, BF16)");
+  if (t.shape != rule.shape) {
+    fail(where + " has shape " + t.shape_string() + ", expected " + shape_text(rule.shape) +
+         " from config.json");
+  }
+  gguf_tensor g;
+  g.name = rule.gguf;
+  g.n_dims = int(t.shape.size());
+  for (size_t k = 0; k < t.shape.size(); ++k) g.ne[k] = t.shape[t.shape.size() - 1 - k];
+  const int64_t rows = g.ne[1];
+
+  if (rule.kind == tensor_kind::matrix) {
+    g.type = *t.type;
+    g.n_bytes = t.n_bytes;
+    const bool aligned = reinterpret_cast<uintptr_t>(t.data) % uintptr_t(elem_size(g.type)) == 0;
+    if (rule.rope_groups == 0 && aligned) {
+      g.data = t.data;
+      return g;
+    }
+    uint8_t* out = storage.alloc(t.n_bytes);
+    const size_t row_bytes = size_t(t.n_bytes / uint64_t(rows));
+    const auto src_rows =
+        rule.rope_groups ? rope_row_sources(rows, rule.rope_groups, true) : std::vector<int64_t>();
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t from = rule.rope_groups ? src_rows[size_t(r)] : r;
+      std::memcpy(out + size_t(r) * row_bytes, t.data + size_t(from) * row_bytes, row_bytes);
+    }
+    g.data = out;
+    return g;
+  }
+
+  // Vectors become F32; gemma's norms gain their + 1; llama's q/k biases follow their rows.
+  const int64_t n = t.n_elements();
+  g.type = tensor_type::f32;
+  g.n_bytes = uint64_t(n) * 4;
+  const bool plus_one = rule.kind == tensor_kind::norm && arch.norm_plus_one;
+  const bool aligned = reinterpret_cast<uintptr_t>(t.data) % 4 == 0;
+  if (*t.type == tensor_type::f32 && !plus_one && rule.rope_groups == 0 && aligned) {
+    g.data = t.data;
+    return g;
+  }
+  auto* out = reinterpret_cast<float*>(storage.alloc(g.n_bytes));
+  const auto src_rows =
+      rule.rope_groups ? rope_row_sources(n, rule.rope_groups, true) : std::vector<int64_t>();
+  const int64_t es = elem_size(*t.type);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t from = rule.rope_groups ? src_rows[size_t(i)] : i;
+    const float v = to_f32(*t.type, t.data + from * es);
+    out[i] = plus_one ? v + 1.0f : v;
+  }
+  g.data = reinterpret_cast<const uint8_t*>(out);
+  return g;
+}
+
+// The whole model, or (with_weights false) only its metadata: config.json and the tokenizer,
+// with general.file_type from config.json's torch_dtype and no tensors, for a model catalog.
+gguf_file import_dir(const fs::path& dir, bool with_weights) {
+  if (!fs::is_directory(dir)) fail("not a directory");
+  if (!fs::exists(dir / "config.json"))
+    fail("config.json is missing (not a Hugging Face model directory)");
+  const json config = read_json(dir / "config.json");
+  fs::path base = dir.lexically_normal();
+  if (base.filename().empty()) base = base.parent_path();  // "dir/"
+  imported_config cfg = read_config(config, base.filename().string());
+  if (!with_weights) {
+    std::vector<gguf_kv> kv = std::move(cfg.kv);
+    for (auto& e : read_tokenizer(dir, cfg)) kv.push_back(std::move(e));
+    // llama.h's LLAMA_FTYPE_ALL_F32 / MOSTLY_F16 / MOSTLY_BF16.
+    const config_view c(config);
+    const json* dtype = c.find("torch_dtype");
+    const std::string t = dtype && dtype->is_string() ? dtype->get<std::string>() : "";
+    const int ftype = t == "float32" ? 0 : t == "float16" ? 1 : t == "bfloat16" ? 32 : -1;
+    if (ftype >= 0) kv.push_back({"general.file_type", gguf_u32_value(uint32_t(ftype))});
+    auto g = gguf_file::from_parts(std::move(kv), {}, nullptr);
+    if (!g) fail(g.message());
+    return std::move(g).value();
+  }
+
+  std::vector<safetensors_file> files;
+  const auto weights = open_weights(dir, files);
+  model_dims& d = cfg.dims;
+  // The embedding table's rows bound vocab_size (and give it when config.json does not) before
+  // the vocabulary is padded to it.
+  if (auto it = weights.find("model.embed_tokens.weight");
+      it != weights.end() && it->second.t->shape.size() == 2) {
+    const int64_t rows = it->second.t->shape[0];
+    if (d.n_vocab == 0) d.n_vocab = rows;
+    if (rows != d.n_vocab) {
+      fail("tensor 'model.embed_tokens.weight' (" + it->second.file + ") has " +
+           std::to_string(rows) + " rows but config.json says vocab_size " +
+           std::to_string(d.n_vocab));
+    }
+  }
+  std::vector<gguf_kv> kv = std::move(cfg.kv);
+  for (auto& e : read_tokenizer(dir, cfg)) kv.push_back(std::move(e));
+  if (d.n_vocab == 0) {
+    for (const auto& e : kv) {
+      if (e.key == "tokenizer.ggml.tokens") d.n_vocab = int64_t(e.value.items.size());
+    }
+  }
+
+  const std::vector<tensor_rule> rules = tensor_rules(d);
+  std::unordered_map<std::string, const tensor_rule*> by_hf;
+  for (const auto& r : rules) by_hf.emplace(r.hf, &r);
+
+  auto storage = std::make_shared<hf_storage>();
+  for (const auto& f : files) storage->mappings.push_back(f.owner());
+  std::vector<gguf_tensor> tensors;
+  for (const auto& [name, located] : weights) {
+    auto it = by_hf.find(name);
+    if (it == by_hf.end()) {
+      // Buffers some checkpoints carry that transformers recomputes; the tied head when tied.
+      if (name.ends_with(".rotary_emb.inv_freq") || (d.tied && name == "lm_head.weight")) continue;
+      fail("tensor '" + name + "' (" + located.file + ") has no place in a " +
+           std::string(d.arch->gguf) + " model with " + std::to_string(d.n_layer) + " layers");
+    }
+    tensors.push_back(convert_tensor(located, *it->second, *d.arch, *storage));
+  }
+  for (const auto& r : rules) {
+    if (r.required && !weights.contains(r.hf)) {
+      fail("tensor '" + r.hf + "' is missing (expected shape " + shape_text(r.shape) + ")");
+    }
+  }
+  auto g = gguf_file::from_parts(std::move(kv), std::move(tensors), std::move(storage));
+  if (!g) fail(g.message());
+  return std::move(g).value();
+}
+
+}  // namespace
+
+result<gguf_file> hf_import(const std::string& dir) {
+  try {
+    return import_dir(fs::path(dir), true);
+  } catch (const std::exception& e) {
+    return error{dir + ": " + e.what()};
+  }
+}
+
+result<gguf_file> hf_import_metadata(const std::string& dir) {
+  try {
+    return import_dir(fs::path(dir), false);
+  } catch (const std::exception& e) {
+    return error{dir + ": " + e.what()};
+  }
+}
+
+}  // namespace hearth
