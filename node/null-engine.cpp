@@ -22,6 +22,7 @@
 
 #include "node/job-engine.h"
 #include "node/model-catalog.h"
+#include "schema/job-params.h"
 
 namespace hearth::node {
 namespace {
@@ -165,7 +166,8 @@ class null_engine final : public job_engine {
     if (!catalog_.find(job.model)) {
       return report_failed(job, "model '" + job.model + "' is not in this node's models directory");
     }
-    if (job.params.max_tokens < 0) return report_failed(job, "max_tokens must not be negative");
+    // The same check, with the same messages, as the broker and the batch engine.
+    if (auto msg = wire::job_params_check(job.params); !msg.empty()) return report_failed(job, msg);
     // There is no template to apply: a conversation's words count as its prompt.
     std::string prompt = job.prompt;
     for (const auto& m : job.messages) prompt += "\n" + m.content;
@@ -181,10 +183,6 @@ class null_engine final : public job_engine {
                                     std::to_string(job.job_id) + " is already running");
     }
     sink_.started(a->ref, a->n_prompt);
-    if (a->max_tokens == 0) {
-      finish(*a, wire::job_state::completed, "max_tokens");
-      return;
-    }
     push(a.get());
     attempts_.emplace(k, std::move(a));
   }

@@ -71,7 +71,7 @@ TEST_F(null_engine_test, text_depends_only_on_prompt_seed_and_index) {
   engine->submit(job(1, "Once upon a  time", 50, 42, 1));  // a restarted attempt
   engine->submit(job(2, "Once upon a  time", 50, 43));
   engine->submit(job(3, "Another prompt", 50, 42));
-  engine->submit(job(4, "", 0, 42));
+  engine->submit(job(4, "", 1, 42));
   ASSERT_TRUE(sink.wait_all_finished({1, 2, 3, 4}));
   ASSERT_TRUE(sink.wait_finished(1, 1));
 
@@ -97,9 +97,9 @@ TEST_F(null_engine_test, text_depends_only_on_prompt_seed_and_index) {
   EXPECT_NE(a.text, sink.record(3).text);
   EXPECT_EQ(sink.record(3).n_prompt, 2u);
 
-  const auto empty = sink.record(4);  // an empty prompt counts as one word; nothing to generate
+  const auto empty = sink.record(4);  // an empty prompt counts as one word
   EXPECT_EQ(empty.n_prompt, 1u);
-  EXPECT_EQ(empty.final->n_gen, 0u);
+  EXPECT_EQ(empty.final->n_gen, 1u);
   EXPECT_EQ(empty.final->state, wire::job_state::completed);
 }
 
@@ -151,11 +151,15 @@ TEST_F(null_engine_test, unknown_models_and_bad_params_fail) {
   unknown.model = "broken";
   engine->submit(unknown);
   engine->submit(job(2, "p", -1, 1));
-  ASSERT_TRUE(sink.wait_all_finished({1, 2}));
+  engine->submit(job(3, "p", 0, 1));
+  ASSERT_TRUE(sink.wait_all_finished({1, 2, 3}));
   EXPECT_EQ(sink.record(1).final->state, wire::job_state::failed);
   EXPECT_EQ(sink.record(1).final->error, "model 'broken' is not in this node's models directory");
   EXPECT_FALSE(sink.record(1).started);
   EXPECT_EQ(sink.record(2).final->state, wire::job_state::failed);
+  // The one parameter check's message (schema/job-params.h), as the broker would give it.
+  EXPECT_EQ(sink.record(3).final->error, "max_tokens must be in [1, 1048576], got 0");
+  EXPECT_FALSE(sink.record(3).started);
 }
 
 TEST_F(null_engine_test, stop_returns_the_unfinished_attempts) {

@@ -197,7 +197,9 @@ TEST_F(cluster_test, a_node_killed_mid_job_loses_nothing) {
   auto n1 = c_.start_node("first", dir, "null", 1, {"--null-tokens-per-s", "50"});
   test_client client(c_.endpoint());
   ASSERT_TRUE(nodes_online(client, 1));
-  auto s = job("alpha", "survive", 40);
+  // 200 tokens at 50/s: the job is still running on the first node while the second starts
+  // (a node start loads the GPU modules, which takes a second on a loaded machine).
+  auto s = job("alpha", "survive", 200);
   s.watch = true;
   auto acc = client.request<wire::accepted>(s);
   ASSERT_TRUE(acc);
@@ -217,7 +219,7 @@ TEST_F(cluster_test, a_node_killed_mid_job_loses_nothing) {
   ASSERT_TRUE(d);
   EXPECT_EQ(d->summary.attempts, 2u);
   EXPECT_EQ(d->summary.node, "second");
-  EXPECT_EQ(d->summary.n_gen, 40u);
+  EXPECT_EQ(d->summary.n_gen, 200u);
   EXPECT_EQ(d->output, out.text);
   std::vector<std::string> seen;
   for (const auto& e : d->events) seen.push_back(e.event + "@" + e.node);
