@@ -214,7 +214,7 @@ class batch_engine final : public job_engine {
   // The device models load on, chosen once (the node advertises it as its engine).
   void plan_backend() {
     gpu::backend_choice choice;
-    choice.kind = gpu::backend_kind_from_name(cfg_.backend).value_or(gpu::backend_kind::cpu);
+    choice.kind = cfg_.backend;
     choice.device = cfg_.device;
     plan_ = gpu::backend_plan_for(choice, gpu::device_registry());
     if (plan_.backend != gpu::backend_kind::cpu) {

@@ -218,7 +218,7 @@ TEST_F(batch_engine_test, the_vulkan_backend_gives_the_reference_or_falls_back_t
   const std::string where = gpu::backend_plan_for(vulkan, gpu::device_registry()).backend_name;
   fake_job_sink sink;
   auto c = config(3, 128);
-  c.backend = "vulkan";
+  c.backend = gpu::backend_kind::vulkan;
   auto engine = make_batch_engine(c, sink);
   EXPECT_EQ(engine->name(), where);
   const auto& cases = (*reference_)["cases"];

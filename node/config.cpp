@@ -54,11 +54,17 @@ result<void> node_config_load(const std::string& path, node_config& out) {
         yaml_setting(*root, "null_tokens_per_s", cfg.null_tokens_per_s, path),
         yaml_setting(*root, "threads", cfg.threads, path),
         yaml_setting(*root, "ctx_per_slot", cfg.ctx_per_slot, path),
-        yaml_setting(*root, "backend", cfg.backend, path),
         yaml_setting(*root, "device", cfg.device, path),
         yaml_setting(*root, "drain_timeout_ms", cfg.drain_timeout_ms, path),
         yaml_setting(*root, "log_level", cfg.log_level, path)}) {
     if (!r) return r;
+  }
+  if ((*root)["backend"]) {
+    std::string name;
+    if (auto r = yaml_setting(*root, "backend", name, path); !r) return r;
+    auto kind = node_backend_parse(name);
+    if (!kind) return error{path + ": " + kind.message()};
+    cfg.backend = *kind;
   }
   if ((*root)["memory_budget"]) {
     std::string s;
@@ -72,11 +78,14 @@ result<void> node_config_load(const std::string& path, node_config& out) {
   return {};
 }
 
+result<gpu::backend_kind> node_backend_parse(const std::string& name) {
+  if (auto k = gpu::backend_kind_from_name(name)) return *k;
+  return error{"backend must be cpu, cuda, vulkan or auto, got '" + name + "'"};
+}
+
 result<void> node_config_check(const node_config& cfg) {
   if (cfg.slots < 1 || cfg.slots > 256) return error{"slots must be in [1, 256]"};
   if (cfg.engine != "cpu" && cfg.engine != "null") return error{"engine must be cpu or null"};
-  if (!gpu::backend_kind_from_name(cfg.backend))
-    return error{"backend must be cpu, cuda, vulkan or auto"};
   if (cfg.device < -1) return error{"device must be a device index, or -1 for the best"};
   if (cfg.threads < 0) return error{"threads must not be negative"};
   if (cfg.ctx_per_slot < 0) return error{"ctx_per_slot must not be negative"};

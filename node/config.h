@@ -6,20 +6,22 @@
 #include <string>
 
 #include "common/result.h"
+#include "gpu/device.h"
 
 namespace hearth::node {
 
 struct node_config {
   std::string broker = "tcp://127.0.0.1:5555";
   std::string models_dir;
-  std::string name;                   // "" = the hostname
-  uint32_t slots = 1;                 // jobs run at once
-  std::string engine = "cpu";         // cpu | null
-  double null_tokens_per_s = 1000;    // null engine rate per job
-  uint64_t memory_budget = 0;         // bytes for models and contexts; 0 = what is available
-  int32_t threads = 0;                // 0 = all cores
-  int32_t ctx_per_slot = 0;           // context cells per slot; 0 = the model's (at most 4096)
-  std::string backend = "auto";       // cpu | cuda | vulkan | auto (a CUDA, else Vulkan, GPU)
+  std::string name;                 // "" = the hostname
+  uint32_t slots = 1;               // jobs run at once
+  std::string engine = "cpu";       // cpu | null
+  double null_tokens_per_s = 1000;  // null engine rate per job
+  uint64_t memory_budget = 0;       // bytes for models and contexts; 0 = what is available
+  int32_t threads = 0;              // 0 = all cores
+  int32_t ctx_per_slot = 0;         // context cells per slot; 0 = the model's (at most 4096)
+  // Where models load: the best GPU by default (a CUDA, else a Vulkan one), else the CPU.
+  gpu::backend_kind backend = gpu::backend_kind::automatic;
   int32_t device = -1;                // device index (`hearth devices`); -1: the best
   uint32_t drain_timeout_ms = 30000;  // on SIGTERM: how long running jobs may finish
   std::string log_level = "info";
@@ -28,6 +30,9 @@ struct node_config {
 // Reads the YAML file into `cfg`. Unknown keys, wrong types and bad values are errors naming the
 // key and the file. memory_budget accepts bytes or a size such as "8GiB", "512MiB".
 result<void> node_config_load(const std::string& path, node_config& cfg);
+
+// "cpu" | "cuda" | "vulkan" | "auto" from the YAML file or a flag; the error names the values.
+result<gpu::backend_kind> node_backend_parse(const std::string& name);
 
 // Checks values that flags may also have set.
 result<void> node_config_check(const node_config& cfg);

@@ -23,17 +23,17 @@ TEST(NodeConfig, TheExampleFileIsValid) {
   EXPECT_EQ(cfg.models_dir, "/var/lib/hearth-models");
   EXPECT_EQ(cfg.slots, 1u);
   EXPECT_EQ(cfg.engine, "cpu");
-  EXPECT_EQ(cfg.backend, "auto");
+  EXPECT_EQ(cfg.backend, gpu::backend_kind::automatic);
   EXPECT_EQ(cfg.device, -1);
 }
 
 TEST(NodeConfig, ReadsTheBackendAndDevice) {
   node_config cfg;
   ASSERT_TRUE(node_config_load(write_yaml("n7.yaml", "backend: vulkan\ndevice: 1\n"), cfg));
-  EXPECT_EQ(cfg.backend, "vulkan");
+  EXPECT_EQ(cfg.backend, gpu::backend_kind::vulkan);
   EXPECT_EQ(cfg.device, 1);
   ASSERT_TRUE(node_config_load(write_yaml("n7c.yaml", "backend: cuda\n"), cfg));
-  EXPECT_EQ(cfg.backend, "cuda");
+  EXPECT_EQ(cfg.backend, gpu::backend_kind::cuda);
   auto r = node_config_load(write_yaml("n8.yaml", "backend: metal\n"), cfg);
   ASSERT_FALSE(r);
   EXPECT_NE(r.message().find("backend must be cpu, cuda, vulkan or auto"), std::string::npos)

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu/device.h"
 #include "schema/messages.h"
 
 namespace hearth::node {
@@ -53,12 +54,12 @@ class job_engine {
 
 struct batch_engine_config {
   std::string models_dir;
-  uint32_t slots = 1;           // attempts running at once (sequences of one batched context)
-  uint64_t memory_budget = 0;   // bytes for loaded models and their contexts; 0: MemAvailable
-  int32_t threads = 0;          // 0: all cores
-  int32_t n_ctx_per_slot = 0;   // context cells per slot; 0: the model's (at most 4096)
-  std::string backend = "cpu";  // cpu | vulkan | auto: where models load (gpu/select.h)
-  int32_t device = -1;          // Vulkan device index; -1: the best
+  uint32_t slots = 1;          // attempts running at once (sequences of one batched context)
+  uint64_t memory_budget = 0;  // bytes for loaded models and their contexts; 0: MemAvailable
+  int32_t threads = 0;         // 0: all cores
+  int32_t n_ctx_per_slot = 0;  // context cells per slot; 0: the model's (at most 4096)
+  gpu::backend_kind backend = gpu::backend_kind::cpu;  // where models load (gpu/select.h)
+  int32_t device = -1;                                 // Vulkan device index; -1: the best
 };
 
 struct null_engine_config {

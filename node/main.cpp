@@ -52,7 +52,14 @@ int main(int argc, char** argv) {
   if (slots != 0) cfg.slots = slots;
   if (!engine.empty()) cfg.engine = engine;
   if (rate >= 0) cfg.null_tokens_per_s = rate;
-  if (!backend.empty()) cfg.backend = backend;
+  if (!backend.empty()) {
+    auto kind = node_backend_parse(backend);
+    if (!kind) {
+      std::fprintf(stderr, "hearth-node: error: %s\n", kind.message().c_str());
+      return 2;
+    }
+    cfg.backend = *kind;
+  }
   if (device_opt->count() > 0) cfg.device = device;
   if (!log_level.empty()) cfg.log_level = log_level;
   if (auto r = node_config_check(cfg); !r) {

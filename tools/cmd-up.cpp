@@ -74,7 +74,9 @@ action add_up(CLI::App& app) {
     nc.slots = o->slots;
     nc.engine = o->engine;
     nc.threads = o->threads;
-    nc.backend = o->backend;
+    auto kind = node::node_backend_parse(o->backend);
+    if (!kind) throw std::runtime_error(kind.message());
+    nc.backend = *kind;
     nc.device = o->device;
     node::node_daemon node(nc);  // scans the models directory; throws on a bad one
 
