@@ -1,7 +1,7 @@
 // The weight types' dequantization as the CUDA kernels run it (get_rows, mul_mat_vec,
 // dequantize_rows), written once for the device and the host: compiled by g++ it is plain C++,
-// so quant_test.cpp checks it bit for bit against the CPU backend's to_float
-// (engine/cpu/vec-dot*.cpp) on a machine without a GPU. Each value is computed with the CPU's
+// so quant_test.cpp checks it bit for bit against the CPU backend's to_float (kernels_for: for
+// block types the type's own, engine/io/dequantize.cpp) on a machine without a GPU. Each value is computed with the CPU's
 // expression in the CPU's order, and on the device with no FMA contraction (__fmul_rn,
 // __fadd_rn), so it is the same float. Block layouts: engine/io/tensor-type.h.
 //
@@ -207,7 +207,7 @@ HEARTH_HD uint32_t byte_of(uint32_t w, int k) {
 }
 
 // Sub-block s (of 32 values) of a Q4_K/Q5_K block: its scale and min as the CPU computes them
-// (the 6-bit packing is described at block_q4_k; engine/cpu/vec-dot-kernels.h k_scales_mins).
+// (the 6-bit packing is described at block_q4_k; engine/io/tensor-type.h k_scales_mins).
 // hdr: the block's first 16 bytes (d, dmin, the 12 scale bytes) as 4 words.
 struct k_sub_scale {
   float d1, m1;  // d * scale[s], dmin * min[s]

@@ -18,7 +18,7 @@
 
 #if WEIGHT_TYPE == TYPE_Q4_K || WEIGHT_TYPE == TYPE_Q5_K
 // Scale and min of sub-block s (of 8) of a Q4_K/Q5_K block whose 12 packed scale bytes start at
-// byte `sc`: the packing of engine/io/tensor-type.h block_q4_k (engine/cpu k_scales_mins).
+// byte `sc`: the packing of engine/io/tensor-type.h block_q4_k (k_scales_mins there).
 uvec2 k_scale_min(uint sc, uint s) {
   if (s < 4u) return uvec2(LOAD_U8(weights, sc + s) & 63u, LOAD_U8(weights, sc + s + 4u) & 63u);
   uint lo = LOAD_U8(weights, sc + s + 4u);
