@@ -1,8 +1,9 @@
 // The weight types' dequantization as the CUDA kernels run it (get_rows, mul_mat_vec,
 // dequantize_rows), written once for the device and the host: compiled by g++ it is plain C++,
 // so quant_test.cpp checks it bit for bit against the CPU backend's to_float (kernels_for: for
-// block types the type's own, engine/io/dequantize.cpp) on a machine without a GPU. Each value is computed with the CPU's
-// expression in the CPU's order, and on the device with no FMA contraction (__fmul_rn,
+// block types the type's own, engine/io/dequantize.cpp) on a machine without a GPU. Each value is
+// computed with the CPU's expression in the CPU's order, and on the device with no FMA contraction
+// (__fmul_rn,
 // __fadd_rn), so it is the same float. Block layouts: engine/io/tensor-type.h.
 //
 // The unit is a group of 8 consecutive values of a row (group i: values 8i .. 8i + 7), so that
