@@ -57,11 +57,7 @@ class backend_modules : public ::testing::Test {
     for (const auto& g : nodes->nodes[0].hardware.gpus) EXPECT_NE(g.backend, "cuda");
 
     const auto& kase = reference_["cases"][0];
-    wire::submit s;
-    s.model = "stories260K";
-    s.prompt = kase["prompt"];
-    s.params.max_tokens = 64;
-    s.params.temperature = 0;
+    wire::submit s = testing::greedy_job("stories260K", kase["prompt"], 64);
     s.watch = true;
     auto acc = client.request<wire::accepted>(s);
     ASSERT_TRUE(acc);

@@ -253,6 +253,15 @@ std::optional<wire::job_detail> test_client::wait_final(uint64_t job_id,
   return last;
 }
 
+wire::submit greedy_job(const std::string& model, const std::string& prompt, int32_t max_tokens) {
+  wire::submit s;
+  s.model = model;
+  s.prompt = prompt;
+  s.params.max_tokens = max_tokens;
+  s.params.temperature = 0;
+  return s;
+}
+
 bool wait_until(const std::function<bool()>& cond, std::chrono::milliseconds timeout) {
   const auto until = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < until) {

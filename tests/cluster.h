@@ -136,6 +136,9 @@ class test_client {
   std::vector<reply> events_;
 };
 
+// A greedy (temperature 0) job for `model`: the submit the cluster tests send.
+wire::submit greedy_job(const std::string& model, const std::string& prompt, int32_t max_tokens);
+
 // Polls `cond` every 20 ms until it is true or the timeout passes.
 bool wait_until(const std::function<bool()>& cond,
                 std::chrono::milliseconds timeout = std::chrono::seconds(20));

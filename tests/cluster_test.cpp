@@ -24,14 +24,7 @@ using testing::cluster;
 using testing::test_client;
 using testing::wait_until;
 
-wire::submit job(const std::string& model, const std::string& prompt, int32_t max_tokens) {
-  wire::submit s;
-  s.model = model;
-  s.prompt = prompt;
-  s.params.max_tokens = max_tokens;
-  s.params.temperature = 0;
-  return s;
-}
+constexpr auto job = testing::greedy_job;
 
 // Waits until `n` nodes are online at the broker.
 bool nodes_online(test_client& c, size_t n) {
