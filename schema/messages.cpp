@@ -125,9 +125,10 @@ std::optional<job_state> job_state_from_name(std::string_view name) {
 }
 
 namespace {
-constexpr std::array<std::string_view, 10> error_code_names = {
-    "malformed",      "version_mismatch", "unknown_node", "name_taken",      "unknown_model",
-    "invalid_params", "not_found",        "queue_full",   "not_cancellable", "internal"};
+constexpr std::array<std::string_view, 12> error_code_names = {
+    "malformed",       "version_mismatch", "unknown_node", "name_taken",
+    "unknown_model",   "invalid_params",   "not_found",    "queue_full",
+    "not_cancellable", "internal",         "unauthorized", "limit_reached"};
 }  // namespace
 
 std::string_view error_code_name(error_code v) {

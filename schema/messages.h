@@ -90,6 +90,8 @@ enum class error_code : uint8_t {
   queue_full,        // the queue limit is reached
   not_cancellable,   // the job has already finished
   internal,          // the broker failed (the database, ...)
+  unauthorized,      // the peer's key (its role) may not send this command, or not for this job
+  limit_reached,     // a per-peer or per-client limit (queued jobs or bytes, registrations, ...)
 };
 std::string_view error_code_name(error_code c);
 std::optional<error_code> error_code_from_name(std::string_view name);

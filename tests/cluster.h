@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -60,6 +61,8 @@ int free_port();
 // A models directory holding symlinks to test models under the given names.
 void link_model(const std::string& dir, const std::string& name, const std::string& target);
 
+class test_client;
+
 class cluster {
  public:
   cluster();
@@ -74,6 +77,11 @@ class cluster {
   process start_node(const std::string& name, const std::string& models_dir,
                      const std::string& engine, int slots,
                      const std::vector<std::string>& extra = {});
+  // A client of this cluster's broker speaking as `role` ("client", "admin" or "node"; a "node"
+  // client is a hand-written fake node). `name` picks one of several keys of that role. Tests
+  // make every client through here, so they work whether the broker runs with keys or not.
+  std::unique_ptr<test_client> client(const std::string& role = "client",
+                                      const std::string& name = "default");
 
  private:
   temp_dir dir_;
