@@ -6,9 +6,9 @@ namespace hearth::broker {
 
 // Loads into a copy so that a bad file changes nothing.
 result<void> broker_config_load(const std::string& path, broker_config& out) {
-  auto root =
-      yaml_settings_open(path, {"bind", "db", "heartbeat_ms", "liveness", "max_attempts",
-                                "max_queue", "output_flush_ms", "queue_position_ms", "log_level"});
+  auto root = yaml_settings_open(
+      path, {"bind", "db", "heartbeat_ms", "liveness", "max_attempts", "max_queue",
+             "output_flush_ms", "queue_position_ms", "log_level", "auth", "insecure"});
   if (!root) return root.err();
   broker_config cfg = out;
   for (auto r :
@@ -19,7 +19,9 @@ result<void> broker_config_load(const std::string& path, broker_config& out) {
         yaml_setting(*root, "max_queue", cfg.max_queue, path),
         yaml_setting(*root, "output_flush_ms", cfg.output_flush_ms, path),
         yaml_setting(*root, "queue_position_ms", cfg.queue_position_ms, path),
-        yaml_setting(*root, "log_level", cfg.log_level, path)}) {
+        yaml_setting(*root, "log_level", cfg.log_level, path),
+        yaml_setting(*root, "auth", cfg.auth, path),
+        yaml_setting(*root, "insecure", cfg.insecure, path)}) {
     if (!r) return r;
   }
   if (cfg.heartbeat_ms < 10 || cfg.heartbeat_ms > 600000) {

@@ -19,6 +19,11 @@ struct broker_config {
   uint32_t output_flush_ms = 250;    // how often streamed output is written to the database
   uint32_t queue_position_ms = 200;  // how often waiting clients hear their queue position
   std::string log_level = "info";    // trace, debug, info, warn, error, off
+  // The folder of keys (broker/allow-list.h): CURVE on the socket and only its keys may connect.
+  // Without it the broker serves anyone who reaches it, so it refuses to bind anything but
+  // loopback unless `insecure` says that is what is wanted.
+  std::string auth;
+  bool insecure = false;
 };
 
 // Reads the YAML file into `cfg` (keys not in the file keep their values). Unknown keys, wrong
