@@ -70,12 +70,7 @@ void broker::send_error(const std::string& rid, uint64_t request_id, wire::error
 }
 
 void broker::run(const std::atomic<bool>& stop) {
-  if (cfg_.auth.empty() && !cfg_.insecure && !endpoint_is_loopback(cfg_.bind)) {
-    throw std::runtime_error("refusing to serve " + cfg_.bind +
-                             " without authentication: anyone who can reach it could submit, "
-                             "read every job and pose as a node; give --auth DIR (see `hearth "
-                             "keygen`), or --insecure if that is really wanted");
-  }
+  if (auto r = broker_config_check_exposure(cfg_); !r) throw std::runtime_error(r.message());
   router_ = std::make_unique<zmq::socket_t>(net::make_socket(ctx_, zmq::socket_type::router));
   // A peer gets this long to complete its handshake; a connection that says nothing (or cannot
   // prove a key) is closed, so idle sockets cannot pile up.

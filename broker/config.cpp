@@ -1,5 +1,6 @@
 #include "broker/config.h"
 
+#include "broker/allow-list.h"
 #include "common/yaml-settings.h"
 
 namespace hearth::broker {
@@ -36,6 +37,14 @@ result<void> broker_config_load(const std::string& path, broker_config& out) {
   }
   out = std::move(cfg);
   return {};
+}
+
+result<void> broker_config_check_exposure(const broker_config& cfg) {
+  if (!cfg.auth.empty() || cfg.insecure || endpoint_is_loopback(cfg.bind)) return {};
+  return error{"refusing to serve " + cfg.bind +
+               " without authentication: anyone who can reach it could submit, read every job "
+               "and pose as a node; give --auth DIR (see `hearth keygen`), or --insecure if that "
+               "is really wanted"};
 }
 
 }  // namespace hearth::broker

@@ -30,4 +30,8 @@ struct broker_config {
 // types and out-of-range values are errors naming the key and the file.
 result<void> broker_config_load(const std::string& path, broker_config& cfg);
 
+// Secure by default: an error unless the broker has auth, binds loopback only, or was told
+// `insecure` explicitly.
+result<void> broker_config_check_exposure(const broker_config& cfg);
+
 }  // namespace hearth::broker

@@ -291,7 +291,7 @@ struct job_store::impl {
                    "started_ms, finished_ms, n_prompt, n_gen, stop_reason, error, max_tokens, "
                    "temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed, stop, "
                    "owner, prompt, output) VALUES (?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                   "?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+                   "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
         message_insert(conn,
                        "INSERT INTO job_messages (job_id, idx, role, content) VALUES (?, ?, ?, ?)"),
         event_insert(conn,

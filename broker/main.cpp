@@ -49,6 +49,10 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::from_str(cfg.log_level));
   spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ broker: %v");
 
+  if (auto r = broker_config_check_exposure(cfg); !r) {
+    std::fprintf(stderr, "hearth-broker: error: %s\n", r.message().c_str());
+    return 2;
+  }
   auto store = job_store::open(cfg.db);
   if (!store) {
     std::fprintf(stderr, "hearth-broker: error: %s\n", store.message().c_str());

@@ -47,7 +47,7 @@ class backend_modules : public ::testing::Test {
     testing::link_model(models, "stories260K", stories_);
     auto node = c_.start_node("n1", models, "cpu", 1, {"--backend", "auto"});
     auto client_ptr = c_.client();
-  auto& client = *client_ptr;
+    auto& client = *client_ptr;
     std::optional<wire::nodes_reply> nodes;
     ASSERT_TRUE(wait_until([&] {
       nodes = client.request<wire::nodes_reply>(wire::list_nodes{});
