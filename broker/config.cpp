@@ -7,9 +7,10 @@ namespace hearth::broker {
 
 // Loads into a copy so that a bad file changes nothing.
 result<void> broker_config_load(const std::string& path, broker_config& out) {
-  auto root = yaml_settings_open(
-      path, {"bind", "db", "heartbeat_ms", "liveness", "max_attempts", "max_queue",
-             "output_flush_ms", "queue_position_ms", "log_level", "auth", "insecure"});
+  auto root =
+      yaml_settings_open(path, {"bind", "db", "heartbeat_ms", "liveness", "max_attempts",
+                                "max_queue", "output_flush_ms", "queue_position_ms", "log_level",
+                                "auth", "insecure", "max_connections_per_address"});
   if (!root) return root.err();
   broker_config cfg = out;
   for (auto r :
@@ -22,7 +23,9 @@ result<void> broker_config_load(const std::string& path, broker_config& out) {
         yaml_setting(*root, "queue_position_ms", cfg.queue_position_ms, path),
         yaml_setting(*root, "log_level", cfg.log_level, path),
         yaml_setting(*root, "auth", cfg.auth, path),
-        yaml_setting(*root, "insecure", cfg.insecure, path)}) {
+        yaml_setting(*root, "insecure", cfg.insecure, path),
+        yaml_setting(*root, "max_connections_per_address", cfg.max_connections_per_address,
+                     path)}) {
     if (!r) return r;
   }
   if (cfg.heartbeat_ms < 10 || cfg.heartbeat_ms > 600000) {
