@@ -9,7 +9,7 @@ namespace hearth::cli {
 namespace {
 
 struct nodes_options {
-  std::string broker;
+  broker_options broker;
   bool json = false;
 };
 
@@ -34,7 +34,7 @@ std::string models_text(const std::vector<wire::model_info>& models) {
 }
 
 int nodes(const nodes_options& o) {
-  broker_client client(broker_endpoint(o.broker));
+  broker_client client(o.broker);
   const auto reply = client.request<wire::nodes_reply>(wire::list_nodes{});
   if (o.json) {
     print_json(wire_json(reply.nodes));
@@ -66,7 +66,7 @@ action add_nodes(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "nodes", "List nodes: state, engine, slots (running/slots), CPU, RAM, GPUs, models");
   cmd->add_flag("--json", o->json, "A JSON array of node summaries (every field)");
-  add_broker_option(cmd, o->broker);
+  add_broker_options(cmd, o->broker);
   return [o] { return nodes(*o); };
 }
 
