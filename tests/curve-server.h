@@ -41,7 +41,8 @@ struct curve_server {
 // test may change while it runs (an admin adding a key).
 class zap_handler {
  public:
-  zap_handler(zmq::context_t& ctx, int status) : sock_(ctx, zmq::socket_type::rep), status_(status) {
+  zap_handler(zmq::context_t& ctx, int status)
+      : sock_(ctx, zmq::socket_type::rep), status_(status) {
     sock_.set(zmq::sockopt::linger, 0);
     sock_.bind("inproc://zeromq.zap.01");
     thread_ = std::thread([this] { serve(); });
@@ -66,7 +67,7 @@ class zap_handler {
       const std::string text = status == "200" ? "OK" : "refused";
       ++requests_;
       std::vector<zmq::const_buffer> rep = {zmq::buffer(version), zmq::buffer(id),
-                                            zmq::buffer(status), zmq::buffer(text),
+                                            zmq::buffer(status),  zmq::buffer(text),
                                             zmq::str_buffer(""),  zmq::str_buffer("")};
       zmq::send_multipart(sock_, rep);
     }

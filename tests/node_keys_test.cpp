@@ -48,8 +48,9 @@ class node_keys : public ::testing::Test {
         ctx_, *net::curve_cert_load(dir_.file("broker.key")));
   }
   testing::process start_node(const std::vector<std::string>& extra) {
-    std::vector<std::string> argv = {HEARTH_NODE_BIN, "--broker", server_->endpoint, "--name",
-                                     "node-a", "--models", dir_.file("models"), "--engine", "null"};
+    std::vector<std::string> argv = {HEARTH_NODE_BIN, "--broker", server_->endpoint,   "--name",
+                                     "node-a",        "--models", dir_.file("models"), "--engine",
+                                     "null"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     return testing::spawn(argv, dir_.file("node.log"));
   }
@@ -60,7 +61,8 @@ class node_keys : public ::testing::Test {
 };
 
 TEST_F(node_keys, a_refused_key_is_logged_once_and_works_once_allowed) {
-  auto node = start_node({"--broker-key", dir_.file("broker.pub"), "--key", dir_.file("node-a.key")});
+  auto node =
+      start_node({"--broker-key", dir_.file("broker.pub"), "--key", dir_.file("node-a.key")});
   ASSERT_TRUE(testing::wait_until([&] { return zap_.requests() >= 3; }, 20s)) << node.log();
   EXPECT_FALSE(await_hello(server_->sock, 10ms));
   const std::string refused = "refused this node's key " + dir_.file("node-a.key");
@@ -85,8 +87,8 @@ TEST_F(node_keys, bad_keys_stop_the_node_before_it_connects) {
   EXPECT_NE(only_one.log().find("hearth-node: error: broker_key is set but not key"),
             std::string::npos)
       << only_one.log();
-  auto public_as_own = start_node(
-      {"--broker-key", dir_.file("broker.pub"), "--key", dir_.file("node-a.pub")});
+  auto public_as_own =
+      start_node({"--broker-key", dir_.file("broker.pub"), "--key", dir_.file("node-a.pub")});
   EXPECT_EQ(public_as_own.wait(), 1);
   EXPECT_NE(public_as_own.log().find("node-a.pub: a public certificate"), std::string::npos)
       << public_as_own.log();
@@ -94,7 +96,8 @@ TEST_F(node_keys, bad_keys_stop_the_node_before_it_connects) {
 
 TEST_F(node_keys, a_name_taken_refusal_ends_the_node_with_the_brokers_message) {
   zap_.set_status(200);
-  auto node = start_node({"--broker-key", dir_.file("broker.pub"), "--key", dir_.file("node-a.key")});
+  auto node =
+      start_node({"--broker-key", dir_.file("broker.pub"), "--key", dir_.file("node-a.key")});
   auto id = await_hello(server_->sock, 20s);
   ASSERT_TRUE(id) << node.log();
   wire::error_reply e;
