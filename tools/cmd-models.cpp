@@ -9,7 +9,7 @@ namespace hearth::cli {
 namespace {
 
 struct models_options {
-  std::string broker;
+  broker_options broker;
   bool json = false;
 };
 
@@ -24,7 +24,7 @@ std::string nodes_text(const wire::model_summary& m) {
 }
 
 int models(const models_options& o) {
-  broker_client client(broker_endpoint(o.broker));
+  broker_client client(o.broker);
   const auto reply = client.request<wire::models_reply>(wire::list_models{});
   if (o.json) {
     print_json(wire_json(reply.models));
@@ -51,7 +51,7 @@ action add_models(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "models", "List models: architecture, size, the online nodes serving them (* = loaded)");
   cmd->add_flag("--json", o->json, "A JSON array of model summaries (every field)");
-  add_broker_option(cmd, o->broker);
+  add_broker_options(cmd, o->broker);
   return [o] { return models(*o); };
 }
 

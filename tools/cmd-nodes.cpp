@@ -10,7 +10,7 @@ namespace hearth::cli {
 namespace {
 
 struct nodes_options {
-  std::string broker;
+  broker_options broker;
   bool json = false;
   std::string forget;  // the node to forget, with the forget subcommand
 };
@@ -36,7 +36,7 @@ std::string models_text(const std::vector<wire::model_info>& models) {
 }
 
 int nodes(const nodes_options& o) {
-  broker_client client(broker_endpoint(o.broker));
+  broker_client client(o.broker);
   const auto reply = client.request<wire::nodes_reply>(wire::list_nodes{});
   if (o.json) {
     print_json(wire_json(reply.nodes));
@@ -62,7 +62,7 @@ int nodes(const nodes_options& o) {
 }
 
 int forget(const nodes_options& o) {
-  broker_client client(broker_endpoint(o.broker));
+  broker_client client(o.broker);
   wire::forget_node req;
   req.name = o.forget;
   client.request<wire::ok>(req);
@@ -77,11 +77,11 @@ action add_nodes(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "nodes", "List nodes: state, engine, slots (running/slots), CPU, RAM, GPUs, models");
   cmd->add_flag("--json", o->json, "A JSON array of node summaries (every field)");
-  add_broker_option(cmd, o->broker);
+  add_broker_options(cmd, o->broker);
   CLI::App* forget_cmd = cmd->add_subcommand(
       "forget", "Remove an offline node and the models only it offered (admin key needed)");
   forget_cmd->add_option("name", o->forget, "the node's name")->required();
-  add_broker_option(forget_cmd, o->broker);
+  add_broker_options(forget_cmd, o->broker);
   return [o, forget_cmd] { return forget_cmd->parsed() ? forget(*o) : nodes(*o); };
 }
 
