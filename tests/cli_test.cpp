@@ -447,10 +447,19 @@ TEST_F(cli_keys, one_key_without_the_other_is_an_error_naming_the_missing_one) {
                "client.pub: a public certificate");
 }
 
-TEST_F(cli_keys, a_wrong_broker_key_gets_no_curve_handshake) {
+TEST_F(cli_keys, a_wrong_broker_key_or_a_broker_without_curve_gets_no_curve_handshake) {
   start(200);
-  expect_error(nodes("", flags("other.pub")),
-               "the broker at " + server_->endpoint + " did not answer a CURVE handshake");
+  const std::string no_answer = " did not answer a CURVE handshake";
+  expect_error(nodes("", flags("other.pub")), "the broker at " + server_->endpoint + no_answer);
+  zmq::socket_t plain(ctx_, zmq::socket_type::router);
+  plain.set(zmq::sockopt::linger, 0);
+  plain.bind("tcp://127.0.0.1:*");
+  const std::string endpoint = plain.get(zmq::sockopt::last_endpoint);
+  auto r =
+      testing::run_command(std::string(HEARTH_BIN) + " nodes --broker " + endpoint + " " + flags());
+  expect_error(r, "the broker at " + endpoint + no_answer +
+                      " (handshake failed: security "
+                      "mechanism mismatch");
 }
 
 // run, eval, tokenize and bench on every synthetic file: each family in each quantization.

@@ -209,10 +209,17 @@ void broker_client::throw_key_refused(const net::handshake_failure& f) const {
       " refused this client's key (handshake failed: " + net::handshake_failure_text(f) + ")");
 }
 
+void broker_client::throw_no_curve_answer(const net::handshake_failure* f) const {
+  const std::string detail = f ? "handshake failed: " + net::handshake_failure_text(*f) + "; " : "";
+  throw std::runtime_error("the broker at " + endpoint_ + " did not answer a CURVE handshake (" +
+                           detail + "is it running with --auth? is --broker-key its key?)");
+}
+
 void broker_client::check_handshake() {
   const auto& f = monitor_->failure();
   if (!f) return;
   if (keys_.enabled() && f->kind == net::handshake_failure_kind::auth) throw_key_refused(*f);
+  if (keys_.enabled() && f->mechanism_mismatch()) throw_no_curve_answer(&*f);
   if (!keys_.enabled() && f->mechanism_mismatch()) {
     throw std::runtime_error("the broker at " + endpoint_ +
                              " runs CURVE and this client has no keys (give --broker-key and "
@@ -230,13 +237,9 @@ void broker_client::throw_timeout() const {
     throw_key_refused(*f);
   }
   if (keys_.enabled() && monitor_->connected() && !monitor_->succeeded()) {
-    // A wrong broker key shows as the broker closing the connection (no detail), a broker
-    // without CURVE as a mechanism mismatch: both mean the handshake never got going. Without
-    // any connection the broker is simply not there: the message below.
-    const std::string detail =
-        f ? "handshake failed: " + net::handshake_failure_text(*f) + "; " : "";
-    throw std::runtime_error("the broker at " + endpoint_ + " did not answer a CURVE handshake (" +
-                             detail + "is it running with --auth? is --broker-key its key?)");
+    // A wrong broker key shows as the broker closing the connection (no detail): the handshake
+    // never got going. Without any connection the broker is simply not there: the message below.
+    throw_no_curve_answer(f ? &*f : nullptr);
   }
   throw std::runtime_error("no reply from the broker at " + endpoint_ + " within " + limit +
                            " (is hearth-broker running? set --broker or HEARTH_BROKER)");

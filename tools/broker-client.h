@@ -75,8 +75,9 @@ class broker_client {
   [[noreturn]] void throw_malformed(wire::command cmd, const std::string& why) const;
   [[noreturn]] void throw_timeout() const;
   [[noreturn]] void throw_key_refused(const net::handshake_failure& f) const;
+  [[noreturn]] void throw_no_curve_answer(const net::handshake_failure* f) const;
   // Throws when the handshake failed in a way waiting will not mend (a refused key, one side
-  // without CURVE).
+  // without CURVE); other failures (a wrong broker key) are told when the reply times out.
   void check_handshake();
 
   std::string endpoint_;
