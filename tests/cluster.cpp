@@ -221,6 +221,9 @@ process cluster::start_node(const std::string& name, const std::string& models_d
 
 test_client::test_client(const std::string& endpoint, const net::curve_client_keys& keys)
     : sock_(net::make_socket(ctx_, zmq::socket_type::dealer)) {
+  // A DEALER whose handshake was refused has no connection to queue into, and a blocking send
+  // would wait for ever; the tests of refused keys need the send to give up.
+  sock_.set(zmq::sockopt::sndtimeo, 1000);
   net::curve_client_apply(sock_, keys);
   sock_.connect(endpoint);
 }

@@ -190,7 +190,9 @@ TEST_F(security_test, a_node_name_belongs_to_its_key) {
 
   // Another machine with another key says it is "twin" too: it is refused and exits non-zero,
   // saying why; the first keeps its job.
-  auto second = c_.start_node("twin", dir, "null", 1, {"--key", c_.key("node", "other-twin")});
+  auto second = c_.start_node("twin", dir, "null", 1,
+                              {"--broker-key", c_.broker_public(), "--key",
+                               c_.key("node", "other-twin")});
   EXPECT_EQ(second.wait(10s), 1);
   EXPECT_NE(second.log().find("the name twin is in use by another node key; choose --name"),
             std::string::npos)
