@@ -274,7 +274,9 @@ inline nodes_reply sample<nodes_reply>() {
   n.running = 2;
   n.hardware = hardware();
   n.models = {model(true)};
-  return {request_id, {n, node_summary{}}};
+  n.quarantined_until_ms = 1'700'000'060'999;
+  n.lost = 3;
+  return {request_id, {n, node_summary{}}, 4096, true};
 }
 
 template <>
@@ -288,7 +290,7 @@ inline models_reply sample<models_reply>() {
   s.nodes = {"gpu-box", "old-box"};
   s.loaded_on = {"gpu-box"};
   s.queued = 3;
-  return {request_id, {s}};
+  return {request_id, {s}, 70000, true};
 }
 
 template <>
