@@ -44,6 +44,7 @@
 #include <thread>
 #include <vector>
 
+#include "schema/curve-cert.h"
 #include "schema/zmq-io.h"
 
 extern char** environ;
@@ -243,8 +244,9 @@ struct event {
 // One DEALER socket speaking the client side of the protocol.
 class client {
  public:
-  explicit client(const std::string& endpoint)
+  client(const std::string& endpoint, const net::curve_client_keys& keys)
       : sock_(net::make_socket(ctx_, zmq::socket_type::dealer)) {
+    net::curve_client_apply(sock_, keys);
     sock_.connect(endpoint);
   }
 
@@ -331,8 +333,8 @@ class bench_node {
   static constexpr const char* name = "bench_node";
   static constexpr const char* model = "latency";
 
-  bench_node(std::string endpoint, uint32_t rate, uint32_t count)
-      : endpoint_(std::move(endpoint)), rate_(rate), count_(count) {
+  bench_node(std::string endpoint, net::curve_client_keys keys, uint32_t rate, uint32_t count)
+      : endpoint_(std::move(endpoint)), keys_(std::move(keys)), rate_(rate), count_(count) {
     thread_ = std::thread([this] {
       try {
         run();
@@ -419,6 +421,7 @@ class bench_node {
   void run() {
     zmq::context_t ctx;
     sock_ = std::make_unique<zmq::socket_t>(net::make_socket(ctx, zmq::socket_type::dealer));
+    net::curve_client_apply(*sock_, keys_);
     sock_->connect(endpoint_);
     wire::node_hello h;
     h.name = name;
@@ -471,6 +474,7 @@ class bench_node {
   }
 
   const std::string endpoint_;
+  const net::curve_client_keys keys_;
   const uint32_t rate_;
   const uint32_t count_;
   std::unique_ptr<zmq::socket_t> sock_;
@@ -498,7 +502,44 @@ struct options {
   uint32_t latency_rate = 2000;  // chunks per second from bench_node
   bool json = false;
   std::string dump_latency;  // file for every latency sample: seq, send times, latency (us)
+  bool auth = false;         // the broker with --auth: CURVE on every connection
 };
+
+// With --auth: the broker's folder of keys and a key for each peer of the bench.
+struct bench_keys {
+  std::string dir;
+  net::curve_client_keys client, bench_node;
+  std::vector<std::string> broker_args, node_args;
+};
+
+bench_keys make_keys(const std::string& dir, bool auth) {
+  bench_keys k;
+  if (!auth) return k;
+  k.dir = dir;
+  auto must = [](auto r) {
+    if (!r) fail(r.message());
+    return std::move(r.value());
+  };
+  for (const char* sub : {"nodes", "clients"}) std::filesystem::create_directories(dir + "/" + sub);
+  auto save = [&](const std::string& name, const std::string& role_dir) {
+    auto c = must(net::curve_cert_generate(name));
+    if (auto r = net::curve_cert_save(c, dir + "/secret", name); !r) fail(r.message());
+    if (!role_dir.empty()) {
+      std::filesystem::copy_file(dir + "/secret/" + name + ".pub",
+                                 dir + "/" + role_dir + "/" + name + ".pub");
+    }
+    return dir + "/secret/" + name + ".key";
+  };
+  auto broker = must(net::curve_cert_generate("broker"));
+  if (auto r = net::curve_cert_save(broker, dir, "broker"); !r) fail(r.message());
+  const std::string broker_pub = dir + "/broker.pub";
+  const std::string node_key = save("bench-node-1", "nodes");
+  k.client = must(net::curve_client_keys_load(broker_pub, save("bench-client", "clients")));
+  k.bench_node = must(net::curve_client_keys_load(broker_pub, save("bench_node", "nodes")));
+  k.broker_args = {"--auth", dir};
+  k.node_args = {"--broker-key", broker_pub, "--key", node_key};
+  return k;
+}
 
 struct cpu_meter {
   child* broker = nullptr;
@@ -745,11 +786,12 @@ struct latency_result {
   nlohmann::json cpu;
 };
 
-latency_result measure_latency(client& c, const std::string& endpoint, const options& o,
+latency_result measure_latency(client& c, const std::string& endpoint,
+                               const net::curve_client_keys& keys, const options& o,
                                cpu_meter& cpu, child& broker) {
   latency_result r;
   const uint32_t count = std::max<uint32_t>(1, uint32_t(o.latency_rate * o.seconds));
-  bench_node fake(endpoint, o.latency_rate, count);
+  bench_node fake(endpoint, keys, o.latency_rate, count);
   const auto reg_deadline = clock_type::now() + seconds(10);
   while (!fake.registered()) {
     if (fake.done()) fail(fake.error());
@@ -920,20 +962,27 @@ int run(const options& o) {
     const std::string db = dir.file("hearth.db");
     const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(free_port());
 
-    if (!o.json) std::printf("hearth broker bench (persistence on: %s)\n", db.c_str());
+    if (!o.json) {
+      std::printf("hearth broker bench (persistence on: %s; authentication %s)\n", db.c_str(),
+                  o.auth ? "on: CURVE" : "off");
+    }
     std::fflush(stdout);
-    child broker({HEARTH_BROKER_BIN, "--bind", endpoint, "--db", db}, dir.file("broker.log"));
-    child node(
-        {HEARTH_NODE_BIN, "--broker", endpoint, "--name", "bench-node-1", "--models", models,
-         "--engine", "null", "--null-tokens-per-s", "0", "--slots", "64", "--log-level", "warn"},
-        dir.file("node.log"));
-    client c(endpoint);
+    const bench_keys keys = make_keys(dir.file("auth"), o.auth);
+    std::vector<std::string> broker_argv = {HEARTH_BROKER_BIN, "--bind", endpoint, "--db", db};
+    broker_argv.insert(broker_argv.end(), keys.broker_args.begin(), keys.broker_args.end());
+    child broker(broker_argv, dir.file("broker.log"));
+    std::vector<std::string> node_argv = {
+        HEARTH_NODE_BIN, "--broker", endpoint, "--name", "bench-node-1", "--models", models,
+        "--engine", "null", "--null-tokens-per-s", "0", "--slots", "64", "--log-level", "warn"};
+    node_argv.insert(node_argv.end(), keys.node_args.begin(), keys.node_args.end());
+    child node(node_argv, dir.file("node.log"));
+    client c(endpoint, keys.client);
     wait_for_node(c, "bench-node-1", broker, node);
     cpu_meter cpu{&broker, &node};
 
     const auto jobs = measure_jobs(c, o, cpu, broker, node);
     const auto tokens = measure_tokens(c, o, cpu, broker, node);
-    const auto latency = measure_latency(c, endpoint, o, cpu, broker);
+    const auto latency = measure_latency(c, endpoint, keys.bench_node, o, cpu, broker);
     if (!o.dump_latency.empty()) {
       // Wall-clock send times too, to line samples up with a log or an strace of the broker.
       const int64_t wall_minus_steady_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -994,6 +1043,7 @@ int run(const options& o) {
     if (o.json) {
       nlohmann::json j;
       j["db"] = db;
+      j["auth"] = o.auth;
       j["db_bytes"] = st.bytes;
       j["jobs_recorded"] = st.jobs;
       j["jobs_by_state"] = st.by_state;
@@ -1090,14 +1140,15 @@ int run(const options& o) {
 void usage() {
   std::fprintf(stderr,
                "usage: broker_bench [--jobs N] [--window W] [--seconds S] [--long-jobs K]\n"
-               "                    [--latency-rate R] [--dump-latency FILE] [--json]\n"
+               "                    [--latency-rate R] [--dump-latency FILE] [--json] [--auth]\n"
                "  --jobs N          1-token jobs of the jobs/s run (default 20000)\n"
                "  --window W        jobs in flight at most (default 2000)\n"
                "  --seconds S       length of the tokens/s window and the latency run (default 3)\n"
                "  --long-jobs K     jobs streaming at once in the tokens/s run (default 4)\n"
                "  --latency-rate R  1-token chunks per second of the latency run (default 2000)\n"
                "  --dump-latency F  write every latency sample to F (seq, send ms, latency us)\n"
-               "  --json            machine-readable output\n");
+               "  --json            machine-readable output\n"
+               "  --auth            the broker with --auth: CURVE keys on every connection\n");
 }
 
 }  // namespace
@@ -1121,6 +1172,8 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     if (a == "--json") {
       o.json = true;
+    } else if (a == "--auth") {
+      o.auth = true;
     } else if (a == "--jobs") {
       o.jobs = uint32_t(number(i, 1, 1e7));
     } else if (a == "--window") {

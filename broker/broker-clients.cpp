@@ -18,7 +18,7 @@ uint64_t fresh_seed() {
   return s;
 }
 
-wire::job_summary summary_of(const job_row& r) {
+wire::job_summary summary_of(const job_row& r, std::string owner) {
   wire::job_summary s;
   s.job_id = r.id;
   s.model = r.model;
@@ -33,12 +33,33 @@ wire::job_summary summary_of(const job_row& r) {
   s.n_gen = r.n_gen;
   s.stop_reason = r.stop_reason;
   s.error = r.error;
+  s.owner = std::move(owner);
   return s;
 }
 
 }  // namespace
 
-void broker::on_submit(const std::string& rid, wire::submit m) {
+const job_row* broker::visible_job(const std::string& rid, const peer& who, uint64_t request_id,
+                                   uint64_t job_id, std::optional<job_row>& stored) {
+  const job_row* row = nullptr;
+  if (auto it = jobs_.find(job_id); it != jobs_.end()) {
+    row = &it->second.row;
+  } else if ((stored = store_->job(job_id))) {
+    row = &*stored;
+  }
+  if (!row) {
+    send_error(rid, request_id, wire::error_code::not_found, "no job " + std::to_string(job_id));
+    return nullptr;
+  }
+  if (!may_access(who, row->owner)) {
+    send_error(rid, request_id, wire::error_code::unauthorized,
+               "job " + std::to_string(job_id) + " belongs to another client");
+    return nullptr;
+  }
+  return row;
+}
+
+void broker::on_submit(const std::string& rid, const peer& who, wire::submit m) {
   using wire::error_code;
   if (m.model.empty())
     return send_error(rid, m.request_id, error_code::invalid_params, "no model named");
@@ -63,6 +84,7 @@ void broker::on_submit(const std::string& rid, wire::submit m) {
   if (m.params.seed == 0) m.params.seed = fresh_seed();
 
   job_row row;
+  row.owner = who.key;
   row.model = std::move(m.model);
   row.prompt = std::move(m.prompt);
   row.messages = std::move(m.messages);
@@ -81,7 +103,10 @@ void broker::on_submit(const std::string& rid, wire::submit m) {
   send(rid, wire::accepted{m.request_id, id, position});
 }
 
-void broker::on_watch(const std::string& rid, const wire::watch& m) {
+void broker::on_watch(const std::string& rid, const peer& who, const wire::watch& m) {
+  std::optional<job_row> stored;
+  const job_row* row = visible_job(rid, who, m.request_id, m.job_id, stored);
+  if (!row) return;
   if (auto it = jobs_.find(m.job_id); it != jobs_.end()) {
     live_job& j = it->second;
     j.watchers.insert(rid);
@@ -98,11 +123,6 @@ void broker::on_watch(const std::string& rid, const wire::watch& m) {
     }
     return;
   }
-  auto row = store_->job(m.job_id);
-  if (!row) {
-    return send_error(rid, m.request_id, wire::error_code::not_found,
-                      "no job " + std::to_string(m.job_id));
-  }
   send(rid, wire::ok{m.request_id});
   if (!row->output.empty() || row->n_gen > 0) {
     send(rid, wire::job_tokens{row->id, row->attempts, 0, row->n_gen, row->output});
@@ -111,7 +131,10 @@ void broker::on_watch(const std::string& rid, const wire::watch& m) {
                            row->n_prompt, row->n_gen});
 }
 
-void broker::on_cancel(const std::string& rid, const wire::cancel& m) {
+void broker::on_cancel(const std::string& rid, const peer& who, const wire::cancel& m) {
+  std::optional<job_row> stored;
+  const job_row* row = visible_job(rid, who, m.request_id, m.job_id, stored);
+  if (!row) return;
   if (auto it = jobs_.find(m.job_id); it != jobs_.end()) {
     live_job& j = it->second;
     if (j.row.state == wire::job_state::queued) {
@@ -128,20 +151,16 @@ void broker::on_cancel(const std::string& rid, const wire::cancel& m) {
       return send_error(rid, m.request_id, wire::error_code::not_cancellable,
                         "job " + std::to_string(m.job_id) + " has already finished");
     }
-    spdlog::info("job {} cancelled by a client", m.job_id);
+    spdlog::info("job {} cancelled by {}", m.job_id,
+                 who.name.empty() ? std::string("a client") : "key '" + who.name + "'");
     return send(rid, wire::ok{m.request_id});
-  }
-  auto row = store_->job(m.job_id);
-  if (!row) {
-    return send_error(rid, m.request_id, wire::error_code::not_found,
-                      "no job " + std::to_string(m.job_id));
   }
   send_error(rid, m.request_id, wire::error_code::not_cancellable,
              "job " + std::to_string(m.job_id) + " has already " +
                  std::string(wire::job_state_name(row->state)));
 }
 
-void broker::on_list_jobs(const std::string& rid, const wire::list_jobs& m) {
+void broker::on_list_jobs(const std::string& rid, const peer& who, const wire::list_jobs& m) {
   job_filter f;
   if (!m.state.empty()) {
     f.state = wire::job_state_from_name(m.state);
@@ -152,19 +171,22 @@ void broker::on_list_jobs(const std::string& rid, const wire::list_jobs& m) {
     }
   }
   f.model = m.model;
+  if (who.role != peer_role::admin) f.owner = who.key;  // a client lists its own jobs
   f.limit = std::min<uint32_t>(m.limit == 0 ? 20 : m.limit, wire::max_array_items);
   wire::jobs_reply r;
   r.request_id = m.request_id;
   for (const auto& row : store_->jobs(f)) {
-    auto s = summary_of(row);
+    auto s = summary_of(row, owner_name(row.owner));
     if (auto it = jobs_.find(row.id); it != jobs_.end()) s.n_gen = uint32_t(it->second.next_seq);
     r.jobs.push_back(std::move(s));
   }
   send(rid, r);
 }
 
-void broker::on_get_job(const std::string& rid, const wire::get_job& m) {
-  auto row = store_->job(m.job_id);
+void broker::on_get_job(const std::string& rid, const peer& who, const wire::get_job& m) {
+  std::optional<job_row> stored;
+  if (!visible_job(rid, who, m.request_id, m.job_id, stored)) return;
+  auto row = stored ? std::move(stored) : store_->job(m.job_id);
   if (!row) {
     return send_error(rid, m.request_id, wire::error_code::not_found,
                       "no job " + std::to_string(m.job_id));
@@ -175,7 +197,7 @@ void broker::on_get_job(const std::string& rid, const wire::get_job& m) {
   }
   wire::job_reply r;
   r.request_id = m.request_id;
-  r.job.summary = summary_of(*row);
+  r.job.summary = summary_of(*row, owner_name(row->owner));
   r.job.prompt = row->prompt;
   r.job.messages = row->messages;
   r.job.params = row->params;
@@ -234,6 +256,24 @@ void broker::on_list_models(const std::string& rid, const wire::list_models& m) 
   r.total = list.total();
   r.truncated = list.truncated();
   send(rid, r);
+}
+
+void broker::on_forget_node(const std::string& rid, const wire::forget_node& m) {
+  auto it = nodes_.find(m.name);
+  if (it == nodes_.end()) {
+    return send_error(rid, m.request_id, wire::error_code::not_found, "no node " + m.name);
+  }
+  if (it->second.online) {
+    return send_error(rid, m.request_id, wire::error_code::invalid_params,
+                      "node " + m.name + " is online; stop it before forgetting it");
+  }
+  store_->node_forget(m.name);
+  nodes_.erase(it);
+  // The models only it advertised are no longer known (submits for them need wait_model).
+  known_models_.clear();
+  for (auto& name : store_->known_models()) known_models_.insert(std::move(name));
+  spdlog::info("node {} forgotten", m.name);
+  send(rid, wire::ok{m.request_id});
 }
 
 }  // namespace hearth::broker

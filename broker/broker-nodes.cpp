@@ -36,6 +36,7 @@ wire::node_summary node_entry::summary() const {
   s.models = models;
   s.quarantined_until_ms = quarantined(net::steady::now()) ? quarantined_until_ms : 0;
   s.lost = lost;
+  s.key = key;
   return s;
 }
 
@@ -82,7 +83,7 @@ bool broker::hello_admitted(const std::string& rid) {
   return false;
 }
 
-void broker::on_node_hello(const std::string& rid, wire::node_hello m) {
+void broker::on_node_hello(const std::string& rid, const peer& who, wire::node_hello m) {
   if (!hello_admitted(rid)) return;
   if (m.version != wire::protocol_version) {
     send_error(rid, 0, wire::error_code::version_mismatch,
@@ -111,18 +112,34 @@ void broker::on_node_hello(const std::string& rid, wire::node_hello m) {
                    " nodes registered (max_nodes); forget offline ones with `hearth nodes forget`");
     return;
   }
+  // With auth a name belongs to the key that first used it: another key cannot take it over,
+  // whatever it claims about itself (forget the node to free the name).
+  if (it != nodes_.end() && !who.key.empty() && !it->second.key.empty() &&
+      it->second.key != who.key) {
+    spdlog::warn("refused node '{}' from key '{}': the name belongs to another node key", m.name,
+                 who.name);
+    send_error(rid, 0, wire::error_code::name_taken,
+               "the name " + m.name + " is in use by another node key; choose --name");
+    return;
+  }
   if (it != nodes_.end() && it->second.online && it->second.routing_id != rid) {
     // A node that reconnects after a network failure says hello from a new socket before the
-    // old one is declared dead; the same hostname means it is the same machine.
+    // old one is declared dead; the same hostname means it is the same machine. Two machines
+    // sharing one name (cloned VMs, Raspberry Pis all called "raspberrypi") are refused instead
+    // of knocking each other off.
     if (it->second.hostname != m.hostname) {
+      spdlog::warn("refused node '{}' from {}: a node of that name is connected from {}", m.name,
+                   m.hostname, it->second.hostname);
       send_error(rid, 0, wire::error_code::name_taken,
-                 "a node named '" + m.name + "' is already connected from " + it->second.hostname);
+                 "the name " + m.name + " is in use by a node connected from " +
+                     it->second.hostname + "; choose --name");
       return;
     }
     node_by_rid_.erase(it->second.routing_id);
   }
   node_entry& n = nodes_[m.name];
   if (!n.routing_id.empty()) node_by_rid_.erase(n.routing_id);
+  if (!who.key.empty()) n.key = who.key;
   n.name = m.name;
   n.routing_id = rid;
   n.hostname = m.hostname;

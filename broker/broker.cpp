@@ -70,7 +70,22 @@ void broker::send_error(const std::string& rid, uint64_t request_id, wire::error
 }
 
 void broker::run(const std::atomic<bool>& stop) {
+  if (auto r = broker_config_check_exposure(cfg_); !r) throw std::runtime_error(r.message());
   router_ = std::make_unique<zmq::socket_t>(net::make_socket(ctx_, zmq::socket_type::router));
+  // A peer gets this long to complete its handshake; a connection that says nothing (or cannot
+  // prove a key) is closed, so idle sockets cannot pile up.
+  router_->set(zmq::sockopt::handshake_ivl, 5000);
+  if (!cfg_.auth.empty()) {
+    auto keys = allow_list::open(cfg_.auth);
+    if (!keys) throw std::runtime_error(keys.message());
+    auth_ = std::move(keys.value());
+    // The ZAP handler must be bound before the ROUTER: with CURVE and no handler, libzmq lets
+    // every key in.
+    zap_ = std::make_unique<zap_handler>(ctx_, *auth_);
+    router_->set(zmq::sockopt::zap_domain, "hearth");
+    router_->set(zmq::sockopt::curve_server, 1);
+    router_->set(zmq::sockopt::curve_secretkey, auth_->broker_cert().secret_key);
+  }
   try {
     router_->bind(cfg_.bind);
   } catch (const zmq::error_t& e) {
@@ -81,19 +96,37 @@ void broker::run(const std::atomic<bool>& stop) {
   bound_ = true;
   spdlog::info("broker listening on {} (database {}, {} jobs recorded)", endpoint_, cfg_.db,
                store_->job_count());
+  if (auth_) {
+    spdlog::info("authentication on: CURVE, {} keys allowed from {}, broker key {}", auth_->size(),
+                 cfg_.auth, auth_->broker_cert().public_key);
+  } else {
+    spdlog::warn("authentication off: anyone who can reach {} may use this broker", endpoint_);
+  }
 
   const auto now = net::steady::now();
   next_tick_ = now;
   next_flush_ = now + std::chrono::milliseconds(cfg_.output_flush_ms);
   next_positions_ = now + std::chrono::milliseconds(cfg_.queue_position_ms);
-  zmq::pollitem_t items[] = {{router_->handle(), 0, ZMQ_POLLIN, 0}};
+  zmq::pollitem_t items[] = {{router_->handle(), 0, ZMQ_POLLIN, 0},
+                             {zap_ ? zap_->socket().handle() : nullptr, 0, ZMQ_POLLIN, 0}};
+  const size_t n_items = zap_ ? 2 : 1;
   while (!stop.load(std::memory_order_relaxed)) {
     auto wait = std::min({next_tick_, next_flush_, next_positions_}) - net::steady::now();
     auto wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(wait).count();
     wait_ms = std::clamp<int64_t>(wait_ms, 0, 100);
-    net::poll(items, 1, std::chrono::milliseconds(wait_ms));
+    net::poll(items, n_items, std::chrono::milliseconds(wait_ms));
+    if (zap_) {
+      zap_->serve();
+      // Removed certificates stop working within a second (messages are checked against the
+      // list, not only handshakes).
+      if (net::steady::now() >= next_auth_refresh_) {
+        next_auth_refresh_ = net::steady::now() + std::chrono::seconds(1);
+        auth_->refresh();
+      }
+    }
     turn();
   }
+  zap_.reset();
   // Output streamed since the last flush is written before exiting.
   store_->begin();
   for (auto& [id, j] : jobs_) {
@@ -128,8 +161,60 @@ void broker::turn() {
   out_.clear();
 }
 
+std::optional<peer> broker::identify(const net::received& msg) {
+  if (!auth_) return peer{};
+  const allowed_key* k = auth_->find(msg.user_id);
+  if (!k) {
+    // Connected with a key that has since been removed: nothing it sends is handled.
+    if (net::steady::now() >= next_auth_log_) {
+      next_auth_log_ = net::steady::now() + std::chrono::seconds(10);
+      spdlog::warn("auth: dropped a message from {} (key {}): the key is no longer allowed",
+                   msg.peer_address, msg.user_id.empty() ? "none" : msg.user_id);
+    }
+    return std::nullopt;
+  }
+  return peer{k->role, msg.user_id, k->name};
+}
+
+bool broker::may_access(const peer& who, const std::string& owner) {
+  return who.role == peer_role::admin || who.key == owner;
+}
+
+std::string broker::owner_name(const std::string& owner_key) const {
+  if (auth_) {
+    if (const allowed_key* k = auth_->find(owner_key)) return k->name;
+  }
+  return owner_key;
+}
+
+namespace {
+// Which role may send a command: nodes speak the node protocol, clients and admins the client
+// protocol, and forgetting nodes is for admins.
+bool role_may_send(peer_role role, wire::command cmd) {
+  using wire::command;
+  switch (cmd) {
+    case command::node_hello:
+    case command::heartbeat:
+    case command::node_pull:
+    case command::node_status:
+    case command::job_started:
+    case command::job_tokens:
+    case command::job_final:
+    case command::job_handback:
+    case command::node_bye:
+      return role == peer_role::node;
+    case command::forget_node:
+      return role == peer_role::admin;
+    default:
+      return role == peer_role::client || role == peer_role::admin;
+  }
+}
+}  // namespace
+
 void broker::handle(net::received& msg) {
   const std::string& rid = msg.routing_id;
+  const auto who = identify(msg);
+  if (!who) return;
   const auto frames = msg.views();
   const auto env = wire::open_envelope(frames);
   if (!env.ok) {
@@ -141,6 +226,21 @@ void broker::handle(net::received& msg) {
     return;
   }
   const std::string_view body = env.env.body;
+  // On a broker without auth every peer may send everything (it is an admin and a node).
+  if (auth_ && !role_may_send(who->role, env.env.cmd)) {
+    const bool node_cmd = role_may_send(peer_role::node, env.env.cmd);
+    auto id = wire::decode<wire::ok>(body);
+    spdlog::warn("refused a {} from {} key '{}': not allowed for that role",
+                 wire::command_name(env.env.cmd), peer_role_name(who->role), who->name);
+    send_error(rid, id ? id->request_id : 0, wire::error_code::unauthorized,
+               std::string(wire::command_name(env.env.cmd)) + " needs " +
+                   (node_cmd ? "a node key (in the broker's nodes/ folder)"
+                    : env.env.cmd == wire::command::forget_node
+                        ? "an admin key (in the broker's admins/ folder)"
+                        : "a client or admin key (in clients/ or admins/)") +
+                   "; this key is a " + std::string(peer_role_name(who->role)) + " key");
+    return;
+  }
   node_entry* node = node_by_routing_id(rid);
   if (node) {
     node->last_heard = net::steady::now();
@@ -151,7 +251,7 @@ void broker::handle(net::received& msg) {
   switch (env.env.cmd) {
     case command::node_hello:
       if (auto m = decode_or_log<wire::node_hello>(body, peer_name(rid))) {
-        on_node_hello(rid, std::move(*m));
+        on_node_hello(rid, *who, std::move(*m));
       } else {
         send_error(rid, 0, wire::error_code::malformed, "malformed node_hello");
       }
@@ -166,15 +266,19 @@ void broker::handle(net::received& msg) {
     case command::node_bye:
       break;
     case command::submit:
-      return client_request<wire::submit>(rid, body, [&](auto m) { on_submit(rid, std::move(m)); });
+      return client_request<wire::submit>(rid, body,
+                                          [&](auto m) { on_submit(rid, *who, std::move(m)); });
     case command::watch:
-      return client_request<wire::watch>(rid, body, [&](auto m) { on_watch(rid, m); });
+      return client_request<wire::watch>(rid, body, [&](auto m) { on_watch(rid, *who, m); });
     case command::cancel:
-      return client_request<wire::cancel>(rid, body, [&](auto m) { on_cancel(rid, m); });
+      return client_request<wire::cancel>(rid, body, [&](auto m) { on_cancel(rid, *who, m); });
     case command::list_jobs:
-      return client_request<wire::list_jobs>(rid, body, [&](auto m) { on_list_jobs(rid, m); });
+      return client_request<wire::list_jobs>(rid, body,
+                                             [&](auto m) { on_list_jobs(rid, *who, m); });
     case command::get_job:
-      return client_request<wire::get_job>(rid, body, [&](auto m) { on_get_job(rid, m); });
+      return client_request<wire::get_job>(rid, body, [&](auto m) { on_get_job(rid, *who, m); });
+    case command::forget_node:
+      return client_request<wire::forget_node>(rid, body, [&](auto m) { on_forget_node(rid, m); });
     case command::list_nodes:
       return client_request<wire::list_nodes>(rid, body, [&](auto m) { on_list_nodes(rid, m); });
     case command::list_models:
@@ -249,6 +353,7 @@ void broker::recover() {
     e.slots = n.slots;
     e.hardware = n.hardware;
     e.models = n.models;
+    e.key = n.key;
     e.last_seen_ms = n.last_seen_ms;
     nodes_[n.name] = std::move(e);
   }

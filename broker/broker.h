@@ -22,9 +22,11 @@
 #include <ext/pb_ds/assoc_container.hpp>
 #include <ext/pb_ds/tree_policy.hpp>
 
+#include "broker/allow-list.h"
 #include "broker/config.h"
 #include "broker/job-store.h"
 #include "broker/token-bucket.h"
+#include "broker/zap-handler.h"
 #include "schema/zmq-io.h"
 
 namespace hearth::broker {
@@ -46,8 +48,17 @@ struct live_job {
   uint32_t last_position_sent = UINT32_MAX;
 };
 
+// Who sent a message: the role and key the ZAP handler vouched for (broker/zap-handler.h). On a
+// broker without auth every peer is an admin with an empty key: it trusts whoever can reach it.
+struct peer {
+  peer_role role = peer_role::admin;
+  std::string key;   // Z85 public key; "" without auth
+  std::string name;  // the key's certificate file name
+};
+
 struct node_entry {
   std::string name;
+  std::string key;         // its public key: the name belongs to this key ("" without auth)
   std::string routing_id;  // "" while offline
   std::string hostname;
   std::string engine;
@@ -122,9 +133,15 @@ class broker {
   void recover();
   void turn();
   void handle(net::received& msg);
+  // The sender of `msg`, or nullopt (after logging) when its key is no longer allowed.
+  std::optional<peer> identify(const net::received& msg);
+  // Whether `who` may see and act on a job owned by `owner` (its own, or an admin).
+  static bool may_access(const peer& who, const std::string& owner);
+  // How a job's owner is shown: the name of its key's certificate, else the key itself.
+  std::string owner_name(const std::string& owner_key) const;
 
   // Nodes (broker-nodes.cpp).
-  void on_node_hello(const std::string& rid, wire::node_hello m);
+  void on_node_hello(const std::string& rid, const peer& who, wire::node_hello m);
   void on_node_pull(node_entry& n, const wire::node_pull& m);
   void on_node_status(node_entry& n, wire::node_status m);
   void on_job_started(node_entry& n, const wire::job_started& m);
@@ -149,13 +166,18 @@ class broker {
   void client_request(const std::string& rid, std::string_view body, F&& handle_request);
 
   // Clients (broker-clients.cpp).
-  void on_submit(const std::string& rid, wire::submit m);
-  void on_watch(const std::string& rid, const wire::watch& m);
-  void on_cancel(const std::string& rid, const wire::cancel& m);
-  void on_list_jobs(const std::string& rid, const wire::list_jobs& m);
-  void on_get_job(const std::string& rid, const wire::get_job& m);
+  void on_submit(const std::string& rid, const peer& who, wire::submit m);
+  void on_watch(const std::string& rid, const peer& who, const wire::watch& m);
+  void on_cancel(const std::string& rid, const peer& who, const wire::cancel& m);
+  void on_list_jobs(const std::string& rid, const peer& who, const wire::list_jobs& m);
+  void on_get_job(const std::string& rid, const peer& who, const wire::get_job& m);
   void on_list_nodes(const std::string& rid, const wire::list_nodes& m);
   void on_list_models(const std::string& rid, const wire::list_models& m);
+  void on_forget_node(const std::string& rid, const wire::forget_node& m);
+  // The job `job_id` if `who` may see and act on it: the live row, or the stored one read into
+  // `stored`. nullptr after replying not_found or unauthorized.
+  const job_row* visible_job(const std::string& rid, const peer& who, uint64_t request_id,
+                             uint64_t job_id, std::optional<job_row>& stored);
 
   // Jobs (broker-jobs.cpp): the one place that changes a live job's state.
   void enqueue(live_job& j);
@@ -177,6 +199,10 @@ class broker {
   broker_config cfg_;
   std::unique_ptr<job_store> store_;
   zmq::context_t ctx_;
+  std::optional<allow_list> auth_;  // with --auth: the keys allowed, rescanned every second
+  std::unique_ptr<zap_handler> zap_;
+  net::steady::time_point next_auth_refresh_{};
+  net::steady::time_point next_auth_log_{};
   std::unique_ptr<zmq::socket_t> router_;
   std::atomic<bool> bound_{false};
   std::string endpoint_;

@@ -38,10 +38,19 @@ struct broker_config {
   uint32_t hello_rate = 50;
   uint32_t hello_burst = 100;
   std::string log_level = "info";  // trace, debug, info, warn, error, off
+  // The folder of keys (broker/allow-list.h): CURVE on the socket and only its keys may connect.
+  // Without it the broker serves anyone who reaches it, so it refuses to bind anything but
+  // loopback unless `insecure` says that is what is wanted.
+  std::string auth;
+  bool insecure = false;
 };
 
 // Reads the YAML file into `cfg` (keys not in the file keep their values). Unknown keys, wrong
 // types and out-of-range values are errors naming the key and the file.
 result<void> broker_config_load(const std::string& path, broker_config& cfg);
+
+// Secure by default: an error unless the broker has auth, binds loopback only, or was told
+// `insecure` explicitly.
+result<void> broker_config_check_exposure(const broker_config& cfg);
 
 }  // namespace hearth::broker

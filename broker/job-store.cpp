@@ -15,9 +15,10 @@ namespace hearth::broker {
 namespace {
 
 // "HRTH" in the file header tells our database from another application's SQLite file;
-// user_version is the layout below. A layout change bumps it and open() refuses other versions.
+// user_version is the layout below. A layout change bumps it and adds a step to `migrations`;
+// open() upgrades older files in place and refuses newer ones.
 constexpr int32_t hearth_application_id = 0x48525448;
-constexpr int32_t hearth_schema_version = 1;
+constexpr int32_t hearth_schema_version = 2;
 
 // uint64 values (seed, sizes) are stored as the int64 of the same bits.
 // Large text comes last in a row: a listing reads the leading columns without its overflow pages.
@@ -45,11 +46,13 @@ CREATE TABLE IF NOT EXISTS jobs (
   repeat_last_n INTEGER NOT NULL,
   seed INTEGER NOT NULL,
   stop TEXT NOT NULL,  -- each stop string as <byte length>:<bytes>, so any bytes survive
+  owner TEXT NOT NULL DEFAULT '',  -- the submitting client's public key (Z85); '' without auth
   prompt TEXT NOT NULL,
   output TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
 CREATE INDEX IF NOT EXISTS jobs_model ON jobs(model);
+CREATE INDEX IF NOT EXISTS jobs_owner ON jobs(owner, id);
 CREATE TABLE IF NOT EXISTS job_messages (
   job_id INTEGER NOT NULL REFERENCES jobs(id),
   idx INTEGER NOT NULL,
@@ -77,7 +80,8 @@ CREATE TABLE IF NOT EXISTS nodes (
   cpu_model TEXT NOT NULL,
   cpu_threads INTEGER NOT NULL,
   memory_total INTEGER NOT NULL,
-  memory_available INTEGER NOT NULL
+  memory_available INTEGER NOT NULL,
+  key TEXT NOT NULL DEFAULT ''  -- the node's public key (Z85): its name is bound to it
 );
 CREATE TABLE IF NOT EXISTS node_gpus (
   node TEXT NOT NULL REFERENCES nodes(name),
@@ -103,12 +107,22 @@ CREATE TABLE IF NOT EXISTS node_models (
 CREATE TABLE IF NOT EXISTS models_seen (name TEXT PRIMARY KEY) WITHOUT ROWID;
 )sql";
 
+// migrations[v - 1] turns a version-v file into version v + 1 (columns added by ALTER TABLE land
+// at the end of the row; every query names its columns, so the order does not matter).
+constexpr const char* migrations[] = {
+    // 1 -> 2: job owners and node keys (authentication).
+    "ALTER TABLE jobs ADD COLUMN owner TEXT NOT NULL DEFAULT '';"
+    "CREATE INDEX IF NOT EXISTS jobs_owner ON jobs(owner, id);"
+    "ALTER TABLE nodes ADD COLUMN key TEXT NOT NULL DEFAULT '';",
+};
+static_assert(std::size(migrations) == hearth_schema_version - 1);
+
 // Every column of a job_row, in the order read_job() expects; the output last so a listing can
 // put '' in its place.
 constexpr const char* job_columns =
     "id, model, priority, state, node, attempts, created_ms, started_ms, finished_ms, n_prompt, "
     "n_gen, stop_reason, error, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, "
-    "repeat_last_n, seed, stop, prompt";
+    "repeat_last_n, seed, stop, owner, prompt";
 
 std::string encode_stop(const std::vector<std::string>& stop) {
   std::string s;
@@ -195,6 +209,7 @@ class query {
     return check(sqlite3_bind_text64(st_.s_, ++n_, p, v.size(), SQLITE_STATIC, SQLITE_UTF8));
   }
   query& bind(const char* v) { return bind(std::string_view(v)); }
+  query& bind_null() { return check(sqlite3_bind_null(st_.s_, ++n_)); }
   query& bind(std::string&&) = delete;
 
   // Steps once: true with a row to read, false when done.
@@ -254,8 +269,9 @@ job_row read_job(query& q) {
   r.params.repeat_last_n = static_cast<int32_t>(q.i64(19));
   r.params.seed = static_cast<uint64_t>(q.i64(20));
   r.params.stop = decode_stop(q.text(21), r.id);
-  r.prompt = q.text(22);
-  r.output = q.text(23);
+  r.owner = q.text(22);
+  r.prompt = q.text(23);
+  r.output = q.text(24);
   return r;
 }
 
@@ -274,8 +290,8 @@ struct job_store::impl {
                    "INSERT INTO jobs (model, priority, state, node, attempts, created_ms, "
                    "started_ms, finished_ms, n_prompt, n_gen, stop_reason, error, max_tokens, "
                    "temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed, stop, "
-                   "prompt, output) VALUES (?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                   "?, ?, ?, ?, ?, ?, ?, ?)"),
+                   "owner, prompt, output) VALUES (?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                   "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
         message_insert(conn,
                        "INSERT INTO job_messages (job_id, idx, role, content) VALUES (?, ?, ?, ?)"),
         event_insert(conn,
@@ -305,19 +321,28 @@ struct job_store::impl {
         jobs_model(conn, select_jobs("WHERE model = ? ORDER BY id DESC LIMIT ?")),
         jobs_state_model(conn,
                          select_jobs("WHERE state = ? AND model = ? ORDER BY id DESC LIMIT ?")),
+        // One client's jobs (index jobs_owner), the other filters applied to those.
+        jobs_owner(conn, select_jobs("WHERE owner = ?1 AND (?2 IS NULL OR state = ?2) AND "
+                                     "(?3 IS NULL OR model = ?3) ORDER BY id DESC LIMIT ?4")),
         jobs_unfinished(conn, std::string("SELECT ") + job_columns +
                                   ", output FROM jobs WHERE state IN ('queued', 'running') "
                                   "ORDER BY id"),
         job_count(conn, "SELECT count(*) FROM jobs"),
         node_upsert(conn,
                     "INSERT INTO nodes (name, hostname, engine, online, last_seen_ms, slots, "
-                    "cpu_model, cpu_threads, memory_total, memory_available) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
+                    "cpu_model, cpu_threads, memory_total, memory_available, key) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
                     "hostname = excluded.hostname, engine = excluded.engine, "
                     "online = excluded.online, last_seen_ms = excluded.last_seen_ms, "
                     "slots = excluded.slots, cpu_model = excluded.cpu_model, "
                     "cpu_threads = excluded.cpu_threads, memory_total = excluded.memory_total, "
-                    "memory_available = excluded.memory_available"),
+                    "memory_available = excluded.memory_available, key = excluded.key"),
+        node_delete(conn, "DELETE FROM nodes WHERE name = ?"),
+        // The forgotten node's models that no other node advertises are no longer known.
+        models_seen_prune(conn,
+                          "DELETE FROM models_seen WHERE name IN (SELECT name FROM node_models "
+                          "WHERE node = ?1) AND name NOT IN (SELECT name FROM node_models "
+                          "WHERE node <> ?1)"),
         node_gpus_delete(conn, "DELETE FROM node_gpus WHERE node = ?"),
         node_models_delete(conn, "DELETE FROM node_models WHERE node = ?"),
         node_gpu_insert(conn,
@@ -330,7 +355,7 @@ struct job_store::impl {
         node_seen(conn, "UPDATE nodes SET online = ?, last_seen_ms = ? WHERE name = ?"),
         nodes_select(conn,
                      "SELECT name, hostname, engine, online, last_seen_ms, slots, cpu_model, "
-                     "cpu_threads, memory_total, memory_available FROM nodes ORDER BY name"),
+                     "cpu_threads, memory_total, memory_available, key FROM nodes ORDER BY name"),
         node_gpus_select(conn,
                          "SELECT backend, name, memory_total, memory_free FROM node_gpus "
                          "WHERE node = ? ORDER BY idx"),
@@ -345,8 +370,10 @@ struct job_store::impl {
   statement job_insert, message_insert, event_insert;
   statement job_assigned, job_started, job_requeued, job_finished, job_output;
   statement job_select, messages_select, events_select;
-  statement jobs_any, jobs_state, jobs_model, jobs_state_model, jobs_unfinished, job_count;
-  statement node_upsert, node_gpus_delete, node_models_delete, node_gpu_insert, node_model_insert;
+  statement jobs_any, jobs_state, jobs_model, jobs_state_model, jobs_owner, jobs_unfinished;
+  statement job_count;
+  statement node_upsert, node_delete, models_seen_prune;
+  statement node_gpus_delete, node_models_delete, node_gpu_insert, node_model_insert;
   statement model_seen_insert, node_seen, nodes_select, node_gpus_select, node_models_select;
   statement models_seen_select;
   // Declared last so that its connection closes first and the broker's connection, closing
@@ -432,9 +459,9 @@ std::string prepare_database(sqlite3* db) {
       return app_id == 0 ? "not a hearth database (it has tables of another application)"
                          : std::string("not a hearth database (application_id ") + hex + ")";
     }
-    if (version != hearth_schema_version) {
-      return "hearth schema version " + std::to_string(version) + ", this broker reads version " +
-             std::to_string(hearth_schema_version);
+    if (version < 1 || version > hearth_schema_version) {
+      return "hearth schema version " + std::to_string(version) + ", this broker reads versions " +
+             "1 to " + std::to_string(hearth_schema_version);
     }
   }
   std::string mode = read_value(db, "PRAGMA journal_mode=WAL");
@@ -443,6 +470,18 @@ std::string prepare_database(sqlite3* db) {
   // Checkpoints run on wal_checkpointer's thread, not inside the broker's commits.
   exec(db, "PRAGMA wal_autocheckpoint=0");
   exec(db, "PRAGMA foreign_keys=ON");
+  if (!fresh && version < hearth_schema_version) {
+    // One transaction for all steps: a failed upgrade leaves the file as it was.
+    exec(db, "BEGIN IMMEDIATE");
+    try {
+      for (int64_t v = version; v < hearth_schema_version; ++v) exec(db, migrations[v - 1]);
+      exec(db, ("PRAGMA user_version=" + std::to_string(hearth_schema_version)).c_str());
+      exec(db, "COMMIT");
+    } catch (...) {
+      sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+      throw;
+    }
+  }
   if (fresh) {
     exec(db, "BEGIN IMMEDIATE");
     try {
@@ -518,7 +557,7 @@ uint64_t job_store::insert_job(job_row& row, int64_t now_ms) {
     q.bind(row.stop_reason).bind(row.error).bind(pr.max_tokens).bind(pr.temperature);
     q.bind(pr.top_k).bind(pr.top_p).bind(pr.min_p);
     q.bind(pr.repeat_penalty).bind(pr.repeat_last_n).bind(pr.seed).bind(stop);
-    q.bind(row.prompt).bind(row.output).run();
+    q.bind(row.owner).bind(row.prompt).bind(row.output).run();
   }
   uint64_t id = static_cast<uint64_t>(sqlite3_last_insert_rowid(p_->db.get()));
   for (size_t i = 0; i < row.messages.size(); ++i) {
@@ -611,7 +650,22 @@ std::vector<wire::job_event> job_store::job_events(uint64_t id) {
 std::vector<job_row> job_store::jobs(const job_filter& f) {
   std::vector<job_row> rows;
   std::string_view state = f.state ? wire::job_state_name(*f.state) : std::string_view();
-  {
+  if (f.owner) {
+    query q(p_->jobs_owner);
+    q.bind(*f.owner);
+    if (f.state) {
+      q.bind(state);
+    } else {
+      q.bind_null();
+    }
+    if (!f.model.empty()) {
+      q.bind(f.model);
+    } else {
+      q.bind_null();
+    }
+    q.bind(f.limit);
+    rows = p_->collect(q);
+  } else {
     bool by_model = !f.model.empty();
     statement& st = f.state ? (by_model ? p_->jobs_state_model : p_->jobs_state)
                             : (by_model ? p_->jobs_model : p_->jobs_any);
@@ -647,7 +701,7 @@ void job_store::node_upsert(const wire::node_summary& n) {
     query q(p_->node_upsert);
     q.bind(n.name).bind(n.hostname).bind(n.engine).bind(n.online).bind(n.last_seen_ms);
     q.bind(n.slots).bind(hw.cpu_model).bind(hw.cpu_threads).bind(hw.memory_total);
-    q.bind(hw.memory_available).run();
+    q.bind(hw.memory_available).bind(n.key).run();
   }
   query(p_->node_gpus_delete).bind(n.name).run();
   query(p_->node_models_delete).bind(n.name).run();
@@ -689,6 +743,7 @@ std::vector<wire::node_summary> job_store::nodes() {
       n.hardware.cpu_threads = static_cast<uint32_t>(q.i64(7));
       n.hardware.memory_total = static_cast<uint64_t>(q.i64(8));
       n.hardware.memory_available = static_cast<uint64_t>(q.i64(9));
+      n.key = q.text(10);
       nodes.push_back(std::move(n));
     }
   }
@@ -709,6 +764,15 @@ std::vector<wire::node_summary> job_store::nodes() {
     }
   }
   return nodes;
+}
+
+void job_store::node_forget(const std::string& name) {
+  impl::write_scope w(*p_);
+  query(p_->models_seen_prune).bind(name).run();
+  query(p_->node_gpus_delete).bind(name).run();
+  query(p_->node_models_delete).bind(name).run();
+  query(p_->node_delete).bind(name).run();
+  w.done();
 }
 
 std::vector<std::string> job_store::known_models() {

@@ -41,12 +41,14 @@ struct job_row {
   std::string stop_reason;
   std::string error;
   std::string output;  // the latest attempt's text so far
+  std::string owner;   // the submitting client's public key (Z85); "" on a broker without auth
 };
 
 struct job_filter {
   std::optional<wire::job_state> state;
-  std::string model;    // "" = any
-  uint32_t limit = 20;  // newest first
+  std::string model;                 // "" = any
+  std::optional<std::string> owner;  // one client's jobs only
+  uint32_t limit = 20;               // newest first
 };
 
 class job_store {
@@ -87,6 +89,8 @@ class job_store {
   void node_upsert(const wire::node_summary& n);
   void node_seen(const std::string& name, bool online, int64_t last_seen_ms);
   std::vector<wire::node_summary> nodes();
+  // Removes a node, its devices and models, and the models only it advertised (known_models).
+  void node_forget(const std::string& name);
   // Every model any node has ever advertised (so a model of an offline node is not "unknown").
   std::vector<std::string> known_models();
 

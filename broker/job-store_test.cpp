@@ -291,7 +291,7 @@ TEST_F(JobStore, UsesWalAndRecordsTheSchemaVersion) {
     return v;
   };
   EXPECT_EQ(pragma("PRAGMA journal_mode"), "wal");
-  EXPECT_EQ(pragma("PRAGMA user_version"), "1");
+  EXPECT_EQ(pragma("PRAGMA user_version"), "2");
   EXPECT_EQ(pragma("PRAGMA application_id"), std::to_string(0x48525448));
   sqlite3_close(db);
 }
@@ -418,10 +418,130 @@ TEST_F(JobStore, RejectsAnotherApplicationsDatabase) {
   EXPECT_NE(b.message().find("application_id 0x000004d2"), std::string::npos) << b.message();
 
   { ASSERT_TRUE(open_store()); }
-  make(path(), "PRAGMA user_version = 2");
+  make(path(), "PRAGMA user_version = 3");
   auto c = job_store::open(path());
   ASSERT_FALSE(c);
-  EXPECT_NE(c.message().find("schema version 2"), std::string::npos) << c.message();
+  EXPECT_NE(c.message().find("schema version 3"), std::string::npos) << c.message();
+}
+
+// The layout of version 1 (before owners and node keys), as a broker of that version made it.
+constexpr const char* schema_v1 = R"sql(
+CREATE TABLE IF NOT EXISTS jobs (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  model TEXT NOT NULL,
+  priority INTEGER NOT NULL,
+  state TEXT NOT NULL,
+  node TEXT NOT NULL,
+  attempts INTEGER NOT NULL,
+  created_ms INTEGER NOT NULL,
+  started_ms INTEGER NOT NULL,
+  finished_ms INTEGER NOT NULL,
+  n_prompt INTEGER NOT NULL,
+  n_gen INTEGER NOT NULL,
+  stop_reason TEXT NOT NULL,
+  error TEXT NOT NULL,
+  max_tokens INTEGER NOT NULL,
+  temperature REAL NOT NULL,
+  top_k INTEGER NOT NULL,
+  top_p REAL NOT NULL,
+  min_p REAL NOT NULL,
+  repeat_penalty REAL NOT NULL,
+  repeat_last_n INTEGER NOT NULL,
+  seed INTEGER NOT NULL,
+  stop TEXT NOT NULL,  -- each stop string as <byte length>:<bytes>, so any bytes survive
+  prompt TEXT NOT NULL,
+  output TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
+CREATE INDEX IF NOT EXISTS jobs_model ON jobs(model);
+CREATE TABLE IF NOT EXISTS job_messages (
+  job_id INTEGER NOT NULL REFERENCES jobs(id),
+  idx INTEGER NOT NULL,
+  role TEXT NOT NULL,
+  content TEXT NOT NULL,
+  PRIMARY KEY (job_id, idx)
+);
+CREATE TABLE IF NOT EXISTS job_events (
+  id INTEGER PRIMARY KEY,
+  job_id INTEGER NOT NULL REFERENCES jobs(id),
+  time_ms INTEGER NOT NULL,
+  event TEXT NOT NULL,
+  attempt INTEGER NOT NULL,
+  node TEXT NOT NULL,
+  detail TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS job_events_job ON job_events(job_id);
+CREATE TABLE IF NOT EXISTS nodes (
+  name TEXT PRIMARY KEY,
+  hostname TEXT NOT NULL,
+  engine TEXT NOT NULL,
+  online INTEGER NOT NULL,
+  last_seen_ms INTEGER NOT NULL,
+  slots INTEGER NOT NULL,
+  cpu_model TEXT NOT NULL,
+  cpu_threads INTEGER NOT NULL,
+  memory_total INTEGER NOT NULL,
+  memory_available INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS node_gpus (
+  node TEXT NOT NULL REFERENCES nodes(name),
+  idx INTEGER NOT NULL,
+  backend TEXT NOT NULL,
+  name TEXT NOT NULL,
+  memory_total INTEGER NOT NULL,
+  memory_free INTEGER NOT NULL,
+  PRIMARY KEY (node, idx)
+);
+CREATE TABLE IF NOT EXISTS node_models (
+  node TEXT NOT NULL REFERENCES nodes(name),
+  idx INTEGER NOT NULL,
+  name TEXT NOT NULL,
+  architecture TEXT NOT NULL,
+  quantization TEXT NOT NULL,
+  size_bytes INTEGER NOT NULL,
+  context_length INTEGER NOT NULL,
+  loaded INTEGER NOT NULL,
+  PRIMARY KEY (node, idx)
+);
+-- Every model name ever advertised: node_models holds only each node's latest list.
+CREATE TABLE IF NOT EXISTS models_seen (name TEXT PRIMARY KEY) WITHOUT ROWID;
+)sql";
+
+TEST_F(JobStore, UpgradesAVersion1FileInPlace) {
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path().c_str(), &db), SQLITE_OK);
+    for (const char* sql :
+         {schema_v1, "PRAGMA application_id = 1213355080", "PRAGMA user_version = 1",
+          "INSERT INTO jobs VALUES (1, 'm', 0, 'completed', 'n1', 1, 10, 11, 12, 3, 4, "
+          "'max_tokens', '', 4, 0.0, 40, 0.9, 0.05, 1.1, 64, 7, '', 'old prompt', 'old output')",
+          "INSERT INTO nodes VALUES ('n1', 'h', 'cpu', 0, 5, 2, 'cpu', 4, 8, 8)"}) {
+      ASSERT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+    }
+    sqlite3_close(db);
+  }
+  auto s = open_store();
+  ASSERT_TRUE(s);
+  auto old = s->job(1);
+  ASSERT_TRUE(old);
+  EXPECT_EQ(old->output, "old output");
+  EXPECT_EQ(old->owner, "");
+  ASSERT_EQ(s->nodes().size(), 1u);
+  EXPECT_EQ(s->nodes()[0].key, "");
+  job_row r;
+  r.model = "m";
+  r.prompt = "new";
+  r.owner = "alice-key";
+  const uint64_t id = s->insert_job(r, 20);
+  EXPECT_EQ(id, 2u);
+  job_filter mine;
+  mine.owner = "alice-key";
+  auto rows = s->jobs(mine);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].id, 2u);
+  s.reset();
+  // Reopening an upgraded file is a plain open.
+  EXPECT_TRUE(open_store());
 }
 
 TEST_F(JobStore, NodesKeepTheLatestUpsertAndEveryModelName) {

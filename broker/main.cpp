@@ -20,11 +20,16 @@ void on_signal(int) {
 int main(int argc, char** argv) {
   using namespace hearth::broker;
   CLI::App app{"hearth-broker: queues jobs, hands them to nodes, records everything in SQLite"};
-  std::string bind, db, config_path, log_level;
+  std::string bind, db, config_path, log_level, auth;
+  bool insecure = false;
   app.add_option("--bind", bind, "ZeroMQ endpoint to bind (default tcp://127.0.0.1:5555)");
   app.add_option("--db", db, "SQLite database file (default hearth.db)");
   app.add_option("--config", config_path, "YAML file with further settings");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off");
+  app.add_option("--auth", auth,
+                 "folder of keys: broker.key and the allowed nodes/, clients/, admins/ (CURVE)");
+  app.add_flag("--insecure", insecure,
+               "serve a non-loopback address without authentication (anyone may connect)");
   CLI11_PARSE(app, argc, argv);
 
   broker_config cfg;
@@ -38,10 +43,16 @@ int main(int argc, char** argv) {
   if (!bind.empty()) cfg.bind = bind;
   if (!db.empty()) cfg.db = db;
   if (!log_level.empty()) cfg.log_level = log_level;
+  if (!auth.empty()) cfg.auth = auth;
+  if (insecure) cfg.insecure = true;
   spdlog::set_default_logger(spdlog::stderr_color_mt("hearth"));  // stdout is for output
   spdlog::set_level(spdlog::level::from_str(cfg.log_level));
   spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ broker: %v");
 
+  if (auto r = broker_config_check_exposure(cfg); !r) {
+    std::fprintf(stderr, "hearth-broker: error: %s\n", r.message().c_str());
+    return 2;
+  }
   auto store = job_store::open(cfg.db);
   if (!store) {
     std::fprintf(stderr, "hearth-broker: error: %s\n", store.message().c_str());

@@ -46,6 +46,8 @@ std::string_view command_name(command c) {
       return "list_nodes";
     case command::list_models:
       return "list_models";
+    case command::forget_node:
+      return "forget_node";
     case command::accepted:
       return "accepted";
     case command::job_queued:
@@ -92,6 +94,7 @@ std::optional<command> command_from_byte(uint8_t b) {
     case uint8_t(command::get_job):
     case uint8_t(command::list_nodes):
     case uint8_t(command::list_models):
+    case uint8_t(command::forget_node):
     case uint8_t(command::accepted):
     case uint8_t(command::job_queued):
     case uint8_t(command::job_running):

@@ -53,6 +53,7 @@ enum class command : uint8_t {
   get_job = 0x44,
   list_nodes = 0x45,
   list_models = 0x46,
+  forget_node = 0x47,  // admin keys only
   // broker -> client
   accepted = 0x60,
   job_queued = 0x61,
@@ -476,6 +477,18 @@ struct list_models {
   }
 };
 
+// Removes an offline node and the models only it advertised from the registry (admin only).
+struct forget_node {
+  static constexpr command cmd = command::forget_node;
+  uint64_t request_id = 0;
+  std::string name;
+  template <class F>
+  void fields(F& f) {
+    f("request_id", request_id);
+    f("name", name);
+  }
+};
+
 // --- broker -> client ---
 
 struct accepted {
@@ -566,6 +579,7 @@ struct job_summary {
   uint32_t n_gen = 0;
   std::string stop_reason;
   std::string error;
+  std::string owner;  // the submitting client key's name (its certificate file); "" without auth
   template <class F>
   void fields(F& f) {
     f("job_id", job_id);
@@ -581,6 +595,7 @@ struct job_summary {
     f("n_gen", n_gen);
     f("stop_reason", stop_reason);
     f("error", error);
+    f.optional("owner", owner);
   }
 };
 
@@ -651,6 +666,7 @@ struct node_summary {
   uint32_t running = 0;  // attempts running there now
   hardware_info hardware;
   std::vector<model_info> models;
+  std::string key;                   // the node's Z85 public key; "" on a broker without auth
   int64_t quarantined_until_ms = 0;  // gets no jobs until then (0: not quarantined)
   uint32_t lost = 0;                 // attempts it lost since the broker started
   template <class F>
@@ -664,6 +680,7 @@ struct node_summary {
     f("running", running);
     f("hardware", hardware);
     f("models", models);
+    f.optional("key", key);
     f.optional("quarantined_until_ms", quarantined_until_ms);
     f.optional("lost", lost);
   }
@@ -770,6 +787,7 @@ struct error_reply {
   X(get_job) \
   X(list_nodes) \
   X(list_models) \
+  X(forget_node) \
   X(accepted) \
   X(job_queued) \
   X(job_running) \

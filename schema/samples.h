@@ -71,6 +71,7 @@ inline job_summary summary() {
   s.n_gen = 4;
   s.stop_reason = "max_tokens";
   s.error = "node old-box stopped responding";
+  s.owner = "alice";
   return s;
 }
 
@@ -218,6 +219,11 @@ inline list_models sample<list_models>() {
 }
 
 template <>
+inline forget_node sample<forget_node>() {
+  return {request_id, "old-laptop"};
+}
+
+template <>
 inline accepted sample<accepted>() {
   return {request_id, job_id, 12};
 }
@@ -274,6 +280,7 @@ inline nodes_reply sample<nodes_reply>() {
   n.running = 2;
   n.hardware = hardware();
   n.models = {model(true)};
+  n.key = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7";
   n.quarantined_until_ms = 1'700'000'060'999;
   n.lost = 3;
   return {request_id, {n, node_summary{}}, 4096, true};

@@ -35,6 +35,12 @@ std::optional<received> try_recv(zmq::socket_t& s, bool router) {
     if (first && router) {
       r.routing_id.assign(static_cast<const char*>(part.data()), part.size());
     } else {
+      if (r.frames.empty()) {
+        // Metadata travels with every frame that came over a connection; zmq_msg_gets fails
+        // (and returns null) when there is none.
+        if (const char* uid = zmq_msg_gets(part.handle(), "User-Id")) r.user_id = uid;
+        if (const char* addr = zmq_msg_gets(part.handle(), "Peer-Address")) r.peer_address = addr;
+      }
       r.frames.push_back(std::move(part));
     }
     first = false;

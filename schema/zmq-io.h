@@ -22,6 +22,10 @@ zmq::socket_t make_socket(zmq::context_t& ctx, zmq::socket_type type);
 // One received message: the routing id (ROUTER sockets only) and the three protocol frames.
 struct received {
   std::string routing_id;
+  // What the ZAP handler said about the sender (RFC 27): its User-Id (the broker puts the Z85
+  // public key there) and its address. Empty without a ZAP handler.
+  std::string user_id;
+  std::string peer_address;
   std::vector<zmq::message_t> frames;
   std::vector<std::string_view> views() const;
 };

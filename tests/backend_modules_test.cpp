@@ -46,7 +46,8 @@ class backend_modules : public ::testing::Test {
     const std::string models = c_.dir().file("models");
     testing::link_model(models, "stories260K", stories_);
     auto node = c_.start_node("n1", models, "cpu", 1, {"--backend", "auto"});
-    test_client client(c_.endpoint());
+    auto client_ptr = c_.client();
+    auto& client = *client_ptr;
     std::optional<wire::nodes_reply> nodes;
     ASSERT_TRUE(wait_until([&] {
       nodes = client.request<wire::nodes_reply>(wire::list_nodes{});

@@ -129,9 +129,11 @@ bool node_online(test_client& c, const std::string& name, bool online = true) {
   });
 }
 
-// `hearth ARGS --broker ENDPOINT`: what it printed on stdout and stderr together.
-std::string hearth_cli(const std::string& endpoint, const std::string& args) {
-  const std::string cmd = std::string(HEARTH_BIN) + " " + args + " --broker " + endpoint + " 2>&1";
+// `hearth ARGS --broker ENDPOINT` with a client's keys: what it printed on stdout and stderr.
+std::string hearth_cli(cluster& c, const std::string& args) {
+  std::string cmd = std::string(HEARTH_BIN) + " " + args + " --broker " + c.endpoint();
+  for (const auto& a : c.key_args("client", "default")) cmd += " " + a;
+  cmd += " 2>&1";
   std::string out;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return out;
@@ -231,7 +233,7 @@ TEST_F(nodes_limits_test, a_node_claiming_everything_gets_its_capped_slots_then_
   EXPECT_EQ(n->lost, 4u);
   EXPECT_GT(n->quarantined_until_ms, net::wall_ms()) << broker.log();
   EXPECT_NE(broker.log().find("node fake1 is quarantined"), std::string::npos);
-  EXPECT_NE(hearth_cli(c_.endpoint(), "nodes").find("quarantined"), std::string::npos);
+  EXPECT_NE(hearth_cli(c_, "nodes").find("quarantined"), std::string::npos);
 
   // Back with the same claims, it still gets nothing while quarantined.
   fake.hello(1000, {"alpha"});
@@ -387,8 +389,8 @@ TEST_F(nodes_limits_test, node_records_stop_at_max_nodes_also_after_a_restart) {
   r = restart(broker);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->total, 50u);
-  // A known name may come back; a new one may not.
-  fake_node again(c_, "again");
+  // A known name may come back (from the key it belongs to); a new one may not.
+  fake_node again(c_, "flood");
   again.hello("flood-7", 1, {"alpha"});
   EXPECT_TRUE(again.welcomed());
   again.hello("flood-new", 1, {"alpha"});
@@ -440,14 +442,14 @@ TEST_F(nodes_limits_test, lists_of_thousands_of_nodes_and_models_fit_a_message) 
   EXPECT_EQ(m->models.size(), 1024u) << "the count cap";
   ASSERT_FALSE(m->models.empty());
   EXPECT_EQ(m->models[0].name, "alpha") << "models in use come first";
-  const std::string out = hearth_cli(c_.endpoint(), "nodes");
+  const std::string out = hearth_cli(c_, "nodes");
   EXPECT_NE(out.find("showing " + std::to_string(r->nodes.size()) + " of " +
                      std::to_string(k_nodes) + " nodes"),
             std::string::npos)
       << out.substr(0, 2000);
-  EXPECT_NE(hearth_cli(c_.endpoint(), "models")
-                .find("showing 1024 of " + std::to_string(n_models) + " models"),
-            std::string::npos);
+  EXPECT_NE(
+      hearth_cli(c_, "models").find("showing 1024 of " + std::to_string(n_models) + " models"),
+      std::string::npos);
   // More records than max_nodes (256): a new name is refused; the known one was welcomed.
   fake_node late(c_, "late");
   late.hello(1, {"alpha"});

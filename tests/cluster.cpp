@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -126,14 +127,58 @@ void link_model(const std::string& dir, const std::string& name, const std::stri
   std::filesystem::create_symlink(target, dir + "/" + name + ".gguf");
 }
 
-cluster::cluster() {
+cluster::cluster(bool with_auth) : auth_(with_auth) {
   endpoint_ = "tcp://127.0.0.1:" + std::to_string(free_port());
+  if (!auth_) return;
+  for (const char* sub : {"nodes", "clients", "admins"}) {
+    std::filesystem::create_directories(auth_dir() + "/" + sub);
+  }
+  auto broker = net::curve_cert_generate("broker");
+  if (!broker) {
+    ADD_FAILURE() << broker.message();
+    return;
+  }
+  if (auto r = net::curve_cert_save(*broker, auth_dir(), "broker"); !r)
+    ADD_FAILURE() << r.message();
+}
+
+std::string cluster::key(const std::string& role, const std::string& name, bool allowed) {
+  const std::string keys = dir_.file("keys");
+  const std::string stem = role + "-" + name + (allowed ? "" : "-stranger");
+  const std::string secret = keys + "/" + stem + ".key";
+  if (std::filesystem::exists(secret)) return secret;
+  auto c = net::curve_cert_generate(name);
+  if (!c) {
+    ADD_FAILURE() << c.message();
+    return secret;
+  }
+  if (auto r = net::curve_cert_save(*c, keys, stem); !r) ADD_FAILURE() << r.message();
+  if (allowed) {
+    // The broker picks it up at once: an unknown key makes it rescan its folders.
+    std::filesystem::copy_file(keys + "/" + stem + ".pub",
+                               auth_dir() + "/" + role + "s/" + name + ".pub");
+  }
+  return secret;
+}
+
+net::curve_client_keys cluster::client_keys(const std::string& role, const std::string& name,
+                                            bool allowed) {
+  if (!auth_) return {};
+  auto k = net::curve_client_keys_load(broker_public(), key(role, name, allowed));
+  if (!k) {
+    ADD_FAILURE() << k.message();
+    return {};
+  }
+  return std::move(k.value());
+}
+
+std::vector<std::string> cluster::key_args(const std::string& role, const std::string& name) {
+  if (!auth_) return {};
+  return {"--broker-key", broker_public(), "--key", key(role, name)};
 }
 
 std::unique_ptr<test_client> cluster::client(const std::string& role, const std::string& name) {
-  (void)role;
-  (void)name;
-  return std::make_unique<test_client>(endpoint_);
+  return std::make_unique<test_client>(endpoint_, client_keys(role, name));
 }
 
 process cluster::start_broker(const std::vector<std::string>& extra) {
@@ -144,6 +189,7 @@ process cluster::start_broker(const std::vector<std::string>& extra) {
   }
   std::vector<std::string> argv = {HEARTH_BROKER_BIN, "--bind", endpoint_, "--db", db(),
                                    "--config",        cfg};
+  if (auth_) argv.insert(argv.end(), {"--auth", auth_dir()});
   argv.insert(argv.end(), extra.begin(), extra.end());
   return spawn(argv, dir_.file("broker-" + std::to_string(n_logs_++) + ".log"));
 }
@@ -164,12 +210,18 @@ process cluster::start_node(const std::string& name, const std::string& models_d
                                    std::to_string(slots),
                                    "--log-level",
                                    "debug"};
+  // A test that gives its own --key (a second node under another key) gets no default one.
+  if (std::find(extra.begin(), extra.end(), "--key") == extra.end()) {
+    const auto keys = key_args("node", name);
+    argv.insert(argv.end(), keys.begin(), keys.end());
+  }
   argv.insert(argv.end(), extra.begin(), extra.end());
   return spawn(argv, dir_.file("node-" + name + "-" + std::to_string(n_logs_++) + ".log"));
 }
 
-test_client::test_client(const std::string& endpoint)
+test_client::test_client(const std::string& endpoint, const net::curve_client_keys& keys)
     : sock_(net::make_socket(ctx_, zmq::socket_type::dealer)) {
+  net::curve_client_apply(sock_, keys);
   sock_.connect(endpoint);
 }
 

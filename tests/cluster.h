@@ -13,6 +13,7 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "schema/curve-cert.h"
 #include "schema/zmq-io.h"
 
 namespace hearth::testing {
@@ -63,9 +64,24 @@ void link_model(const std::string& dir, const std::string& name, const std::stri
 
 class test_client;
 
+// A broker, nodes and clients on loopback. By default it runs as a homelab should: the broker
+// with --auth (CURVE, a folder of keys made in the cluster's directory), every node and client
+// with a key of its role. `with_auth = false` is a broker without authentication.
 class cluster {
  public:
-  cluster();
+  explicit cluster(bool with_auth = true);
+  bool auth() const { return auth_; }
+  // The broker's folder of keys (--auth), and the broker's public certificate.
+  std::string auth_dir() const { return dir_.file("auth"); }
+  std::string broker_public() const { return auth_dir() + "/broker.pub"; }
+  // The secret certificate of a key of `role` named `name`, made (and its public certificate put
+  // into the role's folder) on first use. `allowed = false` makes a key the broker does not know.
+  std::string key(const std::string& role, const std::string& name, bool allowed = true);
+  // Keys for a DEALER speaking as that key (empty without auth).
+  net::curve_client_keys client_keys(const std::string& role, const std::string& name,
+                                     bool allowed = true);
+  // --broker-key/--key arguments for the hearth CLI and hearth-node (none without auth).
+  std::vector<std::string> key_args(const std::string& role, const std::string& name);
   const std::string& endpoint() const { return endpoint_; }
   const temp_dir& dir() const { return dir_; }
   std::string db() const { return dir_.file("hearth.db"); }
@@ -85,6 +101,7 @@ class cluster {
 
  private:
   temp_dir dir_;
+  bool auth_ = true;
   std::string endpoint_;
   int n_logs_ = 0;
 };
@@ -92,7 +109,7 @@ class cluster {
 // The client side of the protocol, for tests: one DEALER socket.
 class test_client {
  public:
-  explicit test_client(const std::string& endpoint);
+  explicit test_client(const std::string& endpoint, const net::curve_client_keys& keys = {});
 
   // Sends a request and waits for its reply (or error_reply). Events that arrive meanwhile are
   // kept for next_event().

@@ -58,7 +58,8 @@ TEST_F(cluster_test, submit_streams_the_reference_greedy_text_and_records_it) {
       testing::read_file_text(testing::testdata_path("reference/stories260K.json")));
   auto broker = c_.start_broker();
   auto node = c_.start_node("cpu-node", models("m", {"stories260K"}), "cpu", 1);
-  test_client client(c_.endpoint());
+  auto client_ptr = c_.client();
+  auto& client = *client_ptr;
   ASSERT_TRUE(nodes_online(client, 1)) << broker.log() << node.log();
 
   for (const auto& kase : ref["cases"]) {
@@ -94,7 +95,8 @@ TEST_F(cluster_test, concurrent_jobs_on_one_node_match_one_at_a_time) {
       testing::read_file_text(testing::testdata_path("reference/stories260K.json")));
   auto broker = c_.start_broker();
   auto node = c_.start_node("batcher", models("m", {"stories260K"}), "cpu", 4);
-  test_client client(c_.endpoint());
+  auto client_ptr = c_.client();
+  auto& client = *client_ptr;
   ASSERT_TRUE(nodes_online(client, 1));
   std::vector<std::pair<uint64_t, std::string>> jobs;
   for (int round = 0; round < 2; ++round) {
@@ -116,7 +118,8 @@ TEST_F(cluster_test, jobs_go_only_to_nodes_that_serve_their_model) {
   auto broker = c_.start_broker();
   auto a = c_.start_node("node-a", models("a", {"alpha"}), "null", 2);
   auto b = c_.start_node("node-b", models("b", {"beta", "gamma"}), "null", 2);
-  test_client client(c_.endpoint());
+  auto client_ptr = c_.client();
+  auto& client = *client_ptr;
   ASSERT_TRUE(nodes_online(client, 2));
   std::map<uint64_t, std::string> expect;
   for (int i = 0; i < 12; ++i) {
@@ -139,7 +142,8 @@ TEST_F(cluster_test, jobs_go_only_to_nodes_that_serve_their_model) {
 
 TEST_F(cluster_test, priorities_order_the_queue_and_slots_bound_the_work) {
   auto broker = c_.start_broker();
-  test_client client(c_.endpoint());
+  auto client_ptr = c_.client();
+  auto& client = *client_ptr;
   // Queue everything before a node exists, then let one two-slot node work through it.
   std::vector<uint64_t> low, high;
   for (int i = 0; i < 4; ++i) {
@@ -188,7 +192,8 @@ TEST_F(cluster_test, a_node_killed_mid_job_loses_nothing) {
   auto broker = c_.start_broker();
   const auto dir = models("m", {"alpha"});
   auto n1 = c_.start_node("first", dir, "null", 1, {"--null-tokens-per-s", "50"});
-  test_client client(c_.endpoint());
+  auto client_ptr = c_.client();
+  auto& client = *client_ptr;
   ASSERT_TRUE(nodes_online(client, 1));
   // 200 tokens at 50/s: the job is still running on the first node while the second starts
   // (a node start loads the GPU modules, which takes a second on a loaded machine).
@@ -225,7 +230,8 @@ TEST_F(cluster_test, a_broker_killed_with_jobs_queued_and_running_loses_none) {
   auto broker = c_.start_broker();
   auto node =
       c_.start_node("steady", models("m", {"alpha"}), "null", 2, {"--null-tokens-per-s", "100"});
-  test_client client(c_.endpoint());
+  auto client_ptr = c_.client();
+  auto& client = *client_ptr;
   ASSERT_TRUE(nodes_online(client, 1));
   std::vector<uint64_t> ids;
   for (int i = 0; i < 10; ++i) {
@@ -240,7 +246,8 @@ TEST_F(cluster_test, a_broker_killed_with_jobs_queued_and_running_loses_none) {
   broker.signal(SIGKILL);
   EXPECT_EQ(broker.wait(), 128 + SIGKILL);
   broker = c_.start_broker();
-  test_client after(c_.endpoint());
+  auto after_ptr = c_.client();
+  auto& after = *after_ptr;
   for (auto id : ids) {
     auto d = after.wait_final(id);
     ASSERT_TRUE(d) << "job " << id << " was lost";
@@ -253,7 +260,8 @@ TEST_F(cluster_test, a_broker_killed_with_jobs_queued_and_running_loses_none) {
 TEST_F(cluster_test, cancel_stops_running_and_queued_jobs) {
   auto broker = c_.start_broker();
   auto node = c_.start_node("n", models("m", {"alpha"}), "null", 1, {"--null-tokens-per-s", "20"});
-  test_client client(c_.endpoint());
+  auto client_ptr = c_.client();
+  auto& client = *client_ptr;
   ASSERT_TRUE(nodes_online(client, 1));
   auto running = client.request<wire::accepted>(job("alpha", "long", 1000));
   auto queued = client.request<wire::accepted>(job("alpha", "waiting", 10));
@@ -279,7 +287,8 @@ TEST_F(cluster_test, cancel_stops_running_and_queued_jobs) {
 TEST_F(cluster_test, bad_requests_get_clear_errors) {
   auto broker = c_.start_broker();
   auto node = c_.start_node("n", models("m", {"alpha"}), "null", 1);
-  test_client client(c_.endpoint());
+  auto client_ptr = c_.client();
+  auto& client = *client_ptr;
   ASSERT_TRUE(nodes_online(client, 1));
   std::string err;
   EXPECT_FALSE(client.request<wire::accepted>(job("no-such-model", "x", 4), &err));
@@ -307,12 +316,14 @@ TEST_F(cluster_test, bad_requests_get_clear_errors) {
 TEST_F(cluster_test, malformed_frames_are_dropped_and_everyone_else_is_served) {
   auto broker = c_.start_broker();
   auto node = c_.start_node("n", models("m", {"alpha"}), "null", 1);
-  test_client client(c_.endpoint());
+  auto client_ptr = c_.client();
+  auto& client = *client_ptr;
   ASSERT_TRUE(nodes_online(client, 1));
 
   zmq::context_t ctx;
   auto raw = net::make_socket(ctx, zmq::socket_type::dealer);
   raw.set(zmq::sockopt::maxmsgsize, int64_t(-1));  // this peer sends what it likes
+  net::curve_client_apply(raw, c_.client_keys("client", "raw"));
   raw.connect(c_.endpoint());
   auto send_frames = [&](const std::vector<std::string>& frames) {
     for (size_t i = 0; i < frames.size(); ++i) {
@@ -334,6 +345,7 @@ TEST_F(cluster_test, malformed_frames_are_dropped_and_everyone_else_is_served) {
   // A message over ZMQ_MAXMSGSIZE makes the broker's socket drop that connection (its own peer).
   auto big = net::make_socket(ctx, zmq::socket_type::dealer);
   big.set(zmq::sockopt::maxmsgsize, int64_t(-1));
+  net::curve_client_apply(big, c_.client_keys("client", "big"));
   big.connect(c_.endpoint());
   big.send(zmq::buffer(sig), zmq::send_flags::sndmore);
   big.send(zmq::buffer(submit_cmd), zmq::send_flags::sndmore);
@@ -380,10 +392,11 @@ struct cli_result {
   std::string out, err;
 };
 
-cli_result hearth_cli(const std::string& endpoint, const std::string& args) {
+// `broker` is what follows --broker: the endpoint, and the key options when the cluster has keys.
+cli_result hearth_cli(const std::string& broker, const std::string& args) {
   const std::string err_file = ::testing::TempDir() + "hearth_cluster_cli_stderr.txt";
   const std::string cmd =
-      std::string(HEARTH_BIN) + " " + args + " --broker " + endpoint + " 2>" + err_file;
+      std::string(HEARTH_BIN) + " " + args + " --broker " + broker + " 2>" + err_file;
   cli_result r;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
@@ -401,9 +414,11 @@ TEST_F(cluster_test, the_cli_submits_streams_and_queries_history) {
   const auto& kase = ref["cases"][0];
   auto broker = c_.start_broker();
   auto node = c_.start_node("desk", models("m", {"stories260K"}), "cpu", 2);
-  test_client client(c_.endpoint());
+  auto client_ptr = c_.client();
+  auto& client = *client_ptr;
   ASSERT_TRUE(nodes_online(client, 1));
-  const std::string ep = c_.endpoint();
+  std::string ep = c_.endpoint();
+  for (const auto& a : c_.key_args("client", "default")) ep += " " + a;
 
   auto r = hearth_cli(ep, "submit --stream -m stories260K -n 64 --temp 0 '" +
                               kase["prompt"].get<std::string>() + "'");
@@ -462,7 +477,8 @@ TEST_F(cluster_test, the_cli_submits_streams_and_queries_history) {
 TEST_F(cluster_test, an_over_long_prompt_fails_the_job_with_a_clear_error) {
   auto broker = c_.start_broker();
   auto node = c_.start_node("small", models("m", {"stories260K"}), "cpu", 1);
-  test_client client(c_.endpoint());
+  auto client_ptr = c_.client();
+  auto& client = *client_ptr;
   ASSERT_TRUE(nodes_online(client, 1));
   std::string prompt;
   for (int i = 0; i < 3000; ++i) prompt += "once upon a time ";
@@ -485,7 +501,8 @@ TEST_F(cluster_test, a_waiting_client_hears_its_queue_position) {
   auto broker = c_.start_broker();
   auto node =
       c_.start_node("one", models("m", {"alpha"}), "null", 1, {"--null-tokens-per-s", "100"});
-  test_client client(c_.endpoint());
+  auto client_ptr = c_.client();
+  auto& client = *client_ptr;
   ASSERT_TRUE(nodes_online(client, 1));
   for (int i = 0; i < 3; ++i)
     ASSERT_TRUE(client.request<wire::accepted>(job("alpha", "ahead", 10)));
@@ -522,7 +539,8 @@ TEST_F(cluster_test, sigterm_on_a_node_finishes_or_hands_back_its_jobs) {
   std::ofstream(c_.dir().file("n.yaml")) << "drain_timeout_ms: 1500\n";
   auto leaving = c_.start_node("leaving", dir, "null", 2,
                                {"--null-tokens-per-s", "20", "--config", c_.dir().file("n.yaml")});
-  test_client client(c_.endpoint());
+  auto client_ptr = c_.client();
+  auto& client = *client_ptr;
   ASSERT_TRUE(nodes_online(client, 1));
   auto a = client.request<wire::accepted>(job("alpha", "short", 4));   // finishes in the drain
   auto b = client.request<wire::accepted>(job("alpha", "long", 400));  // is handed back

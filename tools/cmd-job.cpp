@@ -63,6 +63,7 @@ void print_detail(const wire::job_detail& d, const job_timings& t) {
   if (!s.stop_reason.empty()) state += " (" + s.stop_reason + ")";
   field("state", state);
   if (!s.error.empty()) field("error", s.error);
+  if (!s.owner.empty()) field("owner", s.owner);
   field("model", s.model);
   field("priority", std::to_string(s.priority));
   field("node", or_dash(s.node));

@@ -1,4 +1,5 @@
-// hearth nodes: the nodes the broker knows, their hardware and models.
+// hearth nodes: the nodes the broker knows, their hardware and models; `hearth nodes forget NAME`
+// removes an offline one (admin keys only).
 #include <cstdio>
 
 #include "schema/zmq-io.h"
@@ -11,6 +12,7 @@ namespace {
 struct nodes_options {
   std::string broker;
   bool json = false;
+  std::string forget;  // the node to forget, with the forget subcommand
 };
 
 std::string gpus_text(const std::vector<wire::gpu_info>& gpus) {
@@ -71,6 +73,15 @@ int nodes(const nodes_options& o) {
   return 0;
 }
 
+int forget(const nodes_options& o) {
+  broker_client client(broker_endpoint(o.broker));
+  wire::forget_node req;
+  req.name = o.forget;
+  client.request<wire::ok>(req);
+  std::printf("node %s forgotten\n", o.forget.c_str());
+  return 0;
+}
+
 }  // namespace
 
 action add_nodes(CLI::App& app) {
@@ -81,7 +92,11 @@ action add_nodes(CLI::App& app) {
       "lost, CPU, RAM, GPUs, models");
   cmd->add_flag("--json", o->json, "A JSON array of node summaries (every field)");
   add_broker_option(cmd, o->broker);
-  return [o] { return nodes(*o); };
+  CLI::App* forget_cmd = cmd->add_subcommand(
+      "forget", "Remove an offline node and the models only it offered (admin key needed)");
+  forget_cmd->add_option("name", o->forget, "the node's name")->required();
+  add_broker_option(forget_cmd, o->broker);
+  return [o, forget_cmd] { return forget_cmd->parsed() ? forget(*o) : nodes(*o); };
 }
 
 }  // namespace hearth::cli

@@ -1,0 +1,93 @@
+#include "schema/handshake-monitor.h"
+
+#include <atomic>
+#include <cstring>
+
+namespace hearth::net {
+namespace {
+
+std::string protocol_error_text(uint32_t code) {
+  switch (code) {
+    case ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH:
+      return "security mechanism mismatch: one side runs CURVE, the other does not";
+    case ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC:
+      return "a cryptographic check failed (a wrong key)";
+    case ZMQ_PROTOCOL_ERROR_ZMTP_KEY_EXCHANGE:
+      return "the key exchange failed";
+    default:
+      break;
+  }
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "protocol error 0x%08x", code);
+  return buf;
+}
+
+}  // namespace
+
+std::string handshake_failure_text(const handshake_failure& f) {
+  switch (f.kind) {
+    case handshake_failure_kind::auth: {
+      const std::string status = "ZAP status " + std::to_string(f.value);
+      if (f.value == 400) return status + " (the key is not allowed)";
+      if (f.value == 300) return status + " (a temporary failure of the authenticator)";
+      if (f.value == 500) return status + " (the authenticator failed)";
+      return status;
+    }
+    case handshake_failure_kind::protocol:
+      return protocol_error_text(f.value);
+    case handshake_failure_kind::no_detail:
+      break;
+  }
+  return std::string(std::strerror(int(f.value)));
+}
+
+handshake_monitor::handshake_monitor(zmq::context_t& ctx, zmq::socket_t& watched)
+    : watched_(&watched), events_(ctx, zmq::socket_type::pair) {
+  static std::atomic<uint64_t> next{0};
+  const std::string address = "inproc://hearth-handshake-monitor-" + std::to_string(next++);
+  constexpr int wanted = ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
+                         ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL;
+  if (zmq_socket_monitor(watched.handle(), address.c_str(), wanted) != 0) {
+    throw zmq::error_t();
+  }
+  events_.set(zmq::sockopt::linger, 0);
+  events_.connect(address);
+}
+
+handshake_monitor::~handshake_monitor() {
+  // Stops the monitor so that libzmq's end of the pair goes away with it.
+  if (watched_->handle() != nullptr) zmq_socket_monitor(watched_->handle(), nullptr, 0);
+}
+
+void handshake_monitor::update() {
+  while (true) {
+    zmq::message_t head;
+    if (!events_.recv(head, zmq::recv_flags::dontwait)) return;
+    zmq::message_t address;
+    if (head.more()) (void)events_.recv(address, zmq::recv_flags::none);
+    if (head.size() < 6) continue;  // not a v1 event
+    uint16_t event = 0;
+    uint32_t value = 0;
+    std::memcpy(&event, head.data(), 2);
+    std::memcpy(&value, static_cast<const char*>(head.data()) + 2, 4);
+    switch (event) {
+      case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
+        succeeded_ = true;
+        failure_.reset();
+        break;
+      case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
+        failure_ = handshake_failure{handshake_failure_kind::auth, value};
+        break;
+      case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
+        failure_ = handshake_failure{handshake_failure_kind::protocol, value};
+        break;
+      case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
+        failure_ = handshake_failure{handshake_failure_kind::no_detail, value};
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+}  // namespace hearth::net

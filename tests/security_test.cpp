@@ -1,0 +1,247 @@
+// Issue 15's attacks, each now failing for the attacker: real hearth-broker and hearth-node
+// processes on loopback with --auth (CURVE and a folder of keys), peers holding keys of the wrong
+// role, of no role, or none at all.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "tests/cluster.h"
+#include "tests/testdata.h"
+
+namespace hearth {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::cluster;
+using testing::test_client;
+using testing::wait_until;
+
+constexpr auto job = testing::greedy_job;
+
+class security_test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    stories_ = testing::testdata_path("models/stories260K.gguf");
+    ASSERT_FALSE(stories_.empty());
+  }
+  std::string models(const std::string& dir_name, const std::vector<std::string>& names) {
+    const std::string dir = c_.dir().file(dir_name);
+    for (const auto& n : names) testing::link_model(dir, n, stories_);
+    return dir;
+  }
+  // The nodes the broker lists (as an admin sees them).
+  std::vector<wire::node_summary> nodes() {
+    auto r = admin().request<wire::nodes_reply>(wire::list_nodes{});
+    return r ? r->nodes : std::vector<wire::node_summary>{};
+  }
+  bool node_online(const std::string& name) {
+    return wait_until([&] {
+      for (const auto& n : nodes()) {
+        if (n.name == name && n.online) return true;
+      }
+      return false;
+    });
+  }
+  test_client& admin() {
+    if (!admin_) admin_ = c_.client("admin", "root");
+    return *admin_;
+  }
+  // A request that must get no answer at all: the peer never got past the handshake.
+  static bool unanswered(test_client& t, const wire::list_nodes& req) {
+    return t.request_raw(wire::command::list_nodes, wire::encode(req), req.request_id, 1500ms)
+        .body.empty();
+  }
+
+  std::string stories_;
+  cluster c_;  // with auth, as every cluster test runs
+  std::unique_ptr<test_client> admin_;
+};
+
+TEST_F(security_test, a_peer_without_an_allowed_key_gets_nothing) {
+  auto broker = c_.start_broker();
+  auto node = c_.start_node("n", models("m", {"alpha"}), "null", 1);
+  ASSERT_TRUE(node_online("n"));
+
+  // A key the broker does not know, and no key at all (plain ZMTP).
+  test_client stranger(c_.endpoint(), c_.client_keys("client", "mallory", /*allowed=*/false));
+  test_client plain(c_.endpoint());
+  EXPECT_TRUE(unanswered(stranger, wire::list_nodes{7}));
+  EXPECT_TRUE(unanswered(plain, wire::list_nodes{8}));
+  // Nor can they submit or register: nothing they send reaches the broker.
+  auto s = job("alpha", "steal", 4);
+  s.request_id = 9;
+  EXPECT_TRUE(stranger.request_raw(wire::command::submit, wire::encode(s), 9, 1000ms).body.empty());
+  wire::node_hello h;
+  h.name = "evil";
+  h.hostname = "evil";
+  h.slots = 100;
+  net::send(stranger.socket(), "", h);
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(nodes().size(), 1u);
+  auto jobs = admin().request<wire::jobs_reply>(wire::list_jobs{0, "", "", 50});
+  ASSERT_TRUE(jobs);
+  EXPECT_TRUE(jobs->jobs.empty());
+  // The broker says whom it refused, naming the key and the address.
+  const auto mallory = net::curve_cert_load(c_.key("client", "mallory", false));
+  ASSERT_TRUE(mallory);
+  EXPECT_NE(broker.log().find("refused a peer from 127.0.0.1 with key " + mallory->public_key),
+            std::string::npos)
+      << broker.log();
+}
+
+TEST_F(security_test, roles_decide_what_a_key_may_send) {
+  auto broker = c_.start_broker();
+  auto node = c_.start_node("n", models("m", {"alpha"}), "null", 1);
+  ASSERT_TRUE(node_online("n"));
+  std::string err;
+
+  // A node key cannot submit or read history.
+  auto as_node = c_.client("node", "fake");
+  EXPECT_FALSE(as_node->request<wire::accepted>(job("alpha", "x", 4), &err));
+  EXPECT_NE(err.find("unauthorized"), std::string::npos) << err;
+  EXPECT_FALSE(as_node->request<wire::nodes_reply>(wire::list_nodes{}, &err));
+  EXPECT_NE(err.find("unauthorized"), std::string::npos) << err;
+
+  // A client key cannot register as a node, whatever it claims.
+  auto as_client = c_.client("client", "alice");
+  wire::node_hello h;
+  h.name = "gpu-monster";
+  h.hostname = "gpu-monster";
+  h.slots = 1000;
+  h.models = {{"alpha", "llama", "Q4_K_M", 1, 2048, true}};
+  auto rep = as_client->request_raw(wire::command::node_hello, wire::encode(h), 0, 2000ms);
+  ASSERT_EQ(rep.cmd, wire::command::error);
+  auto e = wire::decode<wire::error_reply>(rep.body);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->code, wire::error_code::unauthorized);
+  EXPECT_NE(e->message.find("node key"), std::string::npos) << e->message;
+  EXPECT_EQ(nodes().size(), 1u);
+
+  // Only an admin forgets nodes.
+  EXPECT_FALSE(as_client->request<wire::ok>(wire::forget_node{0, "n"}, &err));
+  EXPECT_NE(err.find("unauthorized"), std::string::npos) << err;
+  // ... and only offline ones.
+  EXPECT_FALSE(admin().request<wire::ok>(wire::forget_node{0, "n"}, &err));
+  EXPECT_NE(err.find("online"), std::string::npos) << err;
+  node.signal(SIGTERM);
+  ASSERT_EQ(node.wait(), 0);
+  ASSERT_TRUE(wait_until([&] { return !nodes().empty() && !nodes()[0].online; }));
+  ASSERT_TRUE(admin().request<wire::ok>(wire::forget_node{0, "n"}, &err)) << err;
+  EXPECT_TRUE(nodes().empty());
+  // Its model is no longer known: a submit for it is refused as unknown.
+  EXPECT_FALSE(as_client->request<wire::accepted>(job("alpha", "x", 4), &err));
+  EXPECT_NE(err.find("unknown_model"), std::string::npos) << err;
+}
+
+TEST_F(security_test, a_client_sees_watches_and_cancels_only_its_own_jobs) {
+  auto broker = c_.start_broker();
+  auto node = c_.start_node("n", models("m", {"alpha"}), "null", 1, {"--null-tokens-per-s", "20"});
+  ASSERT_TRUE(node_online("n"));
+  auto alice = c_.client("client", "alice");
+  auto bob = c_.client("client", "bob");
+  auto a = alice->request<wire::accepted>(job("alpha", "alice's secret", 200));
+  ASSERT_TRUE(a);
+  auto b = bob->request<wire::accepted>(job("alpha", "bob's", 2));
+  ASSERT_TRUE(b);
+  std::string err;
+
+  EXPECT_FALSE(bob->request<wire::job_reply>(wire::get_job{0, a->job_id}, &err));
+  EXPECT_NE(err.find("unauthorized"), std::string::npos) << err;
+  EXPECT_EQ(err.find("secret"), std::string::npos) << err;
+  EXPECT_FALSE(bob->request<wire::ok>(wire::watch{0, a->job_id}, &err));
+  EXPECT_NE(err.find("unauthorized"), std::string::npos) << err;
+  EXPECT_FALSE(bob->request<wire::ok>(wire::cancel{0, a->job_id}, &err));
+  EXPECT_NE(err.find("unauthorized"), std::string::npos) << err;
+  auto bobs = bob->request<wire::jobs_reply>(wire::list_jobs{0, "", "", 50});
+  ASSERT_TRUE(bobs);
+  ASSERT_EQ(bobs->jobs.size(), 1u);
+  EXPECT_EQ(bobs->jobs[0].job_id, b->job_id);
+  EXPECT_EQ(bobs->jobs[0].owner, "bob");
+
+  // Alice's own job is hers to read; an admin sees everything, with owners.
+  auto mine = alice->request<wire::job_reply>(wire::get_job{0, a->job_id});
+  ASSERT_TRUE(mine);
+  EXPECT_EQ(mine->job.prompt, "alice's secret");
+  EXPECT_EQ(mine->job.summary.owner, "alice");
+  auto all = admin().request<wire::jobs_reply>(wire::list_jobs{0, "", "", 50});
+  ASSERT_TRUE(all);
+  ASSERT_EQ(all->jobs.size(), 2u);
+  EXPECT_EQ(all->jobs[1].owner, "alice");
+  ASSERT_TRUE(admin().request<wire::ok>(wire::cancel{0, a->job_id}, &err)) << err;
+  auto done = alice->wait_final(a->job_id);
+  ASSERT_TRUE(done);
+  EXPECT_EQ(done->summary.state, wire::job_state::cancelled);
+}
+
+TEST_F(security_test, a_node_name_belongs_to_its_key) {
+  auto broker = c_.start_broker();
+  const auto dir = models("m", {"alpha"});
+  auto first = c_.start_node("twin", dir, "null", 1, {"--null-tokens-per-s", "40"});
+  ASSERT_TRUE(node_online("twin"));
+  auto client = c_.client();
+  auto a = client->request<wire::accepted>(job("alpha", "hello", 40));
+  ASSERT_TRUE(a);
+
+  // Another machine with another key says it is "twin" too: it is refused and exits non-zero,
+  // saying why; the first keeps its job.
+  auto second = c_.start_node("twin", dir, "null", 1, {"--key", c_.key("node", "other-twin")});
+  EXPECT_EQ(second.wait(10s), 1);
+  EXPECT_NE(second.log().find("the name twin is in use by another node key; choose --name"),
+            std::string::npos)
+      << second.log();
+  auto done = client->wait_final(a->job_id);
+  ASSERT_TRUE(done);
+  EXPECT_EQ(done->summary.state, wire::job_state::completed);
+  EXPECT_EQ(done->summary.attempts, 1u);
+  EXPECT_TRUE(first.running());
+
+  // A fake node with a node key of its own cannot report on twin's attempts: the broker knows
+  // its connection as another node (or none), so the tokens are dropped.
+  auto fake = c_.client("node", "fake");
+  wire::job_final f;
+  f.job_id = a->job_id;
+  f.attempt = 1;
+  f.state = wire::job_state::failed;
+  f.error = "injected";
+  net::send(fake->socket(), "", f);
+  std::this_thread::sleep_for(300ms);
+  auto after = client->request<wire::job_reply>(wire::get_job{0, a->job_id});
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->job.summary.state, wire::job_state::completed);
+  EXPECT_TRUE(after->job.summary.error.empty());
+}
+
+TEST_F(security_test, a_removed_key_stops_working_without_a_restart) {
+  auto broker = c_.start_broker();
+  auto client = c_.client("client", "leaver");
+  ASSERT_TRUE(client->request<wire::nodes_reply>(wire::list_nodes{}));
+  std::filesystem::remove(c_.auth_dir() + "/clients/leaver.pub");
+  EXPECT_TRUE(wait_until([&] { return unanswered(*client, wire::list_nodes{42}); }, 10s));
+  // A key added while the broker runs works at once.
+  auto newcomer = c_.client("client", "newcomer");
+  EXPECT_TRUE(newcomer->request<wire::nodes_reply>(wire::list_nodes{}));
+}
+
+TEST_F(security_test, a_broker_on_the_lan_refuses_to_start_without_auth) {
+  cluster open(/*with_auth=*/false);
+  const std::string lan = "tcp://0.0.0.0:" + std::to_string(testing::free_port());
+  auto b = testing::spawn({HEARTH_BROKER_BIN, "--bind", lan, "--db", open.dir().file("x.db")},
+                          open.dir().file("refused.log"));
+  EXPECT_EQ(b.wait(10s), 2);
+  EXPECT_NE(b.log().find("refusing to serve " + lan + " without authentication"), std::string::npos)
+      << b.log();
+  // Said explicitly, it runs (and warns).
+  auto ok = testing::spawn(
+      {HEARTH_BROKER_BIN, "--bind", lan, "--db", open.dir().file("y.db"), "--insecure"},
+      open.dir().file("insecure.log"));
+  EXPECT_TRUE(wait_until([&] { return ok.log().find("authentication off") != std::string::npos; }));
+  EXPECT_TRUE(ok.running());
+  // Loopback needs no setup.
+  auto local = open.start_broker();
+  auto client = open.client();
+  EXPECT_TRUE(client->request<wire::nodes_reply>(wire::list_nodes{}));
+}
+
+}  // namespace
+}  // namespace hearth
