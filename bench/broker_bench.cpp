@@ -787,8 +787,8 @@ struct latency_result {
 };
 
 latency_result measure_latency(client& c, const std::string& endpoint,
-                               const net::curve_client_keys& keys, const options& o,
-                               cpu_meter& cpu, child& broker) {
+                               const net::curve_client_keys& keys, const options& o, cpu_meter& cpu,
+                               child& broker) {
   latency_result r;
   const uint32_t count = std::max<uint32_t>(1, uint32_t(o.latency_rate * o.seconds));
   bench_node fake(endpoint, keys, o.latency_rate, count);
@@ -971,9 +971,21 @@ int run(const options& o) {
     std::vector<std::string> broker_argv = {HEARTH_BROKER_BIN, "--bind", endpoint, "--db", db};
     broker_argv.insert(broker_argv.end(), keys.broker_args.begin(), keys.broker_args.end());
     child broker(broker_argv, dir.file("broker.log"));
-    std::vector<std::string> node_argv = {
-        HEARTH_NODE_BIN, "--broker", endpoint, "--name", "bench-node-1", "--models", models,
-        "--engine", "null", "--null-tokens-per-s", "0", "--slots", "64", "--log-level", "warn"};
+    std::vector<std::string> node_argv = {HEARTH_NODE_BIN,
+                                          "--broker",
+                                          endpoint,
+                                          "--name",
+                                          "bench-node-1",
+                                          "--models",
+                                          models,
+                                          "--engine",
+                                          "null",
+                                          "--null-tokens-per-s",
+                                          "0",
+                                          "--slots",
+                                          "64",
+                                          "--log-level",
+                                          "warn"};
     node_argv.insert(node_argv.end(), keys.node_args.begin(), keys.node_args.end());
     child node(node_argv, dir.file("node.log"));
     client c(endpoint, keys.client);

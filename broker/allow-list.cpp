@@ -50,7 +50,24 @@ result<allow_list> allow_list::open(const std::string& dir) {
   return a;
 }
 
+namespace {
+std::string folder_stamp(const std::string& dir) {
+  std::string s;
+  for (const auto& [sub, role] : role_dirs) {
+    std::error_code ec;
+    const auto t = fs::last_write_time(fs::path(dir) / sub, ec);
+    s += ec ? "-;" : std::to_string(t.time_since_epoch().count()) + ";";
+  }
+  return s;
+}
+}  // namespace
+
+void allow_list::refresh_if_changed() {
+  if (folder_stamp(dir_) != stamp_) refresh();
+}
+
 size_t allow_list::refresh() {
+  stamp_ = folder_stamp(dir_);
   std::map<std::string, allowed_key, std::less<>> keys;
   std::set<std::string> ambiguous;
   std::map<std::string, std::string> problems;

@@ -6,9 +6,10 @@
 //   DIR/admins/*.pub   ... of admins (everything a client may, for every job; forget nodes)
 //
 // The folder a certificate is in is its key's role. Certificates added or removed take effect
-// without a restart: refresh() rescans the three folders (the broker calls it every second and
-// when an unknown key knocks). A key in two folders has no role: which one was meant is unknown,
-// so it is refused and logged. Files that are not valid certificates are skipped with one warning.
+// without a restart: refresh() rescans the three folders (the broker calls it every second, and
+// refresh_if_changed() when an unknown key knocks). A key in two folders has no role: which one was
+// meant is unknown, so it is refused and logged. Files that are not valid certificates are skipped
+// with one warning.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +44,9 @@ class allow_list {
 
   // Rescans the folders; returns the number of keys now allowed.
   size_t refresh();
+  // Rescans only when a folder changed (a certificate added, removed or renamed): a few stat()
+  // calls otherwise, so an unknown key knocking costs no file reads.
+  void refresh_if_changed();
   // The role of a Z85 public key, or nullopt when it is not allowed (now).
   const allowed_key* find(std::string_view z85_public) const;
   size_t size() const { return keys_.size(); }
@@ -52,6 +56,7 @@ class allow_list {
   net::curve_cert broker_;
   std::map<std::string, allowed_key, std::less<>> keys_;  // by Z85 public key
   std::map<std::string, std::string> warned_;             // file -> problem already logged
+  std::string stamp_;  // the folders' modification times at the last rescan
 };
 
 // Whether `endpoint` can only be reached from this machine: tcp on 127.0.0.0/8, ::1 or

@@ -81,7 +81,7 @@ void broker::run(const std::atomic<bool>& stop) {
     auth_ = std::move(keys.value());
     // The ZAP handler must be bound before the ROUTER: with CURVE and no handler, libzmq lets
     // every key in.
-    zap_ = std::make_unique<zap_handler>(ctx_, *auth_);
+    zap_ = std::make_unique<zap_handler>(ctx_, *auth_, *router_, cfg_.max_connections_per_address);
     router_->set(zmq::sockopt::zap_domain, "hearth");
     router_->set(zmq::sockopt::curve_server, 1);
     router_->set(zmq::sockopt::curve_secretkey, auth_->broker_cert().secret_key);
@@ -108,8 +108,9 @@ void broker::run(const std::atomic<bool>& stop) {
   next_flush_ = now + std::chrono::milliseconds(cfg_.output_flush_ms);
   next_positions_ = now + std::chrono::milliseconds(cfg_.queue_position_ms);
   zmq::pollitem_t items[] = {{router_->handle(), 0, ZMQ_POLLIN, 0},
-                             {zap_ ? zap_->socket().handle() : nullptr, 0, ZMQ_POLLIN, 0}};
-  const size_t n_items = zap_ ? 2 : 1;
+                             {zap_ ? zap_->socket().handle() : nullptr, 0, ZMQ_POLLIN, 0},
+                             {zap_ ? zap_->events().handle() : nullptr, 0, ZMQ_POLLIN, 0}};
+  const size_t n_items = zap_ ? 3 : 1;
   while (!stop.load(std::memory_order_relaxed)) {
     auto wait = std::min({next_tick_, next_flush_, next_positions_}) - net::steady::now();
     auto wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(wait).count();
@@ -126,6 +127,7 @@ void broker::run(const std::atomic<bool>& stop) {
     }
     turn();
   }
+  if (zap_) zmq_socket_monitor(router_->handle(), nullptr, 0);
   zap_.reset();
   // Output streamed since the last flush is written before exiting.
   store_->begin();

@@ -43,6 +43,9 @@ struct broker_config {
   // loopback unless `insecure` says that is what is wanted.
   std::string auth;
   bool insecure = false;
+  // With auth: open connections from one address at most; keys beyond are refused at the
+  // handshake (admin keys are let in anyway).
+  uint32_t max_connections_per_address = 256;
 };
 
 // Reads the YAML file into `cfg` (keys not in the file keep their values). Unknown keys, wrong

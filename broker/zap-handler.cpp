@@ -2,29 +2,84 @@
 
 #include <spdlog/spdlog.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <array>
+#include <cstring>
 
 namespace hearth::broker {
 
 namespace {
 constexpr uint32_t k_log_burst = 10;
 constexpr int k_requests_per_serve = 256;
-// An unknown key makes the handler rescan the folders (a certificate copied in a moment ago must
-// work at once), but not more often than this, so a stranger knocking fast costs no disk reads.
-constexpr auto k_rescan_on_miss = std::chrono::milliseconds(200);
 
 std::string frame_string(const zmq::message_t& m) {
   return std::string(static_cast<const char*>(m.data()), m.size());
 }
 }  // namespace
 
-zap_handler::zap_handler(zmq::context_t& ctx, allow_list& keys)
-    : keys_(keys), rep_(ctx, zmq::socket_type::rep) {
+zap_handler::zap_handler(zmq::context_t& ctx, allow_list& keys, zmq::socket_t& router,
+                         uint32_t max_per_address)
+    : keys_(keys),
+      rep_(ctx, zmq::socket_type::rep),
+      monitor_(ctx, zmq::socket_type::pair),
+      max_per_address_(max_per_address) {
   rep_.set(zmq::sockopt::linger, 0);
   rep_.bind("inproc://zeromq.zap.01");
+  const char* events = "inproc://hearth-router-events";
+  if (zmq_socket_monitor(router.handle(), events, ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED) !=
+      0) {
+    throw zmq::error_t();
+  }
+  monitor_.set(zmq::sockopt::linger, 0);
+  monitor_.connect(events);
+}
+
+namespace {
+// The peer's IP address of a connected TCP descriptor, as ZAP requests name it ("" if unknown).
+std::string peer_ip(int fd) {
+  sockaddr_storage a{};
+  socklen_t len = sizeof a;
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return "";
+  char buf[INET6_ADDRSTRLEN] = "";
+  if (a.ss_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&a)->sin_addr, buf, sizeof buf);
+  } else if (a.ss_family == AF_INET6) {
+    inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(&a)->sin6_addr, buf, sizeof buf);
+  }
+  return buf;
+}
+}  // namespace
+
+void zap_handler::read_events() {
+  // Each event is two frames: 6 bytes (uint16 event, uint32 value: the descriptor for both
+  // events read here), then an endpoint (the listening one, so not used).
+  zmq::message_t head, addr;
+  while (monitor_.recv(head, zmq::recv_flags::dontwait)) {
+    if (!head.more() || !monitor_.recv(addr, zmq::recv_flags::none) || head.size() < 6) continue;
+    uint16_t event = 0;
+    int32_t fd = -1;
+    std::memcpy(&event, head.data(), sizeof event);
+    std::memcpy(&fd, static_cast<const char*>(head.data()) + 2, sizeof fd);
+    if (event == ZMQ_EVENT_ACCEPTED) {
+      std::string ip = peer_ip(fd);
+      ++per_address_[ip];
+      address_of_[fd] = std::move(ip);
+    } else if (event == ZMQ_EVENT_DISCONNECTED) {
+      auto it = address_of_.find(fd);
+      if (it == address_of_.end()) continue;
+      if (auto n = per_address_.find(it->second); n != per_address_.end() && --n->second == 0) {
+        per_address_.erase(n);
+      }
+      address_of_.erase(it);
+    }
+  }
 }
 
 void zap_handler::serve() {
+  read_events();
   for (int i = 0; i < k_requests_per_serve; ++i) {
     std::vector<zmq::message_t> request;
     zmq::message_t part;
@@ -56,17 +111,24 @@ void zap_handler::answer(const std::vector<zmq::message_t>& req) {
     zmq_z85_encode(z85.data(), static_cast<const uint8_t*>(req[6].data()), 32);
     const std::string key(z85.data(), 40);
     const allowed_key* k = keys_.find(key);
-    if (!k && net::steady::now() - last_rescan_ >= k_rescan_on_miss) {
-      last_rescan_ = net::steady::now();
-      keys_.refresh();
+    if (!k) {
+      keys_.refresh_if_changed();
       k = keys_.find(key);
     }
-    if (k) {
+    const auto open = per_address_.find(address);
+    const uint32_t from_here = open == per_address_.end() ? 0 : open->second;
+    if (k && k->role != peer_role::admin && from_here > max_per_address_) {
+      text = "too many connections from this address";
+      log_refusal(key, address,
+                  std::to_string(from_here) + " connections from this address, more than " +
+                      "max_connections_per_address (" + std::to_string(max_per_address_) +
+                      "); admin keys still get in");
+    } else if (k) {
       status = "200";
       text = "OK";
       user_id = key;
-      spdlog::debug("auth: {} key '{}' connected from {}", peer_role_name(k->role), k->name,
-                    address);
+      spdlog::debug("auth: {} key '{}' connected from {} ({} connections from there)",
+                    peer_role_name(k->role), k->name, address, from_here);
     } else {
       log_refusal(key, address, "the key is not in nodes/, clients/ or admins/ of " + keys_.dir());
     }

@@ -4,11 +4,19 @@
 // connection carries (net::received::user_id); any other key is refused, so nothing it sends ever
 // reaches the broker. Refusals are logged, at most a few lines a minute, naming key and address.
 //
-// It runs on the broker's thread (the broker polls its socket beside the ROUTER): handshakes are
+// It also caps the connections from one address (`max_connections_per_address`): a socket monitor
+// on the ROUTER reports each accepted connection (with its descriptor, whose peer address the
+// handler reads) and each that ended; past the cap, further keys from that address are refused,
+// except admin keys, so an admin can always get in. A leaked key cannot hold thousands of
+// descriptors, and a stranger's connections, which never pass the handshake, are closed by
+// ZMQ_HANDSHAKE_IVL within 5 s and only ever count against its own address.
+//
+// It runs on the broker's thread (the broker polls its sockets beside the ROUTER): handshakes are
 // rare next to messages, and the allow-list then needs no lock.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <zmq.hpp>
 
@@ -19,22 +27,33 @@ namespace hearth::broker {
 
 class zap_handler {
  public:
-  // Binds inproc://zeromq.zap.01 in `ctx`; must happen before the ROUTER binds. `keys` outlives it.
-  zap_handler(zmq::context_t& ctx, allow_list& keys);
+  // Binds inproc://zeromq.zap.01 in `ctx` and monitors `router`; must happen before the ROUTER
+  // binds. `keys` outlives it.
+  zap_handler(zmq::context_t& ctx, allow_list& keys, zmq::socket_t& router,
+              uint32_t max_per_address);
 
+  // The sockets to poll: ZAP requests and the ROUTER's connection events.
   zmq::socket_t& socket() { return rep_; }
-  // Answers the requests waiting (at most a few hundred per call), never blocking.
+  zmq::socket_t& events() { return monitor_; }
+  // Reads the connection events and answers the requests waiting (at most a few hundred per
+  // call), never blocking.
   void serve();
 
   uint64_t refused() const { return refused_; }
+  size_t connections() const { return address_of_.size(); }
 
  private:
   void answer(const std::vector<zmq::message_t>& request);
   void log_refusal(const std::string& key, const std::string& address, const std::string& why);
 
+  void read_events();
+
   allow_list& keys_;
   zmq::socket_t rep_;
-  net::steady::time_point last_rescan_{};
+  zmq::socket_t monitor_;
+  uint32_t max_per_address_;
+  std::map<int, std::string> address_of_;        // open connections: descriptor -> peer address
+  std::map<std::string, uint32_t> per_address_;  // open connections per peer address
   uint64_t refused_ = 0;
   // Rate limit of refusal lines: at most k_log_burst per minute, then one summary line.
   net::steady::time_point log_window_{};

@@ -1,6 +1,7 @@
 #include "node/config.h"
 
 #include <cctype>
+#include <filesystem>
 
 #include "common/yaml-settings.h"
 #include "gpu/device.h"
@@ -37,13 +38,21 @@ result<uint64_t> parse_size(const std::string& s) {
   return v * mult;
 }
 
+// A path from the YAML file at `yaml_path`: relative ones are relative to the file's folder, so
+// the file means the same whatever the working directory of the daemon.
+std::string path_beside(const std::string& yaml_path, const std::string& p) {
+  if (p.empty() || std::filesystem::path(p).is_absolute()) return p;
+  return (std::filesystem::path(yaml_path).parent_path() / p).lexically_normal().string();
+}
+
 }  // namespace
 
 // Loads into a copy so that a bad file changes nothing.
 result<void> node_config_load(const std::string& path, node_config& out) {
-  auto root = yaml_settings_open(
-      path, {"broker", "models", "name", "slots", "engine", "null_tokens_per_s", "memory_budget",
-             "threads", "ctx_per_slot", "backend", "device", "drain_timeout_ms", "log_level"});
+  auto root =
+      yaml_settings_open(path, {"broker", "models", "name", "slots", "engine", "null_tokens_per_s",
+                                "memory_budget", "threads", "ctx_per_slot", "backend", "device",
+                                "drain_timeout_ms", "log_level", "broker_key", "key"});
   if (!root) return root.err();
   node_config cfg = out;
   for (auto r :
@@ -56,9 +65,13 @@ result<void> node_config_load(const std::string& path, node_config& out) {
         yaml_setting(*root, "ctx_per_slot", cfg.ctx_per_slot, path),
         yaml_setting(*root, "device", cfg.device, path),
         yaml_setting(*root, "drain_timeout_ms", cfg.drain_timeout_ms, path),
-        yaml_setting(*root, "log_level", cfg.log_level, path)}) {
+        yaml_setting(*root, "log_level", cfg.log_level, path),
+        yaml_setting(*root, "broker_key", cfg.broker_key, path),
+        yaml_setting(*root, "key", cfg.key, path)}) {
     if (!r) return r;
   }
+  if ((*root)["broker_key"]) cfg.broker_key = path_beside(path, cfg.broker_key);
+  if ((*root)["key"]) cfg.key = path_beside(path, cfg.key);
   if ((*root)["backend"]) {
     std::string name;
     if (auto r = yaml_setting(*root, "backend", name, path); !r) return r;
@@ -93,6 +106,13 @@ result<void> node_config_check(const node_config& cfg) {
                                                "error", "critical", "off"};
   if (!levels.contains(cfg.log_level)) {
     return error{"log_level must be one of trace, debug, info, warn, error, off"};
+  }
+  if (cfg.broker_key.empty() != cfg.key.empty()) {
+    return error{cfg.key.empty()
+                     ? "broker_key is set but not key (this node's secret certificate, from "
+                       "`hearth keygen`); give both or neither"
+                     : "key is set but not broker_key (the broker's public certificate); give "
+                       "both or neither"};
   }
   return {};
 }

@@ -25,6 +25,11 @@ struct node_config {
   int32_t device = -1;                // device index (`hearth devices`); -1: the best
   uint32_t drain_timeout_ms = 30000;  // on SIGTERM: how long running jobs may finish
   std::string log_level = "info";
+  // CURVE (schema/curve-cert.h): the broker's public certificate and this node's secret one, both
+  // or neither; neither = plain ZMTP to a broker without --auth. Relative paths in the YAML file
+  // are relative to its folder.
+  std::string broker_key;
+  std::string key;
 };
 
 // Reads the YAML file into `cfg`. Unknown keys, wrong types and bad values are errors naming the
@@ -34,7 +39,7 @@ result<void> node_config_load(const std::string& path, node_config& cfg);
 // "cpu" | "cuda" | "vulkan" | "auto" from the YAML file or a flag; the error names the values.
 result<gpu::backend_kind> node_backend_parse(const std::string& name);
 
-// Checks values that flags may also have set.
+// Checks values that flags may also have set (broker_key and key: both or neither).
 result<void> node_config_check(const node_config& cfg);
 
 }  // namespace hearth::node

@@ -25,6 +25,7 @@ TEST(NodeConfig, TheExampleFileIsValid) {
   EXPECT_EQ(cfg.engine, "cpu");
   EXPECT_EQ(cfg.backend, gpu::backend_kind::automatic);
   EXPECT_EQ(cfg.device, -1);
+  EXPECT_TRUE(cfg.broker_key.empty() && cfg.key.empty());  // commented out: no CURVE
 }
 
 TEST(NodeConfig, ReadsTheBackendAndDevice) {
@@ -66,6 +67,41 @@ TEST(NodeConfig, BadValuesNameTheProblem) {
   r = node_config_load(write_yaml("n6.yaml", "gpus: 3\n"), cfg);
   ASSERT_FALSE(r);
   EXPECT_NE(r.message().find("unknown setting 'gpus'"), std::string::npos) << r.message();
+}
+
+TEST(NodeConfig, ReadsTheKeysRelativeToTheFile) {
+  const std::string dir = ::testing::TempDir() + "node_keys";
+  std::filesystem::create_directories(dir + "/conf");
+  const std::string path = dir + "/conf/node.yaml";
+  std::ofstream(path) << "broker_key: keys/broker.pub\nkey: /etc/hearth/node-a.key\n";
+  node_config cfg;
+  auto r = node_config_load(path, cfg);
+  ASSERT_TRUE(r) << r.message();
+  EXPECT_EQ(cfg.broker_key, dir + "/conf/keys/broker.pub");
+  EXPECT_EQ(cfg.key, "/etc/hearth/node-a.key");
+  std::ofstream(path) << "broker_key: ../broker.pub\nkey: node-a.key\n";
+  ASSERT_TRUE(node_config_load(path, cfg));
+  EXPECT_EQ(cfg.broker_key, dir + "/broker.pub");
+  EXPECT_EQ(cfg.key, dir + "/conf/node-a.key");
+}
+
+TEST(NodeConfig, OneKeyWithoutTheOtherIsAnError) {
+  node_config cfg;
+  auto r = node_config_load(write_yaml("k1.yaml", "broker_key: /k/broker.pub\n"), cfg);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.message().find("k1.yaml: broker_key is set but not key"), std::string::npos)
+      << r.message();
+  EXPECT_TRUE(cfg.broker_key.empty());  // a bad file changes nothing
+  r = node_config_load(write_yaml("k2.yaml", "key: /k/node.key\n"), cfg);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.message().find("key is set but not broker_key"), std::string::npos) << r.message();
+  // Flags are checked the same way.
+  cfg.key = "node.key";
+  r = node_config_check(cfg);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.message().find("key is set but not broker_key"), std::string::npos) << r.message();
+  cfg.broker_key = "broker.pub";
+  EXPECT_TRUE(node_config_check(cfg));
 }
 
 }  // namespace

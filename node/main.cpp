@@ -21,7 +21,7 @@ int main(int argc, char** argv) {
   using namespace hearth::node;
   CLI::App app{"hearth-node: runs jobs from a hearth broker on this machine"};
   node_config cfg;
-  std::string config_path, broker, models, name, engine, backend, log_level;
+  std::string config_path, broker, models, name, engine, backend, log_level, broker_key, key;
   uint32_t slots = 0;
   int32_t device = -1;
   double rate = -1;
@@ -37,6 +37,9 @@ int main(int argc, char** argv) {
   auto* device_opt =
       app.add_option("--device", device, "Vulkan device index (hearth devices); -1: the best");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off");
+  app.add_option("--broker-key", broker_key,
+                 "the broker's public certificate, for a broker run with --auth (with --key)");
+  app.add_option("--key", key, "this node's secret certificate from `hearth keygen`");
   CLI11_PARSE(app, argc, argv);
 
   if (!config_path.empty()) {
@@ -62,6 +65,8 @@ int main(int argc, char** argv) {
   }
   if (device_opt->count() > 0) cfg.device = device;
   if (!log_level.empty()) cfg.log_level = log_level;
+  if (!broker_key.empty()) cfg.broker_key = broker_key;
+  if (!key.empty()) cfg.key = key;
   if (auto r = node_config_check(cfg); !r) {
     std::fprintf(stderr, "hearth-node: error: %s\n", r.message().c_str());
     return 2;
@@ -73,7 +78,12 @@ int main(int argc, char** argv) {
   std::signal(SIGTERM, on_signal);
   try {
     node_daemon node(cfg);
-    return node.run(g_stop);
+    const int rc = node.run(g_stop);
+    // The log may go elsewhere; why the node gave up is also the command's own error.
+    if (rc != 0 && !node.refusal().empty()) {
+      std::fprintf(stderr, "hearth-node: error: %s\n", node.refusal().c_str());
+    }
+    return rc;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "hearth-node: error: %s\n", e.what());
     return 1;

@@ -12,6 +12,8 @@
 #include <thread>
 
 #include "node/hardware.h"
+#include "schema/curve-cert.h"
+#include "schema/handshake-monitor.h"
 #include "schema/zmq-io.h"
 
 namespace hearth::node {
@@ -129,8 +131,10 @@ struct node_daemon::impl {
   wire::hardware_info hardware = hardware_discover();
   event_queue events;
   std::unique_ptr<job_engine> engine;
+  net::curve_client_keys keys;
   zmq::context_t ctx;
   std::unique_ptr<zmq::socket_t> sock;
+  std::unique_ptr<net::handshake_monitor> monitor;  // watches sock; reset before it
 
   uint32_t heartbeat_ms = 1000;
   uint32_t liveness = 3;
@@ -141,6 +145,11 @@ struct node_daemon::impl {
   bool draining = false;
   int exit_code = 0;
   bool fatal = false;
+  std::string refusal;  // the broker's message when it refused the node for good
+  // A failed handshake: reconnect after the backoff. Logged once until the node registers, since
+  // the admin may add the key any moment and the retries would otherwise fill the log.
+  bool handshake_failed = false;
+  bool handshake_failure_logged = false;
 
   template <class M>
   void send(const M& m) {
@@ -148,9 +157,39 @@ struct node_daemon::impl {
   }
 
   void connect() {
+    monitor.reset();
     sock = std::make_unique<zmq::socket_t>(net::make_socket(ctx, zmq::socket_type::dealer));
+    net::curve_client_apply(*sock, keys);
+    monitor = std::make_unique<net::handshake_monitor>(ctx, *sock);
+    handshake_failed = false;
     sock->connect(cfg.broker);
     hello();
+  }
+
+  void on_handshake_events() {
+    monitor->update();
+    const auto& f = monitor->failure();
+    if (!f) return;
+    handshake_failed = true;
+    if (handshake_failure_logged) return;
+    handshake_failure_logged = true;
+    const std::string why = net::handshake_failure_text(*f);
+    if (!keys.enabled()) {
+      spdlog::error(
+          "the broker at {} runs CURVE and this node has no keys ({}); give "
+          "--broker-key and --key (broker_key:, key: in the config file)",
+          cfg.broker, why);
+    } else if (f->kind == net::handshake_failure_kind::auth) {
+      spdlog::error(
+          "the broker at {} refused this node's key {} (handshake failed: {}); "
+          "retrying until the broker allows it",
+          cfg.broker, cfg.key, why);
+    } else {
+      spdlog::error(
+          "the broker at {} did not complete a CURVE handshake with this node's key {} "
+          "(handshake failed: {}; is it running with --auth? is {} its key?); retrying",
+          cfg.broker, cfg.key, why, cfg.broker_key);
+    }
   }
 
   void hello() {
@@ -221,6 +260,7 @@ struct node_daemon::impl {
         auto m = wire::decode<wire::node_welcome>(env.env.body);
         if (!m) return spdlog::warn("dropped a malformed welcome: {}", m.message());
         backoff = k_backoff_min;
+        handshake_failure_logged = false;
         heartbeat_ms = std::max<uint32_t>(m->heartbeat_ms, 10);
         liveness = std::max<uint32_t>(m->liveness, 1);
         spdlog::info("registered with the broker at {} as '{}'", cfg.broker, cfg.name);
@@ -261,6 +301,7 @@ struct node_daemon::impl {
             m->code == wire::error_code::version_mismatch) {
           fatal = true;
           exit_code = 1;
+          refusal = m->message;
         }
         return;
       }
@@ -306,6 +347,9 @@ node_daemon::node_daemon(node_config cfg) : p_(std::make_unique<impl>()) {
   if (auto r = node_config_check(cfg); !r) throw std::runtime_error(r.message());
   if (cfg.models_dir.empty()) throw std::runtime_error("no models directory (--models DIR)");
   if (cfg.name.empty()) cfg.name = p_->hostname;
+  auto keys = net::curve_client_keys_load(cfg.broker_key, cfg.key);
+  if (!keys) throw std::runtime_error(keys.message());
+  p_->keys = std::move(keys).value();
   p_->cfg = std::move(cfg);
   const auto& c = p_->cfg;
   if (c.engine == "null") {
@@ -318,6 +362,10 @@ node_daemon::node_daemon(node_config cfg) : p_(std::make_unique<impl>()) {
 }
 
 node_daemon::~node_daemon() = default;
+
+const std::string& node_daemon::refusal() const {
+  return p_->refusal;
+}
 
 int node_daemon::run(const std::atomic<bool>& stop) {
   impl& s = *p_;
@@ -332,10 +380,16 @@ int node_daemon::run(const std::atomic<bool>& stop) {
     }
     if (s.draining && (s.running.empty() || net::steady::now() >= *drain_deadline)) break;
 
-    auto wait = s.timers();
+    auto wait = s.handshake_failed ? std::chrono::milliseconds(-1) : s.timers();
     if (wait.count() < 0) {
       // The broker is gone: a fresh socket after a backoff (Paranoid Pirate), then hello again.
       // The engine's reports wait in the queue meanwhile and go out on the new connection.
+      // A socket whose handshake failed is closed at once: libzmq would retry it every 100 ms,
+      // each a ZAP request and a log line at the broker, and the backoff is for the broker.
+      if (s.handshake_failed) {
+        s.monitor.reset();
+        s.sock.reset();
+      }
       const auto until = net::steady::now() + s.backoff;
       while (net::steady::now() < until && !stop.load()) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -345,10 +399,12 @@ int node_daemon::run(const std::atomic<bool>& stop) {
       continue;
     }
     zmq::pollitem_t items[] = {{s.sock->handle(), 0, ZMQ_POLLIN, 0},
-                               {nullptr, s.events.fd(), ZMQ_POLLIN, 0}};
-    net::poll(items, 2, wait);
+                               {nullptr, s.events.fd(), ZMQ_POLLIN, 0},
+                               {s.monitor->events().handle(), 0, ZMQ_POLLIN, 0}};
+    net::poll(items, 3, wait);
     while (auto msg = net::try_recv(*s.sock, false)) s.on_broker_message(*msg);
     if (items[1].revents & ZMQ_POLLIN) s.on_engine_events();
+    if (items[2].revents & ZMQ_POLLIN) s.on_handshake_events();
   }
   // Whatever did not finish goes back to the broker to run elsewhere; what finished meanwhile is
   // reported first.
@@ -363,6 +419,7 @@ int node_daemon::run(const std::atomic<bool>& stop) {
   s.send(wire::node_bye{});
   // Give the socket a moment to deliver the goodbye (linger is 0 on hearth sockets).
   s.sock->set(zmq::sockopt::linger, 1000);
+  s.monitor.reset();
   s.sock.reset();
   return s.exit_code;
 }

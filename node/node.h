@@ -18,8 +18,8 @@ namespace hearth::node {
 
 class node_daemon {
  public:
-  // Creates the engine (scanning the models directory). Throws std::runtime_error on a bad
-  // configuration or an unreadable models directory.
+  // Loads the CURVE keys and creates the engine (scanning the models directory). Throws
+  // std::runtime_error on a bad configuration, an unreadable key file or models directory.
   explicit node_daemon(node_config cfg);
   ~node_daemon();
 
@@ -27,6 +27,9 @@ class node_daemon {
   // cfg.drain_timeout_ms to finish, the rest are handed back, and the node says goodbye.
   // Returns 0, or 1 when the broker refused the node (name taken, version mismatch).
   int run(const std::atomic<bool>& stop);
+  // The broker's message when run() returned 1 because the broker refused the node (the name is
+  // bound to another node's key, another protocol version); empty otherwise.
+  const std::string& refusal() const;
 
  private:
   struct impl;

@@ -6,16 +6,19 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
-#include <atomic>
 #include <filesystem>
 #include <fstream>
-#include <thread>
-#include <zmq_addon.hpp>
+#include <functional>
 
 #include "schema/handshake-monitor.h"
+#include "tests/curve-server.h"
 
 namespace hearth::net {
 namespace {
+
+using testing::curve_server;
+using testing::poll_in;
+using testing::zap_handler;
 
 // The server key pair of libzmq's own CURVE tests (also in the ZeroMQ guide).
 constexpr const char* k_public = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7";
@@ -246,31 +249,11 @@ TEST(CurveCert, ClientKeysNeedBothFilesOrNeither) {
 
 // --- the keys at work ---------------------------------------------------------------------------
 
-// A ROUTER running CURVE with `server`'s keys on a loopback port.
-struct curve_server {
-  zmq::socket_t sock;
-  std::string endpoint;
-  curve_server(zmq::context_t& ctx, const curve_cert& server)
-      : sock(ctx, zmq::socket_type::router) {
-    sock.set(zmq::sockopt::curve_server, 1);
-    sock.set(zmq::sockopt::curve_secretkey, server.secret_key);
-    sock.set(zmq::sockopt::linger, 0);
-    sock.bind("tcp://127.0.0.1:*");
-    endpoint = sock.get(zmq::sockopt::last_endpoint);
-  }
-};
-
 zmq::socket_t curve_dealer(zmq::context_t& ctx, const curve_client_keys& keys) {
   zmq::socket_t d(ctx, zmq::socket_type::dealer);
   d.set(zmq::sockopt::linger, 0);
   curve_client_apply(d, keys);
   return d;
-}
-
-bool poll_in(zmq::socket_t& s, std::chrono::milliseconds timeout) {
-  zmq::pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
-  zmq::poll(&item, 1, timeout);
-  return (item.revents & ZMQ_POLLIN) != 0;
 }
 
 // Polls the monitor until `done` holds or the time is up.
@@ -308,6 +291,7 @@ TEST(CurveHandshake, TheRightKeysTalkAndAWrongServerKeyGetsNothing) {
   ASSERT_TRUE(dealer.recv(reply));
   EXPECT_EQ(reply.to_string(), "pong");
   EXPECT_TRUE(watch(monitor, [&] { return monitor.succeeded(); }));
+  EXPECT_TRUE(monitor.connected());
 
   auto impostor = curve_cert_generate("impostor");
   ASSERT_TRUE(impostor);
@@ -318,42 +302,9 @@ TEST(CurveHandshake, TheRightKeysTalkAndAWrongServerKeyGetsNothing) {
   EXPECT_FALSE(poll_in(lost, std::chrono::milliseconds(1)));
 }
 
-// A ZAP handler (RFC 27) in this process that answers every request with `status`.
-class zap_handler {
- public:
-  zap_handler(zmq::context_t& ctx, std::string status)
-      : sock_(ctx, zmq::socket_type::rep), status_(std::move(status)) {
-    sock_.set(zmq::sockopt::linger, 0);
-    sock_.bind("inproc://zeromq.zap.01");
-    thread_ = std::thread([this] { serve(); });
-  }
-  ~zap_handler() {
-    stop_ = true;
-    thread_.join();
-  }
-
- private:
-  void serve() {
-    while (!stop_) {
-      if (!poll_in(sock_, std::chrono::milliseconds(20))) continue;
-      std::vector<zmq::message_t> req;
-      if (!zmq::recv_multipart(sock_, std::back_inserter(req)) || req.size() < 2) continue;
-      const std::string version = req[0].to_string(), id = req[1].to_string();
-      std::vector<zmq::const_buffer> rep = {zmq::buffer(version), zmq::buffer(id),
-                                            zmq::buffer(status_), zmq::str_buffer("refused"),
-                                            zmq::str_buffer(""),  zmq::str_buffer("")};
-      zmq::send_multipart(sock_, rep);
-    }
-  }
-  zmq::socket_t sock_;
-  std::string status_;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
-};
-
 TEST(CurveHandshake, TheMonitorSaysTheKeyWasRefused) {
   zmq::context_t ctx(1);
-  zap_handler zap(ctx, "400");
+  zap_handler zap(ctx, 400);
   auto server_cert = curve_cert_generate("broker");
   auto client_cert = curve_cert_generate("client");
   ASSERT_TRUE(server_cert && client_cert);
@@ -368,6 +319,20 @@ TEST(CurveHandshake, TheMonitorSaysTheKeyWasRefused) {
   EXPECT_EQ(monitor.failure()->value, 400u);
   EXPECT_EQ(handshake_failure_text(*monitor.failure()), "ZAP status 400 (the key is not allowed)");
   EXPECT_FALSE(poll_in(server.sock, std::chrono::milliseconds(1)));
+  EXPECT_TRUE(monitor.connected());
+}
+
+TEST(CurveHandshake, TheMonitorSeesNoConnectionWhereNothingListens) {
+  zmq::context_t ctx(1);
+  const std::string endpoint = "tcp://127.0.0.1:1";  // privileged: nothing of ours listens
+  zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::linger, 0);
+  handshake_monitor monitor(ctx, dealer);
+  dealer.connect(endpoint);
+  EXPECT_FALSE(watch(
+      monitor, [&] { return monitor.connected(); }, std::chrono::milliseconds(300)));
+  EXPECT_FALSE(monitor.succeeded());
+  EXPECT_FALSE(monitor.failure().has_value());
 }
 
 TEST(CurveHandshake, TheMonitorSaysOneSideRunsNoCurve) {

@@ -45,8 +45,9 @@ handshake_monitor::handshake_monitor(zmq::context_t& ctx, zmq::socket_t& watched
     : watched_(&watched), events_(ctx, zmq::socket_type::pair) {
   static std::atomic<uint64_t> next{0};
   const std::string address = "inproc://hearth-handshake-monitor-" + std::to_string(next++);
-  constexpr int wanted = ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
-                         ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL;
+  constexpr int wanted = ZMQ_EVENT_CONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
+                         ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                         ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL;
   if (zmq_socket_monitor(watched.handle(), address.c_str(), wanted) != 0) {
     throw zmq::error_t();
   }
@@ -71,6 +72,9 @@ void handshake_monitor::update() {
     std::memcpy(&event, head.data(), 2);
     std::memcpy(&value, static_cast<const char*>(head.data()) + 2, 4);
     switch (event) {
+      case ZMQ_EVENT_CONNECTED:
+        connected_ = true;
+        break;
       case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
         succeeded_ = true;
         failure_.reset();

@@ -43,6 +43,7 @@ class handshake_monitor {
   // For a poll beside the watched socket: readable when an event is waiting.
   zmq::socket_t& events() { return events_; }
 
+  bool connected() const { return connected_; }  // a TCP connection was made since the start
   bool succeeded() const { return succeeded_; }  // a handshake completed since the start
   // The latest failure, cleared by a later success.
   const std::optional<handshake_failure>& failure() const { return failure_; }
@@ -50,6 +51,7 @@ class handshake_monitor {
  private:
   zmq::socket_t* watched_;
   zmq::socket_t events_;
+  bool connected_ = false;
   bool succeeded_ = false;
   std::optional<handshake_failure> failure_;
 };

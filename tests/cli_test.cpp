@@ -1,7 +1,9 @@
 // The `hearth` binary as a user runs it: streamed greedy text, JSON output, eval's logits file,
 // tokenize, bench, devices, --backend vulkan (on a device or falling back to the CPU with one
-// line saying why), and one-line errors with a non-zero exit code.
+// line saying why), one-line errors with a non-zero exit code, `keygen`, and the keys of the broker
+// commands against a stand-in CURVE server (tests/curve-server.h).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -13,6 +15,8 @@
 #include <set>
 #include <sstream>
 
+#include "schema/curve-cert.h"
+#include "tests/curve-server.h"
 #include "tests/process.h"
 #include "tests/testdata.h"
 
@@ -345,6 +349,108 @@ TEST_F(cli, run_and_submit_refuse_bad_parameters_with_the_one_message) {
                "stop string 1's length must be 1 to 256 bytes, got 0");
   expect_error(hearth("bench -m " + quote(model_) + " -n 2000000"),
                "max_tokens must be in [1, 1048576], got 2000000");
+}
+
+// A fresh folder under the test temp dir.
+std::string fresh_dir(const std::string& name) {
+  const std::string dir = ::testing::TempDir() + name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+mode_t file_mode(const std::string& path) {
+  struct stat st {};
+  return stat(path.c_str(), &st) == 0 ? (st.st_mode & 0777) : 0;
+}
+
+TEST_F(cli, keygen_writes_a_certificate_pair_and_never_overwrites_it) {
+  const std::string dir = fresh_dir("hearth_keygen") + "/keys";
+  auto r = hearth("keygen node-a --dir " + quote(dir));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(file_mode(dir + "/node-a.pub"), 0644u);
+  EXPECT_EQ(file_mode(dir + "/node-a.key"), 0600u);
+  auto pub = net::curve_cert_load(dir + "/node-a.pub");
+  ASSERT_TRUE(pub) << pub.message();
+  auto key = net::curve_cert_load_secret(dir + "/node-a.key");
+  ASSERT_TRUE(key) << key.message();
+  EXPECT_EQ(pub->public_key, key->public_key);
+  EXPECT_TRUE(pub->secret_key.empty());
+  EXPECT_EQ(key->name, "node-a");
+  EXPECT_NE(r.out.find(dir + "/node-a.pub"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(dir + "/node-a.key"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(pub->public_key), std::string::npos) << r.out;
+
+  expect_error(hearth("keygen node-a --dir " + quote(dir)), "exists; not overwriting it");
+  EXPECT_EQ(net::curve_cert_load_secret(dir + "/node-a.key")->secret_key, key->secret_key);
+  expect_error(hearth("keygen a/b --dir " + quote(dir)), "'/'");
+  expect_error(hearth("keygen .hidden --dir " + quote(dir)), "starts with '.'");
+  // The current folder by default.
+  r = testing::run_command("cd " + quote(dir) + " && " + HEARTH_BIN + " keygen client");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(net::curve_cert_load_secret(dir + "/client.key"));
+}
+
+// The broker commands' keys against a stand-in broker: a CURVE ROUTER whose ZAP handler gives
+// every key `status`. No reply ever comes; what the command says is what is tested.
+class cli_keys : public ::testing::Test {
+ protected:
+  void start(int status) {
+    dir_ = fresh_dir("hearth_cli_keys");
+    ASSERT_TRUE(net::curve_cert_save(*net::curve_cert_generate("broker"), dir_, "broker"));
+    ASSERT_TRUE(net::curve_cert_save(*net::curve_cert_generate("client"), dir_, "client"));
+    ASSERT_TRUE(net::curve_cert_save(*net::curve_cert_generate("other"), dir_, "other"));
+    zap_ = std::make_unique<testing::zap_handler>(ctx_, status);
+    server_ =
+        std::make_unique<testing::curve_server>(ctx_, *net::curve_cert_load(dir_ + "/broker.key"));
+  }
+  // `hearth nodes` against the stand-in, with `env` and `args` before it; no keys from $HOME.
+  process_result nodes(const std::string& env, const std::string& args = "") {
+    return testing::run_command(
+        "env -u HEARTH_BROKER_KEY -u HEARTH_KEY XDG_CONFIG_HOME=" + quote(dir_ + "/no-config") +
+        " " + env + " " + HEARTH_BIN + " nodes --broker " + server_->endpoint + " " + args);
+  }
+  std::string flags(const std::string& broker_key = "broker.pub") const {
+    return "--broker-key " + quote(dir_ + "/" + broker_key) + " --key " +
+           quote(dir_ + "/client.key");
+  }
+  zmq::context_t ctx_{1};
+  std::string dir_;
+  std::unique_ptr<testing::zap_handler> zap_;
+  std::unique_ptr<testing::curve_server> server_;
+};
+
+TEST_F(cli_keys, a_refused_key_is_named_as_the_reason) {
+  start(400);
+  const std::string refused = "the broker at " + server_->endpoint +
+                              " refused this client's key (handshake failed: ZAP status 400";
+  expect_error(nodes("", flags()), refused);
+  expect_error(nodes("HEARTH_BROKER_KEY=" + quote(dir_ + "/broker.pub") +
+                     " HEARTH_KEY=" + quote(dir_ + "/client.key")),
+               refused);
+  // The default files, when both exist.
+  const std::string config = dir_ + "/config/hearth";
+  std::filesystem::create_directories(config);
+  std::filesystem::copy_file(dir_ + "/broker.pub", config + "/broker.pub");
+  expect_error(nodes("XDG_CONFIG_HOME=" + quote(dir_ + "/config")),
+               "runs CURVE and this client has no keys");
+  std::filesystem::copy_file(dir_ + "/client.key", config + "/client.key");
+  expect_error(nodes("XDG_CONFIG_HOME=" + quote(dir_ + "/config")), refused);
+}
+
+TEST_F(cli_keys, one_key_without_the_other_is_an_error_naming_the_missing_one) {
+  start(200);
+  expect_error(nodes("", "--broker-key " + quote(dir_ + "/broker.pub")), "needs --key FILE");
+  expect_error(nodes("HEARTH_KEY=" + quote(dir_ + "/client.key")), "needs --broker-key FILE");
+  expect_error(nodes("", "--broker-key " + quote(dir_ + "/broker.pub") + " --key " +
+                             quote(dir_ + "/client.pub")),
+               "client.pub: a public certificate");
+}
+
+TEST_F(cli_keys, a_wrong_broker_key_gets_no_curve_handshake) {
+  start(200);
+  expect_error(nodes("", flags("other.pub")),
+               "the broker at " + server_->endpoint + " did not answer a CURVE handshake");
 }
 
 // run, eval, tokenize and bench on every synthetic file: each family in each quantization.

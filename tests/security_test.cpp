@@ -1,9 +1,14 @@
 // Issue 15's attacks, each now failing for the attacker: real hearth-broker and hearth-node
 // processes on loopback with --auth (CURVE and a folder of keys), peers holding keys of the wrong
 // role, of no role, or none at all.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "tests/cluster.h"
@@ -221,6 +226,73 @@ TEST_F(security_test, a_removed_key_stops_working_without_a_restart) {
   // A key added while the broker runs works at once.
   auto newcomer = c_.client("client", "newcomer");
   EXPECT_TRUE(newcomer->request<wire::nodes_reply>(wire::list_nodes{}));
+}
+
+// Open file descriptors of a process.
+size_t open_fds(pid_t pid) {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) {
+    ++n;
+  }
+  return n;
+}
+
+TEST_F(security_test, idle_connections_are_closed_after_the_handshake_timeout) {
+  auto broker = c_.start_broker();
+  auto client = c_.client();
+  ASSERT_TRUE(client->request<wire::nodes_reply>(wire::list_nodes{}));
+  const size_t before = open_fds(broker.pid());
+  // Raw TCP connections that never say a word (the test process's own limit allows ~1000).
+  const int port = std::stoi(c_.endpoint().substr(c_.endpoint().rfind(':') + 1));
+  std::vector<int> idle;
+  for (int i = 0; i < 800; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) break;
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(uint16_t(port));
+    if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+      close(fd);
+      break;
+    }
+    idle.push_back(fd);
+  }
+  ASSERT_GE(idle.size(), 500u);
+  EXPECT_TRUE(wait_until([&] { return open_fds(broker.pid()) > before + 400; }, 3s))
+      << "the broker accepted them";
+  EXPECT_TRUE(client->request<wire::nodes_reply>(wire::list_nodes{}));
+  // The broker closes every one that did not complete a handshake within 5 s.
+  EXPECT_TRUE(wait_until([&] { return open_fds(broker.pid()) <= before + 5; }, 15s))
+      << open_fds(broker.pid()) << " descriptors open, " << before << " before";
+  for (int fd : idle) close(fd);
+  EXPECT_TRUE(client->request<wire::nodes_reply>(wire::list_nodes{}));
+}
+
+TEST_F(security_test, connections_from_one_address_are_capped_but_admins_get_in) {
+  std::ofstream(c_.dir().file("broker.yaml"))
+      << "heartbeat_ms: 200\nliveness: 5\nlog_level: debug\nmax_connections_per_address: 3\n";
+  auto broker = c_.start_broker();
+  std::vector<std::unique_ptr<test_client>> clients;
+  for (int i = 0; i < 3; ++i) {
+    clients.push_back(c_.client("client", "c" + std::to_string(i)));
+    ASSERT_TRUE(clients.back()->request<wire::nodes_reply>(wire::list_nodes{})) << i;
+  }
+  auto fourth = c_.client("client", "c3");
+  EXPECT_TRUE(unanswered(*fourth, wire::list_nodes{5}));
+  EXPECT_TRUE(admin().request<wire::nodes_reply>(wire::list_nodes{}));
+  // Connections that end make room again.
+  clients.clear();
+  admin_.reset();
+  EXPECT_TRUE(wait_until(
+      [&] {
+        auto next = c_.client("client", "c4");
+        return next->request_raw(wire::command::list_nodes, wire::encode(wire::list_nodes{6}), 6,
+                                 500ms)
+                   .cmd == wire::command::nodes_reply;
+      },
+      15s));
 }
 
 TEST_F(security_test, a_broker_on_the_lan_refuses_to_start_without_auth) {

@@ -173,10 +173,16 @@ size_t display_width(const std::string& s) {
 
 }  // namespace
 
-void add_broker_option(CLI::App* cmd, std::string& endpoint) {
-  cmd->add_option("--broker", endpoint,
+void add_broker_options(CLI::App* cmd, broker_options& o) {
+  cmd->add_option("--broker", o.endpoint,
                   "Broker endpoint (default: $HEARTH_BROKER, else " +
                       std::string(broker_endpoint_default) + ")");
+  cmd->add_option("--broker-key", o.broker_key,
+                  "The broker's public certificate, for CURVE (default: $HEARTH_BROKER_KEY, else "
+                  "$XDG_CONFIG_HOME/hearth/broker.pub when it and client.key exist)");
+  cmd->add_option("--key", o.key,
+                  "This client's secret certificate from `hearth keygen` (default: $HEARTH_KEY, "
+                  "else $XDG_CONFIG_HOME/hearth/client.key)");
 }
 
 int follow_job(broker_client& client, uint64_t job_id, bool json_lines,

@@ -1,5 +1,6 @@
 // What the broker subcommands (submit, watch, jobs, job, cancel, nodes, models) share: the
-// --broker option, following a job's events, wire structs as JSON, tables, times and sizes.
+// --broker, --broker-key and --key options, following a job's events, wire structs as JSON, tables,
+// times and sizes.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -19,8 +20,9 @@ namespace hearth::cli {
 // Insertion-ordered, so that objects list their fields in wire order and "event" comes first.
 using json = nlohmann::ordered_json;
 
-// Adds --broker ENDPOINT to a subcommand; broker_endpoint() resolves an empty one.
-void add_broker_option(CLI::App* cmd, std::string& endpoint);
+// Adds --broker ENDPOINT, --broker-key FILE and --key FILE to a subcommand; broker_client
+// resolves what was not given (broker_endpoint(), broker_keys()).
+void add_broker_options(CLI::App* cmd, broker_options& o);
 
 // Follows job `job_id`'s events on `client` (already watching it) until the job ends, printing
 // its text through a stream_view, or JSON lines when `json_lines`. `position`: the queue

@@ -1,6 +1,7 @@
 #include "tools/broker-client.h"
 
 #include <cstdlib>
+#include <filesystem>
 #include <random>
 
 namespace hearth::cli {
@@ -44,22 +45,73 @@ result<uint64_t> reply_request_id(wire::command cmd, std::string_view body) {
   }
 }
 
+std::string flag_or_env(std::string_view flag, const char* env) {
+  if (!flag.empty()) return std::string(flag);
+  if (const char* v = std::getenv(env); v && *v) return v;
+  return {};
+}
+
+// $XDG_CONFIG_HOME/hearth, else ~/.config/hearth; empty when neither variable is set.
+std::string config_dir() {
+  if (const char* xdg = std::getenv("XDG_CONFIG_HOME"); xdg && *xdg) {
+    return std::string(xdg) + "/hearth";
+  }
+  if (const char* home = std::getenv("HOME"); home && *home) {
+    return std::string(home) + "/.config/hearth";
+  }
+  return {};
+}
+
 }  // namespace
 
 std::string broker_endpoint(std::string_view flag) {
-  if (!flag.empty()) return std::string(flag);
-  if (const char* env = std::getenv("HEARTH_BROKER"); env && *env) return env;
+  if (auto e = flag_or_env(flag, "HEARTH_BROKER"); !e.empty()) return e;
   return std::string(broker_endpoint_default);
 }
 
-broker_client::broker_client(std::string endpoint, std::chrono::milliseconds timeout)
+net::curve_client_keys broker_keys(std::string_view broker_key_flag, std::string_view key_flag) {
+  std::string broker_key = flag_or_env(broker_key_flag, "HEARTH_BROKER_KEY");
+  std::string key = flag_or_env(key_flag, "HEARTH_KEY");
+  if (broker_key.empty() && key.empty()) {
+    const std::string dir = config_dir();
+    std::error_code ec;
+    if (dir.empty() || !std::filesystem::exists(dir + "/broker.pub", ec) ||
+        !std::filesystem::exists(dir + "/client.key", ec)) {
+      return {};
+    }
+    broker_key = dir + "/broker.pub";
+    key = dir + "/client.key";
+  }
+  if (key.empty()) {
+    throw std::runtime_error("--broker-key " + broker_key +
+                             " needs --key FILE (or $HEARTH_KEY): this client's secret "
+                             "certificate, made by `hearth keygen`");
+  }
+  if (broker_key.empty()) {
+    throw std::runtime_error("--key " + key +
+                             " needs --broker-key FILE (or $HEARTH_BROKER_KEY): the broker's "
+                             "public certificate");
+  }
+  auto keys = net::curve_client_keys_load(broker_key, key);
+  if (!keys) throw std::runtime_error(keys.message());
+  return std::move(keys).value();
+}
+
+broker_client::broker_client(const broker_options& o)
+    : broker_client(broker_endpoint(o.endpoint), broker_keys(o.broker_key, o.key)) {}
+
+broker_client::broker_client(std::string endpoint, net::curve_client_keys keys,
+                             std::chrono::milliseconds timeout)
     : endpoint_(std::move(endpoint)),
+      keys_(std::move(keys)),
       timeout_(timeout),
       // A random start keeps a reply meant for an earlier `hearth` process (same routing id is
       // impossible, but a confused broker is not) from matching one of ours.
       next_request_id_(uint64_t(std::random_device{}() & 0x7fffffff) + 1),
       ctx_(1),
       socket_(net::make_socket(ctx_, zmq::socket_type::dealer)) {
+  net::curve_client_apply(socket_, keys_);
+  monitor_ = std::make_unique<net::handshake_monitor>(ctx_, socket_);
   try {
     socket_.connect(endpoint_);
   } catch (const zmq::error_t& e) {
@@ -79,6 +131,8 @@ void broker_client::send_request(wire::command cmd, std::string body) {
 
 std::optional<net::received> broker_client::receive(net::steady::time_point deadline) {
   while (true) {
+    monitor_->update();
+    check_handshake();
     if (auto msg = net::try_recv(socket_, false)) {
       const auto views = msg->views();
       auto env = wire::open_envelope(views);
@@ -94,8 +148,9 @@ std::optional<net::received> broker_client::receive(net::steady::time_point dead
     }
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - net::steady::now());
     if (left.count() <= 0) return std::nullopt;
-    zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
-    zmq::poll(&item, 1, left);
+    zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0},
+                               {monitor_->events().handle(), 0, ZMQ_POLLIN, 0}};
+    zmq::poll(items, 2, left);
   }
 }
 
@@ -148,10 +203,41 @@ void broker_client::throw_malformed(wire::command cmd, const std::string& why) c
                            " from the broker at " + endpoint_ + ": " + why);
 }
 
+void broker_client::throw_key_refused(const net::handshake_failure& f) const {
+  throw std::runtime_error(
+      "the broker at " + endpoint_ +
+      " refused this client's key (handshake failed: " + net::handshake_failure_text(f) + ")");
+}
+
+void broker_client::check_handshake() {
+  const auto& f = monitor_->failure();
+  if (!f) return;
+  if (keys_.enabled() && f->kind == net::handshake_failure_kind::auth) throw_key_refused(*f);
+  if (!keys_.enabled() && f->mechanism_mismatch()) {
+    throw std::runtime_error("the broker at " + endpoint_ +
+                             " runs CURVE and this client has no keys (give --broker-key and "
+                             "--key, or set HEARTH_BROKER_KEY and HEARTH_KEY)");
+  }
+}
+
 void broker_client::throw_timeout() const {
   const auto ms = timeout_.count();
   const std::string limit =
       ms % 1000 == 0 ? std::to_string(ms / 1000) + " s" : std::to_string(ms) + " ms";
+  const auto& f = monitor_->failure();
+  if (keys_.enabled() && f && f->kind == net::handshake_failure_kind::protocol &&
+      !f->mechanism_mismatch()) {
+    throw_key_refused(*f);
+  }
+  if (keys_.enabled() && monitor_->connected() && !monitor_->succeeded()) {
+    // A wrong broker key shows as the broker closing the connection (no detail), a broker
+    // without CURVE as a mechanism mismatch: both mean the handshake never got going. Without
+    // any connection the broker is simply not there: the message below.
+    const std::string detail =
+        f ? "handshake failed: " + net::handshake_failure_text(*f) + "; " : "";
+    throw std::runtime_error("the broker at " + endpoint_ + " did not answer a CURVE handshake (" +
+                             detail + "is it running with --auth? is --broker-key its key?)");
+  }
   throw std::runtime_error("no reply from the broker at " + endpoint_ + " within " + limit +
                            " (is hearth-broker running? set --broker or HEARTH_BROKER)");
 }

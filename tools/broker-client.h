@@ -6,12 +6,15 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <zmq.hpp>
 
+#include "schema/curve-cert.h"
+#include "schema/handshake-monitor.h"
 #include "schema/zmq-io.h"
 
 namespace hearth::cli {
@@ -21,9 +24,27 @@ inline constexpr std::string_view broker_endpoint_default = "tcp://127.0.0.1:555
 // The broker to talk to: `flag` (--broker) when set, else $HEARTH_BROKER, else the default.
 std::string broker_endpoint(std::string_view flag);
 
+// The CURVE keys to talk to the broker with: the files `broker_key_flag` (--broker-key, the
+// broker's public certificate) and `key_flag` (--key, this client's secret certificate), each
+// else $HEARTH_BROKER_KEY / $HEARTH_KEY. When neither is given: $XDG_CONFIG_HOME/hearth/broker.pub
+// and client.key (XDG_CONFIG_HOME defaults to ~/.config) when both files exist, else no keys
+// (plain ZMTP). Throws std::runtime_error when only one is given or a file does not load.
+net::curve_client_keys broker_keys(std::string_view broker_key_flag, std::string_view key_flag);
+
+// What a broker command's flags say about the broker: --broker, --broker-key and --key, each
+// empty when not given (broker_endpoint() and broker_keys() resolve them).
+struct broker_options {
+  std::string endpoint;
+  std::string broker_key;
+  std::string key;
+};
+
 class broker_client {
  public:
-  broker_client(std::string endpoint, std::chrono::milliseconds timeout = std::chrono::seconds(5));
+  broker_client(std::string endpoint, net::curve_client_keys keys,
+                std::chrono::milliseconds timeout = std::chrono::seconds(5));
+  // The broker and keys `o` resolves to.
+  explicit broker_client(const broker_options& o);
 
   const std::string& endpoint() const { return endpoint_; }
 
@@ -53,12 +74,18 @@ class broker_client {
   std::optional<net::received> receive(net::steady::time_point deadline);
   [[noreturn]] void throw_malformed(wire::command cmd, const std::string& why) const;
   [[noreturn]] void throw_timeout() const;
+  [[noreturn]] void throw_key_refused(const net::handshake_failure& f) const;
+  // Throws when the handshake failed in a way waiting will not mend (a refused key, one side
+  // without CURVE).
+  void check_handshake();
 
   std::string endpoint_;
+  net::curve_client_keys keys_;
   std::chrono::milliseconds timeout_;
   uint64_t next_request_id_;
   zmq::context_t ctx_;
   zmq::socket_t socket_;
+  std::unique_ptr<net::handshake_monitor> monitor_;  // destroyed before socket_
   std::deque<net::received> events_;
 };
 

@@ -8,13 +8,13 @@ namespace hearth::cli {
 namespace {
 
 struct cancel_options {
-  std::string broker;
+  broker_options broker;
   uint64_t job_id = 0;
   bool json = false;
 };
 
 int cancel(const cancel_options& o) {
-  broker_client client(broker_endpoint(o.broker));
+  broker_client client(o.broker);
   wire::cancel c;
   c.job_id = o.job_id;
   client.request<wire::ok>(c);
@@ -34,7 +34,7 @@ action add_cancel(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("cancel", "Cancel a queued or running job");
   cmd->add_option("id", o->job_id, "Job id")->required();
   cmd->add_flag("--json", o->json, "Print {\"job_id\": N, \"cancelled\": true}");
-  add_broker_option(cmd, o->broker);
+  add_broker_options(cmd, o->broker);
   return [o] { return cancel(*o); };
 }
 

@@ -11,7 +11,7 @@ namespace hearth::cli {
 namespace {
 
 struct job_options {
-  std::string broker;
+  broker_options broker;
   uint64_t job_id = 0;
   bool json = false;
 };
@@ -147,7 +147,7 @@ void print_detail(const wire::job_detail& d, const job_timings& t) {
 }
 
 int show_job(const job_options& o) {
-  broker_client client(broker_endpoint(o.broker));
+  broker_client client(o.broker);
   wire::get_job req;
   req.job_id = o.job_id;
   const auto reply = client.request<wire::job_reply>(req);
@@ -175,7 +175,7 @@ action add_job(CLI::App& app) {
       "job", "Show one job: state, parameters, prompt, events, timings and output");
   cmd->add_option("id", o->job_id, "Job id")->required();
   cmd->add_flag("--json", o->json, "The whole record as one JSON object, with \"timings\"");
-  add_broker_option(cmd, o->broker);
+  add_broker_options(cmd, o->broker);
   return [o] { return show_job(*o); };
 }
 

@@ -10,7 +10,7 @@ namespace hearth::cli {
 namespace {
 
 struct jobs_options {
-  std::string broker;
+  broker_options broker;
   std::string state;
   std::string model;
   uint32_t limit = 20;
@@ -32,7 +32,7 @@ int jobs(const jobs_options& o) {
     }
     throw std::runtime_error("unknown job state '" + o.state + "' (valid: " + valid + ")");
   }
-  broker_client client(broker_endpoint(o.broker));
+  broker_client client(o.broker);
   wire::list_jobs req;
   req.state = o.state;
   req.model = o.model;
@@ -71,7 +71,7 @@ action add_jobs(CLI::App& app) {
   cmd->add_option("--model", o->model, "Only jobs for this model");
   cmd->add_option("--limit", o->limit, "At most this many jobs")->capture_default_str();
   cmd->add_flag("--json", o->json, "A JSON array of job summaries (every field)");
-  add_broker_option(cmd, o->broker);
+  add_broker_options(cmd, o->broker);
   return [o] { return jobs(*o); };
 }
 

@@ -9,7 +9,7 @@ namespace hearth::cli {
 namespace {
 
 struct models_options {
-  std::string broker;
+  broker_options broker;
   bool json = false;
 };
 
@@ -24,7 +24,7 @@ std::string nodes_text(const wire::model_summary& m) {
 }
 
 int models(const models_options& o) {
-  broker_client client(broker_endpoint(o.broker));
+  broker_client client(o.broker);
   const auto reply = client.request<wire::models_reply>(wire::list_models{});
   // The broker caps the list to fit one message (models in use first).
   if (reply.truncated) {
@@ -55,7 +55,7 @@ action add_models(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "models", "List models: architecture, size, the online nodes serving them (* = loaded)");
   cmd->add_flag("--json", o->json, "A JSON array of model summaries (every field)");
-  add_broker_option(cmd, o->broker);
+  add_broker_options(cmd, o->broker);
   return [o] { return models(*o); };
 }
 

@@ -10,7 +10,7 @@ namespace hearth::cli {
 namespace {
 
 struct nodes_options {
-  std::string broker;
+  broker_options broker;
   bool json = false;
   std::string forget;  // the node to forget, with the forget subcommand
 };
@@ -42,7 +42,7 @@ std::string state_text(const wire::node_summary& n, int64_t now_ms) {
 }
 
 int nodes(const nodes_options& o) {
-  broker_client client(broker_endpoint(o.broker));
+  broker_client client(o.broker);
   const auto reply = client.request<wire::nodes_reply>(wire::list_nodes{});
   // The broker caps the list to fit one message (online nodes first).
   if (reply.truncated) {
@@ -74,7 +74,7 @@ int nodes(const nodes_options& o) {
 }
 
 int forget(const nodes_options& o) {
-  broker_client client(broker_endpoint(o.broker));
+  broker_client client(o.broker);
   wire::forget_node req;
   req.name = o.forget;
   client.request<wire::ok>(req);
@@ -91,11 +91,11 @@ action add_nodes(CLI::App& app) {
       "List nodes: state (online, offline, quarantined), engine, slots (running/slots), attempts "
       "lost, CPU, RAM, GPUs, models");
   cmd->add_flag("--json", o->json, "A JSON array of node summaries (every field)");
-  add_broker_option(cmd, o->broker);
+  add_broker_options(cmd, o->broker);
   CLI::App* forget_cmd = cmd->add_subcommand(
       "forget", "Remove an offline node and the models only it offered (admin key needed)");
   forget_cmd->add_option("name", o->forget, "the node's name")->required();
-  add_broker_option(forget_cmd, o->broker);
+  add_broker_options(forget_cmd, o->broker);
   return [o, forget_cmd] { return forget_cmd->parsed() ? forget(*o) : nodes(*o); };
 }
 

@@ -15,7 +15,7 @@ namespace hearth::cli {
 namespace {
 
 struct submit_options {
-  std::string broker;
+  broker_options broker;
   std::string model;
   std::string text;
   wire::job_params params;  // its defaults are the CLI's
@@ -67,7 +67,7 @@ int submit(submit_options& o) {
   s.priority = o.priority;
   s.wait_model = o.wait_model;
   s.watch = stream;
-  broker_client client(broker_endpoint(o.broker));
+  broker_client client(o.broker);
   const auto a = client.request<wire::accepted>(s);
   if (o.json) {
     print_json({{"event", "accepted"}, {"job_id", a.job_id}, {"position", a.position}});
@@ -110,7 +110,7 @@ action add_submit(CLI::App& app) {
                     "a terminal, or with --json)");
   cmd->add_flag("--json", o->json,
                 "JSON lines: accepted, then (streaming) queued/running/tokens/restarted/done");
-  add_broker_option(cmd, o->broker);
+  add_broker_options(cmd, o->broker);
   // -p as in `hearth run`, or the text as the last argument.
   o->prompt_flag = cmd->add_option("-p,--prompt", o->text, "Prompt text; - reads it from stdin");
   o->text_arg = cmd->add_option("text", o->text, "Prompt text (instead of -p)");

@@ -6,13 +6,13 @@ namespace hearth::cli {
 namespace {
 
 struct watch_options {
-  std::string broker;
+  broker_options broker;
   uint64_t job_id = 0;
   bool json = false;
 };
 
 int watch(const watch_options& o) {
-  broker_client client(broker_endpoint(o.broker));
+  broker_client client(o.broker);
   wire::watch w;
   w.job_id = o.job_id;
   client.request<wire::ok>(w);
@@ -29,7 +29,7 @@ action add_watch(CLI::App& app) {
       "completed");
   cmd->add_option("id", o->job_id, "Job id")->required();
   cmd->add_flag("--json", o->json, "JSON lines: queued/running/tokens/restarted/done");
-  add_broker_option(cmd, o->broker);
+  add_broker_options(cmd, o->broker);
   return [o] { return watch(*o); };
 }
 

@@ -19,7 +19,8 @@ action add_convert(CLI::App& app);
 action add_devices(CLI::App& app);
 action add_quantize(CLI::App& app);
 action add_mkmodel(CLI::App& app);
-// Broker commands (tools/broker-cli.h): each takes --broker ENDPOINT.
+// Broker commands (tools/broker-cli.h): each takes --broker ENDPOINT, --broker-key FILE, --key
+// FILE.
 action add_submit(CLI::App& app);
 action add_watch(CLI::App& app);
 action add_jobs(CLI::App& app);
@@ -28,5 +29,6 @@ action add_cancel(CLI::App& app);
 action add_nodes(CLI::App& app);
 action add_models(CLI::App& app);
 action add_up(CLI::App& app);
+action add_keygen(CLI::App& app);
 
 }  // namespace hearth::cli
