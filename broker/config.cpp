@@ -8,17 +8,32 @@ namespace hearth::broker {
 
 // Loads into a copy so that a bad file changes nothing.
 result<void> broker_config_load(const std::string& path, broker_config& out) {
-  auto root =
-      yaml_settings_open(path, {"bind", "db", "heartbeat_ms", "liveness", "max_attempts",
-                                "max_queue", "output_flush_ms", "queue_position_ms", "log_level",
-                                "auth", "insecure", "max_connections_per_address", "max_node_slots",
-                                "quarantine_after", "quarantine_window_ms", "quarantine_ms",
-                                "max_nodes", "hello_rate_per_peer", "hello_burst_per_peer",
-                                "hello_rate", "hello_burst"});
+  auto root = yaml_settings_open(path, {"bind",
+                                        "db",
+                                        "heartbeat_ms",
+                                        "liveness",
+                                        "max_attempts",
+                                        "max_queue",
+                                        "output_flush_ms",
+                                        "queue_position_ms",
+                                        "log_level",
+                                        "auth",
+                                        "insecure",
+                                        "max_connections_per_address",
+                                        "max_node_slots",
+                                        "quarantine_after",
+                                        "quarantine_window_ms",
+                                        "quarantine_ms",
+                                        "max_nodes",
+                                        "hello_rate_per_peer",
+                                        "hello_burst_per_peer",
+                                        "hello_rate",
+                                        "hello_burst"});
   if (!root) return root.err();
   broker_config cfg = out;
   for (auto r :
-       {yaml_setting(*root, "bind", cfg.bind, path), yaml_setting(*root, "db", cfg.db, path),
+       {yaml_setting(*root, "bind", cfg.bind, path),
+        yaml_setting(*root, "db", cfg.db, path),
         yaml_setting(*root, "heartbeat_ms", cfg.heartbeat_ms, path),
         yaml_setting(*root, "liveness", cfg.liveness, path),
         yaml_setting(*root, "max_attempts", cfg.max_attempts, path),
@@ -28,8 +43,7 @@ result<void> broker_config_load(const std::string& path, broker_config& out) {
         yaml_setting(*root, "log_level", cfg.log_level, path),
         yaml_setting(*root, "auth", cfg.auth, path),
         yaml_setting(*root, "insecure", cfg.insecure, path),
-        yaml_setting(*root, "max_connections_per_address", cfg.max_connections_per_address,
-                     path),
+        yaml_setting(*root, "max_connections_per_address", cfg.max_connections_per_address, path),
         yaml_setting(*root, "max_node_slots", cfg.max_node_slots, path),
         yaml_setting(*root, "quarantine_after", cfg.quarantine_after, path),
         yaml_setting(*root, "quarantine_window_ms", cfg.quarantine_window_ms, path),
