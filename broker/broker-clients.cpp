@@ -4,6 +4,7 @@
 #include <random>
 
 #include "broker/broker.h"
+#include "broker/reply-list.h"
 #include "schema/job-params.h"
 
 namespace hearth::broker {
@@ -208,7 +209,15 @@ void broker::on_get_job(const std::string& rid, const peer& who, const wire::get
 void broker::on_list_nodes(const std::string& rid, const wire::list_nodes& m) {
   wire::nodes_reply r;
   r.request_id = m.request_id;
-  for (const auto& [name, n] : nodes_) r.nodes.push_back(n.summary());
+  // Capped to fit one message: online nodes first, so offline records cannot crowd them out.
+  reply_list list(r, &wire::nodes_reply::nodes);
+  for (bool online : {true, false}) {
+    for (const auto& [name, n] : nodes_) {
+      if (n.online == online) list.offer(n.summary());
+    }
+  }
+  r.total = list.total();
+  r.truncated = list.truncated();
   send(rid, r);
 }
 
@@ -237,7 +246,15 @@ void broker::on_list_models(const std::string& rid, const wire::list_models& m) 
   }
   wire::models_reply r;
   r.request_id = m.request_id;
-  for (auto& [name, s] : models) r.models.push_back(std::move(s));
+  // Capped to fit one message: models an online node serves or a job waits for come first.
+  reply_list list(r, &wire::models_reply::models);
+  for (bool in_use : {true, false}) {
+    for (const auto& [name, s] : models) {
+      if ((!s.nodes.empty() || s.queued > 0) == in_use) list.offer(s);
+    }
+  }
+  r.total = list.total();
+  r.truncated = list.truncated();
   send(rid, r);
 }
 

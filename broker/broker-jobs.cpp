@@ -2,6 +2,8 @@
 // queued again when an attempt is lost. Every change of a live job's state happens here.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "broker/broker.h"
 
 namespace hearth::broker {
@@ -31,6 +33,19 @@ uint32_t broker::queue_position(const live_job& j) const {
 
 void broker::dispatch() {
   dispatch_needed_ = false;
+  const auto now = net::steady::now();
+  const auto recent = now - std::chrono::milliseconds(cfg_.quarantine_window_ms);
+  // Which node gets a job. What a node says about itself (a model "loaded", a GPU, its threads)
+  // costs nothing to claim, so measured behaviour comes first: a node that lost attempts within
+  // the quarantine window ranks below every node that lost fewer, and the claims only break ties
+  // among nodes that lost none. A liar thus wins at most its capped slots before it loses them,
+  // ranks last afterwards and is quarantined once it has lost quarantine_after of them.
+  auto rank = [&](const node_entry& e, const std::string& model) {
+    const uint32_t losses = e.losses_since(recent);
+    const bool clean = losses == 0;
+    return std::tuple(-int64_t(losses), clean && e.has_loaded(model), clean ? e.speed_rank() : 0,
+                      e.free_credit());
+  };
   // Repeatedly: the best queued job (priority, then age) over all models whose model some node
   // with credit serves goes to the best such node. Few models, few nodes: a linear scan is fine.
   while (n_queued_ > 0) {
@@ -42,12 +57,8 @@ void broker::dispatch() {
       if (best && queue_key(*best) < head) continue;
       node_entry* pick = nullptr;
       for (auto& [name, n] : nodes_) {
-        if (!n.online || n.credit == 0 || !n.serves(model)) continue;
-        // Prefer a node that has the model loaded, then the faster device, then more credit.
-        auto rank = [&](const node_entry& e) {
-          return std::tuple(e.has_loaded(model), e.speed_rank(), e.credit);
-        };
-        if (!pick || rank(n) > rank(*pick)) pick = &n;
+        if (!n.online || n.free_credit() == 0 || n.quarantined(now) || !n.serves(model)) continue;
+        if (!pick || rank(n, model) > rank(*pick, model)) pick = &n;
       }
       if (!pick) continue;
       best = &jobs_.at(head.second);
@@ -71,6 +82,7 @@ void broker::assign(live_job& j, node_entry& n) {
   j.row.attempts += 1;
   j.row.output.clear();
   j.next_seq = 0;
+  j.recovered_attempt = false;
   store_->job_assigned(j.row.id, j.row.attempts, n.name, net::wall_ms());
 
   wire::job_assign a;
@@ -87,13 +99,19 @@ void broker::assign(live_job& j, node_entry& n) {
   }
 }
 
-void broker::requeue(live_job& j, const std::string& why) {
+void broker::requeue(live_job& j, const std::string& why, loss cause) {
   if (j.cancel_requested) {
     finish(j, wire::job_state::cancelled, "cancelled", "", j.row.n_prompt, uint32_t(j.next_seq));
     return;
   }
   const int64_t now = net::wall_ms();
-  if (j.row.attempts - j.handbacks >= cfg_.max_attempts) {
+  // A lost attempt is the node's doing when another node could have run the job; only when none
+  // could (every node serving the model lost it, or is gone) may the job itself be the cause.
+  if (cause == loss::handback || healthy_node_serves(j.row.model, j.row.node)) ++j.forgiven;
+  // Forgiven attempts are bounded too, so no job is passed around for ever.
+  const uint64_t max_total_attempts = 4 * uint64_t(cfg_.max_attempts);
+  const uint32_t counted = j.row.attempts - std::min(j.forgiven, j.row.attempts);
+  if (counted >= cfg_.max_attempts || j.row.attempts >= max_total_attempts) {
     spdlog::warn("job {} failed after {} attempts: {}", j.row.id, j.row.attempts, why);
     finish(j, wire::job_state::failed, "",
            "gave up after " + std::to_string(j.row.attempts) + " attempts; last: " + why,

@@ -1,6 +1,8 @@
 // The node side of the broker: hello and reconciliation, credit, stream relay, results, loss.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "broker/broker.h"
 
 namespace hearth::broker {
@@ -9,6 +11,16 @@ node_entry* broker::node_by_routing_id(const std::string& rid) {
   auto it = node_by_rid_.find(rid);
   if (it == node_by_rid_.end()) return nullptr;
   return &nodes_.at(it->second);
+}
+
+uint32_t node_entry::losses_since(net::steady::time_point since) const {
+  return uint32_t(recent_losses.end() -
+                  std::lower_bound(recent_losses.begin(), recent_losses.end(), since));
+}
+
+uint32_t node_entry::free_credit() const {
+  const uint32_t busy = std::min<uint32_t>(uint32_t(running.size()), slots);
+  return std::min(credit, slots - busy);
 }
 
 wire::node_summary node_entry::summary() const {
@@ -22,6 +34,8 @@ wire::node_summary node_entry::summary() const {
   s.running = uint32_t(running.size());
   s.hardware = hardware;
   s.models = models;
+  s.quarantined_until_ms = quarantined(net::steady::now()) ? quarantined_until_ms : 0;
+  s.lost = lost;
   s.key = key;
   return s;
 }
@@ -30,7 +44,47 @@ void broker::store_node(const node_entry& n) {
   store_->node_upsert(n.summary());
 }
 
+namespace {
+// A registration (node_hello, or node_status's model list) larger than this is refused: it bounds
+// what one node adds to the broker's memory and to each nodes_reply and models_reply.
+constexpr size_t k_max_registration_bytes = 1 << 20;
+constexpr size_t k_max_node_name_bytes = 255;
+}  // namespace
+
+bool broker::hello_admitted(const std::string& rid) {
+  const auto now = net::steady::now();
+  if (!hello_bucket_) {
+    hello_bucket_.emplace(cfg_.hello_rate, cfg_.hello_burst, now);
+    refusal_log_bucket_.emplace(1.0, 5.0, now);
+  }
+  auto peer = hello_peer_buckets_.try_emplace(rid, cfg_.hello_rate_per_peer,
+                                              cfg_.hello_burst_per_peer, now);
+  std::string why;
+  if (!peer.first->second.take(now)) {
+    why = "more than " + std::to_string(cfg_.hello_rate_per_peer) +
+          " node_hello per second from this connection";
+  } else if (!hello_bucket_->take(now)) {
+    why = "more than " + std::to_string(cfg_.hello_rate) +
+          " node_hello per second from all connections";
+  } else {
+    return true;
+  }
+  send_error(rid, 0, wire::error_code::limit_reached, why + "; try again later");
+  // A flood must not become a flood of log lines.
+  if (refusal_log_bucket_->take(now)) {
+    spdlog::warn("refused a node_hello: {}{}", why,
+                 refusals_unlogged_ ? " (and " + std::to_string(refusals_unlogged_) +
+                                          " more refusals since the last line)"
+                                    : "");
+    refusals_unlogged_ = 0;
+  } else {
+    ++refusals_unlogged_;
+  }
+  return false;
+}
+
 void broker::on_node_hello(const std::string& rid, const peer& who, wire::node_hello m) {
+  if (!hello_admitted(rid)) return;
   if (m.version != wire::protocol_version) {
     send_error(rid, 0, wire::error_code::version_mismatch,
                "node protocol version " + std::to_string(m.version) + " is not supported");
@@ -40,7 +94,24 @@ void broker::on_node_hello(const std::string& rid, const peer& who, wire::node_h
     send_error(rid, 0, wire::error_code::malformed, "node_hello needs a name and slots >= 1");
     return;
   }
+  if (m.name.size() > k_max_node_name_bytes || m.hostname.size() > k_max_node_name_bytes) {
+    send_error(rid, 0, wire::error_code::malformed,
+               "node_hello: name and hostname are at most 255 bytes");
+    return;
+  }
+  if (const size_t bytes = wire::encode(m).size(); bytes > k_max_registration_bytes) {
+    send_error(rid, 0, wire::error_code::limit_reached,
+               "node_hello is " + std::to_string(bytes) + " bytes; at most " +
+                   std::to_string(k_max_registration_bytes) + " (advertise fewer models)");
+    return;
+  }
   auto it = nodes_.find(m.name);
+  if (it == nodes_.end() && nodes_.size() >= cfg_.max_nodes) {
+    send_error(rid, 0, wire::error_code::limit_reached,
+               "the broker has " + std::to_string(nodes_.size()) +
+                   " nodes registered (max_nodes); forget offline ones with `hearth nodes forget`");
+    return;
+  }
   // With auth a name belongs to the key that first used it: another key cannot take it over,
   // whatever it claims about itself (forget the node to free the name).
   if (it != nodes_.end() && !who.key.empty() && !it->second.key.empty() &&
@@ -73,7 +144,12 @@ void broker::on_node_hello(const std::string& rid, const peer& who, wire::node_h
   n.routing_id = rid;
   n.hostname = m.hostname;
   n.engine = m.engine;
-  n.slots = m.slots;
+  if (m.slots > cfg_.max_node_slots && m.slots != n.declared_slots) {
+    spdlog::warn("node {} declares {} slots; it gets at most {} (max_node_slots)", m.name, m.slots,
+                 cfg_.max_node_slots);
+  }
+  n.declared_slots = m.slots;
+  n.slots = std::min(m.slots, cfg_.max_node_slots);
   n.hardware = std::move(m.hardware);
   n.models = std::move(m.models);
   n.online = true;
@@ -101,7 +177,9 @@ void broker::on_node_hello(const std::string& rid, const peer& who, wire::node_h
     if (listed.contains(id)) continue;
     n.running.erase(id);
     if (auto j = jobs_.find(id); j != jobs_.end()) {
-      requeue(j->second, "node " + n.name + " reconnected without the job");
+      const std::string why = "node " + n.name + " reconnected without the job";
+      node_lost_attempt(n, why);
+      requeue(j->second, why);
     }
   }
   n.credit = 0;  // the node grants credit with node_pull once welcomed
@@ -113,11 +191,18 @@ void broker::on_node_hello(const std::string& rid, const peer& who, wire::node_h
 }
 
 void broker::on_node_pull(node_entry& n, const wire::node_pull& m) {
-  n.credit = std::min<uint64_t>(uint64_t(n.credit) + m.credit, n.slots);
+  // Credit and running attempts together stay within its slots, whatever it asks for.
+  const uint32_t busy = std::min<uint32_t>(uint32_t(n.running.size()), n.slots);
+  n.credit = uint32_t(std::min<uint64_t>(uint64_t(n.credit) + m.credit, n.slots - busy));
   dispatch_needed_ = true;
 }
 
 void broker::on_node_status(node_entry& n, wire::node_status m) {
+  if (const size_t bytes = wire::encode(m).size(); bytes > k_max_registration_bytes) {
+    spdlog::warn("node {}: ignored a node_status of {} bytes (at most {})", n.name, bytes,
+                 k_max_registration_bytes);
+    return;
+  }
   n.models = std::move(m.models);
   for (const auto& model : n.models) known_models_.insert(model.name);
   store_node(n);
@@ -157,8 +242,10 @@ void broker::on_job_tokens(node_entry& n, const wire::job_tokens& m, std::string
     // this attempt is abandoned and the job runs again.
     send(n.routing_id, wire::job_cancel{m.job_id, m.attempt});
     n.running.erase(m.job_id);
-    requeue(*j, "tokens " + std::to_string(j->next_seq) + ".." + std::to_string(m.seq - 1) +
-                    " of the stream were lost");
+    const std::string why = "tokens " + std::to_string(j->next_seq) + ".." +
+                            std::to_string(m.seq - 1) + " of the stream were lost";
+    if (!j->recovered_attempt) node_lost_attempt(n, why);
+    requeue(*j, why);
     return;
   }
   j->row.output += m.text;
@@ -172,8 +259,10 @@ void broker::on_job_final(node_entry& n, const wire::job_final& m) {
   if (!j) return;
   n.running.erase(m.job_id);
   if (m.n_gen != j->next_seq && m.state == wire::job_state::completed) {
-    requeue(*j,
-            "the stream ended with " + std::to_string(m.n_gen - j->next_seq) + " tokens missing");
+    const std::string why =
+        "the stream ended with " + std::to_string(m.n_gen - j->next_seq) + " tokens missing";
+    if (!j->recovered_attempt) node_lost_attempt(n, why);
+    requeue(*j, why);
     return;
   }
   if (m.state != wire::job_state::completed && m.state != wire::job_state::failed &&
@@ -191,9 +280,11 @@ void broker::on_job_handback(node_entry& n, const wire::job_handback& m) {
   live_job* j = current_attempt(jobs_, n, m.job_id, m.attempt);
   if (!j) return;
   n.running.erase(m.job_id);
-  // A hand-back is not the job's fault: it does not count against max_attempts.
-  ++j->handbacks;
-  requeue(*j, "node " + n.name + " handed it back: " + m.reason);
+  // A hand-back is not the job's fault: it does not count against max_attempts. It does count
+  // against the node, or a node could take jobs and hand them back for ever.
+  const std::string why = "node " + n.name + " handed it back: " + m.reason;
+  node_lost_attempt(n, why);
+  requeue(*j, why, loss::handback);
 }
 
 void broker::node_lost(node_entry& n, const std::string& why) {
@@ -203,9 +294,58 @@ void broker::node_lost(node_entry& n, const std::string& why) {
   n.routing_id.clear();
   store_->node_seen(n.name, false, n.last_seen_ms);
   for (uint64_t id : std::set<uint64_t>(n.running)) {
-    if (auto j = jobs_.find(id); j != jobs_.end()) requeue(j->second, why);
+    if (auto j = jobs_.find(id); j != jobs_.end()) {
+      node_lost_attempt(n, why);
+      requeue(j->second, why);
+    }
   }
   n.running.clear();
+}
+
+void broker::node_lost_attempt(node_entry& n, const std::string& why) {
+  ++n.lost;
+  const auto now = net::steady::now();
+  // Losses while quarantined (attempts it still held) do not extend the quarantine.
+  if (n.quarantined(now)) return;
+  const auto window = std::chrono::milliseconds(cfg_.quarantine_window_ms);
+  n.recent_losses.push_back(now);
+  while (!n.recent_losses.empty() && n.recent_losses.front() < now - window) {
+    n.recent_losses.pop_front();
+  }
+  if (n.recent_losses.size() < cfg_.quarantine_after) return;
+  // A repeat within the longest quarantine of the last one's end doubles the time.
+  const auto max = std::chrono::milliseconds(broker_config::max_quarantine_ms);
+  const bool repeat = n.quarantine_level > 0 && now - n.quarantine_end < max;
+  n.quarantine_level = repeat ? std::min<uint32_t>(n.quarantine_level + 1, 20) : 1;
+  const int64_t ms = std::min<int64_t>(int64_t(cfg_.quarantine_ms) << (n.quarantine_level - 1),
+                                       broker_config::max_quarantine_ms);
+  n.quarantine_end = now + std::chrono::milliseconds(ms);
+  n.quarantined_until_ms = net::wall_ms() + ms;
+  spdlog::warn("node {} is quarantined for {} s: it lost {} attempts within {} s (last: {})",
+               n.name, ms / 1000.0, n.recent_losses.size(), cfg_.quarantine_window_ms / 1000.0,
+               why);
+  n.recent_losses.clear();
+}
+
+bool broker::healthy_node_serves(const std::string& model, const std::string& except) const {
+  const auto now = net::steady::now();
+  for (const auto& [name, n] : nodes_) {
+    if (name != except && n.online && !n.quarantined(now) && n.serves(model)) return true;
+  }
+  return false;
+}
+
+void broker::node_timers(net::steady::time_point now) {
+  for (auto& [name, n] : nodes_) {
+    if (n.quarantined_until_ms != 0 && !n.quarantined(now)) {
+      n.quarantined_until_ms = 0;
+      spdlog::info("node {}'s quarantine is over", name);
+      dispatch_needed_ = true;
+    }
+  }
+  for (auto it = hello_peer_buckets_.begin(); it != hello_peer_buckets_.end();) {
+    it = it->second.full(now) ? hello_peer_buckets_.erase(it) : std::next(it);
+  }
 }
 
 }  // namespace hearth::broker

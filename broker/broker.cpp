@@ -375,6 +375,7 @@ void broker::recover() {
       enqueue(live);
     } else {
       live.recovered_deadline_ms = net::wall_ms() + grace;
+      live.recovered_attempt = true;
       if (auto it = nodes_.find(live.row.node); it != nodes_.end()) it->second.running.insert(id);
       ++n_running;
     }
@@ -392,6 +393,7 @@ void broker::timers() {
     next_tick_ = now + std::chrono::milliseconds(std::max<uint32_t>(cfg_.heartbeat_ms / 2, 1));
     const auto dead_after = std::chrono::milliseconds(int64_t(cfg_.heartbeat_ms) * cfg_.liveness);
     const int64_t wall = net::wall_ms();
+    node_timers(now);
     for (auto& [name, n] : nodes_) {
       if (!n.online) continue;
       if (now - n.last_heard > dead_after) {

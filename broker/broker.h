@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -24,6 +25,7 @@
 #include "broker/allow-list.h"
 #include "broker/config.h"
 #include "broker/job-store.h"
+#include "broker/token-bucket.h"
 #include "broker/zap-handler.h"
 #include "schema/zmq-io.h"
 
@@ -36,9 +38,13 @@ struct live_job {
   uint64_t next_seq = 0;  // the next token index expected from the current attempt
   bool output_dirty = false;
   bool cancel_requested = false;
-  uint32_t handbacks = 0;             // attempts handed back by a node shutting down (not failures)
+  // Attempts lost on the node side that do not count towards max_attempts (requeue()).
+  uint32_t forgiven = 0;
   int64_t recovered_deadline_ms = 0;  // after a restart: requeue if its node has not reported
-  std::set<std::string> watchers;     // routing ids of clients following it
+  // The current attempt began before the broker restarted: a gap in its stream is the restart's
+  // doing, not its node's.
+  bool recovered_attempt = false;
+  std::set<std::string> watchers;  // routing ids of clients following it
   uint32_t last_position_sent = UINT32_MAX;
 };
 
@@ -56,8 +62,9 @@ struct node_entry {
   std::string routing_id;  // "" while offline
   std::string hostname;
   std::string engine;
-  uint32_t slots = 0;
-  uint32_t credit = 0;  // jobs it asked for and has not been sent yet
+  uint32_t slots = 0;           // min(declared slots, max_node_slots)
+  uint32_t declared_slots = 0;  // what its last hello said
+  uint32_t credit = 0;          // jobs it asked for and has not been sent yet
   wire::hardware_info hardware;
   std::vector<wire::model_info> models;
   std::set<uint64_t> running;  // job ids assigned to it
@@ -66,6 +73,21 @@ struct node_entry {
   net::steady::time_point last_sent{};
   int64_t last_seen_ms = 0;
   int64_t last_seen_stored_ms = 0;
+
+  // Attempts it lost (broker-nodes.cpp node_lost_attempt): times of the recent ones, oldest
+  // first, and the total since the broker started.
+  std::deque<net::steady::time_point> recent_losses;
+  uint32_t lost = 0;
+  // Quarantined: no jobs until quarantine_end. quarantine_ms doubles on each repeat (level).
+  net::steady::time_point quarantine_end{};
+  int64_t quarantined_until_ms = 0;  // the same as wall time, for node_summary
+  uint32_t quarantine_level = 0;
+
+  bool quarantined(net::steady::time_point now) const { return now < quarantine_end; }
+  // Losses at or after `since`.
+  uint32_t losses_since(net::steady::time_point since) const;
+  // Free slots it asked jobs for: credit, never beyond its (capped) slots.
+  uint32_t free_credit() const;
 
   bool serves(const std::string& model) const;
   bool has_loaded(const std::string& model) const;
@@ -127,6 +149,15 @@ class broker {
   void on_job_final(node_entry& n, const wire::job_final& m);
   void on_job_handback(node_entry& n, const wire::job_handback& m);
   void node_lost(node_entry& n, const std::string& why);
+  // An attempt of `n` ended without finishing on the node side: counts it, and quarantines the
+  // node after cfg_.quarantine_after such losses within the window.
+  void node_lost_attempt(node_entry& n, const std::string& why);
+  // Whether another node than `except` could run `model` now (online, not quarantined).
+  bool healthy_node_serves(const std::string& model, const std::string& except) const;
+  // Ends quarantines that are over and forgets idle hello rate limits (from timers()).
+  void node_timers(net::steady::time_point now);
+  // The hello rate limits: false (and the peer told limit_reached) when over them.
+  bool hello_admitted(const std::string& rid);
   void store_node(const node_entry& n);
   node_entry* node_by_routing_id(const std::string& rid);
 
@@ -153,8 +184,12 @@ class broker {
   void dispatch();
   void assign(live_job& j, node_entry& n);
   // The running attempt ended without finishing the job: queue it again, or fail it after
-  // max_attempts (or finish it as cancelled when a cancel was pending).
-  void requeue(live_job& j, const std::string& why);
+  // max_attempts (or finish it as cancelled when a cancel was pending). Every such end is on the
+  // node side (a node that fails a job sends job_final failed, which finishes it), so the attempt
+  // does not count towards max_attempts when another healthy node serves the model, nor ever
+  // when it was handed back; max_total_attempts bounds the job in any case.
+  enum class loss { node, handback };
+  void requeue(live_job& j, const std::string& why, loss cause = loss::node);
   void finish(live_job& j, wire::job_state state, const std::string& stop_reason,
               const std::string& error, uint32_t n_prompt, uint32_t n_gen);
   void notify(const live_job& j, wire::command cmd, const std::string& body);
@@ -180,6 +215,12 @@ class broker {
   std::map<std::string, node_entry> nodes_;                   // by name
   std::unordered_map<std::string, std::string> node_by_rid_;  // routing id -> name
   std::set<std::string> known_models_;
+  // node_hello rate limits: per connection (by routing id) and overall; refusals are logged at
+  // most once a second, with a count of those not logged.
+  std::unordered_map<std::string, token_bucket> hello_peer_buckets_;
+  std::optional<token_bucket> hello_bucket_;
+  std::optional<token_bucket> refusal_log_bucket_;
+  uint64_t refusals_unlogged_ = 0;
   std::vector<outgoing> out_;
   bool dispatch_needed_ = false;
   net::steady::time_point next_tick_{};

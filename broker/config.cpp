@@ -2,19 +2,38 @@
 
 #include "broker/allow-list.h"
 #include "common/yaml-settings.h"
+#include "schema/messages.h"
 
 namespace hearth::broker {
 
 // Loads into a copy so that a bad file changes nothing.
 result<void> broker_config_load(const std::string& path, broker_config& out) {
-  auto root =
-      yaml_settings_open(path, {"bind", "db", "heartbeat_ms", "liveness", "max_attempts",
-                                "max_queue", "output_flush_ms", "queue_position_ms", "log_level",
-                                "auth", "insecure", "max_connections_per_address"});
+  auto root = yaml_settings_open(path, {"bind",
+                                        "db",
+                                        "heartbeat_ms",
+                                        "liveness",
+                                        "max_attempts",
+                                        "max_queue",
+                                        "output_flush_ms",
+                                        "queue_position_ms",
+                                        "log_level",
+                                        "auth",
+                                        "insecure",
+                                        "max_connections_per_address",
+                                        "max_node_slots",
+                                        "quarantine_after",
+                                        "quarantine_window_ms",
+                                        "quarantine_ms",
+                                        "max_nodes",
+                                        "hello_rate_per_peer",
+                                        "hello_burst_per_peer",
+                                        "hello_rate",
+                                        "hello_burst"});
   if (!root) return root.err();
   broker_config cfg = out;
   for (auto r :
-       {yaml_setting(*root, "bind", cfg.bind, path), yaml_setting(*root, "db", cfg.db, path),
+       {yaml_setting(*root, "bind", cfg.bind, path),
+        yaml_setting(*root, "db", cfg.db, path),
         yaml_setting(*root, "heartbeat_ms", cfg.heartbeat_ms, path),
         yaml_setting(*root, "liveness", cfg.liveness, path),
         yaml_setting(*root, "max_attempts", cfg.max_attempts, path),
@@ -24,8 +43,16 @@ result<void> broker_config_load(const std::string& path, broker_config& out) {
         yaml_setting(*root, "log_level", cfg.log_level, path),
         yaml_setting(*root, "auth", cfg.auth, path),
         yaml_setting(*root, "insecure", cfg.insecure, path),
-        yaml_setting(*root, "max_connections_per_address", cfg.max_connections_per_address,
-                     path)}) {
+        yaml_setting(*root, "max_connections_per_address", cfg.max_connections_per_address, path),
+        yaml_setting(*root, "max_node_slots", cfg.max_node_slots, path),
+        yaml_setting(*root, "quarantine_after", cfg.quarantine_after, path),
+        yaml_setting(*root, "quarantine_window_ms", cfg.quarantine_window_ms, path),
+        yaml_setting(*root, "quarantine_ms", cfg.quarantine_ms, path),
+        yaml_setting(*root, "max_nodes", cfg.max_nodes, path),
+        yaml_setting(*root, "hello_rate_per_peer", cfg.hello_rate_per_peer, path),
+        yaml_setting(*root, "hello_burst_per_peer", cfg.hello_burst_per_peer, path),
+        yaml_setting(*root, "hello_rate", cfg.hello_rate, path),
+        yaml_setting(*root, "hello_burst", cfg.hello_burst, path)}) {
     if (!r) return r;
   }
   if (cfg.heartbeat_ms < 10 || cfg.heartbeat_ms > 600000) {
@@ -35,6 +62,24 @@ result<void> broker_config_load(const std::string& path, broker_config& out) {
   if (cfg.max_attempts < 1) return error{path + ": max_attempts must be at least 1"};
   if (cfg.output_flush_ms < 1) return error{path + ": output_flush_ms must be at least 1"};
   if (cfg.queue_position_ms < 1) return error{path + ": queue_position_ms must be at least 1"};
+  if (cfg.max_node_slots < 1) return error{path + ": max_node_slots must be at least 1"};
+  if (cfg.quarantine_after < 1) return error{path + ": quarantine_after must be at least 1"};
+  if (cfg.quarantine_window_ms < 1) {
+    return error{path + ": quarantine_window_ms must be at least 1"};
+  }
+  if (cfg.quarantine_ms > broker_config::max_quarantine_ms) {
+    return error{path + ": quarantine_ms must be in [0, 600000]"};
+  }
+  if (cfg.max_nodes < 1 || cfg.max_nodes > wire::max_array_items) {
+    return error{path + ": max_nodes must be in [1, " + std::to_string(wire::max_array_items) +
+                 "]"};
+  }
+  for (auto [key, value] : {std::pair{"hello_rate_per_peer", cfg.hello_rate_per_peer},
+                            {"hello_burst_per_peer", cfg.hello_burst_per_peer},
+                            {"hello_rate", cfg.hello_rate},
+                            {"hello_burst", cfg.hello_burst}}) {
+    if (value < 1) return error{path + ": " + key + " must be at least 1"};
+  }
   if (!log_level_valid(cfg.log_level)) {
     return error{path + ": log_level must be one of trace, debug, info, warn, error, off"};
   }

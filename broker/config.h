@@ -18,7 +18,26 @@ struct broker_config {
   uint32_t max_queue = 100000;       // queued jobs at most; submit beyond gets queue_full
   uint32_t output_flush_ms = 250;    // how often streamed output is written to the database
   uint32_t queue_position_ms = 200;  // how often waiting clients hear their queue position
-  std::string log_level = "info";    // trace, debug, info, warn, error, off
+
+  // Bounds on what one node can claim (schema/PROTOCOL.md section 9.7). A node's credit and running
+  // attempts never exceed min(its declared slots, max_node_slots).
+  uint32_t max_node_slots = 64;
+  // A node that loses quarantine_after attempts (it died, went silent, reconnected without them,
+  // broke their stream, handed them back) within quarantine_window_ms gets no jobs for
+  // quarantine_ms, doubled on each repeat within 10 minutes of the last, up to 10 minutes.
+  uint32_t quarantine_after = 3;
+  uint32_t quarantine_window_ms = 60000;
+  uint32_t quarantine_ms = 60000;
+  static constexpr uint32_t max_quarantine_ms = 600000;
+  // Node records at most (online or not, in [1, 4096]: a list of them must fit a reply); a
+  // node_hello for a new name beyond it gets limit_reached.
+  uint32_t max_nodes = 256;
+  // node_hello rate limits (token buckets): per connection, and over all connections together.
+  uint32_t hello_rate_per_peer = 5;  // hellos per second
+  uint32_t hello_burst_per_peer = 10;
+  uint32_t hello_rate = 50;
+  uint32_t hello_burst = 100;
+  std::string log_level = "info";  // trace, debug, info, warn, error, off
   // The folder of keys (broker/allow-list.h): CURVE on the socket and only its keys may connect.
   // Without it the broker serves anyone who reaches it, so it refuses to bind anything but
   // loopback unless `insecure` says that is what is wanted.

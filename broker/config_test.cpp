@@ -18,13 +18,47 @@ std::string write_yaml(const std::string& name, const std::string& text) {
 
 TEST(BrokerConfig, TheExampleFileHoldsTheDefaults) {
   broker_config cfg;
-  ASSERT_TRUE(broker_config_load(k_repo + "/deploy/broker.example.yaml", cfg));
+  auto r = broker_config_load(k_repo + "/deploy/broker.example.yaml", cfg);
+  ASSERT_TRUE(r) << r.message();
   const broker_config defaults;
   EXPECT_EQ(cfg.bind, defaults.bind);
   EXPECT_EQ(cfg.heartbeat_ms, defaults.heartbeat_ms);
   EXPECT_EQ(cfg.liveness, defaults.liveness);
   EXPECT_EQ(cfg.max_attempts, defaults.max_attempts);
   EXPECT_EQ(cfg.output_flush_ms, defaults.output_flush_ms);
+  EXPECT_EQ(cfg.max_node_slots, defaults.max_node_slots);
+  EXPECT_EQ(cfg.quarantine_after, defaults.quarantine_after);
+  EXPECT_EQ(cfg.quarantine_window_ms, defaults.quarantine_window_ms);
+  EXPECT_EQ(cfg.quarantine_ms, defaults.quarantine_ms);
+  EXPECT_EQ(cfg.max_nodes, defaults.max_nodes);
+  EXPECT_EQ(cfg.hello_rate_per_peer, defaults.hello_rate_per_peer);
+  EXPECT_EQ(cfg.hello_burst_per_peer, defaults.hello_burst_per_peer);
+  EXPECT_EQ(cfg.hello_rate, defaults.hello_rate);
+  EXPECT_EQ(cfg.hello_burst, defaults.hello_burst);
+}
+
+TEST(BrokerConfig, NodeBoundsAreReadAndChecked) {
+  broker_config cfg;
+  ASSERT_TRUE(
+      broker_config_load(write_yaml("b6.yaml",
+                                    "max_node_slots: 8\nquarantine_after: 2\nquarantine_ms: 5000\n"
+                                    "max_nodes: 10\nhello_rate: 7\n"),
+                         cfg));
+  EXPECT_EQ(cfg.max_node_slots, 8u);
+  EXPECT_EQ(cfg.quarantine_after, 2u);
+  EXPECT_EQ(cfg.quarantine_ms, 5000u);
+  EXPECT_EQ(cfg.max_nodes, 10u);
+  EXPECT_EQ(cfg.hello_rate, 7u);
+  for (const char* bad :
+       {"max_node_slots: 0\n", "max_nodes: 0\n", "max_nodes: 5000\n", "quarantine_ms: 600001\n",
+        "quarantine_after: 0\n", "hello_burst_per_peer: 0\n"}) {
+    broker_config c;
+    auto r = broker_config_load(write_yaml("b7.yaml", bad), c);
+    ASSERT_FALSE(r) << bad;
+    const std::string key = std::string(bad).substr(0, std::string(bad).find(':'));
+    EXPECT_NE(r.message().find(key), std::string::npos) << r.message();
+    EXPECT_EQ(c.max_nodes, broker_config{}.max_nodes) << "a bad file changes nothing";
+  }
 }
 
 TEST(BrokerConfig, ReadsValuesAndKeepsTheRest) {

@@ -666,7 +666,9 @@ struct node_summary {
   uint32_t running = 0;  // attempts running there now
   hardware_info hardware;
   std::vector<model_info> models;
-  std::string key;  // the node's Z85 public key; "" on a broker without auth
+  std::string key;                   // the node's Z85 public key; "" on a broker without auth
+  int64_t quarantined_until_ms = 0;  // gets no jobs until then (0: not quarantined)
+  uint32_t lost = 0;                 // attempts it lost since the broker started
   template <class F>
   void fields(F& f) {
     f("name", name);
@@ -679,6 +681,8 @@ struct node_summary {
     f("hardware", hardware);
     f("models", models);
     f.optional("key", key);
+    f.optional("quarantined_until_ms", quarantined_until_ms);
+    f.optional("lost", lost);
   }
 };
 
@@ -686,10 +690,14 @@ struct nodes_reply {
   static constexpr command cmd = command::nodes_reply;
   uint64_t request_id = 0;
   std::vector<node_summary> nodes;
+  uint32_t total = 0;      // nodes the broker knows (more than listed when truncated)
+  bool truncated = false;  // the list was capped to fit one message
   template <class F>
   void fields(F& f) {
     f("request_id", request_id);
     f("nodes", nodes);
+    f.optional("total", total);
+    f.optional("truncated", truncated);
   }
 };
 
@@ -719,10 +727,14 @@ struct models_reply {
   static constexpr command cmd = command::models_reply;
   uint64_t request_id = 0;
   std::vector<model_summary> models;
+  uint32_t total = 0;      // models known (more than listed when truncated)
+  bool truncated = false;  // the list was capped to fit one message
   template <class F>
   void fields(F& f) {
     f("request_id", request_id);
     f("models", models);
+    f.optional("total", total);
+    f.optional("truncated", truncated);
   }
 };
 

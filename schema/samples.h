@@ -281,7 +281,9 @@ inline nodes_reply sample<nodes_reply>() {
   n.hardware = hardware();
   n.models = {model(true)};
   n.key = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7";
-  return {request_id, {n, node_summary{}}};
+  n.quarantined_until_ms = 1'700'000'060'999;
+  n.lost = 3;
+  return {request_id, {n, node_summary{}}, 4096, true};
 }
 
 template <>
@@ -295,7 +297,7 @@ inline models_reply sample<models_reply>() {
   s.nodes = {"gpu-box", "old-box"};
   s.loaded_on = {"gpu-box"};
   s.queued = 3;
-  return {request_id, {s}};
+  return {request_id, {s}, 70000, true};
 }
 
 template <>

@@ -26,6 +26,10 @@ std::string nodes_text(const wire::model_summary& m) {
 int models(const models_options& o) {
   broker_client client(o.broker);
   const auto reply = client.request<wire::models_reply>(wire::list_models{});
+  // The broker caps the list to fit one message (models in use first).
+  if (reply.truncated) {
+    std::fprintf(stderr, "showing %zu of %u models\n", reply.models.size(), reply.total);
+  }
   if (o.json) {
     print_json(wire_json(reply.models));
     return 0;

@@ -35,9 +35,19 @@ std::string models_text(const std::vector<wire::model_info>& models) {
   return std::to_string(models.size()) + (loaded.empty() ? "" : " (loaded: " + loaded + ")");
 }
 
+// "online", "offline", or "quarantined" while the broker gives it no jobs for losing them.
+std::string state_text(const wire::node_summary& n, int64_t now_ms) {
+  if (n.quarantined_until_ms > now_ms) return "quarantined";
+  return n.online ? "online" : "offline";
+}
+
 int nodes(const nodes_options& o) {
   broker_client client(o.broker);
   const auto reply = client.request<wire::nodes_reply>(wire::list_nodes{});
+  // The broker caps the list to fit one message (online nodes first).
+  if (reply.truncated) {
+    std::fprintf(stderr, "showing %zu of %u nodes\n", reply.nodes.size(), reply.total);
+  }
   if (o.json) {
     print_json(wire_json(reply.nodes));
     return 0;
@@ -50,14 +60,16 @@ int nodes(const nodes_options& o) {
   std::vector<std::vector<std::string>> rows;
   for (const auto& n : reply.nodes) {
     const auto& hw = n.hardware;
-    rows.push_back({n.name, n.online ? "online" : "offline", n.engine,
+    rows.push_back({n.name, state_text(n, now), n.engine,
                     std::to_string(n.running) + "/" + std::to_string(n.slots),
+                    std::to_string(n.lost),
                     or_dash(hw.cpu_model) + " (" + std::to_string(hw.cpu_threads) + " threads)",
                     format_bytes(hw.memory_total), gpus_text(hw.gpus), models_text(n.models),
                     n.online ? "now" : format_ago(n.last_seen_ms, now)});
   }
-  print_table({"NAME", "STATE", "ENGINE", "SLOTS", "CPU", "RAM", "GPUS", "MODELS", "LAST SEEN"},
-              rows);
+  print_table(
+      {"NAME", "STATE", "ENGINE", "SLOTS", "LOST", "CPU", "RAM", "GPUS", "MODELS", "LAST SEEN"},
+      rows);
   return 0;
 }
 
@@ -75,7 +87,9 @@ int forget(const nodes_options& o) {
 action add_nodes(CLI::App& app) {
   auto o = std::make_shared<nodes_options>();
   CLI::App* cmd = app.add_subcommand(
-      "nodes", "List nodes: state, engine, slots (running/slots), CPU, RAM, GPUs, models");
+      "nodes",
+      "List nodes: state (online, offline, quarantined), engine, slots (running/slots), attempts "
+      "lost, CPU, RAM, GPUs, models");
   cmd->add_flag("--json", o->json, "A JSON array of node summaries (every field)");
   add_broker_options(cmd, o->broker);
   CLI::App* forget_cmd = cmd->add_subcommand(

@@ -1,0 +1,464 @@
+// What one node, or one peer pretending to be nodes, can do to the broker (issue 15): its
+// in-flight attempts are capped, attempts it loses do not fail jobs another node can run and get it
+// quarantined, its self-description does not outrank measured behaviour for long, registrations are
+// rate-limited and counted, and the lists of nodes and models always fit a message. Real broker and
+// node processes on loopback (tests/cluster.h); the fakes are raw sockets speaking the node
+// protocol.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "broker/job-store.h"
+#include "tests/cluster.h"
+#include "tests/testdata.h"
+
+namespace hearth {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::cluster;
+using testing::test_client;
+using testing::wait_until;
+
+constexpr auto job = testing::greedy_job;
+
+// A hand-written node on a raw socket: it says what it likes and does only what the test says.
+class fake_node {
+ public:
+  // What the broker sent it.
+  struct replies {
+    int welcomes = 0;
+    std::vector<wire::job_assign> assigns;
+    std::vector<wire::error_reply> errors;
+  };
+
+  fake_node(cluster& c, const std::string& name) : name_(name), sock_(c.client("node", name)) {}
+
+  // A node too good to pass over: every model loaded, a big GPU, many threads and slots.
+  void hello(const std::string& name, uint32_t slots, const std::vector<std::string>& models) {
+    wire::node_hello h;
+    h.name = name;
+    h.hostname = "fake-host";
+    h.engine = "fake";
+    h.slots = slots;
+    h.hardware.cpu_model = "claims to be fast";
+    h.hardware.cpu_threads = 1024;
+    h.hardware.memory_total = uint64_t(1) << 40;
+    h.hardware.gpus.push_back({"cuda", "imaginary GPU", uint64_t(80) << 30, uint64_t(80) << 30});
+    for (const auto& m : models) {
+      wire::model_info mi;
+      mi.name = m;
+      mi.architecture = "llama";
+      mi.loaded = true;
+      h.models.push_back(mi);
+    }
+    send(h);
+  }
+  void hello(uint32_t slots, const std::vector<std::string>& models) {
+    hello(name_, slots, models);
+  }
+  template <class M>
+  void send(const M& m) {
+    net::send(sock_->socket(), "", m);
+  }
+  // `n` hellos with the names flood-0, flood-1, ... as fast as it can; what came back.
+  replies hello_flood(int n, std::chrono::milliseconds wait) {
+    for (int i = 0; i < n; ++i) hello("flood-" + std::to_string(i), 1, {"alpha"});
+    return listen(wait, [n](auto& h) { return h.welcomes + int(h.errors.size()) >= n; });
+  }
+  // Waits for the broker's welcome to its hello.
+  bool welcomed() {
+    return listen(5s, [](auto& h) { return h.welcomes > 0 || !h.errors.empty(); }).welcomes == 1;
+  }
+  // Takes a job and says hello again without it, up to `times` times (the broker requeues it
+  // each time: a lost attempt); returns how many jobs it took.
+  int bounce(int times, std::chrono::milliseconds wait = 2s) {
+    int taken = 0;
+    send(wire::node_pull{1});
+    for (; taken < times; ++taken) {
+      auto heard = listen(wait, [](auto& h) { return !h.assigns.empty(); });
+      if (heard.assigns.empty()) break;
+      hello(1, {"alpha"});
+      send(wire::node_pull{1});
+    }
+    return taken;
+  }
+
+  // Reads what the broker sent for `timeout` (or until `until` holds): assignments are kept.
+  replies listen(std::chrono::milliseconds timeout,
+                 const std::function<bool(const replies&)>& until = nullptr) {
+    replies h;
+    const auto end = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < end) {
+      auto ev = sock_->next_event(20ms);
+      if (!ev) continue;
+      if (ev->cmd == wire::command::node_welcome) ++h.welcomes;
+      if (ev->cmd == wire::command::job_assign) {
+        if (auto a = wire::decode<wire::job_assign>(ev->body)) h.assigns.push_back(*a);
+      }
+      if (ev->cmd == wire::command::error) {
+        if (auto e = wire::decode<wire::error_reply>(ev->body)) h.errors.push_back(*e);
+      }
+      if (until && until(h)) break;
+    }
+    return h;
+  }
+
+ private:
+  std::string name_;
+  std::unique_ptr<test_client> sock_;
+};
+
+std::optional<wire::node_summary> node_named(test_client& c, const std::string& name) {
+  auto r = c.request<wire::nodes_reply>(wire::list_nodes{});
+  if (!r) return std::nullopt;
+  for (const auto& n : r->nodes) {
+    if (n.name == name) return n;
+  }
+  return std::nullopt;
+}
+
+bool node_online(test_client& c, const std::string& name, bool online = true) {
+  return wait_until([&] {
+    auto n = node_named(c, name);
+    return n && n->online == online;
+  });
+}
+
+// `hearth ARGS --broker ENDPOINT` with a client's keys: what it printed on stdout and stderr.
+std::string hearth_cli(cluster& c, const std::string& args) {
+  std::string cmd = std::string(HEARTH_BIN) + " " + args + " --broker " + c.endpoint();
+  for (const auto& a : c.key_args("client", "default")) cmd += " " + a;
+  cmd += " 2>&1";
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return out;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  pclose(p);
+  return out;
+}
+
+class nodes_limits_test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    stories_ = testing::testdata_path("models/stories260K.gguf");
+    ASSERT_FALSE(stories_.empty());
+  }
+  // The cluster's own broker settings (tests/cluster.cpp) plus the test's.
+  void broker_config(const std::string& extra) {
+    std::ofstream(c_.dir().file("broker.yaml"))
+        << "heartbeat_ms: 200\nliveness: 5\noutput_flush_ms: 50\nqueue_position_ms: 50\n"
+           "log_level: debug\n"
+        << extra;
+  }
+  std::string models(const std::string& dir_name, const std::vector<std::string>& names) {
+    const std::string dir = c_.dir().file(dir_name);
+    for (const auto& n : names) testing::link_model(dir, n, stories_);
+    return dir;
+  }
+  // The job failed after `attempts` attempts, saying so.
+  static void expect_gave_up(test_client& client, uint64_t id, uint32_t attempts) {
+    auto d = client.wait_final(id, 5s);
+    ASSERT_TRUE(d);
+    EXPECT_EQ(d->summary.state, wire::job_state::failed);
+    EXPECT_EQ(d->summary.attempts, attempts);
+    const std::string gave_up = "gave up after " + std::to_string(attempts) + " attempts";
+    EXPECT_NE(d->summary.error.find(gave_up), std::string::npos) << d->summary.error;
+  }
+  // A real node (null engine) serving alpha, online.
+  testing::process real_node(test_client& client, int slots, int tokens_per_s) {
+    auto p = c_.start_node("real", models("m", {"alpha"}), "null", slots,
+                           {"--null-tokens-per-s", std::to_string(tokens_per_s)});
+    EXPECT_TRUE(node_online(client, "real")) << p.log();
+    return p;
+  }
+  // Stops the broker (SIGTERM), starts it again on the same database, and lists the nodes.
+  std::optional<wire::nodes_reply> restart(testing::process& broker) {
+    broker.signal(SIGTERM);
+    EXPECT_EQ(broker.wait(), 0);
+    broker = c_.start_broker();
+    return c_.client("client")->request<wire::nodes_reply>(wire::list_nodes{});
+  }
+  // A job that keeps a node busy; returns once it runs.
+  void occupy(test_client& client, int32_t tokens) {
+    auto busy = client.request<wire::accepted>(job("alpha", "long", tokens));
+    ASSERT_TRUE(busy);
+    ASSERT_TRUE(wait_until([&] {
+      auto d = client.request<wire::job_reply>(wire::get_job{0, busy->job_id});
+      return d && d->job.summary.state == wire::job_state::running;
+    }));
+  }
+  std::vector<uint64_t> submit(test_client& client, int n, int32_t tokens) {
+    std::vector<uint64_t> ids;
+    for (int i = 0; i < n; ++i) {
+      auto acc = client.request<wire::accepted>(job("alpha", "job " + std::to_string(i), tokens));
+      EXPECT_TRUE(acc);
+      if (acc) ids.push_back(acc->job_id);
+    }
+    return ids;
+  }
+  std::string stories_;
+  cluster c_;
+};
+
+TEST_F(nodes_limits_test, a_node_claiming_everything_gets_its_capped_slots_then_quarantine) {
+  broker_config("max_node_slots: 4\n");
+  auto broker = c_.start_broker();
+  auto client = c_.client("client");
+  auto real = real_node(*client, 2, 100);
+
+  fake_node fake(c_, "fake1");
+  fake.hello(1000, {"alpha"});
+  ASSERT_TRUE(fake.welcomed());
+  fake.send(wire::node_pull{1000});
+  ASSERT_TRUE(wait_until([&] {
+    auto n = node_named(*client, "fake1");
+    return n && n->online;
+  }));
+  EXPECT_EQ(node_named(*client, "fake1")->slots, 4u) << "1000 declared slots, capped at 4";
+  const auto ids = submit(*client, 20, 40);
+
+  // It claims a loaded model, a GPU and 1000 slots: it wins jobs, but never more than 4. Silent
+  // (no heartbeat), it is declared dead after a second and loses them.
+  auto heard = fake.listen(3s);
+  EXPECT_EQ(heard.assigns.size(), 4u);
+  ASSERT_TRUE(node_online(*client, "fake1", false));
+  auto n = node_named(*client, "fake1");
+  ASSERT_TRUE(n);
+  EXPECT_EQ(n->lost, 4u);
+  EXPECT_GT(n->quarantined_until_ms, net::wall_ms()) << broker.log();
+  EXPECT_NE(broker.log().find("node fake1 is quarantined"), std::string::npos);
+  EXPECT_NE(hearth_cli(c_, "nodes").find("quarantined"), std::string::npos);
+
+  // Back with the same claims, it still gets nothing while quarantined.
+  fake.hello(1000, {"alpha"});
+  fake.send(wire::node_pull{1000});
+  heard = fake.listen(1500ms);
+  EXPECT_EQ(heard.welcomes, 1);
+  EXPECT_TRUE(heard.assigns.empty()) << heard.assigns.size() << " jobs went to a quarantined node";
+
+  for (auto id : ids) {
+    auto d = client->wait_final(id);
+    ASSERT_TRUE(d);
+    EXPECT_EQ(d->summary.state, wire::job_state::completed) << d->summary.error;
+    EXPECT_EQ(d->summary.node, "real");
+  }
+}
+
+TEST_F(nodes_limits_test, fake_nodes_losing_jobs_in_turn_do_not_fail_them) {
+  broker_config("max_node_slots: 4\n");
+  auto broker = c_.start_broker();
+  auto client = c_.client("client");
+  auto real = real_node(*client, 1, 20);
+  // The real node is busy for 5 s with this one; the fakes take the others in turn meanwhile.
+  ASSERT_NO_FATAL_FAILURE(occupy(*client, 100));
+  const auto ids = submit(*client, 6, 5);
+
+  for (const std::string name : {"fake1", "fake2", "fake3"}) {
+    fake_node fake(c_, name);
+    fake.hello(1000, {"alpha"});
+    fake.send(wire::node_pull{1000});
+    auto heard = fake.listen(5s, [](auto& h) { return h.assigns.size() >= 4; });
+    EXPECT_EQ(heard.assigns.size(), 4u) << name;
+    ASSERT_TRUE(node_online(*client, name, false)) << name << " never went offline";
+  }
+  int lost_three_times = 0;
+  for (auto id : ids) {
+    auto d = client->wait_final(id);
+    ASSERT_TRUE(d);
+    EXPECT_EQ(d->summary.state, wire::job_state::completed) << d->summary.error;
+    EXPECT_EQ(d->summary.node, "real");
+    lost_three_times += d->summary.attempts >= 4;
+  }
+  // Three losses used to exhaust max_attempts (3): the test shows it no longer does.
+  EXPECT_GE(lost_three_times, 1);
+}
+
+TEST_F(nodes_limits_test, a_job_lost_by_its_only_node_still_fails_after_max_attempts) {
+  auto broker = c_.start_broker();
+  auto client = c_.client("client");
+  fake_node fake(c_, "flaky");
+  fake.hello(1, {"alpha"});
+  ASSERT_TRUE(fake.welcomed());
+  auto acc = client->request<wire::accepted>(job("alpha", "x", 4));
+  ASSERT_TRUE(acc);
+  // It takes the job and says hello again without it: no other node could run it, so each loss
+  // counts, and the third fails the job.
+  EXPECT_EQ(fake.bounce(4), 3) << broker.log();
+  expect_gave_up(*client, acc->job_id, 3);
+}
+
+TEST_F(nodes_limits_test, forgiven_losses_are_bounded_too) {
+  broker_config("max_attempts: 2\n");  // at most 4 x 2 = 8 attempts in all
+  auto broker = c_.start_broker();
+  auto client = c_.client("client");
+  auto real = real_node(*client, 1, 10);
+  ASSERT_NO_FATAL_FAILURE(occupy(*client, 100));
+  auto acc = client->request<wire::accepted>(job("alpha", "bounced", 4));
+  ASSERT_TRUE(acc);
+  // Fakes bounce it while the real node (healthy, so the losses are forgiven) is busy; each fake
+  // is quarantined after 3 losses and the next one takes over.
+  int bounced = 0;
+  for (int f = 0; f < 3; ++f) {
+    fake_node fake(c_, "bouncer" + std::to_string(f));
+    fake.hello(1, {"alpha"});
+    bounced += fake.bounce(3);
+  }
+  EXPECT_EQ(bounced, 8);
+  expect_gave_up(*client, acc->job_id, 8);
+}
+
+TEST_F(nodes_limits_test, a_job_its_node_fails_fails_without_blaming_the_node) {
+  auto broker = c_.start_broker();
+  auto client = c_.client("client");
+  fake_node fake(c_, "failing");
+  fake.hello(1, {"alpha"});
+  ASSERT_TRUE(fake.welcomed());
+  fake.send(wire::node_pull{1});
+  auto acc = client->request<wire::accepted>(job("alpha", "x", 4));
+  ASSERT_TRUE(acc);
+  auto heard = fake.listen(5s, [](auto& h) { return !h.assigns.empty(); });
+  ASSERT_EQ(heard.assigns.size(), 1u);
+  wire::job_final f;
+  f.job_id = acc->job_id;
+  f.attempt = heard.assigns[0].attempt;
+  f.state = wire::job_state::failed;
+  f.error = "the model cannot take it";
+  fake.send(f);
+  auto d = client->wait_final(acc->job_id, 5s);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->summary.state, wire::job_state::failed);
+  EXPECT_EQ(d->summary.error, "the model cannot take it");
+  EXPECT_LE(d->summary.attempts, 3u);  // max_attempts
+  auto n = node_named(*client, "failing");
+  ASSERT_TRUE(n);
+  EXPECT_EQ(n->lost, 0u) << "a failed job is not a lost attempt";
+  EXPECT_EQ(n->quarantined_until_ms, 0);
+}
+
+TEST_F(nodes_limits_test, a_hello_flood_from_one_socket_is_rate_limited) {
+  auto broker = c_.start_broker();
+  auto client = c_.client("client");
+  fake_node flood(c_, "flood");
+  auto heard = flood.hello_flood(5000, 10s);
+  // Burst 10, then 5 a second from one connection.
+  EXPECT_GE(heard.welcomes, 10);
+  EXPECT_LE(heard.welcomes, 80);
+  ASSERT_FALSE(heard.errors.empty());
+  EXPECT_EQ(heard.errors[0].code, wire::error_code::limit_reached);
+  EXPECT_NE(heard.errors[0].message.find("node_hello per second"), std::string::npos);
+  auto r = client->request<wire::nodes_reply>(wire::list_nodes{});
+  ASSERT_TRUE(r) << "the broker keeps serving";
+  EXPECT_EQ(r->total, r->nodes.size());
+  EXPECT_LE(r->total, 256u);
+  // Refusals are logged at most about once a second.
+  const std::string log = broker.log();
+  size_t lines = 0;
+  for (size_t p = 0; (p = log.find("refused a node_hello", p)) != std::string::npos; ++p) ++lines;
+  EXPECT_LE(lines, 20u);
+
+  r = restart(broker);
+  ASSERT_TRUE(r);
+  EXPECT_LE(r->total, 256u);
+}
+
+TEST_F(nodes_limits_test, node_records_stop_at_max_nodes_also_after_a_restart) {
+  broker_config(
+      "max_nodes: 50\nhello_rate_per_peer: 100000\nhello_burst_per_peer: 100000\n"
+      "hello_rate: 100000\nhello_burst: 100000\n");
+  auto broker = c_.start_broker();
+  auto client = c_.client("client");
+  fake_node flood(c_, "flood");
+  auto heard = flood.hello_flood(5000, 20s);
+  EXPECT_EQ(heard.welcomes, 50);
+  ASSERT_EQ(heard.errors.size(), 4950u);
+  EXPECT_EQ(heard.errors[0].code, wire::error_code::limit_reached);
+  EXPECT_NE(heard.errors[0].message.find("the broker has 50 nodes registered (max_nodes)"),
+            std::string::npos)
+      << heard.errors[0].message;
+  auto r = client->request<wire::nodes_reply>(wire::list_nodes{});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->total, 50u);
+  EXPECT_FALSE(r->truncated);
+
+  r = restart(broker);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->total, 50u);
+  // A known name may come back (from the key it belongs to); a new one may not.
+  fake_node again(c_, "flood");
+  again.hello("flood-7", 1, {"alpha"});
+  EXPECT_TRUE(again.welcomed());
+  again.hello("flood-new", 1, {"alpha"});
+  heard = again.listen(5s, [](auto& h) { return !h.errors.empty(); });
+  ASSERT_EQ(heard.errors.size(), 1u);
+  EXPECT_EQ(heard.errors[0].code, wire::error_code::limit_reached);
+}
+
+TEST_F(nodes_limits_test, lists_of_thousands_of_nodes_and_models_fit_a_message) {
+  // A database from before the limits, as the issue found it: thousands of node rows (one of
+  // them the real node's, which may come back), each with many models.
+  constexpr uint32_t k_nodes = 3000, k_models_each = 20;
+  {
+    auto store = broker::job_store::open(c_.db());
+    ASSERT_TRUE(store) << store.message();
+    (*store)->begin();
+    for (uint32_t i = 0; i < k_nodes; ++i) {
+      wire::node_summary n;
+      n.name = i == 0 ? "real" : "old-" + std::to_string(i);
+      n.hostname = "h";
+      n.engine = "null";
+      n.slots = 1;
+      for (uint32_t k = 0; i > 0 && k < k_models_each; ++k) {
+        wire::model_info m;
+        m.name = "model-" + std::to_string(i) + "-" + std::to_string(k) + std::string(200, 'x');
+        n.models.push_back(m);
+      }
+      (*store)->node_upsert(n);
+    }
+    (*store)->commit();
+  }
+  auto broker = c_.start_broker();
+  auto client = c_.client("client");
+  auto real = real_node(*client, 1, 0);
+  auto r = client->request<wire::nodes_reply>(wire::list_nodes{});
+  ASSERT_TRUE(r) << "nodes_reply decodes";
+  // Each node row is about 5 KiB: the byte cap (4 MiB) ends the list before the count cap.
+  EXPECT_TRUE(r->truncated);
+  EXPECT_EQ(r->total, k_nodes);
+  EXPECT_GT(r->nodes.size(), 100u);
+  EXPECT_LT(r->nodes.size(), 1024u);
+  ASSERT_FALSE(r->nodes.empty());
+  EXPECT_EQ(r->nodes[0].name, "real") << "online nodes come first";
+  auto m = client->request<wire::models_reply>(wire::list_models{});
+  ASSERT_TRUE(m) << "models_reply decodes";
+  const uint32_t n_models = (k_nodes - 1) * k_models_each + 1;
+  EXPECT_TRUE(m->truncated);
+  EXPECT_EQ(m->total, n_models);
+  EXPECT_EQ(m->models.size(), 1024u) << "the count cap";
+  ASSERT_FALSE(m->models.empty());
+  EXPECT_EQ(m->models[0].name, "alpha") << "models in use come first";
+  const std::string out = hearth_cli(c_, "nodes");
+  EXPECT_NE(out.find("showing " + std::to_string(r->nodes.size()) + " of " +
+                     std::to_string(k_nodes) + " nodes"),
+            std::string::npos)
+      << out.substr(0, 2000);
+  EXPECT_NE(
+      hearth_cli(c_, "models").find("showing 1024 of " + std::to_string(n_models) + " models"),
+      std::string::npos);
+  // More records than max_nodes (256): a new name is refused; the known one was welcomed.
+  fake_node late(c_, "late");
+  late.hello(1, {"alpha"});
+  auto heard = late.listen(5s, [](auto& h) { return !h.errors.empty(); });
+  ASSERT_EQ(heard.errors.size(), 1u);
+  EXPECT_NE(heard.errors[0].message.find("the broker has 3000 nodes registered (max_nodes)"),
+            std::string::npos)
+      << heard.errors[0].message;
+}
+
+}  // namespace
+}  // namespace hearth
