@@ -1,7 +1,9 @@
 // The client side of the broker: submissions, watching, cancelling and history queries.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <random>
+#include <string_view>
 
 #include "broker/broker.h"
 #include "schema/job-params.h"
@@ -35,9 +37,36 @@ wire::job_summary summary_of(const job_row& r) {
   return s;
 }
 
+// Bytes [offset, offset + max_bytes) of `text`, shortened to end on a UTF-8 character boundary
+// (but holding at least one character when there is one), so that each page is valid UTF-8 when
+// the whole is.
+std::string_view utf8_page(std::string_view text, uint64_t offset, uint64_t max_bytes) {
+  if (offset >= text.size()) return {};
+  const size_t begin = size_t(offset);
+  const size_t limit = std::min<uint64_t>(text.size(), begin + max_bytes);
+  auto continuation = [&](size_t i) { return (uint8_t(text[i]) & 0xC0) == 0x80; };
+  size_t end = limit;
+  while (end > begin && end < text.size() && continuation(end)) --end;
+  if (end == begin) {
+    end = std::min(limit + 1, text.size());
+    while (end < text.size() && continuation(end)) ++end;
+  }
+  return text.substr(begin, end - begin);
+}
+
+uint32_t page_bytes(uint32_t requested) {
+  if (requested == 0) return wire::job_page_bytes_default;
+  return std::min(requested, wire::job_page_bytes_max);
+}
+
+// A list reply stops adding jobs past this many bytes, and cuts long errors, so that it stays far
+// below the largest message whatever the jobs hold.
+constexpr size_t k_list_reply_bytes = 1 << 20;
+constexpr size_t k_list_error_bytes = 4096;
+
 }  // namespace
 
-void broker::on_submit(const std::string& rid, wire::submit m) {
+void broker::on_submit(const std::string& rid, const std::string& owner, wire::submit m) {
   using wire::error_code;
   if (m.model.empty())
     return send_error(rid, m.request_id, error_code::invalid_params, "no model named");
@@ -59,6 +88,29 @@ void broker::on_submit(const std::string& rid, wire::submit m) {
     return send_error(rid, m.request_id, error_code::queue_full,
                       "the queue is full (" + std::to_string(cfg_.max_queue) + " jobs waiting)");
   }
+  uint64_t bytes = m.prompt.size();
+  for (const auto& msg : m.messages) bytes += msg.role.size() + msg.content.size();
+  const client_usage used = usage_.contains(owner) ? usage_.at(owner) : client_usage{};
+  if (used.jobs >= cfg_.max_client_queued_jobs) {
+    return send_error(rid, m.request_id, error_code::limit_reached,
+                      "max_client_queued_jobs is reached: this client has " +
+                          std::to_string(used.jobs) + " unfinished jobs, the limit is " +
+                          std::to_string(cfg_.max_client_queued_jobs));
+  }
+  if (used.bytes + bytes > cfg_.max_client_queued_bytes) {
+    return send_error(rid, m.request_id, error_code::limit_reached,
+                      "max_client_queued_bytes would be passed: this client's unfinished jobs "
+                      "hold " +
+                          std::to_string(used.bytes) + " bytes of prompts and messages, this one " +
+                          std::to_string(bytes) + ", the limit is " +
+                          std::to_string(cfg_.max_client_queued_bytes));
+  }
+  if (queued_bytes_ + bytes > cfg_.max_queue_bytes) {
+    return send_error(rid, m.request_id, error_code::queue_full,
+                      "the queue is full: unfinished jobs hold " + std::to_string(queued_bytes_) +
+                          " bytes of prompts and messages, this one " + std::to_string(bytes) +
+                          ", max_queue_bytes is " + std::to_string(cfg_.max_queue_bytes));
+  }
   if (m.params.seed == 0) m.params.seed = fresh_seed();
 
   job_row row;
@@ -73,6 +125,7 @@ void broker::on_submit(const std::string& rid, wire::submit m) {
   live_job& j = jobs_[id];
   j.row = std::move(row);
   j.row.id = id;
+  usage_add(j, owner);
   enqueue(j);
   if (m.watch) j.watchers.insert(rid);
   const uint32_t position = queue_position(j);
@@ -90,10 +143,8 @@ void broker::on_watch(const std::string& rid, const wire::watch& m) {
       send(rid, wire::job_queued{j.row.id, j.last_position_sent});
     } else if (j.row.state == wire::job_state::running) {
       send(rid, wire::job_running{j.row.id, j.row.attempts, j.row.node});
-      if (j.next_seq > 0) {
-        send(rid,
-             wire::job_tokens{j.row.id, j.row.attempts, 0, uint32_t(j.next_seq), j.row.output});
-      }
+      if (j.next_seq > 0)
+        send_output_so_far(rid, j.row.id, j.row.attempts, j.next_seq, j.row.output);
     }
     return;
   }
@@ -104,10 +155,25 @@ void broker::on_watch(const std::string& rid, const wire::watch& m) {
   }
   send(rid, wire::ok{m.request_id});
   if (!row->output.empty() || row->n_gen > 0) {
-    send(rid, wire::job_tokens{row->id, row->attempts, 0, row->n_gen, row->output});
+    send_output_so_far(rid, row->id, row->attempts, row->n_gen, row->output);
   }
   send(rid, wire::job_done{row->id, row->attempts, row->state, row->stop_reason, row->error,
                            row->n_prompt, row->n_gen});
+}
+
+void broker::send_output_so_far(const std::string& rid, uint64_t job_id, uint32_t attempt,
+                                uint64_t n_tokens, const std::string& output) {
+  // Pages of at most the default page size. The text carries no token boundaries, so every chunk
+  // but the last has n_tokens 0 at seq 0 (never below the next expected seq: none is dropped as a
+  // duplicate) and the last carries the count (PROTOCOL.md section 11).
+  uint64_t offset = 0;
+  do {
+    const std::string_view page = utf8_page(output, offset, wire::job_page_bytes_default);
+    offset += page.size();
+    const bool last = offset >= output.size();
+    send(rid,
+         wire::job_tokens{job_id, attempt, 0, last ? uint32_t(n_tokens) : 0, std::string(page)});
+  } while (offset < output.size());
 }
 
 void broker::on_cancel(const std::string& rid, const wire::cancel& m) {
@@ -154,9 +220,15 @@ void broker::on_list_jobs(const std::string& rid, const wire::list_jobs& m) {
   f.limit = std::min<uint32_t>(m.limit == 0 ? 20 : m.limit, wire::max_array_items);
   wire::jobs_reply r;
   r.request_id = m.request_id;
+  size_t bytes = 0;
   for (const auto& row : store_->jobs(f)) {
     auto s = summary_of(row);
     if (auto it = jobs_.find(row.id); it != jobs_.end()) s.n_gen = uint32_t(it->second.next_seq);
+    if (s.error.size() > k_list_error_bytes) {
+      s.error = std::string(utf8_page(s.error, 0, k_list_error_bytes)) + "...";
+    }
+    bytes += 256 + s.model.size() + s.node.size() + s.stop_reason.size() + s.error.size();
+    if (bytes > k_list_reply_bytes) break;
     r.jobs.push_back(std::move(s));
   }
   send(rid, r);
@@ -175,11 +247,15 @@ void broker::on_get_job(const std::string& rid, const wire::get_job& m) {
   wire::job_reply r;
   r.request_id = m.request_id;
   r.job.summary = summary_of(*row);
-  r.job.prompt = row->prompt;
+  r.job.prompt = utf8_page(row->prompt, m.prompt_offset, page_bytes(m.max_prompt_bytes));
   r.job.messages = row->messages;
   r.job.params = row->params;
-  r.job.output = row->output;
+  r.job.output = utf8_page(row->output, m.output_offset, page_bytes(m.max_output_bytes));
   r.job.events = store_->job_events(m.job_id);
+  r.output_offset = std::min<uint64_t>(m.output_offset, row->output.size());
+  r.output_total_bytes = row->output.size();
+  r.prompt_offset = std::min<uint64_t>(m.prompt_offset, row->prompt.size());
+  r.prompt_total_bytes = row->prompt.size();
   send(rid, r);
 }
 

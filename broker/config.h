@@ -18,7 +18,14 @@ struct broker_config {
   uint32_t max_queue = 100000;       // queued jobs at most; submit beyond gets queue_full
   uint32_t output_flush_ms = 250;    // how often streamed output is written to the database
   uint32_t queue_position_ms = 200;  // how often waiting clients hear their queue position
-  std::string log_level = "info";    // trace, debug, info, warn, error, off
+  // What one peer or client may hold of the broker's memory (broker.h says how each is used).
+  uint64_t max_peer_outbox_bytes = 8 << 20;      // unsent messages to one peer; beyond: dropped
+  uint32_t peer_stall_ms = 10000;                // a peer blocked this long is dropped
+  uint64_t max_outbox_bytes = 256 << 20;         // unsent messages to all peers together
+  uint32_t max_client_queued_jobs = 10000;       // unfinished jobs of one client (owner)
+  uint64_t max_client_queued_bytes = 256 << 20;  // their prompts and messages, bytes
+  uint64_t max_queue_bytes = uint64_t(1) << 30;  // prompts and messages of all unfinished jobs
+  std::string log_level = "info";                // trace, debug, info, warn, error, off
 };
 
 // Reads the YAML file into `cfg` (keys not in the file keep their values). Unknown keys, wrong
