@@ -64,6 +64,9 @@ uint32_t page_bytes(uint32_t requested) {
 constexpr size_t k_list_reply_bytes = 1 << 20;
 constexpr size_t k_list_error_bytes = 4096;
 
+// What a lagging watcher is sent per turn once its pipe has room again.
+constexpr uint64_t k_catch_up_bytes = 1 << 20;
+
 }  // namespace
 
 void broker::on_submit(const std::string& rid, const std::string& owner, wire::submit m) {
@@ -144,7 +147,7 @@ void broker::on_watch(const std::string& rid, const wire::watch& m) {
     } else if (j.row.state == wire::job_state::running) {
       send(rid, wire::job_running{j.row.id, j.row.attempts, j.row.node});
       if (j.next_seq > 0)
-        send_output_so_far(rid, j.row.id, j.row.attempts, j.next_seq, j.row.output);
+        send_output_from(rid, j.row.id, j.row.attempts, {}, j.next_seq, j.row.output, UINT64_MAX);
     }
     return;
   }
@@ -155,25 +158,85 @@ void broker::on_watch(const std::string& rid, const wire::watch& m) {
   }
   send(rid, wire::ok{m.request_id});
   if (!row->output.empty() || row->n_gen > 0) {
-    send_output_so_far(rid, row->id, row->attempts, row->n_gen, row->output);
+    send_output_from(rid, row->id, row->attempts, {}, row->n_gen, row->output, UINT64_MAX);
   }
   send(rid, wire::job_done{row->id, row->attempts, row->state, row->stop_reason, row->error,
                            row->n_prompt, row->n_gen});
 }
 
-void broker::send_output_so_far(const std::string& rid, uint64_t job_id, uint32_t attempt,
-                                uint64_t n_tokens, const std::string& output) {
+output_mark broker::send_output_from(const std::string& rid, uint64_t job_id, uint32_t attempt,
+                                     output_mark from, uint64_t end_seq, const std::string& output,
+                                     uint64_t max_bytes) {
   // Pages of at most the default page size. The text carries no token boundaries, so every chunk
-  // but the last has n_tokens 0 at seq 0 (never below the next expected seq: none is dropped as a
-  // duplicate) and the last carries the count (PROTOCOL.md section 11).
-  uint64_t offset = 0;
+  // but the one reaching the end has n_tokens 0 at from.seq (never below the next expected seq:
+  // none is dropped as a duplicate) and that one carries the count (PROTOCOL.md section 11).
+  uint64_t offset = from.byte;
+  if (offset >= output.size() && end_seq == from.seq) return from;
+  uint64_t sent = 0;
   do {
     const std::string_view page = utf8_page(output, offset, wire::job_page_bytes_default);
     offset += page.size();
+    sent += page.size();
     const bool last = offset >= output.size();
-    send(rid,
-         wire::job_tokens{job_id, attempt, 0, last ? uint32_t(n_tokens) : 0, std::string(page)});
-  } while (offset < output.size());
+    send(rid, wire::job_tokens{job_id, attempt, from.seq, last ? uint32_t(end_seq - from.seq) : 0,
+                               std::string(page)});
+  } while (offset < output.size() && sent < max_bytes);
+  return offset >= output.size() ? output_mark{end_seq, offset} : output_mark{from.seq, offset};
+}
+
+void broker::deliver(const live_job& j, const std::string& rid, wire::command cmd,
+                     const std::string& body) {
+  auto lag = lagging_.find({j.row.id, rid});
+  switch (cmd) {
+    case wire::command::job_tokens:
+      if (lag != lagging_.end()) return;  // catch_up_lagging() sends it later, in one piece
+      if (outboxes_.bytes_of(rid) > 0) {
+        // Its pipe is full: rather than queueing every chunk, remember what it has.
+        if (auto t = wire::decode<wire::job_tokens>(body)) {
+          lagging_[{j.row.id, rid}] = {t->seq, j.row.output.size() - t->text.size()};
+          return;
+        }
+      }
+      break;
+    case wire::command::job_done:
+      if (lag != lagging_.end()) {
+        send_output_from(rid, j.row.id, j.row.attempts, lag->second, j.next_seq, j.row.output,
+                         UINT64_MAX);
+        lagging_.erase(lag);
+      }
+      break;
+    case wire::command::job_running:
+    case wire::command::job_restarted:
+      // A new attempt: the one it lagged behind is abandoned.
+      if (lag != lagging_.end()) lagging_.erase(lag);
+      break;
+    default:
+      break;
+  }
+  queue_out(rid, cmd, body);
+}
+
+void broker::catch_up_lagging() {
+  for (auto it = lagging_.begin(); it != lagging_.end();) {
+    const auto& [job_id, rid] = it->first;
+    if (outboxes_.bytes_of(rid) > 0) {
+      ++it;
+      continue;
+    }
+    auto j = jobs_.find(job_id);
+    if (j == jobs_.end() || j->second.row.state != wire::job_state::running) {
+      it = lagging_.erase(it);
+      continue;
+    }
+    const live_job& live = j->second;
+    it->second = send_output_from(rid, job_id, live.row.attempts, it->second, live.next_seq,
+                                  live.row.output, k_catch_up_bytes);
+    if (it->second.seq == live.next_seq) {
+      it = lagging_.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 void broker::on_cancel(const std::string& rid, const wire::cancel& m) {

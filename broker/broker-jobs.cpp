@@ -140,7 +140,7 @@ void broker::finish(live_job& j, wire::job_state state, const std::string& stop_
 }
 
 void broker::notify(const live_job& j, wire::command cmd, const std::string& body) {
-  for (const auto& w : j.watchers) queue_out(w, cmd, body);
+  for (const auto& w : j.watchers) deliver(j, w, cmd, body);
 }
 
 }  // namespace hearth::broker

@@ -14,7 +14,7 @@ constexpr int k_burst = 512;
 // ZMQ_SNDHWM of the ROUTER, in messages, per peer: what ZeroMQ itself may hold for one peer that
 // stopped reading. Large enough that a reading peer never meets it in a burst of small token
 // chunks; small enough that it times the largest reply (~1 MiB) stays modest (broker.h).
-constexpr int k_peer_sndhwm = 256;
+constexpr int k_peer_sndhwm = 1024;
 // How often the outboxes are retried while one is non-empty.
 constexpr std::chrono::milliseconds k_outbox_retry{1};
 // At most one warn line per interval about dropped peers.
@@ -106,7 +106,8 @@ void broker::run(const std::atomic<bool>& stop) {
   while (!stop.load(std::memory_order_relaxed)) {
     auto wait = std::min({next_tick_, next_flush_, next_positions_}) - net::steady::now();
     auto wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(wait).count();
-    wait_ms = std::clamp<int64_t>(wait_ms, 0, outboxes_.empty() ? 100 : k_outbox_retry.count());
+    const bool waiting = !outboxes_.empty() || !lagging_.empty();
+    wait_ms = std::clamp<int64_t>(wait_ms, 0, waiting ? k_outbox_retry.count() : 100);
     net::poll(items, 1, std::chrono::milliseconds(wait_ms));
     turn();
   }
@@ -173,6 +174,7 @@ void broker::send_turn_output() {
   const auto now = net::steady::now();
   // Older messages first, so that each peer receives its messages in order.
   outboxes_.flush(*router_, now);
+  catch_up_lagging();
   for (auto& o : out_) {
     if (!outboxes_.send(*router_, o.routing_id, o.cmd, std::move(o.body), now)) continue;
     if (auto it = node_by_rid_.find(o.routing_id); it != node_by_rid_.end()) {
@@ -193,6 +195,7 @@ void broker::drop_peer(const std::string& rid, const std::string& why) {
   std::erase_if(dropped_until_, [&](const auto& kv) { return kv.second <= now; });
   dropped_until_[rid] = now + std::chrono::milliseconds(cfg_.peer_stall_ms);
   for (auto& [id, j] : jobs_) j.watchers.erase(rid);
+  std::erase_if(lagging_, [&](const auto& kv) { return kv.first.second == rid; });
   node_entry* node = node_by_routing_id(rid);
   const std::string who = node ? "node " + node->name : "peer " + peer_name(rid);
   if (now - last_drop_warn_ >= k_drop_warn_interval) {

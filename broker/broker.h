@@ -61,6 +61,12 @@ struct live_job {
   uint64_t queued_bytes = 0;  // its prompt and messages, as counted against the limits
 };
 
+// How far a watcher has an attempt's output: tokens [0, seq) and bytes [0, byte).
+struct output_mark {
+  uint64_t seq = 0;
+  uint64_t byte = 0;
+};
+
 // What one owner's unfinished jobs hold (the per-client limits).
 struct client_usage {
   uint32_t jobs = 0;
@@ -158,9 +164,19 @@ class broker {
   // Clients (broker-clients.cpp).
   void on_submit(const std::string& rid, const std::string& owner, wire::submit m);
   void on_watch(const std::string& rid, const wire::watch& m);
-  // The catch-up of a watch: an attempt's output so far as job_tokens chunks of at most a page.
-  void send_output_so_far(const std::string& rid, uint64_t job_id, uint32_t attempt,
-                          uint64_t n_tokens, const std::string& output);
+  // An attempt's output from `from` on as job_tokens chunks of at most a page, up to about
+  // max_bytes; the chunk that reaches the end of `output` brings the count to end_seq. Returns
+  // what the watcher then has. The catch-up of a watch, and of a lagging watcher.
+  output_mark send_output_from(const std::string& rid, uint64_t job_id, uint32_t attempt,
+                               output_mark from, uint64_t end_seq, const std::string& output,
+                               uint64_t max_bytes);
+  // A job event to one watcher. Token chunks to a watcher whose pipe is full are not queued: it
+  // is marked lagging and catch_up_lagging() sends what it missed in pages once it reads again
+  // (before job_done at the latest), so a slow watcher of a fast stream costs its backlog once,
+  // in the job's output, not again in per-chunk messages.
+  void deliver(const live_job& j, const std::string& rid, wire::command cmd,
+               const std::string& body);
+  void catch_up_lagging();
   void on_cancel(const std::string& rid, const wire::cancel& m);
   void on_list_jobs(const std::string& rid, const wire::list_jobs& m);
   void on_get_job(const std::string& rid, const wire::get_job& m);
@@ -205,6 +221,7 @@ class broker {
   std::vector<peer_outboxes::overflow> to_drop_;  // peers to drop at the start of the next turn
   std::unordered_map<std::string, uint64_t> turn_bytes_;  // queued this turn, by routing id
   std::unordered_map<std::string, net::steady::time_point> dropped_until_;  // ignored till then
+  std::map<std::pair<uint64_t, std::string>, output_mark> lagging_;         // (job, watcher) -> has
   std::unordered_map<std::string, client_usage> usage_;                     // by owner
   uint64_t queued_bytes_ = 0;  // of all unfinished jobs
   net::steady::time_point last_drop_warn_{};
