@@ -193,16 +193,21 @@ void broker::deliver(const live_job& j, const std::string& rid, wire::command cm
       if (outboxes_.bytes_of(rid) > 0) {
         // Its pipe is full: rather than queueing every chunk, remember what it has.
         if (auto t = wire::decode<wire::job_tokens>(body)) {
-          lagging_[{j.row.id, rid}] = {t->seq, j.row.output.size() - t->text.size()};
+          watcher_lag& l = lagging_[{j.row.id, rid}];
+          l.has = {t->seq, j.row.output.size() - t->text.size()};
+          l.attempt = j.row.attempts;
           return;
         }
       }
       break;
     case wire::command::job_done:
+      // The job leaves memory at the end of the turn: the lagging watcher keeps its output (and
+      // its job_done) until it has been sent the rest.
       if (lag != lagging_.end()) {
-        send_output_from(rid, j.row.id, j.row.attempts, lag->second, j.next_seq, j.row.output,
-                         UINT64_MAX);
-        lagging_.erase(lag);
+        lag->second.final_output = std::make_shared<const std::string>(j.row.output);
+        lag->second.final_seq = j.next_seq;
+        lag->second.done_body = body;
+        return;
       }
       break;
     case wire::command::job_running:
@@ -223,15 +228,27 @@ void broker::catch_up_lagging() {
       ++it;
       continue;
     }
+    watcher_lag& l = it->second;
+    if (l.final_output) {
+      l.has = send_output_from(rid, job_id, l.attempt, l.has, l.final_seq, *l.final_output,
+                               k_catch_up_bytes);
+      if (l.has.seq == l.final_seq) {
+        queue_out(rid, wire::command::job_done, std::move(l.done_body));
+        it = lagging_.erase(it);
+      } else {
+        ++it;
+      }
+      continue;
+    }
     auto j = jobs_.find(job_id);
     if (j == jobs_.end() || j->second.row.state != wire::job_state::running) {
       it = lagging_.erase(it);
       continue;
     }
     const live_job& live = j->second;
-    it->second = send_output_from(rid, job_id, live.row.attempts, it->second, live.next_seq,
-                                  live.row.output, k_catch_up_bytes);
-    if (it->second.seq == live.next_seq) {
+    l.has = send_output_from(rid, job_id, live.row.attempts, l.has, live.next_seq, live.row.output,
+                             k_catch_up_bytes);
+    if (l.has.seq == live.next_seq) {
       it = lagging_.erase(it);
     } else {
       ++it;

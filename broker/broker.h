@@ -221,9 +221,18 @@ class broker {
   std::vector<peer_outboxes::overflow> to_drop_;  // peers to drop at the start of the next turn
   std::unordered_map<std::string, uint64_t> turn_bytes_;  // queued this turn, by routing id
   std::unordered_map<std::string, net::steady::time_point> dropped_until_;  // ignored till then
-  std::map<std::pair<uint64_t, std::string>, output_mark> lagging_;         // (job, watcher) -> has
-  std::unordered_map<std::string, client_usage> usage_;                     // by owner
-  uint64_t queued_bytes_ = 0;  // of all unfinished jobs
+  // A watcher behind on a job's stream: what it has, and once the job finished, its output and
+  // job_done, sent after the rest of the output.
+  struct watcher_lag {
+    output_mark has;
+    uint32_t attempt = 0;
+    std::shared_ptr<const std::string> final_output;
+    uint64_t final_seq = 0;
+    std::string done_body;
+  };
+  std::map<std::pair<uint64_t, std::string>, watcher_lag> lagging_;  // by (job, watcher)
+  std::unordered_map<std::string, client_usage> usage_;              // by owner
+  uint64_t queued_bytes_ = 0;                                        // of all unfinished jobs
   net::steady::time_point last_drop_warn_{};
   uint32_t drops_unwarned_ = 0;  // peers dropped since the last warn line
   bool dispatch_needed_ = false;

@@ -297,6 +297,56 @@ TEST(BrokerClientLimits, a_client_that_never_reads_is_dropped_and_the_broker_sta
               static_cast<unsigned long long>(rss_max >> 20));
 }
 
+TEST(BrokerClientLimits, a_slow_watcher_of_a_fast_stream_catches_up_in_pages) {
+  cluster c;
+  auto broker = c.start_broker();
+  auto watcher = c.client("client", "slow");
+  fake_node node(c, "fake1", "big");
+  ASSERT_TRUE(node.welcomed()) << broker.log();
+  watcher->socket().set(zmq::sockopt::rcvhwm, 1);
+  auto s = job_of("big", "stream");
+  s.watch = true;
+  auto acc = watcher->request<wire::accepted>(s);
+  ASSERT_TRUE(acc);
+
+  // 32,000 one-token chunks (16 MiB) while the watcher reads nothing: once ZeroMQ and the kernel
+  // hold what they can, the broker stops queueing its chunks and later sends the rest in pages.
+  const std::string unit = "h\xC3\xA9llo w\xC3\xB6rld \xE2\x9C\x93 \xF0\x9F\x98\x80 ";
+  std::string piece;
+  for (int i = 0; i < 23; ++i) piece += unit;
+  const std::vector<std::string> pieces(32000, piece);
+  ASSERT_EQ(node.run_one(pieces, 1), acc->job_id);
+  std::this_thread::sleep_for(2s);
+
+  std::string text;
+  uint64_t next_seq = 0;
+  size_t chunks = 0;
+  std::optional<wire::job_done> done;
+  const auto until = std::chrono::steady_clock::now() + 60s;
+  while (!done && std::chrono::steady_clock::now() < until) {
+    auto ev = watcher->next_event(1s);
+    if (!ev) continue;
+    if (ev->cmd == wire::command::job_done) {
+      done = wire::decode<wire::job_done>(ev->body).value();
+    } else if (ev->cmd == wire::command::job_tokens) {
+      auto t = wire::decode<wire::job_tokens>(ev->body);
+      ASSERT_TRUE(t);
+      ASSERT_EQ(t->seq, next_seq) << "chunk " << chunks;
+      next_seq += t->n_tokens;
+      text += t->text;
+      ++chunks;
+    }
+  }
+  ASSERT_TRUE(done) << broker.log().substr(0, 4000);
+  EXPECT_EQ(done->state, wire::job_state::completed);
+  EXPECT_EQ(next_seq, pieces.size());
+  EXPECT_TRUE(text == joined(pieces));
+  EXPECT_LT(chunks, pieces.size()) << "every chunk was queued for a watcher that did not read";
+  EXPECT_EQ(broker.log().find("dropped"), std::string::npos) << broker.log().substr(0, 4000);
+  std::printf("the slow watcher got %zu messages for the node's %zu chunks\n", chunks,
+              pieces.size());
+}
+
 TEST(BrokerClientLimits, unfinished_jobs_are_bounded_per_client_and_in_all) {
   cluster c;
   write_broker_config(c,
