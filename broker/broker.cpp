@@ -12,8 +12,10 @@ namespace {
 constexpr int k_burst = 512;
 
 // ZMQ_SNDHWM of the ROUTER, in messages, per peer: what ZeroMQ itself may hold for one peer that
-// stopped reading. Large enough that a reading peer never meets it in a burst of small token
-// chunks; small enough that it times the largest reply (~1 MiB) stays modest (broker.h).
+// stopped reading. Twice a turn's burst, so that a reading peer rarely meets it while the
+// messages of one turn stream out (at 256 messages the bench's token relay fell behind at once);
+// what it holds in bytes is bounded by what the broker sends a peer before dropping it
+// (queue_out: twice max_peer_outbox_bytes in a turn).
 constexpr int k_peer_sndhwm = 1024;
 // How often the outboxes are retried while one is non-empty.
 constexpr std::chrono::milliseconds k_outbox_retry{1};

@@ -16,8 +16,11 @@
 // jobs, and a node is treated as lost (its attempts are requeued). When all outboxes together
 // pass max_outbox_bytes, the peer holding the most is dropped; a dropped peer's messages are
 // discarded unread for peer_stall_ms. A message to a peer that is gone
-// (EHOSTUNREACH) is dropped. One peer thus holds at most k_peer_sndhwm messages in ZeroMQ (a
-// reply is at most ~1 MiB: replies are paged) plus max_peer_outbox_bytes in its outbox.
+// (EHOSTUNREACH) is dropped. A peer is also dropped when one turn's messages to it pass twice
+// max_peer_outbox_bytes (queue_out), so what one peer holds in ZeroMQ and its outbox together
+// stays within a few times max_peer_outbox_bytes (replies are paged: one is at most ~1 MiB).
+// A watcher of a fast stream whose pipe is full is not sent every token chunk: it lags, and
+// catches up from the job's output in pages when it reads again (deliver()).
 //
 // Clients' unfinished jobs are bounded too: per owner (the client's identity) at most
 // max_client_queued_jobs jobs and max_client_queued_bytes of prompts and messages, and

@@ -268,9 +268,10 @@ TEST(BrokerClientLimits, a_client_that_never_reads_is_dropped_and_the_broker_sta
     if (i % 10 == 0) std::this_thread::sleep_for(5ms);
   }
 
-  // Meanwhile another client is answered within a second, and the broker stays small: the
-  // reader's share is at most what ZeroMQ holds for it (256 messages of at most 256 KiB) plus
-  // its outbox (8 MiB), well under 200 MiB on top of what the broker held before.
+  // Meanwhile another client is answered within a second, and the broker stays small: before it
+  // is dropped the reader is sent at most twice max_peer_outbox_bytes (16 MiB) in one turn,
+  // held by ZeroMQ or its outbox (8 MiB), and its requests are then ignored for peer_stall_ms:
+  // some tens of MiB, well under 200 MiB on top of what the broker held before.
   uint64_t rss_max = 0;
   const auto until = std::chrono::steady_clock::now() + 5s;
   while (std::chrono::steady_clock::now() < until) {
