@@ -1,7 +1,9 @@
 // The client side of the broker: submissions, watching, cancelling and history queries.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <random>
+#include <string_view>
 
 #include "broker/broker.h"
 #include "broker/reply-list.h"
@@ -36,6 +38,36 @@ wire::job_summary summary_of(const job_row& r, std::string owner) {
   s.owner = std::move(owner);
   return s;
 }
+
+// Bytes [offset, offset + max_bytes) of `text`, shortened to end on a UTF-8 character boundary
+// (but holding at least one character when there is one), so that each page is valid UTF-8 when
+// the whole is.
+std::string_view utf8_page(std::string_view text, uint64_t offset, uint64_t max_bytes) {
+  if (offset >= text.size()) return {};
+  const size_t begin = size_t(offset);
+  const size_t limit = std::min<uint64_t>(text.size(), begin + max_bytes);
+  auto continuation = [&](size_t i) { return (uint8_t(text[i]) & 0xC0) == 0x80; };
+  size_t end = limit;
+  while (end > begin && end < text.size() && continuation(end)) --end;
+  if (end == begin) {
+    end = std::min(limit + 1, text.size());
+    while (end < text.size() && continuation(end)) ++end;
+  }
+  return text.substr(begin, end - begin);
+}
+
+uint32_t page_bytes(uint32_t requested) {
+  if (requested == 0) return wire::job_page_bytes_default;
+  return std::min(requested, wire::job_page_bytes_max);
+}
+
+// A list reply stops adding jobs past this many bytes, and cuts long errors, so that it stays far
+// below the largest message whatever the jobs hold.
+constexpr size_t k_list_reply_bytes = 1 << 20;
+constexpr size_t k_list_error_bytes = 4096;
+
+// What a lagging watcher is sent per turn once its pipe has room again.
+constexpr uint64_t k_catch_up_bytes = 1 << 20;
 
 }  // namespace
 
@@ -81,6 +113,30 @@ void broker::on_submit(const std::string& rid, const peer& who, wire::submit m) 
     return send_error(rid, m.request_id, error_code::queue_full,
                       "the queue is full (" + std::to_string(cfg_.max_queue) + " jobs waiting)");
   }
+  uint64_t bytes = m.prompt.size();
+  for (const auto& msg : m.messages) bytes += msg.role.size() + msg.content.size();
+  const std::string& owner = who.key;
+  const client_usage used = usage_.contains(owner) ? usage_.at(owner) : client_usage{};
+  if (used.jobs >= cfg_.max_client_queued_jobs) {
+    return send_error(rid, m.request_id, error_code::limit_reached,
+                      "max_client_queued_jobs is reached: this client has " +
+                          std::to_string(used.jobs) + " unfinished jobs, the limit is " +
+                          std::to_string(cfg_.max_client_queued_jobs));
+  }
+  if (used.bytes + bytes > cfg_.max_client_queued_bytes) {
+    return send_error(rid, m.request_id, error_code::limit_reached,
+                      "max_client_queued_bytes would be passed: this client's unfinished jobs "
+                      "hold " +
+                          std::to_string(used.bytes) + " bytes of prompts and messages, this one " +
+                          std::to_string(bytes) + ", the limit is " +
+                          std::to_string(cfg_.max_client_queued_bytes));
+  }
+  if (queued_bytes_ + bytes > cfg_.max_queue_bytes) {
+    return send_error(rid, m.request_id, error_code::queue_full,
+                      "the queue is full: unfinished jobs hold " + std::to_string(queued_bytes_) +
+                          " bytes of prompts and messages, this one " + std::to_string(bytes) +
+                          ", max_queue_bytes is " + std::to_string(cfg_.max_queue_bytes));
+  }
   if (m.params.seed == 0) m.params.seed = fresh_seed();
 
   job_row row;
@@ -96,6 +152,7 @@ void broker::on_submit(const std::string& rid, const peer& who, wire::submit m) 
   live_job& j = jobs_[id];
   j.row = std::move(row);
   j.row.id = id;
+  usage_add(j, owner);
   enqueue(j);
   if (m.watch) j.watchers.insert(rid);
   const uint32_t position = queue_position(j);
@@ -116,19 +173,109 @@ void broker::on_watch(const std::string& rid, const peer& who, const wire::watch
       send(rid, wire::job_queued{j.row.id, j.last_position_sent});
     } else if (j.row.state == wire::job_state::running) {
       send(rid, wire::job_running{j.row.id, j.row.attempts, j.row.node});
-      if (j.next_seq > 0) {
-        send(rid,
-             wire::job_tokens{j.row.id, j.row.attempts, 0, uint32_t(j.next_seq), j.row.output});
-      }
+      if (j.next_seq > 0)
+        send_output_from(rid, j.row.id, j.row.attempts, {}, j.next_seq, j.row.output, UINT64_MAX);
     }
     return;
   }
   send(rid, wire::ok{m.request_id});
   if (!row->output.empty() || row->n_gen > 0) {
-    send(rid, wire::job_tokens{row->id, row->attempts, 0, row->n_gen, row->output});
+    send_output_from(rid, row->id, row->attempts, {}, row->n_gen, row->output, UINT64_MAX);
   }
   send(rid, wire::job_done{row->id, row->attempts, row->state, row->stop_reason, row->error,
                            row->n_prompt, row->n_gen});
+}
+
+output_mark broker::send_output_from(const std::string& rid, uint64_t job_id, uint32_t attempt,
+                                     output_mark from, uint64_t end_seq, const std::string& output,
+                                     uint64_t max_bytes) {
+  // Pages of at most the default page size. The text carries no token boundaries, so every chunk
+  // but the one reaching the end has n_tokens 0 at from.seq (never below the next expected seq:
+  // none is dropped as a duplicate) and that one carries the count (PROTOCOL.md section 11).
+  uint64_t offset = from.byte;
+  if (offset >= output.size() && end_seq == from.seq) return from;
+  uint64_t sent = 0;
+  do {
+    const std::string_view page = utf8_page(output, offset, wire::job_page_bytes_default);
+    offset += page.size();
+    sent += page.size();
+    const bool last = offset >= output.size();
+    send(rid, wire::job_tokens{job_id, attempt, from.seq, last ? uint32_t(end_seq - from.seq) : 0,
+                               std::string(page)});
+  } while (offset < output.size() && sent < max_bytes);
+  return offset >= output.size() ? output_mark{end_seq, offset} : output_mark{from.seq, offset};
+}
+
+void broker::deliver(const live_job& j, const std::string& rid, wire::command cmd,
+                     const std::string& body) {
+  auto lag = lagging_.find({j.row.id, rid});
+  switch (cmd) {
+    case wire::command::job_tokens:
+      if (lag != lagging_.end()) return;  // catch_up_lagging() sends it later, in one piece
+      if (outboxes_.bytes_of(rid) > 0) {
+        // Its pipe is full: rather than queueing every chunk, remember what it has.
+        if (auto t = wire::decode<wire::job_tokens>(body)) {
+          watcher_lag& l = lagging_[{j.row.id, rid}];
+          l.has = {t->seq, j.row.output.size() - t->text.size()};
+          l.attempt = j.row.attempts;
+          return;
+        }
+      }
+      break;
+    case wire::command::job_done:
+      // The job leaves memory at the end of the turn: the lagging watcher keeps its output (and
+      // its job_done) until it has been sent the rest.
+      if (lag != lagging_.end()) {
+        lag->second.final_output = std::make_shared<const std::string>(j.row.output);
+        lag->second.final_seq = j.next_seq;
+        lag->second.done_body = body;
+        return;
+      }
+      break;
+    case wire::command::job_running:
+    case wire::command::job_restarted:
+      // A new attempt: the one it lagged behind is abandoned.
+      if (lag != lagging_.end()) lagging_.erase(lag);
+      break;
+    default:
+      break;
+  }
+  queue_out(rid, cmd, body);
+}
+
+void broker::catch_up_lagging() {
+  for (auto it = lagging_.begin(); it != lagging_.end();) {
+    const auto& [job_id, rid] = it->first;
+    if (outboxes_.bytes_of(rid) > 0) {
+      ++it;
+      continue;
+    }
+    watcher_lag& l = it->second;
+    if (l.final_output) {
+      l.has = send_output_from(rid, job_id, l.attempt, l.has, l.final_seq, *l.final_output,
+                               k_catch_up_bytes);
+      if (l.has.seq == l.final_seq) {
+        queue_out(rid, wire::command::job_done, std::move(l.done_body));
+        it = lagging_.erase(it);
+      } else {
+        ++it;
+      }
+      continue;
+    }
+    auto j = jobs_.find(job_id);
+    if (j == jobs_.end() || j->second.row.state != wire::job_state::running) {
+      it = lagging_.erase(it);
+      continue;
+    }
+    const live_job& live = j->second;
+    l.has = send_output_from(rid, job_id, live.row.attempts, l.has, live.next_seq, live.row.output,
+                             k_catch_up_bytes);
+    if (l.has.seq == live.next_seq) {
+      it = lagging_.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 void broker::on_cancel(const std::string& rid, const peer& who, const wire::cancel& m) {
@@ -175,9 +322,15 @@ void broker::on_list_jobs(const std::string& rid, const peer& who, const wire::l
   f.limit = std::min<uint32_t>(m.limit == 0 ? 20 : m.limit, wire::max_array_items);
   wire::jobs_reply r;
   r.request_id = m.request_id;
+  size_t bytes = 0;
   for (const auto& row : store_->jobs(f)) {
     auto s = summary_of(row, owner_name(row.owner));
     if (auto it = jobs_.find(row.id); it != jobs_.end()) s.n_gen = uint32_t(it->second.next_seq);
+    if (s.error.size() > k_list_error_bytes) {
+      s.error = std::string(utf8_page(s.error, 0, k_list_error_bytes)) + "...";
+    }
+    bytes += 256 + s.model.size() + s.node.size() + s.stop_reason.size() + s.error.size();
+    if (bytes > k_list_reply_bytes) break;
     r.jobs.push_back(std::move(s));
   }
   send(rid, r);
@@ -198,11 +351,15 @@ void broker::on_get_job(const std::string& rid, const peer& who, const wire::get
   wire::job_reply r;
   r.request_id = m.request_id;
   r.job.summary = summary_of(*row, owner_name(row->owner));
-  r.job.prompt = row->prompt;
+  r.job.prompt = utf8_page(row->prompt, m.prompt_offset, page_bytes(m.max_prompt_bytes));
   r.job.messages = row->messages;
   r.job.params = row->params;
-  r.job.output = row->output;
+  r.job.output = utf8_page(row->output, m.output_offset, page_bytes(m.max_output_bytes));
   r.job.events = store_->job_events(m.job_id);
+  r.output_offset = std::min<uint64_t>(m.output_offset, row->output.size());
+  r.output_total_bytes = row->output.size();
+  r.prompt_offset = std::min<uint64_t>(m.prompt_offset, row->prompt.size());
+  r.prompt_total_bytes = row->prompt.size();
   send(rid, r);
 }
 

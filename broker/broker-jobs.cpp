@@ -158,7 +158,7 @@ void broker::finish(live_job& j, wire::job_state state, const std::string& stop_
 }
 
 void broker::notify(const live_job& j, wire::command cmd, const std::string& body) {
-  for (const auto& w : j.watchers) out_.push_back({w, cmd, body});
+  for (const auto& w : j.watchers) deliver(j, w, cmd, body);
 }
 
 }  // namespace hearth::broker

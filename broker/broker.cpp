@@ -11,6 +11,19 @@ namespace {
 // adds to the replies of its first messages.
 constexpr int k_burst = 512;
 
+// ZMQ_SNDHWM of the ROUTER, in messages, per peer: what ZeroMQ itself may hold for one peer that
+// stopped reading. Twice a turn's burst, so that a reading peer rarely meets it while the
+// messages of one turn stream out (at 256 messages the bench's token relay fell behind at once);
+// what it holds in bytes is bounded by what the broker sends a peer before dropping it
+// (queue_out: twice max_peer_outbox_bytes in a turn).
+constexpr int k_peer_sndhwm = 1024;
+// How often the outboxes are retried while one is non-empty.
+constexpr std::chrono::milliseconds k_outbox_retry{1};
+// At most one warn line per interval about dropped peers.
+constexpr std::chrono::seconds k_drop_warn_interval{1};
+// turn_bytes_ of a peer that gets nothing more this turn.
+constexpr uint64_t k_peer_dropped = UINT64_MAX;
+
 template <class M>
 std::optional<M> decode_or_log(std::string_view body, const std::string& peer) {
   auto m = wire::decode<M>(body);
@@ -52,7 +65,10 @@ uint64_t node_entry::speed_rank() const {
 }
 
 broker::broker(broker_config cfg, std::unique_ptr<job_store> store)
-    : cfg_(std::move(cfg)), store_(std::move(store)) {}
+    : cfg_(std::move(cfg)),
+      store_(std::move(store)),
+      outboxes_(outbox_limits{cfg_.max_peer_outbox_bytes, cfg_.max_outbox_bytes,
+                              std::chrono::milliseconds(cfg_.peer_stall_ms)}) {}
 
 broker::~broker() = default;
 
@@ -72,6 +88,8 @@ void broker::send_error(const std::string& rid, uint64_t request_id, wire::error
 void broker::run(const std::atomic<bool>& stop) {
   if (auto r = broker_config_check_exposure(cfg_); !r) throw std::runtime_error(r.message());
   router_ = std::make_unique<zmq::socket_t>(net::make_socket(ctx_, zmq::socket_type::router));
+  router_->set(zmq::sockopt::router_mandatory, 1);
+  router_->set(zmq::sockopt::sndhwm, k_peer_sndhwm);
   // A peer gets this long to complete its handshake; a connection that says nothing (or cannot
   // prove a key) is closed, so idle sockets cannot pile up.
   router_->set(zmq::sockopt::handshake_ivl, 5000);
@@ -114,7 +132,8 @@ void broker::run(const std::atomic<bool>& stop) {
   while (!stop.load(std::memory_order_relaxed)) {
     auto wait = std::min({next_tick_, next_flush_, next_positions_}) - net::steady::now();
     auto wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(wait).count();
-    wait_ms = std::clamp<int64_t>(wait_ms, 0, 100);
+    const bool waiting = !outboxes_.empty() || !lagging_.empty();
+    wait_ms = std::clamp<int64_t>(wait_ms, 0, waiting ? k_outbox_retry.count() : 100);
     net::poll(items, n_items, std::chrono::milliseconds(wait_ms));
     if (zap_) {
       zap_->serve();
@@ -143,24 +162,120 @@ void broker::run(const std::atomic<bool>& stop) {
 
 void broker::turn() {
   store_->begin();
+  std::set<std::string> dropped;
+  for (auto& [rid, why] : to_drop_) {
+    if (dropped.insert(rid).second) drop_peer(rid, why);
+  }
+  to_drop_.clear();
+  const auto now = net::steady::now();
   for (int i = 0; i < k_burst; ++i) {
     auto msg = net::try_recv(*router_, true);
     if (!msg) break;
+    if (ignored(msg->routing_id, now)) continue;
     handle(*msg);
   }
   timers();
   if (dispatch_needed_) dispatch();
   store_->commit();
-  // Finished jobs leave memory at the end of the turn that finished them.
-  for (uint64_t id : finished_) jobs_.erase(id);
-  finished_.clear();
+  erase_finished_jobs();
+  send_turn_output();
+}
+
+bool broker::ignored(const std::string& rid, net::steady::time_point now) {
+  if (turn_bytes_.empty() && dropped_until_.empty()) return false;
+  if (auto it = turn_bytes_.find(rid); it != turn_bytes_.end() && it->second == k_peer_dropped) {
+    return true;
+  }
+  auto it = dropped_until_.find(rid);
+  if (it == dropped_until_.end()) return false;
+  if (now < it->second) return true;
+  dropped_until_.erase(it);
+  return false;
+}
+
+void broker::queue_out(const std::string& rid, wire::command cmd, std::string body) {
+  uint64_t& bytes = turn_bytes_[rid];
+  if (bytes == k_peer_dropped) return;
+  bytes += body.size();
+  const uint64_t limit = 2 * cfg_.max_peer_outbox_bytes;
+  if (bytes + outboxes_.bytes_of(rid) > limit) {
+    bytes = k_peer_dropped;
+    to_drop_.push_back({rid, "its messages of one turn and its unsent ones passed " +
+                                 std::to_string(limit) + " bytes (twice max_peer_outbox_bytes)"});
+    return;
+  }
+  out_.push_back({rid, cmd, std::move(body)});
+}
+
+void broker::send_turn_output() {
+  const auto now = net::steady::now();
+  // Older messages first, so that each peer receives its messages in order.
+  outboxes_.flush(*router_, now);
+  catch_up_lagging();
   for (auto& o : out_) {
-    net::send_raw(*router_, o.routing_id, o.cmd, o.body);
+    if (!outboxes_.send(*router_, o.routing_id, o.cmd, std::move(o.body), now)) continue;
     if (auto it = node_by_rid_.find(o.routing_id); it != node_by_rid_.end()) {
-      nodes_[it->second].last_sent = net::steady::now();
+      nodes_[it->second].last_sent = now;
     }
   }
   out_.clear();
+  turn_bytes_.clear();
+  // Dropping a node requeues its jobs, which writes to the store: that waits for the next turn's
+  // transaction.
+  for (auto& o : outboxes_.take_overflowing(now)) to_drop_.push_back({o.routing_id, o.why});
+}
+
+void broker::drop_peer(const std::string& rid, const std::string& why) {
+  outboxes_.drop(rid);
+  const auto now = net::steady::now();
+  // Forget peers that were dropped long ago, so that the map stays as small as the drop rate.
+  std::erase_if(dropped_until_, [&](const auto& kv) { return kv.second <= now; });
+  dropped_until_[rid] = now + std::chrono::milliseconds(cfg_.peer_stall_ms);
+  for (auto& [id, j] : jobs_) j.watchers.erase(rid);
+  std::erase_if(lagging_, [&](const auto& kv) { return kv.first.second == rid; });
+  node_entry* node = node_by_routing_id(rid);
+  const std::string who = node ? "node " + node->name : "peer " + peer_name(rid);
+  if (now - last_drop_warn_ >= k_drop_warn_interval) {
+    spdlog::warn("dropped {}: {}{}", who, why,
+                 drops_unwarned_ == 0
+                     ? ""
+                     : " (and " + std::to_string(drops_unwarned_) + " more since the last line)");
+    last_drop_warn_ = now;
+    drops_unwarned_ = 0;
+  } else {
+    ++drops_unwarned_;
+  }
+  if (node) node_lost(*node, who + " stopped reading its messages");
+}
+
+void broker::usage_add(live_job& j, const std::string& owner) {
+  j.owner = owner;
+  j.queued_bytes = j.row.prompt.size();
+  for (const auto& m : j.row.messages) j.queued_bytes += m.role.size() + m.content.size();
+  auto& u = usage_[owner];
+  ++u.jobs;
+  u.bytes += j.queued_bytes;
+  queued_bytes_ += j.queued_bytes;
+}
+
+void broker::usage_release(const live_job& j) {
+  auto it = usage_.find(j.owner);
+  if (it == usage_.end()) return;
+  --it->second.jobs;
+  it->second.bytes -= j.queued_bytes;
+  queued_bytes_ -= j.queued_bytes;
+  if (it->second.jobs == 0) usage_.erase(it);
+}
+
+void broker::erase_finished_jobs() {
+  // Finished jobs leave memory at the end of the turn that finished them.
+  for (uint64_t id : finished_) {
+    if (auto it = jobs_.find(id); it != jobs_.end()) {
+      usage_release(it->second);
+      jobs_.erase(it);
+    }
+  }
+  finished_.clear();
 }
 
 std::optional<peer> broker::identify(const net::received& msg) {
@@ -371,6 +486,8 @@ void broker::recover() {
     j.row = std::move(row);
     j.next_seq = j.row.n_gen;
     auto& live = jobs_[id] = std::move(j);
+    // The owner is not recorded: recovered jobs count against the anonymous client.
+    usage_add(live, live.row.owner);
     if (live.row.state == wire::job_state::queued) {
       enqueue(live);
     } else {
@@ -442,9 +559,7 @@ void broker::timers() {
       }
     }
   }
-  // Finished jobs leave memory at the end of the turn that finished them.
-  std::erase_if(jobs_,
-                [](const auto& kv) { return wire::job_state_is_final(kv.second.row.state); });
+  erase_finished_jobs();
 }
 
 }  // namespace hearth::broker

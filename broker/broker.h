@@ -5,6 +5,27 @@
 // writes of the burst in one transaction), runs the timers (heartbeats, dead nodes, output
 // flushes, queue positions), dispatches queued jobs to nodes with credit, commits, and only then
 // sends what the turn produced — so nothing is acknowledged before it is durable.
+//
+// Sending: no peer can make the broker buffer without bound. The ROUTER has ZMQ_ROUTER_MANDATORY
+// and a modest ZMQ_SNDHWM (k_peer_sndhwm messages; ZeroMQ counts messages, not bytes), and every
+// send is non-blocking. A message ZeroMQ refuses (EAGAIN: the peer's pipe is full because the
+// peer stopped reading) waits in that peer's outbox (peer-outbox.h), behind which later messages
+// to the peer queue up in order; outboxes are retried every turn, and the loop polls every
+// millisecond while one is non-empty. A peer whose outbox passes max_peer_outbox_bytes, or that
+// has not taken a message for peer_stall_ms, is dropped: its outbox is freed, it stops watching
+// jobs, and a node is treated as lost (its attempts are requeued). When all outboxes together
+// pass max_outbox_bytes, the peer holding the most is dropped; a dropped peer's messages are
+// discarded unread for peer_stall_ms. A message to a peer that is gone
+// (EHOSTUNREACH) is dropped. A peer is also dropped when one turn's messages to it pass twice
+// max_peer_outbox_bytes (queue_out), so what one peer holds in ZeroMQ and its outbox together
+// stays within a few times max_peer_outbox_bytes (replies are paged: one is at most ~1 MiB).
+// A watcher of a fast stream whose pipe is full is not sent every token chunk: it lags, and
+// catches up from the job's output in pages when it reads again (deliver()).
+//
+// Clients' unfinished jobs are bounded too: per owner (the client's identity) at most
+// max_client_queued_jobs jobs and max_client_queued_bytes of prompts and messages, and
+// max_queue_bytes over all owners. A job counts from its submit until it finishes, running
+// included, because its row (prompt, messages and the output so far) stays in memory until then.
 #pragma once
 
 #include <atomic>
@@ -25,6 +46,7 @@
 #include "broker/allow-list.h"
 #include "broker/config.h"
 #include "broker/job-store.h"
+#include "broker/peer-outbox.h"
 #include "broker/token-bucket.h"
 #include "broker/zap-handler.h"
 #include "schema/zmq-io.h"
@@ -46,6 +68,20 @@ struct live_job {
   bool recovered_attempt = false;
   std::set<std::string> watchers;  // routing ids of clients following it
   uint32_t last_position_sent = UINT32_MAX;
+  std::string owner;          // the client that submitted it (per-client limits)
+  uint64_t queued_bytes = 0;  // its prompt and messages, as counted against the limits
+};
+
+// How far a watcher has an attempt's output: tokens [0, seq) and bytes [0, byte).
+struct output_mark {
+  uint64_t seq = 0;
+  uint64_t byte = 0;
+};
+
+// What one owner's unfinished jobs hold (the per-client limits).
+struct client_usage {
+  uint32_t jobs = 0;
+  uint64_t bytes = 0;
 };
 
 // Who sent a message: the role and key the ZAP handler vouched for (broker/zap-handler.h). On a
@@ -125,8 +161,19 @@ class broker {
   };
   template <class M>
   void send(const std::string& routing_id, const M& m) {
-    out_.push_back({routing_id, M::cmd, wire::encode(m)});
+    queue_out(routing_id, M::cmd, wire::encode(m));
   }
+  // Every message of the turn goes through here. A peer whose messages of this turn and outbox
+  // together pass twice max_peer_outbox_bytes (ZeroMQ takes a part of them when the peer reads)
+  // gets no more this turn and is dropped at the start of the next.
+  void queue_out(const std::string& routing_id, wire::command cmd, std::string body);
+  // Hands the turn's messages to ZeroMQ or the outboxes, then drops the peers over a limit.
+  void send_turn_output();
+  // A peer that stopped reading: it watches nothing any more, a node is lost, and what it sends
+  // for the next peer_stall_ms is discarded unread (so that its requests cost nothing while its
+  // connection still holds the replies it did not read).
+  void drop_peer(const std::string& routing_id, const std::string& why);
+  bool ignored(const std::string& routing_id, net::steady::time_point now);
   void send_error(const std::string& routing_id, uint64_t request_id, wire::error_code code,
                   std::string message);
 
@@ -168,6 +215,19 @@ class broker {
   // Clients (broker-clients.cpp).
   void on_submit(const std::string& rid, const peer& who, wire::submit m);
   void on_watch(const std::string& rid, const peer& who, const wire::watch& m);
+  // An attempt's output from `from` on as job_tokens chunks of at most a page, up to about
+  // max_bytes; the chunk that reaches the end of `output` brings the count to end_seq. Returns
+  // what the watcher then has. The catch-up of a watch, and of a lagging watcher.
+  output_mark send_output_from(const std::string& rid, uint64_t job_id, uint32_t attempt,
+                               output_mark from, uint64_t end_seq, const std::string& output,
+                               uint64_t max_bytes);
+  // A job event to one watcher. Token chunks to a watcher whose pipe is full are not queued: it
+  // is marked lagging and catch_up_lagging() sends what it missed in pages once it reads again
+  // (before job_done at the latest), so a slow watcher of a fast stream costs its backlog once,
+  // in the job's output, not again in per-chunk messages.
+  void deliver(const live_job& j, const std::string& rid, wire::command cmd,
+               const std::string& body);
+  void catch_up_lagging();
   void on_cancel(const std::string& rid, const peer& who, const wire::cancel& m);
   void on_list_jobs(const std::string& rid, const peer& who, const wire::list_jobs& m);
   void on_get_job(const std::string& rid, const peer& who, const wire::get_job& m);
@@ -195,6 +255,11 @@ class broker {
   void notify(const live_job& j, wire::command cmd, const std::string& body);
   uint32_t queue_position(const live_job& j) const;
   void timers();
+  // The per-client accounting of unfinished jobs: a job is counted from its submit (or recovery)
+  // until it leaves memory.
+  void usage_add(live_job& j, const std::string& owner);
+  void usage_release(const live_job& j);
+  void erase_finished_jobs();
 
   broker_config cfg_;
   std::unique_ptr<job_store> store_;
@@ -222,6 +287,24 @@ class broker {
   std::optional<token_bucket> refusal_log_bucket_;
   uint64_t refusals_unlogged_ = 0;
   std::vector<outgoing> out_;
+  peer_outboxes outboxes_;
+  std::vector<peer_outboxes::overflow> to_drop_;  // peers to drop at the start of the next turn
+  std::unordered_map<std::string, uint64_t> turn_bytes_;  // queued this turn, by routing id
+  std::unordered_map<std::string, net::steady::time_point> dropped_until_;  // ignored till then
+  // A watcher behind on a job's stream: what it has, and once the job finished, its output and
+  // job_done, sent after the rest of the output.
+  struct watcher_lag {
+    output_mark has;
+    uint32_t attempt = 0;
+    std::shared_ptr<const std::string> final_output;
+    uint64_t final_seq = 0;
+    std::string done_body;
+  };
+  std::map<std::pair<uint64_t, std::string>, watcher_lag> lagging_;  // by (job, watcher)
+  std::unordered_map<std::string, client_usage> usage_;              // by owner
+  uint64_t queued_bytes_ = 0;                                        // of all unfinished jobs
+  net::steady::time_point last_drop_warn_{};
+  uint32_t drops_unwarned_ = 0;  // peers dropped since the last warn line
   bool dispatch_needed_ = false;
   net::steady::time_point next_tick_{};
   net::steady::time_point next_flush_{};

@@ -28,7 +28,13 @@ result<void> broker_config_load(const std::string& path, broker_config& out) {
                                         "hello_rate_per_peer",
                                         "hello_burst_per_peer",
                                         "hello_rate",
-                                        "hello_burst"});
+                                        "hello_burst",
+                                        "max_peer_outbox_bytes",
+                                        "peer_stall_ms",
+                                        "max_outbox_bytes",
+                                        "max_client_queued_jobs",
+                                        "max_client_queued_bytes",
+                                        "max_queue_bytes"});
   if (!root) return root.err();
   broker_config cfg = out;
   for (auto r :
@@ -52,7 +58,14 @@ result<void> broker_config_load(const std::string& path, broker_config& out) {
         yaml_setting(*root, "hello_rate_per_peer", cfg.hello_rate_per_peer, path),
         yaml_setting(*root, "hello_burst_per_peer", cfg.hello_burst_per_peer, path),
         yaml_setting(*root, "hello_rate", cfg.hello_rate, path),
-        yaml_setting(*root, "hello_burst", cfg.hello_burst, path)}) {
+        yaml_setting(*root, "hello_burst", cfg.hello_burst, path),
+
+        yaml_setting(*root, "max_peer_outbox_bytes", cfg.max_peer_outbox_bytes, path),
+        yaml_setting(*root, "peer_stall_ms", cfg.peer_stall_ms, path),
+        yaml_setting(*root, "max_outbox_bytes", cfg.max_outbox_bytes, path),
+        yaml_setting(*root, "max_client_queued_jobs", cfg.max_client_queued_jobs, path),
+        yaml_setting(*root, "max_client_queued_bytes", cfg.max_client_queued_bytes, path),
+        yaml_setting(*root, "max_queue_bytes", cfg.max_queue_bytes, path)}) {
     if (!r) return r;
   }
   if (cfg.heartbeat_ms < 10 || cfg.heartbeat_ms > 600000) {
@@ -80,6 +93,15 @@ result<void> broker_config_load(const std::string& path, broker_config& out) {
                             {"hello_burst", cfg.hello_burst}}) {
     if (value < 1) return error{path + ": " + key + " must be at least 1"};
   }
+  // A peer must be able to hold at least one largest message in its outbox.
+  if (cfg.max_peer_outbox_bytes < uint64_t(wire::max_message_bytes)) {
+    return error{path + ": max_peer_outbox_bytes must be at least " +
+                 std::to_string(wire::max_message_bytes) + " (one largest message)"};
+  }
+  if (cfg.max_outbox_bytes < cfg.max_peer_outbox_bytes) {
+    return error{path + ": max_outbox_bytes must be at least max_peer_outbox_bytes"};
+  }
+  if (cfg.peer_stall_ms < 100) return error{path + ": peer_stall_ms must be at least 100"};
   if (!log_level_valid(cfg.log_level)) {
     return error{path + ": log_level must be one of trace, debug, info, warn, error, off"};
   }

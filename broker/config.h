@@ -46,6 +46,13 @@ struct broker_config {
   // With auth: open connections from one address at most; keys beyond are refused at the
   // handshake (admin keys are let in anyway).
   uint32_t max_connections_per_address = 256;
+  // What one peer or client may hold of the broker's memory (broker.h says how each is used).
+  uint64_t max_peer_outbox_bytes = 8 << 20;      // unsent messages to one peer; beyond: dropped
+  uint32_t peer_stall_ms = 10000;                // a peer blocked this long is dropped
+  uint64_t max_outbox_bytes = 256 << 20;         // unsent messages to all peers together
+  uint32_t max_client_queued_jobs = 10000;       // unfinished jobs of one client (owner)
+  uint64_t max_client_queued_bytes = 256 << 20;  // their prompts and messages, bytes
+  uint64_t max_queue_bytes = uint64_t(1) << 30;  // prompts and messages of all unfinished jobs
 };
 
 // Reads the YAML file into `cfg` (keys not in the file keep their values). Unknown keys, wrong

@@ -35,6 +35,12 @@ TEST(BrokerConfig, TheExampleFileHoldsTheDefaults) {
   EXPECT_EQ(cfg.hello_burst_per_peer, defaults.hello_burst_per_peer);
   EXPECT_EQ(cfg.hello_rate, defaults.hello_rate);
   EXPECT_EQ(cfg.hello_burst, defaults.hello_burst);
+  EXPECT_EQ(cfg.max_peer_outbox_bytes, defaults.max_peer_outbox_bytes);
+  EXPECT_EQ(cfg.peer_stall_ms, defaults.peer_stall_ms);
+  EXPECT_EQ(cfg.max_outbox_bytes, defaults.max_outbox_bytes);
+  EXPECT_EQ(cfg.max_client_queued_jobs, defaults.max_client_queued_jobs);
+  EXPECT_EQ(cfg.max_client_queued_bytes, defaults.max_client_queued_bytes);
+  EXPECT_EQ(cfg.max_queue_bytes, defaults.max_queue_bytes);
 }
 
 TEST(BrokerConfig, NodeBoundsAreReadAndChecked) {
@@ -59,6 +65,32 @@ TEST(BrokerConfig, NodeBoundsAreReadAndChecked) {
     EXPECT_NE(r.message().find(key), std::string::npos) << r.message();
     EXPECT_EQ(c.max_nodes, broker_config{}.max_nodes) << "a bad file changes nothing";
   }
+}
+
+TEST(BrokerConfig, ReadsTheLimits) {
+  broker_config cfg;
+  ASSERT_TRUE(broker_config_load(
+      write_yaml("b6.yaml",
+                 "max_peer_outbox_bytes: 16777216\npeer_stall_ms: 500\nmax_outbox_bytes: "
+                 "33554432\nmax_client_queued_jobs: 3\nmax_client_queued_bytes: 1000\n"
+                 "max_queue_bytes: 5000000000\n"),
+      cfg));
+  EXPECT_EQ(cfg.max_peer_outbox_bytes, 16777216u);
+  EXPECT_EQ(cfg.peer_stall_ms, 500u);
+  EXPECT_EQ(cfg.max_outbox_bytes, 33554432u);
+  EXPECT_EQ(cfg.max_client_queued_jobs, 3u);
+  EXPECT_EQ(cfg.max_client_queued_bytes, 1000u);
+  EXPECT_EQ(cfg.max_queue_bytes, 5000000000u);
+  // An outbox must hold one largest message, and all outboxes one peer's.
+  auto r = broker_config_load(write_yaml("b7.yaml", "max_peer_outbox_bytes: 1000\n"), cfg);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.message().find("max_peer_outbox_bytes must be at least"), std::string::npos);
+  r = broker_config_load(write_yaml("b8.yaml",
+                                    "max_outbox_bytes: 8388608\n"
+                                    "max_peer_outbox_bytes: 16777216\n"),
+                         cfg);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.message().find("max_outbox_bytes must be at least"), std::string::npos);
 }
 
 TEST(BrokerConfig, ReadsValuesAndKeepsTheRest) {

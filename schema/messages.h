@@ -448,14 +448,27 @@ struct list_jobs {
   }
 };
 
+// The reply carries one page of the output and of the prompt (job_reply); a client reads a long
+// one page by page. 0 as a page size means the default page.
+inline constexpr uint32_t job_page_bytes_default = 256 << 10;
+inline constexpr uint32_t job_page_bytes_max = 512 << 10;
+
 struct get_job {
   static constexpr command cmd = command::get_job;
   uint64_t request_id = 0;
   uint64_t job_id = 0;
+  uint64_t output_offset = 0;     // first byte of the output page
+  uint32_t max_output_bytes = 0;  // page size: 0 = default, capped at job_page_bytes_max
+  uint64_t prompt_offset = 0;     // first byte of the prompt page
+  uint32_t max_prompt_bytes = 0;  // as max_output_bytes
   template <class F>
   void fields(F& f) {
     f("request_id", request_id);
     f("job_id", job_id);
+    f.optional("output_offset", output_offset);
+    f.optional("max_output_bytes", max_output_bytes);
+    f.optional("prompt_offset", prompt_offset);
+    f.optional("max_prompt_bytes", max_prompt_bytes);
   }
 };
 
@@ -645,14 +658,24 @@ struct jobs_reply {
   }
 };
 
+// job.output holds bytes [output_offset, output_offset + job.output.size()) of output_total_bytes,
+// job.prompt the same of the prompt; pages end on UTF-8 character boundaries.
 struct job_reply {
   static constexpr command cmd = command::job_reply;
   uint64_t request_id = 0;
   job_detail job;
+  uint64_t output_offset = 0;
+  uint64_t output_total_bytes = 0;
+  uint64_t prompt_offset = 0;
+  uint64_t prompt_total_bytes = 0;
   template <class F>
   void fields(F& f) {
     f("request_id", request_id);
     f("job", job);
+    f.optional("output_offset", output_offset);
+    f.optional("output_total_bytes", output_total_bytes);
+    f.optional("prompt_offset", prompt_offset);
+    f.optional("prompt_total_bytes", prompt_total_bytes);
   }
 };
 

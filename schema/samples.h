@@ -205,7 +205,7 @@ inline list_jobs sample<list_jobs>() {
 
 template <>
 inline get_job sample<get_job>() {
-  return {request_id, job_id};
+  return {request_id, job_id, uint64_t(1) << 40, 65536, uint64_t(1) << 33, 4096};
 }
 
 template <>
@@ -265,7 +265,7 @@ inline job_reply sample<job_reply>() {
   d.params = params();
   d.output = ", there was a little girl";
   d.events = {event("queued", 0), event("assigned", 1), event("requeued", 2)};
-  return {request_id, d};
+  return {request_id, d, uint64_t(1) << 40, (uint64_t(1) << 40) + 24, 7, 23};
 }
 
 template <>

@@ -9,6 +9,37 @@
 #include "tools/stream-view.h"
 
 namespace hearth::cli {
+
+// A running job's output grows while its pages are read (the total is the latest page's); when a
+// new attempt restarts it, reading starts over.
+wire::job_detail fetch_job(broker_client& client, uint64_t job_id) {
+  for (int tries = 0; tries < 5; ++tries) {
+    wire::get_job req;
+    req.job_id = job_id;
+    auto reply = client.request<wire::job_reply>(req);
+    wire::job_detail d = std::move(reply.job);
+    bool restarted = false;
+    while (!restarted && (d.output.size() < reply.output_total_bytes ||
+                          d.prompt.size() < reply.prompt_total_bytes)) {
+      req.output_offset = d.output.size();
+      req.prompt_offset = d.prompt.size();
+      const uint32_t attempts = d.summary.attempts;
+      reply = client.request<wire::job_reply>(req);
+      restarted = reply.job.summary.attempts != attempts ||
+                  reply.output_offset != req.output_offset ||
+                  reply.prompt_offset != req.prompt_offset ||
+                  (reply.job.output.empty() && reply.job.prompt.empty());
+      d.output += reply.job.output;
+      d.prompt += reply.job.prompt;
+      d.summary = std::move(reply.job.summary);
+      d.events = std::move(reply.job.events);
+    }
+    if (!restarted) return d;
+  }
+  throw std::runtime_error("job " + std::to_string(job_id) +
+                           " kept restarting while its output was read; try again");
+}
+
 namespace {
 
 // How long a followed job may stay silent before we ask the broker whether it still exists
@@ -32,9 +63,10 @@ std::optional<wire::job_detail> ended_job(broker_client& client, uint64_t job_id
   wire::get_job g;
   g.job_id = job_id;
   try {
+    // The first page tells whether it ended; only then is the whole output worth reading.
     auto r = client.request<wire::job_reply>(g);
     if (!wire::job_state_is_final(r.job.summary.state)) return std::nullopt;
-    return std::move(r.job);
+    return fetch_job(client, job_id);
   } catch (const std::runtime_error& e) {
     throw std::runtime_error("following job " + std::to_string(job_id) + ": " + e.what());
   }

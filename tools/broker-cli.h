@@ -30,6 +30,10 @@ void add_broker_options(CLI::App* cmd, broker_options& o);
 int follow_job(broker_client& client, uint64_t job_id, bool json_lines,
                std::optional<uint32_t> position = std::nullopt);
 
+// Job `job_id`'s whole record: the broker sends the output and the prompt in pages (job_reply),
+// read here until both are complete. Throws as broker_client::request does.
+wire::job_detail fetch_job(broker_client& client, uint64_t job_id);
+
 // One JSON value per line on stdout (invalid UTF-8 replaced, never thrown on).
 void print_json(const json& j);
 

@@ -148,12 +148,10 @@ void print_detail(const wire::job_detail& d, const job_timings& t) {
 
 int show_job(const job_options& o) {
   broker_client client(o.broker);
-  wire::get_job req;
-  req.job_id = o.job_id;
-  const auto reply = client.request<wire::job_reply>(req);
-  const auto t = timings_of(reply.job.summary, net::wall_ms());
+  const wire::job_detail detail = fetch_job(client, o.job_id);
+  const auto t = timings_of(detail.summary, net::wall_ms());
   if (o.json) {
-    json j = wire_json(reply.job);
+    json j = wire_json(detail);
     json tj = json::object();
     tj["queue_wait_ms"] = t.queue_wait_ms >= 0 ? json(t.queue_wait_ms) : json(nullptr);
     tj["run_ms"] = t.run_ms >= 0 ? json(t.run_ms) : json(nullptr);
@@ -163,7 +161,7 @@ int show_job(const job_options& o) {
     print_json(j);
     return 0;
   }
-  print_detail(reply.job, t);
+  print_detail(detail, t);
   return 0;
 }
 

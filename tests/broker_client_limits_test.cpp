@@ -1,0 +1,390 @@
+// What one client may cost the broker (schema/PROTOCOL.md section 10.6), with real processes on
+// loopback: a client that never reads its replies is dropped while the broker's memory stays
+// bounded and other clients are served; per-client and global limits on unfinished jobs; and
+// a job whose output is larger than any one message, read back whole through the pages of
+// get_job, the chunks of watch and the CLI.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "tests/cluster.h"
+
+namespace hearth {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::cluster;
+using testing::test_client;
+using testing::wait_until;
+
+// The cluster's usual broker settings (cluster::start_broker) plus `extra` YAML lines.
+void write_broker_config(const cluster& c, const std::string& extra) {
+  std::ofstream(c.dir().file("broker.yaml"))
+      << "heartbeat_ms: 200\nliveness: 5\noutput_flush_ms: 50\nqueue_position_ms: 50\n"
+         "log_level: debug\n"
+      << extra;
+}
+
+// A hand-written node (a "node" client of the cluster) that serves `model` and runs one job at a
+// time with whatever output the test gives it.
+class fake_node {
+ public:
+  fake_node(cluster& c, const std::string& name, const std::string& model)
+      : c_(c.client("node", name)) {
+    wire::node_hello h;
+    h.name = name;
+    h.hostname = "fake-host";
+    h.engine = "null";
+    h.slots = 1;
+    wire::model_info m;
+    m.name = model;
+    m.architecture = "llama";
+    m.quantization = "F16";
+    h.models = {m};
+    send(h);
+    welcomed_ = wait_for(wire::command::node_welcome).has_value();
+  }
+  bool welcomed() const { return welcomed_; }
+
+  // Takes the next job and streams `pieces` (each one chunk of `tokens_per_piece` tokens) as
+  // its output, then completes it. Returns the job id, or 0 when no job came.
+  uint64_t run_one(const std::vector<std::string>& pieces, uint32_t tokens_per_piece) {
+    send(wire::node_pull{1});
+    auto ev = wait_for(wire::command::job_assign);
+    if (!ev) return 0;
+    auto a = wire::decode<wire::job_assign>(ev->body);
+    if (!a) return 0;
+    send(wire::job_started{a->job_id, a->attempt, 1});
+    uint64_t seq = 0;
+    for (const auto& p : pieces) {
+      send(wire::job_tokens{a->job_id, a->attempt, seq, tokens_per_piece, p});
+      seq += tokens_per_piece;
+    }
+    wire::job_final f;
+    f.job_id = a->job_id;
+    f.attempt = a->attempt;
+    f.state = wire::job_state::completed;
+    f.stop_reason = "max_tokens";
+    f.n_prompt = 1;
+    f.n_gen = uint32_t(seq);
+    send(f);
+    return a->job_id;
+  }
+
+  // Keeps the node alive (the broker hears from it) while a test waits.
+  void heartbeat() { send(wire::heartbeat{}); }
+
+ private:
+  template <class M>
+  void send(const M& m) {
+    net::send(c_->socket(), "", m);
+  }
+  std::optional<test_client::reply> wait_for(wire::command cmd) {
+    const auto until = std::chrono::steady_clock::now() + 20s;
+    while (std::chrono::steady_clock::now() < until) {
+      heartbeat();
+      auto ev = c_->next_event(100ms);
+      if (ev && ev->cmd == cmd) return ev;
+    }
+    return std::nullopt;
+  }
+  std::unique_ptr<test_client> c_;
+  bool welcomed_ = false;
+};
+
+// About `bytes` of text with characters of 1 to 4 bytes, so that page and chunk boundaries fall
+// inside characters unless cut with care; in pieces of whole characters of about 512 KiB.
+std::vector<std::string> big_output(size_t bytes) {
+  const std::string unit = "h\xC3\xA9llo w\xC3\xB6rld \xE2\x9C\x93 \xF0\x9F\x98\x80 ";  // 22 bytes
+  std::vector<std::string> pieces;
+  size_t total = 0;
+  while (total < bytes) {
+    std::string p;
+    while (p.size() < (512u << 10) && total + p.size() < bytes) p += unit;
+    total += p.size();
+    pieces.push_back(std::move(p));
+  }
+  return pieces;
+}
+
+std::string joined(const std::vector<std::string>& pieces) {
+  std::string s;
+  for (const auto& p : pieces) s += p;
+  return s;
+}
+
+bool starts_a_character(std::string_view s) {
+  return s.empty() || (uint8_t(s[0]) & 0xC0) != 0x80;
+}
+
+// Resident memory of process `pid` in bytes (VmRSS), 0 when unknown.
+uint64_t rss_bytes(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  }
+  return 0;
+}
+
+// A submitted job of `model` that the fake node will run (wait_model: the node may come later).
+wire::submit job_of(const std::string& model, std::string prompt) {
+  auto s = testing::greedy_job(model, std::move(prompt), 1 << 20);
+  s.wait_model = true;
+  return s;
+}
+
+// `hearth ARGS --broker ENDPOINT`: its stdout and exit code.
+std::pair<int, std::string> run_cli(const std::string& endpoint, const std::string& args) {
+  const std::string cmd = std::string(HEARTH_BIN) + " " + args + " --broker " + endpoint;
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return {-1, out};
+  char buf[65536];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  const int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+TEST(BrokerClientLimits, a_job_larger_than_a_message_reads_back_whole_in_pages) {
+  cluster c;
+  auto broker = c.start_broker();
+  auto client = c.client("client");
+  fake_node node(c, "fake1", "big");
+  ASSERT_TRUE(node.welcomed()) << broker.log();
+
+  auto s = job_of("big", "tell me everything");
+  s.watch = true;
+  auto acc = client->request<wire::accepted>(s);
+  ASSERT_TRUE(acc);
+  const auto pieces = big_output(5 << 20);  // past max_string_bytes: no one message could hold it
+  const std::string text = joined(pieces);
+  ASSERT_EQ(node.run_one(pieces, 1000), acc->job_id);
+  auto streamed = client->follow(acc->job_id);
+  ASSERT_TRUE(streamed.done) << broker.log();
+  EXPECT_EQ(streamed.done->state, wire::job_state::completed);
+  ASSERT_EQ(streamed.text.size(), text.size());
+  EXPECT_TRUE(streamed.text == text);
+
+  // get_job: default pages of at most 256 KiB that end on character boundaries.
+  std::string paged;
+  int pages = 0;
+  while (true) {
+    wire::get_job g{0, acc->job_id};
+    g.output_offset = paged.size();
+    auto r = client->request<wire::job_reply>(g);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->output_total_bytes, text.size());
+    EXPECT_EQ(r->output_offset, paged.size());
+    EXPECT_LE(r->job.output.size(), wire::job_page_bytes_default);
+    EXPECT_TRUE(starts_a_character(r->job.output));
+    EXPECT_EQ(r->job.prompt, "tell me everything");
+    if (r->job.output.empty()) break;
+    paged += r->job.output;
+    ++pages;
+    ASSERT_LT(pages, 100);
+  }
+  EXPECT_GE(pages, 20);
+  EXPECT_TRUE(paged == text);
+  // A page size of the client's choice, capped.
+  wire::get_job small{0, acc->job_id};
+  small.max_output_bytes = 1000;
+  auto r = client->request<wire::job_reply>(small);
+  ASSERT_TRUE(r);
+  EXPECT_LE(r->job.output.size(), 1000u);
+  EXPECT_GE(r->job.output.size(), 997u);
+  small.max_output_bytes = 100 << 20;
+  r = client->request<wire::job_reply>(small);
+  ASSERT_TRUE(r);
+  EXPECT_LE(r->job.output.size(), wire::job_page_bytes_max);
+
+  // watch of the finished job: the output in chunks of at most 256 KiB, seq 0, the count last.
+  auto watcher = c.client("client", "watcher");
+  ASSERT_TRUE(watcher->request<wire::ok>(wire::watch{0, acc->job_id}));
+  std::string caught_up;
+  uint64_t n_tokens = 0;
+  int chunks = 0;
+  std::optional<wire::job_done> done;
+  while (!done) {
+    auto ev = watcher->next_event(5s);
+    ASSERT_TRUE(ev);
+    if (ev->cmd == wire::command::job_done) {
+      done = wire::decode<wire::job_done>(ev->body).value();
+    } else if (ev->cmd == wire::command::job_tokens) {
+      auto t = wire::decode<wire::job_tokens>(ev->body);
+      ASSERT_TRUE(t);
+      EXPECT_EQ(t->seq, 0u);
+      EXPECT_LE(t->text.size(), wire::job_page_bytes_default);
+      EXPECT_TRUE(starts_a_character(t->text));
+      EXPECT_EQ(n_tokens, 0u) << "only the last chunk carries the count";
+      n_tokens = t->n_tokens;
+      caught_up += t->text;
+      ++chunks;
+    }
+  }
+  EXPECT_GE(chunks, 20);
+  EXPECT_EQ(n_tokens, streamed.done->n_gen);
+  EXPECT_TRUE(caught_up == text);
+
+  // The CLI reads every page: its JSON holds the whole output.
+  auto [code, out] = run_cli(c.endpoint(), "job " + std::to_string(acc->job_id) + " --json");
+  ASSERT_EQ(code, 0) << out.substr(0, 1000);
+  auto j = nlohmann::json::parse(out);
+  ASSERT_EQ(j["output"].get<std::string>().size(), text.size());
+  EXPECT_TRUE(j["output"].get<std::string>() == text);
+  EXPECT_EQ(j["prompt"], "tell me everything");
+  EXPECT_TRUE(broker.running());
+}
+
+TEST(BrokerClientLimits, a_client_that_never_reads_is_dropped_and_the_broker_stays_small) {
+  cluster c;
+  write_broker_config(c, "peer_stall_ms: 2000\n");
+  auto broker = c.start_broker();
+  auto client = c.client("client");
+  fake_node node(c, "fake1", "big");
+  ASSERT_TRUE(node.welcomed()) << broker.log();
+  auto acc = client->request<wire::accepted>(job_of("big", "hello"));
+  ASSERT_TRUE(acc);
+  const std::string text = joined(big_output(3 << 20));
+  ASSERT_EQ(node.run_one(big_output(3 << 20), 1000), acc->job_id);
+  ASSERT_TRUE(client->wait_final(acc->job_id));
+  const uint64_t rss_before = rss_bytes(broker.pid());
+  ASSERT_GT(rss_before, 0u);
+
+  // The reader asks for 3 MiB 300 times over by both routes and reads nothing. Its own socket
+  // takes one message (rcvhwm 1), then the kernel's buffers fill, then the broker's.
+  auto reader = c.client("client", "reader");
+  reader->socket().set(zmq::sockopt::rcvhwm, 1);
+  for (int i = 0; i < 300; ++i) {
+    wire::get_job g{uint64_t(i + 1), acc->job_id};
+    net::send(reader->socket(), "", g);
+    net::send(reader->socket(), "", wire::watch{uint64_t(10000 + i), acc->job_id});
+    // Spread over many turns of the broker, so that the outbox rather than one turn's share
+    // decides.
+    if (i % 10 == 0) std::this_thread::sleep_for(5ms);
+  }
+
+  // Meanwhile another client is answered within a second, and the broker stays small: before it
+  // is dropped the reader is sent at most twice max_peer_outbox_bytes (16 MiB) in one turn,
+  // held by ZeroMQ or its outbox (8 MiB), and its requests are then ignored for peer_stall_ms:
+  // some tens of MiB, well under 200 MiB on top of what the broker held before.
+  uint64_t rss_max = 0;
+  const auto until = std::chrono::steady_clock::now() + 5s;
+  while (std::chrono::steady_clock::now() < until) {
+    node.heartbeat();
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = client->request<wire::jobs_reply>(wire::list_jobs{});
+    auto d = client->request<wire::job_reply>(wire::get_job{0, acc->job_id});
+    const auto took = std::chrono::steady_clock::now() - t0;
+    ASSERT_TRUE(r && d) << broker.log().substr(0, 4000);
+    EXPECT_LT(took, 1s);
+    rss_max = std::max(rss_max, rss_bytes(broker.pid()));
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_LT(rss_max, rss_before + (200u << 20))
+      << "broker RSS before " << rss_before << ", at most " << rss_max;
+  EXPECT_TRUE(wait_until([&] { return broker.log().find("dropped peer") != std::string::npos; }))
+      << broker.log().substr(0, 4000);
+  EXPECT_TRUE(broker.running());
+  const std::string log = broker.log();
+  const size_t at = log.find("dropped peer");
+  if (at != std::string::npos) std::printf("%s\n", log.substr(at, log.find('\n', at) - at).c_str());
+  std::printf("broker RSS %llu MiB before, at most %llu MiB while the reader did not read\n",
+              static_cast<unsigned long long>(rss_before >> 20),
+              static_cast<unsigned long long>(rss_max >> 20));
+}
+
+TEST(BrokerClientLimits, a_slow_watcher_of_a_fast_stream_catches_up_in_pages) {
+  cluster c;
+  auto broker = c.start_broker();
+  auto watcher = c.client("client", "slow");
+  fake_node node(c, "fake1", "big");
+  ASSERT_TRUE(node.welcomed()) << broker.log();
+  watcher->socket().set(zmq::sockopt::rcvhwm, 1);
+  auto s = job_of("big", "stream");
+  s.watch = true;
+  auto acc = watcher->request<wire::accepted>(s);
+  ASSERT_TRUE(acc);
+
+  // 32,000 one-token chunks (16 MiB) while the watcher reads nothing: once ZeroMQ and the kernel
+  // hold what they can, the broker stops queueing its chunks and later sends the rest in pages.
+  const std::string unit = "h\xC3\xA9llo w\xC3\xB6rld \xE2\x9C\x93 \xF0\x9F\x98\x80 ";
+  std::string piece;
+  for (int i = 0; i < 23; ++i) piece += unit;
+  const std::vector<std::string> pieces(32000, piece);
+  ASSERT_EQ(node.run_one(pieces, 1), acc->job_id);
+  std::this_thread::sleep_for(2s);
+
+  std::string text;
+  uint64_t next_seq = 0;
+  size_t chunks = 0;
+  std::optional<wire::job_done> done;
+  const auto until = std::chrono::steady_clock::now() + 60s;
+  while (!done && std::chrono::steady_clock::now() < until) {
+    auto ev = watcher->next_event(1s);
+    if (!ev) continue;
+    if (ev->cmd == wire::command::job_done) {
+      done = wire::decode<wire::job_done>(ev->body).value();
+    } else if (ev->cmd == wire::command::job_tokens) {
+      auto t = wire::decode<wire::job_tokens>(ev->body);
+      ASSERT_TRUE(t);
+      ASSERT_EQ(t->seq, next_seq) << "chunk " << chunks;
+      next_seq += t->n_tokens;
+      text += t->text;
+      ++chunks;
+    }
+  }
+  ASSERT_TRUE(done) << broker.log().substr(0, 4000);
+  EXPECT_EQ(done->state, wire::job_state::completed);
+  EXPECT_EQ(next_seq, pieces.size());
+  EXPECT_TRUE(text == joined(pieces));
+  EXPECT_LT(chunks, pieces.size()) << "every chunk was queued for a watcher that did not read";
+  EXPECT_EQ(broker.log().find("dropped"), std::string::npos) << broker.log().substr(0, 4000);
+  std::printf("the slow watcher got %zu messages for the node's %zu chunks\n", chunks,
+              pieces.size());
+}
+
+TEST(BrokerClientLimits, unfinished_jobs_are_bounded_per_client_and_in_all) {
+  cluster c;
+  write_broker_config(c,
+                      "max_client_queued_jobs: 3\nmax_client_queued_bytes: 300000\n"
+                      "max_queue_bytes: 250000\n");
+  auto broker = c.start_broker();
+  auto client = c.client("client");
+  std::string err;
+  auto first = client->request<wire::accepted>(job_of("nowhere", std::string(200000, 'a')), &err);
+  ASSERT_TRUE(first) << err << broker.log();
+
+  // Under the client's bytes, over all clients' bytes: queue_full naming max_queue_bytes.
+  EXPECT_FALSE(client->request<wire::accepted>(job_of("nowhere", std::string(60000, 'b')), &err));
+  EXPECT_EQ(err.rfind("queue_full:", 0), 0u) << err;
+  EXPECT_NE(err.find("max_queue_bytes is 250000"), std::string::npos) << err;
+  // Over the client's bytes: limit_reached naming max_client_queued_bytes.
+  EXPECT_FALSE(client->request<wire::accepted>(job_of("nowhere", std::string(120000, 'c')), &err));
+  EXPECT_EQ(err.rfind("limit_reached:", 0), 0u) << err;
+  EXPECT_NE(err.find("max_client_queued_bytes"), std::string::npos) << err;
+  EXPECT_NE(err.find("300000"), std::string::npos) << err;
+
+  // The (N+1)th unfinished job: limit_reached naming max_client_queued_jobs and its value.
+  ASSERT_TRUE(client->request<wire::accepted>(job_of("nowhere", "two"), &err)) << err;
+  ASSERT_TRUE(client->request<wire::accepted>(job_of("nowhere", "three"), &err)) << err;
+  EXPECT_FALSE(client->request<wire::accepted>(job_of("nowhere", "four"), &err));
+  EXPECT_EQ(err.rfind("limit_reached:", 0), 0u) << err;
+  EXPECT_NE(err.find("max_client_queued_jobs"), std::string::npos) << err;
+  EXPECT_NE(err.find("the limit is 3"), std::string::npos) << err;
+
+  // A finished job no longer counts.
+  ASSERT_TRUE(client->request<wire::ok>(wire::cancel{0, first->job_id}, &err)) << err;
+  EXPECT_TRUE(wait_until([&] {
+    return client->request<wire::accepted>(job_of("nowhere", std::string(100000, 'd')), &err)
+        .has_value();
+  })) << err;
+  EXPECT_TRUE(broker.running());
+}
+
+}  // namespace
+}  // namespace hearth
