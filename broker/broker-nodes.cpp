@@ -283,7 +283,7 @@ void broker::on_job_handback(node_entry& n, const wire::job_handback& m) {
   // A hand-back is not the job's fault: it does not count against max_attempts. It does count
   // against the node, or a node could take jobs and hand them back for ever.
   const std::string why = "node " + n.name + " handed it back: " + m.reason;
-  node_lost_attempt(n, why);
+  node_lost_attempt(n, why, /*handback=*/true);
   requeue(*j, why, loss::handback);
 }
 
@@ -302,11 +302,18 @@ void broker::node_lost(node_entry& n, const std::string& why) {
   n.running.clear();
 }
 
-void broker::node_lost_attempt(node_entry& n, const std::string& why) {
+void broker::node_lost_attempt(node_entry& n, const std::string& why, bool handback) {
   ++n.lost;
   const auto now = net::steady::now();
   // Losses while quarantined (attempts it still held) do not extend the quarantine.
   if (n.quarantined(now)) return;
+  // A node shutting down hands back all it runs at once: hand-backs within a second of the
+  // counted one are one loss, so a restart (systemctl restart) does not quarantine a node, while
+  // taking jobs and handing them back again and again still does.
+  if (handback) {
+    if (now - n.last_handback < std::chrono::seconds(1)) return;
+    n.last_handback = now;
+  }
   const auto window = std::chrono::milliseconds(cfg_.quarantine_window_ms);
   n.recent_losses.push_back(now);
   while (!n.recent_losses.empty() && n.recent_losses.front() < now - window) {

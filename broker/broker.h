@@ -118,6 +118,7 @@ struct node_entry {
   net::steady::time_point quarantine_end{};
   int64_t quarantined_until_ms = 0;  // the same as wall time, for node_summary
   uint32_t quarantine_level = 0;
+  net::steady::time_point last_handback{};  // the latest hand-back counted as a loss
 
   bool quarantined(net::steady::time_point now) const { return now < quarantine_end; }
   // Losses at or after `since`.
@@ -198,7 +199,7 @@ class broker {
   void node_lost(node_entry& n, const std::string& why);
   // An attempt of `n` ended without finishing on the node side: counts it, and quarantines the
   // node after cfg_.quarantine_after such losses within the window.
-  void node_lost_attempt(node_entry& n, const std::string& why);
+  void node_lost_attempt(node_entry& n, const std::string& why, bool handback = false);
   // Whether another node than `except` could run `model` now (online, not quarantined).
   bool healthy_node_serves(const std::string& model, const std::string& except) const;
   // Ends quarantines that are over and forgets idle hello rate limits (from timers()).

@@ -138,9 +138,10 @@ wire::submit job_of(const std::string& model, std::string prompt) {
   return s;
 }
 
-// `hearth ARGS --broker ENDPOINT`: its stdout and exit code.
-std::pair<int, std::string> run_cli(const std::string& endpoint, const std::string& args) {
-  const std::string cmd = std::string(HEARTH_BIN) + " " + args + " --broker " + endpoint;
+// `hearth ARGS --broker ENDPOINT` with the cluster's default client key: stdout and exit code.
+std::pair<int, std::string> run_cli(cluster& c, const std::string& args) {
+  std::string cmd = std::string(HEARTH_BIN) + " " + args + " --broker " + c.endpoint();
+  for (const auto& a : c.key_args("client", "default")) cmd += " " + a;
   std::string out;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return {-1, out};
@@ -203,7 +204,7 @@ TEST(BrokerClientLimits, a_job_larger_than_a_message_reads_back_whole_in_pages) 
   EXPECT_LE(r->job.output.size(), wire::job_page_bytes_max);
 
   // watch of the finished job: the output in chunks of at most 256 KiB, seq 0, the count last.
-  auto watcher = c.client("client", "watcher");
+  auto watcher = c.client("client");  // the same key: a client watches its own jobs
   ASSERT_TRUE(watcher->request<wire::ok>(wire::watch{0, acc->job_id}));
   std::string caught_up;
   uint64_t n_tokens = 0;
@@ -231,7 +232,7 @@ TEST(BrokerClientLimits, a_job_larger_than_a_message_reads_back_whole_in_pages) 
   EXPECT_TRUE(caught_up == text);
 
   // The CLI reads every page: its JSON holds the whole output.
-  auto [code, out] = run_cli(c.endpoint(), "job " + std::to_string(acc->job_id) + " --json");
+  auto [code, out] = run_cli(c, "job " + std::to_string(acc->job_id) + " --json");
   ASSERT_EQ(code, 0) << out.substr(0, 1000);
   auto j = nlohmann::json::parse(out);
   ASSERT_EQ(j["output"].get<std::string>().size(), text.size());
@@ -257,7 +258,7 @@ TEST(BrokerClientLimits, a_client_that_never_reads_is_dropped_and_the_broker_sta
 
   // The reader asks for 3 MiB 300 times over by both routes and reads nothing. Its own socket
   // takes one message (rcvhwm 1), then the kernel's buffers fill, then the broker's.
-  auto reader = c.client("client", "reader");
+  auto reader = c.client("client");  // the owner's key, on another connection
   reader->socket().set(zmq::sockopt::rcvhwm, 1);
   for (int i = 0; i < 300; ++i) {
     wire::get_job g{uint64_t(i + 1), acc->job_id};

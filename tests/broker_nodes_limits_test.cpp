@@ -341,6 +341,33 @@ TEST_F(nodes_limits_test, a_job_its_node_fails_fails_without_blaming_the_node) {
   EXPECT_EQ(n->quarantined_until_ms, 0);
 }
 
+TEST_F(nodes_limits_test, a_node_restarted_with_jobs_handed_back_is_not_quarantined) {
+  auto broker = c_.start_broker();
+  auto client = c_.client();
+  const auto dir = models("m", {"alpha"});
+  std::ofstream(c_.dir().file("n.yaml")) << "drain_timeout_ms: 200\n";
+  const std::vector<std::string> slow = {"--null-tokens-per-s", "5", "--config",
+                                         c_.dir().file("n.yaml")};
+  auto node = c_.start_node("desk", dir, "null", 4, slow);
+  ASSERT_TRUE(node_online(*client, "desk"));
+  const auto ids = submit(*client, 4, 100);
+  ASSERT_TRUE(wait_until([&] {
+    auto r = client->request<wire::nodes_reply>(wire::list_nodes{});
+    return r && !r->nodes.empty() && r->nodes[0].running == 4;
+  }));
+  // systemctl restart: the node hands back all four at once, and comes back.
+  node.signal(SIGTERM);
+  ASSERT_EQ(node.wait(10s), 0) << node.log();
+  node = c_.start_node("desk", dir, "null", 4, {"--null-tokens-per-s", "0"});
+  for (uint64_t id : ids) {
+    auto d = client->wait_final(id, 20s);
+    ASSERT_TRUE(d) << broker.log();
+    EXPECT_EQ(d->summary.state, wire::job_state::completed);
+    EXPECT_EQ(d->summary.node, "desk");
+  }
+  EXPECT_EQ(broker.log().find("quarantined"), std::string::npos) << broker.log();
+}
+
 TEST_F(nodes_limits_test, a_hello_flood_from_one_socket_is_rate_limited) {
   auto broker = c_.start_broker();
   auto client = c_.client("client");
