@@ -308,23 +308,9 @@ namespace {
 // Which role may send a command: nodes speak the node protocol, clients and admins the client
 // protocol, and forgetting nodes is for admins.
 bool role_may_send(peer_role role, wire::command cmd) {
-  using wire::command;
-  switch (cmd) {
-    case command::node_hello:
-    case command::heartbeat:
-    case command::node_pull:
-    case command::node_status:
-    case command::job_started:
-    case command::job_tokens:
-    case command::job_final:
-    case command::job_handback:
-    case command::node_bye:
-      return role == peer_role::node;
-    case command::forget_node:
-      return role == peer_role::admin;
-    default:
-      return role == peer_role::client || role == peer_role::admin;
-  }
+  if (wire::command_from_node(cmd)) return role == peer_role::node;
+  if (cmd == wire::command::forget_node) return role == peer_role::admin;
+  return role == peer_role::client || role == peer_role::admin;
 }
 }  // namespace
 
@@ -345,7 +331,7 @@ void broker::handle(net::received& msg) {
   const std::string_view body = env.env.body;
   // On a broker without auth every peer may send everything (it is an admin and a node).
   if (auth_ && !role_may_send(who->role, env.env.cmd)) {
-    const bool node_cmd = role_may_send(peer_role::node, env.env.cmd);
+    const bool node_cmd = wire::command_from_node(env.env.cmd);
     auto id = wire::decode<wire::ok>(body);
     spdlog::warn("refused a {} from {} key '{}': not allowed for that role",
                  wire::command_name(env.env.cmd), peer_role_name(who->role), who->name);
@@ -373,15 +359,6 @@ void broker::handle(net::received& msg) {
         send_error(rid, 0, wire::error_code::malformed, "malformed node_hello");
       }
       return;
-    case command::heartbeat:
-    case command::node_pull:
-    case command::node_status:
-    case command::job_started:
-    case command::job_tokens:
-    case command::job_final:
-    case command::job_handback:
-    case command::node_bye:
-      break;
     case command::submit:
       return client_request<wire::submit>(rid, body,
                                           [&](auto m) { on_submit(rid, *who, std::move(m)); });
@@ -401,6 +378,7 @@ void broker::handle(net::received& msg) {
     case command::list_models:
       return client_request<wire::list_models>(rid, body, [&](auto m) { on_list_models(rid, m); });
     default:
+      if (wire::command_from_node(env.env.cmd)) break;
       spdlog::warn("dropped a {} from peer {}: not a command the broker accepts",
                    wire::command_name(env.env.cmd), peer_name(rid));
       return;

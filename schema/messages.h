@@ -68,6 +68,10 @@ enum class command : uint8_t {
 };
 
 std::string_view command_name(command c);
+// Commands a node sends the broker (codes 0x1_, and heartbeat): the node protocol.
+inline bool command_from_node(command c) {
+  return (uint8_t(c) & 0xf0) == 0x10 || c == command::heartbeat;
+}
 // The command for a code, or nullopt for an unknown code.
 std::optional<command> command_from_byte(uint8_t b);
 
