@@ -190,9 +190,9 @@ TEST_F(security_test, a_node_name_belongs_to_its_key) {
 
   // Another machine with another key says it is "twin" too: it is refused and exits non-zero,
   // saying why; the first keeps its job.
-  auto second = c_.start_node("twin", dir, "null", 1,
-                              {"--broker-key", c_.broker_public(), "--key",
-                               c_.key("node", "other-twin")});
+  auto second =
+      c_.start_node("twin", dir, "null", 1,
+                    {"--broker-key", c_.broker_public(), "--key", c_.key("node", "other-twin")});
   EXPECT_EQ(second.wait(10s), 1);
   EXPECT_NE(second.log().find("the name twin is in use by another node key; choose --name"),
             std::string::npos)
@@ -295,6 +295,46 @@ TEST_F(security_test, connections_from_one_address_are_capped_but_admins_get_in)
                    .cmd == wire::command::nodes_reply;
       },
       15s));
+}
+
+TEST_F(security_test, hearth_up_on_the_lan_makes_its_keys_and_lets_only_allowed_clients_in) {
+  const std::string dir = c_.dir().file("up-auth");
+  const std::string port = std::to_string(testing::free_port());
+  // Without --auth, a LAN bind is refused before anything starts.
+  auto open =
+      testing::spawn({HEARTH_BIN, "up", "--bind", "tcp://0.0.0.0:" + port, "--models",
+                      models("m", {"alpha"}), "--engine", "null", "--db", c_.dir().file("open.db")},
+                     c_.dir().file("up-open.log"));
+  EXPECT_NE(open.wait(10s), 0);
+  EXPECT_NE(open.log().find("without authentication"), std::string::npos) << open.log();
+
+  auto up = testing::spawn(
+      {HEARTH_BIN, "up", "--bind", "tcp://0.0.0.0:" + port, "--auth", dir, "--models",
+       c_.dir().file("m"), "--engine", "null", "--name", "box", "--db", c_.dir().file("up.db")},
+      c_.dir().file("up.log"));
+  ASSERT_TRUE(wait_until([&] { return up.log().find("Ctrl-C stops") != std::string::npos; }))
+      << up.log();
+  // A client the folder allows gets in and is served by the node inside `hearth up`; a stranger
+  // gets nothing.
+  const std::string endpoint = "tcp://127.0.0.1:" + port;
+  auto cert = net::curve_cert_generate("alice");
+  ASSERT_TRUE(cert);
+  ASSERT_TRUE(net::curve_cert_save(*cert, c_.dir().file("alice-keys"), "alice"));
+  test_client stranger(endpoint, *net::curve_client_keys_load(
+                                     dir + "/broker.pub", c_.dir().file("alice-keys/alice.key")));
+  EXPECT_TRUE(unanswered(stranger, wire::list_nodes{3}));
+  std::filesystem::copy_file(c_.dir().file("alice-keys/alice.pub"), dir + "/clients/alice.pub");
+  test_client alice(endpoint, *net::curve_client_keys_load(dir + "/broker.pub",
+                                                           c_.dir().file("alice-keys/alice.key")));
+  auto acc = alice.request<wire::accepted>(job("alpha", "hello", 4));
+  ASSERT_TRUE(acc) << up.log();
+  auto done = alice.wait_final(acc->job_id);
+  ASSERT_TRUE(done);
+  EXPECT_EQ(done->summary.state, wire::job_state::completed);
+  EXPECT_EQ(done->summary.node, "box");
+  EXPECT_EQ(done->summary.owner, "alice");
+  up.signal(SIGINT);
+  EXPECT_EQ(up.wait(20s), 0) << up.log();
 }
 
 TEST_F(security_test, a_broker_on_the_lan_refuses_to_start_without_auth) {

@@ -8,9 +8,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <thread>
+#include <tuple>
 
 #include "broker/broker.h"
 #include "node/node.h"
+#include "schema/curve-cert.h"
 #include "tools/commands.h"
 
 namespace hearth::cli {
@@ -28,12 +30,36 @@ std::string data_dir() {
   return ".";
 }
 
+// With --auth DIR: the broker's key folder, made on first use (broker.key, nodes/, clients/,
+// admins/), and the key of the node inside `hearth up` (DIR/up-node.key, allowed in nodes/).
+// Returns the node's broker_key and key.
+std::pair<std::string, std::string> prepare_auth_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  for (const char* sub : {"nodes", "clients", "admins"})
+    fs::create_directories(fs::path(dir) / sub);
+  auto make = [&](const std::string& name) {
+    if (fs::exists(dir + "/" + name + ".key")) return;
+    auto c = net::curve_cert_generate(name);
+    if (!c) throw std::runtime_error(c.message());
+    if (auto r = net::curve_cert_save(*c, dir, name); !r) throw std::runtime_error(r.message());
+    std::fprintf(stderr, "hearth up: made %s/%s.key and %s.pub\n", dir.c_str(), name.c_str(),
+                 name.c_str());
+  };
+  make("broker");
+  make("up-node");
+  const std::string allowed = dir + "/nodes/up-node.pub";
+  if (!fs::exists(allowed)) fs::copy_file(dir + "/up-node.pub", allowed);
+  return {dir + "/broker.pub", dir + "/up-node.key"};
+}
+
 }  // namespace
 
 action add_up(CLI::App& app) {
   auto* cmd = app.add_subcommand("up", "Run a broker and a node on this machine until Ctrl-C");
   struct options {
     std::string models, bind = "tcp://127.0.0.1:5555", db, name, engine = "cpu", backend = "auto";
+    std::string auth;
+    bool insecure = false;
     uint32_t slots = 2;
     int32_t threads = 0;
     int32_t device = -1;
@@ -41,6 +67,11 @@ action add_up(CLI::App& app) {
   auto o = std::make_shared<options>();
   cmd->add_option("--models", o->models, "directory of GGUF models to serve")->required();
   cmd->add_option("--bind", o->bind, "broker endpoint")->capture_default_str();
+  cmd->add_option("--auth", o->auth,
+                  "key folder (made on first use): CURVE, and only keys in its nodes/, clients/ "
+                  "and admins/ may connect; needed to bind anything but loopback");
+  cmd->add_flag("--insecure", o->insecure,
+                "bind a non-loopback address without authentication (anyone may connect)");
   cmd->add_option("--db", o->db, "job database (default: <data dir>/hearth/hearth.db)");
   cmd->add_option("--name", o->name, "node name (default: the hostname)");
   cmd->add_option("--slots", o->slots, "jobs the node runs at once")->capture_default_str();
@@ -64,6 +95,10 @@ action add_up(CLI::App& app) {
     broker::broker_config bc;
     bc.bind = o->bind;
     bc.db = o->db;
+    bc.insecure = o->insecure;
+    if (auto r = broker::broker_config_check_exposure(bc); !r && o->auth.empty()) {
+      throw std::runtime_error(r.message());
+    }
     auto store = broker::job_store::open(bc.db);
     if (!store) throw std::runtime_error(store.message());
 
@@ -78,6 +113,14 @@ action add_up(CLI::App& app) {
     if (!kind) throw std::runtime_error(kind.message());
     nc.backend = *kind;
     nc.device = o->device;
+    if (!o->auth.empty()) {
+      bc.auth = o->auth;
+      std::tie(nc.broker_key, nc.key) = prepare_auth_dir(o->auth);
+      std::fprintf(stderr,
+                   "hearth up: authentication on; give nodes and clients %s/broker.pub, and put "
+                   "their .pub files in %s/nodes/ or %s/clients/\n",
+                   o->auth.c_str(), o->auth.c_str(), o->auth.c_str());
+    }
     node::node_daemon node(nc);  // scans the models directory; throws on a bad one
 
     std::signal(SIGINT, on_signal);
