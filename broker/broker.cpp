@@ -333,8 +333,12 @@ void broker::handle(net::received& msg) {
   if (auth_ && !role_may_send(who->role, env.env.cmd)) {
     const bool node_cmd = wire::command_from_node(env.env.cmd);
     auto id = wire::decode<wire::ok>(body);
-    spdlog::warn("refused a {} from {} key '{}': not allowed for that role",
-                 wire::command_name(env.env.cmd), peer_role_name(who->role), who->name);
+    // Logged at most every 10 s: a key holder sending the wrong commands must not fill the log.
+    if (net::steady::now() >= next_auth_log_) {
+      next_auth_log_ = net::steady::now() + std::chrono::seconds(10);
+      spdlog::warn("refused a {} from {} key '{}': not allowed for that role",
+                   wire::command_name(env.env.cmd), peer_role_name(who->role), who->name);
+    }
     send_error(rid, id ? id->request_id : 0, wire::error_code::unauthorized,
                std::string(wire::command_name(env.env.cmd)) + " needs " +
                    (node_cmd ? "a node key (in the broker's nodes/ folder)"
