@@ -157,9 +157,7 @@ class nodes_limits_test : public ::testing::Test {
         << extra;
   }
   std::string models(const std::string& dir_name, const std::vector<std::string>& names) {
-    const std::string dir = c_.dir().file(dir_name);
-    for (const auto& n : names) testing::link_model(dir, n, stories_);
-    return dir;
+    return c_.models(dir_name, names);
   }
   // The job failed after `attempts` attempts, saying so.
   static void expect_gave_up(test_client& client, uint64_t id, uint32_t attempts) {

@@ -1,4 +1,5 @@
 #include "tests/cluster.h"
+#include "tests/testdata.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -140,6 +141,14 @@ cluster::cluster(bool with_auth) : auth_(with_auth) {
   }
   if (auto r = net::curve_cert_save(*broker, auth_dir(), "broker"); !r)
     ADD_FAILURE() << r.message();
+}
+
+std::string cluster::models(const std::string& dir_name,
+                            const std::vector<std::string>& names) const {
+  const std::string dir = dir_.file(dir_name);
+  const std::string stories = testdata_path("models/stories260K.gguf");
+  for (const auto& n : names) link_model(dir, n, stories);
+  return dir;
 }
 
 std::string cluster::key(const std::string& role, const std::string& name, bool allowed) {

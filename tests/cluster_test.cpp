@@ -45,9 +45,7 @@ class cluster_test : public ::testing::Test {
   }
   // A models directory with the given names, all stories260K underneath.
   std::string models(const std::string& dir_name, const std::vector<std::string>& names) {
-    const std::string dir = c_.dir().file(dir_name);
-    for (const auto& n : names) testing::link_model(dir, n, stories_);
-    return dir;
+    return c_.models(dir_name, names);
   }
   std::string stories_;
   cluster c_;

@@ -31,9 +31,7 @@ class security_test : public ::testing::Test {
     ASSERT_FALSE(stories_.empty());
   }
   std::string models(const std::string& dir_name, const std::vector<std::string>& names) {
-    const std::string dir = c_.dir().file(dir_name);
-    for (const auto& n : names) testing::link_model(dir, n, stories_);
-    return dir;
+    return c_.models(dir_name, names);
   }
   // The nodes the broker lists (as an admin sees them).
   std::vector<wire::node_summary> nodes() {
