@@ -286,7 +286,13 @@ TEST(BrokerClientLimits, a_client_that_never_reads_is_dropped_and_the_broker_sta
     rss_max = std::max(rss_max, rss_bytes(broker.pid()));
     std::this_thread::sleep_for(50ms);
   }
-  EXPECT_LT(rss_max, rss_before + (200u << 20))
+  // Under AddressSanitizer freed memory stays resident in its quarantine (256 MiB by default),
+  // so the bound there is that much looser; it is still a bound.
+  uint64_t allowed = 200u << 20;
+#if defined(__SANITIZE_ADDRESS__)
+  allowed += 256u << 20;
+#endif
+  EXPECT_LT(rss_max, rss_before + allowed)
       << "broker RSS before " << rss_before << ", at most " << rss_max;
   EXPECT_TRUE(wait_until([&] { return broker.log().find("dropped peer") != std::string::npos; }))
       << broker.log().substr(0, 4000);
