@@ -113,10 +113,9 @@ void broker::on_submit(const std::string& rid, const peer& who, wire::submit m) 
     return send_error(rid, m.request_id, error_code::queue_full,
                       "the queue is full (" + std::to_string(cfg_.max_queue) + " jobs waiting)");
   }
-  uint64_t bytes = m.prompt.size();
-  for (const auto& msg : m.messages) bytes += msg.role.size() + msg.content.size();
-  const std::string& owner = who.key;
-  const client_usage used = usage_.contains(owner) ? usage_.at(owner) : client_usage{};
+  const uint64_t bytes = request_bytes(m.prompt, m.messages);
+  const auto u = usage_.find(who.key);
+  const client_usage used = u == usage_.end() ? client_usage{} : u->second;
   if (used.jobs >= cfg_.max_client_queued_jobs) {
     return send_error(rid, m.request_id, error_code::limit_reached,
                       "max_client_queued_jobs is reached: this client has " +
@@ -152,7 +151,7 @@ void broker::on_submit(const std::string& rid, const peer& who, wire::submit m) 
   live_job& j = jobs_[id];
   j.row = std::move(row);
   j.row.id = id;
-  usage_add(j, owner);
+  usage_add(j);
   enqueue(j);
   if (m.watch) j.watchers.insert(rid);
   const uint32_t position = queue_position(j);
@@ -338,16 +337,11 @@ void broker::on_list_jobs(const std::string& rid, const peer& who, const wire::l
 
 void broker::on_get_job(const std::string& rid, const peer& who, const wire::get_job& m) {
   std::optional<job_row> stored;
-  if (!visible_job(rid, who, m.request_id, m.job_id, stored)) return;
-  auto row = stored ? std::move(stored) : store_->job(m.job_id);
-  if (!row) {
-    return send_error(rid, m.request_id, wire::error_code::not_found,
-                      "no job " + std::to_string(m.job_id));
-  }
-  if (auto it = jobs_.find(m.job_id); it != jobs_.end()) {
-    row->output = it->second.row.output;
-    row->n_gen = uint32_t(it->second.next_seq);
-  }
+  const job_row* visible = visible_job(rid, who, m.request_id, m.job_id, stored);
+  if (!visible) return;
+  // A live job's row in memory is the newest record (its output runs ahead of the store's).
+  std::optional<job_row> row = stored ? std::move(stored) : *visible;
+  if (auto it = jobs_.find(m.job_id); it != jobs_.end()) row->n_gen = uint32_t(it->second.next_seq);
   wire::job_reply r;
   r.request_id = m.request_id;
   r.job.summary = summary_of(*row, owner_name(row->owner));

@@ -18,9 +18,8 @@ uint32_t node_entry::losses_since(net::steady::time_point since) const {
                   std::lower_bound(recent_losses.begin(), recent_losses.end(), since));
 }
 
-uint32_t node_entry::free_credit() const {
-  const uint32_t busy = std::min<uint32_t>(uint32_t(running.size()), slots);
-  return std::min(credit, slots - busy);
+uint32_t node_entry::free_slots() const {
+  return slots - std::min<uint32_t>(uint32_t(running.size()), slots);
 }
 
 wire::node_summary node_entry::summary() const {
@@ -55,7 +54,6 @@ bool broker::hello_admitted(const std::string& rid) {
   const auto now = net::steady::now();
   if (!hello_bucket_) {
     hello_bucket_.emplace(cfg_.hello_rate, cfg_.hello_burst, now);
-    refusal_log_bucket_.emplace(1.0, 5.0, now);
   }
   auto peer = hello_peer_buckets_.try_emplace(rid, cfg_.hello_rate_per_peer,
                                               cfg_.hello_burst_per_peer, now);
@@ -71,15 +69,7 @@ bool broker::hello_admitted(const std::string& rid) {
   }
   send_error(rid, 0, wire::error_code::limit_reached, why + "; try again later");
   // A flood must not become a flood of log lines.
-  if (refusal_log_bucket_->take(now)) {
-    spdlog::warn("refused a node_hello: {}{}", why,
-                 refusals_unlogged_ ? " (and " + std::to_string(refusals_unlogged_) +
-                                          " more refusals since the last line)"
-                                    : "");
-    refusals_unlogged_ = 0;
-  } else {
-    ++refusals_unlogged_;
-  }
+  if (auto more = hello_log_.admit(now)) spdlog::warn("refused a node_hello: {}{}", why, *more);
   return false;
 }
 
@@ -192,8 +182,7 @@ void broker::on_node_hello(const std::string& rid, const peer& who, wire::node_h
 
 void broker::on_node_pull(node_entry& n, const wire::node_pull& m) {
   // Credit and running attempts together stay within its slots, whatever it asks for.
-  const uint32_t busy = std::min<uint32_t>(uint32_t(n.running.size()), n.slots);
-  n.credit = uint32_t(std::min<uint64_t>(uint64_t(n.credit) + m.credit, n.slots - busy));
+  n.credit = uint32_t(std::min<uint64_t>(uint64_t(n.credit) + m.credit, n.free_slots()));
   dispatch_needed_ = true;
 }
 

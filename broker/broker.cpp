@@ -19,8 +19,6 @@ constexpr int k_burst = 512;
 constexpr int k_peer_sndhwm = 1024;
 // How often the outboxes are retried while one is non-empty.
 constexpr std::chrono::milliseconds k_outbox_retry{1};
-// At most one warn line per interval about dropped peers.
-constexpr std::chrono::seconds k_drop_warn_interval{1};
 // turn_bytes_ of a peer that gets nothing more this turn.
 constexpr uint64_t k_peer_dropped = UINT64_MAX;
 
@@ -146,7 +144,6 @@ void broker::run(const std::atomic<bool>& stop) {
     }
     turn();
   }
-  if (zap_) zmq_socket_monitor(router_->handle(), nullptr, 0);
   zap_.reset();
   // Output streamed since the last flush is written before exiting.
   store_->begin();
@@ -235,31 +232,26 @@ void broker::drop_peer(const std::string& rid, const std::string& why) {
   std::erase_if(lagging_, [&](const auto& kv) { return kv.first.second == rid; });
   node_entry* node = node_by_routing_id(rid);
   const std::string who = node ? "node " + node->name : "peer " + peer_name(rid);
-  if (now - last_drop_warn_ >= k_drop_warn_interval) {
-    spdlog::warn("dropped {}: {}{}", who, why,
-                 drops_unwarned_ == 0
-                     ? ""
-                     : " (and " + std::to_string(drops_unwarned_) + " more since the last line)");
-    last_drop_warn_ = now;
-    drops_unwarned_ = 0;
-  } else {
-    ++drops_unwarned_;
-  }
+  if (auto more = drop_log_.admit(now)) spdlog::warn("dropped {}: {}{}", who, why, *more);
   if (node) node_lost(*node, who + " stopped reading its messages");
 }
 
-void broker::usage_add(live_job& j, const std::string& owner) {
-  j.owner = owner;
-  j.queued_bytes = j.row.prompt.size();
-  for (const auto& m : j.row.messages) j.queued_bytes += m.role.size() + m.content.size();
-  auto& u = usage_[owner];
+uint64_t request_bytes(const std::string& prompt, const std::vector<wire::chat_message>& messages) {
+  uint64_t bytes = prompt.size();
+  for (const auto& m : messages) bytes += m.role.size() + m.content.size();
+  return bytes;
+}
+
+void broker::usage_add(live_job& j) {
+  j.queued_bytes = request_bytes(j.row.prompt, j.row.messages);
+  auto& u = usage_[j.row.owner];
   ++u.jobs;
   u.bytes += j.queued_bytes;
   queued_bytes_ += j.queued_bytes;
 }
 
 void broker::usage_release(const live_job& j) {
-  auto it = usage_.find(j.owner);
+  auto it = usage_.find(j.row.owner);
   if (it == usage_.end()) return;
   --it->second.jobs;
   it->second.bytes -= j.queued_bytes;
@@ -283,10 +275,9 @@ std::optional<peer> broker::identify(const net::received& msg) {
   const allowed_key* k = auth_->find(msg.user_id);
   if (!k) {
     // Connected with a key that has since been removed: nothing it sends is handled.
-    if (net::steady::now() >= next_auth_log_) {
-      next_auth_log_ = net::steady::now() + std::chrono::seconds(10);
-      spdlog::warn("auth: dropped a message from {} (key {}): the key is no longer allowed",
-                   msg.peer_address, msg.user_id.empty() ? "none" : msg.user_id);
+    if (auto more = auth_log_.admit(net::steady::now())) {
+      spdlog::warn("auth: dropped a message from {} (key {}): the key is no longer allowed{}",
+                   msg.peer_address, msg.user_id.empty() ? "none" : msg.user_id, *more);
     }
     return std::nullopt;
   }
@@ -333,11 +324,9 @@ void broker::handle(net::received& msg) {
   if (auth_ && !role_may_send(who->role, env.env.cmd)) {
     const bool node_cmd = wire::command_from_node(env.env.cmd);
     auto id = wire::decode<wire::ok>(body);
-    // Logged at most every 10 s: a key holder sending the wrong commands must not fill the log.
-    if (net::steady::now() >= next_auth_log_) {
-      next_auth_log_ = net::steady::now() + std::chrono::seconds(10);
-      spdlog::warn("refused a {} from {} key '{}': not allowed for that role",
-                   wire::command_name(env.env.cmd), peer_role_name(who->role), who->name);
+    if (auto more = auth_log_.admit(net::steady::now())) {
+      spdlog::warn("refused a {} from {} key '{}': not allowed for that role{}",
+                   wire::command_name(env.env.cmd), peer_role_name(who->role), who->name, *more);
     }
     send_error(rid, id ? id->request_id : 0, wire::error_code::unauthorized,
                std::string(wire::command_name(env.env.cmd)) + " needs " +
@@ -468,8 +457,7 @@ void broker::recover() {
     j.row = std::move(row);
     j.next_seq = j.row.n_gen;
     auto& live = jobs_[id] = std::move(j);
-    // The owner is not recorded: recovered jobs count against the anonymous client.
-    usage_add(live, live.row.owner);
+    usage_add(live);
     if (live.row.state == wire::job_state::queued) {
       enqueue(live);
     } else {

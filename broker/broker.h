@@ -28,6 +28,7 @@
 // included, because its row (prompt, messages and the output so far) stays in memory until then.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -46,6 +47,7 @@
 #include "broker/allow-list.h"
 #include "broker/config.h"
 #include "broker/job-store.h"
+#include "broker/log-limiter.h"
 #include "broker/peer-outbox.h"
 #include "broker/token-bucket.h"
 #include "broker/zap-handler.h"
@@ -68,7 +70,6 @@ struct live_job {
   bool recovered_attempt = false;
   std::set<std::string> watchers;  // routing ids of clients following it
   uint32_t last_position_sent = UINT32_MAX;
-  std::string owner;          // the client that submitted it (per-client limits)
   uint64_t queued_bytes = 0;  // its prompt and messages, as counted against the limits
 };
 
@@ -77,6 +78,9 @@ struct output_mark {
   uint64_t seq = 0;
   uint64_t byte = 0;
 };
+
+// The bytes a job's prompt and messages hold, as the per-client and queue limits count them.
+uint64_t request_bytes(const std::string& prompt, const std::vector<wire::chat_message>& messages);
 
 // What one owner's unfinished jobs hold (the per-client limits).
 struct client_usage {
@@ -123,8 +127,9 @@ struct node_entry {
   bool quarantined(net::steady::time_point now) const { return now < quarantine_end; }
   // Losses at or after `since`.
   uint32_t losses_since(net::steady::time_point since) const;
-  // Free slots it asked jobs for: credit, never beyond its (capped) slots.
-  uint32_t free_credit() const;
+  // Slots without a running attempt, and of those the ones it asked jobs for (its credit).
+  uint32_t free_slots() const;
+  uint32_t free_credit() const { return std::min(credit, free_slots()); }
 
   bool serves(const std::string& model) const;
   bool has_loaded(const std::string& model) const;
@@ -258,7 +263,7 @@ class broker {
   void timers();
   // The per-client accounting of unfinished jobs: a job is counted from its submit (or recovery)
   // until it leaves memory.
-  void usage_add(live_job& j, const std::string& owner);
+  void usage_add(live_job& j);
   void usage_release(const live_job& j);
   void erase_finished_jobs();
 
@@ -268,7 +273,11 @@ class broker {
   std::optional<allow_list> auth_;  // with --auth: the keys allowed, rescanned every second
   std::unique_ptr<zap_handler> zap_;
   net::steady::time_point next_auth_refresh_{};
-  net::steady::time_point next_auth_log_{};
+  // Lines a peer can provoke: messages of a key no longer allowed or of the wrong role, refused
+  // node_hellos, dropped peers.
+  log_limiter auth_log_{0.1, 1};
+  log_limiter hello_log_{1, 5};
+  log_limiter drop_log_{1, 1};
   std::unique_ptr<zmq::socket_t> router_;
   std::atomic<bool> bound_{false};
   std::string endpoint_;
@@ -285,8 +294,6 @@ class broker {
   // most once a second, with a count of those not logged.
   std::unordered_map<std::string, token_bucket> hello_peer_buckets_;
   std::optional<token_bucket> hello_bucket_;
-  std::optional<token_bucket> refusal_log_bucket_;
-  uint64_t refusals_unlogged_ = 0;
   std::vector<outgoing> out_;
   peer_outboxes outboxes_;
   std::vector<peer_outboxes::overflow> to_drop_;  // peers to drop at the start of the next turn
@@ -304,8 +311,6 @@ class broker {
   std::map<std::pair<uint64_t, std::string>, watcher_lag> lagging_;  // by (job, watcher)
   std::unordered_map<std::string, client_usage> usage_;              // by owner
   uint64_t queued_bytes_ = 0;                                        // of all unfinished jobs
-  net::steady::time_point last_drop_warn_{};
-  uint32_t drops_unwarned_ = 0;  // peers dropped since the last warn line
   bool dispatch_needed_ = false;
   net::steady::time_point next_tick_{};
   net::steady::time_point next_flush_{};

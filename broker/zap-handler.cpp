@@ -7,12 +7,10 @@
 #include <sys/socket.h>
 
 #include <array>
-#include <cstring>
 
 namespace hearth::broker {
 
 namespace {
-constexpr uint32_t k_log_burst = 10;
 constexpr int k_requests_per_serve = 256;
 
 std::string frame_string(const zmq::message_t& m) {
@@ -24,17 +22,10 @@ zap_handler::zap_handler(zmq::context_t& ctx, allow_list& keys, zmq::socket_t& r
                          uint32_t max_per_address)
     : keys_(keys),
       rep_(ctx, zmq::socket_type::rep),
-      monitor_(ctx, zmq::socket_type::pair),
+      monitor_(ctx, router, ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED),
       max_per_address_(max_per_address) {
   rep_.set(zmq::sockopt::linger, 0);
   rep_.bind("inproc://zeromq.zap.01");
-  const char* events = "inproc://hearth-router-events";
-  if (zmq_socket_monitor(router.handle(), events, ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED) !=
-      0) {
-    throw zmq::error_t();
-  }
-  monitor_.set(zmq::sockopt::linger, 0);
-  monitor_.connect(events);
 }
 
 namespace {
@@ -54,20 +45,15 @@ std::string peer_ip(int fd) {
 }  // namespace
 
 void zap_handler::read_events() {
-  // Each event is two frames: 6 bytes (uint16 event, uint32 value: the descriptor for both
-  // events read here), then an endpoint (the listening one, so not used).
-  zmq::message_t head, addr;
-  while (monitor_.recv(head, zmq::recv_flags::dontwait)) {
-    if (!head.more() || !monitor_.recv(addr, zmq::recv_flags::none) || head.size() < 6) continue;
-    uint16_t event = 0;
-    int32_t fd = -1;
-    std::memcpy(&event, head.data(), sizeof event);
-    std::memcpy(&fd, static_cast<const char*>(head.data()) + 2, sizeof fd);
-    if (event == ZMQ_EVENT_ACCEPTED) {
+  // The value of both events is the connection's descriptor (their endpoint is the listening
+  // one, so the peer's address is read from the descriptor).
+  while (const auto e = monitor_.next()) {
+    const int fd = int(e->value);
+    if (e->event == ZMQ_EVENT_ACCEPTED) {
       std::string ip = peer_ip(fd);
       ++per_address_[ip];
       address_of_[fd] = std::move(ip);
-    } else if (event == ZMQ_EVENT_DISCONNECTED) {
+    } else if (e->event == ZMQ_EVENT_DISCONNECTED) {
       auto it = address_of_.find(fd);
       if (it == address_of_.end()) continue;
       if (auto n = per_address_.find(it->second); n != per_address_.end() && --n->second == 0) {
@@ -133,7 +119,6 @@ void zap_handler::answer(const std::vector<zmq::message_t>& req) {
       log_refusal(key, address, "the key is not in nodes/, clients/ or admins/ of " + keys_.dir());
     }
   }
-  if (status != "200") ++refused_;
   const std::string version = "1.0";
   rep_.send(zmq::buffer(version), zmq::send_flags::sndmore);
   rep_.send(zmq::buffer(request_id), zmq::send_flags::sndmore);
@@ -145,18 +130,8 @@ void zap_handler::answer(const std::vector<zmq::message_t>& req) {
 
 void zap_handler::log_refusal(const std::string& key, const std::string& address,
                               const std::string& why) {
-  const auto now = net::steady::now();
-  if (now - log_window_ >= std::chrono::minutes(1)) {
-    if (unlogged_ > 0) spdlog::warn("auth: {} more peers refused in the last minute", unlogged_);
-    log_window_ = now;
-    logged_in_window_ = 0;
-    unlogged_ = 0;
-  }
-  if (logged_in_window_ < k_log_burst) {
-    ++logged_in_window_;
-    spdlog::warn("auth: refused a peer from {} with key {}: {}", address, key, why);
-  } else {
-    ++unlogged_;
+  if (auto more = refusal_log_.admit(net::steady::now())) {
+    spdlog::warn("auth: refused a peer from {} with key {}: {}{}", address, key, why, *more);
   }
 }
 

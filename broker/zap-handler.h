@@ -2,7 +2,8 @@
 // completed the CURVE handshake may connect. It answers from the allow-list (broker/allow-list.h):
 // an allowed key is accepted with the key (Z85) as its User-Id, which every later message of that
 // connection carries (net::received::user_id); any other key is refused, so nothing it sends ever
-// reaches the broker. Refusals are logged, at most a few lines a minute, naming key and address.
+// reaches the broker. Refusals are logged, about ten lines a minute at most, naming key and
+// address.
 //
 // It also caps the connections from one address (`max_connections_per_address`): a socket monitor
 // on the ROUTER reports each accepted connection (with its descriptor, whose peer address the
@@ -21,6 +22,8 @@
 #include <zmq.hpp>
 
 #include "broker/allow-list.h"
+#include "broker/log-limiter.h"
+#include "schema/socket-events.h"
 #include "schema/zmq-io.h"
 
 namespace hearth::broker {
@@ -34,13 +37,10 @@ class zap_handler {
 
   // The sockets to poll: ZAP requests and the ROUTER's connection events.
   zmq::socket_t& socket() { return rep_; }
-  zmq::socket_t& events() { return monitor_; }
+  zmq::socket_t& events() { return monitor_.socket(); }
   // Reads the connection events and answers the requests waiting (at most a few hundred per
   // call), never blocking.
   void serve();
-
-  uint64_t refused() const { return refused_; }
-  size_t connections() const { return address_of_.size(); }
 
  private:
   void answer(const std::vector<zmq::message_t>& request);
@@ -50,15 +50,11 @@ class zap_handler {
 
   allow_list& keys_;
   zmq::socket_t rep_;
-  zmq::socket_t monitor_;
+  net::socket_events monitor_;  // the ROUTER's accepted and ended connections
   uint32_t max_per_address_;
   std::map<int, std::string> address_of_;        // open connections: descriptor -> peer address
   std::map<std::string, uint32_t> per_address_;  // open connections per peer address
-  uint64_t refused_ = 0;
-  // Rate limit of refusal lines: at most k_log_burst per minute, then one summary line.
-  net::steady::time_point log_window_{};
-  uint32_t logged_in_window_ = 0;
-  uint64_t unlogged_ = 0;
+  log_limiter refusal_log_{10.0 / 60, 10};       // ten lines at once, then one every 6 s
 };
 
 }  // namespace hearth::broker

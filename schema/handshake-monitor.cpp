@@ -1,6 +1,5 @@
 #include "schema/handshake-monitor.h"
 
-#include <atomic>
 #include <cstring>
 
 namespace hearth::net {
@@ -42,36 +41,15 @@ std::string handshake_failure_text(const handshake_failure& f) {
 }
 
 handshake_monitor::handshake_monitor(zmq::context_t& ctx, zmq::socket_t& watched)
-    : watched_(&watched), events_(ctx, zmq::socket_type::pair) {
-  static std::atomic<uint64_t> next{0};
-  const std::string address = "inproc://hearth-handshake-monitor-" + std::to_string(next++);
-  constexpr int wanted = ZMQ_EVENT_CONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
-                         ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                         ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL;
-  if (zmq_socket_monitor(watched.handle(), address.c_str(), wanted) != 0) {
-    throw zmq::error_t();
-  }
-  events_.set(zmq::sockopt::linger, 0);
-  events_.connect(address);
-}
-
-handshake_monitor::~handshake_monitor() {
-  // Stops the monitor so that libzmq's end of the pair goes away with it.
-  if (watched_->handle() != nullptr) zmq_socket_monitor(watched_->handle(), nullptr, 0);
-}
+    : events_(ctx, watched,
+              ZMQ_EVENT_CONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
+                  ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                  ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {}
 
 void handshake_monitor::update() {
-  while (true) {
-    zmq::message_t head;
-    if (!events_.recv(head, zmq::recv_flags::dontwait)) return;
-    zmq::message_t address;
-    if (head.more()) (void)events_.recv(address, zmq::recv_flags::none);
-    if (head.size() < 6) continue;  // not a v1 event
-    uint16_t event = 0;
-    uint32_t value = 0;
-    std::memcpy(&event, head.data(), 2);
-    std::memcpy(&value, static_cast<const char*>(head.data()) + 2, 4);
-    switch (event) {
+  while (const auto e = events_.next()) {
+    const uint32_t value = e->value;
+    switch (e->event) {
       case ZMQ_EVENT_CONNECTED:
         connected_ = true;
         break;

@@ -8,6 +8,8 @@
 #include <string>
 #include <zmq.hpp>
 
+#include "schema/socket-events.h"
+
 namespace hearth::net {
 
 enum class handshake_failure_kind {
@@ -34,14 +36,11 @@ std::string handshake_failure_text(const handshake_failure& f);
 class handshake_monitor {
  public:
   handshake_monitor(zmq::context_t& ctx, zmq::socket_t& watched);
-  ~handshake_monitor();
-  handshake_monitor(const handshake_monitor&) = delete;
-  handshake_monitor& operator=(const handshake_monitor&) = delete;
 
   // Reads the events that have arrived, without blocking.
   void update();
   // For a poll beside the watched socket: readable when an event is waiting.
-  zmq::socket_t& events() { return events_; }
+  zmq::socket_t& events() { return events_.socket(); }
 
   bool connected() const { return connected_; }  // a TCP connection was made since the start
   bool succeeded() const { return succeeded_; }  // a handshake completed since the start
@@ -49,8 +48,7 @@ class handshake_monitor {
   const std::optional<handshake_failure>& failure() const { return failure_; }
 
  private:
-  zmq::socket_t* watched_;
-  zmq::socket_t events_;
+  socket_events events_;
   bool connected_ = false;
   bool succeeded_ = false;
   std::optional<handshake_failure> failure_;
