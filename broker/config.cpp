@@ -1,73 +1,60 @@
 #include "broker/config.h"
 
+#include <set>
+
 #include "broker/allow-list.h"
 #include "common/yaml-settings.h"
 #include "schema/messages.h"
 
 namespace hearth::broker {
 
+namespace {
+// Every setting of the YAML file and the member it fills, written once: the loader accepts these
+// names and no others, and reads each into its member.
+template <class F>
+void broker_settings(broker_config& c, F&& f) {
+  f("bind", c.bind);
+  f("db", c.db);
+  f("heartbeat_ms", c.heartbeat_ms);
+  f("liveness", c.liveness);
+  f("max_attempts", c.max_attempts);
+  f("max_queue", c.max_queue);
+  f("output_flush_ms", c.output_flush_ms);
+  f("queue_position_ms", c.queue_position_ms);
+  f("log_level", c.log_level);
+  f("auth", c.auth);
+  f("insecure", c.insecure);
+  f("max_connections_per_address", c.max_connections_per_address);
+  f("max_node_slots", c.max_node_slots);
+  f("quarantine_after", c.quarantine_after);
+  f("quarantine_window_ms", c.quarantine_window_ms);
+  f("quarantine_ms", c.quarantine_ms);
+  f("max_nodes", c.max_nodes);
+  f("hello_rate_per_peer", c.hello_rate_per_peer);
+  f("hello_burst_per_peer", c.hello_burst_per_peer);
+  f("hello_rate", c.hello_rate);
+  f("hello_burst", c.hello_burst);
+  f("max_peer_outbox_bytes", c.max_peer_outbox_bytes);
+  f("peer_stall_ms", c.peer_stall_ms);
+  f("max_outbox_bytes", c.max_outbox_bytes);
+  f("max_client_queued_jobs", c.max_client_queued_jobs);
+  f("max_client_queued_bytes", c.max_client_queued_bytes);
+  f("max_queue_bytes", c.max_queue_bytes);
+}
+}  // namespace
+
 // Loads into a copy so that a bad file changes nothing.
 result<void> broker_config_load(const std::string& path, broker_config& out) {
-  auto root = yaml_settings_open(path, {"bind",
-                                        "db",
-                                        "heartbeat_ms",
-                                        "liveness",
-                                        "max_attempts",
-                                        "max_queue",
-                                        "output_flush_ms",
-                                        "queue_position_ms",
-                                        "log_level",
-                                        "auth",
-                                        "insecure",
-                                        "max_connections_per_address",
-                                        "max_node_slots",
-                                        "quarantine_after",
-                                        "quarantine_window_ms",
-                                        "quarantine_ms",
-                                        "max_nodes",
-                                        "hello_rate_per_peer",
-                                        "hello_burst_per_peer",
-                                        "hello_rate",
-                                        "hello_burst",
-                                        "max_peer_outbox_bytes",
-                                        "peer_stall_ms",
-                                        "max_outbox_bytes",
-                                        "max_client_queued_jobs",
-                                        "max_client_queued_bytes",
-                                        "max_queue_bytes"});
-  if (!root) return root.err();
   broker_config cfg = out;
-  for (auto r :
-       {yaml_setting(*root, "bind", cfg.bind, path),
-        yaml_setting(*root, "db", cfg.db, path),
-        yaml_setting(*root, "heartbeat_ms", cfg.heartbeat_ms, path),
-        yaml_setting(*root, "liveness", cfg.liveness, path),
-        yaml_setting(*root, "max_attempts", cfg.max_attempts, path),
-        yaml_setting(*root, "max_queue", cfg.max_queue, path),
-        yaml_setting(*root, "output_flush_ms", cfg.output_flush_ms, path),
-        yaml_setting(*root, "queue_position_ms", cfg.queue_position_ms, path),
-        yaml_setting(*root, "log_level", cfg.log_level, path),
-        yaml_setting(*root, "auth", cfg.auth, path),
-        yaml_setting(*root, "insecure", cfg.insecure, path),
-        yaml_setting(*root, "max_connections_per_address", cfg.max_connections_per_address, path),
-        yaml_setting(*root, "max_node_slots", cfg.max_node_slots, path),
-        yaml_setting(*root, "quarantine_after", cfg.quarantine_after, path),
-        yaml_setting(*root, "quarantine_window_ms", cfg.quarantine_window_ms, path),
-        yaml_setting(*root, "quarantine_ms", cfg.quarantine_ms, path),
-        yaml_setting(*root, "max_nodes", cfg.max_nodes, path),
-        yaml_setting(*root, "hello_rate_per_peer", cfg.hello_rate_per_peer, path),
-        yaml_setting(*root, "hello_burst_per_peer", cfg.hello_burst_per_peer, path),
-        yaml_setting(*root, "hello_rate", cfg.hello_rate, path),
-        yaml_setting(*root, "hello_burst", cfg.hello_burst, path),
-
-        yaml_setting(*root, "max_peer_outbox_bytes", cfg.max_peer_outbox_bytes, path),
-        yaml_setting(*root, "peer_stall_ms", cfg.peer_stall_ms, path),
-        yaml_setting(*root, "max_outbox_bytes", cfg.max_outbox_bytes, path),
-        yaml_setting(*root, "max_client_queued_jobs", cfg.max_client_queued_jobs, path),
-        yaml_setting(*root, "max_client_queued_bytes", cfg.max_client_queued_bytes, path),
-        yaml_setting(*root, "max_queue_bytes", cfg.max_queue_bytes, path)}) {
-    if (!r) return r;
-  }
+  std::set<std::string> known;
+  broker_settings(cfg, [&](const char* name, auto&) { known.insert(name); });
+  auto root = yaml_settings_open(path, known);
+  if (!root) return root.err();
+  result<void> read;
+  broker_settings(cfg, [&](const char* name, auto& member) {
+    if (read) read = yaml_setting(*root, name, member, path);
+  });
+  if (!read) return read;
   if (cfg.heartbeat_ms < 10 || cfg.heartbeat_ms > 600000) {
     return error{path + ": heartbeat_ms must be in [10, 600000]"};
   }
