@@ -8,6 +8,7 @@
 // one line with no file left behind.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -39,8 +40,9 @@ std::string quote(const std::string& s) {
   return testing::shell_quote(s);
 }
 
+// Per process: `quantize` and `quantize_portable` run this binary at the same time under ctest -j.
 std::string temp_path(const std::string& name) {
-  return ::testing::TempDir() + "hearth_quantize_" + name;
+  return ::testing::TempDir() + "hearth_quantize_" + std::to_string(getpid()) + "_" + name;
 }
 
 std::string synthetic(const std::string& family, const std::string& type) {
