@@ -32,6 +32,8 @@ std::string_view command_name(command c) {
       return "job_assign";
     case command::job_cancel:
       return "job_cancel";
+    case command::job_resume:
+      return "job_resume";
     case command::submit:
       return "submit";
     case command::watch:
@@ -48,6 +50,8 @@ std::string_view command_name(command c) {
       return "list_models";
     case command::forget_node:
       return "forget_node";
+    case command::prune_jobs:
+      return "prune_jobs";
     case command::accepted:
       return "accepted";
     case command::job_queued:
@@ -68,6 +72,8 @@ std::string_view command_name(command c) {
       return "models_reply";
     case command::ok:
       return "ok";
+    case command::pruned:
+      return "pruned";
   }
   return "unknown";
 }
@@ -87,6 +93,7 @@ std::optional<command> command_from_byte(uint8_t b) {
     case uint8_t(command::node_welcome):
     case uint8_t(command::job_assign):
     case uint8_t(command::job_cancel):
+    case uint8_t(command::job_resume):
     case uint8_t(command::submit):
     case uint8_t(command::watch):
     case uint8_t(command::cancel):
@@ -95,6 +102,7 @@ std::optional<command> command_from_byte(uint8_t b) {
     case uint8_t(command::list_nodes):
     case uint8_t(command::list_models):
     case uint8_t(command::forget_node):
+    case uint8_t(command::prune_jobs):
     case uint8_t(command::accepted):
     case uint8_t(command::job_queued):
     case uint8_t(command::job_running):
@@ -105,6 +113,7 @@ std::optional<command> command_from_byte(uint8_t b) {
     case uint8_t(command::nodes_reply):
     case uint8_t(command::models_reply):
     case uint8_t(command::ok):
+    case uint8_t(command::pruned):
       return command(b);
   }
   return std::nullopt;
@@ -128,10 +137,10 @@ std::optional<job_state> job_state_from_name(std::string_view name) {
 }
 
 namespace {
-constexpr std::array<std::string_view, 12> error_code_names = {
-    "malformed",       "version_mismatch", "unknown_node", "name_taken",
-    "unknown_model",   "invalid_params",   "not_found",    "queue_full",
-    "not_cancellable", "internal",         "unauthorized", "limit_reached"};
+constexpr std::array<std::string_view, 13> error_code_names = {
+    "malformed",      "version_mismatch", "unknown_node",       "name_taken",      "unknown_model",
+    "invalid_params", "not_found",        "queue_full",         "not_cancellable", "internal",
+    "unauthorized",   "limit_reached",    "storage_unavailable"};
 }  // namespace
 
 std::string_view error_code_name(error_code v) {

@@ -45,6 +45,7 @@ enum class command : uint8_t {
   node_welcome = 0x20,
   job_assign = 0x21,
   job_cancel = 0x22,
+  job_resume = 0x23,
   // client -> broker
   submit = 0x40,
   watch = 0x41,
@@ -54,6 +55,7 @@ enum class command : uint8_t {
   list_nodes = 0x45,
   list_models = 0x46,
   forget_node = 0x47,  // admin keys only
+  prune_jobs = 0x48,   // admin keys only
   // broker -> client
   accepted = 0x60,
   job_queued = 0x61,
@@ -65,6 +67,7 @@ enum class command : uint8_t {
   nodes_reply = 0x67,
   models_reply = 0x68,
   ok = 0x69,
+  pruned = 0x6a,
 };
 
 std::string_view command_name(command c);
@@ -85,18 +88,20 @@ inline bool job_state_is_final(job_state s) {
 }
 
 enum class error_code : uint8_t {
-  malformed,         // a frame or body that does not decode
-  version_mismatch,  // another protocol signature
-  unknown_node,      // a node command from a peer that has not said hello (say hello again)
-  name_taken,        // another live node has this name
-  unknown_model,     // no node has ever advertised the model
-  invalid_params,    // a request that decodes but asks for something impossible
-  not_found,         // no such job
-  queue_full,        // the queue limit is reached
-  not_cancellable,   // the job has already finished
-  internal,          // the broker failed (the database, ...)
-  unauthorized,      // the peer's key (its role) may not send this command, or not for this job
-  limit_reached,     // a per-peer or per-client limit (queued jobs or bytes, registrations, ...)
+  malformed,            // a frame or body that does not decode
+  version_mismatch,     // another protocol signature
+  unknown_node,         // a node command from a peer that has not said hello (say hello again)
+  name_taken,           // another live node has this name
+  unknown_model,        // no node has ever advertised the model
+  invalid_params,       // a request that decodes but asks for something impossible
+  not_found,            // no such job
+  queue_full,           // the queue limit is reached
+  not_cancellable,      // the job has already finished
+  internal,             // the broker failed (the database, ...)
+  unauthorized,         // the peer's key (its role) may not send this command, or not for this job
+  limit_reached,        // a per-peer or per-client limit (queued jobs or bytes, registrations, ...)
+  storage_unavailable,  // the job database could not be written (disk full, I/O error): nothing
+                        // of the request was kept; retry later (a submit with its request_key)
 };
 std::string_view error_code_name(error_code c);
 std::optional<error_code> error_code_from_name(std::string_view name);
@@ -227,7 +232,10 @@ struct node_hello {
   uint32_t slots = 1;  // jobs it runs at once
   hardware_info hardware;
   std::vector<model_info> models;
-  std::vector<job_ref> running;  // after a reconnect: attempts it is still running
+  // After a reconnect: attempts it still runs, and finished ones whose job_final the broker may
+  // not have recorded (the broker answers each of its own with job_resume, the others with
+  // job_cancel; PROTOCOL.md section 9.5).
+  std::vector<job_ref> running;
   template <class F>
   void fields(F& f) {
     f("version", version);
@@ -389,6 +397,22 @@ struct job_cancel {
   }
 };
 
+// The broker has tokens [0, seq) of the attempt: the node sends the rest of the stream again from
+// token `seq` (what it already sent included) and, when the attempt has finished, its job_final
+// again. Sent after the broker restarted or lost a part of the stream (PROTOCOL.md section 9.5).
+struct job_resume {
+  static constexpr command cmd = command::job_resume;
+  uint64_t job_id = 0;
+  uint32_t attempt = 0;
+  uint64_t seq = 0;
+  template <class F>
+  void fields(F& f) {
+    f("job_id", job_id);
+    f("attempt", attempt);
+    f("seq", seq);
+  }
+};
+
 // --- client -> broker ---
 // request_id is chosen by the client and echoed in the reply, so replies match requests.
 
@@ -402,6 +426,10 @@ struct submit {
   int32_t priority = 0;     // higher first
   bool wait_model = false;  // accept a model no node has advertised yet
   bool watch = false;       // stream this job's events to the submitter
+  // Idempotency key, chosen by the client (at most max_request_key_bytes): a submit whose key this
+  // client has used before is answered with that job (accepted) instead of making a new one, so a
+  // retry after a lost reply cannot duplicate a job. "" = none.
+  std::string request_key;
   template <class F>
   void fields(F& f) {
     f("request_id", request_id);
@@ -412,17 +440,30 @@ struct submit {
     f("priority", priority);
     f("wait_model", wait_model);
     f("watch", watch);
+    f.optional("request_key", request_key);
   }
 };
 
+inline constexpr uint32_t max_request_key_bytes = 128;
+
+// Follow a job. A watcher that re-attaches (after a broker restart) says what it already has of
+// attempt `attempt`: tokens [0, seq), which are output bytes [0, output_offset). When that attempt
+// is still the job's latest, the stream resumes from there; otherwise it starts at the beginning
+// of the latest attempt. attempt 0: nothing yet.
 struct watch {
   static constexpr command cmd = command::watch;
   uint64_t request_id = 0;
   uint64_t job_id = 0;
+  uint32_t attempt = 0;
+  uint64_t seq = 0;
+  uint64_t output_offset = 0;
   template <class F>
   void fields(F& f) {
     f("request_id", request_id);
     f("job_id", job_id);
+    f.optional("attempt", attempt);
+    f.optional("seq", seq);
+    f.optional("output_offset", output_offset);
   }
 };
 
@@ -503,6 +544,22 @@ struct forget_node {
   void fields(F& f) {
     f("request_id", request_id);
     f("name", name);
+  }
+};
+
+// Deletes finished jobs (with their messages, events and output) older than max_age_ms, and all
+// but the newest keep_last finished jobs; 0 turns a rule off (admin only). Queued and running
+// jobs are never pruned. The reply (pruned) says how many jobs went.
+struct prune_jobs {
+  static constexpr command cmd = command::prune_jobs;
+  uint64_t request_id = 0;
+  uint64_t max_age_ms = 0;
+  uint64_t keep_last = 0;
+  template <class F>
+  void fields(F& f) {
+    f("request_id", request_id);
+    f("max_age_ms", max_age_ms);
+    f("keep_last", keep_last);
   }
 };
 
@@ -774,6 +831,17 @@ struct ok {
   }
 };
 
+struct pruned {
+  static constexpr command cmd = command::pruned;
+  uint64_t request_id = 0;
+  uint64_t jobs = 0;  // jobs deleted
+  template <class F>
+  void fields(F& f) {
+    f("request_id", request_id);
+    f("jobs", jobs);
+  }
+};
+
 // The body of this message never changes across versions, so a peer of any version can read why
 // it was refused.
 struct error_reply {
@@ -807,6 +875,7 @@ struct error_reply {
   X(node_welcome) \
   X(job_assign) \
   X(job_cancel) \
+  X(job_resume) \
   X(submit) \
   X(watch) \
   X(cancel) \
@@ -815,6 +884,7 @@ struct error_reply {
   X(list_nodes) \
   X(list_models) \
   X(forget_node) \
+  X(prune_jobs) \
   X(accepted) \
   X(job_queued) \
   X(job_running) \
@@ -824,5 +894,6 @@ struct error_reply {
   X(job_reply) \
   X(nodes_reply) \
   X(models_reply) \
-  X(ok)
+  X(ok) \
+  X(pruned)
 // clang-format on

@@ -175,6 +175,11 @@ inline job_cancel sample<job_cancel>() {
 }
 
 template <>
+inline job_resume sample<job_resume>() {
+  return {job_id, 3, uint64_t(1) << 35};
+}
+
+template <>
 inline submit sample<submit>() {
   submit m;
   m.request_id = request_id;
@@ -185,12 +190,13 @@ inline submit sample<submit>() {
   m.priority = std::numeric_limits<int32_t>::min();
   m.wait_model = true;
   m.watch = true;
+  m.request_key = "3f9a-\xc3\xa9t\xc3\xa9";
   return m;
 }
 
 template <>
 inline watch sample<watch>() {
-  return {request_id, job_id};
+  return {request_id, job_id, 4, uint64_t(1) << 36, uint64_t(1) << 38};
 }
 
 template <>
@@ -221,6 +227,11 @@ inline list_models sample<list_models>() {
 template <>
 inline forget_node sample<forget_node>() {
   return {request_id, "old-laptop"};
+}
+
+template <>
+inline prune_jobs sample<prune_jobs>() {
+  return {request_id, uint64_t(30) * 24 * 3600 * 1000, uint64_t(1) << 33};
 }
 
 template <>
@@ -303,6 +314,11 @@ inline models_reply sample<models_reply>() {
 template <>
 inline ok sample<ok>() {
   return {request_id};
+}
+
+template <>
+inline pruned sample<pruned>() {
+  return {request_id, uint64_t(1) << 34};
 }
 
 }  // namespace hearth::wire::samples
