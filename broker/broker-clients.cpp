@@ -69,6 +69,10 @@ constexpr size_t k_list_error_bytes = 4096;
 // What a lagging watcher is sent per turn once its pipe has room again.
 constexpr uint64_t k_catch_up_bytes = 1 << 20;
 
+// Bytes read past a page of stored output, so that the page can end on a character boundary
+// (a UTF-8 character has at most 4 bytes).
+constexpr uint64_t k_utf8_lookahead = 4;
+
 }  // namespace
 
 const job_row* broker::visible_job(const std::string& rid, const peer& who, uint64_t request_id,
@@ -91,8 +95,36 @@ const job_row* broker::visible_job(const std::string& rid, const peer& who, uint
   return row;
 }
 
+bool broker::refuse_while_storage_down(const std::string& rid, uint64_t request_id) {
+  const auto now = net::steady::now();
+  if (!storage_down(now)) return false;
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(storage_retry_at_ - now).count();
+  send_error(rid, request_id, wire::error_code::storage_unavailable,
+             "the job database cannot be written just now (see the broker's log); nothing of this "
+             "request was kept; retry in " +
+                 std::to_string(ms) + " ms");
+  return true;
+}
+
 void broker::on_submit(const std::string& rid, const peer& who, wire::submit m) {
   using wire::error_code;
+  if (m.request_key.size() > wire::max_request_key_bytes) {
+    return send_error(rid, m.request_id, error_code::invalid_params,
+                      "request_key is " + std::to_string(m.request_key.size()) +
+                          " bytes; at most " + std::to_string(wire::max_request_key_bytes));
+  }
+  if (!m.request_key.empty()) {
+    // A retry of a submit whose reply was lost: the job it made, not another one.
+    if (auto id = store_->job_by_request_key(who.key, m.request_key)) {
+      auto it = jobs_.find(*id);
+      const bool queued = it != jobs_.end() && it->second.row.state == wire::job_state::queued;
+      send(rid, wire::accepted{m.request_id, *id, queued ? queue_position(it->second) : 0});
+      if (m.watch) watch_job(rid, *id, wire::watch{});
+      return;
+    }
+  }
+  if (refuse_while_storage_down(rid, m.request_id)) return;
   if (m.model.empty())
     return send_error(rid, m.request_id, error_code::invalid_params, "no model named");
   if (m.prompt.empty() && m.messages.empty()) {
@@ -147,6 +179,7 @@ void broker::on_submit(const std::string& rid, const peer& who, wire::submit m) 
   row.priority = m.priority;
   row.state = wire::job_state::queued;
   row.created_ms = net::wall_ms();
+  row.request_key = std::move(m.request_key);
   const uint64_t id = store_->insert_job(row, row.created_ms);
   live_job& j = jobs_[id];
   j.row = std::move(row);
@@ -161,48 +194,101 @@ void broker::on_submit(const std::string& rid, const peer& who, wire::submit m) 
 
 void broker::on_watch(const std::string& rid, const peer& who, const wire::watch& m) {
   std::optional<job_row> stored;
-  const job_row* row = visible_job(rid, who, m.request_id, m.job_id, stored);
-  if (!row) return;
-  if (auto it = jobs_.find(m.job_id); it != jobs_.end()) {
+  if (!visible_job(rid, who, m.request_id, m.job_id, stored)) return;
+  send(rid, wire::ok{m.request_id});
+  watch_job(rid, m.job_id, m);
+}
+
+void broker::watch_job(const std::string& rid, uint64_t job_id, const wire::watch& has) {
+  // Where the watcher's stream continues: from what it says it has of the latest attempt when
+  // that is consistent with the record (an offset past the output is not trusted), else from the
+  // beginning of the latest attempt.
+  auto resume_from = [&](uint32_t attempt, uint64_t n_gen, uint64_t bytes) {
+    const bool same = has.attempt != 0 && has.attempt == attempt && has.seq <= n_gen &&
+                      has.output_offset <= bytes &&
+                      (has.seq == n_gen) == (has.output_offset == bytes);
+    return same ? output_mark{has.seq, has.output_offset} : output_mark{};
+  };
+  if (auto it = jobs_.find(job_id); it != jobs_.end()) {
     live_job& j = it->second;
     j.watchers.insert(rid);
-    send(rid, wire::ok{m.request_id});
     if (j.row.state == wire::job_state::queued) {
       j.last_position_sent = queue_position(j);
       send(rid, wire::job_queued{j.row.id, j.last_position_sent});
     } else if (j.row.state == wire::job_state::running) {
       send(rid, wire::job_running{j.row.id, j.row.attempts, j.row.node});
-      if (j.next_seq > 0)
-        send_output_from(rid, j.row.id, j.row.attempts, {}, j.next_seq, j.row.output, UINT64_MAX);
+      const output_mark from = resume_from(j.row.attempts, j.next_seq, j.output.size());
+      // The output so far goes out in pages over the next turns, as to a watcher that lagged.
+      if (from.seq < j.next_seq || from.byte < j.output.size()) {
+        watcher_lag& l = lagging_[{job_id, rid}];
+        l = {};
+        l.has = from;
+        l.attempt = j.row.attempts;
+      }
     }
     return;
   }
-  send(rid, wire::ok{m.request_id});
-  if (!row->output.empty() || row->n_gen > 0) {
-    send_output_from(rid, row->id, row->attempts, {}, row->n_gen, row->output, UINT64_MAX);
-  }
-  send(rid, wire::job_done{row->id, row->attempts, row->state, row->stop_reason, row->error,
-                           row->n_prompt, row->n_gen});
+  std::optional<job_row> row = store_->job(job_id);
+  if (!row) return;
+  const wire::job_done done{row->id,    row->attempts, row->state, row->stop_reason,
+                            row->error, row->n_prompt, row->n_gen};
+  const output_mark from = resume_from(row->attempts, row->n_gen, row->output_bytes);
+  if (from.seq == row->n_gen && from.byte == row->output_bytes) return send(rid, done);
+  watcher_lag& l = lagging_[{job_id, rid}];
+  l = {};
+  l.has = from;
+  l.attempt = row->attempts;
+  l.finished = true;
+  l.final_seq = row->n_gen;
+  l.final_bytes = row->output_bytes;
+  l.done_body = wire::encode(done);
 }
 
 output_mark broker::send_output_from(const std::string& rid, uint64_t job_id, uint32_t attempt,
                                      output_mark from, uint64_t end_seq, const std::string& output,
                                      uint64_t max_bytes) {
+  return send_output_window(rid, job_id, attempt, from, end_seq, output, 0, output.size(),
+                            max_bytes);
+}
+
+output_mark broker::send_stored_output_from(const std::string& rid, uint64_t job_id,
+                                            uint32_t attempt, output_mark from, uint64_t end_seq,
+                                            uint64_t total_bytes, uint64_t max_bytes) {
+  // A few bytes more than it sends, so that its pages can end on character boundaries.
+  const std::string window = store_->read_output(job_id, from.byte, max_bytes + k_utf8_lookahead);
+  return send_output_window(rid, job_id, attempt, from, end_seq, window, from.byte, total_bytes,
+                            max_bytes);
+}
+
+output_mark broker::send_output_window(const std::string& rid, uint64_t job_id, uint32_t attempt,
+                                       output_mark from, uint64_t end_seq, std::string_view window,
+                                       uint64_t base, uint64_t total, uint64_t max_bytes) {
   // Pages of at most the default page size. The text carries no token boundaries, so every chunk
   // but the one reaching the end has n_tokens 0 at from.seq (never below the next expected seq:
   // none is dropped as a duplicate) and that one carries the count (PROTOCOL.md section 11).
+  // `window` holds bytes [base, base + window.size()) of the attempt's `total` bytes; one that
+  // stops short of the end keeps its last bytes for looking ahead at character boundaries.
   uint64_t offset = from.byte;
-  if (offset >= output.size() && end_seq == from.seq) return from;
+  if (offset >= total && end_seq == from.seq) return from;
+  const uint64_t window_end = base + window.size();
+  const uint64_t usable_end =
+      window_end >= total ? total
+                          : window_end - std::min<uint64_t>(k_utf8_lookahead, window.size());
   uint64_t sent = 0;
   do {
-    const std::string_view page = utf8_page(output, offset, wire::job_page_bytes_default);
+    std::string_view page;
+    if (offset < usable_end) {
+      const uint64_t room = std::min<uint64_t>(wire::job_page_bytes_default, usable_end - offset);
+      page = utf8_page(window, offset - base, room);
+    }
     offset += page.size();
     sent += page.size();
-    const bool last = offset >= output.size();
+    const bool last = offset >= total;
     send(rid, wire::job_tokens{job_id, attempt, from.seq, last ? uint32_t(end_seq - from.seq) : 0,
                                std::string(page)});
-  } while (offset < output.size() && sent < max_bytes);
-  return offset >= output.size() ? output_mark{end_seq, offset} : output_mark{from.seq, offset};
+    if (page.empty()) break;
+  } while (offset < total && sent < max_bytes);
+  return offset >= total ? output_mark{end_seq, offset} : output_mark{from.seq, offset};
 }
 
 void broker::deliver(const live_job& j, const std::string& rid, wire::command cmd,
@@ -215,7 +301,7 @@ void broker::deliver(const live_job& j, const std::string& rid, wire::command cm
         // Its pipe is full: rather than queueing every chunk, remember what it has.
         if (auto t = wire::decode<wire::job_tokens>(body)) {
           watcher_lag& l = lagging_[{j.row.id, rid}];
-          l.has = {t->seq, j.row.output.size() - t->text.size()};
+          l.has = {t->seq, j.output.size() - t->text.size()};
           l.attempt = j.row.attempts;
           return;
         }
@@ -225,8 +311,9 @@ void broker::deliver(const live_job& j, const std::string& rid, wire::command cm
       // The job leaves memory at the end of the turn: the lagging watcher keeps its output (and
       // its job_done) until it has been sent the rest.
       if (lag != lagging_.end()) {
-        lag->second.final_output = std::make_shared<const std::string>(j.row.output);
+        lag->second.finished = true;
         lag->second.final_seq = j.next_seq;
+        lag->second.final_bytes = j.output.size();
         lag->second.done_body = body;
         return;
       }
@@ -250,9 +337,10 @@ void broker::catch_up_lagging() {
       continue;
     }
     watcher_lag& l = it->second;
-    if (l.final_output) {
-      l.has = send_output_from(rid, job_id, l.attempt, l.has, l.final_seq, *l.final_output,
-                               k_catch_up_bytes);
+    if (l.finished) {
+      // The job's output is in the store: it finished in a turn that has committed.
+      l.has = send_stored_output_from(rid, job_id, l.attempt, l.has, l.final_seq, l.final_bytes,
+                                      k_catch_up_bytes);
       if (l.has.seq == l.final_seq) {
         queue_out(rid, wire::command::job_done, std::move(l.done_body));
         it = lagging_.erase(it);
@@ -267,7 +355,7 @@ void broker::catch_up_lagging() {
       continue;
     }
     const live_job& live = j->second;
-    l.has = send_output_from(rid, job_id, live.row.attempts, l.has, live.next_seq, live.row.output,
+    l.has = send_output_from(rid, job_id, live.row.attempts, l.has, live.next_seq, live.output,
                              k_catch_up_bytes);
     if (l.has.seq == live.next_seq) {
       it = lagging_.erase(it);
@@ -278,6 +366,7 @@ void broker::catch_up_lagging() {
 }
 
 void broker::on_cancel(const std::string& rid, const peer& who, const wire::cancel& m) {
+  if (refuse_while_storage_down(rid, m.request_id)) return;
   std::optional<job_row> stored;
   const job_row* row = visible_job(rid, who, m.request_id, m.job_id, stored);
   if (!row) return;
@@ -337,21 +426,31 @@ void broker::on_list_jobs(const std::string& rid, const peer& who, const wire::l
 
 void broker::on_get_job(const std::string& rid, const peer& who, const wire::get_job& m) {
   std::optional<job_row> stored;
-  const job_row* visible = visible_job(rid, who, m.request_id, m.job_id, stored);
-  if (!visible) return;
-  // A live job's row in memory is the newest record (its output runs ahead of the store's).
-  std::optional<job_row> row = stored ? std::move(stored) : *visible;
-  if (auto it = jobs_.find(m.job_id); it != jobs_.end()) row->n_gen = uint32_t(it->second.next_seq);
+  const job_row* row = visible_job(rid, who, m.request_id, m.job_id, stored);
+  if (!row) return;
   wire::job_reply r;
   r.request_id = m.request_id;
   r.job.summary = summary_of(*row, owner_name(row->owner));
   r.job.prompt = utf8_page(row->prompt, m.prompt_offset, page_bytes(m.max_prompt_bytes));
   r.job.messages = row->messages;
   r.job.params = row->params;
-  r.job.output = utf8_page(row->output, m.output_offset, page_bytes(m.max_output_bytes));
+  const uint64_t page = page_bytes(m.max_output_bytes);
+  if (auto it = jobs_.find(m.job_id); it != jobs_.end()) {
+    // A live job's output in memory is the newest record (it runs ahead of the store's).
+    const live_job& j = it->second;
+    r.job.summary.n_gen = uint32_t(j.next_seq);
+    r.job.output = utf8_page(j.output, m.output_offset, page);
+    r.output_total_bytes = j.output.size();
+  } else {
+    const std::string window =
+        store_->read_output(m.job_id, m.output_offset, page + k_utf8_lookahead);
+    const bool at_end = m.output_offset + window.size() >= row->output_bytes;
+    r.job.output = utf8_page(
+        window, 0, at_end ? page : std::min<uint64_t>(page, window.size() - k_utf8_lookahead));
+    r.output_total_bytes = row->output_bytes;
+  }
   r.job.events = store_->job_events(m.job_id);
-  r.output_offset = std::min<uint64_t>(m.output_offset, row->output.size());
-  r.output_total_bytes = row->output.size();
+  r.output_offset = std::min<uint64_t>(m.output_offset, r.output_total_bytes);
   r.prompt_offset = std::min<uint64_t>(m.prompt_offset, row->prompt.size());
   r.prompt_total_bytes = row->prompt.size();
   send(rid, r);
@@ -410,6 +509,7 @@ void broker::on_list_models(const std::string& rid, const wire::list_models& m) 
 }
 
 void broker::on_forget_node(const std::string& rid, const wire::forget_node& m) {
+  if (refuse_while_storage_down(rid, m.request_id)) return;
   auto it = nodes_.find(m.name);
   if (it == nodes_.end()) {
     return send_error(rid, m.request_id, wire::error_code::not_found, "no node " + m.name);
@@ -425,6 +525,37 @@ void broker::on_forget_node(const std::string& rid, const wire::forget_node& m) 
   for (auto& name : store_->known_models()) known_models_.insert(std::move(name));
   spdlog::info("node {} forgotten", m.name);
   send(rid, wire::ok{m.request_id});
+}
+
+void broker::on_prune_jobs(const std::string& rid, const wire::prune_jobs& m) {
+  if (refuse_while_storage_down(rid, m.request_id)) return;
+  if (m.max_age_ms == 0 && m.keep_last == 0) {
+    return send_error(rid, m.request_id, wire::error_code::invalid_params,
+                      "prune_jobs needs max_age_ms or keep_last (or both)");
+  }
+  // Worked through a batch per turn (prune_step), so a large history never stalls the broker.
+  prunes_.push_back({rid, m.request_id, retention{m.max_age_ms, m.keep_last}, 0});
+}
+
+void broker::prune_step(net::steady::time_point now) {
+  constexpr uint32_t k_batch = 500;
+  if (!prunes_.empty()) {
+    auto& p = prunes_.front();
+    const uint64_t n = store_->prune(p.rule, net::wall_ms(), k_batch);
+    p.pruned += n;
+    if (n < k_batch) {
+      spdlog::info("pruned {} finished jobs (prune_jobs)", p.pruned);
+      send(p.routing_id, wire::pruned{p.request_id, p.pruned});
+      prunes_.pop_front();
+    }
+    return;
+  }
+  const retention rule = broker_retention(cfg_);
+  if (!rule.any() || (!retention_more_ && now < next_retention_)) return;
+  next_retention_ = now + std::chrono::seconds(10);
+  const uint64_t n = store_->prune(rule, net::wall_ms(), k_batch);
+  retention_more_ = n == k_batch;
+  if (n > 0) spdlog::debug("retention: pruned {} finished jobs", n);
 }
 
 }  // namespace hearth::broker

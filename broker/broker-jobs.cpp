@@ -16,7 +16,9 @@ std::pair<int64_t, uint64_t> queue_key(const live_job& j) {
 
 void broker::enqueue(live_job& j) {
   j.row.state = wire::job_state::queued;
-  j.row.output.clear();
+  j.output.clear();
+  j.stored_bytes = 0;
+  j.relayed = {};
   j.next_seq = 0;
   j.output_dirty = false;
   j.last_position_sent = UINT32_MAX;
@@ -80,7 +82,9 @@ void broker::assign(live_job& j, node_entry& n) {
   j.row.state = wire::job_state::running;
   j.row.node = n.name;
   j.row.attempts += 1;
-  j.row.output.clear();
+  j.output.clear();
+  j.stored_bytes = 0;
+  j.relayed = {};
   j.next_seq = 0;
   j.recovered_attempt = false;
   store_->job_assigned(j.row.id, j.row.attempts, n.name, net::wall_ms());
@@ -142,8 +146,10 @@ void broker::finish(live_job& j, wire::job_state state, const std::string& stop_
   j.row.n_prompt = n_prompt;
   j.row.n_gen = n_gen;
   j.row.finished_ms = net::wall_ms();
+  // The output first: the store keeps a finished job's output as it is.
+  flush_output(j);
   store_->job_finished(j.row.id, j.row.attempts, j.row.node, state, stop_reason, error, n_prompt,
-                       n_gen, j.row.output, j.row.finished_ms);
+                       n_gen, j.row.finished_ms);
   wire::job_done d;
   d.job_id = j.row.id;
   d.attempt = j.row.attempts;

@@ -237,10 +237,41 @@ void broker::on_job_tokens(node_entry& n, const wire::job_tokens& m, std::string
     requeue(*j, why);
     return;
   }
-  j->row.output += m.text;
+  if (m.n_tokens == 0 && !m.text.empty()) {
+    // Text must come with its tokens: a chunk without any would let a node grow the output
+    // without advancing the stream, and a resume could not tell where it belongs.
+    send(n.routing_id, wire::job_cancel{m.job_id, m.attempt});
+    n.running.erase(m.job_id);
+    const std::string why = "node " + n.name + " sent text without tokens";
+    node_lost_attempt(n, why);
+    requeue(*j, why);
+    return;
+  }
+  if (j->output.size() + m.text.size() > cfg_.max_output_bytes) {
+    send(n.routing_id, wire::job_cancel{m.job_id, m.attempt});
+    n.running.erase(m.job_id);
+    spdlog::warn("job {}: its output would pass max_output_bytes ({} bytes); it is stopped",
+                 m.job_id, cfg_.max_output_bytes);
+    finish(*j, wire::job_state::failed, "output_too_large",
+           "output_too_large: the output passed max_output_bytes (" +
+               std::to_string(cfg_.max_output_bytes) + " bytes); what came before is kept",
+           j->row.n_prompt, uint32_t(j->next_seq));
+    return;
+  }
+  j->output += m.text;
   j->next_seq = m.seq + m.n_tokens;
   j->output_dirty = true;
-  notify(*j, wire::command::job_tokens, std::string(body));
+  if (j->watchers.empty() || j->relayed.seq <= m.seq) {
+    notify(*j, wire::command::job_tokens, std::string(body));
+  } else if (j->output.size() > j->relayed.byte) {
+    // Re-sent after a reload: the watchers have this chunk's beginning already, so they get the
+    // rest as a chunk at the seq they expect (PROTOCOL.md section 11).
+    notify(*j, wire::command::job_tokens,
+           wire::encode(wire::job_tokens{m.job_id, m.attempt, j->relayed.seq,
+                                         uint32_t(j->next_seq - j->relayed.seq),
+                                         j->output.substr(j->relayed.byte)}));
+  }
+  if (j->next_seq > j->relayed.seq) j->relayed = {j->next_seq, j->output.size()};
 }
 
 void broker::on_job_final(node_entry& n, const wire::job_final& m) {

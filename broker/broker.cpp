@@ -146,36 +146,79 @@ void broker::run(const std::atomic<bool>& stop) {
   }
   zap_.reset();
   // Output streamed since the last flush is written before exiting.
-  store_->begin();
-  for (auto& [id, j] : jobs_) {
-    if (j.output_dirty) store_->job_output(id, j.row.output, uint32_t(j.next_seq));
-  }
-  store_->commit();
-  for (auto& [name, n] : nodes_) {
-    if (n.online) store_->node_seen(name, false, n.last_seen_ms);
+  try {
+    store_->begin();
+    for (auto& [id, j] : jobs_) flush_output(j);
+    for (auto& [name, n] : nodes_) {
+      if (n.online) store_->node_seen(name, false, n.last_seen_ms);
+    }
+    store_->commit();
+  } catch (const std::exception& e) {
+    store_->rollback();
+    spdlog::error("the output streamed since the last flush was not saved: {}", e.what());
   }
   router_.reset();
 }
 
+void broker::flush_output(live_job& j) {
+  if (!j.output_dirty) return;
+  const std::string_view fresh = std::string_view(j.output).substr(j.stored_bytes);
+  store_->append_output(j.row.id, j.stored_bytes, fresh, uint32_t(j.next_seq));
+  j.stored_bytes = j.output.size();
+  j.output_dirty = false;
+}
+
 void broker::turn() {
-  store_->begin();
-  std::set<std::string> dropped;
-  for (auto& [rid, why] : to_drop_) {
-    if (dropped.insert(rid).second) drop_peer(rid, why);
+  turn_requests_.clear();
+  try {
+    store_->begin();
+    std::set<std::string> dropped;
+    for (auto& [rid, why] : to_drop_) {
+      if (dropped.insert(rid).second) drop_peer(rid, why);
+    }
+    to_drop_.clear();
+    const auto now = net::steady::now();
+    for (int i = 0; i < k_burst; ++i) {
+      auto msg = net::try_recv(*router_, true);
+      if (!msg) break;
+      if (ignored(msg->routing_id, now)) continue;
+      handle(*msg);
+    }
+    timers();
+    if (dispatch_needed_ && !storage_down(now)) dispatch();
+    store_->commit();
+    if (storage_backoff_.count() > 0 && !storage_down(now)) {
+      spdlog::info("the job database is writable again");
+      storage_backoff_ = std::chrono::milliseconds(0);
+    }
+  } catch (const store_error& e) {
+    storage_failed(e);
   }
-  to_drop_.clear();
-  const auto now = net::steady::now();
-  for (int i = 0; i < k_burst; ++i) {
-    auto msg = net::try_recv(*router_, true);
-    if (!msg) break;
-    if (ignored(msg->routing_id, now)) continue;
-    handle(*msg);
-  }
-  timers();
-  if (dispatch_needed_) dispatch();
-  store_->commit();
   erase_finished_jobs();
   send_turn_output();
+}
+
+void broker::storage_failed(const std::exception& e) {
+  store_->rollback();
+  const auto now = net::steady::now();
+  storage_backoff_ = std::clamp(storage_backoff_ * 2, std::chrono::milliseconds(250),
+                                std::chrono::milliseconds(5000));
+  storage_retry_at_ = now + storage_backoff_;
+  spdlog::error(
+      "the job database could not be written ({}); this turn's changes are undone, requests "
+      "that write are refused for {} ms, then retried",
+      e.what(), storage_backoff_.count());
+  // Nothing of the turn was kept, so none of its messages may go out: they could acknowledge a
+  // job that is not stored, or assign one the store still has queued.
+  out_.clear();
+  turn_bytes_.clear();
+  finished_.clear();
+  for (const auto& [rid, request_id] : turn_requests_) {
+    send_error(rid, request_id, wire::error_code::storage_unavailable,
+               std::string("the job database could not be written (") + e.what() +
+                   "); nothing of this request was kept; retry later");
+  }
+  reload();
 }
 
 bool broker::ignored(const std::string& rid, net::steady::time_point now) {
@@ -300,7 +343,9 @@ namespace {
 // protocol, and forgetting nodes is for admins.
 bool role_may_send(peer_role role, wire::command cmd) {
   if (wire::command_from_node(cmd)) return role == peer_role::node;
-  if (cmd == wire::command::forget_node) return role == peer_role::admin;
+  if (cmd == wire::command::forget_node || cmd == wire::command::prune_jobs) {
+    return role == peer_role::admin;
+  }
   return role == peer_role::client || role == peer_role::admin;
 }
 }  // namespace
@@ -328,13 +373,14 @@ void broker::handle(net::received& msg) {
       spdlog::warn("refused a {} from {} key '{}': not allowed for that role{}",
                    wire::command_name(env.env.cmd), peer_role_name(who->role), who->name, *more);
     }
-    send_error(rid, id ? id->request_id : 0, wire::error_code::unauthorized,
-               std::string(wire::command_name(env.env.cmd)) + " needs " +
-                   (node_cmd ? "a node key (in the broker's nodes/ folder)"
-                    : env.env.cmd == wire::command::forget_node
-                        ? "an admin key (in the broker's admins/ folder)"
-                        : "a client or admin key (in clients/ or admins/)") +
-                   "; this key is a " + std::string(peer_role_name(who->role)) + " key");
+    send_error(
+        rid, id ? id->request_id : 0, wire::error_code::unauthorized,
+        std::string(wire::command_name(env.env.cmd)) + " needs " +
+            (node_cmd ? "a node key (in the broker's nodes/ folder)"
+             : env.env.cmd == wire::command::forget_node || env.env.cmd == wire::command::prune_jobs
+                 ? "an admin key (in the broker's admins/ folder)"
+                 : "a client or admin key (in clients/ or admins/)") +
+            "; this key is a " + std::string(peer_role_name(who->role)) + " key");
     return;
   }
   node_entry* node = node_by_routing_id(rid);
@@ -366,6 +412,8 @@ void broker::handle(net::received& msg) {
       return client_request<wire::get_job>(rid, body, [&](auto m) { on_get_job(rid, *who, m); });
     case command::forget_node:
       return client_request<wire::forget_node>(rid, body, [&](auto m) { on_forget_node(rid, m); });
+    case command::prune_jobs:
+      return client_request<wire::prune_jobs>(rid, body, [&](auto m) { on_prune_jobs(rid, m); });
     case command::list_nodes:
       return client_request<wire::list_nodes>(rid, body, [&](auto m) { on_list_nodes(rid, m); });
     case command::list_models:
@@ -429,6 +477,7 @@ void broker::client_request(const std::string& rid, std::string_view body, F&& h
     send_error(rid, id ? id->request_id : 0, wire::error_code::malformed, m.message());
     return;
   }
+  turn_requests_.emplace_back(rid, m->request_id);
   handle_request(std::move(m.value()));
 }
 
@@ -447,6 +496,10 @@ void broker::recover() {
   }
   for (auto& m : store_->known_models()) known_models_.insert(m);
 
+  load_unfinished_jobs();
+}
+
+void broker::load_unfinished_jobs() {
   // Running jobs stay with their node for one liveness period, waiting for it to reconnect and
   // list them; queued ones go back in the queue.
   const int64_t grace = int64_t(cfg_.heartbeat_ms) * cfg_.liveness;
@@ -461,6 +514,9 @@ void broker::recover() {
     if (live.row.state == wire::job_state::queued) {
       enqueue(live);
     } else {
+      live.output = store_->read_output(id, 0, live.row.output_bytes);
+      live.stored_bytes = live.output.size();
+      live.relayed = {live.next_seq, live.stored_bytes};
       live.recovered_deadline_ms = net::wall_ms() + grace;
       live.recovered_attempt = true;
       if (auto it = nodes_.find(live.row.node); it != nodes_.end()) it->second.running.insert(id);
@@ -468,8 +524,57 @@ void broker::recover() {
     }
   }
   if (!jobs_.empty()) {
-    spdlog::info("recovered {} queued and {} running jobs from {}", n_queued_, n_running, cfg_.db);
+    spdlog::info("loaded {} queued and {} running jobs from {}", n_queued_, n_running, cfg_.db);
   }
+}
+
+void broker::reload() {
+  // Watchers are connections, not records, and what they were sent stays sent: both carry over
+  // to the reloaded jobs.
+  struct carried {
+    std::set<std::string> watchers;
+    uint32_t attempt = 0;
+    output_mark relayed;
+  };
+  std::unordered_map<uint64_t, carried> keep;
+  for (auto& [id, j] : jobs_) keep[id] = {std::move(j.watchers), j.row.attempts, j.relayed};
+  jobs_.clear();
+  queues_.clear();
+  n_queued_ = 0;
+  usage_.clear();
+  queued_bytes_ = 0;
+  for (auto& [name, n] : nodes_) n.running.clear();
+  try {
+    load_unfinished_jobs();
+  } catch (const std::exception& e) {
+    // Reading failed too: the broker cannot know what it owes anyone.
+    throw std::runtime_error(std::string("cannot reload the jobs after a storage failure: ") +
+                             e.what());
+  }
+  for (auto& [id, j] : jobs_) {
+    auto k = keep.find(id);
+    if (k == keep.end()) continue;
+    j.watchers = std::move(k->second.watchers);
+    if (k->second.attempt == j.row.attempts) j.relayed = k->second.relayed;
+  }
+  std::erase_if(lagging_, [&](const auto& kv) {
+    auto j = jobs_.find(kv.first.first);
+    return j == jobs_.end() || kv.second.finished || kv.second.attempt != j->second.row.attempts ||
+           kv.second.has.byte > j->second.output.size();
+  });
+  // The nodes are still connected: each resumes its attempts from what was stored. Their credit
+  // is what they have free (assignments of the failed turn were never sent).
+  for (auto& [id, j] : jobs_) {
+    if (j.row.state != wire::job_state::running) continue;
+    auto n = nodes_.find(j.row.node);
+    if (n == nodes_.end() || !n->second.online) continue;
+    j.recovered_deadline_ms = 0;
+    send(n->second.routing_id, wire::job_resume{id, j.row.attempts, j.next_seq});
+  }
+  for (auto& [name, n] : nodes_) {
+    if (n.online) n.credit = n.free_slots();
+  }
+  dispatch_needed_ = true;
 }
 
 void broker::timers() {
@@ -507,14 +612,12 @@ void broker::timers() {
       }
     }
   }
-  if (now >= next_flush_) {
+  // While the store refuses writes, output waits in memory (it is flushed once writes work).
+  if (now >= next_flush_ && !storage_down(now)) {
     next_flush_ = now + std::chrono::milliseconds(cfg_.output_flush_ms);
-    for (auto& [id, j] : jobs_) {
-      if (!j.output_dirty) continue;
-      store_->job_output(id, j.row.output, uint32_t(j.next_seq));
-      j.output_dirty = false;
-    }
+    for (auto& [id, j] : jobs_) flush_output(j);
   }
+  if (!storage_down(now)) prune_step(now);
   if (now >= next_positions_) {
     next_positions_ = now + std::chrono::milliseconds(cfg_.queue_position_ms);
     for (auto& [model, q] : queues_) {

@@ -55,11 +55,23 @@
 
 namespace hearth::broker {
 
+// How far a watcher has an attempt's output: tokens [0, seq) and bytes [0, byte).
+struct output_mark {
+  uint64_t seq = 0;
+  uint64_t byte = 0;
+};
+
 // A job the broker is responsible for now (queued or running). Finished jobs live only in the
 // store.
 struct live_job {
-  job_row row;            // row.output: the current attempt's text so far
+  job_row row;
+  std::string output;     // the current attempt's text so far
   uint64_t next_seq = 0;  // the next token index expected from the current attempt
+  // How much of `output` is in the store (append_output): bytes [0, stored_bytes).
+  uint64_t stored_bytes = 0;
+  // How much of the current attempt its watchers were sent. After a reload the node re-sends
+  // what the store lacked; watchers get only the part beyond this.
+  output_mark relayed;
   bool output_dirty = false;
   bool cancel_requested = false;
   // Attempts lost on the node side that do not count towards max_attempts (requeue()).
@@ -71,12 +83,6 @@ struct live_job {
   std::set<std::string> watchers;  // routing ids of clients following it
   uint32_t last_position_sent = UINT32_MAX;
   uint64_t queued_bytes = 0;  // its prompt and messages, as counted against the limits
-};
-
-// How far a watcher has an attempt's output: tokens [0, seq) and bytes [0, byte).
-struct output_mark {
-  uint64_t seq = 0;
-  uint64_t byte = 0;
 };
 
 // The bytes a job's prompt and messages hold, as the per-client and queue limits count them.
@@ -183,8 +189,19 @@ class broker {
   void send_error(const std::string& routing_id, uint64_t request_id, wire::error_code code,
                   std::string message);
 
+  // Loads the unfinished jobs from the store into memory: at start, and after a turn whose
+  // commit failed (reload(), which keeps the connections and watchers).
   void recover();
+  void load_unfinished_jobs();
   void turn();
+  // The turn's transaction failed (disk full, I/O error): nothing of it was kept, so nothing of it
+  // may be told. Its messages are discarded, every client request of the turn is answered
+  // storage_unavailable, and the live state is reloaded from the store (as after a restart, but
+  // with the nodes still connected: each is asked to resume its attempts from what was stored).
+  void storage_failed(const std::exception& e);
+  void reload();
+  // Whether requests that write are refused for now (after a storage failure, with backoff).
+  bool storage_down(net::steady::time_point now) const { return now < storage_retry_at_; }
   void handle(net::received& msg);
   // The sender of `msg`, or nullopt (after logging) when its key is no longer allowed.
   std::optional<peer> identify(const net::received& msg);
@@ -199,6 +216,8 @@ class broker {
   void on_node_status(node_entry& n, wire::node_status m);
   void on_job_started(node_entry& n, const wire::job_started& m);
   void on_job_tokens(node_entry& n, const wire::job_tokens& m, std::string_view body);
+  // Writes what a job streamed since its last flush (append_output: only the new bytes).
+  void flush_output(live_job& j);
   void on_job_final(node_entry& n, const wire::job_final& m);
   void on_job_handback(node_entry& n, const wire::job_handback& m);
   void node_lost(node_entry& n, const std::string& why);
@@ -227,6 +246,19 @@ class broker {
   output_mark send_output_from(const std::string& rid, uint64_t job_id, uint32_t attempt,
                                output_mark from, uint64_t end_seq, const std::string& output,
                                uint64_t max_bytes);
+  // The pages of `window`, bytes [base, base + window.size()) of an attempt's `total` bytes.
+  output_mark send_output_window(const std::string& rid, uint64_t job_id, uint32_t attempt,
+                                 output_mark from, uint64_t end_seq, std::string_view window,
+                                 uint64_t base, uint64_t total, uint64_t max_bytes);
+  // Makes `rid` a watcher of the job: its state now, then its output from what `has` says the
+  // watcher already has (wire::watch's attempt, seq and output_offset), then its events.
+  void watch_job(const std::string& rid, uint64_t job_id, const wire::watch& has);
+  // A request that writes, while the store refuses writes: answered storage_unavailable.
+  bool refuse_while_storage_down(const std::string& rid, uint64_t request_id);
+  // The same for a finished job, whose output is read from the store a page at a time.
+  output_mark send_stored_output_from(const std::string& rid, uint64_t job_id, uint32_t attempt,
+                                      output_mark from, uint64_t end_seq, uint64_t total_bytes,
+                                      uint64_t max_bytes);
   // A job event to one watcher. Token chunks to a watcher whose pipe is full are not queued: it
   // is marked lagging and catch_up_lagging() sends what it missed in pages once it reads again
   // (before job_done at the latest), so a slow watcher of a fast stream costs its backlog once,
@@ -240,6 +272,9 @@ class broker {
   void on_list_nodes(const std::string& rid, const wire::list_nodes& m);
   void on_list_models(const std::string& rid, const wire::list_models& m);
   void on_forget_node(const std::string& rid, const wire::forget_node& m);
+  void on_prune_jobs(const std::string& rid, const wire::prune_jobs& m);
+  // One bounded batch of the pending prune requests and of the retention policy (timers()).
+  void prune_step(net::steady::time_point now);
   // The job `job_id` if `who` may see and act on it: the live row, or the stored one read into
   // `stored`. nullptr after replying not_found or unauthorized.
   const job_row* visible_job(const std::string& rid, const peer& who, uint64_t request_id,
@@ -301,17 +336,34 @@ class broker {
   std::unordered_map<std::string, net::steady::time_point> dropped_until_;  // ignored till then
   // A watcher behind on a job's stream: what it has, and once the job finished, its output and
   // job_done, sent after the rest of the output.
+  // Once the job has finished, the rest is read from the store (whose output is whole by then).
   struct watcher_lag {
     output_mark has;
     uint32_t attempt = 0;
-    std::shared_ptr<const std::string> final_output;
+    bool finished = false;
     uint64_t final_seq = 0;
+    uint64_t final_bytes = 0;
     std::string done_body;
   };
   std::map<std::pair<uint64_t, std::string>, watcher_lag> lagging_;  // by (job, watcher)
   std::unordered_map<std::string, client_usage> usage_;              // by owner
   uint64_t queued_bytes_ = 0;                                        // of all unfinished jobs
   bool dispatch_needed_ = false;
+  // Client requests handled this turn (routing id, request id): answered storage_unavailable
+  // when the turn's commit fails.
+  std::vector<std::pair<std::string, uint64_t>> turn_requests_;
+  net::steady::time_point storage_retry_at_{};
+  std::chrono::milliseconds storage_backoff_{0};
+  // prune_jobs requests being worked through, a batch per turn, then answered.
+  struct pending_prune {
+    std::string routing_id;
+    uint64_t request_id = 0;
+    retention rule;
+    uint64_t pruned = 0;
+  };
+  std::deque<pending_prune> prunes_;
+  net::steady::time_point next_retention_{};
+  bool retention_more_ = false;  // the last retention batch was full: another one next turn
   net::steady::time_point next_tick_{};
   net::steady::time_point next_flush_{};
   net::steady::time_point next_positions_{};

@@ -1,6 +1,7 @@
 #include "broker/config.h"
 
 #include <set>
+#include <type_traits>
 
 #include "broker/allow-list.h"
 #include "common/yaml-settings.h"
@@ -21,6 +22,9 @@ void broker_settings(broker_config& c, F&& f) {
   f("max_queue", c.max_queue);
   f("output_flush_ms", c.output_flush_ms);
   f("queue_position_ms", c.queue_position_ms);
+  f("durability", c.durability);
+  f("max_output_bytes", c.max_output_bytes);
+  f("retention", c);  // a map: max_age_days, keep_last (read_retention)
   f("log_level", c.log_level);
   f("auth", c.auth);
   f("insecure", c.insecure);
@@ -41,7 +45,43 @@ void broker_settings(broker_config& c, F&& f) {
   f("max_client_queued_bytes", c.max_client_queued_bytes);
   f("max_queue_bytes", c.max_queue_bytes);
 }
+// `retention:` is a map of its own, checked key by key like the top level.
+result<void> read_retention(const YAML::Node& root, broker_config& c, const std::string& path) {
+  const YAML::Node n = root["retention"];
+  if (!n || n.IsNull()) return {};
+  if (!n.IsMap()) return error{path + ": 'retention' must be a map (max_age_days, keep_last)"};
+  for (const auto& kv : n) {
+    const auto key = kv.first.as<std::string>();
+    if (key != "max_age_days" && key != "keep_last") {
+      return error{path + ": unknown setting 'retention." + key +
+                   "' (retention has max_age_days and keep_last)"};
+    }
+  }
+  if (auto r = yaml_setting(n, "max_age_days", c.retention_max_age_days, path); !r) return r;
+  return yaml_setting(n, "keep_last", c.retention_keep_last, path);
+}
+
+template <class T>
+result<void> read_setting(const YAML::Node& root, const char* name, T& member,
+                          const std::string& path) {
+  if constexpr (std::is_same_v<T, broker_config>) {
+    return read_retention(root, member, path);
+  } else {
+    return yaml_setting(root, name, member, path);
+  }
+}
 }  // namespace
+
+store_options broker_store_options(const broker_config& cfg) {
+  store_options o;
+  o.sync = cfg.durability == "normal" ? store_options::durability::normal
+                                      : store_options::durability::full;
+  return o;
+}
+
+retention broker_retention(const broker_config& cfg) {
+  return {uint64_t(cfg.retention_max_age_days) * 24 * 3600 * 1000, cfg.retention_keep_last};
+}
 
 // Loads into a copy so that a bad file changes nothing.
 result<void> broker_config_load(const std::string& path, broker_config& out) {
@@ -52,7 +92,7 @@ result<void> broker_config_load(const std::string& path, broker_config& out) {
   if (!root) return root.err();
   result<void> read;
   broker_settings(cfg, [&](const char* name, auto& member) {
-    if (read) read = yaml_setting(*root, name, member, path);
+    if (read) read = read_setting(*root, name, member, path);
   });
   if (!read) return read;
   if (cfg.heartbeat_ms < 10 || cfg.heartbeat_ms > 600000) {
@@ -62,6 +102,10 @@ result<void> broker_config_load(const std::string& path, broker_config& out) {
   if (cfg.max_attempts < 1) return error{path + ": max_attempts must be at least 1"};
   if (cfg.output_flush_ms < 1) return error{path + ": output_flush_ms must be at least 1"};
   if (cfg.queue_position_ms < 1) return error{path + ": queue_position_ms must be at least 1"};
+  if (cfg.durability != "full" && cfg.durability != "normal") {
+    return error{path + ": durability must be full or normal, not '" + cfg.durability + "'"};
+  }
+  if (cfg.max_output_bytes < 4096) return error{path + ": max_output_bytes must be at least 4096"};
   if (cfg.max_node_slots < 1) return error{path + ": max_node_slots must be at least 1"};
   if (cfg.quarantine_after < 1) return error{path + ": quarantine_after must be at least 1"};
   if (cfg.quarantine_window_ms < 1) {

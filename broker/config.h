@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "broker/job-store.h"
 #include "common/result.h"
 
 namespace hearth::broker {
@@ -18,6 +19,15 @@ struct broker_config {
   uint32_t max_queue = 100000;       // queued jobs at most; submit beyond gets queue_full
   uint32_t output_flush_ms = 250;    // how often streamed output is written to the database
   uint32_t queue_position_ms = 200;  // how often waiting clients hear their queue position
+  // "full": a reply goes out only after the turn's commit is fsync'd (survives a power cut);
+  // "normal": synced at checkpoints only (survives a crash of the broker process; a power cut may
+  // lose the last acknowledged jobs). PROTOCOL.md section 12.
+  std::string durability = "full";
+  // One job's output at most; a job whose output would pass it ends failed (output_too_large).
+  uint64_t max_output_bytes = 64 << 20;
+  // Finished jobs deleted from the history (retention: {max_age_days, keep_last}); 0 = keep.
+  uint32_t retention_max_age_days = 0;
+  uint64_t retention_keep_last = 0;
 
   // Bounds on what one node can claim (schema/PROTOCOL.md section 9.7). A node's credit and running
   // attempts never exceed min(its declared slots, max_node_slots).
@@ -54,6 +64,11 @@ struct broker_config {
   uint64_t max_client_queued_bytes = 256 << 20;  // their prompts and messages, bytes
   uint64_t max_queue_bytes = uint64_t(1) << 30;  // prompts and messages of all unfinished jobs
 };
+
+// The job store's options these settings ask for.
+store_options broker_store_options(const broker_config& cfg);
+// The retention policy of the settings.
+retention broker_retention(const broker_config& cfg);
 
 // Reads the YAML file into `cfg` (keys not in the file keep their values). Unknown keys, wrong
 // types and out-of-range values are errors naming the key and the file.

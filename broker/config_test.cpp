@@ -41,6 +41,35 @@ TEST(BrokerConfig, TheExampleFileHoldsTheDefaults) {
   EXPECT_EQ(cfg.max_client_queued_jobs, defaults.max_client_queued_jobs);
   EXPECT_EQ(cfg.max_client_queued_bytes, defaults.max_client_queued_bytes);
   EXPECT_EQ(cfg.max_queue_bytes, defaults.max_queue_bytes);
+  EXPECT_EQ(cfg.durability, defaults.durability);
+  EXPECT_EQ(cfg.max_output_bytes, defaults.max_output_bytes);
+  EXPECT_EQ(cfg.retention_max_age_days, defaults.retention_max_age_days);
+  EXPECT_EQ(cfg.retention_keep_last, defaults.retention_keep_last);
+}
+
+TEST(BrokerConfig, DurabilityOutputCapAndRetentionAreReadAndChecked) {
+  broker_config cfg;
+  auto r = broker_config_load(write_yaml("b16.yaml",
+                                         "durability: normal\nmax_output_bytes: 1048576\n"
+                                         "retention:\n  max_age_days: 30\n  keep_last: 5000\n"),
+                              cfg);
+  ASSERT_TRUE(r) << r.message();
+  EXPECT_EQ(cfg.durability, "normal");
+  EXPECT_EQ(broker_store_options(cfg).sync, store_options::durability::normal);
+  EXPECT_EQ(cfg.max_output_bytes, 1048576u);
+  EXPECT_EQ(broker_retention(cfg).max_age_ms, uint64_t(30) * 24 * 3600 * 1000);
+  EXPECT_EQ(broker_retention(cfg).keep_last, 5000u);
+  EXPECT_EQ(broker_store_options(broker_config{}).sync, store_options::durability::full);
+  for (auto [bad, says] : {std::pair{"durability: fast\n", "durability must be full or normal"},
+                           {"max_output_bytes: 10\n", "max_output_bytes"},
+                           {"retention: 30\n", "'retention' must be a map"},
+                           {"retention:\n  max_age: 30\n", "unknown setting 'retention.max_age'"},
+                           {"retention:\n  keep_last: lots\n", "keep_last"}}) {
+    broker_config c;
+    auto e = broker_config_load(write_yaml("b16bad.yaml", bad), c);
+    ASSERT_FALSE(e) << bad;
+    EXPECT_NE(e.message().find(says), std::string::npos) << e.message();
+  }
 }
 
 TEST(BrokerConfig, NodeBoundsAreReadAndChecked) {

@@ -53,7 +53,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "hearth-broker: error: %s\n", r.message().c_str());
     return 2;
   }
-  auto store = job_store::open(cfg.db);
+  // A file-size limit (ulimit -f) must make a write fail (EFBIG), which the broker survives like
+  // a full disk, not kill the process.
+  std::signal(SIGXFSZ, SIG_IGN);
+  auto store = job_store::open(cfg.db, broker_store_options(cfg));
   if (!store) {
     std::fprintf(stderr, "hearth-broker: error: %s\n", store.message().c_str());
     return 1;
