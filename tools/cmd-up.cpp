@@ -99,7 +99,7 @@ action add_up(CLI::App& app) {
     if (auto r = broker::broker_config_check_exposure(bc); !r && o->auth.empty()) {
       throw std::runtime_error(r.message());
     }
-    auto store = broker::job_store::open(bc.db);
+    auto store = broker::job_store::open(bc.db, broker::broker_store_options(bc));
     if (!store) throw std::runtime_error(store.message());
 
     node::node_config nc;
