@@ -26,4 +26,5 @@ ctest --preset asan -j "$jobs"
 cmake --preset fuzz -DHEARTH_FUZZ_SECONDS="${HEARTH_FUZZ_SECONDS:-60}" \
     -DHEARTH_WIRE_FUZZ_SECONDS="${HEARTH_WIRE_FUZZ_SECONDS:-5}"
 cmake --build --preset fuzz -j "$jobs" --target fuzzers
-ctest --preset fuzz
+# Each fuzzer is one process on one core: run as many at once as there are cores.
+ctest --preset fuzz -j "$jobs"
