@@ -50,6 +50,11 @@ CREATE INDEX IF NOT EXISTS jobs_model ON jobs(model);
 CREATE INDEX IF NOT EXISTS jobs_owner ON jobs(owner, id);
 CREATE UNIQUE INDEX IF NOT EXISTS jobs_request_key ON jobs(owner, request_key)
   WHERE request_key <> '';
+-- prune() walks finished jobs by age and by id without sorting the whole history.
+CREATE INDEX IF NOT EXISTS jobs_finished_ms ON jobs(finished_ms)
+  WHERE state IN ('completed', 'failed', 'cancelled');
+CREATE INDEX IF NOT EXISTS jobs_finished_id ON jobs(id)
+  WHERE state IN ('completed', 'failed', 'cancelled');
 CREATE TABLE IF NOT EXISTS job_prompts (
   job_id INTEGER PRIMARY KEY REFERENCES jobs(id),
   prompt TEXT NOT NULL
@@ -129,6 +134,9 @@ constexpr const char* migrations[] = {
     "ALTER TABLE jobs ADD COLUMN output_bytes INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE jobs ADD COLUMN request_key TEXT NOT NULL DEFAULT '';"
     "CREATE UNIQUE INDEX jobs_request_key ON jobs(owner, request_key) WHERE request_key <> '';"
+    "CREATE INDEX jobs_finished_ms ON jobs(finished_ms) "
+    "  WHERE state IN ('completed', 'failed', 'cancelled');"
+    "CREATE INDEX jobs_finished_id ON jobs(id) WHERE state IN ('completed', 'failed', 'cancelled');"
     "CREATE TABLE job_prompts (job_id INTEGER PRIMARY KEY REFERENCES jobs(id), "
     "  prompt TEXT NOT NULL);"
     "INSERT INTO job_prompts (job_id, prompt) SELECT id, prompt FROM jobs;"

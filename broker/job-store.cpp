@@ -284,13 +284,20 @@ struct job_store::impl {
         jobs_unfinished(conn, std::string("SELECT ") + full_columns +
                                   " FROM jobs WHERE state IN ('queued', 'running') ORDER BY id"),
         job_count(conn, "SELECT count(*) FROM jobs"),
-        // ?1 max_age_ms, ?2 now, ?3 keep_last, ?4 batch. The subquery finds the oldest finished
-        // job still kept by keep_last (NULL when there are fewer, which keeps them all).
-        prune_select(conn, std::string("SELECT id FROM jobs WHERE state IN ") + finished_states +
-                               " AND ((?1 > 0 AND finished_ms < ?2 - ?1) OR (?3 > 0 AND id < "
-                               "(SELECT id FROM jobs WHERE state IN " +
+        // INDEXED BY: the planner, without statistics, would rather use jobs_state and sort
+        // every finished job on each call.
+        prune_by_age(conn, std::string("SELECT id FROM jobs INDEXED BY jobs_finished_ms WHERE "
+                                       "state IN ") +
                                finished_states +
-                               " ORDER BY id DESC LIMIT 1 OFFSET ?3 - 1))) ORDER BY id LIMIT ?4"),
+                               " AND finished_ms < ? ORDER BY finished_ms LIMIT ?"),
+        // Finished jobs older than the (?1 + 1)th newest one.
+        prune_by_count(conn, std::string("SELECT id FROM jobs INDEXED BY jobs_finished_id WHERE "
+                                         "state IN ") +
+                                 finished_states +
+                                 " AND id < (SELECT id FROM jobs INDEXED BY jobs_finished_id "
+                                 "WHERE state IN " +
+                                 finished_states +
+                                 " ORDER BY id DESC LIMIT 1 OFFSET ?1) ORDER BY id LIMIT ?2"),
         prompt_delete(conn, "DELETE FROM job_prompts WHERE job_id = ?"),
         output_delete(conn, "DELETE FROM job_output WHERE job_id = ?"),
         messages_delete(conn, "DELETE FROM job_messages WHERE job_id = ?"),
@@ -350,7 +357,8 @@ struct job_store::impl {
   statement job_select, messages_select, events_select;
   statement jobs_any, jobs_state, jobs_model, jobs_state_model, jobs_owner, jobs_unfinished;
   statement job_count;
-  statement prune_select, prompt_delete, output_delete, messages_delete, events_delete, job_delete;
+  statement prune_by_age, prune_by_count, prompt_delete, output_delete, messages_delete,
+      events_delete, job_delete;
   statement incremental_vacuum;
   statement node_upsert, node_delete, models_seen_prune;
   statement node_gpus_delete, node_models_delete, node_gpu_insert, node_model_insert;
@@ -668,12 +676,23 @@ uint64_t job_store::job_count() {
 
 uint64_t job_store::prune(const retention& r, int64_t now_ms, uint32_t max_jobs) {
   impl::write_scope w(*p_);
+  // Each rule oldest first by its own measure; a job both select is deleted once.
   std::vector<uint64_t> ids;
-  if (r.any() && max_jobs > 0) {
-    query q(p_->prune_select);
-    q.bind(clamp_i64(r.max_age_ms)).bind(now_ms).bind(clamp_i64(r.keep_last)).bind(max_jobs);
-    while (q.next()) ids.push_back(static_cast<uint64_t>(q.i64(0)));
+  auto select = [&](statement& st, int64_t arg) {
+    query q(st);
+    q.bind(arg).bind(max_jobs);
+    while (ids.size() < max_jobs && q.next()) {
+      const auto id = static_cast<uint64_t>(q.i64(0));
+      if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+    }
+  };
+  if (r.max_age_ms != 0) {
+    const int64_t age = clamp_i64(r.max_age_ms);
+    select(p_->prune_by_age, now_ms < std::numeric_limits<int64_t>::min() + age
+                                 ? std::numeric_limits<int64_t>::min()
+                                 : now_ms - age);
   }
+  if (r.keep_last != 0) select(p_->prune_by_count, clamp_i64(r.keep_last - 1));
   // Children first: the foreign keys refer to the job.
   for (uint64_t id : ids) {
     for (statement* st : {&p_->messages_delete, &p_->events_delete, &p_->prompt_delete,

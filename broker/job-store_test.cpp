@@ -909,6 +909,9 @@ TEST_F(JobStore, AppendingOutputWritesTheNewBytesNotTheJobsRow) {
     s->commit();
   }
   const uint64_t per_append = (mine.wal_bytes_written - before) / appends;
+  std::printf(
+      "[ wal      ] %d appends of 1 KiB to a job with a 1 MiB prompt: %llu WAL bytes each\n",
+      appends, static_cast<unsigned long long>(per_append));
   // A commit writes the pages it changed, each a 4 KiB frame: the job's leaf page, the chunk's
   // table and index pages, now and then a parent. Eight is generous; the prompt is 256 pages.
   EXPECT_LE(per_append, 8u * (4096 + 24)) << "bytes written to the WAL per 1 KiB append";
