@@ -1,128 +1,41 @@
 #include "broker/job-store.h"
 
-#include "broker/wal-checkpointer.h"
-
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <concepts>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <stdexcept>
 #include <string_view>
 #include <utility>
 
+#include "broker/job-store-schema.h"
+#include "broker/store-lock.h"
+#include "broker/wal-checkpointer.h"
+
 namespace hearth::broker {
 namespace {
 
-// "HRTH" in the file header tells our database from another application's SQLite file;
-// user_version is the layout below. A layout change bumps it and adds a step to `migrations`;
-// open() upgrades older files in place and refuses newer ones.
-constexpr int32_t hearth_application_id = 0x48525448;
-constexpr int32_t hearth_schema_version = 2;
-
-// uint64 values (seed, sizes) are stored as the int64 of the same bits.
-// Large text comes last in a row: a listing reads the leading columns without its overflow pages.
-constexpr const char* schema_sql = R"sql(
-CREATE TABLE IF NOT EXISTS jobs (
-  id INTEGER PRIMARY KEY AUTOINCREMENT,
-  model TEXT NOT NULL,
-  priority INTEGER NOT NULL,
-  state TEXT NOT NULL,
-  node TEXT NOT NULL,
-  attempts INTEGER NOT NULL,
-  created_ms INTEGER NOT NULL,
-  started_ms INTEGER NOT NULL,
-  finished_ms INTEGER NOT NULL,
-  n_prompt INTEGER NOT NULL,
-  n_gen INTEGER NOT NULL,
-  stop_reason TEXT NOT NULL,
-  error TEXT NOT NULL,
-  max_tokens INTEGER NOT NULL,
-  temperature REAL NOT NULL,
-  top_k INTEGER NOT NULL,
-  top_p REAL NOT NULL,
-  min_p REAL NOT NULL,
-  repeat_penalty REAL NOT NULL,
-  repeat_last_n INTEGER NOT NULL,
-  seed INTEGER NOT NULL,
-  stop TEXT NOT NULL,  -- each stop string as <byte length>:<bytes>, so any bytes survive
-  owner TEXT NOT NULL DEFAULT '',  -- the submitting client's public key (Z85); '' without auth
-  prompt TEXT NOT NULL,
-  output TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
-CREATE INDEX IF NOT EXISTS jobs_model ON jobs(model);
-CREATE INDEX IF NOT EXISTS jobs_owner ON jobs(owner, id);
-CREATE TABLE IF NOT EXISTS job_messages (
-  job_id INTEGER NOT NULL REFERENCES jobs(id),
-  idx INTEGER NOT NULL,
-  role TEXT NOT NULL,
-  content TEXT NOT NULL,
-  PRIMARY KEY (job_id, idx)
-);
-CREATE TABLE IF NOT EXISTS job_events (
-  id INTEGER PRIMARY KEY,
-  job_id INTEGER NOT NULL REFERENCES jobs(id),
-  time_ms INTEGER NOT NULL,
-  event TEXT NOT NULL,
-  attempt INTEGER NOT NULL,
-  node TEXT NOT NULL,
-  detail TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS job_events_job ON job_events(job_id);
-CREATE TABLE IF NOT EXISTS nodes (
-  name TEXT PRIMARY KEY,
-  hostname TEXT NOT NULL,
-  engine TEXT NOT NULL,
-  online INTEGER NOT NULL,
-  last_seen_ms INTEGER NOT NULL,
-  slots INTEGER NOT NULL,
-  cpu_model TEXT NOT NULL,
-  cpu_threads INTEGER NOT NULL,
-  memory_total INTEGER NOT NULL,
-  memory_available INTEGER NOT NULL,
-  key TEXT NOT NULL DEFAULT ''  -- the node's public key (Z85): its name is bound to it
-);
-CREATE TABLE IF NOT EXISTS node_gpus (
-  node TEXT NOT NULL REFERENCES nodes(name),
-  idx INTEGER NOT NULL,
-  backend TEXT NOT NULL,
-  name TEXT NOT NULL,
-  memory_total INTEGER NOT NULL,
-  memory_free INTEGER NOT NULL,
-  PRIMARY KEY (node, idx)
-);
-CREATE TABLE IF NOT EXISTS node_models (
-  node TEXT NOT NULL REFERENCES nodes(name),
-  idx INTEGER NOT NULL,
-  name TEXT NOT NULL,
-  architecture TEXT NOT NULL,
-  quantization TEXT NOT NULL,
-  size_bytes INTEGER NOT NULL,
-  context_length INTEGER NOT NULL,
-  loaded INTEGER NOT NULL,
-  PRIMARY KEY (node, idx)
-);
--- Every model name ever advertised: node_models holds only each node's latest list.
-CREATE TABLE IF NOT EXISTS models_seen (name TEXT PRIMARY KEY) WITHOUT ROWID;
-)sql";
-
-// migrations[v - 1] turns a version-v file into version v + 1 (columns added by ALTER TABLE land
-// at the end of the row; every query names its columns, so the order does not matter).
-constexpr const char* migrations[] = {
-    // 1 -> 2: job owners and node keys (authentication).
-    "ALTER TABLE jobs ADD COLUMN owner TEXT NOT NULL DEFAULT '';"
-    "CREATE INDEX IF NOT EXISTS jobs_owner ON jobs(owner, id);"
-    "ALTER TABLE nodes ADD COLUMN key TEXT NOT NULL DEFAULT '';",
-};
-static_assert(std::size(migrations) == hearth_schema_version - 1);
-
-// Every column of a job_row, in the order read_job() expects; the output last so a listing can
-// put '' in its place.
-constexpr const char* job_columns =
+// The columns of a job's summary, in the order read_job() expects: everything but the prompt,
+// the messages and the output, so that a listing reads only the jobs table's small rows.
+constexpr const char* summary_columns =
     "id, model, priority, state, node, attempts, created_ms, started_ms, finished_ms, n_prompt, "
-    "n_gen, stop_reason, error, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, "
-    "repeat_last_n, seed, stop, owner, prompt";
+    "n_gen, output_bytes, stop_reason, error, max_tokens, temperature, top_k, top_p, min_p, "
+    "repeat_penalty, repeat_last_n, seed, stop, owner, request_key";
+// The summary and then the prompt (column 25).
+constexpr const char* full_columns =
+    "id, model, priority, state, node, attempts, created_ms, started_ms, finished_ms, n_prompt, "
+    "n_gen, output_bytes, stop_reason, error, max_tokens, temperature, top_k, top_p, min_p, "
+    "repeat_penalty, repeat_last_n, seed, stop, owner, request_key, "
+    "coalesce((SELECT prompt FROM job_prompts WHERE job_id = jobs.id), '')";
+
+constexpr const char* finished_states = "('completed', 'failed', 'cancelled')";
+
+// Pages prune() gives back to the file system per call (16 MiB of 4 KiB pages): enough to keep
+// up with the jobs a batch deletes, small enough that one call never stalls the broker for long.
+constexpr int prune_vacuum_pages = 4096;
 
 std::string encode_stop(const std::vector<std::string>& stop) {
   std::string s;
@@ -155,22 +68,13 @@ struct db_closer {
 };
 using db_ptr = std::unique_ptr<sqlite3, db_closer>;
 
-void exec(sqlite3* db, const char* sql) {
-  char* msg = nullptr;
-  if (sqlite3_exec(db, sql, nullptr, nullptr, &msg) != SQLITE_OK) {
-    std::string m = msg ? msg : sqlite3_errmsg(db);
-    sqlite3_free(msg);
-    throw std::runtime_error(std::string(sql) + ": " + m);
-  }
-}
-
 // A statement prepared once and kept for the life of the store.
 class statement {
  public:
   statement(sqlite3* db, std::string sql) : db_(db), sql_(std::move(sql)) {
-    if (sqlite3_prepare_v3(db, sql_.c_str(), -1, SQLITE_PREPARE_PERSISTENT, &s_, nullptr) !=
-        SQLITE_OK) {
-      throw std::runtime_error("preparing " + sql_ + ": " + sqlite3_errmsg(db));
+    if (int rc = sqlite3_prepare_v3(db, sql_.c_str(), -1, SQLITE_PREPARE_PERSISTENT, &s_, nullptr);
+        rc != SQLITE_OK) {
+      throw store_error("preparing " + sql_ + ": " + sqlite3_errmsg(db), rc);
     }
   }
   ~statement() { sqlite3_finalize(s_); }
@@ -209,6 +113,10 @@ class query {
     return check(sqlite3_bind_text64(st_.s_, ++n_, p, v.size(), SQLITE_STATIC, SQLITE_UTF8));
   }
   query& bind(const char* v) { return bind(std::string_view(v)); }
+  query& bind_blob(std::string_view v) {
+    const char* p = v.data() ? v.data() : "";
+    return check(sqlite3_bind_blob64(st_.s_, ++n_, p, v.size(), SQLITE_STATIC));
+  }
   query& bind_null() { return check(sqlite3_bind_null(st_.s_, ++n_)); }
   query& bind(std::string&&) = delete;
 
@@ -217,7 +125,7 @@ class query {
     int rc = sqlite3_step(st_.s_);
     if (rc == SQLITE_ROW) return true;
     if (rc == SQLITE_DONE) return false;
-    fail();
+    fail(rc);
   }
   void run() {
     while (next()) {
@@ -230,19 +138,28 @@ class query {
     auto* t = reinterpret_cast<const char*>(sqlite3_column_text(st_.s_, col));
     return t ? std::string(t, static_cast<size_t>(sqlite3_column_bytes(st_.s_, col))) : "";
   }
+  std::string_view blob(int col) {
+    auto* b = static_cast<const char*>(sqlite3_column_blob(st_.s_, col));
+    return b ? std::string_view(b, static_cast<size_t>(sqlite3_column_bytes(st_.s_, col)))
+             : std::string_view();
+  }
 
  private:
   query& check(int rc) {
-    if (rc != SQLITE_OK) fail();
+    if (rc != SQLITE_OK) fail(rc);
     return *this;
   }
-  [[noreturn]] void fail() { throw std::runtime_error(st_.sql_ + ": " + sqlite3_errmsg(st_.db_)); }
+  [[noreturn]] void fail(int rc) {
+    // sqlite3_step returns the extended code (extended result codes are on).
+    throw store_error(st_.sql_ + ": " + sqlite3_errmsg(st_.db_), rc);
+  }
 
   statement& st_;
   int n_ = 0;
 };
 
-job_row read_job(query& q) {
+// Reads a row of summary_columns, or of full_columns when `with_prompt`.
+job_row read_job(query& q, bool with_prompt) {
   job_row r;
   r.id = static_cast<uint64_t>(q.i64(0));
   r.model = q.text(1);
@@ -258,59 +175,99 @@ job_row read_job(query& q) {
   r.finished_ms = q.i64(8);
   r.n_prompt = static_cast<uint32_t>(q.i64(9));
   r.n_gen = static_cast<uint32_t>(q.i64(10));
-  r.stop_reason = q.text(11);
-  r.error = q.text(12);
-  r.params.max_tokens = static_cast<int32_t>(q.i64(13));
-  r.params.temperature = static_cast<float>(q.real(14));
-  r.params.top_k = static_cast<int32_t>(q.i64(15));
-  r.params.top_p = static_cast<float>(q.real(16));
-  r.params.min_p = static_cast<float>(q.real(17));
-  r.params.repeat_penalty = static_cast<float>(q.real(18));
-  r.params.repeat_last_n = static_cast<int32_t>(q.i64(19));
-  r.params.seed = static_cast<uint64_t>(q.i64(20));
-  r.params.stop = decode_stop(q.text(21), r.id);
-  r.owner = q.text(22);
-  r.prompt = q.text(23);
-  r.output = q.text(24);
+  r.output_bytes = static_cast<uint64_t>(q.i64(11));
+  r.stop_reason = q.text(12);
+  r.error = q.text(13);
+  r.params.max_tokens = static_cast<int32_t>(q.i64(14));
+  r.params.temperature = static_cast<float>(q.real(15));
+  r.params.top_k = static_cast<int32_t>(q.i64(16));
+  r.params.top_p = static_cast<float>(q.real(17));
+  r.params.min_p = static_cast<float>(q.real(18));
+  r.params.repeat_penalty = static_cast<float>(q.real(19));
+  r.params.repeat_last_n = static_cast<int32_t>(q.i64(20));
+  r.params.seed = static_cast<uint64_t>(q.i64(21));
+  r.params.stop = decode_stop(q.text(22), r.id);
+  r.owner = q.text(23);
+  r.request_key = q.text(24);
+  if (with_prompt) r.prompt = q.text(25);
   return r;
 }
 
 std::string select_jobs(const char* where_order) {
-  return std::string("SELECT ") + job_columns + ", '' FROM jobs " + where_order;
+  return std::string("SELECT ") + summary_columns + " FROM jobs " + where_order;
+}
+
+// What to add to "cannot open" when the database's folder is missing (a common typo in --db).
+std::string missing_directory_note(const std::string& path) {
+  std::error_code ec;
+  auto dir = std::filesystem::absolute(path, ec).parent_path();
+  if (!ec && !std::filesystem::is_directory(dir, ec)) {
+    return " (directory " + dir.string() + " does not exist)";
+  }
+  return "";
+}
+
+uint64_t file_bytes(const std::string& path) {
+  std::error_code ec;
+  auto n = std::filesystem::file_size(path, ec);
+  return ec ? 0 : n;
+}
+
+int64_t clamp_i64(uint64_t v) {
+  return static_cast<int64_t>(std::min<uint64_t>(v, std::numeric_limits<int64_t>::max()));
 }
 
 }  // namespace
 
 struct job_store::impl {
-  explicit impl(sqlite3* conn)
-      : db(conn),
+  impl(std::optional<store_lock> l, sqlite3* conn, std::string file, const store_options& o)
+      : lock(std::move(l)),
+        db(conn),
+        path(std::move(file)),
+        options(o),
         begin(conn, "BEGIN IMMEDIATE"),
         commit(conn, "COMMIT"),
+        rollback(conn, "ROLLBACK"),
         job_insert(conn,
                    "INSERT INTO jobs (model, priority, state, node, attempts, created_ms, "
-                   "started_ms, finished_ms, n_prompt, n_gen, stop_reason, error, max_tokens, "
-                   "temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed, stop, "
-                   "owner, prompt, output) VALUES (?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                   "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+                   "started_ms, finished_ms, n_prompt, n_gen, output_bytes, stop_reason, error, "
+                   "max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, "
+                   "seed, stop, owner, request_key) VALUES (?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, "
+                   "0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+        prompt_insert(conn, "INSERT INTO job_prompts (job_id, prompt) VALUES (?, ?)"),
         message_insert(conn,
                        "INSERT INTO job_messages (job_id, idx, role, content) VALUES (?, ?, ?, ?)"),
         event_insert(conn,
                      "INSERT INTO job_events (job_id, time_ms, event, attempt, node, detail) "
                      "VALUES (?, ?, ?, ?, ?, ?)"),
+        request_key_select(conn,
+                           "SELECT id FROM jobs WHERE owner = ? AND request_key = ? AND "
+                           "request_key <> ''"),  // the last term lets the partial index serve
         job_assigned(conn,
                      "UPDATE jobs SET state = 'running', attempts = ?, node = ? WHERE id = ?"),
         job_started(conn,
                     "UPDATE jobs SET started_ms = ?, n_prompt = ? WHERE id = ? RETURNING node"),
-        job_requeued(conn, "UPDATE jobs SET state = 'queued', output = '', n_gen = 0 WHERE id = ?"),
+        job_requeued(conn,
+                     "UPDATE jobs SET state = 'queued', n_gen = 0, output_bytes = 0 WHERE id = ?"),
         // A finish without a node (a queued job cancelled) keeps the latest attempt's node.
         job_finished(conn,
                      "UPDATE jobs SET state = ?1, finished_ms = ?2, n_prompt = ?3, n_gen = ?4, "
-                     "stop_reason = ?5, error = ?6, output = ?7, "
-                     "node = CASE WHEN ?8 = '' THEN node ELSE ?8 END WHERE id = ?9"),
-        // A batch arriving after the job's final must not replace the final output.
-        job_output(conn,
-                   "UPDATE jobs SET output = ?, n_gen = ? WHERE id = ? AND state = 'running'"),
-        job_select(conn, std::string("SELECT ") + job_columns + ", output FROM jobs WHERE id = ?"),
+                     "stop_reason = ?5, error = ?6, "
+                     "node = CASE WHEN ?7 = '' THEN node ELSE ?7 END WHERE id = ?8"),
+        // Only a running job at the expected offset grows: a batch arriving after the job's
+        // final (or after a requeue) must not change the output.
+        output_grow(conn,
+                    "UPDATE jobs SET output_bytes = output_bytes + ?1, n_gen = ?2 "
+                    "WHERE id = ?3 AND state = 'running' AND output_bytes = ?4"),
+        output_state(conn, "SELECT state, output_bytes FROM jobs WHERE id = ?"),
+        output_insert(conn, "INSERT INTO job_output (job_id, byte_offset, data) VALUES (?, ?, ?)"),
+        // The chunk holding byte ?2 and those after it, up to byte ?2 + ?3.
+        output_select(conn,
+                      "SELECT byte_offset, data FROM job_output WHERE job_id = ?1 AND "
+                      "byte_offset >= coalesce((SELECT max(byte_offset) FROM job_output "
+                      "WHERE job_id = ?1 AND byte_offset <= ?2), 0) AND byte_offset < ?2 + ?3 "
+                      "ORDER BY byte_offset"),
+        job_select(conn, std::string("SELECT ") + full_columns + " FROM jobs WHERE id = ?"),
         messages_select(conn,
                         "SELECT role, content FROM job_messages WHERE job_id = ? ORDER BY idx"),
         events_select(conn,
@@ -324,10 +281,30 @@ struct job_store::impl {
         // One client's jobs (index jobs_owner), the other filters applied to those.
         jobs_owner(conn, select_jobs("WHERE owner = ?1 AND (?2 IS NULL OR state = ?2) AND "
                                      "(?3 IS NULL OR model = ?3) ORDER BY id DESC LIMIT ?4")),
-        jobs_unfinished(conn, std::string("SELECT ") + job_columns +
-                                  ", output FROM jobs WHERE state IN ('queued', 'running') "
-                                  "ORDER BY id"),
+        jobs_unfinished(conn, std::string("SELECT ") + full_columns +
+                                  " FROM jobs WHERE state IN ('queued', 'running') ORDER BY id"),
         job_count(conn, "SELECT count(*) FROM jobs"),
+        // INDEXED BY: the planner, without statistics, would rather use jobs_state and sort
+        // every finished job on each call.
+        prune_by_age(conn, std::string("SELECT id FROM jobs INDEXED BY jobs_finished_ms WHERE "
+                                       "state IN ") +
+                               finished_states +
+                               " AND finished_ms < ? ORDER BY finished_ms LIMIT ?"),
+        // Finished jobs older than the (?1 + 1)th newest one.
+        prune_by_count(conn, std::string("SELECT id FROM jobs INDEXED BY jobs_finished_id WHERE "
+                                         "state IN ") +
+                                 finished_states +
+                                 " AND id < (SELECT id FROM jobs INDEXED BY jobs_finished_id "
+                                 "WHERE state IN " +
+                                 finished_states +
+                                 " ORDER BY id DESC LIMIT 1 OFFSET ?1) ORDER BY id LIMIT ?2"),
+        prompt_delete(conn, "DELETE FROM job_prompts WHERE job_id = ?"),
+        output_delete(conn, "DELETE FROM job_output WHERE job_id = ?"),
+        messages_delete(conn, "DELETE FROM job_messages WHERE job_id = ?"),
+        events_delete(conn, "DELETE FROM job_events WHERE job_id = ?"),
+        job_delete(conn, "DELETE FROM jobs WHERE id = ?"),
+        incremental_vacuum(conn,
+                           "PRAGMA incremental_vacuum(" + std::to_string(prune_vacuum_pages) + ")"),
         node_upsert(conn,
                     "INSERT INTO nodes (name, hostname, engine, online, last_seen_ms, slots, "
                     "cpu_model, cpu_threads, memory_total, memory_available, key) "
@@ -364,14 +341,25 @@ struct job_store::impl {
                            "loaded FROM node_models WHERE node = ? ORDER BY idx"),
         models_seen_select(conn, "SELECT name FROM models_seen ORDER BY name") {}
 
-  // Declared first so that it is closed after every statement below is finalized.
+  // The hook must not outlive the checkpointer it calls.
+  ~impl() { sqlite3_wal_hook(db.get(), nullptr, nullptr); }
+
+  // Declared first so that the lock is released after the database is closed.
+  std::optional<store_lock> lock;
+  // Declared before the statements so that it is closed after every one is finalized.
   db_ptr db;
-  statement begin, commit;
-  statement job_insert, message_insert, event_insert;
-  statement job_assigned, job_started, job_requeued, job_finished, job_output;
+  std::string path;
+  store_options options;
+  statement begin, commit, rollback;
+  statement job_insert, prompt_insert, message_insert, event_insert, request_key_select;
+  statement job_assigned, job_started, job_requeued, job_finished;
+  statement output_grow, output_state, output_insert, output_select;
   statement job_select, messages_select, events_select;
   statement jobs_any, jobs_state, jobs_model, jobs_state_model, jobs_owner, jobs_unfinished;
   statement job_count;
+  statement prune_by_age, prune_by_count, prompt_delete, output_delete, messages_delete,
+      events_delete, job_delete;
+  statement incremental_vacuum;
   statement node_upsert, node_delete, models_seen_prune;
   statement node_gpus_delete, node_models_delete, node_gpu_insert, node_model_insert;
   statement model_seen_insert, node_seen, nodes_select, node_gpus_select, node_models_select;
@@ -379,6 +367,16 @@ struct job_store::impl {
   // Declared last so that its connection closes first and the broker's connection, closing
   // last, checkpoints and removes the WAL.
   std::unique_ptr<wal_checkpointer> checkpointer;
+
+  // sqlite3_wal_hook: after every commit of this connection (the write lock already released).
+  static int on_commit(void* self, sqlite3* db, const char*, int wal_frames) {
+    auto& ck = *static_cast<impl*>(self)->checkpointer;
+    ck.committed(wal_frames);
+    if (ck.wal_bytes(wal_frames) > 2 * static_cast<impl*>(self)->options.wal_limit_bytes) {
+      ck.checkpoint_now(db);
+    }
+    return SQLITE_OK;
+  }
 
   void event(uint64_t id, int64_t now_ms, std::string_view name, uint32_t attempt,
              std::string_view node, std::string_view detail) {
@@ -414,9 +412,9 @@ struct job_store::impl {
     bool own_;
   };
 
-  std::vector<job_row> collect(query& q) {
+  std::vector<job_row> collect(query& q, bool with_prompt) {
     std::vector<job_row> rows;
-    while (q.next()) rows.push_back(read_job(q));
+    while (q.next()) rows.push_back(read_job(q, with_prompt));
     return rows;
   }
 
@@ -427,99 +425,38 @@ struct job_store::impl {
   }
 };
 
-namespace {
-
-// Reads one value of a pragma or query. The first read of the file: one that is not SQLite
-// fails here.
-std::string read_value(sqlite3* db, const char* sql) {
-  sqlite3_stmt* s = nullptr;
-  if (sqlite3_prepare_v2(db, sql, -1, &s, nullptr) != SQLITE_OK) {
-    throw std::runtime_error(sqlite3_errmsg(db));
+result<std::unique_ptr<job_store>> job_store::open(const std::string& path,
+                                                   const store_options& options) {
+  // Taken before SQLite touches the file, so that a second broker changes nothing (no
+  // migration, no recovery) in the first one's database.
+  std::optional<store_lock> lock;
+  const bool on_disk = !path.empty() && path != ":memory:";
+  if (on_disk) {
+    auto l = store_lock::take(path);
+    if (!l) return error{l.message() + missing_directory_note(path)};
+    lock.emplace(std::move(l).value());
   }
-  int rc = sqlite3_step(s);
-  auto* t = rc == SQLITE_ROW ? reinterpret_cast<const char*>(sqlite3_column_text(s, 0)) : nullptr;
-  std::string v = t ? t : "";
-  sqlite3_finalize(s);
-  if (rc != SQLITE_ROW) throw std::runtime_error(sqlite3_errmsg(db));
-  return v;
-}
-
-// Checks that the file is empty or a hearth database of our version and sets the connection up.
-// Returns "" or what is wrong.
-std::string prepare_database(sqlite3* db) {
-  // Read before anything is written, so another application's file is left as it was.
-  int64_t app_id = std::stoll(read_value(db, "PRAGMA application_id"));
-  int64_t version = std::stoll(read_value(db, "PRAGMA user_version"));
-  int64_t objects = std::stoll(read_value(db, "SELECT count(*) FROM sqlite_master"));
-  bool fresh = app_id == 0 && version == 0 && objects == 0;
-  if (!fresh) {
-    if (app_id != hearth_application_id) {
-      char hex[16];
-      snprintf(hex, sizeof hex, "0x%08x", static_cast<uint32_t>(app_id));
-      return app_id == 0 ? "not a hearth database (it has tables of another application)"
-                         : std::string("not a hearth database (application_id ") + hex + ")";
-    }
-    if (version < 1 || version > hearth_schema_version) {
-      return "hearth schema version " + std::to_string(version) + ", this broker reads versions " +
-             "1 to " + std::to_string(hearth_schema_version);
-    }
-  }
-  std::string mode = read_value(db, "PRAGMA journal_mode=WAL");
-  if (mode != "wal" && mode != "memory") return "cannot use WAL mode (journal mode " + mode + ")";
-  exec(db, "PRAGMA synchronous=NORMAL");
-  // Checkpoints run on wal_checkpointer's thread, not inside the broker's commits.
-  exec(db, "PRAGMA wal_autocheckpoint=0");
-  exec(db, "PRAGMA foreign_keys=ON");
-  if (!fresh && version < hearth_schema_version) {
-    // One transaction for all steps: a failed upgrade leaves the file as it was.
-    exec(db, "BEGIN IMMEDIATE");
-    try {
-      for (int64_t v = version; v < hearth_schema_version; ++v) exec(db, migrations[v - 1]);
-      exec(db, ("PRAGMA user_version=" + std::to_string(hearth_schema_version)).c_str());
-      exec(db, "COMMIT");
-    } catch (...) {
-      sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
-      throw;
-    }
-  }
-  if (fresh) {
-    exec(db, "BEGIN IMMEDIATE");
-    try {
-      exec(db, schema_sql);
-      exec(db, ("PRAGMA application_id=" + std::to_string(hearth_application_id)).c_str());
-      exec(db, ("PRAGMA user_version=" + std::to_string(hearth_schema_version)).c_str());
-      exec(db, "COMMIT");
-    } catch (...) {
-      sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
-      throw;
-    }
-  }
-  return "";
-}
-
-}  // namespace
-
-result<std::unique_ptr<job_store>> job_store::open(const std::string& path) {
   sqlite3* raw = nullptr;
   int rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
   db_ptr db(raw);
   if (rc != SQLITE_OK) {
     std::string why = raw ? sqlite3_errmsg(raw) : sqlite3_errstr(rc);
-    std::error_code ec;
-    auto dir = std::filesystem::absolute(path, ec).parent_path();
-    if (!ec && !std::filesystem::is_directory(dir, ec)) {
-      why += " (directory " + dir.string() + " does not exist)";
-    }
-    return error{path + ": cannot open the job database: " + why};
+    return error{path + ": cannot open the job database: " + why + missing_directory_note(path)};
   }
   try {
     sqlite3_extended_result_codes(db.get(), 1);
     sqlite3_busy_timeout(db.get(), 5000);
-    if (std::string why = prepare_database(db.get()); !why.empty()) {
+    if (std::string why = store_schema_prepare(db.get(), options); !why.empty()) {
       return error{path + ": " + why};
     }
-    auto p = std::make_unique<impl>(db.release());
-    p->checkpointer = std::make_unique<wal_checkpointer>(path, std::chrono::milliseconds(100));
+    auto p = std::make_unique<impl>(std::move(lock), db.release(), path, options);
+    if (on_disk) {
+      wal_checkpointer::settings s;
+      s.full_sync = options.sync == store_options::durability::full;
+      s.wal_limit_bytes = options.wal_limit_bytes;
+      p->checkpointer = std::make_unique<wal_checkpointer>(path, s);
+      sqlite3_wal_hook(p->db.get(), &impl::on_commit, p.get());
+    }
     return std::unique_ptr<job_store>(new job_store(std::move(p)));
   } catch (const std::exception& e) {
     return error{path + ": " + e.what()};
@@ -537,13 +474,17 @@ void job_store::commit() {
   try {
     query(p_->commit).run();
   } catch (...) {
-    // A failed COMMIT (busy, I/O) may leave the transaction open; end it so the next begin()
-    // starts clean and nothing of this burst is half-kept.
-    if (sqlite3_get_autocommit(p_->db.get()) == 0) {
-      sqlite3_exec(p_->db.get(), "ROLLBACK", nullptr, nullptr, nullptr);
-    }
+    // A failed COMMIT (I/O, disk full) may leave the transaction open; end it so that nothing
+    // of this turn is half-kept and the next begin() starts clean.
+    rollback();
     throw;
   }
+}
+
+void job_store::rollback() {
+  // SQLite rolls some failures back by itself (a full disk, an I/O error); then there is
+  // nothing left to end.
+  if (sqlite3_get_autocommit(p_->db.get()) == 0) query(p_->rollback).run();
 }
 
 uint64_t job_store::insert_job(job_row& row, int64_t now_ms) {
@@ -557,9 +498,10 @@ uint64_t job_store::insert_job(job_row& row, int64_t now_ms) {
     q.bind(row.stop_reason).bind(row.error).bind(pr.max_tokens).bind(pr.temperature);
     q.bind(pr.top_k).bind(pr.top_p).bind(pr.min_p);
     q.bind(pr.repeat_penalty).bind(pr.repeat_last_n).bind(pr.seed).bind(stop);
-    q.bind(row.owner).bind(row.prompt).bind(row.output).run();
+    q.bind(row.owner).bind(row.request_key).run();
   }
   uint64_t id = static_cast<uint64_t>(sqlite3_last_insert_rowid(p_->db.get()));
+  query(p_->prompt_insert).bind(id).bind(row.prompt).run();
   for (size_t i = 0; i < row.messages.size(); ++i) {
     const auto& m = row.messages[i];
     query(p_->message_insert).bind(id).bind(i).bind(m.role).bind(m.content).run();
@@ -569,7 +511,17 @@ uint64_t job_store::insert_job(job_row& row, int64_t now_ms) {
   row.id = id;
   row.state = wire::job_state::queued;
   row.created_ms = now_ms;
+  row.output_bytes = 0;
   return id;
+}
+
+std::optional<uint64_t> job_store::job_by_request_key(const std::string& owner,
+                                                      const std::string& request_key) {
+  if (request_key.empty()) return std::nullopt;
+  query q(p_->request_key_select);
+  q.bind(owner).bind(request_key);
+  if (!q.next()) return std::nullopt;
+  return static_cast<uint64_t>(q.i64(0));
 }
 
 void job_store::job_assigned(uint64_t id, uint32_t attempt, const std::string& node,
@@ -599,6 +551,7 @@ void job_store::job_requeued(uint64_t id, uint32_t attempt, const std::string& n
   impl::write_scope w(*p_);
   query(p_->job_requeued).bind(id).run();
   p_->expect_changed("job_requeued", id);
+  query(p_->output_delete).bind(id).run();
   p_->event(id, now_ms, "requeued", attempt, node, why);
   w.done();
 }
@@ -606,7 +559,7 @@ void job_store::job_requeued(uint64_t id, uint32_t attempt, const std::string& n
 void job_store::job_finished(uint64_t id, uint32_t attempt, const std::string& node,
                              wire::job_state state, const std::string& stop_reason,
                              const std::string& error, uint32_t n_prompt, uint32_t n_gen,
-                             const std::string& output, int64_t now_ms) {
+                             int64_t now_ms) {
   if (!wire::job_state_is_final(state)) {
     throw std::invalid_argument("job_finished: " + std::string(wire::job_state_name(state)) +
                                 " is not a final state");
@@ -615,14 +568,45 @@ void job_store::job_finished(uint64_t id, uint32_t attempt, const std::string& n
   impl::write_scope w(*p_);
   query q(p_->job_finished);
   q.bind(name).bind(now_ms).bind(n_prompt).bind(n_gen).bind(stop_reason).bind(error);
-  q.bind(output).bind(node).bind(id).run();
+  q.bind(node).bind(id).run();
   p_->expect_changed("job_finished", id);
   p_->event(id, now_ms, name, attempt, node, error.empty() ? stop_reason : error);
   w.done();
 }
 
-void job_store::job_output(uint64_t id, const std::string& output, uint32_t n_gen) {
-  query(p_->job_output).bind(output).bind(n_gen).bind(id).run();
+void job_store::append_output(uint64_t id, uint64_t offset, std::string_view text, uint32_t n_gen) {
+  impl::write_scope w(*p_);
+  query(p_->output_grow).bind(text.size()).bind(n_gen).bind(id).bind(offset).run();
+  if (sqlite3_changes(p_->db.get()) == 0) {
+    query q(p_->output_state);
+    q.bind(id);
+    if (!q.next()) throw std::runtime_error("append_output: no job " + std::to_string(id));
+    if (q.text(0) != "running") return;  // a batch after the job's final: ignored
+    throw std::invalid_argument("append_output: job " + std::to_string(id) + " has " +
+                                std::to_string(q.i64(1)) + " bytes of output, not " +
+                                std::to_string(offset));
+  }
+  if (!text.empty()) query(p_->output_insert).bind(id).bind(offset).bind_blob(text).run();
+  w.done();
+}
+
+std::string job_store::read_output(uint64_t id, uint64_t offset, uint64_t max_bytes) {
+  std::string out;
+  const int64_t from = clamp_i64(offset);
+  const int64_t n = std::min(clamp_i64(max_bytes), std::numeric_limits<int64_t>::max() - from);
+  query q(p_->output_select);
+  q.bind(id).bind(from).bind(n);
+  while (q.next()) {
+    const int64_t at = q.i64(0);
+    std::string_view data = q.blob(1);
+    // The first chunk may start before `from`, the last end after from + n.
+    const int64_t skip = std::max<int64_t>(from - at, 0);
+    if (skip >= static_cast<int64_t>(data.size())) continue;
+    data.remove_prefix(static_cast<size_t>(skip));
+    const int64_t room = n - static_cast<int64_t>(out.size());
+    out.append(data.substr(0, static_cast<size_t>(std::min<int64_t>(room, data.size()))));
+  }
+  return out;
 }
 
 std::optional<job_row> job_store::job(uint64_t id) {
@@ -631,7 +615,7 @@ std::optional<job_row> job_store::job(uint64_t id) {
     query q(p_->job_select);
     q.bind(id);
     if (!q.next()) return std::nullopt;
-    r = read_job(q);
+    r = read_job(q, true);
   }
   p_->fill_messages(*r);
   return r;
@@ -648,7 +632,6 @@ std::vector<wire::job_event> job_store::job_events(uint64_t id) {
 }
 
 std::vector<job_row> job_store::jobs(const job_filter& f) {
-  std::vector<job_row> rows;
   std::string_view state = f.state ? wire::job_state_name(*f.state) : std::string_view();
   if (f.owner) {
     query q(p_->jobs_owner);
@@ -664,26 +647,23 @@ std::vector<job_row> job_store::jobs(const job_filter& f) {
       q.bind_null();
     }
     q.bind(f.limit);
-    rows = p_->collect(q);
-  } else {
-    bool by_model = !f.model.empty();
-    statement& st = f.state ? (by_model ? p_->jobs_state_model : p_->jobs_state)
-                            : (by_model ? p_->jobs_model : p_->jobs_any);
-    query q(st);
-    if (f.state) q.bind(state);
-    if (by_model) q.bind(f.model);
-    q.bind(f.limit);
-    rows = p_->collect(q);
+    return p_->collect(q, false);
   }
-  for (auto& r : rows) p_->fill_messages(r);
-  return rows;
+  bool by_model = !f.model.empty();
+  statement& st = f.state ? (by_model ? p_->jobs_state_model : p_->jobs_state)
+                          : (by_model ? p_->jobs_model : p_->jobs_any);
+  query q(st);
+  if (f.state) q.bind(state);
+  if (by_model) q.bind(f.model);
+  q.bind(f.limit);
+  return p_->collect(q, false);
 }
 
 std::vector<job_row> job_store::unfinished_jobs() {
   std::vector<job_row> rows;
   {
     query q(p_->jobs_unfinished);
-    rows = p_->collect(q);
+    rows = p_->collect(q, true);
   }
   for (auto& r : rows) p_->fill_messages(r);
   return rows;
@@ -692,6 +672,39 @@ std::vector<job_row> job_store::unfinished_jobs() {
 uint64_t job_store::job_count() {
   query q(p_->job_count);
   return q.next() ? static_cast<uint64_t>(q.i64(0)) : 0;
+}
+
+uint64_t job_store::prune(const retention& r, int64_t now_ms, uint32_t max_jobs) {
+  impl::write_scope w(*p_);
+  // Each rule oldest first by its own measure; a job both select is deleted once.
+  std::vector<uint64_t> ids;
+  auto select = [&](statement& st, int64_t arg) {
+    query q(st);
+    q.bind(arg).bind(max_jobs);
+    while (ids.size() < max_jobs && q.next()) {
+      const auto id = static_cast<uint64_t>(q.i64(0));
+      if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+    }
+  };
+  if (r.max_age_ms != 0) {
+    const int64_t age = clamp_i64(r.max_age_ms);
+    select(p_->prune_by_age, now_ms < std::numeric_limits<int64_t>::min() + age
+                                 ? std::numeric_limits<int64_t>::min()
+                                 : now_ms - age);
+  }
+  if (r.keep_last != 0) select(p_->prune_by_count, clamp_i64(r.keep_last - 1));
+  // Children first: the foreign keys refer to the job.
+  for (uint64_t id : ids) {
+    for (statement* st : {&p_->messages_delete, &p_->events_delete, &p_->prompt_delete,
+                          &p_->output_delete, &p_->job_delete}) {
+      query(*st).bind(id).run();
+    }
+  }
+  // Also after a call that deleted nothing: it continues what earlier calls left on the
+  // free list.
+  query(p_->incremental_vacuum).run();
+  w.done();
+  return ids.size();
 }
 
 void job_store::node_upsert(const wire::node_summary& n) {
@@ -780,6 +793,19 @@ std::vector<std::string> job_store::known_models() {
   query q(p_->models_seen_select);
   while (q.next()) names.push_back(q.text(0));
   return names;
+}
+
+store_stats job_store::stats() const {
+  store_stats s;
+  s.db_bytes = file_bytes(p_->path);
+  s.wal_bytes = file_bytes(p_->path + "-wal");
+  if (p_->checkpointer) {
+    auto f = p_->checkpointer->stats();
+    s.checkpoints = f.checkpoints;
+    s.checkpoint_failures = f.failures;
+    s.last_checkpoint_error = f.last_error;
+  }
+  return s;
 }
 
 }  // namespace hearth::broker

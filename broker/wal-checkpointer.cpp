@@ -2,15 +2,52 @@
 
 #include <spdlog/spdlog.h>
 
-namespace hearth::broker {
+#include <string_view>
 
-wal_checkpointer::wal_checkpointer(const std::string& path, std::chrono::milliseconds interval)
-    : interval_(interval) {
+namespace hearth::broker {
+namespace {
+
+// Sets the connection up as the store's. The SELECT matters: a connection that has never read
+// the database has not opened its WAL, and a checkpoint on it returns OK with log = -1 having
+// done nothing (SQLite 3.40).
+std::string prepare(sqlite3* db, const wal_checkpointer::settings& s, uint64_t& page_size) {
+  sqlite3_extended_result_codes(db, 1);
+  sqlite3_busy_timeout(db, static_cast<int>(s.truncate_busy.count()));
+  const std::string sql = std::string("PRAGMA synchronous=") + (s.full_sync ? "FULL" : "NORMAL") +
+                          "; PRAGMA journal_size_limit=" + std::to_string(s.wal_limit_bytes) +
+                          "; SELECT count(*) FROM sqlite_master;";
+  char* msg = nullptr;
+  if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &msg) != SQLITE_OK) {
+    std::string m = msg ? msg : sqlite3_errmsg(db);
+    sqlite3_free(msg);
+    return m;
+  }
+  sqlite3_stmt* st = nullptr;
+  if (sqlite3_prepare_v2(db, "PRAGMA page_size", -1, &st, nullptr) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW) {
+    page_size = static_cast<uint64_t>(sqlite3_column_int64(st, 0));
+  }
+  sqlite3_finalize(st);
+  return "";
+}
+
+}  // namespace
+
+wal_checkpointer::wal_checkpointer(const std::string& path, const settings& s) : s_(s) {
+  std::string why;
   if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) {
-    spdlog::warn("WAL checkpoints stay on the main thread: cannot open {}: {}", path,
-                 db_ ? sqlite3_errmsg(db_) : "out of memory");
+    why = db_ ? sqlite3_errmsg(db_) : "out of memory";
+  } else {
+    why = prepare(db_, s_, page_size_);
+  }
+  if (!why.empty()) {
+    spdlog::warn("WAL checkpoints only when the WAL passes twice its limit: cannot open {}: {}",
+                 path, why);
     sqlite3_close(db_);
     db_ = nullptr;
+    std::lock_guard lock(stats_mu_);
+    stats_.failures = 1;
+    stats_.last_error = why;
     return;
   }
   thread_ = std::thread([this] { loop(); });
@@ -26,15 +63,70 @@ wal_checkpointer::~wal_checkpointer() {
   sqlite3_close(db_);
 }
 
+uint64_t wal_checkpointer::wal_bytes(int frames) const {
+  constexpr uint64_t wal_header = 32, frame_header = 24;
+  return frames <= 0 ? 0 : wal_header + static_cast<uint64_t>(frames) * (page_size_ + frame_header);
+}
+
+wal_checkpointer::figures wal_checkpointer::stats() const {
+  std::lock_guard lock(stats_mu_);
+  return stats_;
+}
+
+void wal_checkpointer::checkpoint_now(sqlite3* db) {
+  checkpoint(db, SQLITE_CHECKPOINT_PASSIVE);
+}
+
+bool wal_checkpointer::checkpoint(sqlite3* db, int mode) {
+  std::lock_guard run(run_mu_);
+  int log_frames = 0, done_frames = 0;
+  const int rc = sqlite3_wal_checkpoint_v2(db, nullptr, mode, &log_frames, &done_frames);
+  if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED) return false;
+  std::string error;
+  if (rc != SQLITE_OK) {
+    error = sqlite3_errmsg(db);
+  } else if (log_frames < 0) {
+    error = "the connection is not in WAL mode";
+  }
+  std::lock_guard lock(stats_mu_);
+  if (error.empty()) {
+    ++stats_.checkpoints;
+    return true;
+  }
+  ++stats_.failures;
+  stats_.last_error = error;
+  if (auto more = log_.admit(token_bucket::clock::now())) {
+    spdlog::warn("WAL checkpoint ({}) failed: {}{}",
+                 mode == SQLITE_CHECKPOINT_TRUNCATE ? "truncate" : "passive", error, *more);
+  }
+  return false;
+}
+
 void wal_checkpointer::loop() {
+  using clock = std::chrono::steady_clock;
+  uint64_t seen = commits_.load(std::memory_order_acquire);
+  auto last_commit = clock::now();
+  bool truncated = false;  // opening may have written (a new file, a migration)
   std::unique_lock lock(mu_);
-  while (!cv_.wait_for(lock, interval_, [this] { return stop_; })) {
-    int log_frames = 0, done_frames = 0;
-    const int rc = sqlite3_wal_checkpoint_v2(db_, nullptr, SQLITE_CHECKPOINT_PASSIVE, &log_frames,
-                                             &done_frames);
-    if (rc != SQLITE_OK && rc != SQLITE_BUSY) {
-      spdlog::warn("WAL checkpoint failed: {}", sqlite3_errmsg(db_));
+  while (!stop_) {
+    // Woken early only for a new commit that left the WAL over its limit.
+    cv_.wait_for(lock, s_.busy_interval, [&] {
+      return stop_ || (commits_.load(std::memory_order_acquire) != seen &&
+                       wal_bytes(wal_frames_.load(std::memory_order_relaxed)) > s_.wal_limit_bytes);
+    });
+    if (stop_) break;
+    lock.unlock();
+    const uint64_t c = commits_.load(std::memory_order_acquire);
+    const auto now = clock::now();
+    if (c != seen) {
+      seen = c;
+      last_commit = now;
+      truncated = false;
+      checkpoint(db_, SQLITE_CHECKPOINT_PASSIVE);
+    } else if (!truncated && now - last_commit >= s_.idle_after) {
+      truncated = checkpoint(db_, SQLITE_CHECKPOINT_TRUNCATE);
     }
+    lock.lock();
   }
 }
 

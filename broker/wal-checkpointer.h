@@ -1,8 +1,20 @@
-// Moves SQLite's WAL checkpoints off the broker's event loop. With automatic checkpoints the
-// commit that crosses the WAL threshold copies pages into the database and fsyncs it — several
-// milliseconds, added to the latency of every reply and token relayed in that turn. Instead the
-// broker's connection disables them and this thread runs passive checkpoints on a connection of
-// its own; passive checkpoints never block the writer.
+// Keeps the job store's WAL bounded without putting checkpoints inside the broker's commits.
+//
+// SQLite's automatic checkpoint runs in the commit that crosses its threshold: it copies pages
+// into the database and fsyncs it, milliseconds added to every reply of that turn. So the
+// broker's connection turns it off and this thread checkpoints on a connection of its own:
+// - while the broker commits, a passive checkpoint every `busy_interval` (passive checkpoints
+//   never wait for the writer); a WAL over `wal_limit_bytes` is checkpointed again at once;
+// - when no commit has come for `idle_after`, one TRUNCATE checkpoint sets the -wal file back
+//   to 0 bytes (it waits for the writer at most `truncate_busy`, so the broker is never held
+//   up for long).
+// After a complete checkpoint the broker's next commit restarts the WAL from its beginning, and
+// journal_size_limit cuts the file back to wal_limit_bytes there.
+//
+// The backstop: if the broker outruns this thread until its WAL holds 2 * wal_limit_bytes, the
+// store calls checkpoint_now() from the commit that crossed it (blocking the broker for that one
+// checkpoint, as SQLite's own automatic checkpoint would). So the -wal file never grows past
+// 2 * wal_limit_bytes plus the transaction that crossed it.
 #pragma once
 
 #include <sqlite3.h>
@@ -10,26 +22,71 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <mutex>
 #include <string>
 #include <thread>
+
+#include "broker/log-limiter.h"
 
 namespace hearth::broker {
 
 class wal_checkpointer {
  public:
-  // Opens its own connection to `path` and starts checkpointing every `interval`. If the
-  // connection cannot be opened it does nothing (SQLite then only checkpoints at close).
-  wal_checkpointer(const std::string& path, std::chrono::milliseconds interval);
+  struct settings {
+    bool full_sync = true;  // synchronous=FULL on its connection, as on the broker's
+    uint64_t wal_limit_bytes = 64 << 20;
+    std::chrono::milliseconds busy_interval{100};
+    std::chrono::milliseconds idle_after{1000};
+    std::chrono::milliseconds truncate_busy{20};
+  };
+  struct figures {
+    uint64_t checkpoints = 0;
+    uint64_t failures = 0;  // busy excluded
+    std::string last_error;
+  };
+
+  // Opens its own connection to `path` (with the default VFS, as the store's) and starts the
+  // thread. If the connection cannot be opened it logs why and counts a failure; only the
+  // backstop then checkpoints.
+  wal_checkpointer(const std::string& path, const settings& s);
   ~wal_checkpointer();
   wal_checkpointer(const wal_checkpointer&) = delete;
   wal_checkpointer& operator=(const wal_checkpointer&) = delete;
 
+  // Called by the store after each commit (sqlite3_wal_hook) with the frames its WAL now holds.
+  void committed(int wal_frames) {
+    wal_frames_.store(wal_frames, std::memory_order_relaxed);
+    commits_.fetch_add(1, std::memory_order_release);
+    if (wal_bytes(wal_frames) > s_.wal_limit_bytes) cv_.notify_one();
+  }
+  // The backstop: a passive checkpoint on the broker's own connection `db`, right now (after
+  // waiting for a checkpoint of this thread that is under way, so that it does not just fail
+  // with SQLITE_BUSY).
+  void checkpoint_now(sqlite3* db);
+
+  // Bytes of a WAL holding `frames` frames (pages of page_size plus their headers).
+  uint64_t wal_bytes(int frames) const;
+  figures stats() const;
+
  private:
   void loop();
+  // Runs one checkpoint on `db`; counts it or its failure. False when it could not run (busy).
+  bool checkpoint(sqlite3* db, int mode);
 
+  settings s_;
+  uint64_t page_size_ = 4096;
   sqlite3* db_ = nullptr;
-  std::chrono::milliseconds interval_;
+
+  std::atomic<uint64_t> commits_{0};
+  std::atomic<int> wal_frames_{0};
+
+  std::mutex run_mu_;  // one checkpoint at a time: this thread's or the backstop's
+
+  mutable std::mutex stats_mu_;
+  figures stats_;
+  log_limiter log_{1.0 / 60, 3};  // a failing disk fails every 100 ms: a line a minute
+
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
