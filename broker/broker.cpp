@@ -187,7 +187,7 @@ void broker::turn() {
     timers();
     if (dispatch_needed_ && !storage_down(now)) dispatch();
     store_->commit();
-    if (storage_backoff_.count() > 0 && !storage_down(now)) {
+    if (storage_backoff_.count() > 0 && store_->last_commit_wrote()) {
       spdlog::info("the job database is writable again");
       storage_backoff_ = std::chrono::milliseconds(0);
     }

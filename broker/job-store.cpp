@@ -220,6 +220,9 @@ int64_t clamp_i64(uint64_t v) {
 }  // namespace
 
 struct job_store::impl {
+  // What the transaction begin() opened changed (commit() tells whether it wrote anything).
+  sqlite3_int64 changes_at_begin = 0;
+  bool last_commit_wrote = false;
   impl(std::optional<store_lock> l, sqlite3* conn, std::string file, const store_options& o)
       : lock(std::move(l)),
         db(conn),
@@ -468,11 +471,14 @@ job_store::~job_store() = default;
 
 void job_store::begin() {
   query(p_->begin).run();
+  p_->changes_at_begin = sqlite3_total_changes64(p_->db.get());
 }
 
 void job_store::commit() {
   try {
+    const bool wrote = sqlite3_total_changes64(p_->db.get()) != p_->changes_at_begin;
     query(p_->commit).run();
+    p_->last_commit_wrote = wrote;
   } catch (...) {
     // A failed COMMIT (I/O, disk full) may leave the transaction open; end it so that nothing
     // of this turn is half-kept and the next begin() starts clean.
@@ -793,6 +799,10 @@ std::vector<std::string> job_store::known_models() {
   query q(p_->models_seen_select);
   while (q.next()) names.push_back(q.text(0));
   return names;
+}
+
+bool job_store::last_commit_wrote() const {
+  return p_->last_commit_wrote;
 }
 
 store_stats job_store::stats() const {

@@ -172,6 +172,9 @@ class job_store {
   // Every model any node has ever advertised (so a model of an offline node is not "unknown").
   std::vector<std::string> known_models();
 
+  // Whether the last successful commit() changed anything (a turn may commit nothing).
+  bool last_commit_wrote() const;
+
   store_stats stats() const;
 
  private:
