@@ -1005,6 +1005,35 @@ TEST_F(JobStore, WalStaysBoundedWhileAJobStreamsAndIsTruncatedWhenIdle) {
   EXPECT_EQ(s->job(r.id)->output_bytes, uint64_t(commits) * piece.size());
 }
 
+TEST_F(JobStore, CheckpointFailuresAreCountedAndTheCheckpointerRecovers) {
+  counting_vfs vfs;
+  struct failing {
+    failing() { counting_vfs::fail_db_writes() = true; }
+    ~failing() { end(); }
+    void end() { counting_vfs::fail_db_writes() = false; }
+  };
+  auto s = open_store({.sync = store_options::durability::normal});
+  ASSERT_TRUE(s);
+  failing disk;  // from here on; destroyed (so ended) before the store
+  job_row r = running_job(*s);
+  s->append_output(r.id, 0, "kept", 1);
+  ASSERT_TRUE(eventually([&] { return s->stats().checkpoint_failures > 0; }));
+  auto st = s->stats();
+  EXPECT_NE(st.last_checkpoint_error, "");
+  EXPECT_GT(st.wal_bytes, 0u);  // nothing could be copied back
+  // The broker's commits do not depend on checkpoints.
+  s->append_output(r.id, 4, " too", 2);
+  disk.end();
+  // Without another commit: the idle checkpoint is retried until it succeeds.
+  EXPECT_TRUE(eventually([&] { return s->stats().wal_bytes == 0; }))
+      << s->stats().last_checkpoint_error;
+  EXPECT_EQ(s->read_output(r.id, 0, 100), "kept too");
+  s.reset();
+  s = open_store();
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->read_output(r.id, 0, 100), "kept too");
+}
+
 TEST_F(JobStore, ASecondStoreOnTheSameFileIsRefusedNamingTheHolder) {
   // Finding 6: two brokers ran on one database. The holder here is another process, so the pid
   // in the message is not simply ours.
