@@ -1,5 +1,6 @@
 // For tests: a SQLite VFS that forwards everything to the default VFS and counts, per thread and
-// per kind of file (main database, WAL), the xSync calls and the bytes written. While one exists
+// per kind of file (main database, WAL), the xSync calls and the bytes written; it can also make
+// writes to main database files fail (in WAL mode only checkpoints write them). While one exists
 // it is the default VFS, so every connection opened meanwhile (the store's and its
 // checkpointer's) goes through it; counting per thread tells the broker thread's syncs from the
 // checkpointer's.
@@ -7,6 +8,7 @@
 
 #include <sqlite3.h>
 
+#include <atomic>
 #include <cstdint>
 #include <new>
 
@@ -25,6 +27,12 @@ class counting_vfs {
   static counts& this_thread() {
     thread_local counts c;
     return c;
+  }
+
+  // While true, every write to a main database file fails with SQLITE_IOERR_WRITE.
+  static std::atomic<bool>& fail_db_writes() {
+    static std::atomic<bool> fail{false};
+    return fail;
   }
 
   counting_vfs() : root_(sqlite3_vfs_find(nullptr)) {
@@ -66,7 +74,10 @@ class counting_vfs {
   }
   static int write(sqlite3_file* f, const void* p, int n, sqlite3_int64 at) {
     if (of(f).wal) this_thread().wal_bytes_written += static_cast<uint64_t>(n);
-    if (of(f).db) this_thread().db_bytes_written += static_cast<uint64_t>(n);
+    if (of(f).db) {
+      if (fail_db_writes()) return SQLITE_IOERR_WRITE;
+      this_thread().db_bytes_written += static_cast<uint64_t>(n);
+    }
     return real_io(f).xWrite(of(f).real(), p, n, at);
   }
   static int truncate(sqlite3_file* f, sqlite3_int64 size) {

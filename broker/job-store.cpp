@@ -24,12 +24,6 @@ constexpr const char* summary_columns =
     "id, model, priority, state, node, attempts, created_ms, started_ms, finished_ms, n_prompt, "
     "n_gen, output_bytes, stop_reason, error, max_tokens, temperature, top_k, top_p, min_p, "
     "repeat_penalty, repeat_last_n, seed, stop, owner, request_key";
-// The summary and then the prompt (column 25).
-constexpr const char* full_columns =
-    "id, model, priority, state, node, attempts, created_ms, started_ms, finished_ms, n_prompt, "
-    "n_gen, output_bytes, stop_reason, error, max_tokens, temperature, top_k, top_p, min_p, "
-    "repeat_penalty, repeat_last_n, seed, stop, owner, request_key, "
-    "coalesce((SELECT prompt FROM job_prompts WHERE job_id = jobs.id), '')";
 
 constexpr const char* finished_states = "('completed', 'failed', 'cancelled')";
 
@@ -158,7 +152,7 @@ class query {
   int n_ = 0;
 };
 
-// Reads a row of summary_columns, or of full_columns when `with_prompt`.
+// Reads a row of select_jobs(), or of select_jobs_with_prompt() when `with_prompt`.
 job_row read_job(query& q, bool with_prompt) {
   job_row r;
   r.id = static_cast<uint64_t>(q.i64(0));
@@ -197,6 +191,13 @@ std::string select_jobs(const char* where_order) {
   return std::string("SELECT ") + summary_columns + " FROM jobs " + where_order;
 }
 
+// The summary and then the prompt (column 25).
+std::string select_jobs_with_prompt(const char* where_order) {
+  return std::string("SELECT ") + summary_columns +
+         ", coalesce((SELECT prompt FROM job_prompts WHERE job_id = jobs.id), '') FROM jobs " +
+         where_order;
+}
+
 // What to add to "cannot open" when the database's folder is missing (a common typo in --db).
 std::string missing_directory_note(const std::string& path) {
   std::error_code ec;
@@ -223,11 +224,10 @@ struct job_store::impl {
   // What the transaction begin() opened changed (commit() tells whether it wrote anything).
   sqlite3_int64 changes_at_begin = 0;
   bool last_commit_wrote = false;
-  impl(std::optional<store_lock> l, sqlite3* conn, std::string file, const store_options& o)
+  impl(std::optional<store_lock> l, sqlite3* conn, std::string file)
       : lock(std::move(l)),
         db(conn),
         path(std::move(file)),
-        options(o),
         begin(conn, "BEGIN IMMEDIATE"),
         commit(conn, "COMMIT"),
         rollback(conn, "ROLLBACK"),
@@ -270,7 +270,7 @@ struct job_store::impl {
                       "byte_offset >= coalesce((SELECT max(byte_offset) FROM job_output "
                       "WHERE job_id = ?1 AND byte_offset <= ?2), 0) AND byte_offset < ?2 + ?3 "
                       "ORDER BY byte_offset"),
-        job_select(conn, std::string("SELECT ") + full_columns + " FROM jobs WHERE id = ?"),
+        job_select(conn, select_jobs_with_prompt("WHERE id = ?")),
         messages_select(conn,
                         "SELECT role, content FROM job_messages WHERE job_id = ? ORDER BY idx"),
         events_select(conn,
@@ -284,8 +284,8 @@ struct job_store::impl {
         // One client's jobs (index jobs_owner), the other filters applied to those.
         jobs_owner(conn, select_jobs("WHERE owner = ?1 AND (?2 IS NULL OR state = ?2) AND "
                                      "(?3 IS NULL OR model = ?3) ORDER BY id DESC LIMIT ?4")),
-        jobs_unfinished(conn, std::string("SELECT ") + full_columns +
-                                  " FROM jobs WHERE state IN ('queued', 'running') ORDER BY id"),
+        jobs_unfinished(
+            conn, select_jobs_with_prompt("WHERE state IN ('queued', 'running') ORDER BY id")),
         job_count(conn, "SELECT count(*) FROM jobs"),
         // INDEXED BY: the planner, without statistics, would rather use jobs_state and sort
         // every finished job on each call.
@@ -352,7 +352,6 @@ struct job_store::impl {
   // Declared before the statements so that it is closed after every one is finalized.
   db_ptr db;
   std::string path;
-  store_options options;
   statement begin, commit, rollback;
   statement job_insert, prompt_insert, message_insert, event_insert, request_key_select;
   statement job_assigned, job_started, job_requeued, job_finished;
@@ -373,11 +372,7 @@ struct job_store::impl {
 
   // sqlite3_wal_hook: after every commit of this connection (the write lock already released).
   static int on_commit(void* self, sqlite3* db, const char*, int wal_frames) {
-    auto& ck = *static_cast<impl*>(self)->checkpointer;
-    ck.committed(wal_frames);
-    if (ck.wal_bytes(wal_frames) > 2 * static_cast<impl*>(self)->options.wal_limit_bytes) {
-      ck.checkpoint_now(db);
-    }
+    static_cast<impl*>(self)->checkpointer->committed(db, wal_frames);
     return SQLITE_OK;
   }
 
@@ -452,7 +447,7 @@ result<std::unique_ptr<job_store>> job_store::open(const std::string& path,
     if (std::string why = store_schema_prepare(db.get(), options); !why.empty()) {
       return error{path + ": " + why};
     }
-    auto p = std::make_unique<impl>(std::move(lock), db.release(), path, options);
+    auto p = std::make_unique<impl>(std::move(lock), db.release(), path);
     if (on_disk) {
       wal_checkpointer::settings s;
       s.full_sync = options.sync == store_options::durability::full;

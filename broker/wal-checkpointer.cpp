@@ -73,8 +73,14 @@ wal_checkpointer::figures wal_checkpointer::stats() const {
   return stats_;
 }
 
-void wal_checkpointer::checkpoint_now(sqlite3* db) {
-  checkpoint(db, SQLITE_CHECKPOINT_PASSIVE);
+void wal_checkpointer::committed(sqlite3* broker_db, int wal_frames) {
+  wal_frames_.store(wal_frames, std::memory_order_relaxed);
+  commits_.fetch_add(1, std::memory_order_release);
+  const uint64_t bytes = wal_bytes(wal_frames);
+  if (bytes > s_.wal_limit_bytes) cv_.notify_one();
+  // checkpoint() first waits for one of this thread's that is under way, so that the backstop
+  // does not just fail with SQLITE_BUSY.
+  if (bytes > 2 * s_.wal_limit_bytes) checkpoint(broker_db, SQLITE_CHECKPOINT_PASSIVE);
 }
 
 bool wal_checkpointer::checkpoint(sqlite3* db, int mode) {

@@ -11,9 +11,11 @@
 // After a complete checkpoint the broker's next commit restarts the WAL from its beginning, and
 // journal_size_limit cuts the file back to wal_limit_bytes there.
 //
-// The backstop: if the broker outruns this thread until its WAL holds 2 * wal_limit_bytes, the
-// store calls checkpoint_now() from the commit that crossed it (blocking the broker for that one
-// checkpoint, as SQLite's own automatic checkpoint would). So the -wal file never grows past
+// The backstop: a broker that commits without pause leaves no moment in which the WAL is fully
+// checkpointed, so it never restarts from its beginning. When its WAL holds 2 * wal_limit_bytes,
+// the commit that crossed it runs one passive checkpoint on the broker's own connection (blocking
+// the broker for the frames this thread has not copied yet, as SQLite's automatic checkpoint
+// would); the next commit restarts the WAL. So the -wal file never grows past
 // 2 * wal_limit_bytes plus the transaction that crossed it.
 #pragma once
 
@@ -54,23 +56,15 @@ class wal_checkpointer {
   wal_checkpointer(const wal_checkpointer&) = delete;
   wal_checkpointer& operator=(const wal_checkpointer&) = delete;
 
-  // Called by the store after each commit (sqlite3_wal_hook) with the frames its WAL now holds.
-  void committed(int wal_frames) {
-    wal_frames_.store(wal_frames, std::memory_order_relaxed);
-    commits_.fetch_add(1, std::memory_order_release);
-    if (wal_bytes(wal_frames) > s_.wal_limit_bytes) cv_.notify_one();
-  }
-  // The backstop: a passive checkpoint on the broker's own connection `db`, right now (after
-  // waiting for a checkpoint of this thread that is under way, so that it does not just fail
-  // with SQLITE_BUSY).
-  void checkpoint_now(sqlite3* db);
-
-  // Bytes of a WAL holding `frames` frames (pages of page_size plus their headers).
-  uint64_t wal_bytes(int frames) const;
+  // Called by the store after each commit of `broker_db` (sqlite3_wal_hook, on the broker's
+  // thread) with the frames its WAL now holds; runs the backstop there when needed.
+  void committed(sqlite3* broker_db, int wal_frames);
   figures stats() const;
 
  private:
   void loop();
+  // Bytes of a WAL holding `frames` frames (pages of page_size plus their headers).
+  uint64_t wal_bytes(int frames) const;
   // Runs one checkpoint on `db`; counts it or its failure. False when it could not run (busy).
   bool checkpoint(sqlite3* db, int mode);
 
