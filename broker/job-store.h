@@ -33,8 +33,8 @@
 
 namespace hearth::broker {
 
-// A statement or commit failed (SQLite's message and extended code). full() tells a full disk or
-// a file-size limit (SQLITE_FULL, SQLITE_IOERR_WRITE with ENOSPC/EFBIG) from other errors.
+// A statement or commit failed (SQLite's message and extended code). The broker treats every kind
+// alike (a full disk, a file-size limit, an I/O error): the turn is undone and retried later.
 class store_error : public std::runtime_error {
  public:
   store_error(const std::string& what, int sqlite_code)
