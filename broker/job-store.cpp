@@ -25,7 +25,9 @@ constexpr const char* summary_columns =
     "n_gen, output_bytes, stop_reason, error, max_tokens, temperature, top_k, top_p, min_p, "
     "repeat_penalty, repeat_last_n, seed, stop, owner, request_key";
 
-constexpr const char* finished_states = "('completed', 'failed', 'cancelled')";
+// Finished jobs, as the partial indexes jobs_finished_ms and jobs_finished_id select them
+// (job-store-schema.cpp): every finished job has its finished_ms, no other job has one.
+constexpr const char* finished = "finished_ms > 0";
 
 // Pages prune() gives back to the file system per call (16 MiB of 4 KiB pages): enough to keep
 // up with the jobs a batch deletes, small enough that one call never stalls the broker for long.
@@ -289,18 +291,14 @@ struct job_store::impl {
         job_count(conn, "SELECT count(*) FROM jobs"),
         // INDEXED BY: the planner, without statistics, would rather use jobs_state and sort
         // every finished job on each call.
-        prune_by_age(conn, std::string("SELECT id FROM jobs INDEXED BY jobs_finished_ms WHERE "
-                                       "state IN ") +
-                               finished_states +
-                               " AND finished_ms < ? ORDER BY finished_ms LIMIT ?"),
+        prune_by_age(conn, std::string("SELECT id FROM jobs INDEXED BY jobs_finished_ms WHERE ") +
+                               finished + " AND finished_ms < ? ORDER BY finished_ms LIMIT ?"),
         // Finished jobs older than the (?1 + 1)th newest one.
-        prune_by_count(conn, std::string("SELECT id FROM jobs INDEXED BY jobs_finished_id WHERE "
-                                         "state IN ") +
-                                 finished_states +
-                                 " AND id < (SELECT id FROM jobs INDEXED BY jobs_finished_id "
-                                 "WHERE state IN " +
-                                 finished_states +
-                                 " ORDER BY id DESC LIMIT 1 OFFSET ?1) ORDER BY id LIMIT ?2"),
+        prune_by_count(
+            conn, std::string("SELECT id FROM jobs INDEXED BY jobs_finished_id WHERE ") + finished +
+                      " AND id < (SELECT id FROM jobs INDEXED BY jobs_finished_id "
+                      "WHERE " +
+                      finished + " ORDER BY id DESC LIMIT 1 OFFSET ?1) ORDER BY id LIMIT ?2"),
         prompt_delete(conn, "DELETE FROM job_prompts WHERE job_id = ?"),
         output_delete(conn, "DELETE FROM job_output WHERE job_id = ?"),
         messages_delete(conn, "DELETE FROM job_messages WHERE job_id = ?"),
