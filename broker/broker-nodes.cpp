@@ -219,7 +219,7 @@ void broker::on_job_started(node_entry& n, const wire::job_started& m) {
   if (!j) return;
   j->row.n_prompt = m.n_prompt;
   j->row.started_ms = net::wall_ms();
-  store_->job_started(m.job_id, m.attempt, m.n_prompt, j->row.started_ms);
+  store_->job_started(m.job_id, m.attempt, n.name, m.n_prompt, j->row.started_ms);
 }
 
 void broker::on_job_tokens(node_entry& n, const wire::job_tokens& m, std::string_view body) {

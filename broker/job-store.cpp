@@ -250,8 +250,7 @@ struct job_store::impl {
                            "request_key <> ''"),  // the last term lets the partial index serve
         job_assigned(conn,
                      "UPDATE jobs SET state = 'running', attempts = ?, node = ? WHERE id = ?"),
-        job_started(conn,
-                    "UPDATE jobs SET started_ms = ?, n_prompt = ? WHERE id = ? RETURNING node"),
+        job_started(conn, "UPDATE jobs SET started_ms = ?, n_prompt = ? WHERE id = ?"),
         job_requeued(conn,
                      "UPDATE jobs SET state = 'queued', n_gen = 0, output_bytes = 0 WHERE id = ?"),
         // A finish without a node (a queued job cancelled) keeps the latest attempt's node.
@@ -532,15 +531,11 @@ void job_store::job_assigned(uint64_t id, uint32_t attempt, const std::string& n
   w.done();
 }
 
-void job_store::job_started(uint64_t id, uint32_t attempt, uint32_t n_prompt, int64_t now_ms) {
+void job_store::job_started(uint64_t id, uint32_t attempt, const std::string& node,
+                            uint32_t n_prompt, int64_t now_ms) {
   impl::write_scope w(*p_);
-  std::string node;
-  {
-    query q(p_->job_started);
-    q.bind(now_ms).bind(n_prompt).bind(id);
-    if (!q.next()) throw std::runtime_error("job_started: no job " + std::to_string(id));
-    node = q.text(0);
-  }
+  query(p_->job_started).bind(now_ms).bind(n_prompt).bind(id).run();
+  p_->expect_changed("job_started", id);
   p_->event(id, now_ms, "started", attempt, node, "");
   w.done();
 }

@@ -128,7 +128,8 @@ class job_store {
   // assigned: attempts = attempt, node = node, state running   (event "assigned")
   void job_assigned(uint64_t id, uint32_t attempt, const std::string& node, int64_t now_ms);
   // started: started_ms, n_prompt                               (event "started")
-  void job_started(uint64_t id, uint32_t attempt, uint32_t n_prompt, int64_t now_ms);
+  void job_started(uint64_t id, uint32_t attempt, const std::string& node, uint32_t n_prompt,
+                   int64_t now_ms);
   // requeued: state queued, output deleted, n_gen and output_bytes 0 (event "requeued",
   // detail = why)
   void job_requeued(uint64_t id, uint32_t attempt, const std::string& node, const std::string& why,

@@ -207,7 +207,7 @@ TEST_F(JobStore, RecordsTheLifecycleAsEvents) {
   uint64_t id = s->insert_job(r, 100);
   s->job_assigned(id, 1, "n1", 110);
   EXPECT_EQ(s->job(id)->state, job_state::running);
-  s->job_started(id, 1, 9, 120);
+  s->job_started(id, 1, "n1", 9, 120);
   s->append_output(id, 0, "Once there", 2);
   EXPECT_EQ(s->read_output(id, 0, 100), "Once there");
   EXPECT_EQ(s->job(id)->n_gen, 2u);
@@ -220,7 +220,7 @@ TEST_F(JobStore, RecordsTheLifecycleAsEvents) {
   EXPECT_EQ(q->n_gen, 0u);
   EXPECT_EQ(q->attempts, 1u);
   s->job_assigned(id, 2, "n2", 140);
-  s->job_started(id, 2, 9, 150);
+  s->job_started(id, 2, "n2", 9, 150);
   s->append_output(id, 0, "Once there was", 4);
   s->job_finished(id, 2, "n2", job_state::completed, "max_tokens", "", 9, 4, 160);
   // A batch that arrives after the final must not change the final output.
@@ -281,7 +281,7 @@ TEST_F(JobStore, ChangesToAnUnknownJobThrow) {
   auto s = open_store();
   ASSERT_TRUE(s);
   EXPECT_THROW(s->job_assigned(7, 1, "n1", 1), std::runtime_error);
-  EXPECT_THROW(s->job_started(7, 1, 3, 1), std::runtime_error);
+  EXPECT_THROW(s->job_started(7, 1, "n1", 3, 1), std::runtime_error);
   EXPECT_THROW(s->job_requeued(7, 1, "n1", "x", 1), std::runtime_error);
   EXPECT_THROW(s->job_finished(7, 1, "n1", job_state::completed, "", "", 0, 0, 1),
                std::runtime_error);
@@ -1357,7 +1357,7 @@ TEST_F(JobStore, PerfRecordsJobsInBatches) {
       int64_t t = b * batch + i;
       s->insert_job(r, t);
       s->job_assigned(r.id, 1, "n1", t);
-      s->job_started(r.id, 1, 50, t);
+      s->job_started(r.id, 1, "n1", 50, t);
       s->append_output(r.id, 0, output, 128);
       s->job_finished(r.id, 1, "n1", job_state::completed, "max_tokens", "", 50, 128, t);
     }
@@ -1373,7 +1373,7 @@ TEST_F(JobStore, PerfRecordsJobsInBatches) {
     job_row r = sample_job("stories260K", std::string(200, 'p'));
     s->insert_job(r, i);
     s->job_assigned(r.id, 1, "n1", i);
-    s->job_started(r.id, 1, 50, i);
+    s->job_started(r.id, 1, "n1", 50, i);
     s->append_output(r.id, 0, output, 128);
     s->job_finished(r.id, 1, "n1", job_state::completed, "max_tokens", "", 50, 128, i);
   }
