@@ -449,7 +449,7 @@ void broker::recover() {
 
   // Running jobs stay with their node for one liveness period, waiting for it to reconnect and
   // list them; queued ones go back in the queue.
-  const int64_t grace = int64_t(cfg_.heartbeat_ms) * cfg_.liveness;
+  const auto grace = std::chrono::milliseconds(int64_t(cfg_.heartbeat_ms) * cfg_.liveness);
   size_t n_running = 0;
   for (auto& row : store_->unfinished_jobs()) {
     live_job j;
@@ -461,7 +461,7 @@ void broker::recover() {
     if (live.row.state == wire::job_state::queued) {
       enqueue(live);
     } else {
-      live.recovered_deadline_ms = net::wall_ms() + grace;
+      live.recovered_deadline = net::steady::now() + grace;
       live.recovered_attempt = true;
       if (auto it = nodes_.find(live.row.node); it != nodes_.end()) it->second.running.insert(id);
       ++n_running;
@@ -479,7 +479,6 @@ void broker::timers() {
     // whatever the phase, and a dead node is noticed within half an interval of its deadline.
     next_tick_ = now + std::chrono::milliseconds(std::max<uint32_t>(cfg_.heartbeat_ms / 2, 1));
     const auto dead_after = std::chrono::milliseconds(int64_t(cfg_.heartbeat_ms) * cfg_.liveness);
-    const int64_t wall = net::wall_ms();
     node_timers(now);
     for (auto& [name, n] : nodes_) {
       if (!n.online) continue;
@@ -498,12 +497,15 @@ void broker::timers() {
         n.last_seen_stored_ms = n.last_seen_ms;
       }
     }
-    // Jobs recovered after a restart whose node did not come back in time.
+    // Jobs recovered after a restart whose node did not come back in time: the restart's doing.
     for (auto& [id, j] : jobs_) {
-      if (j.recovered_deadline_ms != 0 && wall > j.recovered_deadline_ms) {
-        j.recovered_deadline_ms = 0;
+      if (j.recovered_deadline && now > *j.recovered_deadline) {
+        j.recovered_deadline.reset();
         if (auto it = nodes_.find(j.row.node); it != nodes_.end()) it->second.running.erase(id);
-        requeue(j, "node " + j.row.node + " did not report the job after the broker restarted");
+        requeue(j, "node " + j.row.node + " did not report the job after the broker restarted",
+                loss::broker_restart);
+      } else if (j.resume.outstanding) {
+        resume_timer(j, now);
       }
     }
   }
