@@ -39,6 +39,44 @@ std::vector<std::string> events_of(const wire::job_detail& d) {
   return out;
 }
 
+// A hand-written node on a raw socket that streams only what the test says: for the broker's side
+// of job_resume without a restart (a connection that lost chunks).
+class fake_node {
+ public:
+  fake_node(cluster& c, const std::string& name) : sock_(c.client("node", name)) {
+    wire::node_hello h;
+    h.name = name;
+    h.hostname = "fake-host";
+    h.engine = "fake";
+    h.slots = 1;
+    h.models.push_back({"alpha", "llama", "F32", 0, 0, true});
+    send(h);
+  }
+  template <class M>
+  void send(const M& m) {
+    net::send(sock_->socket(), "", m);
+  }
+  // The next message of type M from the broker, skipping others (and sending heartbeats, so that
+  // the broker keeps it alive meanwhile); counts the job_resume messages it skips or returns.
+  template <class M>
+  std::optional<M> next(std::chrono::milliseconds timeout = 20s) {
+    const auto until = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < until) {
+      send(wire::heartbeat{});
+      auto ev = sock_->next_event(50ms);
+      if (!ev) continue;
+      resumes += ev->cmd == wire::command::job_resume;
+      if (ev->cmd != M::cmd) continue;
+      if (auto m = wire::decode<M>(ev->body)) return std::move(m.value());
+    }
+    return std::nullopt;
+  }
+  uint32_t resumes = 0;
+
+ private:
+  std::unique_ptr<test_client> sock_;
+};
+
 class broker_restart_test : public ::testing::Test {
  protected:
   // The output the job gives when nothing goes wrong, from a broker and node of its own.
@@ -69,6 +107,20 @@ class broker_restart_test : public ::testing::Test {
     return acc ? acc->job_id : 0;
   }
 
+  // A broker, the fake node welcomed with one credit, and a 12-token job assigned to it and
+  // started; the assignment (nullopt after a failed assertion).
+  std::optional<wire::job_assign> stream_to(fake_node& node) {
+    broker_ = c_.start_broker();
+    EXPECT_TRUE(node.next<wire::node_welcome>());
+    node.send(wire::node_pull{1});
+    client_ = c_.client();
+    EXPECT_TRUE(client_->request<wire::accepted>(testing::greedy_job("alpha", "gap", 12)));
+    auto a = node.next<wire::job_assign>();
+    EXPECT_TRUE(a);
+    if (a) node.send(wire::job_started{a->job_id, a->attempt, 1});
+    return a;
+  }
+
   // The job ran once, on one attempt, and its output is the reference's.
   void expect_completed_once(uint64_t id, uint32_t n_gen, const std::string& expected) {
     auto d = client_->wait_final(id);
@@ -96,9 +148,9 @@ class broker_restart_test : public ::testing::Test {
 };
 
 TEST_F(broker_restart_test, three_broker_kills_during_a_job_cost_no_attempt_and_no_output) {
-  const auto s = seeded_job("three restarts", 400);
+  const auto s = seeded_job("three restarts", 600);
   const std::string expected = reference_output(s);
-  // 400 tokens at 100 a second: four seconds of streaming for three restarts.
+  // 600 tokens at 100 a second: six seconds of streaming for three restarts.
   const uint64_t id = start(s);
   ASSERT_NE(id, 0u);
   uint32_t seen = 0;
@@ -108,10 +160,10 @@ TEST_F(broker_restart_test, three_broker_kills_during_a_job_cost_no_attempt_and_
         << "the stream did not advance after restart " << kill << "\n"
         << broker_.log() << node_.log();
     seen = n_gen_of(*client_, id);
-    ASSERT_LT(seen, 400u) << "the job ended before the broker was killed " << kill + 1 << " times";
+    ASSERT_LT(seen, 600u) << "the job ended before the broker was killed " << kill + 1 << " times";
     restart_broker();
   }
-  expect_completed_once(id, 400, expected);
+  expect_completed_once(id, 600, expected);
   EXPECT_TRUE(node_.running());
 }
 
@@ -132,6 +184,43 @@ TEST_F(broker_restart_test, a_job_finished_while_the_broker_was_down_is_not_run_
   broker_ = c_.start_broker();
   client_ = c_.client();
   expect_completed_once(id, 300, expected);
+}
+
+TEST_F(broker_restart_test, a_gap_in_a_stream_is_filled_by_job_resume) {
+  fake_node node(c_, "gappy");
+  const auto a = stream_to(node);
+  ASSERT_TRUE(a);
+  node.send(wire::job_tokens{a->job_id, a->attempt, 0, 4, "a b c d "});
+  // Tokens 4..7 were lost on the way: the broker asks for the stream again from token 4.
+  node.send(wire::job_tokens{a->job_id, a->attempt, 8, 4, "i j k l "});
+  auto r = node.next<wire::job_resume>();
+  ASSERT_TRUE(r) << broker_.log();
+  EXPECT_EQ(r->job_id, a->job_id);
+  EXPECT_EQ(r->attempt, a->attempt);
+  EXPECT_EQ(r->seq, 4u);
+  node.send(wire::job_tokens{a->job_id, a->attempt, 4, 8, "e f g h i j k l "});
+  node.send(wire::job_final{.job_id = a->job_id,
+                            .attempt = a->attempt,
+                            .stop_reason = "max_tokens",
+                            .n_prompt = 1,
+                            .n_gen = 12});
+  expect_completed_once(a->job_id, 12, "a b c d e f g h i j k l ");
+}
+
+TEST_F(broker_restart_test, a_gap_job_resume_cannot_fill_ends_the_attempt) {
+  fake_node node(c_, "deaf");
+  const auto a = stream_to(node);
+  ASSERT_TRUE(a);
+  node.send(wire::job_tokens{a->job_id, a->attempt, 4, 4, "e f g h "});
+  // The node never sends tokens 0..3: the broker asks five times, then gives the attempt up.
+  auto cancel = node.next<wire::job_cancel>(30s);
+  ASSERT_TRUE(cancel) << broker_.log();
+  EXPECT_EQ(cancel->job_id, a->job_id);
+  EXPECT_EQ(node.resumes, 5u);
+  ASSERT_TRUE(wait_until([&] {
+    auto d = client_->request<wire::job_reply>(wire::get_job{0, a->job_id});
+    return d && d->job.summary.state == wire::job_state::queued;
+  })) << "the job is queued again";
 }
 
 }  // namespace
