@@ -22,7 +22,8 @@ void attempt_journal::sent(const wire::job_tokens& chunk) {
   e.sent = chunk.seq + chunk.n_tokens;
 }
 
-void attempt_journal::finished(const wire::job_final& final, net::steady::time_point now) {
+void attempt_journal::finished(const wire::job_final& final,
+                               std::chrono::steady_clock::time_point now) {
   auto it = attempts_.find({final.job_id, final.attempt});
   if (it == attempts_.end() || it->second.final) return;
   entry& e = it->second;
@@ -57,7 +58,7 @@ void attempt_journal::drop(const wire::job_ref& ref) {
   forget_held(h);
 }
 
-void attempt_journal::expire(net::steady::time_point now) {
+void attempt_journal::expire(std::chrono::steady_clock::time_point now) {
   while (!held_.empty() && now - held_.front().since >= limits_.hold) forget_held(held_.begin());
 }
 

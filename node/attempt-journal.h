@@ -20,7 +20,6 @@
 
 #include "common/result.h"
 #include "schema/messages.h"
-#include "schema/zmq-io.h"
 
 namespace hearth::node {
 
@@ -44,11 +43,11 @@ class attempt_journal {
   // are recorded in order; chunks of unknown attempts are ignored.
   void sent(const wire::job_tokens& chunk);
   // The attempt ended with `final`: from `now` on it is held.
-  void finished(const wire::job_final& final, net::steady::time_point now);
+  void finished(const wire::job_final& final, std::chrono::steady_clock::time_point now);
   // Forgets an attempt (the broker cancelled a held one: it is no longer the broker's).
   void drop(const wire::job_ref& ref);
   // Drops the held attempts held longer than limits.hold.
-  void expire(net::steady::time_point now);
+  void expire(std::chrono::steady_clock::time_point now);
 
   // What to send again on job_resume{ref, seq}: chunks that carry tokens [seq, sent) in order
   // (none when seq is all it sent), each at most max_chunk_bytes of text unless one chunk as it
@@ -78,7 +77,7 @@ class attempt_journal {
   };
   struct held_entry {
     ref_key ref;
-    net::steady::time_point since;
+    std::chrono::steady_clock::time_point since;
   };
   void forget_held(std::deque<held_entry>::iterator it);
 

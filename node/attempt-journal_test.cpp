@@ -97,7 +97,7 @@ TEST(attempt_journal, holds_a_finished_attempt_with_its_final_until_dropped) {
   attempt_journal j;
   stream(j, 7);
   ASSERT_TRUE(j.start({8, 1}));
-  const auto t0 = net::steady::now();
+  const auto t0 = std::chrono::steady_clock::now();
   j.finished(final_of(7, 8), t0);
   EXPECT_FALSE(j.running({7, 1}));
   EXPECT_EQ(j.running_count(), 1u);
@@ -130,7 +130,7 @@ TEST(attempt_journal, held_attempts_expire_after_the_hold_time) {
   attempt_journal j({.hold = 10min});
   stream(j, 1);
   stream(j, 2);
-  const auto t0 = net::steady::now();
+  const auto t0 = std::chrono::steady_clock::now();
   j.finished(final_of(1, 8), t0);
   j.finished(final_of(2, 8), t0 + 5min);
   j.expire(t0 + 9min);
@@ -146,7 +146,7 @@ TEST(attempt_journal, held_bytes_and_count_are_bounded_oldest_dropped_first) {
   // Each streamed attempt holds 8 bytes of text and 3 chunk marks.
   const uint64_t each = 8 + 3 * sizeof(std::pair<uint64_t, uint64_t>);
   attempt_journal by_bytes({.held_bytes = 2 * each});
-  const auto t0 = net::steady::now();
+  const auto t0 = std::chrono::steady_clock::now();
   for (uint64_t job = 1; job <= 3; ++job) {
     stream(by_bytes, job);
     by_bytes.finished(final_of(job, 8), t0);

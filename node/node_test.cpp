@@ -6,6 +6,7 @@
 #include "node/node.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
