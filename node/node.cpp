@@ -148,6 +148,7 @@ struct node_daemon::impl {
   uint32_t liveness = 3;
   net::steady::time_point last_heard, last_sent;
   std::optional<net::steady::time_point> hello_sent;  // a hello not yet answered by a welcome
+  uint64_t welcomes = 0;
   std::chrono::milliseconds backoff = k_backoff_min;
   // The attempts it runs, and finished ones held for job_resume, with what it sent of them.
   attempt_journal journal;
@@ -277,6 +278,7 @@ struct node_daemon::impl {
         if (!m) return spdlog::warn("dropped a malformed welcome: {}", m.message());
         backoff = k_backoff_min;
         hello_sent.reset();
+        ++welcomes;
         handshake_failure_logged = false;
         heartbeat_ms = std::max<uint32_t>(m->heartbeat_ms, 10);
         liveness = std::max<uint32_t>(m->liveness, 1);
@@ -364,6 +366,26 @@ struct node_daemon::impl {
     if (replay->final) send(*replay->final);
   }
 
+  // Waits out the backoff. The current socket's hello stays queued in it and goes out when the
+  // broker is back: a welcome meanwhile keeps that socket (true). Without this a backoff longer
+  // than the broker's liveness would let a broker that came back declare the node dead, and
+  // requeue the attempts it had just resumed.
+  bool welcomed_during_backoff(const std::atomic<bool>& stop) {
+    const auto until = net::steady::now() + backoff;
+    const uint64_t welcomes_before = welcomes;
+    while (net::steady::now() < until && !stop.load()) {
+      if (!sock) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        continue;
+      }
+      zmq::pollitem_t item = {sock->handle(), 0, ZMQ_POLLIN, 0};
+      net::poll(&item, 1, std::chrono::milliseconds(20));
+      while (auto msg = net::try_recv(*sock, false)) on_broker_message(*msg);
+      if (fatal || welcomes != welcomes_before) return true;
+    }
+    return false;
+  }
+
   // Sends due chunks and heartbeats, and notices a silent broker. Returns the time until the
   // next thing is due.
   std::chrono::milliseconds timers() {
@@ -445,10 +467,7 @@ int node_daemon::run(const std::atomic<bool>& stop) {
         s.monitor.reset();
         s.sock.reset();
       }
-      const auto until = net::steady::now() + s.backoff;
-      while (net::steady::now() < until && !stop.load()) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
+      if (s.welcomed_during_backoff(stop)) continue;
       s.backoff = std::min(s.backoff * 2, k_backoff_max);
       s.connect();
       continue;

@@ -176,11 +176,14 @@ TEST_F(broker_restart_test, a_job_finished_while_the_broker_was_down_is_not_run_
   broker_.signal(SIGKILL);
   ASSERT_EQ(broker_.wait(), 128 + SIGKILL);
   // The node finishes the job with nobody to tell (its final and the stream's end are lost),
-  // and goes on reconnecting with backoff for a while.
+  // and goes on reconnecting with backoff. The broker comes back while the node waits out a
+  // backoff (4 s) longer than the broker's liveness (1 s).
   const std::string done = "job " + std::to_string(id) + " attempt 1: completed";
   ASSERT_TRUE(wait_until([&] { return node_.log().find(done) != std::string::npos; }))
       << node_.log();
-  std::this_thread::sleep_for(2s);
+  ASSERT_TRUE(wait_until([&] {
+    return node_.log().find("reconnecting in 4000 ms") != std::string::npos;
+  })) << node_.log();
   broker_ = c_.start_broker();
   client_ = c_.client();
   expect_completed_once(id, 300, expected);
