@@ -87,6 +87,7 @@ void broker::assign(live_job& j, node_entry& n) {
   j.relayed = {};
   j.next_seq = 0;
   j.recovered_attempt = false;
+  j.resume = {};
   store_->job_assigned(j.row.id, j.row.attempts, n.name, net::wall_ms());
 
   wire::job_assign a;
@@ -111,7 +112,7 @@ void broker::requeue(live_job& j, const std::string& why, loss cause) {
   const int64_t now = net::wall_ms();
   // A lost attempt is the node's doing when another node could have run the job; only when none
   // could (every node serving the model lost it, or is gone) may the job itself be the cause.
-  if (cause == loss::handback || healthy_node_serves(j.row.model, j.row.node)) ++j.forgiven;
+  if (cause != loss::node || healthy_node_serves(j.row.model, j.row.node)) ++j.forgiven;
   // Forgiven attempts are bounded too, so no job is passed around for ever.
   const uint64_t max_total_attempts = 4 * uint64_t(cfg_.max_attempts);
   const uint32_t counted = j.row.attempts - std::min(j.forgiven, j.row.attempts);
@@ -124,7 +125,7 @@ void broker::requeue(live_job& j, const std::string& why, loss cause) {
   }
   spdlog::info("job {} attempt {} is queued again: {}", j.row.id, j.row.attempts, why);
   store_->job_requeued(j.row.id, j.row.attempts, j.row.node, why, now);
-  j.recovered_deadline_ms = 0;
+  j.recovered_deadline.reset();
   enqueue(j);
   if (!j.watchers.empty()) {
     notify(j, wire::command::job_restarted,

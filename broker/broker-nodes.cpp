@@ -48,6 +48,10 @@ namespace {
 // what one node adds to the broker's memory and to each nodes_reply and models_reply.
 constexpr size_t k_max_registration_bytes = 1 << 20;
 constexpr size_t k_max_node_name_bytes = 255;
+// A job_resume whose stream still has a gap is sent again after this long; after this many
+// without the stream advancing, the attempt is abandoned.
+constexpr auto k_resume_retry = std::chrono::seconds(2);
+constexpr uint32_t k_max_resumes = 5;
 }  // namespace
 
 bool broker::hello_admitted(const std::string& rid) {
@@ -149,16 +153,26 @@ void broker::on_node_hello(const std::string& rid, const peer& who, wire::node_h
   node_by_rid_[rid] = n.name;
   for (const auto& model : n.models) known_models_.insert(model.name);
 
-  // Reconcile: attempts the node still runs and the broker still gives it continue; the node
-  // drops the others; the broker requeues what it gave the node and the node no longer has.
+  // Reconcile: attempts the node still runs (or holds, finished) and the broker still gives it
+  // continue from the broker's count of their tokens, since chunks and finals sent while the
+  // connection was down (or the broker restarting) are lost; the node drops the others; the
+  // broker requeues what it gave the node and the node no longer has.
   std::set<uint64_t> listed;
+  std::vector<wire::job_resume> resumes;
   for (const auto& ref : m.running) {
     auto j = jobs_.find(ref.job_id);
     const bool ours = j != jobs_.end() && j->second.row.state == wire::job_state::running &&
                       j->second.row.node == n.name && j->second.row.attempts == ref.attempt;
     if (ours) {
+      live_job& lj = j->second;
       listed.insert(ref.job_id);
-      j->second.recovered_deadline_ms = 0;
+      lj.recovered_deadline.reset();
+      resumes.push_back({ref.job_id, ref.attempt, lj.next_seq});
+      // Not counted as unanswered: the node may have nothing past next_seq, and then says
+      // nothing. A chunk past next_seq meanwhile makes it count (resume_timer).
+      lj.resume.outstanding = true;
+      lj.resume.gap = false;
+      lj.resume.sent = net::steady::now();
     } else {
       send(rid, wire::job_cancel{ref.job_id, ref.attempt});
     }
@@ -175,6 +189,7 @@ void broker::on_node_hello(const std::string& rid, const peer& who, wire::node_h
   n.credit = 0;  // the node grants credit with node_pull once welcomed
   store_node(n);
   send(rid, wire::node_welcome{wire::protocol_version, cfg_.heartbeat_ms, cfg_.liveness});
+  for (const auto& r : resumes) send(rid, r);
   spdlog::info("node {} ({}, {} engine, {} slots, {} models) is online", n.name, n.hostname,
                n.engine, n.slots, n.models.size());
   dispatch_needed_ = true;
@@ -227,14 +242,15 @@ void broker::on_job_tokens(node_entry& n, const wire::job_tokens& m, std::string
   if (!j) return;
   if (m.seq < j->next_seq) return;  // a duplicate
   if (m.seq > j->next_seq) {
-    // Tokens were lost (the broker restarted mid-stream): the record cannot be completed, so
-    // this attempt is abandoned and the job runs again.
-    send(n.routing_id, wire::job_cancel{m.job_id, m.attempt});
-    n.running.erase(m.job_id);
-    const std::string why = "tokens " + std::to_string(j->next_seq) + ".." +
-                            std::to_string(m.seq - 1) + " of the stream were lost";
-    if (!j->recovered_attempt) node_lost_attempt(n, why);
-    requeue(*j, why);
+    // Tokens were lost (the connection dropped, the broker restarted mid-stream): the node sends
+    // them again. Later chunks are ignored until they come.
+    if (j->resume.outstanding) {
+      j->resume.gap = true;
+      return;
+    }
+    resume_stream(n, *j,
+                  "tokens " + std::to_string(j->next_seq) + ".." + std::to_string(m.seq - 1) +
+                      " of the stream were lost");
     return;
   }
   if (m.n_tokens == 0 && !m.text.empty()) {
@@ -258,6 +274,8 @@ void broker::on_job_tokens(node_entry& n, const wire::job_tokens& m, std::string
            j->row.n_prompt, uint32_t(j->next_seq));
     return;
   }
+  j->resume.outstanding = false;
+  if (m.n_tokens > 0) j->resume.unanswered = 0;
   j->output += m.text;
   j->next_seq = m.seq + m.n_tokens;
   j->output_dirty = true;
@@ -277,10 +295,21 @@ void broker::on_job_tokens(node_entry& n, const wire::job_tokens& m, std::string
 void broker::on_job_final(node_entry& n, const wire::job_final& m) {
   live_job* j = current_attempt(jobs_, n, m.job_id, m.attempt);
   if (!j) return;
+  if (m.n_gen > j->next_seq && m.state == wire::job_state::completed) {
+    // The end of the stream was lost: the node sends it again, then this final again.
+    if (j->resume.outstanding) {
+      j->resume.gap = true;
+      return;
+    }
+    resume_stream(
+        n, *j,
+        "the stream ended with " + std::to_string(m.n_gen - j->next_seq) + " tokens missing");
+    return;
+  }
   n.running.erase(m.job_id);
   if (m.n_gen != j->next_seq && m.state == wire::job_state::completed) {
-    const std::string why =
-        "the stream ended with " + std::to_string(m.n_gen - j->next_seq) + " tokens missing";
+    const std::string why = "the final counts " + std::to_string(m.n_gen) + " tokens, the stream " +
+                            std::to_string(j->next_seq);
     if (!j->recovered_attempt) node_lost_attempt(n, why);
     requeue(*j, why);
     return;
@@ -305,6 +334,43 @@ void broker::on_job_handback(node_entry& n, const wire::job_handback& m) {
   const std::string why = "node " + n.name + " handed it back: " + m.reason;
   node_lost_attempt(n, why, /*handback=*/true);
   requeue(*j, why, loss::handback);
+}
+
+void broker::resume_stream(node_entry& n, live_job& j, const std::string& why) {
+  if (j.resume.unanswered >= k_max_resumes) {
+    abandon_stream(
+        n, j, why + " (" + std::to_string(k_max_resumes) + " job_resume did not bring them back)");
+    return;
+  }
+  spdlog::info("job {} attempt {}: {}; asking node {} to send the stream again from token {}",
+               j.row.id, j.row.attempts, why, n.name, j.next_seq);
+  send(n.routing_id, wire::job_resume{j.row.id, j.row.attempts, j.next_seq});
+  j.resume.outstanding = true;
+  j.resume.gap = true;
+  j.resume.sent = net::steady::now();
+  ++j.resume.unanswered;
+}
+
+void broker::resume_timer(live_job& j, net::steady::time_point now) {
+  if (!j.resume.gap || now - j.resume.sent < k_resume_retry) return;
+  auto n = nodes_.find(j.row.node);
+  if (n == nodes_.end() || !n->second.online) return;  // node_lost requeues it
+  j.resume.outstanding = false;
+  resume_stream(n->second, j,
+                "job_resume unanswered for " + std::to_string(k_resume_retry.count()) + " s");
+}
+
+void broker::abandon_stream(node_entry& n, live_job& j, const std::string& why) {
+  send(n.routing_id, wire::job_cancel{j.row.id, j.row.attempts});
+  n.running.erase(j.row.id);
+  // An attempt that began before a broker restart lost its tokens to the restart, not to its
+  // node.
+  if (j.recovered_attempt) {
+    requeue(j, why, loss::broker_restart);
+    return;
+  }
+  node_lost_attempt(n, why);
+  requeue(j, why);
 }
 
 void broker::node_lost(node_entry& n, const std::string& why) {

@@ -502,7 +502,7 @@ void broker::recover() {
 void broker::load_unfinished_jobs() {
   // Running jobs stay with their node for one liveness period, waiting for it to reconnect and
   // list them; queued ones go back in the queue.
-  const int64_t grace = int64_t(cfg_.heartbeat_ms) * cfg_.liveness;
+  const auto grace = std::chrono::milliseconds(int64_t(cfg_.heartbeat_ms) * cfg_.liveness);
   size_t n_running = 0;
   for (auto& row : store_->unfinished_jobs()) {
     live_job j;
@@ -517,7 +517,7 @@ void broker::load_unfinished_jobs() {
       live.output = store_->read_output(id, 0, live.row.output_bytes);
       live.stored_bytes = live.output.size();
       live.relayed = {live.next_seq, live.stored_bytes};
-      live.recovered_deadline_ms = net::wall_ms() + grace;
+      live.recovered_deadline = net::steady::now() + grace;
       live.recovered_attempt = true;
       if (auto it = nodes_.find(live.row.node); it != nodes_.end()) it->second.running.insert(id);
       ++n_running;
@@ -568,7 +568,12 @@ void broker::reload() {
     if (j.row.state != wire::job_state::running) continue;
     auto n = nodes_.find(j.row.node);
     if (n == nodes_.end() || !n->second.online) continue;
-    j.recovered_deadline_ms = 0;
+    // As on a node's hello (broker-nodes.cpp): not counted as unanswered, since the node may
+    // have nothing past what was stored.
+    j.recovered_deadline.reset();
+    j.resume.outstanding = true;
+    j.resume.gap = false;
+    j.resume.sent = net::steady::now();
     send(n->second.routing_id, wire::job_resume{id, j.row.attempts, j.next_seq});
   }
   for (auto& [name, n] : nodes_) {
@@ -584,7 +589,6 @@ void broker::timers() {
     // whatever the phase, and a dead node is noticed within half an interval of its deadline.
     next_tick_ = now + std::chrono::milliseconds(std::max<uint32_t>(cfg_.heartbeat_ms / 2, 1));
     const auto dead_after = std::chrono::milliseconds(int64_t(cfg_.heartbeat_ms) * cfg_.liveness);
-    const int64_t wall = net::wall_ms();
     node_timers(now);
     for (auto& [name, n] : nodes_) {
       if (!n.online) continue;
@@ -603,12 +607,15 @@ void broker::timers() {
         n.last_seen_stored_ms = n.last_seen_ms;
       }
     }
-    // Jobs recovered after a restart whose node did not come back in time.
+    // Jobs recovered after a restart whose node did not come back in time: the restart's doing.
     for (auto& [id, j] : jobs_) {
-      if (j.recovered_deadline_ms != 0 && wall > j.recovered_deadline_ms) {
-        j.recovered_deadline_ms = 0;
+      if (j.recovered_deadline && now > *j.recovered_deadline) {
+        j.recovered_deadline.reset();
         if (auto it = nodes_.find(j.row.node); it != nodes_.end()) it->second.running.erase(id);
-        requeue(j, "node " + j.row.node + " did not report the job after the broker restarted");
+        requeue(j, "node " + j.row.node + " did not report the job after the broker restarted",
+                loss::broker_restart);
+      } else if (j.resume.outstanding) {
+        resume_timer(j, now);
       }
     }
   }

@@ -76,10 +76,19 @@ struct live_job {
   bool cancel_requested = false;
   // Attempts lost on the node side that do not count towards max_attempts (requeue()).
   uint32_t forgiven = 0;
-  int64_t recovered_deadline_ms = 0;  // after a restart: requeue if its node has not reported
+  // After a restart: requeued if its node has not reported it by then.
+  std::optional<net::steady::time_point> recovered_deadline;
   // The current attempt began before the broker restarted: a gap in its stream is the restart's
   // doing, not its node's.
   bool recovered_attempt = false;
+  // The current attempt's stream lost tokens (or may have: its node said hello again) and the
+  // node was asked to send it again from next_seq (job_resume, broker-nodes.cpp).
+  struct resume_state {
+    bool outstanding = false;  // chunks past next_seq are ignored until one at next_seq comes
+    bool gap = false;          // such a chunk came: the node has tokens the broker lacks
+    uint32_t unanswered = 0;   // resumes sent since the stream last advanced
+    net::steady::time_point sent{};
+  } resume;
   std::set<std::string> watchers;  // routing ids of clients following it
   uint32_t last_position_sent = UINT32_MAX;
   uint64_t queued_bytes = 0;  // its prompt and messages, as counted against the limits
@@ -221,6 +230,14 @@ class broker {
   void on_job_final(node_entry& n, const wire::job_final& m);
   void on_job_handback(node_entry& n, const wire::job_handback& m);
   void node_lost(node_entry& n, const std::string& why);
+  // The current attempt's stream lost tokens: job_resume asks the node for them again; after
+  // k_max_resumes unanswered ones the attempt is abandoned (abandon_stream).
+  void resume_stream(node_entry& n, live_job& j, const std::string& why);
+  // An outstanding resume of a stream that still has a gap is sent again after k_resume_retry
+  // (from timers()).
+  void resume_timer(live_job& j, net::steady::time_point now);
+  // The stream cannot be completed: the attempt is cancelled and the job queued again.
+  void abandon_stream(node_entry& n, live_job& j, const std::string& why);
   // An attempt of `n` ended without finishing on the node side: counts it, and quarantines the
   // node after cfg_.quarantine_after such losses within the window.
   void node_lost_attempt(node_entry& n, const std::string& why, bool handback = false);
@@ -289,7 +306,9 @@ class broker {
   // node side (a node that fails a job sends job_final failed, which finishes it), so the attempt
   // does not count towards max_attempts when another healthy node serves the model, nor ever
   // when it was handed back; max_total_attempts bounds the job in any case.
-  enum class loss { node, handback };
+  // broker_restart: the attempt was lost because the broker restarted (its node did not come back
+  // in time), which never counts towards max_attempts either.
+  enum class loss { node, handback, broker_restart };
   void requeue(live_job& j, const std::string& why, loss cause = loss::node);
   void finish(live_job& j, wire::job_state state, const std::string& stop_reason,
               const std::string& error, uint32_t n_prompt, uint32_t n_gen);

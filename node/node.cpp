@@ -8,9 +8,11 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
+#include "node/attempt-journal.h"
 #include "node/hardware.h"
 #include "schema/curve-cert.h"
 #include "schema/handshake-monitor.h"
@@ -24,6 +26,12 @@ constexpr uint32_t k_chunk_tokens = 8;
 constexpr auto k_chunk_wait = std::chrono::milliseconds(5);
 constexpr auto k_backoff_min = std::chrono::milliseconds(250);
 constexpr auto k_backoff_max = std::chrono::milliseconds(8000);
+// After a broker restart every message the node sent meanwhile is answered with unknown_node.
+// One hello answers them all; another goes only if no welcome came within this time (the hello
+// was lost or refused).
+constexpr auto k_rehello_wait = std::chrono::milliseconds(1000);
+// Text per chunk when a stream is sent again (job_resume): well within max_string_bytes.
+constexpr size_t k_resend_chunk_bytes = 1 << 20;
 
 std::string host_name() {
   char buf[256] = {};
@@ -139,8 +147,11 @@ struct node_daemon::impl {
   uint32_t heartbeat_ms = 1000;
   uint32_t liveness = 3;
   net::steady::time_point last_heard, last_sent;
+  std::optional<net::steady::time_point> hello_sent;  // a hello not yet answered by a welcome
+  uint64_t welcomes = 0;
   std::chrono::milliseconds backoff = k_backoff_min;
-  std::set<std::pair<uint64_t, uint32_t>> running;  // (job_id, attempt)
+  // The attempts it runs, and finished ones held for job_resume, with what it sent of them.
+  attempt_journal journal;
   std::map<std::pair<uint64_t, uint32_t>, pending_chunk> pending;
   bool draining = false;
   int exit_code = 0;
@@ -200,17 +211,20 @@ struct node_daemon::impl {
     h.slots = cfg.slots;
     h.hardware = hardware;
     h.models = engine->models();
-    for (const auto& [id, attempt] : running) h.running.push_back({id, attempt});
+    h.running = journal.refs();
     send(h);
     last_heard = net::steady::now();
+    hello_sent = last_heard;
   }
 
   void flush_chunk(const std::pair<uint64_t, uint32_t>& key) {
     auto it = pending.find(key);
     if (it == pending.end()) return;
-    send(wire::job_tokens{key.first, key.second, it->second.seq, it->second.n_tokens,
-                          std::move(it->second.text)});
+    wire::job_tokens chunk{key.first, key.second, it->second.seq, it->second.n_tokens,
+                           std::move(it->second.text)};
     pending.erase(it);
+    journal.sent(chunk);
+    send(chunk);
   }
 
   // A bounded share of the engine's reports per pass, so the loop comes back to the socket (and
@@ -236,8 +250,11 @@ struct node_daemon::impl {
         }
         case engine_event::kind::finished:
           flush_chunk(key);
+          journal.finished(e.final, net::steady::now());
+          // The cluster tests read this line to know that an attempt ended on the node.
+          spdlog::info("job {} attempt {}: {} after {} tokens", key.first, key.second,
+                       wire::job_state_name(e.final.state), e.final.n_gen);
           send(e.final);
-          running.erase(key);
           if (!draining) send(wire::node_pull{1});
           break;
         case engine_event::kind::models_changed:
@@ -260,20 +277,21 @@ struct node_daemon::impl {
         auto m = wire::decode<wire::node_welcome>(env.env.body);
         if (!m) return spdlog::warn("dropped a malformed welcome: {}", m.message());
         backoff = k_backoff_min;
+        hello_sent.reset();
+        ++welcomes;
         handshake_failure_logged = false;
         heartbeat_ms = std::max<uint32_t>(m->heartbeat_ms, 10);
         liveness = std::max<uint32_t>(m->liveness, 1);
         spdlog::info("registered with the broker at {} as '{}'", cfg.broker, cfg.name);
-        const uint32_t free = cfg.slots > running.size() ? cfg.slots - uint32_t(running.size()) : 0;
+        const size_t running = journal.running_count();
+        const uint32_t free = cfg.slots > running ? cfg.slots - uint32_t(running) : 0;
         if (!draining && free > 0) send(wire::node_pull{free});
         return;
       }
       case wire::command::job_assign: {
         auto m = wire::decode<wire::job_assign>(env.env.body);
         if (!m) return spdlog::warn("dropped a malformed job: {}", m.message());
-        const auto key = std::pair(m->job_id, m->attempt);
-        if (running.contains(key)) return;
-        running.insert(key);
+        if (!journal.start({m->job_id, m->attempt})) return;
         spdlog::info("job {} attempt {}: model {}", m->job_id, m->attempt, m->model);
         engine->submit(*m);
         return;
@@ -281,10 +299,21 @@ struct node_daemon::impl {
       case wire::command::job_cancel: {
         auto m = wire::decode<wire::job_cancel>(env.env.body);
         if (!m) return spdlog::warn("dropped a malformed cancel: {}", m.message());
-        if (!running.contains({m->job_id, m->attempt})) return;
+        const wire::job_ref ref{m->job_id, m->attempt};
+        if (!journal.knows(ref)) return;
+        if (!journal.running(ref)) {
+          // A held attempt the broker cancels is not its own any more: nothing to resume.
+          journal.drop(ref);
+          return;
+        }
         spdlog::info("job {} attempt {}: cancel", m->job_id, m->attempt);
-        engine->cancel({m->job_id, m->attempt});
+        engine->cancel(ref);
         return;
+      }
+      case wire::command::job_resume: {
+        auto m = wire::decode<wire::job_resume>(env.env.body);
+        if (!m) return spdlog::warn("dropped a malformed resume: {}", m.message());
+        return on_resume(*m);
       }
       case wire::command::heartbeat:
         return;
@@ -292,6 +321,7 @@ struct node_daemon::impl {
         auto m = wire::decode<wire::error_reply>(env.env.body);
         if (!m) return spdlog::warn("dropped a malformed error: {}", m.message());
         if (m->code == wire::error_code::unknown_node) {
+          if (hello_sent && net::steady::now() - *hello_sent < k_rehello_wait) return;
           spdlog::info("the broker does not know this node (it restarted?); saying hello again");
           hello();
           return;
@@ -311,6 +341,51 @@ struct node_daemon::impl {
     }
   }
 
+  // The broker has tokens [0, seq) of the attempt: the rest of what was sent goes again, and a
+  // held attempt's final after it. What cannot be resumed is handed back for the broker to run
+  // again, and stopped here.
+  void on_resume(const wire::job_resume& m) {
+    const wire::job_ref ref{m.job_id, m.attempt};
+    auto replay = journal.resume(ref, m.seq, k_resend_chunk_bytes);
+    if (!replay) {
+      spdlog::warn("job {} attempt {}: cannot resume from token {}: {}; handing it back", m.job_id,
+                   m.attempt, m.seq, replay.message());
+      if (journal.running(ref)) {
+        engine->cancel(ref);
+      } else {
+        journal.drop(ref);
+      }
+      send(wire::job_handback{m.job_id, m.attempt, "cannot resume: " + replay.message()});
+      return;
+    }
+    if (!replay->chunks.empty()) {
+      spdlog::info("job {} attempt {}: resuming from token {} ({} chunks)", m.job_id, m.attempt,
+                   m.seq, replay->chunks.size());
+    }
+    for (const auto& c : replay->chunks) send(c);
+    if (replay->final) send(*replay->final);
+  }
+
+  // Waits out the backoff. The current socket's hello stays queued in it and goes out when the
+  // broker is back: a welcome meanwhile keeps that socket (true). Without this a backoff longer
+  // than the broker's liveness would let a broker that came back declare the node dead, and
+  // requeue the attempts it had just resumed.
+  bool welcomed_during_backoff(const std::atomic<bool>& stop) {
+    const auto until = net::steady::now() + backoff;
+    const uint64_t welcomes_before = welcomes;
+    while (net::steady::now() < until && !stop.load()) {
+      if (!sock) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        continue;
+      }
+      zmq::pollitem_t item = {sock->handle(), 0, ZMQ_POLLIN, 0};
+      net::poll(&item, 1, std::chrono::milliseconds(20));
+      while (auto msg = net::try_recv(*sock, false)) on_broker_message(*msg);
+      if (fatal || welcomes != welcomes_before) return true;
+    }
+    return false;
+  }
+
   // Sends due chunks and heartbeats, and notices a silent broker. Returns the time until the
   // next thing is due.
   std::chrono::milliseconds timers() {
@@ -326,6 +401,7 @@ struct node_daemon::impl {
         ++it;
       }
     }
+    journal.expire(now);
     const auto hb = std::chrono::milliseconds(heartbeat_ms);
     if (now - last_sent >= hb) send(wire::heartbeat{});
     // Before calling the broker dead, read what it may have sent while this loop was busy.
@@ -375,10 +451,11 @@ int node_daemon::run(const std::atomic<bool>& stop) {
     if (stop.load() && !s.draining) {
       s.draining = true;
       drain_deadline = net::steady::now() + std::chrono::milliseconds(s.cfg.drain_timeout_ms);
-      spdlog::info("stopping: {} running jobs get up to {} ms to finish", s.running.size(),
+      spdlog::info("stopping: {} running jobs get up to {} ms to finish", s.journal.running_count(),
                    s.cfg.drain_timeout_ms);
     }
-    if (s.draining && (s.running.empty() || net::steady::now() >= *drain_deadline)) break;
+    if (s.draining && (s.journal.running_count() == 0 || net::steady::now() >= *drain_deadline))
+      break;
 
     auto wait = s.handshake_failed ? std::chrono::milliseconds(-1) : s.timers();
     if (wait.count() < 0) {
@@ -390,10 +467,7 @@ int node_daemon::run(const std::atomic<bool>& stop) {
         s.monitor.reset();
         s.sock.reset();
       }
-      const auto until = net::steady::now() + s.backoff;
-      while (net::steady::now() < until && !stop.load()) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
+      if (s.welcomed_during_backoff(stop)) continue;
       s.backoff = std::min(s.backoff * 2, k_backoff_max);
       s.connect();
       continue;

@@ -341,4 +341,14 @@ bool wait_until(const std::function<bool()>& cond, std::chrono::milliseconds tim
   return cond();
 }
 
+bool nodes_online(test_client& c, size_t n) {
+  return wait_until([&] {
+    auto r = c.request<wire::nodes_reply>(wire::list_nodes{});
+    if (!r) return false;
+    size_t online = 0;
+    for (const auto& node : r->nodes) online += node.online;
+    return online >= n;
+  });
+}
+
 }  // namespace hearth::testing

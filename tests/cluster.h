@@ -170,4 +170,7 @@ wire::submit greedy_job(const std::string& model, const std::string& prompt, int
 bool wait_until(const std::function<bool()>& cond,
                 std::chrono::milliseconds timeout = std::chrono::seconds(20));
 
+// Waits until `n` nodes are online at the broker `c` talks to.
+bool nodes_online(test_client& c, size_t n);
+
 }  // namespace hearth::testing

@@ -21,21 +21,11 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::cluster;
+using testing::nodes_online;
 using testing::test_client;
 using testing::wait_until;
 
 constexpr auto job = testing::greedy_job;
-
-// Waits until `n` nodes are online at the broker.
-bool nodes_online(test_client& c, size_t n) {
-  return wait_until([&] {
-    auto r = c.request<wire::nodes_reply>(wire::list_nodes{});
-    if (!r) return false;
-    size_t online = 0;
-    for (const auto& node : r->nodes) online += node.online;
-    return online >= n;
-  });
-}
 
 class cluster_test : public ::testing::Test {
  protected:
