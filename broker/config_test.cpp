@@ -8,7 +8,7 @@
 namespace hearth::broker {
 namespace {
 
-const std::string k_repo = std::filesystem::path(__FILE__).parent_path().parent_path().string();
+const std::string k_repo = HEARTH_SOURCE_DIR;
 
 std::string write_yaml(const std::string& name, const std::string& text) {
   const std::string path = ::testing::TempDir() + name;

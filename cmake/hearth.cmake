@@ -18,6 +18,9 @@ function(hearth_test)
   add_executable(${T_NAME} ${T_SOURCES})
   hearth_target_options(${T_NAME})
   target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} hearth_testing GTest::gtest GTest::gtest_main)
+  # Where the tree is, for tests that read files of it (example configs, test data). Not
+  # __FILE__: ccache's base_dir makes that relative to the build folder.
+  target_compile_definitions(${T_NAME} PRIVATE HEARTH_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   add_test(NAME ${T_NAME} COMMAND ${T_NAME})
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 600)

@@ -32,7 +32,7 @@ using ids = std::vector<int32_t>;
 
 // tests/data/ beside this file (checked-in expectations, unlike ../shared/testdata).
 std::string local_data(const std::string& relative) {
-  return (std::filesystem::path(__FILE__).parent_path() / "data" / relative).string();
+  return (std::filesystem::path(HEARTH_SOURCE_DIR) / "tests" / "data" / relative).string();
 }
 
 // The pieces of a SentencePiece model file, read from its protobuf: ModelProto.pieces = 1
