@@ -159,6 +159,21 @@ void broker::on_submit(const std::string& rid, const peer& who, wire::submit m) 
   send(rid, wire::accepted{m.request_id, id, position});
 }
 
+namespace {
+// Where a re-attaching watcher's stream resumes (PROTOCOL.md section 10.3): from what it says it
+// has of `attempt` when that is the job's latest attempt and within what the broker holds of it
+// (`seq` tokens, `output` bytes); otherwise from the attempt's start, which the watcher knows to
+// take as a restatement. Its word is checked, not trusted: an offset beyond the output, or more
+// tokens than were streamed, start over.
+output_mark watch_resume_mark(const wire::watch& m, uint32_t attempt, uint64_t seq,
+                              uint64_t output_bytes) {
+  if (m.attempt == 0 || m.attempt != attempt || m.seq > seq || m.output_offset > output_bytes) {
+    return {};
+  }
+  return {m.seq, m.output_offset};
+}
+}  // namespace
+
 void broker::on_watch(const std::string& rid, const peer& who, const wire::watch& m) {
   std::optional<job_row> stored;
   const job_row* row = visible_job(rid, who, m.request_id, m.job_id, stored);
@@ -172,14 +187,17 @@ void broker::on_watch(const std::string& rid, const peer& who, const wire::watch
       send(rid, wire::job_queued{j.row.id, j.last_position_sent});
     } else if (j.row.state == wire::job_state::running) {
       send(rid, wire::job_running{j.row.id, j.row.attempts, j.row.node});
+      const output_mark from =
+          watch_resume_mark(m, j.row.attempts, j.next_seq, j.row.output.size());
       if (j.next_seq > 0)
-        send_output_from(rid, j.row.id, j.row.attempts, {}, j.next_seq, j.row.output, UINT64_MAX);
+        send_output_from(rid, j.row.id, j.row.attempts, from, j.next_seq, j.row.output, UINT64_MAX);
     }
     return;
   }
   send(rid, wire::ok{m.request_id});
   if (!row->output.empty() || row->n_gen > 0) {
-    send_output_from(rid, row->id, row->attempts, {}, row->n_gen, row->output, UINT64_MAX);
+    const output_mark from = watch_resume_mark(m, row->attempts, row->n_gen, row->output.size());
+    send_output_from(rid, row->id, row->attempts, from, row->n_gen, row->output, UINT64_MAX);
   }
   send(rid, wire::job_done{row->id, row->attempts, row->state, row->stop_reason, row->error,
                            row->n_prompt, row->n_gen});
