@@ -697,6 +697,71 @@ TEST_F(cli_cluster, watch_survives_a_broker_restart_and_prints_the_output_once) 
   EXPECT_EQ(joined, output);
 }
 
+// The broker's side of a re-attach: a watcher that says what it has of the running attempt gets
+// the rest from there; one whose word does not hold (another attempt, an offset beyond the output)
+// gets the attempt from its start.
+TEST_F(cli_cluster, a_reattaching_watcher_gets_the_rest_from_where_it_says) {
+  ASSERT_NO_FATAL_FAILURE(start_cluster("40"));
+  auto s = testing::greedy_job("stories260K", "Once upon", 120);
+  s.watch = true;
+  auto acc = client_->request<wire::accepted>(s);
+  ASSERT_TRUE(acc);
+  // What the first watcher has: tokens [0, seq) of attempt 1, text `had`.
+  std::string had;
+  uint64_t seq = 0;
+  while (seq < 10) {
+    auto ev = client_->next_event(std::chrono::seconds(10));
+    ASSERT_TRUE(ev);
+    if (ev->cmd != wire::command::job_tokens) continue;
+    auto t = wire::decode<wire::job_tokens>(ev->body);
+    ASSERT_TRUE(t);
+    ASSERT_EQ(t->seq, seq);
+    had += t->text;
+    seq += t->n_tokens;
+  }
+  // Each re-attaching watcher: the first chunk it gets, and its text until job_done.
+  struct rest {
+    uint64_t first_seq = UINT64_MAX;
+    std::string text;
+  };
+  auto reattach = [&](uint32_t attempt, uint64_t at_seq, uint64_t offset) {
+    auto w = c_.client();
+    wire::watch m;
+    m.job_id = acc->job_id;
+    m.attempt = attempt;
+    m.seq = at_seq;
+    m.output_offset = offset;
+    rest r;
+    if (!w->request<wire::ok>(m)) return r;
+    while (auto ev = w->next_event(std::chrono::seconds(20))) {
+      if (ev->cmd == wire::command::job_done) break;
+      if (ev->cmd != wire::command::job_tokens) continue;
+      auto t = wire::decode<wire::job_tokens>(ev->body);
+      if (!t) break;
+      if (r.first_seq == UINT64_MAX) r.first_seq = t->seq;
+      r.text += t->text;
+    }
+    return r;
+  };
+  // Running: it follows until job_done, so the next ones watch the finished job.
+  const rest resumed = reattach(1, seq, had.size());
+  const rest finished = reattach(1, seq, had.size());
+  const rest other_attempt = reattach(2, seq, had.size());
+  const rest beyond = reattach(1, seq, 1 << 20);
+  auto d = client_->wait_final(acc->job_id);
+  ASSERT_TRUE(d);
+  ASSERT_EQ(d->summary.state, wire::job_state::completed);
+  const std::string output = whole_output(*client_, acc->job_id);
+  EXPECT_EQ(resumed.first_seq, seq);
+  EXPECT_EQ(had + resumed.text, output);
+  EXPECT_EQ(finished.first_seq, seq);
+  EXPECT_EQ(had + finished.text, output);
+  EXPECT_EQ(other_attempt.first_seq, 0u);
+  EXPECT_EQ(other_attempt.text, output);
+  EXPECT_EQ(beyond.first_seq, 0u);
+  EXPECT_EQ(beyond.text, output);
+}
+
 TEST_F(cli_cluster, job_prints_an_output_of_many_pages_whole_and_as_json) {
   ASSERT_NO_FATAL_FAILURE(start_cluster("0"));
   auto& client = client_;
