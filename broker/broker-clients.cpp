@@ -192,6 +192,21 @@ void broker::on_submit(const std::string& rid, const peer& who, wire::submit m) 
   send(rid, wire::accepted{m.request_id, id, position});
 }
 
+namespace {
+// Where a re-attaching watcher's stream resumes (PROTOCOL.md section 10.3): from what it says it
+// has of `attempt` when that is the job's latest attempt and within what the broker holds of it
+// (`seq` tokens, `output` bytes); otherwise from the attempt's start, which the watcher knows to
+// take as a restatement. Its word is checked, not trusted: an offset beyond the output, or more
+// tokens than were streamed, start over.
+output_mark watch_resume_mark(const wire::watch& m, uint32_t attempt, uint64_t seq,
+                              uint64_t output_bytes) {
+  if (m.attempt == 0 || m.attempt != attempt || m.seq > seq || m.output_offset > output_bytes) {
+    return {};
+  }
+  return {m.seq, m.output_offset};
+}
+}  // namespace
+
 void broker::on_watch(const std::string& rid, const peer& who, const wire::watch& m) {
   std::optional<job_row> stored;
   if (!visible_job(rid, who, m.request_id, m.job_id, stored)) return;
@@ -200,15 +215,6 @@ void broker::on_watch(const std::string& rid, const peer& who, const wire::watch
 }
 
 void broker::watch_job(const std::string& rid, uint64_t job_id, const wire::watch& has) {
-  // Where the watcher's stream continues: from what it says it has of the latest attempt when
-  // that is consistent with the record (an offset past the output is not trusted), else from the
-  // beginning of the latest attempt.
-  auto resume_from = [&](uint32_t attempt, uint64_t n_gen, uint64_t bytes) {
-    const bool same = has.attempt != 0 && has.attempt == attempt && has.seq <= n_gen &&
-                      has.output_offset <= bytes &&
-                      (has.seq == n_gen) == (has.output_offset == bytes);
-    return same ? output_mark{has.seq, has.output_offset} : output_mark{};
-  };
   if (auto it = jobs_.find(job_id); it != jobs_.end()) {
     live_job& j = it->second;
     j.watchers.insert(rid);
@@ -217,7 +223,7 @@ void broker::watch_job(const std::string& rid, uint64_t job_id, const wire::watc
       send(rid, wire::job_queued{j.row.id, j.last_position_sent});
     } else if (j.row.state == wire::job_state::running) {
       send(rid, wire::job_running{j.row.id, j.row.attempts, j.row.node});
-      const output_mark from = resume_from(j.row.attempts, j.next_seq, j.output.size());
+      const output_mark from = watch_resume_mark(has, j.row.attempts, j.next_seq, j.output.size());
       // The output so far goes out in pages over the next turns, as to a watcher that lagged.
       if (from.seq < j.next_seq || from.byte < j.output.size()) {
         watcher_lag& l = lagging_[{job_id, rid}];
@@ -232,7 +238,7 @@ void broker::watch_job(const std::string& rid, uint64_t job_id, const wire::watc
   if (!row) return;
   const wire::job_done done{row->id,    row->attempts, row->state, row->stop_reason,
                             row->error, row->n_prompt, row->n_gen};
-  const output_mark from = resume_from(row->attempts, row->n_gen, row->output_bytes);
+  const output_mark from = watch_resume_mark(has, row->attempts, row->n_gen, row->output_bytes);
   if (from.seq == row->n_gen && from.byte == row->output_bytes) return send(rid, done);
   watcher_lag& l = lagging_[{job_id, rid}];
   l = {};

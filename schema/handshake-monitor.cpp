@@ -42,7 +42,7 @@ std::string handshake_failure_text(const handshake_failure& f) {
 
 handshake_monitor::handshake_monitor(zmq::context_t& ctx, zmq::socket_t& watched)
     : events_(ctx, watched,
-              ZMQ_EVENT_CONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
+              ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
                   ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
                   ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {}
 
@@ -53,8 +53,14 @@ void handshake_monitor::update() {
       case ZMQ_EVENT_CONNECTED:
         connected_ = true;
         break;
+      case ZMQ_EVENT_DISCONNECTED:
+        // One that failed its handshake (the broker was starting) never carried our messages.
+        if (up_) ++disconnects_;
+        up_ = false;
+        break;
       case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
         succeeded_ = true;
+        up_ = true;
         failure_.reset();
         break;
       case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:

@@ -44,6 +44,9 @@ class handshake_monitor {
 
   bool connected() const { return connected_; }  // a TCP connection was made since the start
   bool succeeded() const { return succeeded_; }  // a handshake completed since the start
+  // Connections that completed a handshake and then dropped (the peer closed or died): a client
+  // that follows a job re-attaches after one, since a restarted broker forgot it.
+  uint64_t disconnects() const { return disconnects_; }
   // The latest failure, cleared by a later success.
   const std::optional<handshake_failure>& failure() const { return failure_; }
 
@@ -51,6 +54,8 @@ class handshake_monitor {
   socket_events events_;
   bool connected_ = false;
   bool succeeded_ = false;
+  uint64_t disconnects_ = 0;
+  bool up_ = false;  // a connection has completed its handshake and not dropped since
   std::optional<handshake_failure> failure_;
 };
 

@@ -1,21 +1,27 @@
 // The `hearth` binary as a user runs it: streamed greedy text, JSON output, eval's logits file,
 // tokenize, bench, devices, --backend vulkan (on a device or falling back to the CPU with one
-// line saying why), one-line errors with a non-zero exit code, `keygen`, and the keys of the broker
-// commands against a stand-in CURVE server (tests/curve-server.h).
+// line saying why), one-line errors with a non-zero exit code, `keygen`, the keys of the broker
+// commands against a stand-in CURVE server (tests/curve-server.h), and the broker commands against
+// a real broker and node (tests/cluster.h): retries while the broker is down or restarting, long
+// output, `jobs prune`.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <algorithm>
 #include <array>
+#include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "schema/curve-cert.h"
+#include "tests/cluster.h"
 #include "tests/curve-server.h"
 #include "tests/process.h"
 #include "tests/testdata.h"
@@ -531,6 +537,316 @@ INSTANTIATE_TEST_SUITE_P(synthetic, cli_every_model, ::testing::ValuesIn(synthet
                              if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
                            return n;
                          });
+
+// --- the broker commands against a real cluster ---
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// A `hearth` command in the background, its stdout and stderr in files of the cluster's folder.
+struct background_cli {
+  testing::process proc;
+  std::string out_file, err_file;
+  std::string out() const { return read(out_file); }
+  std::string err() const { return read(err_file); }
+  // "" until the shell has made the file.
+  static std::string read(const std::string& file) {
+    return std::filesystem::exists(file) ? testing::read_file_text(file) : "";
+  }
+};
+
+class cli_cluster : public ::testing::Test {
+ protected:
+  // --broker and the client key options.
+  std::string broker_args(const std::string& role = "client") {
+    std::string a = " --broker " + c_.endpoint();
+    for (const auto& k : c_.key_args(role, "default")) a += " " + quote(k);
+    return a;
+  }
+  background_cli start_cli(const std::string& name, const std::string& args) {
+    background_cli b;
+    b.out_file = c_.dir().file(name + ".out");
+    b.err_file = c_.dir().file(name + ".err");
+    const std::string cmd = std::string(HEARTH_BIN) + " " + args + broker_args() + " >" +
+                            quote(b.out_file) + " 2>" + quote(b.err_file);
+    b.proc = testing::spawn({"/bin/sh", "-c", cmd}, c_.dir().file(name + ".sh.log"));
+    return b;
+  }
+  process_result run_cli(const std::string& args, const std::string& role = "client") {
+    return hearth(args + broker_args(role));
+  }
+  // A broker and one null-engine node at `tokens_per_s` (0: as fast as it goes), the node online.
+  void start_cluster(const std::string& rate) {
+    broker_ = c_.start_broker();
+    node_ = c_.start_node("null", c_.models("m", {"stories260K"}), "null", 1,
+                          {"--null-tokens-per-s", rate});
+    client_ = c_.client();
+    ASSERT_TRUE(nodes_online(*client_)) << broker_.log() << node_.log();
+  }
+  bool nodes_online(testing::test_client& client) {
+    return testing::wait_until([&] {
+      auto r = client.request<wire::nodes_reply>(wire::list_nodes{});
+      return r && !r->nodes.empty() && r->nodes[0].online;
+    });
+  }
+  // The job's whole output, paged through get_job here rather than by the CLI under test.
+  static std::string whole_output(testing::test_client& client, uint64_t job_id) {
+    std::string out;
+    for (int pages = 0; pages < 1000; ++pages) {
+      wire::get_job g;
+      g.job_id = job_id;
+      g.output_offset = out.size();
+      auto r = client.request<wire::job_reply>(g);
+      if (!r) return "(get_job failed)";
+      out += r->job.output;
+      if (out.size() >= r->output_total_bytes || r->job.output.empty()) break;
+    }
+    return out;
+  }
+  testing::cluster c_;
+  testing::process broker_, node_;
+  std::unique_ptr<testing::test_client> client_;
+};
+
+TEST_F(cli_cluster, submit_waits_for_a_broker_that_starts_later_and_makes_one_job) {
+  // No node: --wait-model queues the job all the same.
+  auto sub = start_cli("submit", "submit --wait-model --no-stream -m stories260K 'Once upon'");
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  auto broker = c_.start_broker();
+  ASSERT_EQ(sub.proc.wait(std::chrono::seconds(70)), 0) << sub.err() << broker.log();
+  const uint64_t id = std::stoull(sub.out());
+  auto client = c_.client();
+  auto jobs = client->request<wire::jobs_reply>(wire::list_jobs{});
+  ASSERT_TRUE(jobs);
+  ASSERT_EQ(jobs->jobs.size(), 1u);
+  EXPECT_EQ(jobs->jobs[0].job_id, id);
+}
+
+TEST_F(cli_cluster, submit_says_it_waits_while_the_broker_does_not_answer_then_gets_through) {
+  // Later than one try's 5 s: the first try times out and the retries begin.
+  auto sub = start_cli("submit", "submit --wait-model --no-stream -m stories260K 'Once upon'");
+  std::this_thread::sleep_for(std::chrono::seconds(7));
+  EXPECT_NE(sub.err().find("hearth: the broker at " + c_.endpoint() +
+                           " does not answer; retrying for up to 60 s"),
+            std::string::npos)
+      << sub.err();
+  auto broker = c_.start_broker();
+  ASSERT_EQ(sub.proc.wait(std::chrono::seconds(70)), 0) << sub.err() << broker.log();
+  EXPECT_NE(sub.err().find("answers again"), std::string::npos) << sub.err();
+  auto client = c_.client();
+  auto jobs = client->request<wire::jobs_reply>(wire::list_jobs{});
+  ASSERT_TRUE(jobs);
+  EXPECT_EQ(jobs->jobs.size(), 1u);
+}
+
+TEST_F(cli_cluster, submit_gives_up_after_retry_for) {
+  auto r = run_cli("submit --wait-model --no-stream --retry-for 1 -m stories260K 'Once upon'");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("does not answer; retrying for up to 1 s"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("hearth: error: no reply from the broker at"), std::string::npos) << r.err;
+}
+
+// A slow null-engine job, watched as text and as JSON lines while the broker is killed and
+// started again: both print the job's whole output exactly once.
+TEST_F(cli_cluster, watch_survives_a_broker_restart_and_prints_the_output_once) {
+  ASSERT_NO_FATAL_FAILURE(start_cluster("40"));
+  auto& client = client_;
+  auto& broker = broker_;
+  auto acc = client->request<wire::accepted>(testing::greedy_job("stories260K", "Once upon", 200));
+  ASSERT_TRUE(acc);
+  const std::string id = std::to_string(acc->job_id);
+  auto text = start_cli("watch", "watch " + id);
+  auto lines = start_cli("watch-json", "watch --json " + id);
+  ASSERT_TRUE(testing::wait_until([&] { return text.out().size() > 20; }))
+      << text.err() << broker.log();
+
+  broker.signal(SIGKILL);
+  broker.wait();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  broker = c_.start_broker();
+
+  ASSERT_EQ(text.proc.wait(std::chrono::seconds(90)), 0) << text.err() << broker.log();
+  ASSERT_EQ(lines.proc.wait(std::chrono::seconds(30)), 0) << lines.err();
+  client = c_.client();
+  auto d = client->wait_final(acc->job_id);
+  ASSERT_TRUE(d);
+  ASSERT_EQ(d->summary.state, wire::job_state::completed);
+  const std::string output = whole_output(*client, acc->job_id);
+  ASSERT_FALSE(output.empty());
+  EXPECT_EQ(text.out(), output + "\n");
+  // Said once each, however many connections the restarting broker refused meanwhile.
+  EXPECT_EQ(count(text.err(), "hearth: the broker at " + c_.endpoint() +
+                                  " does not answer; retrying for up to 60 s\n"),
+            1u)
+      << text.err();
+  EXPECT_EQ(count(text.err(), " answers again\n"), 1u) << text.err();
+
+  // JSON lines: the texts of the last attempt's "tokens" events concatenate to the output.
+  std::istringstream in(lines.out());
+  std::string joined, last_event;
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    last_event = j["event"];
+    if (last_event == "restarted") joined.clear();
+    if (last_event == "tokens") joined += j["text"].get<std::string>();
+  }
+  EXPECT_EQ(last_event, "done");
+  EXPECT_EQ(joined, output);
+}
+
+// The broker's side of a re-attach: a watcher that says what it has of the running attempt gets
+// the rest from there; one whose word does not hold (another attempt, an offset beyond the output)
+// gets the attempt from its start.
+TEST_F(cli_cluster, a_reattaching_watcher_gets_the_rest_from_where_it_says) {
+  ASSERT_NO_FATAL_FAILURE(start_cluster("40"));
+  auto s = testing::greedy_job("stories260K", "Once upon", 120);
+  s.watch = true;
+  auto acc = client_->request<wire::accepted>(s);
+  ASSERT_TRUE(acc);
+  // What the first watcher has: tokens [0, seq) of attempt 1, text `had`.
+  std::string had;
+  uint64_t seq = 0;
+  while (seq < 10) {
+    auto ev = client_->next_event(std::chrono::seconds(10));
+    ASSERT_TRUE(ev);
+    if (ev->cmd != wire::command::job_tokens) continue;
+    auto t = wire::decode<wire::job_tokens>(ev->body);
+    ASSERT_TRUE(t);
+    ASSERT_EQ(t->seq, seq);
+    had += t->text;
+    seq += t->n_tokens;
+  }
+  // Each re-attaching watcher: the first chunk it gets, and its text until job_done.
+  struct rest {
+    uint64_t first_seq = UINT64_MAX;
+    std::string text;
+  };
+  auto reattach = [&](uint32_t attempt, uint64_t at_seq, uint64_t offset) {
+    auto w = c_.client();
+    wire::watch m;
+    m.job_id = acc->job_id;
+    m.attempt = attempt;
+    m.seq = at_seq;
+    m.output_offset = offset;
+    rest r;
+    if (!w->request<wire::ok>(m)) return r;
+    while (auto ev = w->next_event(std::chrono::seconds(20))) {
+      if (ev->cmd == wire::command::job_done) break;
+      if (ev->cmd != wire::command::job_tokens) continue;
+      auto t = wire::decode<wire::job_tokens>(ev->body);
+      if (!t) break;
+      if (r.first_seq == UINT64_MAX) r.first_seq = t->seq;
+      r.text += t->text;
+    }
+    return r;
+  };
+  // Running: it follows until job_done, so the next ones watch the finished job.
+  const rest resumed = reattach(1, seq, had.size());
+  const rest finished = reattach(1, seq, had.size());
+  const rest other_attempt = reattach(2, seq, had.size());
+  const rest beyond = reattach(1, seq, 1 << 20);
+  auto d = client_->wait_final(acc->job_id);
+  ASSERT_TRUE(d);
+  ASSERT_EQ(d->summary.state, wire::job_state::completed);
+  const std::string output = whole_output(*client_, acc->job_id);
+  EXPECT_EQ(resumed.first_seq, seq);
+  EXPECT_EQ(had + resumed.text, output);
+  EXPECT_EQ(finished.first_seq, seq);
+  EXPECT_EQ(had + finished.text, output);
+  EXPECT_EQ(other_attempt.first_seq, 0u);
+  EXPECT_EQ(other_attempt.text, output);
+  EXPECT_EQ(beyond.first_seq, 0u);
+  EXPECT_EQ(beyond.text, output);
+}
+
+TEST_F(cli_cluster, job_prints_an_output_of_many_pages_whole_and_as_json) {
+  ASSERT_NO_FATAL_FAILURE(start_cluster("0"));
+  auto& client = client_;
+  auto acc =
+      client->request<wire::accepted>(testing::greedy_job("stories260K", "Once upon", 300000));
+  ASSERT_TRUE(acc);
+  auto d = client->wait_final(acc->job_id, std::chrono::seconds(120));
+  ASSERT_TRUE(d);
+  ASSERT_EQ(d->summary.state, wire::job_state::completed) << d->summary.error;
+  const std::string output = whole_output(*client, acc->job_id);
+  // Several of the largest pages a get_job may ask for (512 KiB).
+  ASSERT_GT(output.size(), size_t(1) << 20);
+
+  const std::string id = std::to_string(acc->job_id);
+  auto r = run_cli("job " + id);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const size_t at = r.out.find("\noutput\n  ");
+  ASSERT_NE(at, std::string::npos);
+  std::string shown = r.out.substr(at + 10);
+  ASSERT_TRUE(shown.ends_with("\n"));
+  shown.pop_back();
+  std::string unindented;
+  for (size_t i = 0; i < shown.size(); ++i) {
+    unindented += shown[i];
+    if (shown[i] == '\n') i += 2;  // the block's indent
+  }
+  EXPECT_TRUE(unindented == output) << unindented.size() << " bytes shown, " << output.size();
+
+  r = run_cli("job --json " + id);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["summary"]["job_id"], acc->job_id);
+  EXPECT_EQ(j["summary"]["state"], "completed");
+  EXPECT_TRUE(j["output"].get<std::string>() == output);
+  EXPECT_EQ(j["prompt"], "Once upon");
+  EXPECT_TRUE(j["timings"].is_object());
+}
+
+TEST_F(cli, jobs_prune_needs_a_rule_and_checks_its_options_before_asking) {
+  // No broker listens there: every one must fail before trying.
+  const std::string prune = "jobs prune --broker tcp://127.0.0.1:1 ";
+  struct kase {
+    std::string args, message;
+  };
+  for (const auto& k : std::vector<kase>{
+           {"", "needs --older-than DURATION (30d, 12h, 90m, 45s) or --keep N"},
+           {"--older-than 30", "--older-than '30' is not a duration"},
+           {"--older-than 12x", "--older-than '12x' is not a duration"},
+           {"--older-than 0s", "--older-than '0s' is not a duration"},
+           {"--older-than -5m", "is not a duration"},
+           {"--older-than 99999999999d", "at most 100 years"},
+           {"--keep 0", "--keep must be at least 1"},
+       }) {
+    auto r = hearth(prune + k.args);
+    EXPECT_EQ(r.exit_code, 1) << k.args << ": " << r.err;
+    EXPECT_NE(r.err.find(k.message), std::string::npos) << k.args << ": " << r.err;
+    EXPECT_EQ(r.err.find("no reply"), std::string::npos) << k.args;
+  }
+  auto r = hearth(prune + "--keep many");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+}
+
+// Needs the broker's prune_jobs (the lead's branch).
+TEST_F(cli_cluster, jobs_prune_deletes_finished_jobs_for_an_admin_only) {
+  ASSERT_NO_FATAL_FAILURE(start_cluster("0"));
+  auto& client = client_;
+  auto& broker = broker_;
+  uint64_t last = 0;
+  for (int i = 0; i < 3; ++i) {
+    auto acc = client->request<wire::accepted>(testing::greedy_job("stories260K", "Once", 4));
+    ASSERT_TRUE(acc);
+    last = acc->job_id;
+    ASSERT_TRUE(client->wait_final(last));
+  }
+  auto r = run_cli("jobs prune --keep 1");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("hearth: error: "), std::string::npos) << r.err;
+  r = run_cli("jobs prune --keep 1", "admin");
+  ASSERT_EQ(r.exit_code, 0) << r.err << broker.log();
+  EXPECT_EQ(r.out, "pruned 2 jobs\n");
+  auto jobs = client->request<wire::jobs_reply>(wire::list_jobs{});
+  ASSERT_TRUE(jobs);
+  ASSERT_EQ(jobs->jobs.size(), 1u);
+  EXPECT_EQ(jobs->jobs[0].job_id, last);
+}
 
 }  // namespace
 }  // namespace hearth

@@ -1,201 +1,77 @@
 #include "tools/broker-cli.h"
 
-#include <unistd.h>
-
 #include <cmath>
 #include <ctime>
 #include <stdexcept>
 
-#include "tools/stream-view.h"
-
 namespace hearth::cli {
 
-// A running job's output grows while its pages are read (the total is the latest page's); when a
-// new attempt restarts it, reading starts over.
-wire::job_detail fetch_job(broker_client& client, uint64_t job_id) {
+bool read_job(broker_client& client, uint64_t job_id, const job_record_fn& on_record,
+              const job_output_fn& on_output) {
   for (int tries = 0; tries < 5; ++tries) {
     wire::get_job req;
     req.job_id = job_id;
+    req.max_output_bytes = wire::job_page_bytes_max;
+    req.max_prompt_bytes = wire::job_page_bytes_max;
     auto reply = client.request<wire::job_reply>(req);
     wire::job_detail d = std::move(reply.job);
+    const uint32_t attempts = d.summary.attempts;
+    // The output pages that come along with the prompt's, until the prompt is whole.
+    std::vector<std::string> held;
+    uint64_t have = d.output.size();
+    held.push_back(std::move(d.output));
+    d.output.clear();
     bool restarted = false;
-    while (!restarted && (d.output.size() < reply.output_total_bytes ||
-                          d.prompt.size() < reply.prompt_total_bytes)) {
-      req.output_offset = d.output.size();
+    while (!restarted && d.prompt.size() < reply.prompt_total_bytes) {
+      req.output_offset = have;
       req.prompt_offset = d.prompt.size();
-      const uint32_t attempts = d.summary.attempts;
       reply = client.request<wire::job_reply>(req);
       restarted = reply.job.summary.attempts != attempts ||
                   reply.output_offset != req.output_offset ||
-                  reply.prompt_offset != req.prompt_offset ||
-                  (reply.job.output.empty() && reply.job.prompt.empty());
-      d.output += reply.job.output;
+                  reply.prompt_offset != req.prompt_offset || reply.job.prompt.empty();
       d.prompt += reply.job.prompt;
-      d.summary = std::move(reply.job.summary);
-      d.events = std::move(reply.job.events);
+      have += reply.job.output.size();
+      held.push_back(std::move(reply.job.output));
     }
-    if (!restarted) return d;
+    if (restarted) continue;
+    uint64_t total = reply.output_total_bytes;
+    req.prompt_offset = d.prompt.size();
+    on_record(std::move(d));
+    for (const auto& page : held) {
+      if (!page.empty()) on_output(page);
+    }
+    held.clear();
+    // A running job's output grows while its pages are read: the total is the latest page's.
+    while (have < total) {
+      req.output_offset = have;
+      reply = client.request<wire::job_reply>(req);
+      if (reply.job.summary.attempts != attempts || reply.output_offset != have ||
+          reply.job.output.empty()) {
+        return false;
+      }
+      have += reply.job.output.size();
+      total = reply.output_total_bytes;
+      on_output(reply.job.output);
+    }
+    return true;
+  }
+  throw std::runtime_error("job " + std::to_string(job_id) +
+                           " kept restarting while its output was read; try again");
+}
+
+wire::job_detail fetch_job(broker_client& client, uint64_t job_id) {
+  for (int tries = 0; tries < 5; ++tries) {
+    wire::job_detail d;
+    const bool whole = read_job(
+        client, job_id, [&](wire::job_detail r) { d = std::move(r); },
+        [&](std::string_view page) { d.output += page; });
+    if (whole) return d;
   }
   throw std::runtime_error("job " + std::to_string(job_id) +
                            " kept restarting while its output was read; try again");
 }
 
 namespace {
-
-// How long a followed job may stay silent before we ask the broker whether it still exists
-// and whether the job ended without its job_done reaching us (a broker restart forgets
-// watchers). Queued jobs are silent for long; one get_job per interval costs nothing.
-constexpr std::chrono::seconds silence_probe{15};
-
-void write_out(std::string_view s) {
-  std::fwrite(s.data(), 1, s.size(), stdout);
-  std::fflush(stdout);
-}
-
-void write_err(std::string_view s) {
-  std::fflush(stdout);  // text and notices interleave in the order they happened
-  std::fwrite(s.data(), 1, s.size(), stderr);
-  std::fflush(stderr);
-}
-
-// The job's record when it has ended, else nullopt. Throws when the broker is gone.
-std::optional<wire::job_detail> ended_job(broker_client& client, uint64_t job_id) {
-  wire::get_job g;
-  g.job_id = job_id;
-  try {
-    // The first page tells whether it ended; only then is the whole output worth reading.
-    auto r = client.request<wire::job_reply>(g);
-    if (!wire::job_state_is_final(r.job.summary.state)) return std::nullopt;
-    return fetch_job(client, job_id);
-  } catch (const std::runtime_error& e) {
-    throw std::runtime_error("following job " + std::to_string(job_id) + ": " + e.what());
-  }
-}
-
-// A job event's kind and body, or throws on an error from the broker.
-wire::command event_command(const net::received& ev, const std::string& endpoint) {
-  const auto views = ev.views();
-  const auto cmd = wire::command(uint8_t(views[1][0]));
-  if (cmd == wire::command::error) {
-    auto e = wire::decode<wire::error_reply>(views[2]);
-    throw std::runtime_error(e ? e->message : "malformed error from the broker at " + endpoint);
-  }
-  return cmd;
-}
-
-template <class M>
-M decode_event(const net::received& ev, const std::string& endpoint) {
-  auto m = wire::decode<M>(ev.views()[2]);
-  if (!m) {
-    throw std::runtime_error("malformed " + std::string(wire::command_name(M::cmd)) +
-                             " from the broker at " + endpoint + ": " + m.message());
-  }
-  return std::move(m).value();
-}
-
-int report_end(const wire::job_done& d) {
-  const std::string job = "job " + std::to_string(d.job_id);
-  if (d.state == wire::job_state::completed) return 0;
-  if (d.state == wire::job_state::cancelled) {
-    write_err("hearth: " + job + " was cancelled\n");
-  } else {
-    write_err("hearth: error: " + job + " failed: " + d.error + "\n");
-  }
-  return 1;
-}
-
-// JSON lines: the events as they come, minus duplicates and chunks of replaced attempts, so
-// that the texts of one attempt's "tokens" events concatenate to its output; "restarted" says
-// the text starts over.
-int follow_json(broker_client& client, uint64_t job_id) {
-  stream_order order;
-  std::string text;  // the current attempt's text
-  auto begin = [&](uint32_t attempt) {
-    if (order.begin_attempt(attempt)) text.clear();
-  };
-  while (true) {
-    auto ev = client.next_event(silence_probe);
-    if (!ev) {
-      auto d = ended_job(client, job_id);
-      if (!d) continue;
-      wire::job_done done;
-      done.job_id = job_id;
-      done.attempt = order.attempt();
-      done.state = d->summary.state;
-      done.stop_reason = d->summary.stop_reason;
-      done.error = d->summary.error;
-      done.n_prompt = d->summary.n_prompt;
-      done.n_gen = d->summary.n_gen;
-      if (d->output.size() > text.size() && std::string_view(d->output).starts_with(text)) {
-        const wire::job_tokens rest{
-            job_id, done.attempt, order.next_seq(),
-            uint32_t(done.n_gen > order.next_seq() ? done.n_gen - order.next_seq() : 0),
-            d->output.substr(text.size())};
-        print_json(event_json("tokens", rest));
-      }
-      print_json(event_json("done", done));
-      return report_end(done);
-    }
-    const auto& ep = client.endpoint();
-    switch (event_command(*ev, ep)) {
-      case wire::command::job_queued: {
-        auto e = decode_event<wire::job_queued>(*ev, ep);
-        if (e.job_id == job_id) print_json(event_json("queued", e));
-        break;
-      }
-      case wire::command::job_running: {
-        auto e = decode_event<wire::job_running>(*ev, ep);
-        if (e.job_id != job_id || (order.started() && e.attempt < order.attempt())) break;
-        begin(e.attempt);
-        print_json(event_json("running", e));
-        break;
-      }
-      case wire::command::job_tokens: {
-        auto e = decode_event<wire::job_tokens>(*ev, ep);
-        if (e.job_id != job_id) break;
-        if (!order.started() || e.attempt > order.attempt()) begin(e.attempt);
-        const uint64_t had = order.next_seq();
-        switch (order.accept(e)) {
-          case chunk_verdict::append:
-            text += e.text;
-            print_json(event_json("tokens", e));
-            break;
-          case chunk_verdict::restate:
-            // Only the part beyond what was already sent, so that texts still concatenate.
-            if (std::string_view(e.text).starts_with(text)) {
-              e.text.erase(0, text.size());
-              e.n_tokens = uint32_t(e.seq + e.n_tokens - had);
-              e.seq = had;
-              text += e.text;
-            } else {
-              text = e.text;
-            }
-            print_json(event_json("tokens", e));
-            break;
-          case chunk_verdict::duplicate:
-          case chunk_verdict::old_attempt:
-            break;
-        }
-        break;
-      }
-      case wire::command::job_restarted: {
-        auto e = decode_event<wire::job_restarted>(*ev, ep);
-        if (e.job_id != job_id || (order.started() && e.attempt <= order.attempt())) break;
-        begin(e.attempt);
-        print_json(event_json("restarted", e));
-        break;
-      }
-      case wire::command::job_done: {
-        auto e = decode_event<wire::job_done>(*ev, ep);
-        if (e.job_id != job_id) break;
-        print_json(event_json("done", e));
-        return report_end(e);
-      }
-      default:
-        break;
-    }
-  }
-}
 
 size_t display_width(const std::string& s) {
   size_t n = 0;
@@ -217,24 +93,23 @@ void add_broker_options(CLI::App* cmd, broker_options& o) {
                   "else $XDG_CONFIG_HOME/hearth/client.key)");
 }
 
-int follow_job(broker_client& client, uint64_t job_id, bool json_lines,
-               std::optional<uint32_t> position) {
-  if (json_lines) return follow_json(client, job_id);
-  stream_view view(job_id, write_out, write_err, isatty(STDERR_FILENO) != 0);
-  if (position) view.on_queued({job_id, *position});
-  while (!view.done()) {
-    auto ev = client.next_event(silence_probe);
-    if (!ev) {
-      if (auto d = ended_job(client, job_id)) view.on_final(d->summary, d->output);
-      continue;
-    }
-    const auto cmd = event_command(*ev, client.endpoint());
-    if (auto r = view.feed(cmd, ev->views()[2]); !r) {
-      throw std::runtime_error("malformed event from the broker at " + client.endpoint() + ": " +
-                               r.message());
-    }
-  }
-  return view.exit_code();
+void add_retry_option(CLI::App* cmd, int& retry_for_s) {
+  cmd->add_option("--retry-for", retry_for_s,
+                  "While the broker does not answer (down, restarting), keep trying for this "
+                  "many seconds; 0 = give up after one try")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+}
+
+void write_out(std::string_view s) {
+  std::fwrite(s.data(), 1, s.size(), stdout);
+  std::fflush(stdout);
+}
+
+void write_err(std::string_view s) {
+  std::fflush(stdout);  // text and notices interleave in the order they happened
+  std::fwrite(s.data(), 1, s.size(), stderr);
+  std::fflush(stderr);
 }
 
 void print_json(const json& j) {

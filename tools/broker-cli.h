@@ -1,14 +1,16 @@
 // What the broker subcommands (submit, watch, jobs, job, cancel, nodes, models) share: the
-// --broker, --broker-key and --key options, following a job's events, wire structs as JSON, tables,
-// times and sizes.
+// --broker, --broker-key, --key and --retry-for options, wire structs as JSON, tables, times and
+// sizes.
 #pragma once
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -24,18 +26,29 @@ using json = nlohmann::ordered_json;
 // resolves what was not given (broker_endpoint(), broker_keys()).
 void add_broker_options(CLI::App* cmd, broker_options& o);
 
-// Follows job `job_id`'s events on `client` (already watching it) until the job ends, printing
-// its text through a stream_view, or JSON lines when `json_lines`. `position`: the queue
-// position known from `accepted`, shown until events come. Returns the exit code.
-int follow_job(broker_client& client, uint64_t job_id, bool json_lines,
-               std::optional<uint32_t> position = std::nullopt);
+// Adds --retry-for SECONDS (how long to keep trying while the broker does not answer).
+void add_retry_option(CLI::App* cmd, int& retry_for_s);
 
-// Job `job_id`'s whole record: the broker sends the output and the prompt in pages (job_reply),
-// read here until both are complete. Throws as broker_client::request does.
+// Job `job_id`'s record, read page by page (job_reply, PROTOCOL.md section 10.5): `on_record`
+// gets it once, with the whole prompt and no output, then `on_output` each page of the output in
+// order as it arrives, so that an output of any size passes through without being held whole.
+// Returns false when the output started over (a new attempt of a running job) after some of it
+// was passed on: what was passed is then the start of an older attempt's output. Throws as
+// broker_client::request does.
+using job_record_fn = std::function<void(wire::job_detail)>;
+using job_output_fn = std::function<void(std::string_view)>;
+bool read_job(broker_client& client, uint64_t job_id, const job_record_fn& on_record,
+              const job_output_fn& on_output);
+
+// Job `job_id`'s whole record, output included (read_job, again when the output started over).
 wire::job_detail fetch_job(broker_client& client, uint64_t job_id);
 
 // One JSON value per line on stdout (invalid UTF-8 replaced, never thrown on).
 void print_json(const json& j);
+
+// Text to stdout, and notices to stderr after what stdout had (both flushed at once).
+void write_out(std::string_view s);
+void write_err(std::string_view s);
 
 // Rows under a header, columns two spaces apart; the last column is not padded.
 void print_table(const std::vector<std::string>& header,

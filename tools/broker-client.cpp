@@ -40,6 +40,8 @@ result<uint64_t> reply_request_id(wire::command cmd, std::string_view body) {
       return id(wire::models_reply{});
     case wire::command::ok:
       return id(wire::ok{});
+    case wire::command::pruned:
+      return id(wire::pruned{});
     default:
       return error{"not a reply"};
   }
@@ -108,10 +110,15 @@ broker_client::broker_client(std::string endpoint, net::curve_client_keys keys,
       // A random start keeps a reply meant for an earlier `hearth` process (same routing id is
       // impossible, but a confused broker is not) from matching one of ours.
       next_request_id_(uint64_t(std::random_device{}() & 0x7fffffff) + 1),
-      ctx_(1),
-      socket_(net::make_socket(ctx_, zmq::socket_type::dealer)) {
+      ctx_(1) {
+  connect();
+}
+
+void broker_client::connect() {
+  socket_ = net::make_socket(ctx_, zmq::socket_type::dealer);
   net::curve_client_apply(socket_, keys_);
   monitor_ = std::make_unique<net::handshake_monitor>(ctx_, socket_);
+  disconnects_seen_ = 0;
   try {
     socket_.connect(endpoint_);
   } catch (const zmq::error_t& e) {
@@ -129,10 +136,26 @@ void broker_client::send_request(wire::command cmd, std::string body) {
   }
 }
 
-std::optional<net::received> broker_client::receive(net::steady::time_point deadline) {
+void broker_client::reconnect() {
+  monitor_.reset();  // before the socket it watches
+  socket_.close();   // linger 0 (net::make_socket): unsent requests go with it
+  events_.clear();
+  connect();
+}
+
+bool broker_client::connection_dropped() {
+  monitor_->update();
+  if (monitor_->disconnects() == disconnects_seen_) return false;
+  disconnects_seen_ = monitor_->disconnects();
+  return true;
+}
+
+std::optional<net::received> broker_client::receive(net::steady::time_point deadline,
+                                                    bool until_dropped) {
   while (true) {
     monitor_->update();
     check_handshake();
+    if (until_dropped && monitor_->disconnects() != disconnects_seen_) return std::nullopt;
     if (auto msg = net::try_recv(socket_, false)) {
       const auto views = msg->views();
       auto env = wire::open_envelope(views);
@@ -168,7 +191,8 @@ net::received broker_client::await_reply(wire::command cmd, uint64_t request_id)
       auto e = wire::decode<wire::error_reply>(body);
       if (!e) throw_malformed(got, e.message());
       // request_id 0: the broker could not read our request far enough to echo it.
-      if (e->request_id == request_id || e->request_id == 0) throw std::runtime_error(e->message);
+      if (e->request_id == request_id || e->request_id == 0)
+        throw broker_error(e->code, e->message);
     } else if (got == cmd) {
       auto id = reply_request_id(got, body);
       if (!id) throw_malformed(got, id.message());
@@ -185,7 +209,7 @@ std::optional<net::received> broker_client::next_event(std::chrono::milliseconds
     return msg;
   }
   const auto deadline = net::steady::now() + timeout;
-  while (auto msg = receive(deadline)) {
+  while (auto msg = receive(deadline, true)) {
     const auto views = msg->views();
     const auto got = wire::command(uint8_t(views[1][0]));
     if (is_job_event(got)) return msg;
@@ -241,8 +265,8 @@ void broker_client::throw_timeout() const {
     // never got going. Without any connection the broker is simply not there: the message below.
     throw_no_curve_answer(f ? &*f : nullptr);
   }
-  throw std::runtime_error("no reply from the broker at " + endpoint_ + " within " + limit +
-                           " (is hearth-broker running? set --broker or HEARTH_BROKER)");
+  throw broker_timeout("no reply from the broker at " + endpoint_ + " within " + limit +
+                       " (is hearth-broker running? set --broker or HEARTH_BROKER)");
 }
 
 }  // namespace hearth::cli

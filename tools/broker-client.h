@@ -39,6 +39,25 @@ struct broker_options {
   std::string key;
 };
 
+// The broker answered with error_reply: its code tells whether trying again can help
+// (storage_unavailable: nothing was kept, retry later).
+class broker_error : public std::runtime_error {
+ public:
+  broker_error(wire::error_code code, const std::string& message)
+      : std::runtime_error(message), code_(code) {}
+  wire::error_code code() const { return code_; }
+
+ private:
+  wire::error_code code_;
+};
+
+// No reply within the timeout from a broker that is not refusing us: it is down, restarting or
+// overloaded, and asking again later may get through.
+class broker_timeout : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 class broker_client {
  public:
   broker_client(std::string endpoint, net::curve_client_keys keys,
@@ -49,8 +68,9 @@ class broker_client {
   const std::string& endpoint() const { return endpoint_; }
 
   // Sends `req` under a fresh request_id and returns the broker's Reply to it. Throws
-  // std::runtime_error with the broker's message on error_reply, and when no reply comes within
-  // the timeout. Job events that arrive meanwhile are kept for next_event().
+  // broker_error with the broker's message on error_reply, broker_timeout when no reply comes
+  // within the timeout, std::runtime_error when the handshake was refused. Job events that arrive
+  // meanwhile are kept for next_event().
   template <class Reply, class Request>
   Reply request(Request req) {
     req.request_id = next_request_id_++;
@@ -62,16 +82,28 @@ class broker_client {
   }
 
   // The next job event (job_queued, job_running, job_tokens, job_restarted, job_done, or an
-  // error_reply not answering a request), waiting up to `timeout`; nullopt when none came. The
-  // message's envelope has been checked: views() are [signature][command][body].
+  // error_reply not answering a request), waiting up to `timeout`; nullopt when none came, or
+  // as soon as the connection dropped (connection_dropped()). The message's envelope has been
+  // checked: views() are [signature][command][body].
   std::optional<net::received> next_event(std::chrono::milliseconds timeout);
+
+  // The connection to the broker was made and then lost since the last reconnect() (the broker
+  // died or restarted; ZeroMQ connects again by itself, but a restarted broker forgot what we
+  // asked of it).
+  bool connection_dropped();
+  // A fresh socket to the same broker (the Lazy Pirate pattern): what the old one still queued
+  // or received is dropped, so a request tried again is never sent twice by the same client.
+  void reconnect();
 
  private:
   void send_request(wire::command cmd, std::string body);
   // Receives until the reply of type `cmd` to `request_id` arrives; see request().
   net::received await_reply(wire::command cmd, uint64_t request_id);
-  // One message with a valid envelope, or nullopt when none came before `deadline`.
-  std::optional<net::received> receive(net::steady::time_point deadline);
+  // One message with a valid envelope, or nullopt when none came before `deadline` (or, with
+  // `until_dropped`, before the connection dropped).
+  std::optional<net::received> receive(net::steady::time_point deadline,
+                                       bool until_dropped = false);
+  void connect();
   [[noreturn]] void throw_malformed(wire::command cmd, const std::string& why) const;
   [[noreturn]] void throw_timeout() const;
   [[noreturn]] void throw_key_refused(const net::handshake_failure& f) const;
@@ -88,6 +120,7 @@ class broker_client {
   zmq::socket_t socket_;
   std::unique_ptr<net::handshake_monitor> monitor_;  // destroyed before socket_
   std::deque<net::received> events_;
+  uint64_t disconnects_seen_ = 0;
 };
 
 }  // namespace hearth::cli

@@ -2,6 +2,8 @@
 // timeline of events, timings and output.
 #include <cstdio>
 #include <map>
+#include <optional>
+#include <string_view>
 
 #include "schema/zmq-io.h"
 #include "tools/broker-cli.h"
@@ -41,15 +43,27 @@ std::string float_text(float f) {
   return buf;
 }
 
-// A text block indented under its heading, so that it stands apart from the fields.
-void print_block(const char* heading, const std::string& text) {
-  std::printf("%s\n", heading);
-  std::string out = "  ";
-  for (char c : text) {
-    out += c;
-    if (c == '\n') out += "  ";
+// A text block indented under its heading, so that it stands apart from the fields; written as
+// its pieces come (a long output page by page).
+class block_writer {
+ public:
+  explicit block_writer(const std::string& heading) { write_out(heading + "\n  "); }
+  void add(std::string_view text) {
+    std::string out;
+    out.reserve(text.size() + text.size() / 32);
+    for (char c : text) {
+      out += c;
+      if (c == '\n') out += "  ";
+    }
+    write_out(out);
   }
-  std::printf("%s\n", out.c_str());
+  void end() { write_out("\n"); }
+};
+
+void print_block(const std::string& heading, const std::string& text) {
+  block_writer b(heading);
+  b.add(text);
+  b.end();
 }
 
 void print_detail(const wire::job_detail& d, const job_timings& t) {
@@ -100,7 +114,7 @@ void print_detail(const wire::job_detail& d, const job_timings& t) {
     print_block("prompt", d.prompt);
   } else {
     std::printf("messages\n");
-    for (const auto& m : d.messages) print_block(("  [" + m.role + "]").c_str(), m.content);
+    for (const auto& m : d.messages) print_block("  [" + m.role + "]", m.content);
   }
 
   // Per attempt: where it ran and how it ended, from the events that name a node.
@@ -141,27 +155,79 @@ void print_detail(const wire::job_detail& d, const job_timings& t) {
                     e.event, std::to_string(e.attempt), or_dash(e.node), e.detail});
   }
   print_table({"  TIME", "SINCE", "EVENT", "ATTEMPT", "NODE", "DETAIL"}, rows);
-
-  print_block("output", d.output);
   std::fflush(stdout);
 }
 
-int show_job(const job_options& o) {
-  broker_client client(o.broker);
-  const wire::job_detail detail = fetch_job(client, o.job_id);
-  const auto t = timings_of(detail.summary, net::wall_ms());
-  if (o.json) {
-    json j = wire_json(detail);
+// The output's text as it goes inside a JSON string: each page escaped on its own (pages end on
+// UTF-8 character boundaries), invalid UTF-8 replaced as print_json does.
+std::string json_string_body(std::string_view text) {
+  const std::string quoted =
+      json(std::string(text)).dump(-1, ' ', false, json::error_handler_t::replace);
+  return quoted.substr(1, quoted.size() - 2);
+}
+
+// The record as one JSON object whose "output" is written page by page as the pages come: the
+// object is printed around a placeholder.
+class json_record_writer {
+ public:
+  void begin(const wire::job_detail& d, const job_timings& t) {
+    json j = wire_json(d);
+    j["output"] = std::string(placeholder);
     json tj = json::object();
     tj["queue_wait_ms"] = t.queue_wait_ms >= 0 ? json(t.queue_wait_ms) : json(nullptr);
     tj["run_ms"] = t.run_ms >= 0 ? json(t.run_ms) : json(nullptr);
     tj["running"] = t.running;
     tj["tokens_per_second"] = t.tokens_per_second >= 0 ? json(t.tokens_per_second) : json(nullptr);
     j["timings"] = tj;
-    print_json(j);
-    return 0;
+    const std::string all = j.dump(-1, ' ', false, json::error_handler_t::replace);
+    // With its key: a string value equal to the placeholder cannot be taken for it.
+    const std::string key = "\"output\":\"";
+    const std::string mark = key + json_string_body(placeholder) + "\"";
+    const size_t at = all.find(mark);
+    write_out(all.substr(0, at + key.size()));
+    rest_ = all.substr(at + mark.size() - 1) + "\n";
   }
-  print_detail(detail, t);
+  void add(std::string_view page) { write_out(json_string_body(page)); }
+  void end() { write_out(rest_); }
+
+ private:
+  static constexpr std::string_view placeholder = "\x01hearth output\x01";
+  std::string rest_;  // from the output's closing quote on
+};
+
+int show_job(const job_options& o) {
+  broker_client client(o.broker);
+  json_record_writer json_out;
+  std::optional<block_writer> text_out;
+  const bool whole = read_job(
+      client, o.job_id,
+      [&](wire::job_detail d) {
+        const auto t = timings_of(d.summary, net::wall_ms());
+        if (o.json) {
+          json_out.begin(d, t);
+        } else {
+          print_detail(d, t);
+          text_out.emplace("output");
+        }
+      },
+      [&](std::string_view page) {
+        if (o.json) {
+          json_out.add(page);
+        } else {
+          text_out->add(page);
+        }
+      });
+  if (o.json) {
+    json_out.end();
+  } else {
+    text_out->end();
+  }
+  if (!whole) {
+    write_err("hearth: job " + std::to_string(o.job_id) +
+              " started a new attempt while its output was read: the output shown is the start "
+              "of the previous attempt's\n");
+    return 1;
+  }
   return 0;
 }
 

@@ -1,5 +1,8 @@
-// hearth jobs: the job history, newest first, as a table or a JSON array.
+// hearth jobs: the job history, newest first, as a table or a JSON array. hearth jobs prune:
+// delete finished jobs by age or count (admin keys only).
+#include <charconv>
 #include <cstdio>
+#include <optional>
 #include <stdexcept>
 
 #include "schema/zmq-io.h"
@@ -16,6 +19,70 @@ struct jobs_options {
   uint32_t limit = 20;
   bool json = false;
 };
+
+struct prune_options {
+  broker_options broker;
+  std::string older_than;  // a duration: 30d, 12h, 90m, 45s
+  std::optional<uint64_t> keep;
+};
+
+// "30d", "12h", "90m", "45s" in milliseconds; nullopt for anything else, 0 and more than 100 years
+// included (0 would turn the rule off on the wire).
+std::optional<uint64_t> duration_ms(std::string_view s) {
+  if (s.size() < 2) return std::nullopt;
+  uint64_t unit_ms = 0;
+  switch (s.back()) {
+    case 'd':
+      unit_ms = 86'400'000;
+      break;
+    case 'h':
+      unit_ms = 3'600'000;
+      break;
+    case 'm':
+      unit_ms = 60'000;
+      break;
+    case 's':
+      unit_ms = 1000;
+      break;
+    default:
+      return std::nullopt;
+  }
+  uint64_t n = 0;
+  const std::string_view digits = s.substr(0, s.size() - 1);
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+  constexpr uint64_t max_ms = 100ull * 365 * 86'400'000;
+  if (ec != std::errc{} || end != digits.data() + digits.size() || n == 0 || n > max_ms / unit_ms) {
+    return std::nullopt;
+  }
+  return n * unit_ms;
+}
+
+int prune(const prune_options& o) {
+  wire::prune_jobs req;
+  if (o.older_than.empty() && !o.keep) {
+    throw std::runtime_error(
+        "hearth jobs prune needs --older-than DURATION (30d, 12h, 90m, 45s) or --keep N, or both");
+  }
+  if (!o.older_than.empty()) {
+    const auto ms = duration_ms(o.older_than);
+    if (!ms) {
+      throw std::runtime_error("--older-than '" + o.older_than +
+                               "' is not a duration: a positive number with d, h, m or s (30d, "
+                               "12h, 90m, 45s), at most 100 years");
+    }
+    req.max_age_ms = *ms;
+  }
+  if (o.keep) {
+    // keep_last 0 means "no count rule" on the wire; --older-than deletes by age alone.
+    if (*o.keep == 0) throw std::runtime_error("--keep must be at least 1");
+    req.keep_last = *o.keep;
+  }
+  broker_client client(o.broker);
+  const auto r = client.request<wire::pruned>(req);
+  std::printf("pruned %llu job%s\n", static_cast<unsigned long long>(r.jobs),
+              r.jobs == 1 ? "" : "s");
+  return 0;
+}
 
 // How long the job ran, or has been running; "-" before it started.
 std::string job_duration(const wire::job_summary& j, int64_t now_ms) {
@@ -72,7 +139,17 @@ action add_jobs(CLI::App& app) {
   cmd->add_option("--limit", o->limit, "At most this many jobs")->capture_default_str();
   cmd->add_flag("--json", o->json, "A JSON array of job summaries (every field)");
   add_broker_options(cmd, o->broker);
-  return [o] { return jobs(*o); };
+
+  auto po = std::make_shared<prune_options>();
+  CLI::App* prune_cmd = cmd->add_subcommand(
+      "prune",
+      "Delete finished jobs (with their events and output) older than --older-than, and all but "
+      "the newest --keep; queued and running jobs stay (admin keys only)");
+  prune_cmd->add_option("--older-than", po->older_than,
+                        "Finished jobs older than this: 30d, 12h, 90m, 45s");
+  prune_cmd->add_option("--keep", po->keep, "Keep the newest N finished jobs");
+  add_broker_options(prune_cmd, po->broker);
+  return [o, po, prune_cmd] { return prune_cmd->parsed() ? prune(*po) : jobs(*o); };
 }
 
 }  // namespace hearth::cli

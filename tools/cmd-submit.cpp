@@ -5,11 +5,14 @@
 #include <cstdio>
 #include <iostream>
 #include <iterator>
+#include <random>
 #include <stdexcept>
 
 #include "schema/job-params.h"
 #include "tools/broker-cli.h"
+#include "tools/broker-retry.h"
 #include "tools/commands.h"
+#include "tools/follow-job.h"
 
 namespace hearth::cli {
 namespace {
@@ -30,7 +33,20 @@ struct submit_options {
   CLI::Option* chat_flag = nullptr;
   CLI::Option* system_flag = nullptr;
   bool json = false;
+  int retry_for_s = 60;
 };
+
+// 128 random bits in hex: the submit's idempotency key, the same on every try of this command.
+std::string fresh_request_key() {
+  std::random_device rd;
+  std::string key;
+  for (int i = 0; i < 4; ++i) {
+    char buf[9];
+    std::snprintf(buf, sizeof buf, "%08x", unsigned(rd()));
+    key += buf;
+  }
+  return key;
+}
 
 int submit(submit_options& o) {
   const auto& p = o.params;
@@ -67,15 +83,30 @@ int submit(submit_options& o) {
   s.priority = o.priority;
   s.wait_model = o.wait_model;
   s.watch = stream;
+  s.request_key = fresh_request_key();
   broker_client client(o.broker);
-  const auto a = client.request<wire::accepted>(s);
+  const std::chrono::seconds retry_for(o.retry_for_s);
+  // A try that got no reply may still have made the job: the key makes the broker answer a
+  // later try with that job instead of a second one.
+  bool retried = false;
+  const auto a = broker_retry(client.endpoint(), retry_for, write_err).run([&](int n) {
+    if (n > 0) {
+      client.reconnect();
+      // The watch of an earlier try belonged to its socket; follow_job watches on this one.
+      s.watch = false;
+      retried = true;
+    }
+    return client.request<wire::accepted>(s);
+  });
   if (o.json) {
     print_json({{"event", "accepted"}, {"job_id", a.job_id}, {"position", a.position}});
   } else if (!stream) {
     std::printf("%llu\n", static_cast<unsigned long long>(a.job_id));
   }
   if (!stream) return 0;
-  return follow_job(client, a.job_id, o.json, a.position);
+  return follow_job(
+      client, a.job_id,
+      {.json_lines = o.json, .position = a.position, .attach = retried, .retry_for = retry_for});
 }
 
 }  // namespace
@@ -111,6 +142,7 @@ action add_submit(CLI::App& app) {
   cmd->add_flag("--json", o->json,
                 "JSON lines: accepted, then (streaming) queued/running/tokens/restarted/done");
   add_broker_options(cmd, o->broker);
+  add_retry_option(cmd, o->retry_for_s);
   // -p as in `hearth run`, or the text as the last argument.
   o->prompt_flag = cmd->add_option("-p,--prompt", o->text, "Prompt text; - reads it from stdin");
   o->text_arg = cmd->add_option("text", o->text, "Prompt text (instead of -p)");

@@ -1,6 +1,7 @@
 // hearth watch: stream a job's text (or events) from wherever it is now until it ends.
 #include "tools/broker-cli.h"
 #include "tools/commands.h"
+#include "tools/follow-job.h"
 
 namespace hearth::cli {
 namespace {
@@ -9,14 +10,14 @@ struct watch_options {
   broker_options broker;
   uint64_t job_id = 0;
   bool json = false;
+  int retry_for_s = 60;
 };
 
 int watch(const watch_options& o) {
   broker_client client(o.broker);
-  wire::watch w;
-  w.job_id = o.job_id;
-  client.request<wire::ok>(w);
-  return follow_job(client, o.job_id, o.json);
+  return follow_job(
+      client, o.job_id,
+      {.json_lines = o.json, .attach = true, .retry_for = std::chrono::seconds(o.retry_for_s)});
 }
 
 }  // namespace
@@ -30,6 +31,7 @@ action add_watch(CLI::App& app) {
   cmd->add_option("id", o->job_id, "Job id")->required();
   cmd->add_flag("--json", o->json, "JSON lines: queued/running/tokens/restarted/done");
   add_broker_options(cmd, o->broker);
+  add_retry_option(cmd, o->retry_for_s);
   return [o] { return watch(*o); };
 }
 

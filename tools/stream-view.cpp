@@ -1,6 +1,7 @@
 #include "tools/stream-view.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "schema/codec.h"
 
@@ -12,6 +13,8 @@ std::string_view chunk_verdict_name(chunk_verdict v) {
       return "append";
     case chunk_verdict::restate:
       return "restate";
+    case chunk_verdict::rewind:
+      return "rewind";
     case chunk_verdict::duplicate:
       return "duplicate";
     case chunk_verdict::old_attempt:
@@ -24,6 +27,8 @@ bool stream_order::begin_attempt(uint32_t attempt) {
   if (int64_t(attempt) <= attempt_) return false;
   attempt_ = attempt;
   next_seq_ = 0;
+  attempt_whole_ = true;
+  resuming_ = false;  // a new attempt starts from seq 0 anyway
   return true;
 }
 
@@ -31,8 +36,16 @@ chunk_verdict stream_order::accept(const wire::job_tokens& c) {
   if (int64_t(c.attempt) < attempt_) return chunk_verdict::old_attempt;
   begin_attempt(c.attempt);
   const uint64_t end = c.seq + c.n_tokens;
+  if (std::exchange(resuming_, false) && c.seq == 0 && next_seq_ > 0) {
+    next_seq_ = end;
+    attempt_whole_ = true;
+    return chunk_verdict::rewind;
+  }
   if (c.seq >= next_seq_) {
-    if (c.seq > next_seq_) ++gaps_;
+    if (c.seq > next_seq_) {
+      ++gaps_;
+      attempt_whole_ = false;
+    }
     next_seq_ = end;
     return chunk_verdict::append;
   }
@@ -43,6 +56,24 @@ chunk_verdict stream_order::accept(const wire::job_tokens& c) {
     return chunk_verdict::restate;
   }
   return chunk_verdict::duplicate;
+}
+
+stream_resume stream_resume_of(const stream_order& order, const std::string& text) {
+  if (!order.started()) return {};
+  if (!order.attempt_whole()) return {order.attempt(), 0, 0};
+  return {order.attempt(), order.next_seq(), text.size()};
+}
+
+wire::job_done job_done_of(const wire::job_summary& s, uint32_t attempt) {
+  wire::job_done d;
+  d.job_id = s.job_id;
+  d.attempt = attempt;
+  d.state = s.state;
+  d.stop_reason = s.stop_reason;
+  d.error = s.error;
+  d.n_prompt = s.n_prompt;
+  d.n_gen = s.n_gen;
+  return d;
 }
 
 stream_view::stream_view(uint64_t job_id, write_fn out, write_fn err, bool terminal)
@@ -74,6 +105,10 @@ void stream_view::on_tokens(const wire::job_tokens& e) {
         current_ = e.text;
         resync();
       }
+      break;
+    case chunk_verdict::rewind:
+      current_ = e.text;
+      resync();
       break;
     case chunk_verdict::duplicate:
     case chunk_verdict::old_attempt:
@@ -126,15 +161,7 @@ void stream_view::on_final(const wire::job_summary& s, const std::string& output
     current_ = output;
     resync();
   }
-  wire::job_done d;
-  d.job_id = s.job_id;
-  d.attempt = order_.attempt();
-  d.state = s.state;
-  d.stop_reason = s.stop_reason;
-  d.error = s.error;
-  d.n_prompt = s.n_prompt;
-  d.n_gen = s.n_gen;
-  on_done(d);
+  on_done(job_done_of(s, order_.attempt()));
 }
 
 namespace {

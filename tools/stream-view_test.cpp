@@ -57,6 +57,96 @@ TEST(StreamOrder, SeqZeroSnapshotRestatesTheAttempt) {
   EXPECT_EQ(o.accept(chunk(0, 0, 3, "abc")), chunk_verdict::duplicate);
 }
 
+TEST(StreamOrder, AfterAResumeSeqZeroRewindsAndTheNextSeqContinues) {
+  stream_order o;
+  EXPECT_EQ(o.accept(chunk(1, 0, 4, "abcd")), chunk_verdict::append);
+  o.expect_resume();
+  // The broker sent the attempt again from its start: what we have is replaced.
+  EXPECT_EQ(o.accept(chunk(1, 0, 0, "ab")), chunk_verdict::rewind);
+  EXPECT_EQ(o.next_seq(), 0u);
+  EXPECT_EQ(o.accept(chunk(1, 0, 2, "c")), chunk_verdict::append);
+  EXPECT_EQ(o.next_seq(), 2u);
+  // Without a resume, a seq-0 chunk that does not reach further is a duplicate, as before.
+  EXPECT_EQ(o.accept(chunk(1, 0, 1, "a")), chunk_verdict::duplicate);
+
+  stream_order p;
+  EXPECT_EQ(p.accept(chunk(1, 0, 4, "abcd")), chunk_verdict::append);
+  p.expect_resume();
+  EXPECT_EQ(p.accept(chunk(1, 4, 2, "ef")), chunk_verdict::append);  // it continued
+  EXPECT_EQ(p.accept(chunk(1, 0, 0, "ab")), chunk_verdict::duplicate);
+}
+
+TEST(StreamOrder, AResumePointAsksForTheAttemptFromItsStartAfterAGap) {
+  stream_order o;
+  EXPECT_EQ(stream_resume_of(o, "").attempt, 0u);
+  o.accept(chunk(2, 0, 3, "abc"));
+  auto p = stream_resume_of(o, "abc");
+  EXPECT_EQ(p.attempt, 2u);
+  EXPECT_EQ(p.seq, 3u);
+  EXPECT_EQ(p.output_offset, 3u);
+  o.accept(chunk(2, 5, 1, "f"));  // tokens 3 and 4 never came
+  p = stream_resume_of(o, "abcf");
+  EXPECT_EQ(p.attempt, 2u);
+  EXPECT_EQ(p.seq, 0u);
+  EXPECT_EQ(p.output_offset, 0u);
+}
+
+TEST(StreamView, ACatchUpFromTheResumePointContinuesWithoutDuplicates) {
+  fixture f;
+  f.view.on_running({job, 1, "desk"});
+  f.view.on_tokens(chunk(1, 0, 2, "Once upon"));
+  f.view.on_tokens(chunk(1, 2, 1, " a"));
+  const stream_resume p = f.view.resume_point();
+  EXPECT_EQ(p.attempt, 1u);
+  EXPECT_EQ(p.seq, 3u);
+  EXPECT_EQ(p.output_offset, std::string("Once upon a").size());
+  // The broker restarted; re-attached, it sends job_running again and the rest from {3, 11} in
+  // two pages (n_tokens 0 but the last, all at seq 3), then the node's stream goes on.
+  f.view.expect_resume();
+  f.view.on_running({job, 1, "desk"});
+  f.view.on_tokens(chunk(1, 3, 0, " time"));
+  f.view.on_tokens(chunk(1, 3, 2, ", there"));
+  f.view.on_tokens(chunk(1, 4, 1, " there"));  // late duplicate
+  f.view.on_tokens(chunk(1, 5, 1, " was"));
+  f.view.on_done(done(1));
+  EXPECT_EQ(f.out, "Once upon a time, there was\n");
+  EXPECT_EQ(f.err, "");
+}
+
+TEST(StreamView, ACatchUpFromTheStartOfTheAttemptPrintsOnlyWhatIsNew) {
+  fixture f;
+  f.view.on_tokens(chunk(1, 0, 2, "Once upon"));
+  f.view.on_tokens(chunk(1, 2, 1, " a"));
+  // The restarted broker holds fewer tokens than we do (it stored 2): it sends the attempt from
+  // its start, and the node's resent stream continues from token 2.
+  f.view.expect_resume();
+  f.view.on_tokens(chunk(1, 0, 0, "Once "));
+  f.view.on_tokens(chunk(1, 0, 2, "upon"));
+  EXPECT_EQ(f.out, "Once upon a");
+  EXPECT_EQ(f.view.attempt_text(), "Once upon");
+  f.view.on_tokens(chunk(1, 2, 1, " a"));
+  f.view.on_tokens(chunk(1, 3, 1, " time"));
+  f.view.on_done(done(1));
+  EXPECT_EQ(f.out, "Once upon a time\n");
+  EXPECT_EQ(f.err, "");
+}
+
+TEST(StreamView, ANewAttemptAfterAResumeResetsTheAttempt) {
+  fixture f;
+  f.view.on_tokens(chunk(1, 0, 2, "Once upon"));
+  f.view.expect_resume();
+  // The job was requeued meanwhile: the broker starts attempt 2, which says the same at first.
+  f.view.on_restarted({job, 2, "tokens 2..5 of the stream were lost"});
+  EXPECT_EQ(f.view.resume_point().attempt, 2u);
+  EXPECT_EQ(f.view.resume_point().seq, 0u);
+  f.view.on_tokens(chunk(2, 0, 1, "Once"));
+  f.view.on_tokens(chunk(2, 1, 2, " upon a"));
+  f.view.on_tokens(chunk(1, 2, 1, " late"));  // the replaced attempt
+  f.view.on_done(done(2));
+  EXPECT_EQ(f.out, "Once upon a\n");
+  EXPECT_EQ(f.err, "");
+}
+
 TEST(StreamView, PrintsChunksOnceInOrder) {
   fixture f;
   f.view.on_tokens(chunk(1, 0, 1, "Hello"));

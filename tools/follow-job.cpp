@@ -1,0 +1,262 @@
+#include "tools/follow-job.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "tools/broker-cli.h"
+#include "tools/broker-retry.h"
+#include "tools/stream-view.h"
+
+namespace hearth::cli {
+namespace {
+
+// How long a followed job may stay silent before we ask the broker whether it is still there
+// and whether the job ended without its job_done reaching us. Clients get no heartbeats and a
+// queued job is silent for long, so this is about three broker heartbeats; one get_job per
+// interval costs nothing.
+constexpr std::chrono::seconds silence_probe{3};
+
+// The job's record when it has ended, else nullopt. Throws broker_timeout when the broker does
+// not answer.
+std::optional<wire::job_detail> ended_job(broker_client& client, uint64_t job_id) {
+  wire::get_job g;
+  g.job_id = job_id;
+  // The first page tells whether it ended; only then is the whole output worth reading.
+  auto r = client.request<wire::job_reply>(g);
+  if (!wire::job_state_is_final(r.job.summary.state)) return std::nullopt;
+  return fetch_job(client, job_id);
+}
+
+// A job event's kind, or throws on an error from the broker.
+wire::command event_command(const net::received& ev, const std::string& endpoint) {
+  const auto views = ev.views();
+  const auto cmd = wire::command(uint8_t(views[1][0]));
+  if (cmd == wire::command::error) {
+    auto e = wire::decode<wire::error_reply>(views[2]);
+    throw std::runtime_error(e ? e->message : "malformed error from the broker at " + endpoint);
+  }
+  return cmd;
+}
+
+int report_end(const wire::job_done& d) {
+  const std::string job = "job " + std::to_string(d.job_id);
+  if (d.state == wire::job_state::completed) return 0;
+  if (d.state == wire::job_state::cancelled) {
+    write_err("hearth: " + job + " was cancelled\n");
+  } else {
+    write_err("hearth: error: " + job + " failed: " + d.error + "\n");
+  }
+  return 1;
+}
+
+// JSON lines: the events as they come, minus duplicates and chunks of replaced attempts, so
+// that the texts of one attempt's "tokens" events concatenate to its output; "restarted" says
+// the text starts over. The same interface as stream_view, for follow().
+class json_lines_stream {
+ public:
+  explicit json_lines_stream(uint64_t job_id) : job_id_(job_id) {}
+
+  result<void> feed(wire::command cmd, std::string_view body);
+  void on_final(const wire::job_summary& s, const std::string& output);
+  bool done() const { return exit_.has_value(); }
+  int exit_code() const { return exit_.value_or(1); }
+  stream_resume resume_point() const { return stream_resume_of(order_, received_); }
+  void expect_resume() { order_.expect_resume(); }
+
+ private:
+  // Makes `attempt` current when it is newer. A new attempt after an earlier one whose
+  // job_restarted we did not get (it came while we were re-attaching) is announced here, so that
+  // "restarted" still tells that the text starts over. Returns whether it was newer.
+  bool begin(uint32_t attempt, bool announced = false) {
+    const bool had_one = order_.started();
+    if (!order_.begin_attempt(attempt)) return false;
+    received_.clear();
+    printed_.clear();
+    printed_seq_ = 0;
+    if (had_one && !announced) {
+      print_json(event_json(
+          "restarted",
+          wire::job_restarted{job_id_, attempt, "attempt " + std::to_string(attempt) + " began"}));
+    }
+    return true;
+  }
+  void on_tokens(wire::job_tokens e);
+  // Prints what received_ holds beyond printed_, as a "tokens" event like `e`.
+  void print_beyond(wire::job_tokens e);
+  void finish(const wire::job_done& d) {
+    print_json(event_json("done", d));
+    exit_ = report_end(d);
+  }
+
+  uint64_t job_id_;
+  stream_order order_;
+  std::string received_;  // the current attempt's text as received (rebuilt after a rewind)
+  std::string printed_;   // the texts of its "tokens" events so far: a prefix of received_
+  uint64_t printed_seq_ = 0;
+  std::optional<int> exit_;
+};
+
+template <class M>
+result<M> decode_body(std::string_view body) {
+  auto m = wire::decode<M>(body);
+  if (!m) return error{std::string(wire::command_name(M::cmd)) + ": " + m.message()};
+  return m;
+}
+
+result<void> json_lines_stream::feed(wire::command cmd, std::string_view body) {
+  if (done()) return {};
+  switch (cmd) {
+    case wire::command::job_queued: {
+      auto e = decode_body<wire::job_queued>(body);
+      if (!e) return e.err();
+      if (e->job_id == job_id_) print_json(event_json("queued", *e));
+      return {};
+    }
+    case wire::command::job_running: {
+      auto e = decode_body<wire::job_running>(body);
+      if (!e) return e.err();
+      if (e->job_id != job_id_ || (order_.started() && e->attempt < order_.attempt())) return {};
+      begin(e->attempt);
+      print_json(event_json("running", *e));
+      return {};
+    }
+    case wire::command::job_tokens: {
+      auto e = decode_body<wire::job_tokens>(body);
+      if (!e) return e.err();
+      if (e->job_id == job_id_) on_tokens(std::move(e).value());
+      return {};
+    }
+    case wire::command::job_restarted: {
+      auto e = decode_body<wire::job_restarted>(body);
+      if (!e) return e.err();
+      if (e->job_id != job_id_ || (order_.started() && e->attempt <= order_.attempt())) return {};
+      begin(e->attempt, true);
+      print_json(event_json("restarted", *e));
+      return {};
+    }
+    case wire::command::job_done: {
+      auto e = decode_body<wire::job_done>(body);
+      if (!e) return e.err();
+      if (e->job_id == job_id_) finish(*e);
+      return {};
+    }
+    default:
+      return {};
+  }
+}
+
+void json_lines_stream::on_tokens(wire::job_tokens e) {
+  if (!order_.started() || e.attempt > order_.attempt()) begin(e.attempt);
+  switch (order_.accept(e)) {
+    case chunk_verdict::append:
+      received_ += e.text;
+      break;
+    case chunk_verdict::restate:
+    case chunk_verdict::rewind:
+      // The attempt's text from its start: what was printed of it is its prefix.
+      received_ = e.text;
+      break;
+    case chunk_verdict::duplicate:
+    case chunk_verdict::old_attempt:
+      return;
+  }
+  print_beyond(std::move(e));
+}
+
+void json_lines_stream::print_beyond(wire::job_tokens e) {
+  if (!std::string_view(received_).starts_with(printed_)) {
+    if (received_.size() < printed_.size() && std::string_view(printed_).starts_with(received_)) {
+      return;  // a rewind still rebuilding what was printed
+    }
+    // The same attempt told differently: never expected, but said rather than mixed.
+    wire::job_restarted r{job_id_, order_.attempt(),
+                          "the attempt's text was sent again differently"};
+    print_json(event_json("restarted", r));
+    printed_.clear();
+    printed_seq_ = 0;
+  }
+  if (received_.size() <= printed_.size()) return;
+  const std::string_view extra = std::string_view(received_).substr(printed_.size());
+  if (extra != e.text) {
+    // Only the part beyond what was printed, so that texts still concatenate.
+    e.text = std::string(extra);
+    e.seq = printed_seq_;
+    e.n_tokens = uint32_t(order_.next_seq() > printed_seq_ ? order_.next_seq() - printed_seq_ : 0);
+  }
+  printed_seq_ = std::max(printed_seq_, e.seq + e.n_tokens);
+  printed_ = received_;
+  print_json(event_json("tokens", e));
+}
+
+void json_lines_stream::on_final(const wire::job_summary& s, const std::string& output) {
+  if (done()) return;
+  const wire::job_done d = job_done_of(s, order_.attempt());
+  if (output.size() > printed_.size() && std::string_view(output).starts_with(printed_)) {
+    received_ = output;
+    print_beyond(wire::job_tokens{job_id_, d.attempt, printed_seq_,
+                                  uint32_t(d.n_gen > printed_seq_ ? d.n_gen - printed_seq_ : 0),
+                                  ""});
+  }
+  finish(d);
+}
+
+// Watches the job again on a fresh socket, saying what the stream has, until the broker answers
+// or retry_for has passed. `lost`: the broker is known to be gone, so say at once that we wait.
+template <class Stream>
+void attach(broker_client& client, uint64_t job_id, Stream& s, const follow_options& o, bool lost) {
+  broker_retry retry(client.endpoint(), o.retry_for, write_err);
+  if (lost) retry.announce();
+  retry.run([&](int n) {
+    if (lost || n > 0) client.reconnect();
+    const stream_resume p = s.resume_point();
+    wire::watch w;
+    w.job_id = job_id;
+    w.attempt = p.attempt;
+    w.seq = p.seq;
+    w.output_offset = p.output_offset;
+    client.request<wire::ok>(w);
+  });
+  s.expect_resume();
+}
+
+template <class Stream>
+int follow(broker_client& client, uint64_t job_id, Stream& s, const follow_options& o) {
+  if (o.attach) attach(client, job_id, s, o, false);
+  while (!s.done()) {
+    if (auto ev = client.next_event(silence_probe)) {
+      const auto cmd = event_command(*ev, client.endpoint());
+      if (auto r = s.feed(cmd, ev->views()[2]); !r) {
+        throw std::runtime_error("malformed event from the broker at " + client.endpoint() + ": " +
+                                 r.message());
+      }
+      continue;
+    }
+    if (client.connection_dropped()) {
+      attach(client, job_id, s, o, true);
+      continue;
+    }
+    try {
+      if (auto d = ended_job(client, job_id)) s.on_final(d->summary, d->output);
+    } catch (const broker_timeout&) {
+      attach(client, job_id, s, o, true);
+    }
+  }
+  return s.exit_code();
+}
+
+}  // namespace
+
+int follow_job(broker_client& client, uint64_t job_id, const follow_options& o) {
+  if (o.json_lines) {
+    json_lines_stream s(job_id);
+    return follow(client, job_id, s, o);
+  }
+  stream_view view(job_id, write_out, write_err, isatty(STDERR_FILENO) != 0);
+  if (o.position) view.on_queued({job_id, *o.position});
+  return follow(client, job_id, view, o);
+}
+
+}  // namespace hearth::cli

@@ -1,0 +1,29 @@
+// Following one job's events until it ends (hearth submit --stream, hearth watch): its text
+// through a stream_view, or JSON lines. When the broker goes away (the connection drops, or a
+// silent broker does not answer a probe), the follower re-attaches with what it has of the
+// current attempt (watch with attempt/seq/output_offset), trying again with backoff for
+// retry_for (tools/broker-retry.h), so the text goes on without duplicates or holes.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+
+#include "tools/broker-client.h"
+
+namespace hearth::cli {
+
+struct follow_options {
+  bool json_lines = false;
+  // The queue position known from `accepted`, shown until events come.
+  std::optional<uint32_t> position;
+  // Send watch first: the client is not watching the job yet (hearth watch, or a submit whose
+  // reply came on a later try, whose watch flag was not sent).
+  bool attach = false;
+  std::chrono::seconds retry_for{60};
+};
+
+// Returns the exit code: 0 when the job completed, 1 when it failed or was cancelled.
+int follow_job(broker_client& client, uint64_t job_id, const follow_options& o);
+
+}  // namespace hearth::cli
