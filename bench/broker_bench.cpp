@@ -1151,7 +1151,7 @@ int run(const options& o) {
     row("token latency p99 (us)", fmt(p99), "<= 500");
     row("token latency max (us)", fmt(pmax), "");
     row("WAL at the end (MiB)", fmt(double(wal_end) / (1 << 20), 2), "");
-    row("db growth per 10,000 jobs (MiB)", fmt(growth_per_10k / (1 << 20), 2), "");
+    row("db growth / 10,000 jobs (MiB)", fmt(growth_per_10k / (1 << 20), 2), "");
     // Broker CPU per unit of work beside what the ceilings allow: a 1-token job is 10 messages
     // through the broker (submit, accepted, job_assign, job_running, job_started, job_tokens in
     // and out, job_final, job_done, node_pull) and 8 row writes (4 changes of state, each with
