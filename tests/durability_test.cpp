@@ -23,6 +23,7 @@
 #include "tests/cluster.h"
 #include "tests/fake-node.h"
 #include "tests/process.h"
+#include "tests/syscall-trace.h"
 
 namespace hearth {
 namespace {
@@ -32,7 +33,9 @@ using steady = std::chrono::steady_clock;
 using testing::cluster;
 using testing::fake_node;
 using testing::nodes_online;
+using testing::read_trace;
 using testing::test_client;
+using testing::traced_call;
 using testing::wait_until;
 
 constexpr auto job = testing::greedy_job;
@@ -411,72 +414,6 @@ TEST_F(durability_test, a_full_disk_refuses_submits_keeps_serving_and_recovers) 
 
 // --- 4. fsync before the acknowledgement, seen with strace ---------------------------------
 
-// The first child process of `parent` (from /proc/PID/stat: "pid (comm) state ppid ..."), or 0.
-pid_t child_of(pid_t parent) {
-  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
-    std::ifstream stat(e.path() / "stat");
-    std::string line;
-    if (!std::getline(stat, line)) continue;
-    const auto close = line.rfind(')');
-    if (close == std::string::npos) continue;
-    std::istringstream rest(line.substr(close + 1));
-    std::string state;
-    pid_t ppid = 0;
-    if (rest >> state >> ppid && ppid == parent) return pid_t(std::stol(e.path().filename()));
-  }
-  return 0;
-}
-
-// One system call of the broker's trace (strace -f -ttt -T): its start, its end, its result.
-struct traced_call {
-  std::string name;
-  double start = 0, end = 0;
-  long result = -1;
-};
-
-// Reads `strace -f -ttt -T` output. Calls that other threads interrupted are written in two
-// lines ("<unfinished ...>" then "<... name resumed>"), joined here by thread id.
-std::vector<traced_call> read_trace(const std::string& path) {
-  std::vector<traced_call> calls;
-  std::map<long, traced_call> unfinished;  // by thread id
-  std::ifstream f(path);
-  for (std::string line; std::getline(f, line);) {
-    std::istringstream in(line);
-    long tid = 0;
-    double ts = 0;
-    if (!(in >> tid >> ts)) continue;
-    std::string rest;
-    std::getline(in, rest);
-    rest.erase(0, rest.find_first_not_of(' '));
-    traced_call c;
-    if (rest.rfind("<... ", 0) == 0) {
-      const auto name_end = rest.find(' ', 5);
-      auto it = unfinished.find(tid);
-      if (it == unfinished.end() || name_end == std::string::npos) continue;
-      c = it->second;
-      unfinished.erase(it);
-    } else {
-      const auto paren = rest.find('(');
-      if (paren == std::string::npos) continue;  // signals, exits
-      c.name = rest.substr(0, paren);
-      c.start = ts;
-      if (rest.find("<unfinished ...>") != std::string::npos) {
-        unfinished[tid] = c;
-        continue;
-      }
-    }
-    // "... = RESULT <DURATION>"
-    const auto eq = rest.rfind(" = ");
-    const auto lt = rest.rfind('<');
-    if (eq == std::string::npos || lt == std::string::npos || lt < eq) continue;
-    c.result = std::strtol(rest.c_str() + eq + 3, nullptr, 10);
-    c.end = c.start + std::strtod(rest.c_str() + lt + 1, nullptr);
-    calls.push_back(c);
-  }
-  std::sort(calls.begin(), calls.end(), [](auto& a, auto& b) { return a.start < b.start; });
-  return calls;
-}
-
 // The broker under strace, submits sent one at a time, each waiting for its accepted. For each
 // submit, from the trace: did a sync (fsync or fdatasync) end between the submit's arrival (the
 // first read of data after the client sent it) and the start of the reply's send (the last
@@ -512,7 +449,7 @@ sync_count syncs_per_submit(cluster& c, const std::string& strace, const std::st
   }
   // strace exits when the broker does: SIGTERM the broker (strace's child), not strace, which
   // would leave it running untraced.
-  const pid_t broker_pid = child_of(tracer.pid());
+  const pid_t broker_pid = testing::first_child(tracer.pid());
   EXPECT_GT(broker_pid, 0);
   if (broker_pid > 0) ::kill(broker_pid, SIGTERM);
   EXPECT_EQ(tracer.wait(20s), 0) << tracer.log();
