@@ -31,6 +31,7 @@ std::vector<traced_call> read_trace(const std::string& path) {
     } else {
       const auto paren = rest.find('(');
       if (paren == std::string::npos) continue;  // signals, exits
+      c.tid = tid;
       c.name = rest.substr(0, paren);
       c.start = ts;
       if (rest.find("<unfinished ...>") != std::string::npos) {

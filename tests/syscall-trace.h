@@ -10,9 +10,10 @@
 
 namespace hearth::testing {
 
-// One system call: its name, start and end (seconds of the wall clock, as -ttt and -T give
-// them) and its result.
+// One system call: the thread that made it, its name, start and end (seconds of the wall
+// clock, as -ttt and -T give them) and its result.
 struct traced_call {
+  long tid = 0;  // a process's first thread has the process's pid
   std::string name;
   double start = 0, end = 0;
   long result = -1;
