@@ -354,16 +354,6 @@ wire::submit greedy_job(const std::string& model, const std::string& prompt, int
   return s;
 }
 
-bool nodes_online(test_client& c, size_t n) {
-  return wait_until([&] {
-    auto r = c.request<wire::nodes_reply>(wire::list_nodes{});
-    if (!r) return false;
-    size_t online = 0;
-    for (const auto& node : r->nodes) online += node.online;
-    return online >= n;
-  });
-}
-
 bool wait_until(const std::function<bool()>& cond, std::chrono::milliseconds timeout) {
   const auto until = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < until) {

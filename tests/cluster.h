@@ -176,9 +176,6 @@ class test_client {
 // A greedy (temperature 0) job for `model`: the submit the cluster tests send.
 wire::submit greedy_job(const std::string& model, const std::string& prompt, int32_t max_tokens);
 
-// Waits until `n` nodes are online at the broker.
-bool nodes_online(test_client& c, size_t n);
-
 // Polls `cond` every 20 ms until it is true or the timeout passes.
 bool wait_until(const std::function<bool()>& cond,
                 std::chrono::milliseconds timeout = std::chrono::seconds(20));
