@@ -1,11 +1,13 @@
 // A hand-written node on a raw socket for cluster tests: it says what it likes and does only what
-// the test says, so a test can make a node misbehave (issue 15) or stream what no engine makes
-// (issue 16: outputs past the null engine's 1,048,576 tokens of at most 7 bytes).
+// the test says, so a test can make a node misbehave (issue 15), leave gaps in a stream (issue
+// 16's job_resume) or stream what no engine makes (outputs past the null engine's 1,048,576
+// tokens of at most 7 bytes).
 #pragma once
 
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +49,23 @@ class fake_node {
   // Reads what the broker sent for `timeout` (or until `until` holds): assignments are kept.
   replies listen(std::chrono::milliseconds timeout,
                  const std::function<bool(const replies&)>& until = nullptr);
+
+  // The next message of type M from the broker, skipping others (and sending heartbeats, so that
+  // the broker keeps it alive meanwhile); counts the job_resume messages it skips or returns.
+  template <class M>
+  std::optional<M> next(std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+    const auto until = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < until) {
+      send(wire::heartbeat{});
+      auto ev = sock_->next_event(std::chrono::milliseconds(50));
+      if (!ev) continue;
+      resumes += ev->cmd == wire::command::job_resume;
+      if (ev->cmd != M::cmd) continue;
+      if (auto m = wire::decode<M>(ev->body)) return std::move(m.value());
+    }
+    return std::nullopt;
+  }
+  uint32_t resumes = 0;  // job_resume messages next() has seen
 
  private:
   std::string name_;
