@@ -16,6 +16,8 @@ packages=(
   libvulkan-dev glslc mesa-vulkan-drivers vulkan-tools
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
+  # the durability test watches the broker's fsyncs with strace
+  strace
 )
 
 missing=()

@@ -14,6 +14,7 @@
 
 #include "broker/job-store.h"
 #include "tests/cluster.h"
+#include "tests/fake-node.h"
 #include "tests/testdata.h"
 
 namespace hearth {
@@ -21,97 +22,11 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::cluster;
+using testing::fake_node;
 using testing::test_client;
 using testing::wait_until;
 
 constexpr auto job = testing::greedy_job;
-
-// A hand-written node on a raw socket: it says what it likes and does only what the test says.
-class fake_node {
- public:
-  // What the broker sent it.
-  struct replies {
-    int welcomes = 0;
-    std::vector<wire::job_assign> assigns;
-    std::vector<wire::error_reply> errors;
-  };
-
-  fake_node(cluster& c, const std::string& name) : name_(name), sock_(c.client("node", name)) {}
-
-  // A node too good to pass over: every model loaded, a big GPU, many threads and slots.
-  void hello(const std::string& name, uint32_t slots, const std::vector<std::string>& models) {
-    wire::node_hello h;
-    h.name = name;
-    h.hostname = "fake-host";
-    h.engine = "fake";
-    h.slots = slots;
-    h.hardware.cpu_model = "claims to be fast";
-    h.hardware.cpu_threads = 1024;
-    h.hardware.memory_total = uint64_t(1) << 40;
-    h.hardware.gpus.push_back({"cuda", "imaginary GPU", uint64_t(80) << 30, uint64_t(80) << 30});
-    for (const auto& m : models) {
-      wire::model_info mi;
-      mi.name = m;
-      mi.architecture = "llama";
-      mi.loaded = true;
-      h.models.push_back(mi);
-    }
-    send(h);
-  }
-  void hello(uint32_t slots, const std::vector<std::string>& models) {
-    hello(name_, slots, models);
-  }
-  template <class M>
-  void send(const M& m) {
-    net::send(sock_->socket(), "", m);
-  }
-  // `n` hellos with the names flood-0, flood-1, ... as fast as it can; what came back.
-  replies hello_flood(int n, std::chrono::milliseconds wait) {
-    for (int i = 0; i < n; ++i) hello("flood-" + std::to_string(i), 1, {"alpha"});
-    return listen(wait, [n](auto& h) { return h.welcomes + int(h.errors.size()) >= n; });
-  }
-  // Waits for the broker's welcome to its hello.
-  bool welcomed() {
-    return listen(5s, [](auto& h) { return h.welcomes > 0 || !h.errors.empty(); }).welcomes == 1;
-  }
-  // Takes a job and says hello again without it, up to `times` times (the broker requeues it
-  // each time: a lost attempt); returns how many jobs it took.
-  int bounce(int times, std::chrono::milliseconds wait = 2s) {
-    int taken = 0;
-    send(wire::node_pull{1});
-    for (; taken < times; ++taken) {
-      auto heard = listen(wait, [](auto& h) { return !h.assigns.empty(); });
-      if (heard.assigns.empty()) break;
-      hello(1, {"alpha"});
-      send(wire::node_pull{1});
-    }
-    return taken;
-  }
-
-  // Reads what the broker sent for `timeout` (or until `until` holds): assignments are kept.
-  replies listen(std::chrono::milliseconds timeout,
-                 const std::function<bool(const replies&)>& until = nullptr) {
-    replies h;
-    const auto end = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < end) {
-      auto ev = sock_->next_event(20ms);
-      if (!ev) continue;
-      if (ev->cmd == wire::command::node_welcome) ++h.welcomes;
-      if (ev->cmd == wire::command::job_assign) {
-        if (auto a = wire::decode<wire::job_assign>(ev->body)) h.assigns.push_back(*a);
-      }
-      if (ev->cmd == wire::command::error) {
-        if (auto e = wire::decode<wire::error_reply>(ev->body)) h.errors.push_back(*e);
-      }
-      if (until && until(h)) break;
-    }
-    return h;
-  }
-
- private:
-  std::string name_;
-  std::unique_ptr<test_client> sock_;
-};
 
 std::optional<wire::node_summary> node_named(test_client& c, const std::string& name) {
   auto r = c.request<wire::nodes_reply>(wire::list_nodes{});

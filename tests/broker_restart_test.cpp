@@ -10,12 +10,14 @@
 #include <vector>
 
 #include "tests/cluster.h"
+#include "tests/fake-node.h"
 
 namespace hearth {
 namespace {
 
 using namespace std::chrono_literals;
 using testing::cluster;
+using testing::fake_node;
 using testing::nodes_online;
 using testing::test_client;
 using testing::wait_until;
@@ -38,44 +40,6 @@ std::vector<std::string> events_of(const wire::job_detail& d) {
   for (const auto& e : d.events) out.push_back(e.event);
   return out;
 }
-
-// A hand-written node on a raw socket that streams only what the test says: for the broker's side
-// of job_resume without a restart (a connection that lost chunks).
-class fake_node {
- public:
-  fake_node(cluster& c, const std::string& name) : sock_(c.client("node", name)) {
-    wire::node_hello h;
-    h.name = name;
-    h.hostname = "fake-host";
-    h.engine = "fake";
-    h.slots = 1;
-    h.models.push_back({"alpha", "llama", "F32", 0, 0, true});
-    send(h);
-  }
-  template <class M>
-  void send(const M& m) {
-    net::send(sock_->socket(), "", m);
-  }
-  // The next message of type M from the broker, skipping others (and sending heartbeats, so that
-  // the broker keeps it alive meanwhile); counts the job_resume messages it skips or returns.
-  template <class M>
-  std::optional<M> next(std::chrono::milliseconds timeout = 20s) {
-    const auto until = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < until) {
-      send(wire::heartbeat{});
-      auto ev = sock_->next_event(50ms);
-      if (!ev) continue;
-      resumes += ev->cmd == wire::command::job_resume;
-      if (ev->cmd != M::cmd) continue;
-      if (auto m = wire::decode<M>(ev->body)) return std::move(m.value());
-    }
-    return std::nullopt;
-  }
-  uint32_t resumes = 0;
-
- private:
-  std::unique_ptr<test_client> sock_;
-};
 
 class broker_restart_test : public ::testing::Test {
  protected:
@@ -191,6 +155,7 @@ TEST_F(broker_restart_test, a_job_finished_while_the_broker_was_down_is_not_run_
 
 TEST_F(broker_restart_test, a_gap_in_a_stream_is_filled_by_job_resume) {
   fake_node node(c_, "gappy");
+  node.hello(1, {"alpha"});
   const auto a = stream_to(node);
   ASSERT_TRUE(a);
   node.send(wire::job_tokens{a->job_id, a->attempt, 0, 4, "a b c d "});
@@ -212,6 +177,7 @@ TEST_F(broker_restart_test, a_gap_in_a_stream_is_filled_by_job_resume) {
 
 TEST_F(broker_restart_test, a_gap_job_resume_cannot_fill_ends_the_attempt) {
   fake_node node(c_, "deaf");
+  node.hello(1, {"alpha"});
   const auto a = stream_to(node);
   ASSERT_TRUE(a);
   node.send(wire::job_tokens{a->job_id, a->attempt, 4, 4, "e f g h "});

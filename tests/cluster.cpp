@@ -190,16 +190,38 @@ std::unique_ptr<test_client> cluster::client(const std::string& role, const std:
   return std::make_unique<test_client>(endpoint_, client_keys(role, name));
 }
 
-process cluster::start_broker(const std::vector<std::string>& extra) {
-  const std::string cfg = dir_.file("broker.yaml");
-  if (!std::filesystem::exists(cfg)) {
-    std::ofstream(cfg) << "heartbeat_ms: 200\nliveness: 5\noutput_flush_ms: 50\n"
-                          "queue_position_ms: 50\nlog_level: debug\n";
+void cluster::broker_settings(const std::vector<std::pair<std::string, std::string>>& settings) {
+  std::vector<std::pair<std::string, std::string>> all = {
+      {"heartbeat_ms", "200"},     {"liveness", "5"},      {"output_flush_ms", "50"},
+      {"queue_position_ms", "50"}, {"log_level", "debug"},
+  };
+  for (const auto& [name, value] : settings) {
+    auto it = std::find_if(all.begin(), all.end(), [&](const auto& s) { return s.first == name; });
+    if (it != all.end()) {
+      it->second = value;
+    } else {
+      all.emplace_back(name, value);
+    }
   }
-  std::vector<std::string> argv = {HEARTH_BROKER_BIN, "--bind", endpoint_, "--db", db(),
-                                   "--config",        cfg};
+  std::ofstream f(broker_config());
+  for (const auto& [name, value] : all) f << name << ": " << value << "\n";
+}
+
+std::vector<std::string> cluster::broker_argv(const std::string& bind,
+                                              const std::vector<std::string>& extra) {
+  if (!std::filesystem::exists(broker_config())) broker_settings({});
+  std::vector<std::string> argv = {HEARTH_BROKER_BIN, "--bind",       bind, "--db", db(),
+                                   "--config",        broker_config()};
   if (auth_) argv.insert(argv.end(), {"--auth", auth_dir()});
   argv.insert(argv.end(), extra.begin(), extra.end());
+  return argv;
+}
+
+process cluster::start_broker(const std::vector<std::string>& extra,
+                              const std::vector<std::string>& wrapper) {
+  std::vector<std::string> argv = wrapper;
+  const auto broker = broker_argv(endpoint_, extra);
+  argv.insert(argv.end(), broker.begin(), broker.end());
   return spawn(argv, dir_.file("broker-" + std::to_string(n_logs_++) + ".log"));
 }
 

@@ -90,7 +90,17 @@ class cluster {
 
   // hearth-broker with short heartbeats (200 ms, liveness 5: a node is dead after 1 s) so failures
   // show quickly, yet a loaded machine running sanitizer builds does not lose live nodes.
-  process start_broker(const std::vector<std::string>& extra = {});
+  // `wrapper` runs it through another program (strace ...), which then execs the broker.
+  process start_broker(const std::vector<std::string>& extra = {},
+                       const std::vector<std::string>& wrapper = {});
+  // The broker's command line, bound to `bind` (a second broker on the same database binds
+  // elsewhere).
+  std::vector<std::string> broker_argv(const std::string& bind,
+                                       const std::vector<std::string>& extra = {});
+  // Writes the brokers' YAML file: the settings start_broker uses, with `settings` (name, value)
+  // added or replacing them. Without a call, start_broker writes the defaults alone.
+  void broker_settings(const std::vector<std::pair<std::string, std::string>>& settings);
+  std::string broker_config() const { return dir_.file("broker.yaml"); }
   // hearth-node --broker ... --name NAME --models DIR --engine ENGINE --slots K, plus extra.
   process start_node(const std::string& name, const std::string& models_dir,
                      const std::string& engine, int slots,

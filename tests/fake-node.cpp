@@ -1,0 +1,74 @@
+#include "tests/fake-node.h"
+
+namespace hearth::testing {
+
+using namespace std::chrono_literals;
+
+fake_node::fake_node(cluster& c, const std::string& name)
+    : name_(name), sock_(c.client("node", name)) {}
+
+void fake_node::hello(const std::string& name, uint32_t slots,
+                      const std::vector<std::string>& models) {
+  wire::node_hello h;
+  h.name = name;
+  h.hostname = "fake-host";
+  h.engine = "fake";
+  h.slots = slots;
+  h.hardware.cpu_model = "claims to be fast";
+  h.hardware.cpu_threads = 1024;
+  h.hardware.memory_total = uint64_t(1) << 40;
+  h.hardware.gpus.push_back({"cuda", "imaginary GPU", uint64_t(80) << 30, uint64_t(80) << 30});
+  for (const auto& m : models) {
+    wire::model_info mi;
+    mi.name = m;
+    mi.architecture = "llama";
+    mi.loaded = true;
+    h.models.push_back(mi);
+  }
+  send(h);
+}
+
+fake_node::replies fake_node::hello_flood(int n, std::chrono::milliseconds wait) {
+  for (int i = 0; i < n; ++i) hello("flood-" + std::to_string(i), 1, {"alpha"});
+  return listen(wait, [n](auto& h) { return h.welcomes + int(h.errors.size()) >= n; });
+}
+
+bool fake_node::welcomed() {
+  return listen(5s, [](auto& h) { return h.welcomes > 0 || !h.errors.empty(); }).welcomes == 1;
+}
+
+int fake_node::bounce(int times, std::chrono::milliseconds wait) {
+  int taken = 0;
+  send(wire::node_pull{1});
+  for (; taken < times; ++taken) {
+    auto heard = listen(wait, [](auto& h) { return !h.assigns.empty(); });
+    if (heard.assigns.empty()) break;
+    hello(1, {"alpha"});
+    send(wire::node_pull{1});
+  }
+  return taken;
+}
+
+fake_node::replies fake_node::listen(std::chrono::milliseconds timeout,
+                                     const std::function<bool(const replies&)>& until) {
+  replies h;
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < end) {
+    auto ev = sock_->next_event(20ms);
+    if (!ev) continue;
+    if (ev->cmd == wire::command::node_welcome) ++h.welcomes;
+    if (ev->cmd == wire::command::job_assign) {
+      if (auto a = wire::decode<wire::job_assign>(ev->body)) h.assigns.push_back(*a);
+    }
+    if (ev->cmd == wire::command::job_cancel) {
+      if (auto c = wire::decode<wire::job_cancel>(ev->body)) h.cancels.push_back(*c);
+    }
+    if (ev->cmd == wire::command::error) {
+      if (auto e = wire::decode<wire::error_reply>(ev->body)) h.errors.push_back(*e);
+    }
+    if (until && until(h)) break;
+  }
+  return h;
+}
+
+}  // namespace hearth::testing
