@@ -635,6 +635,48 @@ TEST_F(durability_test, an_output_past_max_output_bytes_fails_the_job_and_cancel
   EXPECT_EQ(dn->summary.state, wire::job_state::completed);
 }
 
+// --- retention ---------------------------------------------------------------------------------
+
+// retention: in the broker's YAML deletes finished jobs by itself, keeping the newest keep_last,
+// and never a queued or running one.
+TEST_F(durability_test, retention_keeps_the_newest_finished_jobs_and_no_others) {
+  c_.broker_settings({{"retention", "{keep_last: 3}"}});
+  auto broker = c_.start_broker();
+  auto node = c_.start_node("keeper", c_.models("m", {"alpha"}), "null", 1);
+  auto client_ptr = c_.client();
+  auto& client = *client_ptr;
+  ASSERT_TRUE(nodes_online(client, 1)) << broker.log();
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 8; ++i) {
+    auto a = client.request<wire::accepted>(job("alpha", "job " + std::to_string(i), 4));
+    ASSERT_TRUE(a);
+    ids.push_back(a->job_id);
+  }
+  for (uint64_t id : ids) ASSERT_TRUE(client.wait_final(id));
+  // A job that stays queued (no node serves its model) is not finished, so it is kept.
+  auto waiting = client.request<wire::accepted>([] {
+    auto m = job("nobody-serves-this", "wait", 4);
+    m.wait_model = true;
+    return m;
+  }());
+  ASSERT_TRUE(waiting);
+  auto listed = [&] {
+    auto r = client.request<wire::jobs_reply>(wire::list_jobs{0, "", "", 100});
+    std::vector<uint64_t> out;
+    if (r) {
+      for (const auto& j : r->jobs) out.push_back(j.job_id);
+    }
+    return out;
+  };
+  const std::vector<uint64_t> expected = {waiting->job_id, ids[7], ids[6], ids[5]};
+  EXPECT_TRUE(wait_until([&] { return listed() == expected; }, 10s))
+      << "listed " << ::testing::PrintToString(listed()) << "\n"
+      << broker.log();
+  std::string err;
+  EXPECT_FALSE(client.request<wire::job_reply>(wire::get_job{0, ids[0]}, &err));
+  EXPECT_NE(err.find("not_found"), std::string::npos) << err;
+}
+
 // --- 6. the WAL stays bounded ----------------------------------------------------------------
 
 // A null-engine node streams as fast as it can for 20 s, job after job; the -wal file's size,
