@@ -547,6 +547,9 @@ void broker::prune_step(net::steady::time_point now) {
   constexpr uint32_t k_batch = 500;
   if (!prunes_.empty()) {
     auto& p = prunes_.front();
+    // Worked in this turn: if the turn's commit fails, it is answered storage_unavailable and
+    // dropped (storage_failed), like a request of the turn.
+    turn_requests_.emplace_back(p.routing_id, p.request_id);
     const uint64_t n = store_->prune(p.rule, net::wall_ms(), k_batch);
     p.pruned += n;
     if (n < k_batch) {

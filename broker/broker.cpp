@@ -218,6 +218,10 @@ void broker::storage_failed(const std::exception& e) {
                std::string("the job database could not be written (") + e.what() +
                    "); nothing of this request was kept; retry later");
   }
+  std::erase_if(prunes_, [&](const pending_prune& p) {
+    return std::find(turn_requests_.begin(), turn_requests_.end(),
+                     std::pair(p.routing_id, p.request_id)) != turn_requests_.end();
+  });
   reload();
 }
 
