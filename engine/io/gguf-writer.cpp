@@ -17,10 +17,6 @@ constexpr uint32_t k_default_alignment = 32;
 constexpr size_t k_max_tensor_name = 63;  // GGML_MAX_NAME (64) less the terminating NUL
 constexpr std::string_view k_alignment_key = "general.alignment";
 
-bool is_power_of_two(uint64_t x) {
-  return x != 0 && (x & (x - 1)) == 0;
-}
-
 uint64_t pad_to(uint64_t n, uint64_t alignment) {
   return (n + alignment - 1) / alignment * alignment;
 }
@@ -201,8 +197,9 @@ bool write_zeros(int fd, uint64_t n) {
 
 void gguf_writer::put(std::string key, gguf_value v) {
   check_value(key, v);
-  if (key == k_alignment_key && (v.type != gguf_value_type::u32 || !is_power_of_two(v.u))) {
-    invalid("general.alignment must be a non-zero power of two stored as u32");
+  if (key == k_alignment_key && (v.type != gguf_value_type::u32 || !gguf_alignment_valid(v.u))) {
+    invalid("general.alignment must be a power of two from 1 to " +
+            std::to_string(gguf_max_alignment) + " stored as u32");
   }
   for (auto& kv : kv_) {
     if (kv.key == key) {
@@ -320,8 +317,9 @@ void gguf_writer::set(std::string key, gguf_value v) {
 }
 
 void gguf_writer::set_alignment(uint32_t alignment) {
-  if (!is_power_of_two(alignment)) {
-    invalid("alignment " + std::to_string(alignment) + " is not a non-zero power of two");
+  if (!gguf_alignment_valid(alignment)) {
+    invalid("alignment " + std::to_string(alignment) + " is not a power of two from 1 to " +
+            std::to_string(gguf_max_alignment));
   }
   set_u32(std::string(k_alignment_key), alignment);
 }

@@ -43,8 +43,9 @@ class gguf_writer {
   // bools must be 0 or 1, and every array item must have the array's element type.
   void set(std::string key, gguf_value v);
 
-  // Stores general.alignment (u32); `alignment` must be a non-zero power of two. Without it the
-  // GGUF default of 32 applies. Setting general.alignment through set()/set_u32() is the same.
+  // Stores general.alignment (u32); `alignment` must be a power of two up to gguf_max_alignment.
+  // Without it the GGUF default of 32 applies. Setting general.alignment through set()/set_u32() is
+  // the same.
   void set_alignment(uint32_t alignment);
   uint32_t alignment() const;
 

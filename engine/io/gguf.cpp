@@ -322,8 +322,10 @@ result<gguf_file> gguf_file::parse(std::span<const uint8_t> bytes) {
   }
 
   if (const gguf_value* a = g.find("general.alignment")) {
-    if (a->type != gguf_value_type::u32 || a->u == 0 || (a->u & (a->u - 1)) != 0) {
-      return error{"general.alignment must be a non-zero power of two stored as u32"};
+    if (a->type != gguf_value_type::u32 || !gguf_alignment_valid(a->u)) {
+      return error{"general.alignment must be a power of two from 1 to " +
+                   std::to_string(gguf_max_alignment) + " stored as u32, got " +
+                   (a->type == gguf_value_type::u32 ? std::to_string(a->u) : "another type")};
     }
     g.alignment_ = a->u;
   }

@@ -76,6 +76,13 @@ struct gguf_tensor {
   std::string shape_string() const;  // "[256, 512]"
 };
 
+// general.alignment: a power of two, at most this. Files use 32 (sometimes 64 or 4096); a huge
+// one is refused because padding to it would make a writer (or a converter) allocate gigabytes.
+inline constexpr uint64_t gguf_max_alignment = uint64_t(1) << 20;
+inline bool gguf_alignment_valid(uint64_t a) {
+  return a != 0 && (a & (a - 1)) == 0 && a <= gguf_max_alignment;
+}
+
 class gguf_file {
  public:
   // Maps `path` read-only and parses it. Errors name the file and the problem.
