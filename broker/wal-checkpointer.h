@@ -13,10 +13,12 @@
 //
 // The backstop: a broker that commits without pause leaves no moment in which the WAL is fully
 // checkpointed, so it never restarts from its beginning. When its WAL holds 2 * wal_limit_bytes,
-// the commit that crossed it runs one passive checkpoint on the broker's own connection (blocking
-// the broker for the frames this thread has not copied yet, as SQLite's automatic checkpoint
-// would); the next commit restarts the WAL. So the -wal file never grows past
-// 2 * wal_limit_bytes plus the transaction that crossed it.
+// a commit runs one passive checkpoint on the broker's own connection (blocking the broker for
+// the frames this thread has not copied yet, as SQLite's automatic checkpoint would), unless this
+// thread's checkpoint is under way: waiting for that one would hold the broker for its whole copy
+// and fsync, so the broker tries again at its next commit. Past 4 * wal_limit_bytes it waits.
+// The next commit after a complete checkpoint restarts the WAL. So the -wal file never grows past
+// 4 * wal_limit_bytes plus the transaction that crossed it.
 #pragma once
 
 #include <sqlite3.h>
@@ -65,8 +67,9 @@ class wal_checkpointer {
   void loop();
   // Bytes of a WAL holding `frames` frames (pages of page_size plus their headers).
   uint64_t wal_bytes(int frames) const;
-  // Runs one checkpoint on `db`; counts it or its failure. False when it could not run (busy).
-  bool checkpoint(sqlite3* db, int mode);
+  // Runs one checkpoint on `db`; counts it or its failure. False when it could not run (busy, or
+  // with `wait` false another checkpoint under way).
+  bool checkpoint(sqlite3* db, int mode, bool wait = true);
 
   settings s_;
   uint64_t page_size_ = 4096;
