@@ -68,7 +68,11 @@ broker::broker(broker_config cfg, std::unique_ptr<job_store> store)
       outboxes_(outbox_limits{cfg_.max_peer_outbox_bytes, cfg_.max_outbox_bytes,
                               std::chrono::milliseconds(cfg_.peer_stall_ms)}) {}
 
-broker::~broker() = default;
+broker::~broker() {
+  // The ZAP handler monitors the ROUTER: it goes first, also when run() ends by an exception.
+  zap_.reset();
+  router_.reset();
+}
 
 std::string broker::endpoint() const {
   return endpoint_;
