@@ -203,7 +203,13 @@ void broker::turn() {
 }
 
 void broker::storage_failed(const std::exception& e) {
-  store_->rollback();
+  try {
+    store_->rollback();
+  } catch (const std::exception& r) {
+    // SQLite may already have rolled the transaction back itself; nothing of it is kept either
+    // way, and the reload below reads what is.
+    spdlog::warn("rolling back the failed turn: {}", r.what());
+  }
   const auto now = net::steady::now();
   storage_backoff_ = std::clamp(storage_backoff_ * 2, std::chrono::milliseconds(250),
                                 std::chrono::milliseconds(5000));
