@@ -174,6 +174,21 @@ void broker::flush_output(live_job& j) {
 
 void broker::turn() {
   turn_requests_.clear();
+  if (reload_pending_) {
+    const auto now = net::steady::now();
+    if (storage_down(now)) return;
+    try {
+      reload();
+      reload_pending_ = false;
+      spdlog::info("the jobs are loaded again; serving");
+    } catch (const std::exception& e) {
+      storage_backoff_ = std::clamp(storage_backoff_ * 2, std::chrono::milliseconds(250),
+                                    std::chrono::milliseconds(5000));
+      storage_retry_at_ = now + storage_backoff_;
+      spdlog::error("{}; trying again in {} ms", e.what(), storage_backoff_.count());
+      return;
+    }
+  }
   try {
     store_->begin();
     std::set<std::string> dropped;
@@ -232,7 +247,12 @@ void broker::storage_failed(const std::exception& e) {
     return std::find(turn_requests_.begin(), turn_requests_.end(),
                      std::pair(p.routing_id, p.request_id)) != turn_requests_.end();
   });
-  reload();
+  try {
+    reload();
+  } catch (const std::exception& r) {
+    reload_pending_ = true;
+    spdlog::error("{}; trying again in {} ms", r.what(), storage_backoff_.count());
+  }
 }
 
 bool broker::ignored(const std::string& rid, net::steady::time_point now) {

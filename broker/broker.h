@@ -372,6 +372,9 @@ class broker {
   // when the turn's commit fails.
   std::vector<std::pair<std::string, uint64_t>> turn_requests_;
   net::steady::time_point storage_retry_at_{};
+  // The reload after a storage failure could not read the database either: nothing is handled
+  // until it succeeds (messages wait in ZeroMQ), tried again with the same backoff.
+  bool reload_pending_ = false;
   std::chrono::milliseconds storage_backoff_{0};
   // prune_jobs requests being worked through, a batch per turn, then answered.
   struct pending_prune {
