@@ -223,6 +223,9 @@ std::string store_schema_prepare(sqlite3* db, const store_options& options) {
   store_exec(db, ("PRAGMA journal_size_limit=" + std::to_string(options.wal_limit_bytes)).c_str());
   // Checkpoints run on wal_checkpointer's thread, not inside the broker's commits.
   store_exec(db, "PRAGMA wal_autocheckpoint=0");
+  // Temporary tables (an IN list, a sort) stay in memory: a temporary file can fail to be written
+  // on a full disk, and the reload after a storage failure must still read the jobs.
+  store_exec(db, "PRAGMA temp_store=MEMORY");
   const std::string set_version = "PRAGMA user_version=" + std::to_string(hearth_schema_version);
   if (fresh) {
     exec_atomically(db, schema_sql + ("PRAGMA application_id=" +
