@@ -182,9 +182,7 @@ void broker::turn() {
       reload_pending_ = false;
       spdlog::info("the jobs are loaded again; serving");
     } catch (const std::exception& e) {
-      storage_backoff_ = std::clamp(storage_backoff_ * 2, std::chrono::milliseconds(250),
-                                    std::chrono::milliseconds(5000));
-      storage_retry_at_ = now + storage_backoff_;
+      storage_back_off(now);
       spdlog::error("{}; trying again in {} ms", e.what(), storage_backoff_.count());
       return;
     }
@@ -217,6 +215,12 @@ void broker::turn() {
   send_turn_output();
 }
 
+void broker::storage_back_off(net::steady::time_point now) {
+  storage_backoff_ = std::clamp(storage_backoff_ * 2, std::chrono::milliseconds(250),
+                                std::chrono::milliseconds(5000));
+  storage_retry_at_ = now + storage_backoff_;
+}
+
 void broker::storage_failed(const std::exception& e) {
   try {
     store_->rollback();
@@ -226,9 +230,7 @@ void broker::storage_failed(const std::exception& e) {
     spdlog::warn("rolling back the failed turn: {}", r.what());
   }
   const auto now = net::steady::now();
-  storage_backoff_ = std::clamp(storage_backoff_ * 2, std::chrono::milliseconds(250),
-                                std::chrono::milliseconds(5000));
-  storage_retry_at_ = now + storage_backoff_;
+  storage_back_off(now);
   spdlog::error(
       "the job database could not be written ({}); this turn's changes are undone, requests "
       "that write are refused for {} ms, then retried",

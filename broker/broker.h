@@ -209,6 +209,8 @@ class broker {
   // with the nodes still connected: each is asked to resume its attempts from what was stored).
   void storage_failed(const std::exception& e);
   void reload();
+  // Writes are refused for the next backoff (250 ms, doubling to 5 s until a commit writes).
+  void storage_back_off(net::steady::time_point now);
   // Whether requests that write are refused for now (after a storage failure, with backoff).
   bool storage_down(net::steady::time_point now) const { return now < storage_retry_at_; }
   void handle(net::received& msg);
