@@ -12,6 +12,8 @@ packages=(
   libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libsqlite3-dev sqlite3 libyaml-cpp-dev libspdlog-dev libfmt-dev
   # CLI
   libcli11-dev
+  # gateway: HTTP (Boost.Beast, header-only) and TLS; wrk for its HTTP benchmark
+  libboost-dev libssl-dev wrk
   # Vulkan: headers, loader, shader compiler, and lavapipe (Vulkan on the CPU) for tests
   libvulkan-dev glslc mesa-vulkan-drivers vulkan-tools
   # tests and benchmarks
@@ -19,6 +21,10 @@ packages=(
   # the durability test watches the broker's fsyncs with strace
   strace
 )
+
+# The gateway's tests drive it with the official OpenAI client from npm: Node.js and npm, from
+# Debian unless the machine has them already (a newer Node.js from elsewhere is fine).
+command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
 
 missing=()
 for p in "${packages[@]}"; do

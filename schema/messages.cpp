@@ -52,6 +52,14 @@ std::string_view command_name(command c) {
       return "forget_node";
     case command::prune_jobs:
       return "prune_jobs";
+    case command::whoami:
+      return "whoami";
+    case command::create_api_key:
+      return "create_api_key";
+    case command::list_api_keys:
+      return "list_api_keys";
+    case command::revoke_api_key:
+      return "revoke_api_key";
     case command::accepted:
       return "accepted";
     case command::job_queued:
@@ -74,6 +82,12 @@ std::string_view command_name(command c) {
       return "ok";
     case command::pruned:
       return "pruned";
+    case command::identity:
+      return "identity";
+    case command::api_key_created:
+      return "api_key_created";
+    case command::api_keys_reply:
+      return "api_keys_reply";
   }
   return "unknown";
 }
@@ -103,6 +117,10 @@ std::optional<command> command_from_byte(uint8_t b) {
     case uint8_t(command::list_models):
     case uint8_t(command::forget_node):
     case uint8_t(command::prune_jobs):
+    case uint8_t(command::whoami):
+    case uint8_t(command::create_api_key):
+    case uint8_t(command::list_api_keys):
+    case uint8_t(command::revoke_api_key):
     case uint8_t(command::accepted):
     case uint8_t(command::job_queued):
     case uint8_t(command::job_running):
@@ -114,6 +132,9 @@ std::optional<command> command_from_byte(uint8_t b) {
     case uint8_t(command::models_reply):
     case uint8_t(command::ok):
     case uint8_t(command::pruned):
+    case uint8_t(command::identity):
+    case uint8_t(command::api_key_created):
+    case uint8_t(command::api_keys_reply):
       return command(b);
   }
   return std::nullopt;

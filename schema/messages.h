@@ -54,8 +54,12 @@ enum class command : uint8_t {
   get_job = 0x44,
   list_nodes = 0x45,
   list_models = 0x46,
-  forget_node = 0x47,  // admin keys only
-  prune_jobs = 0x48,   // admin keys only
+  forget_node = 0x47,     // admin keys only
+  prune_jobs = 0x48,      // admin keys only
+  whoami = 0x49,          // who the peer (or the API key it presents) is
+  create_api_key = 0x4a,  // admin keys only
+  list_api_keys = 0x4b,   // admin keys only
+  revoke_api_key = 0x4c,  // admin keys only
   // broker -> client
   accepted = 0x60,
   job_queued = 0x61,
@@ -68,6 +72,9 @@ enum class command : uint8_t {
   models_reply = 0x68,
   ok = 0x69,
   pruned = 0x6a,
+  identity = 0x6b,
+  api_key_created = 0x6c,
+  api_keys_reply = 0x6d,
 };
 
 std::string_view command_name(command c);
@@ -196,6 +203,8 @@ struct job_params {
   int32_t repeat_last_n = 64;
   uint64_t seed = 0;  // chosen by the broker at submit when 0, so every attempt samples alike
   std::vector<std::string> stop;
+  float presence_penalty = 0;   // OpenAI's: logit -= presence_penalty if the token occurred
+  float frequency_penalty = 0;  // OpenAI's: logit -= frequency_penalty * its count
   template <class F>
   void fields(F& f) {
     f("max_tokens", max_tokens);
@@ -207,6 +216,8 @@ struct job_params {
     f("repeat_last_n", repeat_last_n);
     f("seed", seed);
     f.optional("stop", stop);
+    f.optional("presence_penalty", presence_penalty);
+    f.optional("frequency_penalty", frequency_penalty);
   }
 };
 
@@ -430,6 +441,7 @@ struct submit {
   // client has used before is answered with that job (accepted) instead of making a new one, so a
   // retry after a lost reply cannot duplicate a job. "" = none.
   std::string request_key;
+  std::string api_key;  // an API key to act as (see whoami below)
   template <class F>
   void fields(F& f) {
     f("request_id", request_id);
@@ -441,6 +453,7 @@ struct submit {
     f("wait_model", wait_model);
     f("watch", watch);
     f.optional("request_key", request_key);
+    f.optional("api_key", api_key);
   }
 };
 
@@ -457,6 +470,7 @@ struct watch {
   uint32_t attempt = 0;
   uint64_t seq = 0;
   uint64_t output_offset = 0;
+  std::string api_key;  // an API key to act as (see whoami below)
   template <class F>
   void fields(F& f) {
     f("request_id", request_id);
@@ -464,6 +478,7 @@ struct watch {
     f.optional("attempt", attempt);
     f.optional("seq", seq);
     f.optional("output_offset", output_offset);
+    f.optional("api_key", api_key);
   }
 };
 
@@ -471,10 +486,12 @@ struct cancel {
   static constexpr command cmd = command::cancel;
   uint64_t request_id = 0;
   uint64_t job_id = 0;
+  std::string api_key;  // an API key to act as (see whoami below)
   template <class F>
   void fields(F& f) {
     f("request_id", request_id);
     f("job_id", job_id);
+    f.optional("api_key", api_key);
   }
 };
 
@@ -484,12 +501,14 @@ struct list_jobs {
   std::string state;  // "" = any
   std::string model;  // "" = any
   uint32_t limit = 20;
+  std::string api_key;  // an API key to act as (see whoami below)
   template <class F>
   void fields(F& f) {
     f("request_id", request_id);
     f("state", state);
     f("model", model);
     f("limit", limit);
+    f.optional("api_key", api_key);
   }
 };
 
@@ -506,6 +525,7 @@ struct get_job {
   uint32_t max_output_bytes = 0;  // page size: 0 = default, capped at job_page_bytes_max
   uint64_t prompt_offset = 0;     // first byte of the prompt page
   uint32_t max_prompt_bytes = 0;  // as max_output_bytes
+  std::string api_key;            // an API key to act as (see whoami below)
   template <class F>
   void fields(F& f) {
     f("request_id", request_id);
@@ -514,24 +534,29 @@ struct get_job {
     f.optional("max_output_bytes", max_output_bytes);
     f.optional("prompt_offset", prompt_offset);
     f.optional("max_prompt_bytes", max_prompt_bytes);
+    f.optional("api_key", api_key);
   }
 };
 
 struct list_nodes {
   static constexpr command cmd = command::list_nodes;
   uint64_t request_id = 0;
+  std::string api_key;  // an API key to act as (see whoami below)
   template <class F>
   void fields(F& f) {
     f("request_id", request_id);
+    f.optional("api_key", api_key);
   }
 };
 
 struct list_models {
   static constexpr command cmd = command::list_models;
   uint64_t request_id = 0;
+  std::string api_key;  // an API key to act as (see whoami below)
   template <class F>
   void fields(F& f) {
     f("request_id", request_id);
+    f.optional("api_key", api_key);
   }
 };
 
@@ -560,6 +585,62 @@ struct prune_jobs {
     f("request_id", request_id);
     f("max_age_ms", max_age_ms);
     f("keep_last", keep_last);
+  }
+};
+
+// API keys (HTTP clients of hearth-gateway, PROTOCOL.md section 13). Every client request above
+// may carry `api_key`: the secret an HTTP client presented (Authorization: Bearer). A peer that
+// may send client requests (a client or admin key, or any peer of a broker without auth) may
+// present one; the broker then handles the request as that API key's client: it sees and
+// cancels only the key's own jobs, and the key's limits apply. An unknown or revoked key is
+// answered error_code::unauthorized. "" = the peer itself.
+inline constexpr uint32_t max_api_key_bytes = 256;
+inline constexpr uint32_t max_api_key_name_bytes = 64;
+
+// Who the peer is, or the API key it presents (the gateway checks a key once, then caches it).
+struct whoami {
+  static constexpr command cmd = command::whoami;
+  uint64_t request_id = 0;
+  std::string api_key;
+  template <class F>
+  void fields(F& f) {
+    f("request_id", request_id);
+    f.optional("api_key", api_key);
+  }
+};
+
+// Creates an API key named `name` (letters, digits, '-', '_', '.'; unique among keys not revoked);
+// the reply carries its secret, which the broker stores only as a hash (admin only).
+struct create_api_key {
+  static constexpr command cmd = command::create_api_key;
+  uint64_t request_id = 0;
+  std::string name;
+  template <class F>
+  void fields(F& f) {
+    f("request_id", request_id);
+    f("name", name);
+  }
+};
+
+struct list_api_keys {
+  static constexpr command cmd = command::list_api_keys;
+  uint64_t request_id = 0;
+  template <class F>
+  void fields(F& f) {
+    f("request_id", request_id);
+  }
+};
+
+// Revokes the key named `name`: requests presenting it are refused from the next turn on; its
+// jobs stay in the history (admin only).
+struct revoke_api_key {
+  static constexpr command cmd = command::revoke_api_key;
+  uint64_t request_id = 0;
+  std::string name;
+  template <class F>
+  void fields(F& f) {
+    f("request_id", request_id);
+    f("name", name);
   }
 };
 
@@ -842,6 +923,65 @@ struct pruned {
   }
 };
 
+// The answer to whoami. `owner` is what jobs of this identity record as their owner (a key's Z85
+// public key, "api:" and the API key's id, or "" without auth); `name` its certificate or API
+// key name; `role` "client" or "admin".
+struct identity {
+  static constexpr command cmd = command::identity;
+  uint64_t request_id = 0;
+  std::string owner;
+  std::string name;
+  std::string role;
+  template <class F>
+  void fields(F& f) {
+    f("request_id", request_id);
+    f("owner", owner);
+    f("name", name);
+    f("role", role);
+  }
+};
+
+// The new key: `key` is its secret, shown this once.
+struct api_key_created {
+  static constexpr command cmd = command::api_key_created;
+  uint64_t request_id = 0;
+  std::string name;
+  std::string key;
+  template <class F>
+  void fields(F& f) {
+    f("request_id", request_id);
+    f("name", name);
+    f("key", key);
+  }
+};
+
+struct api_key_info {
+  std::string name;
+  std::string prefix;  // the first characters of the secret, to tell keys apart
+  int64_t created_ms = 0;
+  int64_t revoked_ms = 0;    // 0: in force
+  int64_t last_used_ms = 0;  // 0: never (updated at most once a minute)
+  template <class F>
+  void fields(F& f) {
+    f("name", name);
+    f("prefix", prefix);
+    f("created_ms", created_ms);
+    f("revoked_ms", revoked_ms);
+    f("last_used_ms", last_used_ms);
+  }
+};
+
+struct api_keys_reply {
+  static constexpr command cmd = command::api_keys_reply;
+  uint64_t request_id = 0;
+  std::vector<api_key_info> keys;
+  template <class F>
+  void fields(F& f) {
+    f("request_id", request_id);
+    f("keys", keys);
+  }
+};
+
 // The body of this message never changes across versions, so a peer of any version can read why
 // it was refused.
 struct error_reply {
@@ -885,6 +1025,10 @@ struct error_reply {
   X(list_models) \
   X(forget_node) \
   X(prune_jobs) \
+  X(whoami) \
+  X(create_api_key) \
+  X(list_api_keys) \
+  X(revoke_api_key) \
   X(accepted) \
   X(job_queued) \
   X(job_running) \
@@ -895,5 +1039,8 @@ struct error_reply {
   X(nodes_reply) \
   X(models_reply) \
   X(ok) \
-  X(pruned)
+  X(pruned) \
+  X(identity) \
+  X(api_key_created) \
+  X(api_keys_reply)
 // clang-format on

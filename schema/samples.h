@@ -53,6 +53,8 @@ inline job_params params() {
   p.repeat_last_n = std::numeric_limits<int32_t>::min();
   p.seed = 0xFFFFFFFFFFFFFFFFull;
   p.stop = {"\n\n", "</s>", ""};
+  p.presence_penalty = -0.5f;
+  p.frequency_penalty = 1.75f;
   return p;
 }
 
@@ -191,37 +193,38 @@ inline submit sample<submit>() {
   m.wait_model = true;
   m.watch = true;
   m.request_key = "3f9a-\xc3\xa9t\xc3\xa9";
+  m.api_key = "hk_3q2-7wEVCv8QmZ1p0bN4oJtXy5Rc6dLgAeHfKsUi9Mz";
   return m;
 }
 
 template <>
 inline watch sample<watch>() {
-  return {request_id, job_id, 4, uint64_t(1) << 36, uint64_t(1) << 38};
+  return {request_id, job_id, 4, uint64_t(1) << 36, uint64_t(1) << 38, "hk_watcher"};
 }
 
 template <>
 inline cancel sample<cancel>() {
-  return {request_id, job_id};
+  return {request_id, job_id, "hk_canceller"};
 }
 
 template <>
 inline list_jobs sample<list_jobs>() {
-  return {request_id, "running", "stories260K", 1000};
+  return {request_id, "running", "stories260K", 1000, "hk_lister"};
 }
 
 template <>
 inline get_job sample<get_job>() {
-  return {request_id, job_id, uint64_t(1) << 40, 65536, uint64_t(1) << 33, 4096};
+  return {request_id, job_id, uint64_t(1) << 40, 65536, uint64_t(1) << 33, 4096, "hk_reader"};
 }
 
 template <>
 inline list_nodes sample<list_nodes>() {
-  return {request_id};
+  return {request_id, "hk_nodes"};
 }
 
 template <>
 inline list_models sample<list_models>() {
-  return {request_id};
+  return {request_id, "hk_models"};
 }
 
 template <>
@@ -319,6 +322,43 @@ inline ok sample<ok>() {
 template <>
 inline pruned sample<pruned>() {
   return {request_id, uint64_t(1) << 34};
+}
+
+template <>
+inline whoami sample<whoami>() {
+  return {request_id, "hk_3q2-7wEVCv8QmZ1p0bN4oJtXy5Rc6dLgAeHfKsUi9Mz"};
+}
+
+template <>
+inline create_api_key sample<create_api_key>() {
+  return {request_id, "open-webui"};
+}
+
+template <>
+inline list_api_keys sample<list_api_keys>() {
+  return {request_id};
+}
+
+template <>
+inline revoke_api_key sample<revoke_api_key>() {
+  return {request_id, "open-webui"};
+}
+
+template <>
+inline identity sample<identity>() {
+  return {request_id, "api:5f1c9e0a2b7d4c31", "open-webui", "client"};
+}
+
+template <>
+inline api_key_created sample<api_key_created>() {
+  return {request_id, "open-webui", "hk_3q2-7wEVCv8QmZ1p0bN4oJtXy5Rc6dLgAeHfKsUi9Mz"};
+}
+
+template <>
+inline api_keys_reply sample<api_keys_reply>() {
+  api_key_info a{"open-webui", "hk_3q2-7w", 1'700'000'000'999, 0, 1'700'000'060'999};
+  api_key_info b{"old-script", "hk_Zx81pQ", 1'600'000'000'000, 1'650'000'000'000, 0};
+  return {request_id, {a, b}};
 }
 
 }  // namespace hearth::wire::samples

@@ -1,0 +1,76 @@
+// hearth-gateway: the homelab behind the OpenAI HTTP API. An HTTP server (Boost.Beast, one I/O
+// thread for every connection) whose handlers are clients of the broker through one broker_link;
+// batches and uploaded files are kept in the gateway's own SQLite file. Runs as its own daemon
+// (gateway/main.cpp) and inside `hearth up --http` (tools/cmd-up.cpp).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gateway/broker-link.h"
+
+namespace hearth::gateway {
+
+struct gateway_options {
+  std::string listen = "127.0.0.1:8080";  // HOST:PORT
+  std::string broker = "tcp://127.0.0.1:5555";
+  std::string broker_key;  // the broker's public certificate ("" = no CURVE)
+  std::string key;         // the gateway's own secret certificate (a client or admin key)
+  // Listening anywhere but loopback needs API keys on every request, unless this is set.
+  bool insecure = false;
+  std::string tls_cert, tls_key;  // PEM files; both or neither (then plain HTTP)
+  // Origins allowed by CORS: none by default, "*" for any.
+  std::vector<std::string> cors_origins;
+  std::string db = "gateway.db";                    // batches and uploaded files
+  uint64_t max_body_bytes = 8ull << 20;             // requests other than file uploads
+  uint64_t max_upload_bytes = 256ull << 20;         // POST /v1/files
+  uint32_t max_connections = 4096;                  // more are refused (503) and closed
+  std::chrono::milliseconds header_timeout{10000};  // to receive a request's headers and body
+  std::chrono::milliseconds idle_timeout{60000};    // a keep-alive connection with no request
+  std::chrono::milliseconds write_timeout{30000};   // a client that takes no bytes for this long
+  uint64_t max_unsent_bytes = 4ull << 20;           // a streaming client this far behind is dropped
+};
+
+// Whether HOST:PORT can only be reached from this machine (127.0.0.0/8, ::1, localhost).
+bool listen_is_loopback(const std::string& listen);
+
+// What route handlers use besides the request: the broker, timers, the options.
+class gateway_services {
+ public:
+  virtual ~gateway_services() = default;
+  virtual broker_link& broker() = 0;
+  // Runs `f` on the I/O thread after `delay`.
+  virtual void after(std::chrono::milliseconds delay, std::function<void()> f) = 0;
+  virtual const gateway_options& options() const = 0;
+};
+
+class router;
+
+// Adds routes to `r`. What it returns lives as long as the gateway (the batch service, say).
+// gateway/routes.h has the one that adds every route the gateway serves.
+using route_installer = std::function<std::shared_ptr<void>(router& r, gateway_services& s)>;
+
+class gateway {
+ public:
+  // Checks the options (TLS files load, the listen address parses, API keys needed unless
+  // loopback or insecure) and connects to the broker; throws std::runtime_error naming what is
+  // wrong. /health is always served; `install` adds the rest.
+  gateway(gateway_options o, const route_installer& install);
+  ~gateway();
+  // Binds, then serves until `stop` becomes true (checked at least every 100 ms).
+  void run(const std::atomic<bool>& stop);
+  // The bound port (after run() has bound; 0 before): --listen HOST:0 picks a free one.
+  uint16_t port() const;
+  bool bound() const;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace hearth::gateway

@@ -1,0 +1,63 @@
+// OpenAI's request and response bodies for /v1/chat/completions and /v1/completions, turned into
+// a hearth job and back: the one place that knows which OpenAI parameter is which job parameter,
+// used by the HTTP routes (openai-routes.cpp) and by batches (each line is such a request).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "gateway/broker-link.h"
+#include "gateway/http.h"
+#include "schema/messages.h"
+
+namespace hearth::gateway {
+
+enum class openai_endpoint { chat_completions, completions };
+
+// "/v1/chat/completions" or "/v1/completions" -> the endpoint; nullopt otherwise.
+std::optional<openai_endpoint> openai_endpoint_of(std::string_view url);
+
+struct openai_request {
+  openai_endpoint endpoint = openai_endpoint::chat_completions;
+  // model, prompt (completions) or messages (chat), params; request_id, watch, priority,
+  // request_key and api_key are the caller's to set.
+  wire::submit submit;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  std::string user;
+};
+
+// A request the gateway refuses, as OpenAI reports it: status 400 and the parameter.
+struct request_refusal {
+  int status = 400;
+  std::string message;
+  std::string param;
+  std::string code;
+};
+
+// Parses and checks a request body (JSON). Every parameter OpenAI defines for the endpoint is
+// either applied or refused with a clear message naming it (n > 1, unknown roles, wrong types,
+// out-of-range values); unknown fields are ignored as OpenAI does.
+std::variant<openai_request, request_refusal> parse_openai_request(openai_endpoint endpoint,
+                                                                   std::string_view body);
+
+// OpenAI's finish_reason for a job's stop_reason: "stop" or "length".
+std::string_view openai_finish_reason(std::string_view stop_reason);
+
+// The response id of a job: "chatcmpl-<job id>" / "cmpl-<job id>".
+std::string openai_response_id(openai_endpoint endpoint, uint64_t job_id);
+
+// The whole (non-streamed) response object for a job that completed with `text`.
+std::string openai_response_body(const openai_request& r, uint64_t job_id, int64_t created,
+                                 std::string_view text, const wire::job_done& done);
+
+// The HTTP error for a job that did not complete (failed: 400 when the request was at fault,
+// e.g. a prompt longer than the model's context, else 500; cancelled: 499-like 500), and for a
+// broker refusal or a missing reply (404 unknown model naming the known ones, 429 queue or
+// limit, 401, 503 no reply / storage unavailable).
+http_response openai_job_error(const wire::job_done& done);
+http_response openai_link_error(const link_failure& f);
+
+}  // namespace hearth::gateway
