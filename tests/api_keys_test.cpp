@@ -224,7 +224,8 @@ TEST_P(api_keys_test, only_admins_manage_keys_and_names_are_checked) {
   }
   const std::string rule =
       "an API key name is 1 to 64 characters of A-Z, a-z, 0-9, '.', '_' and '-'";
-  for (const std::string bad : {"", "a b", "ünï", "semi;colon", std::string(65, 'x')}) {
+  for (const std::string& bad :
+       std::vector<std::string>{"", "a b", "ünï", "semi;colon", std::string(65, 'x')}) {
     EXPECT_FALSE(admin().request<wire::api_key_created>(wire::create_api_key{0, bad}, &err)) << bad;
     EXPECT_TRUE(err.starts_with("invalid_params: " + rule)) << err;
   }
@@ -346,9 +347,10 @@ TEST_P(api_keys_test, the_cli_creates_lists_and_revokes_keys) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(auth, api_keys_test, ::testing::Values(true, false), [](const auto& info) {
-  return info.param ? "with_auth" : "without_auth";
-});
+INSTANTIATE_TEST_SUITE_P(auth, api_keys_test, ::testing::Values(true, false),
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return p.param ? "with_auth" : "without_auth";
+                         });
 
 }  // namespace
 }  // namespace hearth

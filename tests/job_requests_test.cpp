@@ -76,8 +76,9 @@ TEST_F(job_requests_test, penalties_change_the_greedy_output_and_stay_determinis
 TEST_F(job_requests_test, a_request_at_fault_fails_once_and_is_not_tried_elsewhere) {
   auto broker = c_.start_broker();
   const std::string config = ctx_config(32);
-  auto n1 = c_.start_node("n1", models(), "cpu", 1, {"--config", config});
-  auto n2 = c_.start_node("n2", models(), "cpu", 1, {"--config", config});
+  const std::string dir = models();
+  auto n1 = c_.start_node("n1", dir, "cpu", 1, {"--config", config});
+  auto n2 = c_.start_node("n2", dir, "cpu", 1, {"--config", config});
   auto client = c_.client();
   ASSERT_TRUE(testing::nodes_online(*client, 2));
 
@@ -111,7 +112,7 @@ TEST_F(job_requests_test, a_request_at_fault_fails_once_and_is_not_tried_elsewhe
     ASSERT_TRUE(detail);
     EXPECT_EQ(detail->job.summary.attempts, 1u);
     int assigned = 0;
-    for (const auto& e : detail->job.events) assigned += e.event == "assigned";
+    for (const auto& ev : detail->job.events) assigned += ev.event == "assigned";
     EXPECT_EQ(assigned, 1) << id;
   }
   auto nodes = client->request<wire::nodes_reply>(wire::list_nodes{});
