@@ -4,6 +4,7 @@
 // holds a secret. Both with --auth (CURVE keys by role) and without.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <filesystem>
 #include <fstream>
@@ -288,6 +289,44 @@ TEST_P(api_keys_test, keys_survive_a_restart_and_no_secret_is_stored) {
     EXPECT_EQ(stored.find(secret.substr(8)), std::string::npos) << "the part after the prefix";
     EXPECT_EQ(broker_.log().find(secret), std::string::npos) << secret;
   }
+}
+
+// The broker's files on a size limit (RLIMIT_FSIZE through prlimit(2), as tests/durability_test.cpp
+// does; here 1 byte, so that no write of the broker succeeds): a key created in a turn whose commit
+// fails is not kept, in the database nor in the broker's memory, keys made before still work, and
+// creating keys works again once the limit is lifted.
+TEST_P(api_keys_test, a_key_whose_turn_fails_to_commit_is_not_kept) {
+  const std::string before = create("before");
+  auto limit = [&](rlim_t bytes) {
+    rlimit r{};
+    if (prlimit(broker_.pid(), RLIMIT_FSIZE, nullptr, &r) != 0) return false;
+    r.rlim_cur = bytes;
+    return prlimit(broker_.pid(), RLIMIT_FSIZE, &r, nullptr) == 0;
+  };
+  ASSERT_TRUE(limit(1));
+  // Once the backoff of any earlier failure is over, the create's own turn fails to commit.
+  std::string err;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        admin().request<wire::api_key_created>(wire::create_api_key{0, "during"}, &err);
+        return err.starts_with("storage_unavailable: the job database could not be written (");
+      },
+      30s))
+      << err;
+  for (const auto& k : keys()) EXPECT_NE(k.name, "during");
+  EXPECT_TRUE(whoami(client(), before));  // reads go on
+  ASSERT_TRUE(limit(RLIM_INFINITY));
+  std::optional<wire::api_key_created> made;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        made = admin().request<wire::api_key_created>(wire::create_api_key{0, "during"}, &err);
+        return made != std::nullopt;
+      },
+      30s))
+      << err;
+  auto me = whoami(client(), made->key);
+  ASSERT_TRUE(me);
+  EXPECT_EQ(me->name, "during");
 }
 
 TEST_P(api_keys_test, the_cli_creates_lists_and_revokes_keys) {
