@@ -35,6 +35,16 @@ class job_requests_test : public ::testing::Test {
     return t.follow(acc->job_id);
   }
 
+  // A job that failed for its request's fault, after its first attempt, saying `why`.
+  static void expect_at_fault(const testing::test_client::outcome& r, const std::string& reason,
+                              const std::string& why) {
+    ASSERT_TRUE(r.done);
+    EXPECT_EQ(r.done->state, wire::job_state::failed);
+    EXPECT_EQ(r.done->stop_reason, reason);
+    EXPECT_EQ(r.done->attempt, 1u);
+    EXPECT_NE(r.done->error.find(why), std::string::npos) << r.done->error;
+  }
+
   cluster c_;
 };
 
@@ -85,12 +95,8 @@ TEST_F(job_requests_test, a_request_at_fault_fails_once_and_is_not_tried_elsewhe
   std::string long_prompt;
   for (int i = 0; i < 40; ++i) long_prompt += "Once upon a time there was a little dog. ";
   const auto too_long = run(*client, testing::greedy_job(k_model, long_prompt, 8));
-  ASSERT_TRUE(too_long.done);
-  EXPECT_EQ(too_long.done->state, wire::job_state::failed);
-  EXPECT_EQ(too_long.done->stop_reason, "prompt_too_long");
-  EXPECT_EQ(too_long.done->attempt, 1u);
-  EXPECT_NE(too_long.done->error.find("tokens but a slot holds 32"), std::string::npos)
-      << too_long.done->error;
+  ASSERT_NO_FATAL_FAILURE(
+      expect_at_fault(too_long, "prompt_too_long", "tokens but a slot holds 32"));
   // Both numbers: the prompt's tokens (more than the slot's) and the slot's.
   const std::string& e = too_long.done->error;
   ASSERT_TRUE(e.starts_with("the prompt has ")) << e;
@@ -99,12 +105,7 @@ TEST_F(job_requests_test, a_request_at_fault_fails_once_and_is_not_tried_elsewhe
   auto chat = testing::greedy_job(k_model, "", 8);
   chat.messages = {{"user", "hello"}};
   const auto no_template = run(*client, chat);
-  ASSERT_TRUE(no_template.done);
-  EXPECT_EQ(no_template.done->state, wire::job_state::failed);
-  EXPECT_EQ(no_template.done->stop_reason, "invalid_request");
-  EXPECT_EQ(no_template.done->attempt, 1u);
-  EXPECT_NE(no_template.done->error.find("no chat template"), std::string::npos)
-      << no_template.done->error;
+  ASSERT_NO_FATAL_FAILURE(expect_at_fault(no_template, "invalid_request", "no chat template"));
 
   // One assignment each, in the history too; the nodes are not blamed for them.
   for (uint64_t id : {too_long.done->job_id, no_template.done->job_id}) {
