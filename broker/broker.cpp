@@ -368,6 +368,12 @@ bool broker::may_access(const peer& who, const std::string& owner) {
 }
 
 std::string broker::owner_name(const std::string& owner_key) const {
+  if (owner_key.starts_with("api:")) {
+    if (const api_key_record* k = api_keys_.find_id(std::string_view(owner_key).substr(4))) {
+      return k->name;
+    }
+    return owner_key;
+  }
   if (auth_) {
     if (const allowed_key* k = auth_->find(owner_key)) return k->name;
   }
@@ -375,13 +381,19 @@ std::string broker::owner_name(const std::string& owner_key) const {
 }
 
 namespace {
+// Commands only admin keys may send: forgetting nodes, pruning the history, managing API keys.
+bool admin_only(wire::command cmd) {
+  using wire::command;
+  return cmd == command::forget_node || cmd == command::prune_jobs ||
+         cmd == command::create_api_key || cmd == command::list_api_keys ||
+         cmd == command::revoke_api_key;
+}
+
 // Which role may send a command: nodes speak the node protocol, clients and admins the client
-// protocol, and forgetting nodes is for admins.
+// protocol, and admin_only commands are for admins.
 bool role_may_send(peer_role role, wire::command cmd) {
   if (wire::command_from_node(cmd)) return role == peer_role::node;
-  if (cmd == wire::command::forget_node || cmd == wire::command::prune_jobs) {
-    return role == peer_role::admin;
-  }
+  if (admin_only(cmd)) return role == peer_role::admin;
   return role == peer_role::client || role == peer_role::admin;
 }
 }  // namespace
@@ -409,14 +421,12 @@ void broker::handle(net::received& msg) {
       spdlog::warn("refused a {} from {} key '{}': not allowed for that role{}",
                    wire::command_name(env.env.cmd), peer_role_name(who->role), who->name, *more);
     }
-    send_error(
-        rid, id ? id->request_id : 0, wire::error_code::unauthorized,
-        std::string(wire::command_name(env.env.cmd)) + " needs " +
-            (node_cmd ? "a node key (in the broker's nodes/ folder)"
-             : env.env.cmd == wire::command::forget_node || env.env.cmd == wire::command::prune_jobs
-                 ? "an admin key (in the broker's admins/ folder)"
-                 : "a client or admin key (in clients/ or admins/)") +
-            "; this key is a " + std::string(peer_role_name(who->role)) + " key");
+    send_error(rid, id ? id->request_id : 0, wire::error_code::unauthorized,
+               std::string(wire::command_name(env.env.cmd)) + " needs " +
+                   (node_cmd                  ? "a node key (in the broker's nodes/ folder)"
+                    : admin_only(env.env.cmd) ? "an admin key (in the broker's admins/ folder)"
+                                              : "a client or admin key (in clients/ or admins/)") +
+                   "; this key is a " + std::string(peer_role_name(who->role)) + " key");
     return;
   }
   node_entry* node = node_by_routing_id(rid);
@@ -435,25 +445,44 @@ void broker::handle(net::received& msg) {
       }
       return;
     case command::submit:
-      return client_request<wire::submit>(rid, body,
-                                          [&](auto m) { on_submit(rid, *who, std::move(m)); });
+      return client_request<wire::submit>(
+          rid, *who, body, [&](auto m, const peer& as) { on_submit(rid, as, std::move(m)); });
     case command::watch:
-      return client_request<wire::watch>(rid, body, [&](auto m) { on_watch(rid, *who, m); });
+      return client_request<wire::watch>(rid, *who, body,
+                                         [&](auto m, const peer& as) { on_watch(rid, as, m); });
     case command::cancel:
-      return client_request<wire::cancel>(rid, body, [&](auto m) { on_cancel(rid, *who, m); });
+      return client_request<wire::cancel>(rid, *who, body,
+                                          [&](auto m, const peer& as) { on_cancel(rid, as, m); });
     case command::list_jobs:
-      return client_request<wire::list_jobs>(rid, body,
-                                             [&](auto m) { on_list_jobs(rid, *who, m); });
+      return client_request<wire::list_jobs>(
+          rid, *who, body, [&](auto m, const peer& as) { on_list_jobs(rid, as, m); });
     case command::get_job:
-      return client_request<wire::get_job>(rid, body, [&](auto m) { on_get_job(rid, *who, m); });
+      return client_request<wire::get_job>(rid, *who, body,
+                                           [&](auto m, const peer& as) { on_get_job(rid, as, m); });
     case command::forget_node:
-      return client_request<wire::forget_node>(rid, body, [&](auto m) { on_forget_node(rid, m); });
+      return client_request<wire::forget_node>(
+          rid, *who, body, [&](auto m, const peer&) { on_forget_node(rid, m); });
     case command::prune_jobs:
-      return client_request<wire::prune_jobs>(rid, body, [&](auto m) { on_prune_jobs(rid, m); });
+      return client_request<wire::prune_jobs>(rid, *who, body,
+                                              [&](auto m, const peer&) { on_prune_jobs(rid, m); });
     case command::list_nodes:
-      return client_request<wire::list_nodes>(rid, body, [&](auto m) { on_list_nodes(rid, m); });
+      return client_request<wire::list_nodes>(rid, *who, body,
+                                              [&](auto m, const peer&) { on_list_nodes(rid, m); });
     case command::list_models:
-      return client_request<wire::list_models>(rid, body, [&](auto m) { on_list_models(rid, m); });
+      return client_request<wire::list_models>(
+          rid, *who, body, [&](auto m, const peer&) { on_list_models(rid, m); });
+    case command::whoami:
+      return client_request<wire::whoami>(rid, *who, body,
+                                          [&](auto m, const peer& as) { on_whoami(rid, as, m); });
+    case command::create_api_key:
+      return client_request<wire::create_api_key>(
+          rid, *who, body, [&](auto m, const peer&) { on_create_api_key(rid, m); });
+    case command::list_api_keys:
+      return client_request<wire::list_api_keys>(
+          rid, *who, body, [&](auto m, const peer&) { on_list_api_keys(rid, m); });
+    case command::revoke_api_key:
+      return client_request<wire::revoke_api_key>(
+          rid, *who, body, [&](auto m, const peer&) { on_revoke_api_key(rid, m); });
     default:
       if (wire::command_from_node(env.env.cmd)) break;
       spdlog::warn("dropped a {} from peer {}: not a command the broker accepts",
@@ -504,7 +533,8 @@ void broker::handle(net::received& msg) {
 }
 
 template <class M, class F>
-void broker::client_request(const std::string& rid, std::string_view body, F&& handle_request) {
+void broker::client_request(const std::string& rid, const peer& who, std::string_view body,
+                            F&& handle_request) {
   auto m = wire::decode<M>(body);
   if (!m) {
     spdlog::warn("dropped a malformed message from peer {}: {}", peer_name(rid), m.message());
@@ -514,7 +544,15 @@ void broker::client_request(const std::string& rid, std::string_view body, F&& h
     return;
   }
   turn_requests_.emplace_back(rid, m->request_id);
-  handle_request(std::move(m.value()));
+  // Resolved once, here: every handler applies its owner rules to the identity it is given.
+  if constexpr (requires { m->api_key; }) {
+    if (!m->api_key.empty()) {
+      const auto as = api_key_peer(rid, m->request_id, who, m->api_key);
+      if (!as) return;
+      return handle_request(std::move(m.value()), *as);
+    }
+  }
+  handle_request(std::move(m.value()), who);
 }
 
 void broker::recover() {
@@ -531,7 +569,7 @@ void broker::recover() {
     nodes_[n.name] = std::move(e);
   }
   for (auto& m : store_->known_models()) known_models_.insert(m);
-
+  load_api_keys();
   load_unfinished_jobs();
 }
 
@@ -581,6 +619,8 @@ void broker::reload() {
   queued_bytes_ = 0;
   for (auto& [name, n] : nodes_) n.running.clear();
   try {
+    // Keys created or revoked in the failed turn were not kept either.
+    load_api_keys();
     load_unfinished_jobs();
   } catch (const std::exception& e) {
     // Reading failed too: the broker cannot know what it owes anyone.

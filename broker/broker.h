@@ -45,6 +45,7 @@
 #include <ext/pb_ds/tree_policy.hpp>
 
 #include "broker/allow-list.h"
+#include "broker/api-keys.h"
 #include "broker/config.h"
 #include "broker/job-store.h"
 #include "broker/log-limiter.h"
@@ -105,10 +106,12 @@ struct client_usage {
 
 // Who sent a message: the role and key the ZAP handler vouched for (broker/zap-handler.h). On a
 // broker without auth every peer is an admin with an empty key: it trusts whoever can reach it.
+// A client request that presents an API key acts as that key instead: role client, key "api:" +
+// the key's id (broker-api-keys.cpp).
 struct peer {
   peer_role role = peer_role::admin;
-  std::string key;   // Z85 public key; "" without auth
-  std::string name;  // the key's certificate file name
+  std::string key;   // Z85 public key; "" without auth; "api:" + id for an API key
+  std::string name;  // the key's certificate file name, or the API key's name
 };
 
 struct node_entry {
@@ -218,7 +221,7 @@ class broker {
   std::optional<peer> identify(const net::received& msg);
   // Whether `who` may see and act on a job owned by `owner` (its own, or an admin).
   static bool may_access(const peer& who, const std::string& owner);
-  // How a job's owner is shown: the name of its key's certificate, else the key itself.
+  // How a job's owner is shown: the name of its key's certificate or API key, else the key itself.
   std::string owner_name(const std::string& owner_key) const;
 
   // Nodes (broker-nodes.cpp).
@@ -252,9 +255,21 @@ class broker {
   void store_node(const node_entry& n);
   node_entry* node_by_routing_id(const std::string& rid);
 
-  // Decodes a client request and hands it on; a malformed one gets error_reply(malformed).
+  // Decodes a client request and hands it on with the identity it acts as: `who`, or the API key
+  // it presents. A malformed one gets error_reply(malformed), an unknown key unauthorized.
   template <class M, class F>
-  void client_request(const std::string& rid, std::string_view body, F&& handle_request);
+  void client_request(const std::string& rid, const peer& who, std::string_view body,
+                      F&& handle_request);
+
+  // API keys (broker-api-keys.cpp). The identity of the key `secret`, or nullopt after replying
+  // unauthorized (unknown or revoked key, or a peer that may not present one).
+  std::optional<peer> api_key_peer(const std::string& rid, uint64_t request_id, const peer& who,
+                                   const std::string& secret);
+  void load_api_keys();
+  void on_whoami(const std::string& rid, const peer& who, const wire::whoami& m);
+  void on_create_api_key(const std::string& rid, const wire::create_api_key& m);
+  void on_list_api_keys(const std::string& rid, const wire::list_api_keys& m);
+  void on_revoke_api_key(const std::string& rid, const wire::revoke_api_key& m);
 
   // Clients (broker-clients.cpp).
   void on_submit(const std::string& rid, const peer& who, wire::submit m);
@@ -328,6 +343,7 @@ class broker {
   zmq::context_t ctx_;
   std::optional<allow_list> auth_;  // with --auth: the keys allowed, rescanned every second
   std::unique_ptr<zap_handler> zap_;
+  api_key_registry api_keys_;  // the store's api_keys table, kept in step with it
   net::steady::time_point next_auth_refresh_{};
   // Lines a peer can provoke: messages of a key no longer allowed or of the wrong role, refused
   // node_hellos, dropped peers.

@@ -10,7 +10,7 @@ namespace {
 // user_version is the layout below. A layout change bumps it and adds a step to `migrations`;
 // open() upgrades older files in place and refuses newer ones.
 constexpr int32_t hearth_application_id = 0x48525448;
-constexpr int32_t hearth_schema_version = 3;
+constexpr int32_t hearth_schema_version = 4;
 
 // uint64 values (seed, sizes) are stored as the int64 of the same bits.
 // A job's row holds only small columns: the broker updates it many times a second per running
@@ -43,7 +43,9 @@ CREATE TABLE IF NOT EXISTS jobs (
   stop TEXT NOT NULL,  -- each stop string as <byte length>:<bytes>, so any bytes survive
   owner TEXT NOT NULL DEFAULT '',  -- the submitting client's public key (Z85); '' without auth
   output_bytes INTEGER NOT NULL DEFAULT 0,  -- the latest attempt's output in job_output
-  request_key TEXT NOT NULL DEFAULT ''  -- the submit's idempotency key; '' = none
+  request_key TEXT NOT NULL DEFAULT '',  -- the submit's idempotency key; '' = none
+  presence_penalty REAL NOT NULL DEFAULT 0,
+  frequency_penalty REAL NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
 CREATE INDEX IF NOT EXISTS jobs_model ON jobs(model);
@@ -121,6 +123,17 @@ CREATE TABLE IF NOT EXISTS node_models (
 );
 -- Every model name ever advertised: node_models holds only each node's latest list.
 CREATE TABLE IF NOT EXISTS models_seen (name TEXT PRIMARY KEY) WITHOUT ROWID;
+-- API keys of HTTP clients (broker/api-keys.h): the secret's SHA-256, never the secret.
+CREATE TABLE IF NOT EXISTS api_keys (
+  id TEXT PRIMARY KEY,  -- the first 12 hex digits of hash; jobs' owner is 'api:' || id
+  name TEXT NOT NULL,
+  hash TEXT NOT NULL UNIQUE,
+  prefix TEXT NOT NULL,
+  created_ms INTEGER NOT NULL,
+  revoked_ms INTEGER NOT NULL DEFAULT 0,  -- 0: in force
+  last_used_ms INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+CREATE UNIQUE INDEX IF NOT EXISTS api_keys_in_force ON api_keys(name) WHERE revoked_ms = 0;
 )sql";
 
 // migrations[v - 1] turns a version-v file into version v + 1 (columns added by ALTER TABLE land
@@ -153,6 +166,14 @@ constexpr const char* migrations[] = {
     "UPDATE jobs SET output_bytes = length(CAST(output AS BLOB));"
     "ALTER TABLE jobs DROP COLUMN prompt;"
     "ALTER TABLE jobs DROP COLUMN output;",
+    // 3 -> 4: API keys, and OpenAI's presence and frequency penalties among a job's parameters.
+    "ALTER TABLE jobs ADD COLUMN presence_penalty REAL NOT NULL DEFAULT 0;"
+    "ALTER TABLE jobs ADD COLUMN frequency_penalty REAL NOT NULL DEFAULT 0;"
+    "CREATE TABLE api_keys (id TEXT PRIMARY KEY, name TEXT NOT NULL, hash TEXT NOT NULL UNIQUE, "
+    "  prefix TEXT NOT NULL, created_ms INTEGER NOT NULL, "
+    "  revoked_ms INTEGER NOT NULL DEFAULT 0, last_used_ms INTEGER NOT NULL DEFAULT 0) "
+    "  WITHOUT ROWID;"
+    "CREATE UNIQUE INDEX api_keys_in_force ON api_keys(name) WHERE revoked_ms = 0;",
 };
 static_assert(std::size(migrations) == hearth_schema_version - 1);
 

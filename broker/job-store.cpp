@@ -23,7 +23,8 @@ namespace {
 constexpr const char* summary_columns =
     "id, model, priority, state, node, attempts, created_ms, started_ms, finished_ms, n_prompt, "
     "n_gen, output_bytes, stop_reason, error, max_tokens, temperature, top_k, top_p, min_p, "
-    "repeat_penalty, repeat_last_n, seed, stop, owner, request_key";
+    "repeat_penalty, repeat_last_n, seed, stop, owner, request_key, presence_penalty, "
+    "frequency_penalty";
 
 // Finished jobs, as the partial indexes jobs_finished_ms and jobs_finished_id select them
 // (job-store-schema.cpp): every finished job has its finished_ms, no other job has one.
@@ -185,7 +186,9 @@ job_row read_job(query& q, bool with_prompt) {
   r.params.stop = decode_stop(q.text(22), r.id);
   r.owner = q.text(23);
   r.request_key = q.text(24);
-  if (with_prompt) r.prompt = q.text(25);
+  r.params.presence_penalty = static_cast<float>(q.real(25));
+  r.params.frequency_penalty = static_cast<float>(q.real(26));
+  if (with_prompt) r.prompt = q.text(27);
   return r;
 }
 
@@ -193,7 +196,7 @@ std::string select_jobs(const char* where_order) {
   return std::string("SELECT ") + summary_columns + " FROM jobs " + where_order;
 }
 
-// The summary and then the prompt (column 25).
+// The summary and then the prompt (column 27).
 std::string select_jobs_with_prompt(const char* where_order) {
   return std::string("SELECT ") + summary_columns +
          ", coalesce((SELECT prompt FROM job_prompts WHERE job_id = jobs.id), '') FROM jobs " +
@@ -237,8 +240,9 @@ struct job_store::impl {
                    "INSERT INTO jobs (model, priority, state, node, attempts, created_ms, "
                    "started_ms, finished_ms, n_prompt, n_gen, output_bytes, stop_reason, error, "
                    "max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, "
-                   "seed, stop, owner, request_key) VALUES (?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, "
-                   "0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+                   "seed, stop, owner, request_key, presence_penalty, frequency_penalty) VALUES "
+                   "(?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                   "?, ?, ?)"),
         prompt_insert(conn, "INSERT INTO job_prompts (job_id, prompt) VALUES (?, ?)"),
         message_insert(conn,
                        "INSERT INTO job_messages (job_id, idx, role, content) VALUES (?, ?, ?, ?)"),
@@ -339,7 +343,15 @@ struct job_store::impl {
         node_models_select(conn,
                            "SELECT name, architecture, quantization, size_bytes, context_length, "
                            "loaded FROM node_models WHERE node = ? ORDER BY idx"),
-        models_seen_select(conn, "SELECT name FROM models_seen ORDER BY name") {}
+        models_seen_select(conn, "SELECT name FROM models_seen ORDER BY name"),
+        api_key_insert(conn,
+                       "INSERT INTO api_keys (id, name, hash, prefix, created_ms, revoked_ms, "
+                       "last_used_ms) VALUES (?, ?, ?, ?, ?, ?, ?)"),
+        api_key_revoke(conn, "UPDATE api_keys SET revoked_ms = ? WHERE id = ? AND revoked_ms = 0"),
+        api_key_used(conn, "UPDATE api_keys SET last_used_ms = ? WHERE id = ?"),
+        api_keys_select(conn,
+                        "SELECT id, name, hash, prefix, created_ms, revoked_ms, last_used_ms "
+                        "FROM api_keys") {}
 
   // The hook must not outlive the checkpointer it calls.
   ~impl() { sqlite3_wal_hook(db.get(), nullptr, nullptr); }
@@ -363,6 +375,7 @@ struct job_store::impl {
   statement node_gpus_delete, node_models_delete, node_gpu_insert, node_model_insert;
   statement model_seen_insert, node_seen, nodes_select, node_gpus_select, node_models_select;
   statement models_seen_select;
+  statement api_key_insert, api_key_revoke, api_key_used, api_keys_select;
   // Declared last so that its connection closes first and the broker's connection, closing
   // last, checkpoints and removes the WAL.
   std::unique_ptr<wal_checkpointer> checkpointer;
@@ -496,7 +509,8 @@ uint64_t job_store::insert_job(job_row& row, int64_t now_ms) {
     q.bind(row.stop_reason).bind(row.error).bind(pr.max_tokens).bind(pr.temperature);
     q.bind(pr.top_k).bind(pr.top_p).bind(pr.min_p);
     q.bind(pr.repeat_penalty).bind(pr.repeat_last_n).bind(pr.seed).bind(stop);
-    q.bind(row.owner).bind(row.request_key).run();
+    q.bind(row.owner).bind(row.request_key).bind(pr.presence_penalty);
+    q.bind(pr.frequency_penalty).run();
   }
   uint64_t id = static_cast<uint64_t>(sqlite3_last_insert_rowid(p_->db.get()));
   query(p_->prompt_insert).bind(id).bind(row.prompt).run();
@@ -787,6 +801,29 @@ std::vector<std::string> job_store::known_models() {
   query q(p_->models_seen_select);
   while (q.next()) names.push_back(q.text(0));
   return names;
+}
+
+void job_store::api_key_insert(const api_key_record& k) {
+  query q(p_->api_key_insert);
+  q.bind(k.id).bind(k.name).bind(k.hash).bind(k.prefix).bind(k.created_ms).bind(k.revoked_ms);
+  q.bind(k.last_used_ms).run();
+}
+
+void job_store::api_key_revoke(const std::string& id, int64_t now_ms) {
+  query(p_->api_key_revoke).bind(now_ms).bind(id).run();
+}
+
+void job_store::api_key_used(const std::string& id, int64_t now_ms) {
+  query(p_->api_key_used).bind(now_ms).bind(id).run();
+}
+
+std::vector<api_key_record> job_store::api_keys() {
+  std::vector<api_key_record> keys;
+  query q(p_->api_keys_select);
+  while (q.next()) {
+    keys.push_back({q.text(0), q.text(1), q.text(2), q.text(3), q.i64(4), q.i64(5), q.i64(6)});
+  }
+  return keys;
 }
 
 bool job_store::last_commit_wrote() const {

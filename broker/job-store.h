@@ -69,6 +69,17 @@ struct job_row {
   std::string request_key;  // the submit's idempotency key ("" = none); unique per owner
 };
 
+// An API key as stored (broker/api-keys.h): never its secret, only the secret's SHA-256.
+struct api_key_record {
+  std::string id;      // the first 12 hex digits of hash; jobs record "api:" + id as owner
+  std::string name;    // unique among keys in force
+  std::string hash;    // SHA-256 of the secret, 64 hex digits
+  std::string prefix;  // the secret's first characters, to tell keys apart
+  int64_t created_ms = 0;
+  int64_t revoked_ms = 0;    // 0: in force
+  int64_t last_used_ms = 0;  // 0: never
+};
+
 struct job_filter {
   std::optional<wire::job_state> state;
   std::string model;                 // "" = any
@@ -172,6 +183,12 @@ class job_store {
   void node_forget(const std::string& name);
   // Every model any node has ever advertised (so a model of an offline node is not "unknown").
   std::vector<std::string> known_models();
+
+  // API keys (broker/api-keys.h), revoked ones included: the broker keeps them all in memory.
+  void api_key_insert(const api_key_record& k);
+  void api_key_revoke(const std::string& id, int64_t now_ms);
+  void api_key_used(const std::string& id, int64_t now_ms);
+  std::vector<api_key_record> api_keys();
 
   // Whether the last successful commit() changed anything (a turn may commit nothing).
   bool last_commit_wrote() const;

@@ -134,6 +134,8 @@ TEST_F(JobStore, RoundTripsEveryField) {
   r.params.repeat_penalty = 1.1f;
   r.params.repeat_last_n = -1;
   r.params.seed = 0xFFFFFFFFFFFFFFFFull;
+  r.params.presence_penalty = -1.5f;
+  r.params.frequency_penalty = 0.25f;
   r.params.stop = {"\n\n",
                    "",
                    "12:not:a:length",
@@ -176,6 +178,8 @@ TEST_F(JobStore, RoundTripsEveryField) {
   EXPECT_EQ(got->params.repeat_penalty, 1.1f);
   EXPECT_EQ(got->params.repeat_last_n, -1);
   EXPECT_EQ(got->params.seed, 0xFFFFFFFFFFFFFFFFull);
+  EXPECT_EQ(got->params.presence_penalty, -1.5f);
+  EXPECT_EQ(got->params.frequency_penalty, 0.25f);
   EXPECT_EQ(got->params.stop, r.params.stop);
   EXPECT_EQ(got->priority, -3);
   EXPECT_EQ(got->state, job_state::queued);
@@ -357,7 +361,7 @@ TEST_F(JobStore, UsesWalAndRecordsTheSchemaVersion) {
     return v;
   };
   EXPECT_EQ(pragma("PRAGMA journal_mode"), "wal");
-  EXPECT_EQ(pragma("PRAGMA user_version"), "3");
+  EXPECT_EQ(pragma("PRAGMA user_version"), "4");
   EXPECT_EQ(pragma("PRAGMA auto_vacuum"), "2");  // incremental: prune() can shrink the file
   EXPECT_EQ(pragma("PRAGMA application_id"), std::to_string(0x48525448));
   sqlite3_close(db);
@@ -485,10 +489,10 @@ TEST_F(JobStore, RejectsAnotherApplicationsDatabase) {
   EXPECT_NE(b.message().find("application_id 0x000004d2"), std::string::npos) << b.message();
 
   { ASSERT_TRUE(open_store()); }
-  make(path(), "PRAGMA user_version = 4");
+  make(path(), "PRAGMA user_version = 5");
   auto c = job_store::open(path());
   ASSERT_FALSE(c);
-  EXPECT_NE(c.message().find("schema version 4"), std::string::npos) << c.message();
+  EXPECT_NE(c.message().find("schema version 5"), std::string::npos) << c.message();
 }
 
 // The layout of version 1 (before owners and node keys), as a broker of that version made it.
@@ -746,7 +750,7 @@ TEST_F(JobStore, UpgradesAVersion2FileInPlace) {
   }
   auto s = open_store();
   ASSERT_TRUE(s);
-  EXPECT_EQ(sql_value(path(), "PRAGMA user_version"), "3");
+  EXPECT_EQ(sql_value(path(), "PRAGMA user_version"), "4");
   EXPECT_EQ(sql_value(path(), "PRAGMA auto_vacuum"), "2");
   EXPECT_EQ(sql_value(path(),
                       "SELECT count(*) FROM pragma_table_info('jobs') WHERE name IN "
@@ -793,6 +797,210 @@ TEST_F(JobStore, UpgradesAVersion2FileInPlace) {
   s = open_store();  // reopening an upgraded file is a plain open
   ASSERT_TRUE(s);
   EXPECT_TRUE(s->read_output(1, 0, UINT64_MAX) == done_output);
+}
+
+// The layout of version 3 (before API keys and the OpenAI penalties), as a broker of that
+// version made it.
+constexpr const char* schema_v3 = R"sql(
+CREATE TABLE IF NOT EXISTS jobs (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  model TEXT NOT NULL,
+  priority INTEGER NOT NULL,
+  state TEXT NOT NULL,
+  node TEXT NOT NULL,
+  attempts INTEGER NOT NULL,
+  created_ms INTEGER NOT NULL,
+  started_ms INTEGER NOT NULL,
+  finished_ms INTEGER NOT NULL,
+  n_prompt INTEGER NOT NULL,
+  n_gen INTEGER NOT NULL,
+  stop_reason TEXT NOT NULL,
+  error TEXT NOT NULL,
+  max_tokens INTEGER NOT NULL,
+  temperature REAL NOT NULL,
+  top_k INTEGER NOT NULL,
+  top_p REAL NOT NULL,
+  min_p REAL NOT NULL,
+  repeat_penalty REAL NOT NULL,
+  repeat_last_n INTEGER NOT NULL,
+  seed INTEGER NOT NULL,
+  stop TEXT NOT NULL,  -- each stop string as <byte length>:<bytes>, so any bytes survive
+  owner TEXT NOT NULL DEFAULT '',  -- the submitting client's public key (Z85); '' without auth
+  output_bytes INTEGER NOT NULL DEFAULT 0,  -- the latest attempt's output in job_output
+  request_key TEXT NOT NULL DEFAULT ''  -- the submit's idempotency key; '' = none
+);
+CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
+CREATE INDEX IF NOT EXISTS jobs_model ON jobs(model);
+CREATE INDEX IF NOT EXISTS jobs_owner ON jobs(owner, id);
+CREATE UNIQUE INDEX IF NOT EXISTS jobs_request_key ON jobs(owner, request_key)
+  WHERE request_key <> '';
+-- prune() walks finished jobs by age and by id without sorting the whole history. A job is
+-- finished when it has a finished_ms; the predicate is a plain comparison because an IN list in
+-- a partial index's WHERE makes every UPDATE of a job build temporary tables to evaluate it
+-- (measured: 25 times slower turns).
+CREATE INDEX IF NOT EXISTS jobs_finished_ms ON jobs(finished_ms) WHERE finished_ms > 0;
+CREATE INDEX IF NOT EXISTS jobs_finished_id ON jobs(id) WHERE finished_ms > 0;
+CREATE TABLE IF NOT EXISTS job_prompts (
+  job_id INTEGER PRIMARY KEY REFERENCES jobs(id),
+  prompt TEXT NOT NULL
+);
+-- The latest attempt's output: data holds bytes [byte_offset, byte_offset + length(data)).
+-- BLOB, not TEXT: a chunk may end inside a UTF-8 character, and substr() counts BLOB bytes.
+CREATE TABLE IF NOT EXISTS job_output (
+  id INTEGER PRIMARY KEY,
+  job_id INTEGER NOT NULL REFERENCES jobs(id),
+  byte_offset INTEGER NOT NULL,
+  data BLOB NOT NULL,
+  UNIQUE (job_id, byte_offset)
+);
+CREATE TABLE IF NOT EXISTS job_messages (
+  job_id INTEGER NOT NULL REFERENCES jobs(id),
+  idx INTEGER NOT NULL,
+  role TEXT NOT NULL,
+  content TEXT NOT NULL,
+  PRIMARY KEY (job_id, idx)
+);
+CREATE TABLE IF NOT EXISTS job_events (
+  id INTEGER PRIMARY KEY,
+  job_id INTEGER NOT NULL REFERENCES jobs(id),
+  time_ms INTEGER NOT NULL,
+  event TEXT NOT NULL,
+  attempt INTEGER NOT NULL,
+  node TEXT NOT NULL,
+  detail TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS job_events_job ON job_events(job_id);
+CREATE TABLE IF NOT EXISTS nodes (
+  name TEXT PRIMARY KEY,
+  hostname TEXT NOT NULL,
+  engine TEXT NOT NULL,
+  online INTEGER NOT NULL,
+  last_seen_ms INTEGER NOT NULL,
+  slots INTEGER NOT NULL,
+  cpu_model TEXT NOT NULL,
+  cpu_threads INTEGER NOT NULL,
+  memory_total INTEGER NOT NULL,
+  memory_available INTEGER NOT NULL,
+  key TEXT NOT NULL DEFAULT ''  -- the node's public key (Z85): its name is bound to it
+);
+CREATE TABLE IF NOT EXISTS node_gpus (
+  node TEXT NOT NULL REFERENCES nodes(name),
+  idx INTEGER NOT NULL,
+  backend TEXT NOT NULL,
+  name TEXT NOT NULL,
+  memory_total INTEGER NOT NULL,
+  memory_free INTEGER NOT NULL,
+  PRIMARY KEY (node, idx)
+);
+CREATE TABLE IF NOT EXISTS node_models (
+  node TEXT NOT NULL REFERENCES nodes(name),
+  idx INTEGER NOT NULL,
+  name TEXT NOT NULL,
+  architecture TEXT NOT NULL,
+  quantization TEXT NOT NULL,
+  size_bytes INTEGER NOT NULL,
+  context_length INTEGER NOT NULL,
+  loaded INTEGER NOT NULL,
+  PRIMARY KEY (node, idx)
+);
+-- Every model name ever advertised: node_models holds only each node's latest list.
+CREATE TABLE IF NOT EXISTS models_seen (name TEXT PRIMARY KEY) WITHOUT ROWID;
+)sql";
+
+TEST_F(JobStore, UpgradesAVersion3FileInPlace) {
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path().c_str(), &db), SQLITE_OK);
+    for (const char* sql :
+         {"PRAGMA auto_vacuum=INCREMENTAL", "PRAGMA journal_mode=WAL", schema_v3,
+          "PRAGMA application_id = 1213355080", "PRAGMA user_version = 3",
+          "INSERT INTO jobs (id, model, priority, state, node, attempts, created_ms, started_ms, "
+          "finished_ms, n_prompt, n_gen, stop_reason, error, max_tokens, temperature, top_k, "
+          "top_p, min_p, repeat_penalty, repeat_last_n, seed, stop, owner, output_bytes, "
+          "request_key) VALUES (1, 'm', 2, 'completed', 'n1', 1, 10, 11, 12, 3, 4, 'max_tokens', "
+          "'', 4, 0.5, 40, 0.9, 0.05, 1.1, 64, 7, '2:\n\n', 'alice', 5, 'k1'), "
+          "(2, 'm', 0, 'queued', '', 0, 20, 0, 0, 0, 0, '', '', 8, 0, 0, 1, 0, 1, 64, 9, '', "
+          "'alice', 0, '')",
+          "INSERT INTO job_prompts VALUES (1, 'first'), (2, 'second')",
+          "INSERT INTO job_output (job_id, byte_offset, data) VALUES (1, 0, CAST('hello' AS BLOB))",
+          "INSERT INTO job_events (job_id, time_ms, event, attempt, node, detail) VALUES "
+          "(1, 10, 'queued', 0, '', ''), (1, 12, 'completed', 1, 'n1', 'max_tokens')",
+          "INSERT INTO nodes VALUES ('n1', 'h', 'cpu', 0, 5, 2, 'cpu', 4, 8, 8, 'node-key')",
+          "INSERT INTO models_seen VALUES ('m')"}) {
+      ASSERT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+    }
+    sqlite3_close(db);
+  }
+  auto s = open_store();
+  ASSERT_TRUE(s);
+  EXPECT_EQ(sql_value(path(), "PRAGMA user_version"), "4");
+  EXPECT_EQ(sql_value(path(), "SELECT count(*) FROM pragma_foreign_key_check"), "0");
+  auto done = s->job(1);
+  ASSERT_TRUE(done);
+  EXPECT_EQ(done->prompt, "first");
+  EXPECT_EQ(done->owner, "alice");
+  EXPECT_EQ(done->request_key, "k1");
+  EXPECT_EQ(done->params.seed, 7u);
+  EXPECT_EQ(done->params.stop, std::vector<std::string>{"\n\n"});
+  EXPECT_EQ(done->params.presence_penalty, 0);  // a job from before the penalties had none
+  EXPECT_EQ(done->params.frequency_penalty, 0);
+  EXPECT_EQ(s->read_output(1, 0, 100), "hello");
+  EXPECT_EQ(event_names(*s, 1), (std::vector<std::string>{"queued", "completed"}));
+  EXPECT_EQ(s->unfinished_jobs().size(), 1u);
+  EXPECT_EQ(s->job_by_request_key("alice", "k1"), 1u);
+  ASSERT_EQ(s->nodes().size(), 1u);
+  EXPECT_EQ(s->known_models(), std::vector<std::string>{"m"});
+  EXPECT_TRUE(s->api_keys().empty());
+
+  // The new columns and table work in the upgraded file, and survive reopening it.
+  job_row r = sample_job();
+  r.params.presence_penalty = 0.5f;
+  r.params.frequency_penalty = -2;
+  EXPECT_EQ(s->insert_job(r, 30), 3u);
+  s->api_key_insert({"0123456789ab", "ci", std::string(64, 'f'), "hk_AbCdE", 40, 0, 0});
+  s.reset();
+  s = open_store();
+  ASSERT_TRUE(s);
+  auto got = s->job(3);
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->params.presence_penalty, 0.5f);
+  EXPECT_EQ(got->params.frequency_penalty, -2.0f);
+  ASSERT_EQ(s->api_keys().size(), 1u);
+  EXPECT_EQ(s->api_keys()[0].name, "ci");
+}
+
+TEST_F(JobStore, ApiKeysRoundTripAndANameIsUniqueAmongKeysInForce) {
+  auto s = open_store();
+  ASSERT_TRUE(s);
+  const api_key_record a{"aaaaaaaaaaaa", "ci", std::string(64, 'a'), "hk_aaaaa", 100, 0, 0};
+  s->api_key_insert(a);
+  // The same name again while the first is in force: refused, and nothing of it kept.
+  const api_key_record a2{"bbbbbbbbbbbb", "ci", std::string(64, 'b'), "hk_bbbbb", 200, 0, 0};
+  EXPECT_THROW(s->api_key_insert(a2), store_error);
+  // The same secret (hash) under another name: refused too.
+  EXPECT_THROW(s->api_key_insert({"cccccccccccc", "other", a.hash, "hk_aaaaa", 200, 0, 0}),
+               store_error);
+  s->api_key_used("aaaaaaaaaaaa", 150);
+  s->api_key_revoke("aaaaaaaaaaaa", 300);
+  s->api_key_revoke("aaaaaaaaaaaa", 400);  // revoking again keeps the first revocation
+  s->api_key_insert(a2);                   // the name is free once the first is revoked
+  auto keys = s->api_keys();
+  ASSERT_EQ(keys.size(), 2u);
+  std::sort(keys.begin(), keys.end(), [](auto& x, auto& y) { return x.id < y.id; });
+  EXPECT_EQ(keys[0].id, "aaaaaaaaaaaa");
+  EXPECT_EQ(keys[0].name, "ci");
+  EXPECT_EQ(keys[0].hash, a.hash);
+  EXPECT_EQ(keys[0].prefix, "hk_aaaaa");
+  EXPECT_EQ(keys[0].created_ms, 100);
+  EXPECT_EQ(keys[0].last_used_ms, 150);
+  EXPECT_EQ(keys[0].revoked_ms, 300);
+  EXPECT_EQ(keys[1].id, "bbbbbbbbbbbb");
+  EXPECT_EQ(keys[1].revoked_ms, 0);
+  // Inside a turn's transaction a key is undone with the rest of the turn.
+  s->begin();
+  s->api_key_insert({"dddddddddddd", "later", std::string(64, 'd'), "hk_ddddd", 500, 0, 0});
+  s->rollback();
+  EXPECT_EQ(s->api_keys().size(), 2u);
 }
 
 TEST_F(JobStore, NodesKeepTheLatestUpsertAndEveryModelName) {

@@ -165,13 +165,19 @@ class batch_engine final : public job_engine {
   }
 
  private:
-  void report_failed(const wire::job_ref& ref, std::string error) {
+  // `stop_reason`: "" when the node failed, or why the request itself cannot run
+  // (wire::stop_reason_invalid_request, wire::stop_reason_prompt_too_long).
+  void report_failed(const wire::job_ref& ref, std::string error, std::string stop_reason = {}) {
     wire::job_final f;
     f.job_id = ref.job_id;
     f.attempt = ref.attempt;
     f.state = wire::job_state::failed;
+    f.stop_reason = std::move(stop_reason);
     f.error = std::move(error);
     sink_.finished(f);
+  }
+  void report_invalid(const wire::job_ref& ref, std::string error) {
+    report_failed(ref, std::move(error), wire::stop_reason_invalid_request);
   }
 
   // Ends an attempt that holds sequence `seq` of `cm` (or none, seq < 0) and frees it.
@@ -336,13 +342,14 @@ class batch_engine final : public job_engine {
     for (const auto& m : job.messages) messages.push_back({m.role, m.content});
     const bool chat = !messages.empty();
     if (chat && !job.prompt.empty()) {
-      return report_failed(ref, "the job has both a prompt and chat messages; send one of them");
+      return report_invalid(ref, "the job has both a prompt and chat messages; send one of them");
     }
     if (chat) {
-      if (auto ok = chat_messages_check(messages); !ok) return report_failed(ref, ok.message());
+      if (auto ok = chat_messages_check(messages); !ok) return report_invalid(ref, ok.message());
     }
-    if (auto msg = wire::job_params_check(job.params); !msg.empty()) return report_failed(ref, msg);
-    if (!chat && job.prompt.empty()) return report_failed(ref, "the prompt is empty");
+    if (auto msg = wire::job_params_check(job.params); !msg.empty())
+      return report_invalid(ref, msg);
+    if (!chat && job.prompt.empty()) return report_invalid(ref, "the prompt is empty");
     if (running(ref)) {
       return report_failed(ref, "attempt " + std::to_string(job.attempt) + " of job " +
                                     std::to_string(job.job_id) + " is already running");
@@ -357,16 +364,17 @@ class batch_engine final : public job_engine {
     std::vector<int32_t> prompt;
     if (chat) {
       auto text = chat_prompt(*cm, messages);
-      if (!text) return report_failed(ref, text.message());
+      if (!text) return report_invalid(ref, text.message());
       prompt = cm->weights->vocab().tokenize(*text, true, true);
     } else {
       prompt = cm->weights->vocab().tokenize(job.prompt, true, false);
     }
-    if (prompt.empty()) return report_failed(ref, "the prompt is empty (no tokens)");
+    if (prompt.empty()) return report_invalid(ref, "the prompt is empty (no tokens)");
     if (int64_t(prompt.size()) > cm->n_ctx_per_slot) {
-      return report_failed(ref, "the prompt has " + std::to_string(prompt.size()) +
-                                    " tokens but a slot holds " +
-                                    std::to_string(cm->n_ctx_per_slot));
+      return report_failed(ref,
+                           "the prompt has " + std::to_string(prompt.size()) +
+                               " tokens but a slot holds " + std::to_string(cm->n_ctx_per_slot),
+                           wire::stop_reason_prompt_too_long);
     }
     cm->waiting.push_back(std::make_unique<batch_attempt>(ref, std::move(prompt),
                                                           wire::generation_params_of(job.params),

@@ -454,6 +454,11 @@ TEST_F(batch_engine_test, bad_attempts_fail_with_a_clear_message) {
   EXPECT_EQ(failure_of(sink, 11),
             "message 2 has the role 'tool'; a chat template knows only system, user and assistant");
   for (uint64_t i = 0; i < 12; ++i) EXPECT_EQ(sink.record(i).n_finished, 1) << i;
+  // The request's own faults say so (hearth-gateway answers them 400); the node's do not.
+  auto reason = [&](uint64_t id) { return sink.record(id).final->stop_reason; };
+  EXPECT_EQ(reason(1), "prompt_too_long");
+  for (uint64_t id : {2, 3, 4, 5, 6, 10, 11}) EXPECT_EQ(reason(id), "invalid_request") << id;
+  for (uint64_t id : {0, 7, 8}) EXPECT_EQ(reason(id), "") << id;
 }
 
 TEST_F(batch_engine_test, chat_messages_go_through_the_models_chat_template) {

@@ -12,6 +12,8 @@ generation_params generation_params_of(const job_params& p) {
   g.sampling.min_p = p.min_p;
   g.sampling.repeat_penalty = p.repeat_penalty;
   g.sampling.repeat_last_n = p.repeat_last_n;
+  g.sampling.presence_penalty = p.presence_penalty;
+  g.sampling.frequency_penalty = p.frequency_penalty;
   g.sampling.seed = p.seed;
   return g;
 }

@@ -11,8 +11,17 @@
 namespace hearth::wire {
 
 // The seed is copied as it is: the broker has replaced 0 ("choose one") by the time a node sees
-// it. The penalties the wire does not carry (frequency, presence) stay off.
+// it. Presence and frequency penalties are OpenAI's (the sampler applies them within
+// repeat_last_n, after repeat_penalty).
 generation_params generation_params_of(const job_params& p);
+
+// The stop_reason of a failed job whose request was at fault (PROTOCOL.md section 10.2): no node
+// could run it as asked, so it is final, and hearth-gateway answers it with HTTP 400.
+// prompt_too_long: the prompt has more tokens than a slot of the model holds (the error says both
+// numbers). invalid_request: an empty prompt, a prompt and messages both, chat messages the model
+// cannot format (a role it does not know, no chat template), parameters out of range.
+inline constexpr const char* stop_reason_prompt_too_long = "prompt_too_long";
+inline constexpr const char* stop_reason_invalid_request = "invalid_request";
 
 // generation_params_check of the job's parameters: "" or the message naming the parameter, its
 // allowed range and the value given.

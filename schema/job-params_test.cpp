@@ -66,6 +66,12 @@ TEST(JobParams, EachRuleAcceptsItsRangeAndNamesTheParameterRangeAndValueOutsideI
       {"repeat_last_n 0", [](job_params& p) { p.repeat_last_n = 0; }, ""},
       {"repeat_last_n -2", [](job_params& p) { p.repeat_last_n = -2; },
        "repeat_last_n must be >= -1 (0 = off, -1 = whole history), got -2"},
+      {"presence_penalty -2", [](job_params& p) { p.presence_penalty = -2; }, ""},
+      {"presence_penalty nan", [&](job_params& p) { p.presence_penalty = nan; },
+       "presence_penalty must be finite, got nan"},
+      {"frequency_penalty 2", [](job_params& p) { p.frequency_penalty = 2; }, ""},
+      {"frequency_penalty inf", [&](job_params& p) { p.frequency_penalty = inf; },
+       "frequency_penalty must be finite, got inf"},
       {"16 stop strings", [](job_params& p) { p.stop.assign(16, "x"); }, ""},
       {"17 stop strings", [](job_params& p) { p.stop.assign(17, "x"); },
        "the number of stop strings must be at most 16, got 17"},
@@ -110,6 +116,8 @@ TEST(JobParams, EveryWireFieldIsCopiedOnce) {
   p.repeat_last_n = 9;
   p.seed = 1234;
   p.stop = {"a", "b"};
+  p.presence_penalty = -0.5f;
+  p.frequency_penalty = 1.75f;
   const generation_params g = generation_params_of(p);
   EXPECT_EQ(g.max_tokens, 7);
   EXPECT_EQ(g.stop, p.stop);
@@ -120,8 +128,8 @@ TEST(JobParams, EveryWireFieldIsCopiedOnce) {
   EXPECT_EQ(g.sampling.repeat_penalty, 1.5f);
   EXPECT_EQ(g.sampling.repeat_last_n, 9);
   EXPECT_EQ(g.sampling.seed, 1234u);
-  EXPECT_EQ(g.sampling.frequency_penalty, 0);
-  EXPECT_EQ(g.sampling.presence_penalty, 0);
+  EXPECT_EQ(g.sampling.frequency_penalty, 1.75f);
+  EXPECT_EQ(g.sampling.presence_penalty, -0.5f);
 }
 
 }  // namespace

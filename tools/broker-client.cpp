@@ -42,6 +42,12 @@ result<uint64_t> reply_request_id(wire::command cmd, std::string_view body) {
       return id(wire::ok{});
     case wire::command::pruned:
       return id(wire::pruned{});
+    case wire::command::identity:
+      return id(wire::identity{});
+    case wire::command::api_key_created:
+      return id(wire::api_key_created{});
+    case wire::command::api_keys_reply:
+      return id(wire::api_keys_reply{});
     default:
       return error{"not a reply"};
   }

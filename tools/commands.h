@@ -30,5 +30,6 @@ action add_nodes(CLI::App& app);
 action add_models(CLI::App& app);
 action add_up(CLI::App& app);
 action add_keygen(CLI::App& app);
+action add_apikey(CLI::App& app);
 
 }  // namespace hearth::cli

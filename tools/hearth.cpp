@@ -1,7 +1,7 @@
 // hearth: the command-line interface. `hearth run` generates text locally; `eval`, `tokenize` and
 // `bench` expose the engine for tests and measurement; `devices` lists the Vulkan devices;
 // `submit`, `watch`, `jobs`, `job`, `cancel`, `nodes` and `models` talk to a broker; `keygen`
-// makes the keys they and the nodes talk to it with.
+// makes the keys they and the nodes talk to it with; `apikey` manages the API keys of HTTP clients.
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
                    hearth::cli::add_quantize, hearth::cli::add_mkmodel, hearth::cli::add_submit,
                    hearth::cli::add_watch, hearth::cli::add_jobs, hearth::cli::add_job,
                    hearth::cli::add_cancel, hearth::cli::add_nodes, hearth::cli::add_models,
-                   hearth::cli::add_up, hearth::cli::add_keygen}) {
+                   hearth::cli::add_up, hearth::cli::add_keygen, hearth::cli::add_apikey}) {
     const size_t before = app.get_subcommands({}).size();
     auto act = add(app);
     commands.emplace_back(app.get_subcommands({})[before], std::move(act));

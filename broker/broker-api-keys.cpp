@@ -1,0 +1,120 @@
+// API keys at the broker (schema/PROTOCOL.md section 13.5): a client request that presents one
+// acts as the key, whoami says who a peer or key is, and admins create, list and revoke keys.
+#include <spdlog/spdlog.h>
+
+#include "broker/broker.h"
+#include "broker/reply-list.h"
+
+namespace hearth::broker {
+
+void broker::load_api_keys() {
+  api_keys_.load(store_->api_keys());
+}
+
+std::optional<peer> broker::api_key_peer(const std::string& rid, uint64_t request_id,
+                                         const peer& who, const std::string& secret) {
+  // A node key never reaches here with auth on (its role may not send client requests); the
+  // rule is stated once more where keys are resolved, so no later change can let one through.
+  if (who.role == peer_role::node) {
+    send_error(rid, request_id, wire::error_code::unauthorized,
+               "a node key may not present an API key");
+    return std::nullopt;
+  }
+  // A secret longer than any the broker makes cannot be one of its keys: not even hashed.
+  const api_key_record* k =
+      secret.size() <= wire::max_api_key_bytes ? api_keys_.find_secret(secret) : nullptr;
+  if (!k) {
+    if (auto more = auth_log_.admit(net::steady::now())) {
+      spdlog::warn("refused a request with an unknown or revoked API key from {}{}",
+                   who.name.empty()
+                       ? std::string("a peer without auth")
+                       : std::string(peer_role_name(who.role)) + " key '" + who.name + "'",
+                   *more);
+    }
+    send_error(rid, request_id, wire::error_code::unauthorized, "unknown or revoked API key");
+    return std::nullopt;
+  }
+  // While the store refuses writes, a read request must not fail for want of this one.
+  const int64_t now = net::wall_ms();
+  if (!storage_down(net::steady::now()) && api_keys_.note_use(k->id, now)) {
+    store_->api_key_used(k->id, now);
+  }
+  return peer{peer_role::client, api_key_owner(k->id), k->name};
+}
+
+void broker::on_whoami(const std::string& rid, const peer& who, const wire::whoami& m) {
+  send(rid, wire::identity{m.request_id, who.key, who.name, std::string(peer_role_name(who.role))});
+}
+
+void broker::on_create_api_key(const std::string& rid, const wire::create_api_key& m) {
+  using wire::error_code;
+  if (refuse_while_storage_down(rid, m.request_id)) return;
+  if (auto e = api_key_name_check(m.name); !e.empty()) {
+    return send_error(rid, m.request_id, error_code::invalid_params, e);
+  }
+  if (api_keys_.find_in_force(m.name)) {
+    return send_error(rid, m.request_id, error_code::invalid_params,
+                      "an API key named '" + m.name +
+                          "' is in force already (a name is unique among the keys in force); "
+                          "revoke it first or choose another name");
+  }
+  if (api_keys_.in_force() >= api_keys_in_force_max) {
+    return send_error(rid, m.request_id, error_code::limit_reached,
+                      std::to_string(api_keys_.in_force()) +
+                          " API keys are in force, the limit is " +
+                          std::to_string(api_keys_in_force_max) + "; revoke some first");
+  }
+  api_key_record k;
+  std::string secret;
+  try {
+    // A new id is never one any key had, revoked ones included: their jobs keep it as owner.
+    do {
+      secret = api_key_secret_new();
+      k.hash = api_key_hash(secret);
+      k.id = api_key_id_of(k.hash);
+    } while (api_keys_.find_id(k.id));
+  } catch (const std::runtime_error& e) {
+    return send_error(rid, m.request_id, error_code::internal, e.what());
+  }
+  k.name = m.name;
+  k.prefix = secret.substr(0, api_key_prefix_chars);
+  k.created_ms = net::wall_ms();
+  store_->api_key_insert(k);
+  spdlog::info("API key '{}' created (id {}, {}...)", k.name, k.id, k.prefix);
+  api_keys_.add(k);
+  send(rid, wire::api_key_created{m.request_id, m.name, secret});
+}
+
+void broker::on_list_api_keys(const std::string& rid, const wire::list_api_keys& m) {
+  wire::api_keys_reply r;
+  r.request_id = m.request_id;
+  // Keys in force come first and are capped below reply_max_items, so all of them are listed;
+  // the oldest revoked ones are left out when the list would not fit one message.
+  reply_list list(r, &wire::api_keys_reply::keys);
+  for (const api_key_record* k : api_keys_.listing()) {
+    list.offer(
+        wire::api_key_info{k->name, k->prefix, k->created_ms, k->revoked_ms, k->last_used_ms});
+  }
+  send(rid, r);
+}
+
+void broker::on_revoke_api_key(const std::string& rid, const wire::revoke_api_key& m) {
+  using wire::error_code;
+  if (refuse_while_storage_down(rid, m.request_id)) return;
+  if (auto e = api_key_name_check(m.name); !e.empty()) {
+    return send_error(rid, m.request_id, error_code::invalid_params, e);
+  }
+  const api_key_record* k = api_keys_.find_in_force(m.name);
+  if (!k) {
+    return send_error(rid, m.request_id, error_code::not_found,
+                      "no API key named '" + m.name + "' is in force");
+  }
+  const std::string id = k->id;
+  const int64_t now = net::wall_ms();
+  store_->api_key_revoke(id, now);
+  api_keys_.revoke(id, now);
+  spdlog::info("API key '{}' revoked (id {})", m.name, id);
+  send(rid, wire::ok{m.request_id});
+}
+
+}  // namespace hearth::broker
