@@ -36,9 +36,6 @@ namespace bhttp = boost::beast::http;
 using tcp = asio::ip::tcp;
 using error_code = boost::system::error_code;
 
-// While a request is being answered the session keeps reading, to notice a client that goes
-// away; bytes of a pipelined next request wait in the buffer, up to this much.
-constexpr size_t watch_buffer_limit = 64 * 1024;
 // After an error answer that leaves the request unread, the rest the client sends is read and
 // dropped for this long (or this many bytes), so that closing does not reset the connection
 // before the client has read the answer.
@@ -348,7 +345,9 @@ class session_base : public std::enable_shared_from_this<session_base> {
         begin_request();
         break;
       case phase::answering:
-        if (buffer_.size() < watch_buffer_limit) read_some();
+        // Bytes of a next request (pipelining): they wait in the buffer, and the session stops
+        // watching (a read would hold up that request). A gone client is then noticed when a
+        // write fails.
         break;
       case phase::draining:
         drained_ += buffer_.size();
@@ -456,10 +455,11 @@ class session_base : public std::enable_shared_from_this<session_base> {
     }
   }
 
-  // Waits for the first byte of the next request for at most `timeout`.
+  // Waits for the first byte of the next request for at most `timeout`. (A read outstanding
+  // here found the buffer empty: watch_for_close.)
   void wait_for_request(std::chrono::milliseconds timeout) {
     phase_ = phase::idle;
-    if (buffer_.size() > 0) return begin_request();
+    if (buffer_.size() > 0 && !reading_) return begin_request();
     arm_read_timer(timeout);
     if (!reading_) read_some();
   }
@@ -517,8 +517,15 @@ class session_base : public std::enable_shared_from_this<session_base> {
     cancel_read_timer();
     begin_answer();
     phase_ = phase::answering;
-    if (!reading_ && buffer_.size() < watch_buffer_limit) read_some();
+    watch_for_close();
     reply(seq_, std::move(r));
+  }
+
+  // Keeps reading while a request is answered: an EOF then means the client went away (and its
+  // job can be cancelled). Not when bytes of a next request are already here: a read
+  // outstanding would hold that request up until more bytes came.
+  void watch_for_close() {
+    if (!reading_ && buffer_.size() == 0) read_some();
   }
 
   void begin_answer() {
@@ -640,8 +647,7 @@ class session_base : public std::enable_shared_from_this<session_base> {
     auto r = std::make_shared<server_responder>(weak_from_this(), seq_, executor_);
     responder_ = r;
     ex->out = r;
-    // Keep reading: an EOF now means the client went away (its job can be cancelled).
-    if (!reading_ && buffer_.size() < watch_buffer_limit) read_some();
+    watch_for_close();
     spdlog::debug("http {}: {} {}", remote_, method_, target_);
 
     const handler* h = match_.h;
