@@ -877,7 +877,7 @@ struct http_server::impl {
   std::unique_ptr<tcp::acceptor> acceptor;
   std::atomic<uint16_t> port{0};
   std::atomic<bool> bound{false};
-  asio::steady_timer accept_retry;
+  std::unique_ptr<asio::steady_timer> accept_retry;  // goes before the io_context
 
   impl(const gateway_options& o, const router& r, authenticate_fn a)
       : options(o),
@@ -887,14 +887,14 @@ struct http_server::impl {
         tls(load_tls(o)),
         state(options, routes, authenticate),
         ioc(std::make_unique<asio::io_context>(1)),
-        accept_retry(*ioc) {
+        accept_retry(std::make_unique<asio::steady_timer>(*ioc)) {
     state.tls = tls.get();
   }
 
   ~impl() {
     close_all();
     acceptor.reset();
-    accept_retry.cancel();
+    accept_retry.reset();
     // Handlers still queued hold sessions; they go with the io_context, while the state they
     // point at is still here.
     ioc.reset();
@@ -912,8 +912,8 @@ struct http_server::impl {
       if (ec) {
         // Out of file descriptors, say: try again shortly rather than spin.
         state.warns.warn("http: accept failed: {}", ec.message());
-        accept_retry.expires_after(std::chrono::milliseconds(100));
-        accept_retry.async_wait([this](error_code e) {
+        accept_retry->expires_after(std::chrono::milliseconds(100));
+        accept_retry->async_wait([this](error_code e) {
           if (!e && acceptor && acceptor->is_open()) accept();
         });
         return;
@@ -1022,7 +1022,7 @@ void http_server::run(const std::atomic<bool>& stop) {
     }
   }
   m.acceptor->close(ec);
-  m.accept_retry.cancel();
+  m.accept_retry->cancel();
   m.close_all();
   work.reset();
   // Let the closed connections' handlers finish so that nothing of them is left.
