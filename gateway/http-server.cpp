@@ -302,6 +302,17 @@ class session_base : public std::enable_shared_from_this<session_base> {
     }
   }
 
+  // Ends a stream without its last chunk, once what is queued is written: the client sees a
+  // broken stream, not a complete one.
+  void cut_stream(uint64_t seq) {
+    if (!open_for(seq) || !streaming_) return;
+    spdlog::debug("http {}: {} {}: the handler let go of an unfinished stream", remote_, method_,
+                  target_);
+    keep_alive_ = false;
+    final_queued_ = true;
+    maybe_answer_done();
+  }
+
   void end_events(uint64_t seq) {
     if (!open_for(seq) || !streaming_) return;
     final_queued_ = true;
@@ -581,6 +592,15 @@ class session_base : public std::enable_shared_from_this<session_base> {
     path_ = percent_decode(raw_path, false);
     query_ = q == std::string::npos ? std::string() : target_.substr(q + 1);
 
+    // A Transfer-Encoding that does not end in chunked leaves the body's end unknown (RFC 9112
+    // 6.3: answered 400 and closed). Beast already refuses one beside a Content-Length.
+    if (req.find(bhttp::field::transfer_encoding) != req.end() && !parser_->chunked())
+      return answer_error(error_response(
+          400,
+          "Transfer-Encoding \"" + std::string(view(req[bhttp::field::transfer_encoding])) +
+              "\" does not end in chunked: the body's length is unknown",
+          "invalid_request_error", {}, "bad_request"));
+
     if (method_ == "OPTIONS" && !server_.options.cors_origins.empty() &&
         req.find(bhttp::field::access_control_request_method) != req.end())
       return answer_preflight();
@@ -799,12 +819,16 @@ std::shared_ptr<session_base> server_responder::live() const {
 }
 
 server_responder::~server_responder() {
+  auto s = live();
+  if (!s || !s->open_for(seq_)) return;
   // A handler that let go of its request without answering it: the client gets an error
-  // instead of waiting for ever.
-  if (answered_) return;
-  if (auto s = live(); s && s->open_for(seq_))
+  // instead of waiting for ever. A stream let go of before its end is cut off, so that the
+  // client sees it broken rather than complete.
+  if (!answered_)
     s->reply(seq_,
              error_response(500, "the request was dropped without an answer", "server_error"));
+  else
+    s->cut_stream(seq_);
 }
 
 void server_responder::reply(http_response r) {

@@ -854,6 +854,12 @@ TEST(http_server, malformed_requests_get_400_or_431_and_the_server_goes_on) {
       {"GET http://evil.example/v1/models HTTP/1.1\r\nHost: x\r\n\r\n", 400},
       {"GET /v1/models HTTP/1.1\r\nX-Huge: " + std::string(20000, 'h') + "\r\n\r\n", 431},
       {std::string("GET /v1/models\0 HTTP/1.1\r\n\r\n", 29), 400},
+      // Request smuggling: two ways of saying where the body ends.
+      {"POST /v1/models HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+       "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+       400},
+      {"POST /v1/models HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\nxx", 400},
+
   };
   for (const auto& a : attempts) {
     raw_client c(s.port());
@@ -899,6 +905,10 @@ TEST(http_server, a_handler_that_throws_or_drops_its_request_gets_a_500) {
   s.routes.add("GET", "/throws",
                [](std::shared_ptr<exchange>) { throw std::runtime_error("boom"); });
   s.routes.add("GET", "/drops", [](std::shared_ptr<exchange>) {});
+  s.routes.add("GET", "/drops-stream", [](std::shared_ptr<exchange> ex) {
+    ex->out->start_events();
+    ex->out->event("one");
+  });
   s.routes.add("GET", "/ok", echo());
   s.start();
   raw_client c(s.port());
@@ -909,7 +919,14 @@ TEST(http_server, a_handler_that_throws_or_drops_its_request_gets_a_500) {
   c.send("GET /drops HTTP/1.1\r\nHost: x\r\n\r\n");
   EXPECT_EQ(status_of(c.read_response()), 500);
   c.send("GET /ok HTTP/1.1\r\nHost: x\r\n\r\n");
-  EXPECT_EQ(status_of(c.read_response()), 200);
+  EXPECT_EQ(status_of(c.read_response()),
+            200);  // A stream let go of unfinished is cut off: no final chunk.
+  raw_client d(s.port());
+  d.send("GET /drops-stream HTTP/1.1\r\nHost: x\r\n\r\n");
+  auto got = d.read_to_eof(10s);
+  EXPECT_TRUE(d.eof());
+  EXPECT_NE(got.find("data: one\n\n"), std::string::npos) << got;
+  EXPECT_EQ(got.find("0\r\n\r\n"), std::string::npos) << got;
 }
 
 TEST(http_server, post_and_after_run_on_the_io_thread_from_any_thread) {
