@@ -328,8 +328,8 @@ class session_base : public std::enable_shared_from_this<session_base> {
   // ---- the stream's I/O, in the template below ----------------------------------------------
   virtual void do_handshake() = 0;
   virtual void do_read_some() = 0;    // into buffer_, then on_read_some
-  virtual void do_read_header() = 0;  // with parser_, then on_header
-  virtual void do_read_body() = 0;    // with parser_, then on_body
+  virtual void do_read_header() = 0;  // with parser_, then on_request_read
+  virtual void do_read_body() = 0;    // with parser_, then on_request_read
   virtual void do_write_some(std::vector<asio::const_buffer> buffers) = 0;  // then on_write
   virtual void close_socket() = 0;
   virtual void shutdown_send() = 0;
@@ -373,20 +373,16 @@ class session_base : public std::enable_shared_from_this<session_base> {
     }
   }
 
-  void on_header(error_code ec) {
+  // The request's headers (phase header) or its body (phase body) are read.
+  void on_request_read(error_code ec) {
     reading_ = false;
     if (phase_ == phase::draining) return on_read_some(ec);
-    if (phase_ != phase::header) return;
+    if (phase_ != phase::header && phase_ != phase::body) return;
     if (ec) return request_failed(ec);
-    handle_header();
-  }
-
-  void on_body(error_code ec) {
-    reading_ = false;
-    if (phase_ == phase::draining) return on_read_some(ec);
-    if (phase_ != phase::body) return;
-    if (ec) return request_failed(ec);
-    dispatch();
+    if (phase_ == phase::header)
+      handle_header();
+    else
+      dispatch();
   }
 
   void on_write(error_code ec, size_t n) {
@@ -787,11 +783,11 @@ class session final : public session_base {
   }
   void do_read_header() override {
     bhttp::async_read_header(stream_, buffer_, *parser_,
-                             [s = self()](error_code ec, size_t) { s->on_header(ec); });
+                             [s = self()](error_code ec, size_t) { s->on_request_read(ec); });
   }
   void do_read_body() override {
     bhttp::async_read(stream_, buffer_, *parser_,
-                      [s = self()](error_code ec, size_t) { s->on_body(ec); });
+                      [s = self()](error_code ec, size_t) { s->on_request_read(ec); });
   }
   void do_write_some(std::vector<asio::const_buffer> buffers) override {
     stream_.async_write_some(buffers,

@@ -190,6 +190,34 @@ handler echo() {
   };
 }
 
+// A handler answering the request's body.
+handler body_echo() {
+  return [](std::shared_ptr<exchange> ex) { ex->out->reply(text(ex->request.body)); };
+}
+
+// A started server with options `o` and the one route `method path` -> `h`.
+std::unique_ptr<test_server> serving(gateway_options o, std::string method, std::string path,
+                                     handler h = echo()) {
+  auto s = std::make_unique<test_server>(std::move(o));
+  s->routes.add(std::move(method), std::move(path), std::move(h));
+  s->start();
+  return s;
+}
+
+gateway_options with_body_limit(uint64_t bytes) {
+  gateway_options o;
+  o.max_body_bytes = bytes;
+  return o;
+}
+
+// Waits (up to `limit`) until `done()`; says whether it came.
+template <class F>
+bool wait_until(F done, std::chrono::milliseconds limit = 10s) {
+  auto deadline = clock_type::now() + limit;
+  while (!done() && clock_type::now() < deadline) std::this_thread::sleep_for(10ms);
+  return done();
+}
+
 TEST(http_server, routes_requests_and_keeps_the_connection_alive) {
   test_server s;
   s.routes.add("GET", "/v1/models", echo());
@@ -364,13 +392,8 @@ std::string chunk(const std::string& data) {
 }
 
 TEST(http_server, chunked_bodies_are_read_and_limited) {
-  gateway_options o;
-  o.max_body_bytes = 1000;
-  test_server s(o);
-  s.routes.add("POST", "/v1/completions",
-               [&](std::shared_ptr<exchange> ex) { ex->out->reply(text(ex->request.body)); });
-  s.start();
-
+  auto server = serving(with_body_limit(1000), "POST", "/v1/completions", body_echo());
+  auto& s = *server;
   raw_client c(s.port());
   c.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" +
          chunk("hello ") + chunk("world") + "0\r\n\r\n");
@@ -387,12 +410,8 @@ TEST(http_server, chunked_bodies_are_read_and_limited) {
 }
 
 TEST(http_server, expect_100_continue_is_answered_before_the_body) {
-  gateway_options o;
-  o.max_body_bytes = 1000;
-  test_server s(o);
-  s.routes.add("POST", "/v1/files",
-               [&](std::shared_ptr<exchange> ex) { ex->out->reply(text(ex->request.body)); });
-  s.start();
+  auto server = serving(with_body_limit(1000), "POST", "/v1/files", body_echo());
+  auto& s = *server;
   raw_client c(s.port());
   c.send("POST /v1/files HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n");
   EXPECT_EQ(c.read_until("\r\n\r\n"), "HTTP/1.1 100 Continue\r\n\r\n");
@@ -412,9 +431,8 @@ TEST(http_server, expect_100_continue_is_answered_before_the_body) {
 TEST(http_server, a_client_that_sends_one_byte_a_second_gets_408_and_is_closed) {
   gateway_options o;
   o.header_timeout = 2000ms;
-  test_server s(o);
-  s.routes.add("GET", "/v1/models", echo());
-  s.start();
+  auto s_server = serving(o, "GET", "/v1/models");
+  auto& s = *s_server;
   raw_client c(s.port());
   std::string request =
       "GET /v1/models HTTP/1.1\r\nHost: x\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaa\r\n\r\n";
@@ -444,9 +462,8 @@ TEST(http_server, a_client_that_sends_one_byte_a_second_gets_408_and_is_closed) 
 TEST(http_server, a_slow_body_gets_408_too) {
   gateway_options o;
   o.header_timeout = 1000ms;
-  test_server s(o);
-  s.routes.add("POST", "/v1/completions", echo());
-  s.start();
+  auto s_server = serving(o, "POST", "/v1/completions");
+  auto& s = *s_server;
   raw_client c(s.port());
   c.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc");
   auto got = c.read_to_eof(10s);
@@ -457,17 +474,14 @@ TEST(http_server, a_slow_body_gets_408_too) {
 TEST(http_server, an_idle_keep_alive_connection_is_closed) {
   gateway_options o;
   o.idle_timeout = 300ms;
-  test_server s(o);
-  s.routes.add("GET", "/v1/models", echo());
-  s.start();
+  auto s_server = serving(o, "GET", "/v1/models");
+  auto& s = *s_server;
   raw_client c(s.port());
   c.send("GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n");
   EXPECT_EQ(status_of(c.read_response()), 200);
   c.read_to_eof(10s);
   EXPECT_TRUE(c.eof());
-  auto deadline = clock_type::now() + 5s;
-  while (s.server->connections() > 0 && clock_type::now() < deadline)
-    std::this_thread::sleep_for(10ms);
+  wait_until([&] { return s.server->connections() == 0; });
   EXPECT_EQ(s.server->connections(), 0u);
 }
 
@@ -491,9 +505,7 @@ TEST(http_server, serves_2000_concurrent_idle_connections) {
     clients.push_back(std::make_unique<raw_client>(s.port()));
     ASSERT_TRUE(clients.back()->connected()) << i;
   }
-  auto deadline = clock_type::now() + 30s;
-  while (s.server->connections() < n && clock_type::now() < deadline)
-    std::this_thread::sleep_for(10ms);
+  wait_until([&] { return s.server->connections() >= n; }, 30s);
   EXPECT_EQ(s.server->connections(), static_cast<size_t>(n));
   // Every one of them, in reverse order of connecting, is answered.
   for (int i = n - 1; i >= 0; --i)
@@ -511,9 +523,8 @@ TEST(http_server, serves_2000_concurrent_idle_connections) {
 TEST(http_server, max_connections_is_enforced_with_503) {
   gateway_options o;
   o.max_connections = 5;
-  test_server s(o);
-  s.routes.add("GET", "/v1/models", echo());
-  s.start();
+  auto s_server = serving(o, "GET", "/v1/models");
+  auto& s = *s_server;
   std::vector<std::unique_ptr<raw_client>> clients;
   for (int i = 0; i < 5; ++i) {
     clients.push_back(std::make_unique<raw_client>(s.port()));
@@ -527,9 +538,7 @@ TEST(http_server, max_connections_is_enforced_with_503) {
   EXPECT_EQ(s.server->connections(), 5u);
   // One leaves: there is room again.
   clients.pop_back();
-  auto deadline = clock_type::now() + 10s;
-  while (s.server->connections() >= 5 && clock_type::now() < deadline)
-    std::this_thread::sleep_for(10ms);
+  wait_until([&] { return s.server->connections() < 5; });
   raw_client again(s.port());
   again.send("GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n");
   EXPECT_EQ(status_of(again.read_response()), 200);
@@ -633,14 +642,14 @@ TEST(http_server, a_reader_that_stops_reading_a_100_mib_stream_is_dropped_with_b
     pump(ex);
   });
   s.start();
+  // Resets the peak (VmHWM) to what is resident now, so earlier tests' peaks do not count.
+  std::ofstream("/proc/self/clear_refs") << "5";
   long rss_before = rss_kib("VmRSS:");
   raw_client c(s.port(), 4096);
   c.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n");
   // Never reads.
   ASSERT_EQ(closed.get_future().wait_for(60s), std::future_status::ready);
-  auto deadline = clock_type::now() + 10s;
-  while (!dropped_seen && clock_type::now() < deadline) std::this_thread::sleep_for(10ms);
-  EXPECT_TRUE(dropped_seen.load());
+  EXPECT_TRUE(wait_until([&] { return dropped_seen.load(); }));
   EXPECT_LT(offered.load(), total);
   long peak = rss_kib("VmHWM:");
   EXPECT_LT(peak - rss_before, 64 * 1024) << "peak RSS " << peak << " KiB, before " << rss_before;
@@ -661,18 +670,15 @@ TEST(http_server, a_client_that_takes_no_bytes_is_dropped_after_the_write_timeou
   raw_client c(s.port(), 4096);
   c.send("GET /big HTTP/1.1\r\nHost: x\r\n\r\n");
   ASSERT_EQ(closed.get_future().wait_for(30s), std::future_status::ready);
-  auto deadline = clock_type::now() + 10s;
-  while (s.server->connections() > 0 && clock_type::now() < deadline)
-    std::this_thread::sleep_for(10ms);
+  wait_until([&] { return s.server->connections() == 0; });
   EXPECT_EQ(s.server->connections(), 0u);
 }
 
 TEST(http_server, cors_preflight_and_allowed_origins) {
   gateway_options o;
   o.cors_origins = {"https://app.example"};
-  test_server s(o);
-  s.routes.add("POST", "/v1/chat/completions", echo());
-  s.start();
+  auto s_server = serving(o, "POST", "/v1/chat/completions");
+  auto& s = *s_server;
   raw_client c(s.port());
   c.send(
       "OPTIONS /v1/chat/completions HTTP/1.1\r\nHost: x\r\nOrigin: https://app.example\r\n"
@@ -711,9 +717,8 @@ TEST(http_server, cors_preflight_and_allowed_origins) {
 TEST(http_server, cors_wildcard_and_cors_not_configured) {
   gateway_options o;
   o.cors_origins = {"*"};
-  test_server any(o);
-  any.routes.add("GET", "/v1/models", echo());
-  any.start();
+  auto any_server = serving(o, "GET", "/v1/models");
+  auto& any = *any_server;
   raw_client c(any.port());
   c.send("GET /v1/models HTTP/1.1\r\nHost: x\r\nOrigin: https://a.example\r\n\r\n");
   auto r = c.read_response();
