@@ -44,6 +44,8 @@ constexpr size_t linger_bytes = 1 << 20;
 // One write hands the kernel at most this many queued pieces.
 constexpr size_t write_batch = 64;
 constexpr size_t read_chunk = 4096;
+// Request line and headers together (Beast's default; 431 beyond).
+constexpr uint32_t header_limit = 8192;
 
 // Where to listen, from "HOST:PORT": "127.0.0.1:8080", "[::1]:0", "localhost:8080",
 // "0.0.0.0:80". Throws naming the text when it is not that.
@@ -238,8 +240,8 @@ class session_base : public std::enable_shared_from_this<session_base> {
     close_socket();
     server_.connections.fetch_sub(1);
     server_.sessions.erase(id_);
-    out_.clear();
-    unsent_ = 0;
+    // A write still outstanding points into out_: its bytes go with the session.
+    if (!writing_) out_.clear();
     if (answering_)
       if (auto r = responder_.lock()) r->client_gone();
     answering_ = false;
@@ -474,6 +476,7 @@ class session_base : public std::enable_shared_from_this<session_base> {
   void begin_request() {
     phase_ = phase::header;
     parser_.emplace();
+    parser_->header_limit(header_limit);
     // Bodies are limited per route once the headers say which (handle_header); the parser
     // would otherwise judge Content-Length by its own default while reading the headers.
     parser_->body_limit(std::numeric_limits<uint64_t>::max());
@@ -488,8 +491,9 @@ class session_base : public std::enable_shared_from_this<session_base> {
       close("client closed mid-request");
     } else if (ec == bhttp::error::header_limit) {
       server_.warns.warn("http {}: request headers too large", remote_);
-      answer_error(error_response(431, "the request's headers are larger than 8192 bytes",
-                                  "invalid_request_error", {}, "headers_too_large"));
+      answer_error(error_response(
+          431, "the request's headers are larger than " + std::to_string(header_limit) + " bytes",
+          "invalid_request_error", {}, "headers_too_large"));
     } else if (ec == bhttp::error::body_limit) {
       server_.warns.warn("http {}: request body over {} bytes", remote_, body_limit_);
       answer_error(too_large(body_limit_, 0));
@@ -727,8 +731,9 @@ class session_base : public std::enable_shared_from_this<session_base> {
     phase_ = phase::draining;
     shutdown_send();
     arm_read_timer(linger_time);
+    if (reading_) return;  // its completion goes on draining
     buffer_.consume(buffer_.size());
-    if (!reading_) read_some();
+    read_some();
   }
 
   phase phase_ = phase::idle;
