@@ -36,9 +36,6 @@ namespace bhttp = boost::beast::http;
 using tcp = asio::ip::tcp;
 using error_code = boost::system::error_code;
 
-// While a request is being answered the session keeps reading, to notice a client that goes
-// away; bytes of a pipelined next request wait in the buffer, up to this much.
-constexpr size_t watch_buffer_limit = 64 * 1024;
 // After an error answer that leaves the request unread, the rest the client sends is read and
 // dropped for this long (or this many bytes), so that closing does not reset the connection
 // before the client has read the answer.
@@ -47,6 +44,8 @@ constexpr size_t linger_bytes = 1 << 20;
 // One write hands the kernel at most this many queued pieces.
 constexpr size_t write_batch = 64;
 constexpr size_t read_chunk = 4096;
+// Request line and headers together (Beast's default; 431 beyond).
+constexpr uint32_t header_limit = 8192;
 
 // Where to listen, from "HOST:PORT": "127.0.0.1:8080", "[::1]:0", "localhost:8080",
 // "0.0.0.0:80". Throws naming the text when it is not that.
@@ -241,8 +240,8 @@ class session_base : public std::enable_shared_from_this<session_base> {
     close_socket();
     server_.connections.fetch_sub(1);
     server_.sessions.erase(id_);
-    out_.clear();
-    unsent_ = 0;
+    // A write still outstanding points into out_: its bytes go with the session.
+    if (!writing_) out_.clear();
     if (answering_)
       if (auto r = responder_.lock()) r->client_gone();
     answering_ = false;
@@ -305,6 +304,17 @@ class session_base : public std::enable_shared_from_this<session_base> {
     }
   }
 
+  // Ends a stream without its last chunk, once what is queued is written: the client sees a
+  // broken stream, not a complete one.
+  void cut_stream(uint64_t seq) {
+    if (!open_for(seq) || !streaming_) return;
+    spdlog::debug("http {}: {} {}: the handler let go of an unfinished stream", remote_, method_,
+                  target_);
+    keep_alive_ = false;
+    final_queued_ = true;
+    maybe_answer_done();
+  }
+
   void end_events(uint64_t seq) {
     if (!open_for(seq) || !streaming_) return;
     final_queued_ = true;
@@ -320,8 +330,8 @@ class session_base : public std::enable_shared_from_this<session_base> {
   // ---- the stream's I/O, in the template below ----------------------------------------------
   virtual void do_handshake() = 0;
   virtual void do_read_some() = 0;    // into buffer_, then on_read_some
-  virtual void do_read_header() = 0;  // with parser_, then on_header
-  virtual void do_read_body() = 0;    // with parser_, then on_body
+  virtual void do_read_header() = 0;  // with parser_, then on_request_read
+  virtual void do_read_body() = 0;    // with parser_, then on_request_read
   virtual void do_write_some(std::vector<asio::const_buffer> buffers) = 0;  // then on_write
   virtual void close_socket() = 0;
   virtual void shutdown_send() = 0;
@@ -348,7 +358,9 @@ class session_base : public std::enable_shared_from_this<session_base> {
         begin_request();
         break;
       case phase::answering:
-        if (buffer_.size() < watch_buffer_limit) read_some();
+        // Bytes of a next request (pipelining): they wait in the buffer, and the session stops
+        // watching (a read would hold up that request). A gone client is then noticed when a
+        // write fails.
         break;
       case phase::draining:
         drained_ += buffer_.size();
@@ -363,20 +375,16 @@ class session_base : public std::enable_shared_from_this<session_base> {
     }
   }
 
-  void on_header(error_code ec) {
+  // The request's headers (phase header) or its body (phase body) are read.
+  void on_request_read(error_code ec) {
     reading_ = false;
     if (phase_ == phase::draining) return on_read_some(ec);
-    if (phase_ != phase::header) return;
+    if (phase_ != phase::header && phase_ != phase::body) return;
     if (ec) return request_failed(ec);
-    handle_header();
-  }
-
-  void on_body(error_code ec) {
-    reading_ = false;
-    if (phase_ == phase::draining) return on_read_some(ec);
-    if (phase_ != phase::body) return;
-    if (ec) return request_failed(ec);
-    dispatch();
+    if (phase_ == phase::header)
+      handle_header();
+    else
+      dispatch();
   }
 
   void on_write(error_code ec, size_t n) {
@@ -456,10 +464,11 @@ class session_base : public std::enable_shared_from_this<session_base> {
     }
   }
 
-  // Waits for the first byte of the next request for at most `timeout`.
+  // Waits for the first byte of the next request for at most `timeout`. (A read outstanding
+  // here found the buffer empty: watch_for_close.)
   void wait_for_request(std::chrono::milliseconds timeout) {
     phase_ = phase::idle;
-    if (buffer_.size() > 0) return begin_request();
+    if (buffer_.size() > 0 && !reading_) return begin_request();
     arm_read_timer(timeout);
     if (!reading_) read_some();
   }
@@ -467,6 +476,7 @@ class session_base : public std::enable_shared_from_this<session_base> {
   void begin_request() {
     phase_ = phase::header;
     parser_.emplace();
+    parser_->header_limit(header_limit);
     // Bodies are limited per route once the headers say which (handle_header); the parser
     // would otherwise judge Content-Length by its own default while reading the headers.
     parser_->body_limit(std::numeric_limits<uint64_t>::max());
@@ -481,8 +491,9 @@ class session_base : public std::enable_shared_from_this<session_base> {
       close("client closed mid-request");
     } else if (ec == bhttp::error::header_limit) {
       server_.warns.warn("http {}: request headers too large", remote_);
-      answer_error(error_response(431, "the request's headers are larger than 8192 bytes",
-                                  "invalid_request_error", {}, "headers_too_large"));
+      answer_error(error_response(
+          431, "the request's headers are larger than " + std::to_string(header_limit) + " bytes",
+          "invalid_request_error", {}, "headers_too_large"));
     } else if (ec == bhttp::error::body_limit) {
       server_.warns.warn("http {}: request body over {} bytes", remote_, body_limit_);
       answer_error(too_large(body_limit_, 0));
@@ -517,8 +528,15 @@ class session_base : public std::enable_shared_from_this<session_base> {
     cancel_read_timer();
     begin_answer();
     phase_ = phase::answering;
-    if (!reading_ && buffer_.size() < watch_buffer_limit) read_some();
+    watch_for_close();
     reply(seq_, std::move(r));
+  }
+
+  // Keeps reading while a request is answered: an EOF then means the client went away (and its
+  // job can be cancelled). Not when bytes of a next request are already here: a read
+  // outstanding would hold that request up until more bytes came.
+  void watch_for_close() {
+    if (!reading_ && buffer_.size() == 0) read_some();
   }
 
   void begin_answer() {
@@ -573,6 +591,15 @@ class session_base : public std::enable_shared_from_this<session_base> {
     std::string raw_path = target_.substr(0, q);
     path_ = percent_decode(raw_path, false);
     query_ = q == std::string::npos ? std::string() : target_.substr(q + 1);
+
+    // A Transfer-Encoding that does not end in chunked leaves the body's end unknown (RFC 9112
+    // 6.3: answered 400 and closed). Beast already refuses one beside a Content-Length.
+    if (req.find(bhttp::field::transfer_encoding) != req.end() && !parser_->chunked())
+      return answer_error(error_response(
+          400,
+          "Transfer-Encoding \"" + std::string(view(req[bhttp::field::transfer_encoding])) +
+              "\" does not end in chunked: the body's length is unknown",
+          "invalid_request_error", {}, "bad_request"));
 
     if (method_ == "OPTIONS" && !server_.options.cors_origins.empty() &&
         req.find(bhttp::field::access_control_request_method) != req.end())
@@ -640,8 +667,7 @@ class session_base : public std::enable_shared_from_this<session_base> {
     auto r = std::make_shared<server_responder>(weak_from_this(), seq_, executor_);
     responder_ = r;
     ex->out = r;
-    // Keep reading: an EOF now means the client went away (its job can be cancelled).
-    if (!reading_ && buffer_.size() < watch_buffer_limit) read_some();
+    watch_for_close();
     spdlog::debug("http {}: {} {}", remote_, method_, target_);
 
     const handler* h = match_.h;
@@ -705,8 +731,9 @@ class session_base : public std::enable_shared_from_this<session_base> {
     phase_ = phase::draining;
     shutdown_send();
     arm_read_timer(linger_time);
+    if (reading_) return;  // its completion goes on draining
     buffer_.consume(buffer_.size());
-    if (!reading_) read_some();
+    read_some();
   }
 
   phase phase_ = phase::idle;
@@ -761,11 +788,11 @@ class session final : public session_base {
   }
   void do_read_header() override {
     bhttp::async_read_header(stream_, buffer_, *parser_,
-                             [s = self()](error_code ec, size_t) { s->on_header(ec); });
+                             [s = self()](error_code ec, size_t) { s->on_request_read(ec); });
   }
   void do_read_body() override {
     bhttp::async_read(stream_, buffer_, *parser_,
-                      [s = self()](error_code ec, size_t) { s->on_body(ec); });
+                      [s = self()](error_code ec, size_t) { s->on_request_read(ec); });
   }
   void do_write_some(std::vector<asio::const_buffer> buffers) override {
     stream_.async_write_some(buffers,
@@ -793,12 +820,16 @@ std::shared_ptr<session_base> server_responder::live() const {
 }
 
 server_responder::~server_responder() {
+  auto s = live();
+  if (!s || !s->open_for(seq_)) return;
   // A handler that let go of its request without answering it: the client gets an error
-  // instead of waiting for ever.
-  if (answered_) return;
-  if (auto s = live(); s && s->open_for(seq_))
+  // instead of waiting for ever. A stream let go of before its end is cut off, so that the
+  // client sees it broken rather than complete.
+  if (!answered_)
     s->reply(seq_,
              error_response(500, "the request was dropped without an answer", "server_error"));
+  else
+    s->cut_stream(seq_);
 }
 
 void server_responder::reply(http_response r) {
@@ -871,7 +902,7 @@ struct http_server::impl {
   std::unique_ptr<tcp::acceptor> acceptor;
   std::atomic<uint16_t> port{0};
   std::atomic<bool> bound{false};
-  asio::steady_timer accept_retry;
+  std::unique_ptr<asio::steady_timer> accept_retry;  // goes before the io_context
 
   impl(const gateway_options& o, const router& r, authenticate_fn a)
       : options(o),
@@ -881,14 +912,14 @@ struct http_server::impl {
         tls(load_tls(o)),
         state(options, routes, authenticate),
         ioc(std::make_unique<asio::io_context>(1)),
-        accept_retry(*ioc) {
+        accept_retry(std::make_unique<asio::steady_timer>(*ioc)) {
     state.tls = tls.get();
   }
 
   ~impl() {
     close_all();
     acceptor.reset();
-    accept_retry.cancel();
+    accept_retry.reset();
     // Handlers still queued hold sessions; they go with the io_context, while the state they
     // point at is still here.
     ioc.reset();
@@ -906,8 +937,8 @@ struct http_server::impl {
       if (ec) {
         // Out of file descriptors, say: try again shortly rather than spin.
         state.warns.warn("http: accept failed: {}", ec.message());
-        accept_retry.expires_after(std::chrono::milliseconds(100));
-        accept_retry.async_wait([this](error_code e) {
+        accept_retry->expires_after(std::chrono::milliseconds(100));
+        accept_retry->async_wait([this](error_code e) {
           if (!e && acceptor && acceptor->is_open()) accept();
         });
         return;
@@ -1016,7 +1047,7 @@ void http_server::run(const std::atomic<bool>& stop) {
     }
   }
   m.acceptor->close(ec);
-  m.accept_retry.cancel();
+  m.accept_retry->cancel();
   m.close_all();
   work.reset();
   // Let the closed connections' handlers finish so that nothing of them is left.

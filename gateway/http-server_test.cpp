@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -189,6 +190,34 @@ handler echo() {
   };
 }
 
+// A handler answering the request's body.
+handler body_echo() {
+  return [](std::shared_ptr<exchange> ex) { ex->out->reply(text(ex->request.body)); };
+}
+
+// A started server with options `o` and the one route `method path` -> `h`.
+std::unique_ptr<test_server> serving(gateway_options o, std::string method, std::string path,
+                                     handler h = echo()) {
+  auto s = std::make_unique<test_server>(std::move(o));
+  s->routes.add(std::move(method), std::move(path), std::move(h));
+  s->start();
+  return s;
+}
+
+gateway_options with_body_limit(uint64_t bytes) {
+  gateway_options o;
+  o.max_body_bytes = bytes;
+  return o;
+}
+
+// Waits (up to `limit`) until `done()`; says whether it came.
+template <class F>
+bool wait_until(F done, std::chrono::milliseconds limit = 10s) {
+  auto deadline = clock_type::now() + limit;
+  while (!done() && clock_type::now() < deadline) std::this_thread::sleep_for(10ms);
+  return done();
+}
+
 TEST(http_server, routes_requests_and_keeps_the_connection_alive) {
   test_server s;
   s.routes.add("GET", "/v1/models", echo());
@@ -303,6 +332,634 @@ TEST(http_server, streams_to_curl) {
   s.start();
   auto out = shell("curl -sS -N --max-time 20 -X POST -d '{}' " + s.url("/v1/chat/completions"));
   EXPECT_EQ(out, "data: {\"n\":0}\n\ndata: {\"n\":1}\n\ndata: {\"n\":2}\n\ndata: [DONE]\n\n");
+}
+
+TEST(http_server, answers_pipelined_requests_in_order) {
+  test_server s;
+  s.routes.add("GET", "/a/{n}", echo());
+  s.start();
+  raw_client c(s.port());
+  c.send("GET /a/1 HTTP/1.1\r\nHost: x\r\n\r\nGET /a/2 HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(body_of(c.read_response()), "GET /a/1 n=1;  ");
+  EXPECT_EQ(body_of(c.read_response()), "GET /a/2 n=2;  ");
+}
+
+TEST(http_server, body_over_the_limit_by_content_length_is_413_before_it_is_sent) {
+  gateway_options o;
+  o.max_body_bytes = 1000;
+  test_server s(o);
+  std::atomic<int> calls{0};
+  s.routes.add("POST", "/v1/completions", [&](std::shared_ptr<exchange> ex) {
+    ++calls;
+    ex->out->reply(text(std::to_string(ex->request.body.size())));
+  });
+  s.routes.add("POST", "/v1/files",
+               [&](std::shared_ptr<exchange> ex) {
+                 ex->out->reply(text(std::to_string(ex->request.body.size())));
+               },
+               {.max_body_bytes = 5000});
+  s.start();
+
+  raw_client c(s.port());
+  // Only the headers: the answer must come without the 100 MB body.
+  c.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000\r\n\r\n");
+  auto r = c.read_response();
+  EXPECT_EQ(status_of(r), 413) << r;
+  auto j = nlohmann::json::parse(body_of(r));
+  EXPECT_NE(j["error"]["message"].get<std::string>().find("1000 bytes"), std::string::npos) << r;
+  EXPECT_NE(j["error"]["message"].get<std::string>().find("100000000"), std::string::npos) << r;
+  EXPECT_NE(r.find("Connection: close"), std::string::npos);
+  c.read_to_eof(5s);
+  EXPECT_TRUE(c.eof());
+  EXPECT_EQ(calls.load(), 0);
+
+  // Exactly the limit passes; the route's own limit is larger.
+  raw_client d(s.port());
+  d.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n" +
+         std::string(1000, 'a'));
+  EXPECT_EQ(body_of(d.read_response()), "1000");
+  d.send("POST /v1/files HTTP/1.1\r\nHost: x\r\nContent-Length: 4000\r\n\r\n" +
+         std::string(4000, 'a'));
+  EXPECT_EQ(body_of(d.read_response()), "4000");
+  d.send("POST /v1/files HTTP/1.1\r\nHost: x\r\nContent-Length: 5001\r\n\r\n");
+  EXPECT_EQ(status_of(d.read_response()), 413);
+}
+
+std::string chunk(const std::string& data) {
+  char b[16];
+  std::snprintf(b, sizeof b, "%zx\r\n", data.size());
+  return b + data + "\r\n";
+}
+
+TEST(http_server, chunked_bodies_are_read_and_limited) {
+  auto server = serving(with_body_limit(1000), "POST", "/v1/completions", body_echo());
+  auto& s = *server;
+  raw_client c(s.port());
+  c.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" +
+         chunk("hello ") + chunk("world") + "0\r\n\r\n");
+  EXPECT_EQ(body_of(c.read_response()), "hello world");
+
+  // Chunks that pass the limit: 413 once they do, and the connection closes.
+  raw_client d(s.port());
+  d.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n");
+  for (int i = 0; i < 3; ++i) d.send(chunk(std::string(400, 'x')));
+  auto r = d.read_response();
+  EXPECT_EQ(status_of(r), 413) << r;
+  d.read_to_eof(5s);
+  EXPECT_TRUE(d.eof());
+}
+
+TEST(http_server, expect_100_continue_is_answered_before_the_body) {
+  auto server = serving(with_body_limit(1000), "POST", "/v1/files", body_echo());
+  auto& s = *server;
+  raw_client c(s.port());
+  c.send("POST /v1/files HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n");
+  EXPECT_EQ(c.read_until("\r\n\r\n"), "HTTP/1.1 100 Continue\r\n\r\n");
+  c.send("12345");
+  EXPECT_EQ(body_of(c.read_response()), "12345");
+  // Too large: the final status instead of 100.
+  c.send(
+      "POST /v1/files HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5000\r\n\r\n");
+  EXPECT_EQ(status_of(c.read_response()), 413);
+  // curl sends Expect: 100-continue for larger bodies by itself.
+  std::string big(900, 'q');
+  auto out = shell("printf %s " + big + " | curl -sS --max-time 20 -H 'Expect: 100-continue' " +
+                   "--data-binary @- " + s.url("/v1/files"));
+  EXPECT_EQ(out, big);
+}
+
+TEST(http_server, a_client_that_sends_one_byte_a_second_gets_408_and_is_closed) {
+  gateway_options o;
+  o.header_timeout = 2000ms;
+  auto s_server = serving(o, "GET", "/v1/models");
+  auto& s = *s_server;
+  raw_client c(s.port());
+  std::string request =
+      "GET /v1/models HTTP/1.1\r\nHost: x\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaa\r\n\r\n";
+  auto started = clock_type::now();
+  std::string got;
+  for (char b : request) {
+    if (!c.send(std::string(1, b))) break;
+    got += c.read_some(1000ms);
+    if (!got.empty() || c.eof()) break;
+  }
+  got += c.read_to_eof(10s);
+  EXPECT_EQ(status_of(got), 408) << got;
+  EXPECT_TRUE(c.eof());
+  // Liveness only: well before the request could have been sent whole.
+  EXPECT_LT(clock_type::now() - started, 20s);
+
+  // A connection that sends nothing at all is closed too (nothing to answer).
+  raw_client quiet(s.port());
+  quiet.read_to_eof(10s);
+  EXPECT_TRUE(quiet.eof());
+  // The server still serves.
+  raw_client d(s.port());
+  d.send("GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(status_of(d.read_response()), 200);
+}
+
+TEST(http_server, a_slow_body_gets_408_too) {
+  gateway_options o;
+  o.header_timeout = 1000ms;
+  auto s_server = serving(o, "POST", "/v1/completions");
+  auto& s = *s_server;
+  raw_client c(s.port());
+  c.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc");
+  auto got = c.read_to_eof(10s);
+  EXPECT_EQ(status_of(got), 408) << got;
+  EXPECT_TRUE(c.eof());
+}
+
+TEST(http_server, an_idle_keep_alive_connection_is_closed) {
+  gateway_options o;
+  o.idle_timeout = 300ms;
+  auto s_server = serving(o, "GET", "/v1/models");
+  auto& s = *s_server;
+  raw_client c(s.port());
+  c.send("GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(status_of(c.read_response()), 200);
+  c.read_to_eof(10s);
+  EXPECT_TRUE(c.eof());
+  wait_until([&] { return s.server->connections() == 0; });
+  EXPECT_EQ(s.server->connections(), 0u);
+}
+
+// Raises this process's open-file limit to at least `n` (within the hard limit).
+bool allow_open_files(rlim_t n) {
+  rlimit l{};
+  if (::getrlimit(RLIMIT_NOFILE, &l) != 0) return false;
+  if (l.rlim_cur >= n) return true;
+  l.rlim_cur = std::min(n, l.rlim_max);
+  return ::setrlimit(RLIMIT_NOFILE, &l) == 0 && l.rlim_cur >= n;
+}
+
+TEST(http_server, serves_2000_concurrent_idle_connections) {
+  constexpr int n = 2000;
+  if (!allow_open_files(2 * n + 200)) GTEST_SKIP() << "cannot open " << 2 * n << " files here";
+  test_server s;
+  s.routes.add("GET", "/v1/models/{id}", echo());
+  s.start();
+  std::vector<std::unique_ptr<raw_client>> clients;
+  for (int i = 0; i < n; ++i) {
+    clients.push_back(std::make_unique<raw_client>(s.port()));
+    ASSERT_TRUE(clients.back()->connected()) << i;
+  }
+  wait_until([&] { return s.server->connections() >= n; }, 30s);
+  EXPECT_EQ(s.server->connections(), static_cast<size_t>(n));
+  // Every one of them, in reverse order of connecting, is answered.
+  for (int i = n - 1; i >= 0; --i)
+    ASSERT_TRUE(
+        clients[i]->send("GET /v1/models/" + std::to_string(i) + " HTTP/1.1\r\nHost: x\r\n\r\n"));
+  int answered = 0;
+  for (int i = 0; i < n; ++i) {
+    auto r = clients[i]->read_response();
+    if (body_of(r) == "GET /v1/models/" + std::to_string(i) + " id=" + std::to_string(i) + ";  ")
+      ++answered;
+  }
+  EXPECT_EQ(answered, n);
+}
+
+TEST(http_server, max_connections_is_enforced_with_503) {
+  gateway_options o;
+  o.max_connections = 5;
+  auto s_server = serving(o, "GET", "/v1/models");
+  auto& s = *s_server;
+  std::vector<std::unique_ptr<raw_client>> clients;
+  for (int i = 0; i < 5; ++i) {
+    clients.push_back(std::make_unique<raw_client>(s.port()));
+    clients.back()->send("GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n");
+    EXPECT_EQ(status_of(clients.back()->read_response()), 200) << i;
+  }
+  raw_client extra(s.port());
+  auto r = extra.read_to_eof(10s);
+  EXPECT_EQ(status_of(r), 503) << r;
+  EXPECT_TRUE(extra.eof());
+  EXPECT_EQ(s.server->connections(), 5u);
+  // One leaves: there is room again.
+  clients.pop_back();
+  wait_until([&] { return s.server->connections() < 5; });
+  raw_client again(s.port());
+  again.send("GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(status_of(again.read_response()), 200);
+}
+
+TEST(http_server, a_client_that_disconnects_mid_stream_gets_on_close) {
+  test_server s;
+  std::promise<void> closed;
+  std::shared_ptr<exchange> kept;
+  s.routes.add("POST", "/v1/chat/completions", [&](std::shared_ptr<exchange> ex) {
+    kept = ex;
+    ex->out->on_close([&] { closed.set_value(); });
+    ex->out->start_events();
+    ex->out->event("{\"n\":0}");
+  });
+  s.start();
+  {
+    raw_client c(s.port());
+    c.send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
+    EXPECT_NE(c.read_until("data: {\"n\":0}\n\n").find("data: {\"n\":0}"), std::string::npos);
+  }
+  ASSERT_EQ(closed.get_future().wait_for(10s), std::future_status::ready);
+  // The responder outlives its connection: writing to it is harmless.
+  EXPECT_TRUE(s.on_io([&] {
+    kept->out->event("late");
+    kept->out->end_events();
+    kept->out->reply(text("late"));
+    return kept->out->closed();
+  }));
+}
+
+TEST(http_server, a_client_that_leaves_while_waiting_for_a_reply_gets_on_close) {
+  test_server s;
+  std::promise<void> closed;
+  std::atomic<int> close_calls{0};
+  std::shared_ptr<exchange> kept;
+  s.routes.add("POST", "/v1/completions", [&](std::shared_ptr<exchange> ex) {
+    kept = ex;  // answered "later" (never, here)
+    ex->out->on_close([&] {
+      if (++close_calls == 1) closed.set_value();
+    });
+  });
+  s.start();
+  {
+    raw_client c(s.port());
+    c.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}");
+    std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_EQ(closed.get_future().wait_for(10s), std::future_status::ready);
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(close_calls.load(), 1);
+  // An on_close set after the client left still runs.
+  std::promise<void> late;
+  s.on_io([&] {
+    kept->out->on_close([&] { late.set_value(); });
+    return 0;
+  });
+  EXPECT_EQ(late.get_future().wait_for(10s), std::future_status::ready);
+  s.on_io([&] {
+    kept.reset();  // dropping an answered-never responder of a gone client is harmless
+    return 0;
+  });
+}
+
+long rss_kib(const char* field) {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind(field, 0) == 0) return std::stol(line.substr(std::strlen(field)));
+  return -1;
+}
+
+TEST(http_server, a_reader_that_stops_reading_a_100_mib_stream_is_dropped_with_bounded_memory) {
+  gateway_options o;
+  o.max_unsent_bytes = 4 << 20;
+  o.write_timeout = 60s;  // the unsent limit, not the write timeout, is under test here
+  test_server s(o);
+  std::promise<void> closed;
+  std::atomic<uint64_t> offered{0};
+  std::atomic<bool> dropped_seen{false};
+  const std::string event(64 * 1024 - 8, 'e');
+  const uint64_t total = 100ull << 20;
+  std::function<void(std::shared_ptr<exchange>)> pump = [&](std::shared_ptr<exchange> ex) {
+    // 1 MiB per turn of the I/O loop, as a fast producer would, until the client is gone.
+    for (int i = 0; i < 16 && !ex->out->closed(); ++i) {
+      ex->out->event(event);
+      offered += event.size();
+    }
+    if (ex->out->closed()) {
+      dropped_seen = true;
+      return;
+    }
+    if (offered < total)
+      s.server->after(0ms, [&, ex] { pump(ex); });
+    else
+      ex->out->end_events();
+  };
+  s.routes.add("GET", "/stream", [&](std::shared_ptr<exchange> ex) {
+    ex->out->on_close([&] { closed.set_value(); });
+    ex->out->start_events();
+    pump(ex);
+  });
+  s.start();
+  // Resets the peak (VmHWM) to what is resident now, so earlier tests' peaks do not count.
+  std::ofstream("/proc/self/clear_refs") << "5";
+  long rss_before = rss_kib("VmRSS:");
+  raw_client c(s.port(), 4096);
+  c.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n");
+  // Never reads.
+  ASSERT_EQ(closed.get_future().wait_for(60s), std::future_status::ready);
+  EXPECT_TRUE(wait_until([&] { return dropped_seen.load(); }));
+  EXPECT_LT(offered.load(), total);
+  long peak = rss_kib("VmHWM:");
+  EXPECT_LT(peak - rss_before, 64 * 1024) << "peak RSS " << peak << " KiB, before " << rss_before;
+}
+
+TEST(http_server, a_client_that_takes_no_bytes_is_dropped_after_the_write_timeout) {
+  gateway_options o;
+  o.write_timeout = 500ms;
+  test_server s(o);
+  std::promise<void> closed;
+  std::shared_ptr<exchange> kept;  // on_close lives in the responder: keep it
+  s.routes.add("GET", "/big", [&](std::shared_ptr<exchange> ex) {
+    kept = ex;
+    ex->out->on_close([&] { closed.set_value(); });
+    ex->out->reply(text(std::string(64 << 20, 'b')));
+  });
+  s.start();
+  raw_client c(s.port(), 4096);
+  c.send("GET /big HTTP/1.1\r\nHost: x\r\n\r\n");
+  ASSERT_EQ(closed.get_future().wait_for(30s), std::future_status::ready);
+  wait_until([&] { return s.server->connections() == 0; });
+  EXPECT_EQ(s.server->connections(), 0u);
+}
+
+TEST(http_server, cors_preflight_and_allowed_origins) {
+  gateway_options o;
+  o.cors_origins = {"https://app.example"};
+  auto s_server = serving(o, "POST", "/v1/chat/completions");
+  auto& s = *s_server;
+  raw_client c(s.port());
+  c.send(
+      "OPTIONS /v1/chat/completions HTTP/1.1\r\nHost: x\r\nOrigin: https://app.example\r\n"
+      "Access-Control-Request-Method: POST\r\n"
+      "Access-Control-Request-Headers: authorization, content-type\r\n\r\n");
+  auto r = c.read_response();
+  EXPECT_EQ(status_of(r), 204) << r;
+  EXPECT_NE(r.find("Access-Control-Allow-Origin: https://app.example\r\n"), std::string::npos) << r;
+  EXPECT_NE(r.find("Access-Control-Allow-Methods: GET, POST, DELETE, OPTIONS\r\n"),
+            std::string::npos);
+  EXPECT_NE(r.find("Access-Control-Allow-Headers: Authorization, Content-Type, X-Api-Key\r\n"),
+            std::string::npos);
+  c.send(
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nOrigin: https://app.example\r\n"
+      "Content-Length: 0\r\n\r\n");
+  r = c.read_response();
+  EXPECT_EQ(status_of(r), 200);
+  EXPECT_NE(r.find("Access-Control-Allow-Origin: https://app.example\r\nVary: Origin\r\n"),
+            std::string::npos)
+      << r;
+  // Another origin: no CORS headers, a preflight refused.
+  c.send(
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nOrigin: https://evil.example\r\n"
+      "Content-Length: 0\r\n\r\n");
+  r = c.read_response();
+  EXPECT_EQ(status_of(r), 200);
+  EXPECT_EQ(r.find("Access-Control"), std::string::npos) << r;
+  c.send(
+      "OPTIONS /v1/chat/completions HTTP/1.1\r\nHost: x\r\nOrigin: https://evil.example\r\n"
+      "Access-Control-Request-Method: POST\r\n\r\n");
+  r = c.read_response();
+  EXPECT_EQ(status_of(r), 403) << r;
+  EXPECT_EQ(r.find("Access-Control"), std::string::npos) << r;
+}
+
+TEST(http_server, cors_wildcard_and_cors_not_configured) {
+  gateway_options o;
+  o.cors_origins = {"*"};
+  auto any_server = serving(o, "GET", "/v1/models");
+  auto& any = *any_server;
+  raw_client c(any.port());
+  c.send("GET /v1/models HTTP/1.1\r\nHost: x\r\nOrigin: https://a.example\r\n\r\n");
+  auto r = c.read_response();
+  EXPECT_NE(r.find("Access-Control-Allow-Origin: *\r\n"), std::string::npos) << r;
+
+  test_server none;
+  none.routes.add("GET", "/v1/models", echo());
+  none.start();
+  raw_client d(none.port());
+  d.send("GET /v1/models HTTP/1.1\r\nHost: x\r\nOrigin: https://a.example\r\n\r\n");
+  r = d.read_response();
+  EXPECT_EQ(r.find("Access-Control"), std::string::npos) << r;
+  d.send(
+      "OPTIONS /v1/models HTTP/1.1\r\nHost: x\r\nOrigin: https://a.example\r\n"
+      "Access-Control-Request-Method: GET\r\n\r\n");
+  r = d.read_response();
+  EXPECT_EQ(status_of(r), 405) << r;
+  EXPECT_EQ(r.find("Access-Control"), std::string::npos) << r;
+}
+
+// A self-signed certificate for localhost and 127.0.0.1, made with the openssl CLI.
+struct tls_files {
+  std::filesystem::path dir, cert, key;
+  tls_files() {
+    dir = std::filesystem::temp_directory_path() /
+          ("hearth-tls-" + std::to_string(::getpid()) + "-" +
+           std::to_string(clock_type::now().time_since_epoch().count()));
+    std::filesystem::create_directories(dir);
+    cert = dir / "cert.pem";
+    key = dir / "key.pem";
+    shell(
+        "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
+        "-addext subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout " +
+        key.string() + " -out " + cert.string() + " 2>/dev/null");
+  }
+  ~tls_files() { std::filesystem::remove_all(dir); }
+};
+
+TEST(http_server, serves_tls_to_curl_with_the_same_routes_and_streams) {
+  tls_files files;
+  ASSERT_TRUE(std::filesystem::exists(files.cert)) << "openssl could not make a certificate";
+  gateway_options o;
+  o.tls_cert = files.cert.string();
+  o.tls_key = files.key.string();
+  test_server s(o);
+  s.routes.add("GET", "/health", echo(), {.is_public = true});
+  s.routes.add("POST", "/v1/chat/completions", [&](std::shared_ptr<exchange> ex) {
+    ex->out->start_events();
+    ex->out->event("{\"n\":0}");
+    s.server->after(10ms, [ex] {
+      ex->out->event("[DONE]");
+      ex->out->end_events();
+    });
+  });
+  s.start();
+  std::string base = "https://localhost:" + std::to_string(s.port());
+  auto out = shell("curl -sS --max-time 20 --cacert " + files.cert.string() + " " + base +
+                   "/health " + base + "/health");
+  EXPECT_EQ(out, "GET /health   GET /health   ");
+  out = shell("curl -sS -N --max-time 20 --cacert " + files.cert.string() + " -d '{}' " + base +
+              "/v1/chat/completions");
+  EXPECT_EQ(out, "data: {\"n\":0}\n\ndata: [DONE]\n\n");
+  // Without trusting the certificate, curl refuses (the server really speaks TLS).
+  EXPECT_EQ(shell("curl -s --max-time 20 -o /dev/null -w '%{http_code}' " + base + "/health"),
+            "000");
+  // Plain HTTP to the TLS port fails the handshake; the server goes on.
+  raw_client c(s.port());
+  c.send("GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+  c.read_to_eof(10s);
+  EXPECT_TRUE(c.eof());
+  out = shell("curl -sS --max-time 20 --cacert " + files.cert.string() + " " + base + "/health");
+  EXPECT_EQ(out, "GET /health   ");
+}
+
+TEST(http_server, bad_tls_files_and_listen_addresses_are_named) {
+  router r;
+  gateway_options o;
+  o.listen = "127.0.0.1:0";
+  o.tls_cert = "/nonexistent/cert.pem";
+  o.tls_key = "/nonexistent/key.pem";
+  try {
+    http_server s(o, r, {});
+    FAIL() << "no error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/cert.pem"), std::string::npos) << e.what();
+  }
+  o.tls_key.clear();
+  EXPECT_THROW(http_server(o, r, {}), std::runtime_error);
+  o.tls_cert.clear();
+  for (const char* bad : {"", "8080", "nohost", "example.com:80", "1.2.3.4:99999", "::1:80",
+                          "[::1]80", "[::1", "127.0.0.1:", "127.0.0.1:8a", ":8080"}) {
+    o.listen = bad;
+    try {
+      http_server s(o, r, {});
+      ADD_FAILURE() << "\"" << bad << "\" accepted";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("\"") + bad + "\""), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+TEST(http_server, listens_on_localhost_and_ipv6) {
+  for (const char* listen : {"localhost:0", "[::1]:0"}) {
+    gateway_options o;
+    o.listen = listen;
+    test_server s(o);
+    s.routes.add("GET", "/health", echo(), {.is_public = true});
+    try {
+      s.start();
+    } catch (const std::runtime_error& e) {
+      // A machine without IPv6 on loopback.
+      if (std::string(listen).front() == '[') GTEST_SKIP() << e.what();
+      throw;
+    }
+    std::string host = std::string(listen).front() == '[' ? "[::1]" : "localhost";
+    auto out =
+        shell("curl -sS --max-time 20 http://" + host + ":" + std::to_string(s.port()) + "/health");
+    EXPECT_EQ(out, "GET /health   ") << listen;
+  }
+}
+
+TEST(http_server, malformed_requests_get_400_or_431_and_the_server_goes_on) {
+  test_server s;
+  s.routes.add("GET", "/v1/models", echo());
+  s.start();
+  struct attempt {
+    std::string bytes;
+    int status;
+  };
+  std::vector<attempt> attempts = {
+      {"\x16\x03\x01\x02\x00garbage\r\n\r\n", 400},
+      {"G@T /v1/models HTTP/1.1\r\nHost: x\r\n\r\n", 400},
+      {"GET /v1/models HTTP/9.9\r\nHost: x\r\n\r\n", 400},
+      {"GET /v1/models HTTP/1.1\r\nBad Header\r\n\r\n", 400},
+      {"GET /v1/models HTTP/1.1\r\nContent-Length: -5\r\n\r\n", 400},
+      {"GET /v1/models HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", 400},
+      {"GET http://evil.example/v1/models HTTP/1.1\r\nHost: x\r\n\r\n", 400},
+      {"GET /v1/models HTTP/1.1\r\nX-Huge: " + std::string(20000, 'h') + "\r\n\r\n", 431},
+      {std::string("GET /v1/models\0 HTTP/1.1\r\n\r\n", 29), 400},
+      // Request smuggling: two ways of saying where the body ends.
+      {"POST /v1/models HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+       "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+       400},
+      {"POST /v1/models HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\nxx", 400},
+
+  };
+  for (const auto& a : attempts) {
+    raw_client c(s.port());
+    c.send(a.bytes);
+    auto r = c.read_to_eof(10s);
+    EXPECT_EQ(status_of(r), a.status) << a.bytes.substr(0, 60) << " -> " << r;
+    EXPECT_TRUE(c.eof()) << a.bytes.substr(0, 60);
+    EXPECT_TRUE(nlohmann::json::accept(body_of(r))) << r;
+  }
+  raw_client c(s.port());
+  c.send("GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(status_of(c.read_response()), 200);
+}
+
+TEST(http_server, authenticates_non_public_routes_before_their_handlers) {
+  test_server s;
+  std::atomic<int> auth_calls{0};
+  s.routes.add("GET", "/health", echo(), {.is_public = true});
+  s.routes.add("GET", "/v1/whoami", [](std::shared_ptr<exchange> ex) {
+    ex->out->reply(text(ex->who.owner + "/" + ex->who.name));
+  });
+  s.start([&](const http_request& q, std::function<void(const caller*, http_response)> done) {
+    ++auth_calls;
+    // Answered later, from a timer, as a broker round trip would be.
+    s.server->after(5ms, [q, done] {
+      if (q.header("authorization") != "Bearer good")
+        return done(nullptr, error_response(401, "bad key", "authentication_error"));
+      caller who{"good", "alice", "laptop", false};
+      done(&who, {});
+    });
+  });
+  EXPECT_EQ(shell("curl -sS --max-time 20 " + s.url("/health")), "GET /health   ");
+  EXPECT_EQ(auth_calls.load(), 0);
+  EXPECT_EQ(shell("curl -sS --max-time 20 -o /dev/null -w '%{http_code}' " + s.url("/v1/whoami")),
+            "401");
+  EXPECT_EQ(shell("curl -sS --max-time 20 -H 'Authorization: Bearer good' " + s.url("/v1/whoami")),
+            "alice/laptop");
+  EXPECT_EQ(auth_calls.load(), 2);
+}
+
+TEST(http_server, a_handler_that_throws_or_drops_its_request_gets_a_500) {
+  test_server s;
+  s.routes.add("GET", "/throws",
+               [](std::shared_ptr<exchange>) { throw std::runtime_error("boom"); });
+  s.routes.add("GET", "/drops", [](std::shared_ptr<exchange>) {});
+  s.routes.add("GET", "/drops-stream", [](std::shared_ptr<exchange> ex) {
+    ex->out->start_events();
+    ex->out->event("one");
+  });
+  s.routes.add("GET", "/ok", echo());
+  s.start();
+  raw_client c(s.port());
+  c.send("GET /throws HTTP/1.1\r\nHost: x\r\n\r\n");
+  auto r = c.read_response();
+  EXPECT_EQ(status_of(r), 500) << r;
+  EXPECT_NE(r.find("boom"), std::string::npos);
+  c.send("GET /drops HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(status_of(c.read_response()), 500);
+  c.send("GET /ok HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(status_of(c.read_response()),
+            200);  // A stream let go of unfinished is cut off: no final chunk.
+  raw_client d(s.port());
+  d.send("GET /drops-stream HTTP/1.1\r\nHost: x\r\n\r\n");
+  auto got = d.read_to_eof(10s);
+  EXPECT_TRUE(d.eof());
+  EXPECT_NE(got.find("data: one\n\n"), std::string::npos) << got;
+  EXPECT_EQ(got.find("0\r\n\r\n"), std::string::npos) << got;
+}
+
+TEST(http_server, post_and_after_run_on_the_io_thread_from_any_thread) {
+  test_server s;
+  s.start();
+  auto io_thread = s.on_io([] { return std::this_thread::get_id(); });
+  EXPECT_NE(io_thread, std::this_thread::get_id());
+  std::promise<std::thread::id> later;
+  auto asked = clock_type::now();
+  std::thread other(
+      [&] { s.server->after(50ms, [&] { later.set_value(std::this_thread::get_id()); }); });
+  other.join();
+  auto f = later.get_future();
+  ASSERT_EQ(f.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(f.get(), io_thread);
+  EXPECT_GE(clock_type::now() - asked, 50ms);
+}
+
+TEST(http_server, stopping_closes_open_connections) {
+  auto s = std::make_unique<test_server>();
+  s->routes.add("GET", "/v1/models", echo());
+  s->start();
+  raw_client c(s->port());
+  c.send("GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(status_of(c.read_response()), 200);
+  s.reset();
+  c.read_to_eof(10s);
+  EXPECT_TRUE(c.eof());
 }
 
 }  // namespace
