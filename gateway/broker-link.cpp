@@ -74,6 +74,23 @@ result<std::pair<uint64_t, job_event>> decode_job_event(wire::command c, std::st
   }
 }
 
+// Sends [signature][command][body] without ever blocking (net::send_raw may block on the first
+// frame): a broker that is away for long fills the socket's queue, and the link thread must go on
+// answering timeouts meanwhile. False when the queue is full.
+bool send_now(zmq::socket_t& s, wire::command cmd, std::string_view body) {
+  const char code = char(uint8_t(cmd));
+  try {
+    if (!s.send(zmq::buffer(wire::signature), zmq::send_flags::sndmore | zmq::send_flags::dontwait))
+      return false;
+    // The rest of a multipart message is queued with its first part.
+    s.send(zmq::buffer(&code, 1), zmq::send_flags::sndmore);
+    s.send(zmq::buffer(body), zmq::send_flags::none);
+    return true;
+  } catch (const zmq::error_t&) {
+    return false;
+  }
+}
+
 link_failure no_reply(std::string why) {
   return link_failure{true, wire::error_code::internal, std::move(why)};
 }
@@ -435,7 +452,7 @@ void broker_link::impl::send_request(outgoing o) {
   const std::string body = o.encode(id);
   p.deadline = clock::now() + opt.request_timeout;
   p.o = std::move(o);
-  if (!net::send_raw(socket, {}, p.o.cmd, body)) {
+  if (!send_now(socket, p.o.cmd, body)) {
     return fail(p, no_reply("cannot send " + std::string(wire::command_name(p.o.cmd)) +
                             " to the broker at " + opt.endpoint));
   }
@@ -673,6 +690,7 @@ void broker_link::impl::connection_lost(const std::string& why) {
 }
 
 void broker_link::impl::expire(clock::time_point now) {
+  bool expired_while_down = false;
   while (!deadlines.empty() && deadlines.front().first <= now) {
     const uint64_t id = deadlines.front().second;
     deadlines.pop_front();
@@ -691,6 +709,13 @@ void broker_link::impl::expire(clock::time_point now) {
     const auto ms = opt.request_timeout.count();
     fail(p, no_reply("no reply from the broker at " + opt.endpoint + " within " +
                      std::to_string(ms) + " ms"));
+    expired_while_down = !was_up;
+  }
+  if (expired_while_down) {
+    // Its caller was told there was no reply: a broker that comes back must not get it (a submit
+    // would make a job nobody follows). A fresh socket drops what the old one still queued; the
+    // requests still waiting were queued there too and end at their own deadlines.
+    connect();
   }
 }
 
@@ -721,7 +746,7 @@ void broker_link::impl::rewatch(clock::time_point now) {
     w.seq = mark.seq;
     w.output_offset = mark.byte;
     w.api_key = j.api_key;
-    if (!net::send_raw(socket, {}, wire::command::watch, wire::encode(w))) continue;
+    if (!send_now(socket, wire::command::watch, wire::encode(w))) continue;
     for (auto& f : j.followers) f.stream.resume_from(mark);
     pending p;
     p.kind = pending_kind::rewatch;
@@ -743,7 +768,7 @@ void broker_link::impl::probe(clock::time_point now) {
   if (!was_up || probe_sent || now - last_heard < probe_after) return;
   wire::whoami w;
   w.request_id = next_request_id++;
-  if (!net::send_raw(socket, {}, wire::command::whoami, wire::encode(w))) return;
+  if (!send_now(socket, wire::command::whoami, wire::encode(w))) return;
   // Any message from the broker answers it (receive() clears probe_sent), so the probe needs no
   // entry among the pending requests.
   probe_sent = now;
