@@ -1,20 +1,28 @@
 // Issue 17: the gateway's broker link against real hearth-broker and hearth-node processes
 // (tests/cluster.h): requests matched to replies, followers fed in order, a broker killed with
 // SIGKILL mid-stream and started again without a hole or a duplicate in the follower's text,
-// a broker that is not there, CURVE keys.
+// a broker that is not there, CURVE keys. Then the gateway over real HTTP (curl): /health,
+// API keys required off loopback, whoami cached, the daemon's flags, `hearth up --http`.
 #include <gtest/gtest.h>
 #include <signal.h>
 
 #include <condition_variable>
 #include <deque>
+#include <fstream>
 #include <future>
 #include <map>
 #include <mutex>
 #include <set>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+#include <regex>
+
 #include "gateway/broker-link.h"
+#include "gateway/gateway.h"
+#include "gateway/router.h"
 #include "tests/cluster.h"
+#include "tests/process.h"
 
 namespace hearth {
 namespace {
@@ -439,6 +447,245 @@ TEST_F(gateway_link_auth_test, the_link_speaks_curve_to_a_broker_with_auth) {
   ASSERT_TRUE(std::holds_alternative<link_failure>(refused));
   EXPECT_TRUE(std::get<link_failure>(refused).no_reply);
   EXPECT_FALSE(stranger->connected());
+}
+
+// --- the gateway over HTTP ---
+
+struct http_answer {
+  int status = 0;
+  std::string body;
+  nlohmann::json json() const { return nlohmann::json::parse(body, nullptr, false); }
+};
+
+// curl, as any HTTP client: the status and the body.
+http_answer http_get(const std::string& url, const std::vector<std::string>& headers = {}) {
+  std::string cmd = "curl -s -m 30 -w '\\n%{http_code}'";
+  for (const auto& h : headers) cmd += " -H " + testing::shell_quote(h);
+  cmd += " " + testing::shell_quote(url);
+  const auto r = testing::run_command(cmd);
+  http_answer a;
+  const auto nl = r.out.rfind('\n');
+  if (nl == std::string::npos) return a;
+  a.status = std::atoi(r.out.c_str() + nl + 1);
+  a.body = r.out.substr(0, nl);
+  return a;
+}
+
+// A gateway in this process on its own I/O thread, with one route besides /health that says who
+// the caller is (what the API-key check decided).
+class running_gateway {
+ public:
+  explicit running_gateway(gateway::gateway_options o)
+      : g_(std::move(o), [](gateway::router& r, gateway::gateway_services&) {
+          r.add("GET", "/test/caller", [](std::shared_ptr<gateway::exchange> x) {
+            gateway::http_response res;
+            res.body = nlohmann::json{{"owner", x->who.owner},
+                                      {"name", x->who.name},
+                                      {"admin", x->who.admin},
+                                      {"key", !x->who.api_key.empty()}}
+                           .dump();
+            x->out->reply(std::move(res));
+          });
+          return std::shared_ptr<void>();
+        }) {
+    thread_ = std::thread([this] { g_.run(stop_); });
+    wait_until([&] { return g_.bound(); }, 10s);
+  }
+  ~running_gateway() {
+    stop_ = true;
+    thread_.join();
+  }
+  std::string url(const std::string& path) const {
+    return "http://127.0.0.1:" + std::to_string(g_.port()) + path;
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  gateway::gateway g_;
+  std::thread thread_;
+};
+
+gateway::gateway_options gateway_to(const cluster& c, const std::string& listen) {
+  gateway::gateway_options o;
+  o.listen = listen;
+  o.broker = c.endpoint();
+  o.db = c.dir().file("gateway.db");
+  return o;
+}
+
+TEST_F(gateway_link_test, health_says_whether_the_broker_is_there) {
+  start_cluster(0);
+  running_gateway g(gateway_to(c_, "127.0.0.1:0"));
+  http_answer h;
+  ASSERT_TRUE(wait_until([&] { return (h = http_get(g.url("/health"))).status == 200; }, 15s))
+      << h.status << " " << h.body;
+  EXPECT_EQ(h.json(), (nlohmann::json{{"status", "ok"}, {"broker", "connected"}})) << h.body;
+
+  broker_.signal(SIGKILL);
+  ASSERT_EQ(broker_.wait(), 128 + SIGKILL);
+  ASSERT_TRUE(wait_until([&] { return (h = http_get(g.url("/health"))).status == 503; }, 20s))
+      << h.status << " " << h.body;
+  EXPECT_EQ(h.json()["broker"], "disconnected") << h.body;
+
+  broker_ = c_.start_broker();
+  EXPECT_TRUE(wait_until([&] { return http_get(g.url("/health")).status == 200; }, 20s));
+}
+
+// Bound to every address (reached here through loopback): a request without a key is refused
+// before anything reaches the broker; /health stays public.
+TEST_F(gateway_link_test, off_loopback_a_request_without_an_api_key_gets_401) {
+  start_cluster(0);
+  running_gateway g(gateway_to(c_, "0.0.0.0:0"));
+  const auto a = http_get(g.url("/test/caller"));
+  EXPECT_EQ(a.status, 401) << a.body;
+  const auto j = a.json();
+  EXPECT_EQ(j["error"]["type"], "authentication_error") << a.body;
+  EXPECT_EQ(j["error"]["code"], "invalid_api_key") << a.body;
+  EXPECT_NE(j["error"]["message"].get<std::string>().find("Authorization: Bearer"),
+            std::string::npos)
+      << a.body;
+  // A key longer than any key is refused without asking the broker.
+  const auto huge =
+      http_get(g.url("/test/caller"), {"Authorization: Bearer " + std::string(300, 'k')});
+  EXPECT_EQ(huge.status, 401) << huge.body;
+  EXPECT_TRUE(wait_until([&] { return http_get(g.url("/health")).status == 200; }, 15s));
+}
+
+TEST_F(gateway_link_test, the_gateway_refuses_bad_options_naming_them) {
+  auto refused = [&](gateway::gateway_options o) -> std::string {
+    try {
+      gateway::gateway g(std::move(o), nullptr);
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+    return "(accepted)";
+  };
+  auto o = gateway_to(c_, "127.0.0.1:0");
+  o.tls_cert = c_.dir().file("missing.crt");
+  EXPECT_NE(refused(o).find("--tls-cert needs --tls-key"), std::string::npos) << refused(o);
+  o.tls_key = c_.dir().file("missing.pem");
+  EXPECT_NE(refused(o).find("missing.crt: cannot read"), std::string::npos) << refused(o);
+  o = gateway_to(c_, "localhost");
+  EXPECT_NE(refused(o).find("expected HOST:PORT"), std::string::npos) << refused(o);
+  o = gateway_to(c_, "127.0.0.1:0");
+  o.broker_key = c_.dir().file("nope.pub");
+  EXPECT_NE(refused(o).find("nope.pub"), std::string::npos) << refused(o);
+
+  const auto bad = testing::run_command(std::string(HEARTH_GATEWAY_BIN) +
+                                        " --broker 127.0.0.1:5555 --listen 127.0.0.1:0");
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("expected tcp://HOST:PORT"), std::string::npos) << bad.err;
+  const auto version = testing::run_command(std::string(HEARTH_GATEWAY_BIN) + " --version");
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_NE(version.out.find("hearth-gateway"), std::string::npos) << version.out;
+}
+
+// The daemon: flags, a YAML file, SIGTERM.
+TEST_F(gateway_link_test, the_daemon_serves_health_and_stops_on_sigterm) {
+  start_cluster(0);
+  const int port = testing::free_port();
+  const std::string yaml = c_.dir().file("gateway.yaml");
+  std::ofstream(yaml) << "listen: 127.0.0.1:" << port << "\nbroker: tcp://127.0.0.1:1\n"
+                      << "db: " << c_.dir().file("gw.db") << "\n";
+  // The flag wins over the file's (unreachable) broker.
+  auto daemon = testing::spawn({HEARTH_GATEWAY_BIN, "--config", yaml, "--broker", c_.endpoint()},
+                               c_.dir().file("gateway.log"));
+  const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/health";
+  http_answer h;
+  EXPECT_TRUE(wait_until([&] { return (h = http_get(url)).status == 200; }, 20s))
+      << h.status << " " << h.body << daemon.log();
+  daemon.signal(SIGTERM);
+  EXPECT_EQ(daemon.wait(), 0) << daemon.log();
+}
+
+// hearth up serves the HTTP API beside its broker and node, and says where on its startup line.
+TEST_F(gateway_link_test, hearth_up_answers_health_on_its_http_address) {
+  const int bport = testing::free_port();
+  auto up = testing::spawn({HEARTH_BIN, "up", "--models", c_.models("upm", {"alpha"}), "--engine",
+                            "null", "--bind", "tcp://127.0.0.1:" + std::to_string(bport), "--db",
+                            c_.dir().file("up.db"), "--http", "127.0.0.1:0"},
+                           c_.dir().file("up.log"));
+  std::smatch m;
+  std::string log;
+  const std::regex api("OpenAI API on (http://127\\.0\\.0\\.1:[0-9]+)");
+  ASSERT_TRUE(wait_until(
+      [&] {
+        log = up.log();
+        return std::regex_search(log, m, api);
+      },
+      30s))
+      << log;
+  const std::string base = m[1];
+  http_answer h;
+  EXPECT_TRUE(wait_until([&] { return (h = http_get(base + "/health")).status == 200; }, 20s))
+      << h.status << " " << h.body << up.log();
+  up.signal(SIGINT);
+  EXPECT_EQ(up.wait(), 0) << up.log();
+}
+
+// API keys against a broker with --auth: the gateway (its own client key) asks the broker who a
+// key is once, remembers the answer for two seconds, and acts as itself for requests without a
+// key on loopback.
+TEST_F(gateway_link_auth_test, api_keys_are_checked_by_the_broker_and_cached) {
+  start_cluster(0);
+  auto admin = c_.client("admin", "root");
+  std::string why;
+  auto created = admin->request<wire::api_key_created>(wire::create_api_key{0, "alice"}, &why);
+  ASSERT_TRUE(created) << why;
+  auto o = gateway_to(c_, "127.0.0.1:0");
+  o.broker_key = c_.broker_public();
+  o.key = c_.key("client", "gateway");
+  running_gateway g(o);
+
+  http_answer a;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        a = http_get(g.url("/test/caller"), {"Authorization: Bearer " + created->key});
+        return a.status == 200;
+      },
+      15s))
+      << a.status << " " << a.body;
+  EXPECT_EQ(a.json()["name"], "alice") << a.body;
+  EXPECT_EQ(a.json()["key"], true) << a.body;
+  EXPECT_TRUE(a.json()["owner"].get<std::string>().starts_with("api:")) << a.body;
+  const auto x = http_get(g.url("/test/caller"), {"X-Api-Key: " + created->key});
+  EXPECT_EQ(x.status, 200) << x.body;
+  EXPECT_EQ(x.json()["name"], "alice") << x.body;
+
+  // Without a key, on loopback: the gateway's own identity.
+  const auto self = http_get(g.url("/test/caller"));
+  EXPECT_EQ(self.status, 200) << self.body;
+  EXPECT_EQ(self.json()["name"], "gateway") << self.body;
+  EXPECT_EQ(self.json()["key"], false) << self.body;
+
+  const auto wrong = http_get(g.url("/test/caller"), {"Authorization: Bearer hk_not-a-key"});
+  EXPECT_EQ(wrong.status, 401) << wrong.body;
+  EXPECT_EQ(wrong.json()["error"]["code"], "invalid_api_key") << wrong.body;
+
+  // Cached: with the broker gone the key still passes until its check is two seconds old, then
+  // the gateway says the broker is unavailable.
+  EXPECT_EQ(http_get(g.url("/test/caller"), {"X-Api-Key: " + created->key}).status, 200);
+  broker_.signal(SIGKILL);
+  ASSERT_EQ(broker_.wait(), 128 + SIGKILL);
+  const auto cached = http_get(g.url("/test/caller"), {"X-Api-Key: " + created->key});
+  EXPECT_EQ(cached.status, 200) << cached.body;
+  std::this_thread::sleep_for(2500ms);
+  const auto expired = http_get(g.url("/test/caller"), {"X-Api-Key: " + created->key});
+  EXPECT_EQ(expired.status, 503) << expired.body;
+
+  // Revoked: refused once the cached check has expired.
+  broker_ = c_.start_broker();
+  admin = c_.client("admin", "root");
+  ASSERT_TRUE(admin->request<wire::ok>(wire::revoke_api_key{0, "alice"}, &why)) << why;
+  std::this_thread::sleep_for(2500ms);
+  ASSERT_TRUE(wait_until(
+      [&] {
+        a = http_get(g.url("/test/caller"), {"Authorization: Bearer " + created->key});
+        return a.status != 503;
+      },
+      20s));
+  EXPECT_EQ(a.status, 401) << a.body;
+  EXPECT_NE(a.body.find("unknown or revoked"), std::string::npos) << a.body;
 }
 
 }  // namespace
