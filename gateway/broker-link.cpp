@@ -37,19 +37,6 @@ constexpr auto probe_timeout = std::chrono::seconds(5);
 // How long followed jobs wait for a broker that went away before their followers are told.
 constexpr auto rewatch_for = std::chrono::seconds(60);
 
-bool is_job_event(wire::command c) {
-  switch (c) {
-    case wire::command::job_queued:
-    case wire::command::job_running:
-    case wire::command::job_tokens:
-    case wire::command::job_restarted:
-    case wire::command::job_done:
-      return true;
-    default:
-      return false;
-  }
-}
-
 // A job event's job_id and the event itself; an error naming the command when it does not decode.
 template <class M>
 result<std::pair<uint64_t, job_event>> decode_event(std::string_view body) {
@@ -59,7 +46,10 @@ result<std::pair<uint64_t, job_event>> decode_event(std::string_view body) {
   return std::pair<uint64_t, job_event>{id, std::move(m).value()};
 }
 
-result<std::pair<uint64_t, job_event>> decode_job_event(wire::command c, std::string_view body) {
+// The job event a message carries (its job_id and the event); nullopt when the command is no
+// job event (a reply).
+std::optional<result<std::pair<uint64_t, job_event>>> decode_job_event(wire::command c,
+                                                                       std::string_view body) {
   switch (c) {
     case wire::command::job_queued:
       return decode_event<wire::job_queued>(body);
@@ -69,8 +59,10 @@ result<std::pair<uint64_t, job_event>> decode_job_event(wire::command c, std::st
       return decode_event<wire::job_tokens>(body);
     case wire::command::job_restarted:
       return decode_event<wire::job_restarted>(body);
-    default:
+    case wire::command::job_done:
       return decode_event<wire::job_done>(body);
+    default:
+      return std::nullopt;
   }
 }
 
@@ -160,7 +152,6 @@ struct broker_link::impl {
   void receive();
   void on_message(const net::received& msg);
   void on_reply(wire::command cmd, std::string_view body);
-  void on_job_event(wire::command cmd, std::string_view body);
   void check_connection(clock::time_point now);
   void connection_lost(const std::string& why);
   void expire(clock::time_point now);
@@ -507,8 +498,14 @@ void broker_link::impl::on_message(const net::received& msg) {
                  env.err.message);
     return;
   }
-  if (is_job_event(env.env.cmd)) return on_job_event(env.env.cmd, env.env.body);
-  on_reply(env.env.cmd, env.env.body);
+  auto ev = decode_job_event(env.env.cmd, env.env.body);
+  if (!ev) return on_reply(env.env.cmd, env.env.body);
+  if (!*ev) {
+    spdlog::warn("broker link: malformed event from the broker at {}: {}", opt.endpoint,
+                 ev->message());
+    return;
+  }
+  dispatch((*ev)->first, (*ev)->second);
 }
 
 void broker_link::impl::on_reply(wire::command cmd, std::string_view body) {
@@ -598,16 +595,6 @@ void broker_link::impl::register_follower(uint64_t job_id, const std::string& ap
   it->second.followers.push_back({id, std::move(sink), follow_stream(job_id)});
   follower_jobs[id] = job_id;
   ++n_followers;
-}
-
-void broker_link::impl::on_job_event(wire::command cmd, std::string_view body) {
-  auto ev = decode_job_event(cmd, body);
-  if (!ev) {
-    spdlog::warn("broker link: malformed event from the broker at {}: {}", opt.endpoint,
-                 ev.message());
-    return;
-  }
-  dispatch(ev->first, ev->second);
 }
 
 void broker_link::impl::dispatch(uint64_t job_id, const job_event& e) {

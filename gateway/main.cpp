@@ -9,7 +9,6 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <thread>
 
 #include "common/yaml-settings.h"
 #include "gateway/config.h"
@@ -90,22 +89,7 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error value, not a signal
   try {
     gateway g(o, add_routes);
-    std::exception_ptr failed;
-    std::thread io([&] {
-      try {
-        g.run(g_stop);
-      } catch (...) {
-        failed = std::current_exception();
-        g_stop = true;
-      }
-    });
-    while (!g.bound() && !g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    if (g.bound()) {
-      spdlog::info("serving the OpenAI API on {}://{} (port {}), broker {}",
-                   o.tls_cert.empty() ? "http" : "https", o.listen, g.port(), o.broker);
-    }
-    io.join();
-    if (failed) std::rethrow_exception(failed);
+    g.run(g_stop);  // the server says where it listens
   } catch (const std::exception& e) {
     std::fprintf(stderr, "hearth-gateway: error: %s\n", e.what());
     return 1;

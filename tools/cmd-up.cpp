@@ -33,6 +33,20 @@ std::string data_dir() {
   return ".";
 }
 
+// Runs `serve` (a broker's or the gateway's loop) on a thread of its own; what it throws is kept
+// in `error` and stops the rest.
+template <class F>
+std::thread serve_on_thread(F serve, std::exception_ptr& error) {
+  return std::thread([serve = std::move(serve), &error] {
+    try {
+      serve();
+    } catch (...) {
+      error = std::current_exception();
+      g_stop = true;
+    }
+  });
+}
+
 // The keys of the parts of `hearth up` that connect to its broker.
 struct up_keys {
   std::string broker_public;
@@ -171,14 +185,7 @@ action add_up(CLI::App& app) {
     broker::broker b(bc, std::move(store.value()));
     std::atomic<bool> broker_stop{false};
     std::exception_ptr broker_error;
-    std::thread broker_thread([&] {
-      try {
-        b.run(broker_stop);
-      } catch (...) {
-        broker_error = std::current_exception();
-        g_stop = true;
-      }
-    });
+    std::thread broker_thread = serve_on_thread([&] { b.run(broker_stop); }, broker_error);
     while (!b.bound() && !broker_error) std::this_thread::sleep_for(std::chrono::milliseconds(5));
 
     // The HTTP gateway, a client of the broker like any other, on its own I/O thread.
@@ -188,14 +195,7 @@ action add_up(CLI::App& app) {
     if (o->http != "off" && !broker_error) {
       try {
         http = std::make_unique<gateway::gateway>(go, gateway::add_routes);
-        http_thread = std::thread([&] {
-          try {
-            http->run(g_stop);
-          } catch (...) {
-            http_error = std::current_exception();
-            g_stop = true;
-          }
-        });
+        http_thread = serve_on_thread([&] { http->run(g_stop); }, http_error);
         while (!http->bound() && !http_error) {
           std::this_thread::sleep_for(std::chrono::milliseconds(5));
         }
