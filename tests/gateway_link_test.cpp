@@ -623,6 +623,60 @@ TEST_F(gateway_link_test, hearth_up_answers_health_on_its_http_address) {
   EXPECT_EQ(up.wait(), 0) << up.log();
 }
 
+// What HTTP clients can make the link hold is bounded: with the broker away, requests wait for
+// their deadline, and past 100,000 waiting ones more are refused at once (limit_reached) instead
+// of piling up.
+TEST_F(gateway_link_test, the_link_holds_at_most_a_hundred_thousand_waiting_requests) {
+  auto link = make_link(5s);  // no broker
+  constexpr int n = 100000 + 10;
+  std::atomic<int> answered{0}, limited{0}, no_reply{0};
+  for (int i = 0; i < n; ++i) {
+    link->request<wire::models_reply>(wire::list_models{}, [&](link_result<wire::models_reply> r) {
+      if (auto* f = std::get_if<link_failure>(&r)) {
+        if (f->code == wire::error_code::limit_reached) ++limited;
+        if (f->no_reply) ++no_reply;
+      }
+      ++answered;
+    });
+  }
+  ASSERT_TRUE(wait_until([&] { return answered == n; }, 120s)) << answered << " of " << n;
+  EXPECT_GE(limited, 1);
+  EXPECT_LE(limited, 10);
+  EXPECT_EQ(limited + no_reply, n);
+  // And the link still works once the broker comes.
+  start_cluster(0);
+  auto r = ask<wire::models_reply>(*link, wire::list_models{});
+  EXPECT_TRUE(std::holds_alternative<wire::models_reply>(r)) << describe(r);
+}
+
+// hearth up with --auth: the gateway inside it gets a client key of its own and reaches the
+// broker over CURVE.
+TEST_F(gateway_link_test, hearth_up_with_auth_gives_its_gateway_a_key) {
+  const int bport = testing::free_port();
+  const std::string auth = c_.dir().file("up-auth");
+  auto up = testing::spawn({HEARTH_BIN, "up", "--models", c_.models("upm", {"alpha"}), "--engine",
+                            "null", "--bind", "tcp://127.0.0.1:" + std::to_string(bport), "--db",
+                            c_.dir().file("up.db"), "--http", "127.0.0.1:0", "--auth", auth},
+                           c_.dir().file("up.log"));
+  std::smatch m;
+  std::string log;
+  const std::regex api("OpenAI API on (http://127\\.0\\.0\\.1:[0-9]+)");
+  ASSERT_TRUE(wait_until(
+      [&] {
+        log = up.log();
+        return std::regex_search(log, m, api);
+      },
+      30s))
+      << log;
+  const std::string base = m[1];
+  http_answer h;
+  EXPECT_TRUE(wait_until([&] { return (h = http_get(base + "/health")).status == 200; }, 20s))
+      << h.status << " " << h.body << up.log();
+  EXPECT_TRUE(std::ifstream(auth + "/clients/up-gateway.pub").good());
+  up.signal(SIGINT);
+  EXPECT_EQ(up.wait(), 0) << up.log();
+}
+
 // API keys against a broker with --auth: the gateway (its own client key) asks the broker who a
 // key is once, remembers the answer for two seconds, and acts as itself for requests without a
 // key on loopback.
