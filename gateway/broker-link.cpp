@@ -170,7 +170,6 @@ struct broker_link::impl {
     std::vector<follower_state> followers;
     watch_state watch = watch_state::active;
     uint64_t watch_request = 0;
-    stream_mark watch_mark;
     std::optional<clock::time_point> lost_since;  // the broker forgot the watch at this time
   };
   enum class pending_kind { request, submit, follow, rewatch };
@@ -205,11 +204,11 @@ struct broker_link::impl {
 };
 
 broker_link::impl::impl(link_options o, post_fn p) : opt(std::move(o)), post(std::move(p)) {
+  connect();  // here, so that an endpoint that does not parse is the constructor's error
   wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd < 0) throw std::runtime_error("broker link: eventfd failed");
   // A random start keeps a late reply meant for an earlier gateway from matching one of ours.
   next_request_id = uint64_t(std::random_device{}() & 0x7fffffff) + 1;
-  connect();  // here, so that an endpoint that does not parse is the constructor's error
   thread = std::thread([this] { run(); });
 }
 
