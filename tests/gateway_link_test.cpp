@@ -458,9 +458,11 @@ struct http_answer {
 };
 
 // curl, as any HTTP client: the status and the body.
-http_answer http_get(const std::string& url, const std::vector<std::string>& headers = {}) {
+http_answer http_get(const std::string& url, const std::vector<std::string>& headers = {},
+                     const std::vector<std::string>& curl_args = {}) {
   std::string cmd = "curl -s -m 30 -w '\\n%{http_code}'";
   for (const auto& h : headers) cmd += " -H " + testing::shell_quote(h);
+  for (const auto& a : curl_args) cmd += " " + testing::shell_quote(a);
   cmd += " " + testing::shell_quote(url);
   const auto r = testing::run_command(cmd);
   http_answer a;
@@ -580,20 +582,40 @@ TEST_F(gateway_link_test, the_gateway_refuses_bad_options_naming_them) {
   EXPECT_NE(version.out.find("hearth-gateway"), std::string::npos) << version.out;
 }
 
-// The daemon: flags, a YAML file, SIGTERM.
-TEST_F(gateway_link_test, the_daemon_serves_health_and_stops_on_sigterm) {
+// The daemon: flags, a YAML file, TLS, CORS, SIGTERM.
+TEST_F(gateway_link_test, the_daemon_serves_https_with_cors_and_stops_on_sigterm) {
   start_cluster(0);
+  const std::string cert = c_.dir().file("gw.crt"), key = c_.dir().file("gw.pem");
+  const auto made = testing::run_command(
+      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 -addext "
+      "subjectAltName=IP:127.0.0.1 -keyout " +
+      key + " -out " + cert);
+  ASSERT_EQ(made.exit_code, 0) << made.err;
   const int port = testing::free_port();
   const std::string yaml = c_.dir().file("gateway.yaml");
   std::ofstream(yaml) << "listen: 127.0.0.1:" << port << "\nbroker: tcp://127.0.0.1:1\n"
-                      << "db: " << c_.dir().file("gw.db") << "\n";
-  // The flag wins over the file's (unreachable) broker.
-  auto daemon = testing::spawn({HEARTH_GATEWAY_BIN, "--config", yaml, "--broker", c_.endpoint()},
+                      << "db: gw.db\ntls_cert: gw.crt\ntls_key: gw.pem\n";
+  // The flag wins over the file's (unreachable) broker; the file's paths are beside it.
+  auto daemon = testing::spawn({HEARTH_GATEWAY_BIN, "--config", yaml, "--broker", c_.endpoint(),
+                                "--cors", "https://chat.example"},
                                c_.dir().file("gateway.log"));
-  const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/health";
+  const std::string base = "https://127.0.0.1:" + std::to_string(port);
   http_answer h;
-  EXPECT_TRUE(wait_until([&] { return (h = http_get(url)).status == 200; }, 20s))
+  EXPECT_TRUE(wait_until(
+      [&] {
+        return (h = http_get(base + "/health", {}, {"--cacert", cert})).status == 200;
+      },
+      20s))
       << h.status << " " << h.body << daemon.log();
+  EXPECT_EQ(h.json()["broker"], "connected") << h.body;
+  // A browser's preflight from the allowed origin.
+  const auto pre = http_get(base + "/v1/models",
+                            {"Origin: https://chat.example", "Access-Control-Request-Method: GET"},
+                            {"--cacert", cert, "-X", "OPTIONS", "-D", "-"});
+  EXPECT_NE(pre.body.find("Access-Control-Allow-Origin: https://chat.example"), std::string::npos)
+      << pre.status << " " << pre.body;
+  // Plain HTTP to the TLS port gets nothing useful.
+  EXPECT_NE(http_get("http://127.0.0.1:" + std::to_string(port) + "/health").status, 200);
   daemon.signal(SIGTERM);
   EXPECT_EQ(daemon.wait(), 0) << daemon.log();
 }
