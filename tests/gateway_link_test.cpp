@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <fstream>
@@ -697,6 +698,37 @@ TEST_F(gateway_link_test, hearth_up_with_auth_gives_its_gateway_a_key) {
   EXPECT_TRUE(std::ifstream(auth + "/clients/up-gateway.pub").good());
   up.signal(SIGINT);
   EXPECT_EQ(up.wait(), 0) << up.log();
+}
+
+// A measurement, run by hand (--gtest_also_run_disabled_tests): what the link adds to a round
+// trip to the broker over a plain DEALER socket (the CLI's path): the eventfd wake-up of the link
+// thread and the post to the I/O thread. Prints p50 and p99 of each; asserts nothing.
+TEST_F(gateway_link_test, DISABLED_round_trip_through_the_link_and_without) {
+  start_cluster(0);
+  auto link = make_link();
+  constexpr int n = 5000;
+  auto percentiles = [](std::vector<double> us) {
+    std::sort(us.begin(), us.end());
+    return std::pair{us[us.size() / 2], us[us.size() * 99 / 100]};
+  };
+  std::vector<double> direct, through;
+  for (int i = 0; i < n; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_TRUE(client_->request<wire::nodes_reply>(wire::list_nodes{}));
+    direct.push_back(
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    const auto t1 = std::chrono::steady_clock::now();
+    auto r = ask<wire::nodes_reply>(*link, wire::list_nodes{});
+    ASSERT_TRUE(std::holds_alternative<wire::nodes_reply>(r)) << describe(r);
+    through.push_back(
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t1).count());
+  }
+  const auto [d50, d99] = percentiles(direct);
+  const auto [l50, l99] = percentiles(through);
+  std::printf(
+      "list_nodes round trip, %d each: DEALER p50 %.0f us p99 %.0f us; link p50 %.0f us "
+      "p99 %.0f us\n",
+      n, d50, d99, l50, l99);
 }
 
 // API keys against a broker with --auth: the gateway (its own client key) asks the broker who a
