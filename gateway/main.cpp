@@ -82,7 +82,8 @@ int main(int argc, char** argv) {
   }
   spdlog::set_default_logger(spdlog::stderr_color_mt("hearth"));  // stdout is for output
   spdlog::set_level(spdlog::level::from_str(cfg.log_level));
-  spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ gateway: %v");
+  // Each message names its part (gateway:, http:, broker link:), as inside `hearth up`.
+  spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ %v");
 
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
