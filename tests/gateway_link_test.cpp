@@ -516,6 +516,26 @@ gateway::gateway_options gateway_to(const cluster& c, const std::string& listen)
   return o;
 }
 
+// `hearth up` with a null-engine node serving "alpha" and the HTTP API on a free port, plus
+// `extra` flags; `base` gets the API's address from its startup line ("" when none came).
+testing::process start_hearth_up(const cluster& c, const std::vector<std::string>& extra,
+                                 std::string& base) {
+  std::vector<std::string> argv = {
+      HEARTH_BIN, "up",
+      "--models", c.models("upm", {"alpha"}),
+      "--engine", "null",
+      "--bind",   "tcp://127.0.0.1:" + std::to_string(testing::free_port()),
+      "--db",     c.dir().file("up.db"),
+      "--http",   "127.0.0.1:0"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  auto up = testing::spawn(argv, c.dir().file("up.log"));
+  const std::regex api("OpenAI API on (http://127\\.0\\.0\\.1:[0-9]+)");
+  std::smatch m;
+  std::string log;
+  if (wait_until([&] { return std::regex_search(log = up.log(), m, api); }, 30s)) base = m[1];
+  return up;
+}
+
 TEST_F(gateway_link_test, health_says_whether_the_broker_is_there) {
   start_cluster(0);
   running_gateway g(gateway_to(c_, "127.0.0.1:0"));
@@ -623,22 +643,9 @@ TEST_F(gateway_link_test, the_daemon_serves_https_with_cors_and_stops_on_sigterm
 
 // hearth up serves the HTTP API beside its broker and node, and says where on its startup line.
 TEST_F(gateway_link_test, hearth_up_answers_health_on_its_http_address) {
-  const int bport = testing::free_port();
-  auto up = testing::spawn({HEARTH_BIN, "up", "--models", c_.models("upm", {"alpha"}), "--engine",
-                            "null", "--bind", "tcp://127.0.0.1:" + std::to_string(bport), "--db",
-                            c_.dir().file("up.db"), "--http", "127.0.0.1:0"},
-                           c_.dir().file("up.log"));
-  std::smatch m;
-  std::string log;
-  const std::regex api("OpenAI API on (http://127\\.0\\.0\\.1:[0-9]+)");
-  ASSERT_TRUE(wait_until(
-      [&] {
-        log = up.log();
-        return std::regex_search(log, m, api);
-      },
-      30s))
-      << log;
-  const std::string base = m[1];
+  std::string base;
+  auto up = start_hearth_up(c_, {}, base);
+  ASSERT_FALSE(base.empty()) << up.log();
   http_answer h;
   EXPECT_TRUE(wait_until([&] { return (h = http_get(base + "/health")).status == 200; }, 20s))
       << h.status << " " << h.body << up.log();
@@ -675,23 +682,10 @@ TEST_F(gateway_link_test, the_link_holds_at_most_a_hundred_thousand_waiting_requ
 // hearth up with --auth: the gateway inside it gets a client key of its own and reaches the
 // broker over CURVE.
 TEST_F(gateway_link_test, hearth_up_with_auth_gives_its_gateway_a_key) {
-  const int bport = testing::free_port();
   const std::string auth = c_.dir().file("up-auth");
-  auto up = testing::spawn({HEARTH_BIN, "up", "--models", c_.models("upm", {"alpha"}), "--engine",
-                            "null", "--bind", "tcp://127.0.0.1:" + std::to_string(bport), "--db",
-                            c_.dir().file("up.db"), "--http", "127.0.0.1:0", "--auth", auth},
-                           c_.dir().file("up.log"));
-  std::smatch m;
-  std::string log;
-  const std::regex api("OpenAI API on (http://127\\.0\\.0\\.1:[0-9]+)");
-  ASSERT_TRUE(wait_until(
-      [&] {
-        log = up.log();
-        return std::regex_search(log, m, api);
-      },
-      30s))
-      << log;
-  const std::string base = m[1];
+  std::string base;
+  auto up = start_hearth_up(c_, {"--auth", auth}, base);
+  ASSERT_FALSE(base.empty()) << up.log();
   http_answer h;
   EXPECT_TRUE(wait_until([&] { return (h = http_get(base + "/health")).status == 200; }, 20s))
       << h.status << " " << h.body << up.log();
