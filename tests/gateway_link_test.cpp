@@ -649,6 +649,13 @@ TEST_F(gateway_link_test, hearth_up_answers_health_on_its_http_address) {
   http_answer h;
   EXPECT_TRUE(wait_until([&] { return (h = http_get(base + "/health")).status == 200; }, 20s))
       << h.status << " " << h.body << up.log();
+  // A second one whose HTTP address is taken says so and how to choose another, and stops.
+  const auto taken = testing::run_command(
+      std::string(HEARTH_BIN) + " up --engine null --models " + c_.models("upm2", {"alpha"}) +
+      " --bind tcp://127.0.0.1:" + std::to_string(testing::free_port()) + " --db " +
+      c_.dir().file("up2.db") + " --http " + base.substr(std::string("http://").size()));
+  EXPECT_EQ(taken.exit_code, 1) << taken.err;
+  EXPECT_NE(taken.err.find("--http off"), std::string::npos) << taken.err;
   up.signal(SIGINT);
   EXPECT_EQ(up.wait(), 0) << up.log();
 }
