@@ -163,10 +163,10 @@ struct broker_link::impl {
     uint64_t id = 0;
     std::shared_ptr<follower_sink> sink;
     follow_stream stream;
+    std::string api_key;  // the client it follows as (a re-watch presents one follower's)
   };
   enum class watch_state { active, needed, sent };
   struct followed_job {
-    std::string api_key;  // the watch is sent as this key's client
     std::vector<follower_state> followers;
     watch_state watch = watch_state::active;
     uint64_t watch_request = 0;
@@ -589,9 +589,7 @@ void broker_link::impl::on_reply(wire::command cmd, std::string_view body) {
 void broker_link::impl::register_follower(uint64_t job_id, const std::string& api_key, uint64_t id,
                                           std::shared_ptr<follower_sink> sink) {
   if (!sink->active.load()) return forget_follower(id);  // unfollowed before the answer
-  auto [it, fresh] = jobs.try_emplace(job_id);
-  if (fresh) it->second.api_key = api_key;
-  it->second.followers.push_back({id, std::move(sink), follow_stream(job_id)});
+  jobs[job_id].followers.push_back({id, std::move(sink), follow_stream(job_id), api_key});
   follower_jobs[id] = job_id;
   ++n_followers;
 }
@@ -731,7 +729,7 @@ void broker_link::impl::rewatch(clock::time_point now) {
     w.attempt = mark.attempt;
     w.seq = mark.seq;
     w.output_offset = mark.byte;
-    w.api_key = j.api_key;
+    w.api_key = j.followers.front().api_key;
     if (!send_now(socket, wire::command::watch, wire::encode(w))) continue;
     for (auto& f : j.followers) f.stream.resume_from(mark);
     pending p;
