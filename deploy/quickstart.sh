@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The README's first command: installs dependencies, builds hearth, starts a broker and a node on
-# this machine (`hearth up`, serving the stories260K model), submits a job and streams the answer
-# back through the broker, shows the job in the history, and stops the service again.
+# The README's first command: installs dependencies, builds hearth, starts a broker, a node and the
+# OpenAI HTTP API on this machine (`hearth up`, serving the stories260K model), submits a job and
+# streams the answer back through the broker, shows the job in the history, and stops the service
+# again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,8 +18,9 @@ ln -s "$(realpath "$testdata/models/stories260K.gguf")" "$work/models/stories260
 port=${HEARTH_QUICKSTART_PORT:-5555}
 export HEARTH_BROKER=tcp://127.0.0.1:$port
 
+http=127.0.0.1:${HEARTH_QUICKSTART_HTTP_PORT:-8080}
 "$hearth" up --models "$work/models" --bind "$HEARTH_BROKER" --db "$work/hearth.db" \
-  2>"$work/up.log" &
+  --http "$http" 2>"$work/up.log" &
 up=$!
 trap 'kill $up 2>/dev/null; wait $up 2>/dev/null; rm -rf "$work"' EXIT
 

@@ -1,16 +1,19 @@
-// hearth up: a broker and a node in one process, with defaults that need no configuration file;
-// the quickest way to a working service on one machine. Runs until Ctrl-C.
+// hearth up: a broker, a node and the OpenAI HTTP gateway in one process, with defaults that need
+// no configuration file; the quickest way to a working service on one machine. Runs until Ctrl-C.
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <atomic>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <memory>
 #include <thread>
-#include <tuple>
 
 #include "broker/broker.h"
+#include "gateway/gateway.h"
+#include "gateway/routes.h"
 #include "node/node.h"
 #include "schema/curve-cert.h"
 #include "tools/commands.h"
@@ -30,10 +33,32 @@ std::string data_dir() {
   return ".";
 }
 
+// Runs `serve` (a broker's or the gateway's loop) on a thread of its own; what it throws is kept
+// in `error` and stops the rest.
+template <class F>
+std::thread serve_on_thread(F serve, std::exception_ptr& error) {
+  return std::thread([serve = std::move(serve), &error] {
+    try {
+      serve();
+    } catch (...) {
+      error = std::current_exception();
+      g_stop = true;
+    }
+  });
+}
+
+// The keys of the parts of `hearth up` that connect to its broker.
+struct up_keys {
+  std::string broker_public;
+  std::string node_key;
+  std::string gateway_key;
+};
+
 // With --auth DIR: the broker's key folder, made on first use (broker.key, nodes/, clients/,
-// admins/), and the key of the node inside `hearth up` (DIR/up-node.key, allowed in nodes/).
-// Returns the node's broker_key and key.
-std::pair<std::string, std::string> prepare_auth_dir(const std::string& dir) {
+// admins/), and the keys of the node (DIR/up-node.key, allowed in nodes/) and of the HTTP
+// gateway (DIR/up-gateway.key, a client key: without an API key, HTTP requests see only the
+// gateway's own jobs) inside `hearth up`.
+up_keys prepare_auth_dir(const std::string& dir) {
   namespace fs = std::filesystem;
   for (const char* sub : {"nodes", "clients", "admins"})
     fs::create_directories(fs::path(dir) / sub);
@@ -45,11 +70,30 @@ std::pair<std::string, std::string> prepare_auth_dir(const std::string& dir) {
     std::fprintf(stderr, "hearth up: made %s/%s.key and %s.pub\n", dir.c_str(), name.c_str(),
                  name.c_str());
   };
+  auto allow = [&](const std::string& name, const std::string& role_dir) {
+    make(name);
+    const std::string allowed = dir + "/" + role_dir + "/" + name + ".pub";
+    if (!fs::exists(allowed)) fs::copy_file(dir + "/" + name + ".pub", allowed);
+  };
   make("broker");
-  make("up-node");
-  const std::string allowed = dir + "/nodes/up-node.pub";
-  if (!fs::exists(allowed)) fs::copy_file(dir + "/up-node.pub", allowed);
-  return {dir + "/broker.pub", dir + "/up-node.key"};
+  allow("up-node", "nodes");
+  allow("up-gateway", "clients");
+  return {dir + "/broker.pub", dir + "/up-node.key", dir + "/up-gateway.key"};
+}
+
+// The endpoint to reach a broker bound to `bind` from this machine: a wildcard host becomes
+// loopback.
+std::string local_endpoint(const std::string& bind) {
+  for (const char* any : {"tcp://*:", "tcp://0.0.0.0:"}) {
+    if (bind.starts_with(any)) return "tcp://127.0.0.1:" + bind.substr(std::strlen(any));
+  }
+  if (bind.starts_with("tcp://[::]:")) return "tcp://[::1]:" + bind.substr(11);
+  return bind;
+}
+
+// HOST of "HOST:PORT" with the bound port, for the startup line.
+std::string http_address(const std::string& listen, uint16_t port) {
+  return "http://" + listen.substr(0, listen.rfind(':')) + ":" + std::to_string(port);
 }
 
 }  // namespace
@@ -58,7 +102,7 @@ action add_up(CLI::App& app) {
   auto* cmd = app.add_subcommand("up", "Run a broker and a node on this machine until Ctrl-C");
   struct options {
     std::string models, bind = "tcp://127.0.0.1:5555", db, name, engine = "cpu", backend = "auto";
-    std::string auth;
+    std::string auth, http = "127.0.0.1:8080";
     bool insecure = false;
     uint32_t slots = 2;
     int32_t threads = 0;
@@ -72,6 +116,10 @@ action add_up(CLI::App& app) {
                   "and admins/ may connect; needed to bind anything but loopback");
   cmd->add_flag("--insecure", o->insecure,
                 "bind a non-loopback address without authentication (anyone may connect)");
+  cmd->add_option("--http", o->http,
+                  "HOST:PORT of the OpenAI HTTP API (hearth-gateway), or off; anything but "
+                  "loopback requires API keys (or --insecure)")
+      ->capture_default_str();
   cmd->add_option("--db", o->db, "job database (default: <data dir>/hearth/hearth.db)");
   cmd->add_option("--name", o->name, "node name (default: the hostname)");
   cmd->add_option("--slots", o->slots, "jobs the node runs at once")->capture_default_str();
@@ -113,9 +161,18 @@ action add_up(CLI::App& app) {
     if (!kind) throw std::runtime_error(kind.message());
     nc.backend = *kind;
     nc.device = o->device;
+    gateway::gateway_options go;
+    go.listen = o->http;
+    go.broker = local_endpoint(o->bind);
+    go.insecure = o->insecure;
+    go.db = (std::filesystem::path(o->db).parent_path() / "gateway.db").string();
     if (!o->auth.empty()) {
       bc.auth = o->auth;
-      std::tie(nc.broker_key, nc.key) = prepare_auth_dir(o->auth);
+      const up_keys keys = prepare_auth_dir(o->auth);
+      nc.broker_key = keys.broker_public;
+      nc.key = keys.node_key;
+      go.broker_key = keys.broker_public;
+      go.key = keys.gateway_key;
       std::fprintf(stderr,
                    "hearth up: authentication on; give nodes and clients %s/broker.pub, and put "
                    "their .pub files in %s/nodes/ or %s/clients/\n",
@@ -128,24 +185,48 @@ action add_up(CLI::App& app) {
     broker::broker b(bc, std::move(store.value()));
     std::atomic<bool> broker_stop{false};
     std::exception_ptr broker_error;
-    std::thread broker_thread([&] {
-      try {
-        b.run(broker_stop);
-      } catch (...) {
-        broker_error = std::current_exception();
-        g_stop = true;
-      }
-    });
+    std::thread broker_thread = serve_on_thread([&] { b.run(broker_stop); }, broker_error);
     while (!b.bound() && !broker_error) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    if (!broker_error) {
-      std::fprintf(stderr, "hearth up: broker on %s, database %s, node serving %s; Ctrl-C stops\n",
-                   o->bind.c_str(), o->db.c_str(), o->models.c_str());
+
+    // The HTTP gateway, a client of the broker like any other, on its own I/O thread.
+    std::unique_ptr<gateway::gateway> http;
+    std::exception_ptr http_error;
+    std::thread http_thread;
+    if (o->http != "off" && !broker_error) {
+      try {
+        http = std::make_unique<gateway::gateway>(go, gateway::add_routes);
+        http_thread = serve_on_thread([&] { http->run(g_stop); }, http_error);
+        while (!http->bound() && !http_error) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+      } catch (...) {
+        http_error = std::current_exception();
+      }
     }
-    const int rc = broker_error ? 1 : node.run(g_stop);
-    // The node said goodbye (its jobs handed back); now the broker may stop.
+    const bool failed = broker_error || http_error;
+    if (!failed) {
+      const std::string api =
+          http ? ", OpenAI API on " + http_address(go.listen, http->port()) : ", no HTTP API";
+      std::fprintf(stderr,
+                   "hearth up: broker on %s%s, database %s, node serving %s; Ctrl-C stops\n",
+                   o->bind.c_str(), api.c_str(), o->db.c_str(), o->models.c_str());
+    }
+    const int rc = failed ? 1 : node.run(g_stop);
+    // The node said goodbye (its jobs handed back); now the gateway and the broker may stop.
+    g_stop = true;
+    if (http_thread.joinable()) http_thread.join();
+    http.reset();
     broker_stop = true;
     broker_thread.join();
     if (broker_error) std::rethrow_exception(broker_error);
+    if (http_error) {
+      try {
+        std::rethrow_exception(http_error);
+      } catch (const std::exception& e) {
+        throw std::runtime_error("the HTTP API on " + o->http + ": " + e.what() +
+                                 " (choose another with --http HOST:PORT, or --http off)");
+      }
+    }
     return rc;
   };
 }

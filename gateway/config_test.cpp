@@ -1,0 +1,98 @@
+#include "gateway/config.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+namespace hearth::gateway {
+namespace {
+
+const std::string k_repo = HEARTH_SOURCE_DIR;
+
+std::string write_yaml(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(GatewayConfig, TheExampleFileIsValidAndSaysTheDefaults) {
+  gateway_config cfg;
+  auto r = gateway_config_load(k_repo + "/deploy/gateway.example.yaml", cfg);
+  ASSERT_TRUE(r) << r.message();
+  const gateway_options defaults;
+  EXPECT_EQ(cfg.options.listen, defaults.listen);
+  EXPECT_EQ(cfg.options.broker, defaults.broker);
+  EXPECT_EQ(cfg.options.max_body_bytes, defaults.max_body_bytes);
+  EXPECT_EQ(cfg.options.max_upload_bytes, defaults.max_upload_bytes);
+  EXPECT_EQ(cfg.options.max_connections, defaults.max_connections);
+  EXPECT_EQ(cfg.options.header_timeout, defaults.header_timeout);
+  EXPECT_EQ(cfg.options.idle_timeout, defaults.idle_timeout);
+  EXPECT_EQ(cfg.options.write_timeout, defaults.write_timeout);
+  EXPECT_EQ(cfg.options.max_unsent_bytes, defaults.max_unsent_bytes);
+  EXPECT_FALSE(cfg.options.insecure);
+  EXPECT_TRUE(cfg.options.cors_origins.empty());
+  EXPECT_TRUE(cfg.options.broker_key.empty() && cfg.options.key.empty());
+  EXPECT_EQ(cfg.options.db, k_repo + "/deploy/gateway.db");  // beside the file
+}
+
+TEST(GatewayConfig, ReadsListsDurationsAndPathsBesideTheFile) {
+  gateway_config cfg;
+  auto r = gateway_config_load(
+      write_yaml("g1.yaml",
+                 "listen: 0.0.0.0:9000\ncors: [https://a.example, https://b.example]\n"
+                 "idle_timeout_ms: 1500\nbroker_key: keys/broker.pub\nkey: /abs/gw.key\n"),
+      cfg);
+  ASSERT_TRUE(r) << r.message();
+  EXPECT_EQ(cfg.options.listen, "0.0.0.0:9000");
+  EXPECT_EQ(cfg.options.cors_origins,
+            (std::vector<std::string>{"https://a.example", "https://b.example"}));
+  EXPECT_EQ(cfg.options.idle_timeout, std::chrono::milliseconds(1500));
+  EXPECT_EQ(cfg.options.broker_key, ::testing::TempDir() + "keys/broker.pub");
+  EXPECT_EQ(cfg.options.key, "/abs/gw.key");
+}
+
+TEST(GatewayConfig, BadFilesAreErrorsNamingTheKeyAndChangeNothing) {
+  struct bad {
+    std::string yaml, says;
+  };
+  for (const auto& b : {bad{"listn: 1.2.3.4:5\n", "unknown setting 'listn'"},
+                        bad{"max_connections: many\n", "'max_connections' has the wrong type"},
+                        bad{"broker: 127.0.0.1:5555\n", "expected tcp://HOST:PORT"},
+                        bad{"idle_timeout_ms: 5\n", "idle_timeout_ms must be at least 100"},
+                        bad{"max_body_bytes: 10\n", "max_body_bytes must be at least 1024"},
+                        bad{"log_level: loud\n", "log_level must be one of"},
+                        bad{"cors: 7\n", "'cors' has the wrong type"}}) {
+    gateway_config cfg;
+    cfg.options.listen = "untouched:1";
+    auto r = gateway_config_load(write_yaml("gbad.yaml", "listen: 1.2.3.4:5\n" + b.yaml), cfg);
+    ASSERT_FALSE(r) << b.yaml;
+    EXPECT_NE(r.message().find(b.says), std::string::npos) << r.message();
+    EXPECT_NE(r.message().find("gbad.yaml"), std::string::npos) << r.message();
+    EXPECT_EQ(cfg.options.listen, "untouched:1");
+  }
+}
+
+TEST(GatewayConfig, BrokerEndpoints) {
+  EXPECT_TRUE(gateway_broker_endpoint_check("tcp://127.0.0.1:5555"));
+  EXPECT_TRUE(gateway_broker_endpoint_check("tcp://broker.lan:5555"));
+  EXPECT_TRUE(gateway_broker_endpoint_check("ipc:///run/hearth.sock"));
+  for (const char* bad :
+       {"", "127.0.0.1:5555", "tcp://", "tcp://host", "tcp://host:", "http://x:1"}) {
+    auto r = gateway_broker_endpoint_check(bad);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_NE(r.message().find("expected tcp://HOST:PORT"), std::string::npos) << r.message();
+  }
+}
+
+TEST(GatewayConfig, LoopbackListenAddresses) {
+  for (const char* yes : {"127.0.0.1:8080", "127.1.2.3:0", "localhost:80", "[::1]:8080"}) {
+    EXPECT_TRUE(listen_is_loopback(yes)) << yes;
+  }
+  for (const char* no : {"0.0.0.0:8080", "192.168.1.2:8080", "[::]:8080", "example.org:80", ":8080",
+                         "8080", "[::1]8080", "::1:8080"}) {
+    EXPECT_FALSE(listen_is_loopback(no)) << no;
+  }
+}
+
+}  // namespace
+}  // namespace hearth::gateway
