@@ -298,7 +298,8 @@ void refuse_unsupported(request_reader& rr, openai_endpoint endpoint) {
   };
   auto is_empty = [&](const char* n) {
     const json* v = rr.field(n);
-    return !v || ((v->is_array() || v->is_object() || v->is_string()) && v->empty());
+    if (v && v->is_string()) return v->get_ref<const std::string&>().empty();
+    return !v || ((v->is_array() || v->is_object()) && v->empty());
   };
   auto is_one = [&](const char* n) {
     const json* v = rr.field(n);
@@ -306,8 +307,10 @@ void refuse_unsupported(request_reader& rr, openai_endpoint endpoint) {
   };
   if (const json* n = rr.field("n"); n && !(n->is_number_integer() && n->get<int64_t>() == 1)) {
     if (!n->is_number_integer()) return rr.refuse(wrong_type("n", "an integer", *n));
-    return rr.refuse(
-        refusal("n", "n > 1 is not supported (hearth answers one choice); got " + n->dump()));
+    const int64_t v = n->get<int64_t>();
+    if (v < 1) return rr.refuse(refusal("n", param_error("n", "1", v)));
+    return rr.refuse(refusal(
+        "n", "n > 1 is not supported (hearth answers one choice), got " + std::to_string(v)));
   }
   if (endpoint == openai_endpoint::chat_completions) {
     rr.unsupported_unless("logprobs", is_false("logprobs"), "is not supported");
@@ -362,7 +365,7 @@ std::variant<openai_request, request_refusal> parse_openai_request(openai_endpoi
                                                                    std::string_view body) {
   bool too_deep = false;
   const json::parser_callback_t depth_check = [&](int depth, json::parse_event_t, json&) {
-    if (depth > k_max_json_depth) too_deep = true;
+    if (depth >= k_max_json_depth) too_deep = true;  // depth counts from 0
     return !too_deep;
   };
   json j = json::parse(body, depth_check, /*allow_exceptions=*/false);
