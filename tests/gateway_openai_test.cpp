@@ -51,10 +51,10 @@ class gateway_openai : public ::testing::Test {
     c_ = new cluster(true);
     broker_ = new process(c_->start_broker());
     const std::string models = c_->models("models", {"stories260K"});
-    chat_path_ = new std::string(testing::write_stories_variant(
-        "gateway_chatml", {.metadata = [](gguf_writer& w) {
-          w.set_string("tokenizer.chat_template", k_chatml_template);
-        }}));
+    chat_path_ = new std::string(
+        testing::write_stories_variant("gateway_chatml", {.metadata = [](gguf_writer& w) {
+                                         w.set_string("tokenizer.chat_template", k_chatml_template);
+                                       }}));
     testing::link_model(models, "stories-chat", *chat_path_);
     cpu_ = new process(c_->start_node("cpu", models, "cpu", 2));
     // The null engine's models: "slow" for a client that disconnects, "relay" served by two
@@ -84,18 +84,14 @@ class gateway_openai : public ::testing::Test {
     api_key_ = new std::string(created->key);
 
     port_ = testing::free_port();
-    std::vector<std::string> argv = {HEARTH_GATEWAY_BIN,
-                                     "--listen",
-                                     "127.0.0.1:" + std::to_string(port_),
-                                     "--broker",
-                                     c_->endpoint(),
-                                     "--db",
-                                     c_->dir().file("gateway.db")};
+    std::vector<std::string> argv = {
+        HEARTH_GATEWAY_BIN, "--listen", "127.0.0.1:" + std::to_string(port_), "--broker",
+        c_->endpoint(),     "--db",     c_->dir().file("gateway.db")};
     const auto keys = c_->key_args("client", "gateway");
     argv.insert(argv.end(), keys.begin(), keys.end());
     gateway_ = new process(testing::spawn(argv, c_->dir().file("gateway.log")));
-    const bool up = testing::wait_until([] { return http_get(port_, "/health").starts_with("200"); },
-                                        std::chrono::seconds(30));
+    const bool up = testing::wait_until(
+        [] { return http_get(port_, "/health").starts_with("200"); }, std::chrono::seconds(30));
     if (!up) ADD_FAILURE() << "the gateway did not answer /health:\n" << gateway_->log();
   }
 
@@ -141,14 +137,13 @@ TEST_F(gateway_openai, the_official_client_and_curl) {
   std::sort(scripts.begin(), scripts.end());
   ASSERT_FALSE(scripts.empty());
   std::string cmd = "env";
-  const std::string admin_args =
-      nlohmann::json([&] {
-        std::vector<std::string> a = {"--broker", c_->endpoint()};
-        const auto k = c_->key_args("admin", "openai-test");
-        a.insert(a.end(), k.begin(), k.end());
-        return a;
-      }())
-          .dump();
+  const std::string admin_args = nlohmann::json([&] {
+                                   std::vector<std::string> a = {"--broker", c_->endpoint()};
+                                   const auto k = c_->key_args("admin", "openai-test");
+                                   a.insert(a.end(), k.begin(), k.end());
+                                   return a;
+                                 }())
+                                     .dump();
   const std::pair<const char*, std::string> vars[] = {
       {"NODE_PATH", std::string(HEARTH_OPENAI_NODE) + "/node_modules"},
       {"HEARTH_GATEWAY_URL", url()},
@@ -208,11 +203,14 @@ TEST_F(gateway_openai, a_node_killed_mid_stream_costs_the_client_no_text_and_no_
   const std::string out = c_->dir().file("failover.sse");
   const std::string body = R"({"model":"relay","prompt":"Once upon a time","max_tokens":120,)"
                            R"("seed":7,"stream":true})";
-  process curl = testing::spawn({"curl", "-sS", "-N", "--max-time", "120", "-o", out, "-H",
-                                 "Authorization: Bearer " + *api_key_, "-H",
-                                 "Content-Type: application/json", "-d", body,
-                                 url() + "/v1/completions"},
-                                c_->dir().file("failover-curl.log"));
+  // Through sh for curl's place on the PATH; exec leaves curl as the process.
+  std::string cmd = "exec curl -sS -N --max-time 120 -o " + shell_quote(out);
+  for (const std::string& a :
+       {"Authorization: Bearer " + *api_key_, std::string("Content-Type: application/json")}) {
+    cmd += " -H " + shell_quote(a);
+  }
+  cmd += " -d " + shell_quote(body) + " " + shell_quote(url() + "/v1/completions");
+  process curl = testing::spawn({"/bin/sh", "-c", cmd}, c_->dir().file("failover-curl.log"));
   // Some text has reached the client: find the job and the node that runs it.
   uint64_t job_id = 0;
   ASSERT_TRUE(testing::wait_until(
