@@ -248,5 +248,34 @@ TEST_F(gateway_openai, a_node_killed_mid_stream_costs_the_client_no_text_and_no_
   EXPECT_EQ(s.text, after->job.output);
 }
 
+TEST_F(gateway_openai, a_model_whose_nodes_are_all_offline_is_a_503_and_an_unknown_one_a_404) {
+  for (process* p : {relay_a_, relay_b_}) p->signal(SIGKILL);
+  // The broker sees them go within its liveness (1 s); the gateway's list is a second old at most.
+  ASSERT_TRUE(testing::wait_until([] {
+    auto r = http_get(port_, "/v1/models/relay", *api_key_);
+    return r.starts_with("200") && r.find("\"nodes\":[]") != std::string::npos;
+  })) << http_get(port_, "/v1/models/relay", *api_key_);
+  auto post = [&](const std::string& model) {
+    const std::string body = R"({"model":")" + model + R"(","prompt":"Once","max_tokens":2})";
+    return testing::run_command("curl -s -w ' %{http_code}' -H " +
+                                shell_quote("Authorization: Bearer " + *api_key_) +
+                                " -H 'Content-Type: application/json' -d " + shell_quote(body) +
+                                " " + shell_quote(url() + "/v1/completions"));
+  };
+  auto r = post("relay");
+  ASSERT_TRUE(r.out.ends_with(" 503")) << r.out;
+  auto e = nlohmann::json::parse(r.out.substr(0, r.out.size() - 4))["error"];
+  EXPECT_EQ(e["message"],
+            "model 'relay' is known, but no node that serves it is online; retry later");
+  EXPECT_EQ(e["type"], "server_error");
+  r = post("nonesuch");
+  ASSERT_TRUE(r.out.ends_with(" 404")) << r.out;
+  e = nlohmann::json::parse(r.out.substr(0, r.out.size() - 4))["error"];
+  EXPECT_EQ(e["code"], "model_not_found");
+  for (const char* known : {"stories260K", "stories-chat", "slow", "relay"}) {
+    EXPECT_NE(e["message"].get<std::string>().find(known), std::string::npos) << e["message"];
+  }
+}
+
 }  // namespace
 }  // namespace hearth

@@ -269,6 +269,52 @@ test('a seed makes a sampled completion reproducible, as hearth run samples it',
   assert.equal(a.choices[0].text, local.text);
 });
 
+test('penalties reach the sampler as hearth run applies them', async () => {
+  const penalized = await client.completions.create({
+    model: textModel,
+    prompt,
+    max_tokens: 48,
+    temperature: 0,
+    presence_penalty: 1.5,
+    frequency_penalty: 0.5,
+  });
+  // OpenAI's penalties count the whole sequence so far (repeat_last_n -1).
+  const local = hearthRun([
+    '-m', textPath, '-p', prompt, '-n', '48', '--temp', '0', '--presence-penalty', '1.5',
+    '--frequency-penalty', '0.5', '--repeat-last-n', '-1',
+  ]);
+  assert.equal(penalized.choices[0].text, local.text);
+  const plain = hearthRun(['-m', textPath, '-p', prompt, '-n', '48', '--temp', '0']);
+  assert.notEqual(local.text, plain.text, 'the penalties change this greedy text');
+});
+
+test('bodies that are not what OpenAI defines get a 400 in OpenAI\'s error shape', async () => {
+  const post = (body) =>
+    fetch(`${gateway}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { Authorization: `Bearer ${apiKey}`, 'Content-Type': 'application/json' },
+      body,
+    });
+  const cases = [
+    ['{"model": "x", "messages": [', 'the body is not valid JSON', null],
+    ['[]', 'the body must be a JSON object, got an array', null],
+    [`{"model":"${chatModel}","messages":${'['.repeat(100)}${']'.repeat(100)}}`,
+      'the body nests deeper than 64 levels', null],
+    [`{"model":"${chatModel}","messages":[{"role":"tool","content":"x"}]}`,
+      "messages[0].role 'tool' is not supported", 'messages[0].role'],
+    [`{"model":"${chatModel}","messages":[{"role":"user","content":"x"}],"max_tokens":"9"}`,
+      'max_tokens must be an integer, got a string', 'max_tokens'],
+  ];
+  for (const [body, message, param] of cases) {
+    const r = await post(body);
+    assert.equal(r.status, 400, body);
+    const e = (await r.json()).error;
+    assert.ok(e.message.startsWith(message), `${e.message} starts with ${message}`);
+    assert.equal(e.type, 'invalid_request_error');
+    assert.equal(e.param, param);
+  }
+});
+
 test('errors are raised by the client with their status and a message that says why', async () => {
   const stranger = new OpenAI({ baseURL: `${gateway}/v1`, apiKey: 'hk_not-a-key', maxRetries: 0 });
   await assert.rejects(
@@ -451,4 +497,42 @@ test('the history routes show the caller its jobs with the wire fields', async (
   const nodes = await (await fetch(`${gateway}/v1/hearth/nodes`, { headers })).json();
   assert.equal(nodes.object, 'list');
   assert.ok(nodes.data.some((n) => n.online && n.models.some((m) => m.name === textModel)));
+});
+
+test('a stream that waits in the queue gets its status line and keep-alive comments', async () => {
+  // Both slots of the slow model's node busy: the third stream waits in the queue.
+  const open = [];
+  const stream = (onData) =>
+    new Promise((resolve, reject) => {
+      const req = http.request(`${gateway}/v1/completions`, {
+        method: 'POST',
+        headers: { Authorization: `Bearer ${apiKey}`, 'Content-Type': 'application/json' },
+      });
+      open.push(req);
+      req.on('error', (e) => (req.destroyed ? null : reject(e)));
+      req.on('response', (res) => {
+        let raw = '';
+        res.on('data', (d) => {
+          raw += d;
+          if (onData(raw, res)) resolve(raw);
+        });
+        res.on('error', () => {});
+      });
+      req.end(JSON.stringify({ model: slowModel, prompt, max_tokens: 5000, stream: true }));
+    });
+  try {
+    const running = (raw) => /"text":"[^"]/.test(raw);
+    await stream(running);
+    await stream(running);
+    let status = 0;
+    const raw = await stream((r, res) => {
+      status = res.statusCode;
+      return r.includes(': keep-alive\n\n');
+    });
+    assert.equal(status, 200);
+    // The chat-less stream has no role chunk: the comment is all it got while queued.
+    assert.equal(raw, ': keep-alive\n\n');
+  } finally {
+    for (const req of open) req.destroy();
+  }
 });
