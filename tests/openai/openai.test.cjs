@@ -30,6 +30,10 @@ const client = new OpenAI({ baseURL: `${gateway}/v1`, apiKey, maxRetries: 0, tim
 const prompt = 'Once upon a time';
 const question = 'Tell me a story about a cat.';
 
+// A greedy completion of the prompt, 40 tokens at most, with `extra` parameters.
+const greedy = (extra = {}) =>
+  client.completions.create({ model: textModel, prompt, max_tokens: 40, temperature: 0, ...extra });
+
 // `hearth run --json`: the text and the counts of a local run, no broker.
 function hearthRun(args) {
   const out = execFileSync(hearth, ['run', ...args, '--json', '-t', '1'], { encoding: 'utf8' });
@@ -113,12 +117,7 @@ test('a completion equals hearth run, streamed or not, and its usage is exact', 
   const local = hearthRun(['-m', textPath, '-p', prompt, '-n', '40', '--temp', '0']);
   assert.ok(local.text.length > 0);
 
-  const whole = await client.completions.create({
-    model: textModel,
-    prompt,
-    max_tokens: 40,
-    temperature: 0,
-  });
+  const whole = await greedy();
   assert.equal(whole.object, 'text_completion');
   assert.equal(whole.model, textModel);
   assert.equal(whole.choices.length, 1);
@@ -137,14 +136,7 @@ test('a completion equals hearth run, streamed or not, and its usage is exact', 
   assert.equal(job.output, local.text);
 
   const streamed = await collect(
-    await client.completions.create({
-      model: textModel,
-      prompt,
-      max_tokens: 40,
-      temperature: 0,
-      stream: true,
-      stream_options: { include_usage: true },
-    }),
+    await greedy({ stream: true, stream_options: { include_usage: true } }),
   );
   assert.equal(streamed.text, local.text);
   const ids = new Set(streamed.chunks.map((c) => c.id));
@@ -208,12 +200,7 @@ test('a chat goes through the model template and equals hearth run --chat', asyn
 });
 
 test('stop ends the text before the stop sequence', async () => {
-  const free = await client.completions.create({
-    model: textModel,
-    prompt,
-    max_tokens: 40,
-    temperature: 0,
-  });
+  const free = await greedy();
   const text = free.choices[0].text;
   // A word from the middle of the greedy text: the text must end just before it.
   const words = text.split(' ').filter((w) => w.length >= 3);
@@ -221,25 +208,12 @@ test('stop ends the text before the stop sequence', async () => {
   const stopWord = words[2];
   const cut = text.slice(0, text.indexOf(stopWord));
   for (const stop of [stopWord, [stopWord, 'zzzz-never']]) {
-    const r = await client.completions.create({
-      model: textModel,
-      prompt,
-      max_tokens: 40,
-      temperature: 0,
-      stop,
-    });
+    const r = await greedy({ stop });
     assert.equal(r.choices[0].text, cut);
     assert.equal(r.choices[0].finish_reason, 'stop');
   }
   const streamed = await collect(
-    await client.completions.create({
-      model: textModel,
-      prompt,
-      max_tokens: 40,
-      temperature: 0,
-      stop: stopWord,
-      stream: true,
-    }),
+    await greedy({ stop: stopWord, stream: true }),
   );
   assert.equal(streamed.text, cut);
 });
