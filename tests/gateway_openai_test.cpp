@@ -277,5 +277,21 @@ TEST_F(gateway_openai, a_model_whose_nodes_are_all_offline_is_a_503_and_an_unkno
   }
 }
 
+// Last: it stops the broker.
+TEST_F(gateway_openai, without_a_broker_requests_get_a_503_not_a_hang) {
+  broker_->signal(SIGKILL);
+  broker_->wait();
+  const std::string body = R"({"model":"stories260K","prompt":"Once","max_tokens":2})";
+  // The link's request timeout (10 s) bounds the wait; curl's --max-time is the liveness bound.
+  auto r = testing::run_command("curl -s --max-time 60 -w ' %{http_code}' -H " +
+                                shell_quote("Authorization: Bearer " + *api_key_) +
+                                " -H 'Content-Type: application/json' -d " + shell_quote(body) +
+                                " " + shell_quote(url() + "/v1/completions"));
+  ASSERT_TRUE(r.out.ends_with(" 503")) << r.out;
+  auto e = nlohmann::json::parse(r.out.substr(0, r.out.size() - 4))["error"];
+  EXPECT_EQ(e["type"], "server_error");
+  EXPECT_EQ(http_get(port_, "/health").substr(0, 3), "503");
+}
+
 }  // namespace
 }  // namespace hearth

@@ -441,6 +441,25 @@ test('a client that disconnects mid-stream cancels its job', async () => {
   assert.ok(job.summary.n_gen < 5000, `it stopped early: ${job.summary.n_gen} tokens`);
 });
 
+test('a client that gives up on a whole (non-streamed) answer cancels its job too', async () => {
+  const headers = { Authorization: `Bearer ${apiKey}` };
+  const running = async () =>
+    (await (await fetch(`${gateway}/v1/hearth/jobs?model=${slowModel}&state=running`, { headers })).json()).data;
+  const before = new Set((await running()).map((j) => j.job_id));
+  const abort = new AbortController();
+  const answer = client.completions
+    .create({ model: slowModel, prompt, max_tokens: 5000 }, { signal: abort.signal })
+    .catch((e) => e);
+  let job;
+  await until(async () => {
+    job = (await running()).find((j) => !before.has(j.job_id));
+    return job !== undefined;
+  }, 'the job to run');
+  abort.abort();
+  assert.ok((await answer) instanceof Error);
+  await until(() => hearthJob(job.job_id).summary.state === 'cancelled', `job ${job.job_id} cancelled`);
+});
+
 test('the history routes show the caller its jobs with the wire fields', async () => {
   const r = await client.completions.create({ model: textModel, prompt, max_tokens: 5, temperature: 0 });
   const id = jobIdOf(r.id);
