@@ -471,7 +471,7 @@ http_response openai_job_error(const wire::job_done& done) {
   if (done.state == wire::job_state::failed) {
     // The node says so when the request was at fault (PROTOCOL.md): the client can fix it.
     if (done.stop_reason == "prompt_too_long") {
-      return error_response(400, done.error, "invalid_request_error", "messages",
+      return error_response(400, done.error, "invalid_request_error", {},
                             "context_length_exceeded");
     }
     if (done.stop_reason == "invalid_request") {

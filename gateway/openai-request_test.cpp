@@ -441,6 +441,7 @@ TEST(OpenaiRequest, AJobTheRequestWasAtFaultForIsA400WithTheNodesMessage) {
   EXPECT_EQ(e["message"], d.error);
   EXPECT_EQ(e["type"], "invalid_request_error");
   EXPECT_EQ(e["code"], "context_length_exceeded");
+  EXPECT_EQ(e["param"], nullptr);  // "messages" or "prompt": the job does not say which
 
   d.stop_reason = "invalid_request";
   d.error = "the model has no chat template";

@@ -62,7 +62,10 @@ void submit_completion(gateway_services& s, const std::shared_ptr<exchange>& ex,
   const std::string api_key = ex->who.api_key;
   r.submit.api_key = api_key;
   r.submit.priority = k_interactive_priority;
-  wire::submit submit = r.submit;
+  // The answer needs the request's model and options, not its text: the text goes to the broker.
+  wire::submit submit = std::move(r.submit);
+  r.submit = wire::submit{};
+  r.submit.model = submit.model;
   auto answer = std::make_shared<openai_answer>(std::move(r), unix_seconds(), ex->out);
   auto st = std::make_shared<follow_state>();
   st->follower = s.broker().submit_and_follow(
