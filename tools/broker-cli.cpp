@@ -197,13 +197,4 @@ std::string or_dash(const std::string& s) {
   return s.empty() ? "-" : s;
 }
 
-namespace detail {
-double float_for_json(float f) {
-  if (!std::isfinite(f)) return double(f);
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.7g", double(f));
-  return std::strtod(buf, nullptr);
-}
-}  // namespace detail
-
 }  // namespace hearth::cli

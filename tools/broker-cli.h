@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "schema/messages.h"
+#include "schema/wire-json.h"
 #include "tools/broker-client.h"
 
 namespace hearth::cli {
@@ -60,54 +61,6 @@ std::string format_duration(int64_t ms);             // "850ms", "12.3s", "4m05s
 std::string format_ago(int64_t ms, int64_t now_ms);  // "3s ago", "5m ago"; "never" for 0
 std::string format_bytes(uint64_t bytes);            // "512 MiB", "4.7 GiB"
 std::string or_dash(const std::string& s);
-
-// --- wire structs as JSON, one member per field under its wire name ---
-
-template <class T>
-json wire_json(const T& v);
-
-namespace detail {
-template <class T>
-struct is_vector : std::false_type {};
-template <class T>
-struct is_vector<std::vector<T>> : std::true_type {};
-double float_for_json(float f);  // 0.8f as 0.8, not 0.800000011920929
-
-struct json_writer {
-  json& j;
-  template <class U>
-  void operator()(const char* name, U& u) {
-    j[name] = wire_json(u);
-  }
-  template <class U>
-  void optional(const char* name, U& u) {
-    j[name] = wire_json(u);
-  }
-};
-}  // namespace detail
-
-template <class T>
-json wire_json(const T& v) {
-  if constexpr (std::is_same_v<T, wire::job_state>) {
-    return std::string(wire::job_state_name(v));
-  } else if constexpr (std::is_same_v<T, wire::error_code>) {
-    return std::string(wire::error_code_name(v));
-  } else if constexpr (std::is_same_v<T, float>) {
-    return detail::float_for_json(v);
-  } else if constexpr (std::is_arithmetic_v<T> || std::is_same_v<T, std::string>) {
-    return v;
-  } else if constexpr (detail::is_vector<T>::value) {
-    json a = json::array();
-    for (const auto& item : v) a.push_back(wire_json(item));
-    return a;
-  } else {
-    json j = json::object();
-    detail::json_writer w{j};
-    // fields() is not const (one list serves encoding and decoding); the writer only reads.
-    const_cast<T&>(v).fields(w);
-    return j;
-  }
-}
 
 // A broker event as a JSON line object: {"event": name, fields...}.
 template <class T>

@@ -1,0 +1,285 @@
+// A completion answered from job events, as the client sees it: the whole response, or the SSE
+// chunks in OpenAI's format (first chunk's role, one id, finish_reason only at the end, usage,
+// [DONE]); errors before and after the status line; failover without repeated text; UTF-8 never
+// cut; keep-alives. The responder here records what a client would receive.
+#include "gateway/openai-stream.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+namespace hearth::gateway {
+namespace {
+
+using json = nlohmann::json;
+
+// What went to the client, in order: "start", "event:<data>", "comment:<text>", "end", or
+// "reply:<status>:<body>".
+class recording_responder : public responder {
+ public:
+  std::vector<std::string> log;
+  void reply(http_response r) override {
+    log.push_back("reply:" + std::to_string(r.status) + ":" + r.body);
+  }
+  void start_events() override { log.push_back("start"); }
+  void event(std::string_view data) override { log.push_back("event:" + std::string(data)); }
+  void comment(std::string_view text) override { log.push_back("comment:" + std::string(text)); }
+  void end_events() override { log.push_back("end"); }
+  bool closed() const override { return false; }
+  void on_close(std::function<void()>) override {}
+
+  // The events' data parsed, [DONE] left out.
+  std::vector<json> chunks() const {
+    std::vector<json> out;
+    for (const auto& l : log) {
+      if (l.starts_with("event:") && l != "event:[DONE]") out.push_back(json::parse(l.substr(6)));
+    }
+    return out;
+  }
+  // The streamed text, joined.
+  std::string text() const {
+    std::string t;
+    for (const auto& c : chunks()) {
+      if (c["choices"].empty()) continue;
+      const json& choice = c["choices"][0];
+      if (choice.contains("text")) t += choice["text"].get<std::string>();
+      if (choice.contains("delta") && choice["delta"].contains("content")) {
+        t += choice["delta"]["content"].get<std::string>();
+      }
+    }
+    return t;
+  }
+};
+
+openai_request request_of(openai_endpoint e, bool stream, bool include_usage = false) {
+  openai_request r;
+  r.endpoint = e;
+  r.submit.model = "stories";
+  r.stream = stream;
+  r.include_usage = include_usage;
+  return r;
+}
+
+wire::job_tokens tokens(uint32_t attempt, uint64_t seq, std::string text) {
+  wire::job_tokens t;
+  t.job_id = 9;
+  t.attempt = attempt;
+  t.seq = seq;
+  t.n_tokens = 1;
+  t.text = std::move(text);
+  return t;
+}
+
+wire::job_done completed(const char* stop_reason = "max_tokens") {
+  wire::job_done d;
+  d.job_id = 9;
+  d.attempt = 1;
+  d.state = wire::job_state::completed;
+  d.stop_reason = stop_reason;
+  d.n_prompt = 4;
+  d.n_gen = 3;
+  return d;
+}
+
+wire::job_done prompt_too_long() {
+  wire::job_done d;
+  d.job_id = 9;
+  d.attempt = 1;
+  d.state = wire::job_state::failed;
+  d.stop_reason = "prompt_too_long";
+  d.error = "the prompt has 600 tokens, more than the 512 of a slot's context";
+  return d;
+}
+
+struct fixture {
+  std::shared_ptr<recording_responder> out = std::make_shared<recording_responder>();
+  openai_answer answer;
+  explicit fixture(openai_request r) : answer(std::move(r), 1700000000, out) { answer.accepted(9); }
+};
+
+TEST(OpenaiStream, AWholeResponseWaitsForTheJobAndCarriesItsText) {
+  fixture f(request_of(openai_endpoint::chat_completions, false));
+  EXPECT_FALSE(f.answer.event(wire::job_queued{9, 0}));
+  EXPECT_FALSE(f.answer.event(wire::job_running{9, 1, "desk"}));
+  EXPECT_FALSE(f.answer.event(tokens(1, 0, "Once")));
+  EXPECT_FALSE(f.answer.event(tokens(1, 1, " upon")));
+  EXPECT_TRUE(f.out->log.empty());
+  EXPECT_TRUE(f.answer.event(completed()));
+  ASSERT_EQ(f.out->log.size(), 1u);
+  ASSERT_TRUE(f.out->log[0].starts_with("reply:200:"));
+  json body = json::parse(f.out->log[0].substr(10));
+  EXPECT_EQ(body["id"], "chatcmpl-9");
+  EXPECT_EQ(body["choices"][0]["message"]["content"], "Once upon");
+  EXPECT_EQ(body["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(body["usage"]["total_tokens"], 7);
+  // Nothing after the end.
+  EXPECT_TRUE(f.answer.event(tokens(1, 2, "late")));
+  EXPECT_EQ(f.out->log.size(), 1u);
+}
+
+TEST(OpenaiStream, AChatStreamIsOpenaisChunkSequence) {
+  fixture f(request_of(openai_endpoint::chat_completions, true));
+  f.answer.event(wire::job_queued{9, 0});
+  EXPECT_TRUE(f.out->log.empty()) << "the status line waits for the first token";
+  f.answer.event(tokens(1, 0, "Once"));
+  f.answer.event(tokens(1, 1, " upon"));
+  f.answer.event(completed("end_of_generation"));
+  const auto& log = f.out->log;
+  ASSERT_EQ(log.size(), 7u);
+  EXPECT_EQ(log[0], "start");
+  EXPECT_EQ(log[1],
+            R"(event:{"id":"chatcmpl-9","object":"chat.completion.chunk","created":1700000000,)"
+            R"("model":"stories","choices":[{"index":0,"delta":{"role":"assistant","content":""},)"
+            R"("logprobs":null,"finish_reason":null}]})");
+  EXPECT_EQ(log[2],
+            R"(event:{"id":"chatcmpl-9","object":"chat.completion.chunk","created":1700000000,)"
+            R"("model":"stories","choices":[{"index":0,"delta":{"content":"Once"},)"
+            R"("logprobs":null,"finish_reason":null}]})");
+  EXPECT_EQ(log[4],
+            R"(event:{"id":"chatcmpl-9","object":"chat.completion.chunk","created":1700000000,)"
+            R"("model":"stories","choices":[{"index":0,"delta":{},)"
+            R"("logprobs":null,"finish_reason":"stop"}]})");
+  EXPECT_EQ(log[5], "event:[DONE]");
+  EXPECT_EQ(log[6], "end");
+  EXPECT_EQ(f.out->text(), "Once upon");
+}
+
+TEST(OpenaiStream, ACompletionStreamHasNoRoleChunkAndUsageWhenAsked) {
+  fixture f(request_of(openai_endpoint::completions, true, true));
+  f.answer.event(tokens(1, 0, " upon"));
+  f.answer.event(completed());
+  auto chunks = f.out->chunks();
+  ASSERT_EQ(chunks.size(), 3u);
+  for (const auto& c : chunks) {
+    EXPECT_EQ(c["id"], "cmpl-9");
+    EXPECT_EQ(c["object"], "text_completion");
+    EXPECT_EQ(c["created"], 1700000000);
+  }
+  EXPECT_EQ(chunks[0]["choices"][0]["text"], " upon");
+  EXPECT_EQ(chunks[0]["usage"], nullptr);
+  EXPECT_EQ(chunks[1]["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(chunks[2]["choices"], json::array());
+  EXPECT_EQ(chunks[2]["usage"],
+            (json{{"prompt_tokens", 4}, {"completion_tokens", 3}, {"total_tokens", 7}}));
+  EXPECT_EQ(f.out->log.back(), "end");
+  EXPECT_EQ(f.out->log[f.out->log.size() - 2], "event:[DONE]");
+}
+
+TEST(OpenaiStream, AJobWithoutTextStillStreamsWholeChunks) {
+  fixture f(request_of(openai_endpoint::chat_completions, true));
+  f.answer.event(completed());
+  ASSERT_EQ(f.out->log.size(), 5u);
+  EXPECT_EQ(f.out->log[0], "start");
+  EXPECT_EQ(f.out->chunks().size(), 2u);
+}
+
+TEST(OpenaiStream, AFailureBeforeAnyTextIsAnHttpError) {
+  for (bool stream : {false, true}) {
+    fixture f(request_of(openai_endpoint::chat_completions, stream));
+    EXPECT_TRUE(f.answer.event(prompt_too_long()));
+    ASSERT_EQ(f.out->log.size(), 1u);
+    ASSERT_TRUE(f.out->log[0].starts_with("reply:400:"));
+    EXPECT_EQ(json::parse(f.out->log[0].substr(10))["error"]["message"],
+              "the prompt has 600 tokens, more than the 512 of a slot's context");
+  }
+}
+
+TEST(OpenaiStream, ARefusedSubmitIsAnHttpError) {
+  fixture f(request_of(openai_endpoint::completions, true));
+  f.answer.refused({false, wire::error_code::queue_full, "the queue is full"});
+  ASSERT_EQ(f.out->log.size(), 1u);
+  EXPECT_TRUE(f.out->log[0].starts_with("reply:429:"));
+  EXPECT_TRUE(f.answer.ended());
+}
+
+TEST(OpenaiStream, AFailureAfterTextIsAnErrorEventAndNoDone) {
+  fixture f(request_of(openai_endpoint::completions, true));
+  f.answer.event(tokens(1, 0, "Once"));
+  wire::job_done d = completed();
+  d.state = wire::job_state::failed;
+  d.error = "the node died three times";
+  EXPECT_TRUE(f.answer.event(d));
+  const auto& log = f.out->log;
+  ASSERT_EQ(log.size(), 4u);
+  EXPECT_EQ(json::parse(log[2].substr(6))["error"]["message"],
+            "job 9 failed: the node died three times");
+  EXPECT_EQ(log[3], "end");
+}
+
+TEST(OpenaiStream, ALostFollowIsAnErrorToo) {
+  fixture f(request_of(openai_endpoint::chat_completions, false));
+  f.answer.event(tokens(1, 0, "Once"));
+  EXPECT_TRUE(f.answer.event(link_failure{true, wire::error_code::internal, "broker gone"}));
+  EXPECT_TRUE(f.out->log[0].starts_with("reply:503:"));
+}
+
+TEST(OpenaiStream, ARestartedAttemptDoesNotRepeatWhatWasStreamed) {
+  fixture f(request_of(openai_endpoint::completions, true));
+  f.answer.event(tokens(1, 0, "Once up"));
+  f.answer.event(tokens(1, 1, "on a"));
+  f.answer.event(wire::job_restarted{9, 2, "node lost"});
+  // The same seed gives the same text: the first 11 bytes are the client's already.
+  f.answer.event(tokens(2, 0, "Once"));
+  f.answer.event(tokens(2, 1, " upon"));
+  f.answer.event(tokens(2, 2, " a time"));
+  f.answer.event(completed());
+  EXPECT_EQ(f.out->text(), "Once upon a time");
+}
+
+TEST(OpenaiStream, AWholeResponseKeepsOnlyTheLastAttemptsText) {
+  fixture f(request_of(openai_endpoint::completions, false));
+  f.answer.event(tokens(1, 0, "Once up"));
+  f.answer.event(wire::job_restarted{9, 2, "node lost"});
+  f.answer.event(tokens(2, 0, "Once upon"));
+  // ... and an attempt known only by its tokens (a watch taken up again) too.
+  f.answer.event(tokens(3, 0, "Once upon a"));
+  f.answer.event(completed());
+  EXPECT_EQ(json::parse(f.out->log[0].substr(10))["choices"][0]["text"], "Once upon a");
+}
+
+TEST(OpenaiStream, AUtf8CharacterSplitAcrossTokensIsSentWhole) {
+  fixture f(request_of(openai_endpoint::completions, true));
+  f.answer.event(tokens(1, 0, "5 \xE2\x82"));
+  f.answer.event(tokens(1, 1, "\xAC!"));
+  f.answer.event(completed());
+  auto chunks = f.out->chunks();
+  ASSERT_EQ(chunks.size(), 3u);
+  EXPECT_EQ(chunks[0]["choices"][0]["text"], "5 ");
+  EXPECT_EQ(chunks[1]["choices"][0]["text"], "\xE2\x82\xAC!");
+}
+
+TEST(OpenaiStream, KeepAlivesStartAWaitingStreamAndStayQuietWhileTextFlows) {
+  fixture f(request_of(openai_endpoint::chat_completions, true));
+  f.answer.keep_alive();
+  ASSERT_EQ(f.out->log.size(), 3u);
+  EXPECT_EQ(f.out->log[0], "start");
+  EXPECT_EQ(f.out->log[2], "comment:keep-alive");
+  f.answer.keep_alive();
+  EXPECT_EQ(f.out->log.size(), 4u);
+  f.answer.event(tokens(1, 0, "Once"));
+  f.answer.keep_alive();
+  EXPECT_EQ(f.out->log.size(), 5u) << "text went out since the last one";
+  // An error now is an event: the status line has gone.
+  f.answer.event(prompt_too_long());
+  EXPECT_TRUE(f.out->log[5].starts_with("event:{\"error\""));
+
+  fixture whole(request_of(openai_endpoint::chat_completions, false));
+  whole.answer.keep_alive();
+  EXPECT_TRUE(whole.out->log.empty());
+}
+
+TEST(OpenaiStream, Utf8WholePrefix) {
+  EXPECT_EQ(utf8_whole_prefix(""), 0u);
+  EXPECT_EQ(utf8_whole_prefix("abc"), 3u);
+  EXPECT_EQ(utf8_whole_prefix("a\xE2"), 1u);
+  EXPECT_EQ(utf8_whole_prefix("a\xE2\x82"), 1u);
+  EXPECT_EQ(utf8_whole_prefix("a\xE2\x82\xAC"), 4u);
+  EXPECT_EQ(utf8_whole_prefix("\xF0\x9F\x98"), 0u);
+  EXPECT_EQ(utf8_whole_prefix("\xF0\x9F\x98\x80"), 4u);
+  EXPECT_EQ(utf8_whole_prefix("\xC3"), 0u);
+  // Stray continuation bytes are not waited for.
+  EXPECT_EQ(utf8_whole_prefix("a\x80\x80\x80\x80"), 5u);
+}
+
+}  // namespace
+}  // namespace hearth::gateway
