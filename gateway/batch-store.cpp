@@ -518,4 +518,20 @@ bool batch_store::line_finished(std::string_view batch_id, uint32_t index, line_
   return true;
 }
 
+uint32_t batch_store::lines_fail_pending(std::string_view batch_id, std::string_view result_json) {
+  sqlite3* db = p_->db.get();
+  transaction t(db);
+  {
+    stmt s(db,
+           "UPDATE batch_lines SET state = 'failed', status_code = 0, result = ? WHERE batch_id = "
+           "? AND state = 'pending'");
+    s.bind(result_json).bind(batch_id).run();
+  }
+  auto n = uint32_t(sqlite3_changes(db));
+  stmt s(db, "UPDATE batches SET failed = failed + ? WHERE id = ?");
+  s.bind(int64_t(n)).bind(batch_id).run();
+  t.commit();
+  return n;
+}
+
 }  // namespace hearth::gateway

@@ -126,6 +126,9 @@ class batch_store {
   // call for the same line changes nothing and returns false.
   bool line_finished(std::string_view batch_id, uint32_t index, line_state state,
                      int32_t status_code, std::string_view result_json);
+  // Fails every line that has no job yet (a cancelled batch's), in one transaction, with
+  // status_code 0 and `result_json`; returns how many.
+  uint32_t lines_fail_pending(std::string_view batch_id, std::string_view result_json);
 
  private:
   struct impl;

@@ -246,6 +246,28 @@ TEST_F(batch_store_test, a_line_is_counted_once) {
   EXPECT_THROW(s->line_finished(b.id, 0, line_state::pending, 0, ""), std::invalid_argument);
 }
 
+TEST_F(batch_store_test, cancelling_fails_the_lines_without_a_job_at_once) {
+  auto s = open();
+  ASSERT_TRUE(s);
+  batch_row b = make_batch("alice", 5);
+  s->batch_insert(b, make_lines(5));
+  s->line_submitted(b.id, 0, 10);
+  s->line_submitted(b.id, 1, 11);
+  ASSERT_TRUE(s->line_finished(b.id, 1, line_state::completed, 200, "{}"));
+  EXPECT_EQ(s->lines_fail_pending(b.id, R"({"code":"batch_cancelled"})"), 3u);
+  EXPECT_EQ(s->lines_fail_pending(b.id, R"({"code":"batch_cancelled"})"), 0u);
+  auto lines = s->lines(b.id);
+  EXPECT_EQ(lines[0].state, line_state::submitted) << "its job is cancelled and followed";
+  EXPECT_EQ(lines[1].state, line_state::completed) << "a finished line keeps its output";
+  EXPECT_EQ(lines[2].state, line_state::failed);
+  EXPECT_EQ(lines[2].status_code, 0);
+  EXPECT_EQ(lines[4].result_json, R"({"code":"batch_cancelled"})");
+  auto r = s->batch_get("alice", b.id);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->completed, 1u);
+  EXPECT_EQ(r->failed, 3u);
+}
+
 TEST_F(batch_store_test, finishing_writes_files_and_forgets_the_api_key) {
   auto s = open();
   ASSERT_TRUE(s);
