@@ -105,6 +105,18 @@ json batch_object(const batch_row& b) {
       {"metadata", metadata.is_discarded() ? json(nullptr) : metadata}};
 }
 
+// OpenAI's page of a list: {"object": "list", "data", "first_id", "last_id", "has_more"}.
+template <class Row>
+http_response list_response(const std::vector<Row>& rows, json (*object)(const Row&), bool more) {
+  json data = json::array();
+  for (const Row& r : rows) data.push_back(object(r));
+  return json_response({{"object", "list"},
+                        {"data", data},
+                        {"first_id", rows.empty() ? json(nullptr) : json(rows.front().id)},
+                        {"last_id", rows.empty() ? json(nullptr) : json(rows.back().id)},
+                        {"has_more", more}});
+}
+
 // A list's ?limit= (1..max_list_limit, default 20); nullopt with the error when out of range.
 std::variant<uint32_t, http_response> list_limit(const http_request& r) {
   std::string v = r.query_param("limit");
@@ -220,18 +232,10 @@ struct batch_service::impl {
   http_response list_files(exchange& ex) {
     auto limit = list_limit(ex.request);
     if (auto* e = std::get_if<http_response>(&limit)) return *e;
-    uint32_t n = std::get<uint32_t>(limit);
-    auto files = store->file_list(ex.who.owner, ex.request.query_param("purpose"), n + 1,
-                                  ex.request.query_param("after"));
-    bool more = files.size() > n;
-    if (more) files.pop_back();
-    json data = json::array();
-    for (const file_row& f : files) data.push_back(file_object(f));
-    return json_response({{"object", "list"},
-                          {"data", data},
-                          {"first_id", files.empty() ? json(nullptr) : json(files.front().id)},
-                          {"last_id", files.empty() ? json(nullptr) : json(files.back().id)},
-                          {"has_more", more}});
+    bool more = false;
+    auto files = store->file_list(ex.who.owner, ex.request.query_param("purpose"),
+                                  std::get<uint32_t>(limit), ex.request.query_param("after"), more);
+    return list_response(files, file_object, more);
   }
 
   http_response get_file(exchange& ex) {
@@ -372,13 +376,7 @@ struct batch_service::impl {
     bool more = false;
     auto batches = store->batch_list(ex.who.owner, std::get<uint32_t>(limit),
                                      ex.request.query_param("after"), more);
-    json data = json::array();
-    for (const batch_row& b : batches) data.push_back(batch_object(b));
-    return json_response({{"object", "list"},
-                          {"data", data},
-                          {"first_id", batches.empty() ? json(nullptr) : json(batches.front().id)},
-                          {"last_id", batches.empty() ? json(nullptr) : json(batches.back().id)},
-                          {"has_more", more}});
+    return list_response(batches, batch_object, more);
   }
 
   http_response cancel_batch(exchange& ex) {

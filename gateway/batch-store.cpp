@@ -317,16 +317,19 @@ std::optional<std::string> batch_store::file_content(std::string_view owner, std
 }
 
 std::vector<file_row> batch_store::file_list(std::string_view owner, std::string_view purpose,
-                                             uint32_t limit, std::string_view after) {
+                                             uint32_t limit, std::string_view after,
+                                             bool& has_more) {
   stmt s(p_->db.get(),
          (std::string("SELECT ") + file_columns +
           " FROM files WHERE owner = ?1 AND (?2 = '' OR purpose = ?2) AND (?3 = '' OR seq < "
           "coalesce((SELECT seq FROM files WHERE id = ?3 AND owner = ?1), 9223372036854775807)) "
           "ORDER BY seq DESC LIMIT ?4")
              .c_str());
-  s.bind(owner).bind(purpose).bind(after).bind(int64_t(limit));
+  s.bind(owner).bind(purpose).bind(after).bind(int64_t(limit) + 1);
   std::vector<file_row> out;
   while (s.next()) out.push_back(read_file(s));
+  has_more = out.size() > limit;
+  if (has_more) out.pop_back();
   return out;
 }
 

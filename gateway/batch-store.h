@@ -98,9 +98,10 @@ class batch_store {
   void file_insert(const file_row& f, std::string_view content);
   std::optional<file_row> file_get(std::string_view owner, std::string_view id);
   std::optional<std::string> file_content(std::string_view owner, std::string_view id);
-  // The owner's files, newest first; after = the id the previous page ended with ("" = start).
+  // The owner's files of `purpose` ("" = any), newest first; after = the id the previous page
+  // ended with ("" = start). `has_more` says whether more follow.
   std::vector<file_row> file_list(std::string_view owner, std::string_view purpose, uint32_t limit,
-                                  std::string_view after);
+                                  std::string_view after, bool& has_more);
   bool file_delete(std::string_view owner, std::string_view id);
 
   owner_usage usage(std::string_view owner);

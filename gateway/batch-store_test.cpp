@@ -149,7 +149,9 @@ TEST_F(batch_store_test, files_belong_to_their_owner) {
   EXPECT_FALSE(s->file_get("bob", f.id));
   EXPECT_FALSE(s->file_content("bob", f.id));
   EXPECT_FALSE(s->file_delete("bob", f.id));
-  EXPECT_TRUE(s->file_list("bob", "", 100, "").empty());
+  bool more = true;
+  EXPECT_TRUE(s->file_list("bob", "", 100, "", more).empty());
+  EXPECT_FALSE(more);
 
   owner_usage u = s->usage("alice");
   EXPECT_EQ(u.files, 1u);
@@ -171,15 +173,18 @@ TEST_F(batch_store_test, file_list_pages_newest_first_and_filters_by_purpose) {
     s->file_insert(f, "x");
     ids.push_back(f.id);
   }
-  auto page1 = s->file_list("alice", "", 2, "");
+  bool more = false;
+  auto page1 = s->file_list("alice", "", 2, "", more);
   ASSERT_EQ(page1.size(), 2u);
+  EXPECT_TRUE(more);
   EXPECT_EQ(page1[0].id, ids[4]);
   EXPECT_EQ(page1[1].id, ids[3]);
-  auto page2 = s->file_list("alice", "", 2, page1.back().id);
+  auto page2 = s->file_list("alice", "", 2, page1.back().id, more);
   ASSERT_EQ(page2.size(), 2u);
   EXPECT_EQ(page2[0].id, ids[2]);
-  auto outputs = s->file_list("alice", "batch_output", 100, "");
+  auto outputs = s->file_list("alice", "batch_output", 100, "", more);
   ASSERT_EQ(outputs.size(), 2u);
+  EXPECT_FALSE(more);
   EXPECT_EQ(outputs[0].id, ids[3]);
   EXPECT_EQ(outputs[1].id, ids[1]);
 }
