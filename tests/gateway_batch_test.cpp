@@ -193,6 +193,15 @@ class gateway_batch_test : public ::testing::Test {
     return out;
   }
 
+  // "state: count" of the batch's jobs at the broker, for failure messages.
+  std::string jobs_by_state() {
+    std::map<std::string, int> n;
+    for (auto& [id, j] : batch_jobs()) ++n[std::string(wire::job_state_name(j.state))];
+    std::string s = "broker jobs:";
+    for (auto& [state, count] : n) s += " " + state + "=" + std::to_string(count);
+    return s + "\n";
+  }
+
   // Checks an output file of a batch whose `n` lines all completed: each custom_id once, each
   // body the text the broker recorded for the line's job.
   void expect_output(const std::string& key, const json& batch, int n) {
@@ -243,7 +252,7 @@ TEST_F(gateway_batch_test, fifty_lines_complete_and_their_output_file_reads_back
   EXPECT_EQ(b["request_counts"]["total"], 50);
 
   json done = wait_status(key, b["id"], "completed");
-  ASSERT_EQ(done["status"], "completed") << done.dump() << broker_.log();
+  ASSERT_EQ(done["status"], "completed") << done.dump() << jobs_by_state() << broker_.log();
   EXPECT_EQ(done["request_counts"], json({{"total", 50}, {"completed", 50}, {"failed", 0}}));
   EXPECT_TRUE(done["in_progress_at"].is_number());
   EXPECT_TRUE(done["finalizing_at"].is_number());
@@ -343,7 +352,7 @@ TEST_F(gateway_batch_test, a_broker_killed_mid_batch_loses_and_duplicates_nothin
   std::this_thread::sleep_for(500ms);
   broker_ = c_.start_broker();
   json done = wait_status(key, id, "completed", 90s);
-  ASSERT_EQ(done["status"], "completed") << done.dump() << broker_.log();
+  ASSERT_EQ(done["status"], "completed") << done.dump() << jobs_by_state() << broker_.log();
   EXPECT_EQ(done["request_counts"], json({{"total", 50}, {"completed", 50}, {"failed", 0}}));
   expect_output(key, done, 50);
   EXPECT_EQ(batch_jobs().size(), 50u) << "a retried submit reuses its job (request_key)";
