@@ -193,6 +193,28 @@ class gateway_batch_test : public ::testing::Test {
     return out;
   }
 
+  // Makes a batch of `n` lines and waits until `completed` of them have; returns its id.
+  std::string batch_under_way(const std::string& key, int n, int max_tokens, int completed) {
+    const std::string id = create_batch(key, lines(n, max_tokens))["id"];
+    EXPECT_TRUE(wait_until(
+        [&] {
+          return get(key, "/v1/batches/" + id).j()["request_counts"]["completed"] >= completed;
+        },
+        30s))
+        << "fewer than " << completed << " lines completed";
+    return id;
+  }
+
+  // Waits for a batch of 50 lines to complete; checks its counts, its output and that the broker
+  // has exactly one job per line.
+  void expect_fifty_completed(const std::string& key, const std::string& id) {
+    json done = wait_status(key, id, "completed", 90s);
+    ASSERT_EQ(done["status"], "completed") << done.dump() << jobs_by_state() << broker_.log();
+    EXPECT_EQ(done["request_counts"], json({{"total", 50}, {"completed", 50}, {"failed", 0}}));
+    expect_output(key, done, 50);
+    EXPECT_EQ(batch_jobs().size(), 50u) << "a retried submit reuses its job (request_key)";
+  }
+
   // "state: count" of the batch's jobs at the broker, for failure messages.
   std::string jobs_by_state() {
     std::map<std::string, int> n;
@@ -305,11 +327,8 @@ TEST_F(gateway_batch_test, cancelling_keeps_finished_lines_and_stops_the_rest) {
   start_node(1, 50);  // 40 tokens: 0.8 s per line, one at a time
   start_gateway();
   const std::string key = api_key("alice");
-  json b = create_batch(key, lines(20, 40));
-  const std::string id = b["id"];
-  // Wait for the first line to finish, then cancel.
-  ASSERT_TRUE(wait_until(
-      [&] { return get(key, "/v1/batches/" + id).j()["request_counts"]["completed"] >= 1; }, 30s));
+  // The first line finished, then the batch is cancelled.
+  const std::string id = batch_under_way(key, 20, 40, 1);
   auto c = post_json(key, "/v1/batches/" + id + "/cancel", json::object());
   ASSERT_EQ(c.status, 200) << c.body;
   EXPECT_TRUE(c.j()["status"] == "cancelling" || c.j()["status"] == "cancelled") << c.body;
@@ -344,35 +363,21 @@ TEST_F(gateway_batch_test, a_broker_killed_mid_batch_loses_and_duplicates_nothin
   start_node(2, 100);  // 10 tokens: 0.1 s per line, two at a time
   start_gateway();
   const std::string key = api_key("alice");
-  json b = create_batch(key, lines(50, 10));
-  const std::string id = b["id"];
-  ASSERT_TRUE(wait_until(
-      [&] { return get(key, "/v1/batches/" + id).j()["request_counts"]["completed"] >= 5; }, 30s));
+  const std::string id = batch_under_way(key, 50, 10, 5);
   broker_ = {};  // SIGKILL
   std::this_thread::sleep_for(500ms);
   broker_ = c_.start_broker();
-  json done = wait_status(key, id, "completed", 90s);
-  ASSERT_EQ(done["status"], "completed") << done.dump() << jobs_by_state() << broker_.log();
-  EXPECT_EQ(done["request_counts"], json({{"total", 50}, {"completed", 50}, {"failed", 0}}));
-  expect_output(key, done, 50);
-  EXPECT_EQ(batch_jobs().size(), 50u) << "a retried submit reuses its job (request_key)";
+  expect_fifty_completed(key, id);
 }
 
 TEST_F(gateway_batch_test, a_restarted_gateway_resumes_the_batch) {
   start_node(2, 100);
   start_gateway();
   const std::string key = api_key("alice");
-  json b = create_batch(key, lines(50, 10));
-  const std::string id = b["id"];
-  ASSERT_TRUE(wait_until(
-      [&] { return get(key, "/v1/batches/" + id).j()["request_counts"]["completed"] >= 5; }, 30s));
+  const std::string id = batch_under_way(key, 50, 10, 5);
   gw_.reset();
   start_gateway();  // the same database
-  json done = wait_status(key, id, "completed", 90s);
-  ASSERT_EQ(done["status"], "completed") << done.dump();
-  EXPECT_EQ(done["request_counts"], json({{"total", 50}, {"completed", 50}, {"failed", 0}}));
-  expect_output(key, done, 50);
-  EXPECT_EQ(batch_jobs().size(), 50u);
+  expect_fifty_completed(key, id);
 }
 
 TEST_F(gateway_batch_test, a_bad_input_file_fails_validation_with_openais_errors) {
