@@ -68,8 +68,9 @@ class gateway_batch_test : public ::testing::Test {
     ASSERT_TRUE(nodes_online(*admin_, 1)) << broker_.log() << node_.log();
   }
 
-  void start_gateway() {
+  void start_gateway(uint64_t max_upload_bytes = 256ull << 20) {
     gateway::gateway_options o;
+    o.max_upload_bytes = max_upload_bytes;
     o.listen = "127.0.0.1:0";
     o.broker = c_.endpoint();
     o.broker_key = c_.broker_public();
@@ -448,6 +449,37 @@ TEST_F(gateway_batch_test, hostile_requests_get_clear_errors) {
   EXPECT_EQ(r.status, 400) << r.body;
   r = get(key, "/v1/batches/batch_nope");
   EXPECT_EQ(r.status, 404) << r.body;
+}
+
+TEST_F(gateway_batch_test, bounds_per_owner_and_per_upload) {
+  start_node(1, 5);  // 100 tokens: 20 s a line, so batches stay unfinished
+  start_gateway(64 << 10);
+  const std::string alice = api_key("alice");
+  const std::string bob = api_key("bob");
+  auto big = upload(alice, std::string(100 << 10, '\n'));
+  EXPECT_EQ(big.status, 413) << big.body;
+
+  std::vector<std::string> ids;
+  for (int i = 0; i < 16; ++i) ids.push_back(create_batch(alice, lines(1, 100))["id"]);
+  auto f = upload(alice, lines(1, 100));
+  ASSERT_EQ(f.status, 200) << f.body;
+  auto over = post_json(alice, "/v1/batches",
+                        {{"input_file_id", f.j()["id"]},
+                         {"endpoint", "/v1/chat/completions"},
+                         {"completion_window", "24h"}});
+  EXPECT_EQ(over.status, 429) << over.body;
+  EXPECT_EQ(over.j()["error"]["message"], "this key has 16 batches in progress, at most 16");
+  // Another owner's count is its own.
+  json bobs = create_batch(bob, lines(1, 100));
+  EXPECT_EQ(bobs["status"], "validating") << bobs.dump();
+  // A cancelled batch no longer counts.
+  ASSERT_EQ(post_json(alice, "/v1/batches/" + ids[0] + "/cancel", json::object()).status, 200);
+  ASSERT_EQ(wait_status(alice, ids[0], "cancelled", 30s)["status"], "cancelled");
+  auto again = post_json(alice, "/v1/batches",
+                         {{"input_file_id", f.j()["id"]},
+                          {"endpoint", "/v1/chat/completions"},
+                          {"completion_window", "24h"}});
+  EXPECT_EQ(again.status, 200) << again.body;
 }
 
 }  // namespace
