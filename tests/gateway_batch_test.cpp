@@ -451,6 +451,30 @@ TEST_F(gateway_batch_test, hostile_requests_get_clear_errors) {
   EXPECT_EQ(r.status, 404) << r.body;
 }
 
+TEST_F(gateway_batch_test, a_line_the_broker_refuses_fails_alone_into_the_error_file) {
+  start_node(2, 2000);
+  start_gateway();
+  const std::string key = api_key("alice");
+  std::string content = lines(2, 4);
+  json unknown = json::parse(lines(1, 4));
+  unknown["custom_id"] = "unknown-model";
+  unknown["body"]["model"] = "no-such-model";
+  content += unknown.dump() + "\n";
+  const std::string id = create_batch(key, content)["id"];
+  json done = wait_status(key, id, "completed");
+  ASSERT_EQ(done["status"], "completed") << done.dump();
+  EXPECT_EQ(done["request_counts"], json({{"total", 3}, {"completed", 2}, {"failed", 1}}));
+  EXPECT_EQ(file_lines(key, done["output_file_id"]).size(), 2u);
+  auto errors = file_lines(key, done["error_file_id"]);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0]["custom_id"], "unknown-model");
+  EXPECT_TRUE(errors[0]["error"].is_null());
+  EXPECT_EQ(errors[0]["response"]["status_code"], 404) << errors[0].dump();
+  EXPECT_NE(errors[0]["response"]["body"]["error"]["message"].get<std::string>().find("alpha"),
+            std::string::npos)
+      << "the 404 names the models there are: " << errors[0].dump();
+}
+
 TEST_F(gateway_batch_test, bounds_per_owner_and_per_upload) {
   start_node(1, 5);  // 100 tokens: 20 s a line, so batches stay unfinished
   start_gateway(64 << 10);
