@@ -475,6 +475,33 @@ TEST_F(gateway_batch_test, a_line_the_broker_refuses_fails_alone_into_the_error_
       << "the 404 names the models there are: " << errors[0].dump();
 }
 
+TEST_F(gateway_batch_test, fifty_thousand_lines_reach_the_broker_sixty_four_at_a_time) {
+  start_node(1, 5);  // 100 tokens: 20 s a line, so the window stays full
+  start_gateway();
+  const std::string key = api_key("alice");
+  const auto t0 = std::chrono::steady_clock::now();
+  json b = create_batch(key, lines(50000, 100));
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+          .count();
+  std::printf("upload and create of a 50,000-line batch: %lld ms\n", static_cast<long long>(ms));
+  ASSERT_EQ(b["status"], "validating") << b.dump().substr(0, 2000);
+  EXPECT_EQ(b["request_counts"]["total"], 50000);
+  ASSERT_TRUE(wait_until([&] { return batch_jobs().size() >= 64; }, 30s)) << jobs_by_state();
+  std::this_thread::sleep_for(1s);  // more would have come by now
+  EXPECT_EQ(batch_jobs().size(), 64u) << "the window: 64 lines in flight";
+  ASSERT_EQ(post_json(key, "/v1/batches/" + b["id"].get<std::string>() + "/cancel", json::object())
+                .status,
+            200);
+  json done = wait_status(key, b["id"], "cancelled", 60s);
+  ASSERT_EQ(done["status"], "cancelled") << done.dump();
+  EXPECT_EQ(
+      done["request_counts"]["failed"].get<int>() + done["request_counts"]["completed"].get<int>(),
+      50000);
+  EXPECT_EQ(file_lines(key, done["error_file_id"]).size(),
+            size_t(done["request_counts"]["failed"].get<int>()));
+}
+
 TEST_F(gateway_batch_test, bounds_per_owner_and_per_upload) {
   start_node(1, 5);  // 100 tokens: 20 s a line, so batches stay unfinished
   start_gateway(64 << 10);
