@@ -363,7 +363,13 @@ struct node_daemon::impl {
                    m.seq, replay->chunks.size());
     }
     for (const auto& c : replay->chunks) send(c);
-    if (replay->final) send(*replay->final);
+    if (!replay->final) return;
+    send(*replay->final);
+    // The broker counted this finished attempt in the node's slots when it capped the credit of
+    // the welcome; now that it is recorded the slot is free again: without this credit, a node
+    // that held finished attempts across a broker restart would never be given another job.
+    // (The broker caps credit at its free slots, so credit granted twice is harmless.)
+    if (!draining) send(wire::node_pull{1});
   }
 
   // Waits out the backoff. The current socket's hello stays queued in it and goes out when the

@@ -1,0 +1,342 @@
+#include "gateway/batch-run.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "gateway/batch-service.h"
+
+namespace hearth::gateway {
+namespace {
+
+using json = nlohmann::json;
+
+// The result of a line that never ran, or whose job was cancelled, because its batch was.
+const std::string cancelled_result =
+    R"({"code":"batch_cancelled","message":"the batch was cancelled before this request finished"})";
+
+// Following a job that the link lost (the broker refused the watch, or did not answer it) is
+// tried again this many times, waiting longer each time, before the line fails.
+constexpr uint32_t max_refollows = 10;
+constexpr uint32_t retry_delay_max_ms = 10000;
+
+bool retryable(const link_failure& f) {
+  return f.no_reply || f.code == wire::error_code::limit_reached ||
+         f.code == wire::error_code::queue_full || f.code == wire::error_code::storage_unavailable;
+}
+
+// One line of the output or error file, as OpenAI writes them.
+std::string result_line(const line_row& l) {
+  std::string id = batch_store::new_id("batch_req_");
+  std::string body = l.result_json.empty() ? "null" : l.result_json;
+  std::string out = R"({"id":")" + id + R"(","custom_id":)" +
+                    json(l.custom_id).dump(-1, ' ', false, json::error_handler_t::replace);
+  if (l.status_code == 0) {
+    out += R"(,"response":null,"error":)" + body + "}";
+  } else {
+    out += R"(,"response":{"status_code":)" + std::to_string(l.status_code) +
+           R"(,"request_id":"req_)" + std::to_string(l.job_id) + R"(","body":)" + body +
+           R"(},"error":null})";
+  }
+  return out + "\n";
+}
+
+}  // namespace
+
+batch_run::batch_run(gateway_services& s, batch_store& store, batch_row b,
+                     std::function<void()> on_final)
+    : s_(s), store_(store), b_(std::move(b)), on_final_(std::move(on_final)) {
+  endpoint_ = openai_endpoint_of(b_.endpoint).value_or(openai_endpoint::chat_completions);
+}
+
+batch_run::~batch_run() {
+  for (auto& [index, f] : flights_) {
+    if (f.follower) s_.broker().unfollow(f.follower);
+  }
+}
+
+int64_t batch_run::now() const {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string batch_run::request_key(uint32_t index) const {
+  return "batch:" + b_.id + ":" + std::to_string(index);
+}
+
+void batch_run::start() {
+  if (b_.status == batch_status::validating) {
+    b_.status = batch_status::in_progress;
+    b_.in_progress_at = now();
+    store_.batch_update(b_);
+  }
+  if (b_.status == batch_status::finalizing) return finalize();
+  for (line_row& l : store_.lines(b_.id)) {
+    if (l.state == line_state::pending) {
+      pending_.emplace_back(l.index, std::move(l.body));
+    } else if (l.state == line_state::submitted) {
+      auto parsed = parse_openai_request(endpoint_, l.body);
+      flight& f = flights_[l.index];
+      f.body = std::move(l.body);
+      f.job_id = l.job_id;
+      // Validated when the batch was made; the same parser says the same again.
+      if (auto* r = std::get_if<openai_request>(&parsed)) f.request = std::move(*r);
+      follow(l.index);
+    }
+  }
+  if (b_.status == batch_status::cancelling) {
+    b_.status = batch_status::in_progress;  // cancel() moves it again, as the first time
+    cancel();
+    return;
+  }
+  pump();
+  maybe_finalize();
+}
+
+void batch_run::guarded(const std::function<void()>& f) {
+  if (finalized_) return;
+  try {
+    f();
+  } catch (const std::exception& e) {
+    spdlog::error("batch {}: {}; starting again from the database in 5 s", b_.id, e.what());
+    finalized_ = true;  // nothing more happens until the restart
+    std::weak_ptr<batch_run> self = weak_from_this();
+    s_.after(std::chrono::seconds(5), [self] {
+      if (auto run = self.lock()) run->restart();
+    });
+  }
+}
+
+void batch_run::restart() {
+  for (auto& [index, f] : flights_) {
+    if (f.follower) s_.broker().unfollow(f.follower);
+  }
+  flights_.clear();
+  pending_.clear();
+  retry_scheduled_ = false;
+  finalized_ = false;
+  guarded([this] {
+    if (auto row = store_.batch_get(b_.owner, b_.id)) b_ = std::move(*row);
+    if (!batch_status_is_final(b_.status)) return start();
+    finalized_ = true;
+    s_.after(std::chrono::milliseconds(0), on_final_);
+  });
+}
+
+void batch_run::pump() {
+  if (b_.status != batch_status::in_progress) return;
+  while (!retry_scheduled_ && flights_.size() < batch_window && !pending_.empty()) {
+    auto [index, body] = std::move(pending_.front());
+    pending_.pop_front();
+    flights_[index].body = std::move(body);
+    submit(index);
+  }
+}
+
+void batch_run::submit(uint32_t index) {
+  flight& f = flights_[index];
+  auto parsed = parse_openai_request(endpoint_, f.body);
+  if (auto* refusal = std::get_if<request_refusal>(&parsed)) {
+    http_response e = error_response(refusal->status, refusal->message, "invalid_request_error",
+                                     refusal->param, refusal->code);
+    return finish_line(index, line_state::failed, e.status, e.body);
+  }
+  f.request = std::move(std::get<openai_request>(parsed));
+  wire::submit sub = f.request.submit;
+  sub.priority = batch_job_priority;
+  sub.request_key = request_key(index);
+  sub.api_key = b_.api_key;
+  sub.watch = true;
+  std::weak_ptr<batch_run> self = weak_from_this();
+  f.follower = s_.broker().submit_and_follow(
+      std::move(sub),
+      [self, index](link_result<wire::accepted> r) {
+        auto run = self.lock();
+        if (run) run->guarded([&] { run->on_accepted(index, r); });
+      },
+      [self, index](const job_event& e) {
+        if (auto run = self.lock()) run->guarded([&] { run->on_event(index, e); });
+      });
+}
+
+void batch_run::on_accepted(uint32_t index, const link_result<wire::accepted>& r) {
+  auto it = flights_.find(index);
+  if (it == flights_.end()) return;
+  if (auto* a = std::get_if<wire::accepted>(&r)) {
+    it->second.job_id = a->job_id;
+    store_.line_submitted(b_.id, index, a->job_id);
+    retry_delay_ms_ = 0;
+    if (b_.status == batch_status::cancelling) cancel_job(index);
+    return;
+  }
+  const link_failure& failure = std::get<link_failure>(r);
+  if (b_.status == batch_status::cancelling) {
+    return finish_line(index, line_state::failed, 0, cancelled_result);
+  }
+  if (retryable(failure)) {
+    // "Later", not "no": the line goes back to the front of the queue.
+    pending_.emplace_front(index, std::move(it->second.body));
+    flights_.erase(it);
+    return retry_later();
+  }
+  http_response e = openai_link_error(failure);
+  finish_line(index, line_state::failed, e.status, e.body);
+}
+
+void batch_run::follow(uint32_t index) {
+  flight& f = flights_[index];
+  // The link sends the latest attempt from its start: what was gathered before is dropped.
+  f.attempt = 0;
+  f.text.clear();
+  std::weak_ptr<batch_run> self = weak_from_this();
+  f.follower = s_.broker().follow(f.job_id, b_.api_key, [self, index](const job_event& e) {
+    if (auto run = self.lock()) run->guarded([&] { run->on_event(index, e); });
+  });
+}
+
+void batch_run::on_event(uint32_t index, const job_event& e) {
+  auto it = flights_.find(index);
+  if (it == flights_.end()) return;
+  flight& f = it->second;
+  if (auto* t = std::get_if<wire::job_tokens>(&e)) {
+    if (t->attempt != f.attempt) {
+      f.attempt = t->attempt;
+      f.text.clear();
+    }
+    f.text += t->text;
+  } else if (auto* r = std::get_if<wire::job_restarted>(&e)) {
+    f.attempt = r->attempt;
+    f.text.clear();
+  } else if (auto* d = std::get_if<wire::job_done>(&e)) {
+    f.follower = 0;
+    if (d->state == wire::job_state::completed) {
+      std::string body = openai_response_body(f.request, d->job_id, now(), f.text, *d);
+      finish_line(index, line_state::completed, 200, body);
+    } else if (d->state == wire::job_state::cancelled && b_.status == batch_status::cancelling) {
+      finish_line(index, line_state::failed, 0, cancelled_result);
+    } else {
+      http_response err = openai_job_error(*d);
+      finish_line(index, line_state::failed, err.status, err.body);
+    }
+  } else if (auto* lost = std::get_if<link_failure>(&e)) {
+    f.follower = 0;
+    on_lost(index, *lost);
+  }
+}
+
+void batch_run::on_lost(uint32_t index, const link_failure& failure) {
+  flight& f = flights_[index];
+  if (f.refollows == max_refollows) {
+    http_response e = error_response(500,
+                                     "lost track of job " + std::to_string(f.job_id) + " after " +
+                                         std::to_string(max_refollows) +
+                                         " tries to follow it: " + failure.message,
+                                     "server_error");
+    return finish_line(index, line_state::failed, e.status, e.body);
+  }
+  ++f.refollows;
+  std::weak_ptr<batch_run> self = weak_from_this();
+  s_.after(std::chrono::milliseconds(500 * f.refollows), [self, index] {
+    auto run = self.lock();
+    if (run && run->flights_.count(index)) run->guarded([&] { run->follow(index); });
+  });
+}
+
+void batch_run::finish_line(uint32_t index, line_state state, int32_t status_code,
+                            const std::string& result) {
+  if (store_.line_finished(b_.id, index, state, status_code, result)) {
+    ++(state == line_state::completed ? b_.completed : b_.failed);
+  }
+  if (auto it = flights_.find(index); it != flights_.end()) {
+    if (it->second.follower) s_.broker().unfollow(it->second.follower);
+    flights_.erase(it);
+  }
+  pump();
+  maybe_finalize();
+}
+
+void batch_run::cancel() {
+  if (batch_status_is_final(b_.status) || b_.status == batch_status::cancelling ||
+      b_.status == batch_status::finalizing) {
+    return;
+  }
+  b_.status = batch_status::cancelling;
+  if (!b_.cancelling_at) b_.cancelling_at = now();
+  store_.batch_update(b_);
+  pending_.clear();
+  b_.failed += store_.lines_fail_pending(b_.id, cancelled_result);
+  for (auto& [index, f] : flights_) {
+    if (f.job_id) cancel_job(index);
+  }
+  maybe_finalize();
+}
+
+void batch_run::cancel_job(uint32_t index) {
+  wire::cancel c;
+  c.job_id = flights_[index].job_id;
+  c.api_key = b_.api_key;
+  std::weak_ptr<batch_run> self = weak_from_this();
+  s_.broker().request<wire::ok>(c, [self, index](link_result<wire::ok> r) {
+    auto* f = std::get_if<link_failure>(&r);
+    if (!f || !f->no_reply) return;  // done, or refused because the job has ended
+    auto run = self.lock();
+    if (!run) return;
+    run->s_.after(std::chrono::seconds(1), [self, index] {
+      auto again = self.lock();
+      if (again && again->flights_.count(index)) again->guarded([&] { again->cancel_job(index); });
+    });
+  });
+}
+
+void batch_run::retry_later() {
+  if (retry_scheduled_) return;
+  retry_delay_ms_ = std::min(retry_delay_max_ms, retry_delay_ms_ ? retry_delay_ms_ * 2 : 250);
+  retry_scheduled_ = true;
+  std::weak_ptr<batch_run> self = weak_from_this();
+  s_.after(std::chrono::milliseconds(retry_delay_ms_), [self] {
+    auto run = self.lock();
+    if (!run) return;
+    run->retry_scheduled_ = false;
+    run->guarded([&] { run->pump(); });
+  });
+}
+
+void batch_run::maybe_finalize() {
+  bool running = b_.status == batch_status::in_progress || b_.status == batch_status::cancelling;
+  if (!finalized_ && running && pending_.empty() && flights_.empty()) finalize();
+}
+
+void batch_run::finalize() {
+  finalized_ = true;
+  const bool cancelled = b_.status == batch_status::cancelling;
+  if (!cancelled && b_.status != batch_status::finalizing) {
+    b_.status = batch_status::finalizing;
+    b_.finalizing_at = now();
+    store_.batch_update(b_);
+  }
+  std::string output, errors;
+  for (const line_row& l : store_.lines(b_.id)) {
+    if (l.state == line_state::completed) output += result_line(l);
+    if (l.state == line_state::failed) errors += result_line(l);
+  }
+  std::vector<std::pair<file_row, std::string>> files;
+  auto add = [&](std::string& content, const char* suffix, std::string& id) {
+    if (content.empty()) return;
+    file_row f{batch_store::new_id("file-"), b_.owner, b_.id + suffix, "batch_output", 0, now()};
+    id = f.id;
+    files.emplace_back(std::move(f), std::move(content));
+  };
+  add(output, "_output.jsonl", b_.output_file_id);
+  add(errors, "_error.jsonl", b_.error_file_id);
+  b_.status = cancelled ? batch_status::cancelled : batch_status::completed;
+  (cancelled ? b_.cancelled_at : b_.completed_at) = now();
+  store_.batch_finish(b_, files);
+  spdlog::info("batch {}: {} ({} completed, {} failed of {})", b_.id, batch_status_name(b_.status),
+               b_.completed, b_.failed, b_.total);
+  // The service drops this run: not from inside its own call.
+  s_.after(std::chrono::milliseconds(0), on_final_);
+}
+
+}  // namespace hearth::gateway
