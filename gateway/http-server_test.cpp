@@ -319,6 +319,24 @@ TEST(http_server, streams_server_sent_events_byte_exact) {
   EXPECT_EQ(status_of(c.read_response()), 200);
 }
 
+TEST(http_server, streams_events_to_http_1_0_without_chunks_and_then_closes) {
+  test_server s;
+  s.routes.add("GET", "/stream", [](std::shared_ptr<exchange> ex) {
+    ex->out->start_events();
+    ex->out->event("a");
+    ex->out->event("[DONE]");
+    ex->out->end_events();
+  });
+  s.start();
+  raw_client c(s.port());
+  c.send("GET /stream HTTP/1.0\r\n\r\n");
+  auto got = c.read_to_eof();
+  EXPECT_TRUE(c.eof());
+  EXPECT_EQ(got,
+            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+            "Connection: close\r\n\r\ndata: a\n\ndata: [DONE]\n\n");
+}
+
 TEST(http_server, streams_to_curl) {
   test_server s;
   s.routes.add("POST", "/v1/chat/completions", [&](std::shared_ptr<exchange> ex) {
