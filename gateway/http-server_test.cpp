@@ -319,6 +319,24 @@ TEST(http_server, streams_server_sent_events_byte_exact) {
   EXPECT_EQ(status_of(c.read_response()), 200);
 }
 
+TEST(http_server, streams_events_to_http_1_0_without_chunks_and_then_closes) {
+  test_server s;
+  s.routes.add("GET", "/stream", [](std::shared_ptr<exchange> ex) {
+    ex->out->start_events();
+    ex->out->event("a");
+    ex->out->event("[DONE]");
+    ex->out->end_events();
+  });
+  s.start();
+  raw_client c(s.port());
+  c.send("GET /stream HTTP/1.0\r\n\r\n");
+  auto got = c.read_to_eof();
+  EXPECT_TRUE(c.eof());
+  EXPECT_EQ(got,
+            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+            "Connection: close\r\n\r\ndata: a\n\ndata: [DONE]\n\n");
+}
+
 TEST(http_server, streams_to_curl) {
   test_server s;
   s.routes.add("POST", "/v1/chat/completions", [&](std::shared_ptr<exchange> ex) {
@@ -793,6 +811,20 @@ TEST(http_server, serves_tls_to_curl_with_the_same_routes_and_streams) {
   EXPECT_EQ(out, "GET /health   ");
 }
 
+TEST(http_server, a_tls_client_that_never_handshakes_is_closed) {
+  tls_files files;
+  ASSERT_TRUE(std::filesystem::exists(files.cert)) << "openssl could not make a certificate";
+  gateway_options o;
+  o.tls_cert = files.cert.string();
+  o.tls_key = files.key.string();
+  o.header_timeout = 500ms;
+  auto server = serving(o, "GET", "/health");
+  raw_client c(server->port());
+  c.read_to_eof(10s);
+  EXPECT_TRUE(c.eof());
+  EXPECT_TRUE(wait_until([&] { return server->server->connections() == 0; }));
+}
+
 TEST(http_server, bad_tls_files_and_listen_addresses_are_named) {
   router r;
   gateway_options o;
@@ -948,6 +980,29 @@ TEST(http_server, post_and_after_run_on_the_io_thread_from_any_thread) {
   ASSERT_EQ(f.wait_for(10s), std::future_status::ready);
   EXPECT_EQ(f.get(), io_thread);
   EXPECT_GE(clock_type::now() - asked, 50ms);
+}
+
+TEST(http_server, stopping_ends_streams_with_on_close) {
+  auto s = std::make_unique<test_server>();
+  std::atomic<int> closes{0};
+  std::shared_ptr<exchange> kept;
+  s->routes.add("GET", "/stream", [&](std::shared_ptr<exchange> ex) {
+    kept = ex;
+    ex->out->on_close([&] { ++closes; });
+    ex->out->start_events();
+    ex->out->event("a");
+  });
+  s->start();
+  raw_client c(s->port());
+  c.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n");
+  c.read_until("data: a\n\n");
+  s->stop = true;
+  s->thread.join();
+  EXPECT_EQ(closes.load(), 1);
+  EXPECT_TRUE(kept->out->closed());
+  c.read_to_eof(10s);
+  EXPECT_TRUE(c.eof());
+  kept.reset();
 }
 
 TEST(http_server, stopping_closes_open_connections) {
