@@ -51,15 +51,13 @@ batch_run::batch_run(gateway_services& s, batch_store& store, batch_row b,
 }
 
 batch_run::~batch_run() {
+  unfollow_all();
+}
+
+void batch_run::unfollow_all() {
   for (auto& [index, f] : flights_) {
     if (f.follower) s_.broker().unfollow(f.follower);
   }
-}
-
-int64_t batch_run::now() const {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 std::string batch_run::request_key(uint32_t index) const {
@@ -69,7 +67,7 @@ std::string batch_run::request_key(uint32_t index) const {
 void batch_run::start() {
   if (b_.status == batch_status::validating) {
     b_.status = batch_status::in_progress;
-    b_.in_progress_at = now();
+    b_.in_progress_at = batch_time_now();
     store_.batch_update(b_);
   }
   if (b_.status == batch_status::finalizing) return finalize();
@@ -110,9 +108,7 @@ void batch_run::guarded(const std::function<void()>& f) {
 }
 
 void batch_run::restart() {
-  for (auto& [index, f] : flights_) {
-    if (f.follower) s_.broker().unfollow(f.follower);
-  }
+  unfollow_all();
   flights_.clear();
   pending_.clear();
   retry_scheduled_ = false;
@@ -212,7 +208,7 @@ void batch_run::on_event(uint32_t index, const job_event& e) {
   } else if (auto* d = std::get_if<wire::job_done>(&e)) {
     f.follower = 0;
     if (d->state == wire::job_state::completed) {
-      std::string body = openai_response_body(f.request, d->job_id, now(), f.text, *d);
+      std::string body = openai_response_body(f.request, d->job_id, batch_time_now(), f.text, *d);
       finish_line(index, line_state::completed, 200, body);
     } else if (d->state == wire::job_state::cancelled && b_.status == batch_status::cancelling) {
       finish_line(index, line_state::failed, 0, cancelled_result);
@@ -263,7 +259,7 @@ void batch_run::cancel() {
     return;
   }
   b_.status = batch_status::cancelling;
-  if (!b_.cancelling_at) b_.cancelling_at = now();
+  if (!b_.cancelling_at) b_.cancelling_at = batch_time_now();
   store_.batch_update(b_);
   pending_.clear();
   b_.failed += store_.lines_fail_pending(b_.id, cancelled_result);
@@ -313,7 +309,7 @@ void batch_run::finalize() {
   const bool cancelled = b_.status == batch_status::cancelling;
   if (!cancelled && b_.status != batch_status::finalizing) {
     b_.status = batch_status::finalizing;
-    b_.finalizing_at = now();
+    b_.finalizing_at = batch_time_now();
     store_.batch_update(b_);
   }
   std::string output, errors;
@@ -324,14 +320,19 @@ void batch_run::finalize() {
   std::vector<std::pair<file_row, std::string>> files;
   auto add = [&](std::string& content, const char* suffix, std::string& id) {
     if (content.empty()) return;
-    file_row f{batch_store::new_id("file-"), b_.owner, b_.id + suffix, "batch_output", 0, now()};
+    file_row f{batch_store::new_id("file-"),
+               b_.owner,
+               b_.id + suffix,
+               "batch_output",
+               0,
+               batch_time_now()};
     id = f.id;
     files.emplace_back(std::move(f), std::move(content));
   };
   add(output, "_output.jsonl", b_.output_file_id);
   add(errors, "_error.jsonl", b_.error_file_id);
   b_.status = cancelled ? batch_status::cancelled : batch_status::completed;
-  (cancelled ? b_.cancelled_at : b_.completed_at) = now();
+  (cancelled ? b_.cancelled_at : b_.completed_at) = batch_time_now();
   store_.batch_finish(b_, files);
   spdlog::info("batch {}: {} ({} completed, {} failed of {})", b_.id, batch_status_name(b_.status),
                b_.completed, b_.failed, b_.total);

@@ -53,6 +53,7 @@ class batch_run : public std::enable_shared_from_this<batch_run> {
   // starts again from the store a few seconds later.
   void guarded(const std::function<void()>& f);
   void restart();
+  void unfollow_all();
   void pump();
   void submit(uint32_t index);
   void on_accepted(uint32_t index, const link_result<wire::accepted>& r);
@@ -65,7 +66,6 @@ class batch_run : public std::enable_shared_from_this<batch_run> {
   void retry_later();
   void maybe_finalize();
   void finalize();
-  int64_t now() const;
   std::string request_key(uint32_t index) const;
 
   gateway_services& s_;

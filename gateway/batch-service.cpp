@@ -37,12 +37,6 @@ std::string dump(const json& j) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-int64_t now_seconds() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 http_response json_response(const json& j) {
   http_response r;
   r.body = dump(j);
@@ -224,7 +218,7 @@ struct batch_service::impl {
                file->filename.empty() ? "upload.jsonl" : file->filename.substr(0, 255),
                "batch",
                file->content.size(),
-               now_seconds()};
+               batch_time_now()};
     store->file_insert(f, file->content);
     return json_response(file_object(f));
   }
@@ -310,7 +304,7 @@ struct batch_service::impl {
     b.completion_window = *window;
     b.metadata_json = dump(metadata);
     b.errors_json = "null";
-    b.created_at = now_seconds();
+    b.created_at = batch_time_now();
     b.expires_at = b.created_at + completion_window_seconds;
 
     batch_input in =
@@ -396,7 +390,7 @@ struct batch_service::impl {
     if (it == runs.end()) {
       // Made a moment ago, its run not started yet: it starts cancelling.
       b->status = batch_status::cancelling;
-      b->cancelling_at = now_seconds();
+      b->cancelling_at = batch_time_now();
       store->batch_update(*b);
       run_batch(*b);
     } else {

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <array>
+#include <chrono>
 #include <stdexcept>
 
 namespace hearth::gateway {
@@ -236,6 +237,12 @@ void insert_file(sqlite3* db, const file_row& f, std::string_view content) {
 }
 
 }  // namespace
+
+int64_t batch_time_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 std::string_view batch_status_name(batch_status s) {
   return status_names[size_t(s)];

@@ -19,6 +19,9 @@
 
 namespace hearth::gateway {
 
+// The store's times: seconds since the Unix epoch, now.
+int64_t batch_time_now();
+
 struct file_row {
   std::string id;  // "file-" + 24 hex digits
   std::string owner;
