@@ -17,11 +17,15 @@ deploy/install-deps.sh
 # (e.g. 80 for a short local run).
 cmake --preset release ${HEARTH_CUDA_ARCHITECTURES:+-DHEARTH_CUDA_ARCHITECTURES="$HEARTH_CUDA_ARCHITECTURES"}
 cmake --build --preset release -j "$jobs"
+echo "tests/run.sh: release build done at ${SECONDS} s"
 ctest --preset release -j "$jobs"
+echo "tests/run.sh: release tests done at ${SECONDS} s"
 
 cmake --preset asan
 cmake --build --preset asan -j "$jobs"
+echo "tests/run.sh: asan build done at ${SECONDS} s"
 ctest --preset asan -j "$jobs"
+echo "tests/run.sh: asan tests done at ${SECONDS} s"
 
 cmake --preset fuzz -DHEARTH_FUZZ_SECONDS="${HEARTH_FUZZ_SECONDS:-60}" \
     -DHEARTH_WIRE_FUZZ_SECONDS="${HEARTH_WIRE_FUZZ_SECONDS:-5}"
