@@ -14,6 +14,8 @@ packages=(
   libcli11-dev
   # gateway: HTTP (Boost.Beast, header-only) and TLS; wrk for its HTTP benchmark
   libboost-dev libssl-dev wrk
+  # the quickstart and the gateway's tests speak HTTP with curl
+  curl
   # Vulkan: headers, loader, shader compiler, and lavapipe (Vulkan on the CPU) for tests
   libvulkan-dev glslc mesa-vulkan-drivers vulkan-tools
   # tests and benchmarks

@@ -32,6 +32,9 @@ done
 
 echo "--- hearth submit --stream -m stories260K 'Once upon a time'"
 "$hearth" submit --stream -m stories260K -n 64 --temp 0 "Once upon a time"
+echo "--- curl -N http://$http/v1/completions (the OpenAI API, streamed as Server-Sent Events)"
+curl -sSfN "http://$http/v1/completions" -H "Content-Type: application/json" \
+  -d '{"model": "stories260K", "prompt": "Once upon a time", "max_tokens": 24, "temperature": 0, "stream": true}'
 echo "--- hearth jobs"
 "$hearth" jobs
 echo "--- hearth nodes"
