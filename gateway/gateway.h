@@ -26,10 +26,14 @@ struct gateway_options {
   std::string tls_cert, tls_key;  // PEM files; both or neither (then plain HTTP)
   // Origins allowed by CORS: none by default, "*" for any.
   std::vector<std::string> cors_origins;
-  std::string db = "gateway.db";                    // batches and uploaded files
-  uint64_t max_body_bytes = 8ull << 20;             // requests other than file uploads
-  uint64_t max_upload_bytes = 256ull << 20;         // POST /v1/files
-  uint32_t max_connections = 4096;                  // more are refused (503) and closed
+  std::string db = "gateway.db";             // batches and uploaded files
+  uint64_t max_body_bytes = 8ull << 20;      // requests other than file uploads
+  uint64_t max_upload_bytes = 256ull << 20;  // POST /v1/files
+  uint32_t max_connections = 4096;           // more are refused (503) and closed
+  // Request bodies held at once by all connections together (each counted at its Content-Length,
+  // or its route's limit when chunked, from its headers until it is answered): one more is
+  // answered 503, so a flood of large uploads cannot take the gateway's memory.
+  uint64_t max_total_body_bytes = 1ull << 30;
   std::chrono::milliseconds header_timeout{10000};  // to receive a request's headers and body
   std::chrono::milliseconds idle_timeout{60000};    // a keep-alive connection with no request
   std::chrono::milliseconds write_timeout{30000};   // a client that takes no bytes for this long

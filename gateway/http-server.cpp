@@ -201,6 +201,7 @@ struct server_state {
   const authenticate_fn& authenticate;
   asio::ssl::context* tls = nullptr;
   std::atomic<size_t> connections{0};
+  uint64_t body_bytes = 0;  // reserved by requests being read or answered (I/O thread only)
   std::map<uint64_t, std::weak_ptr<session_base>> sessions;  // I/O thread only
   uint64_t next_session_id = 0;
   warn_limiter warns;
@@ -235,6 +236,7 @@ class session_base : public std::enable_shared_from_this<session_base> {
     if (phase_ == phase::closed) return;
     spdlog::debug("http {}: connection closed ({})", remote_, why);
     phase_ = phase::closed;
+    release_body();
     read_timer_.cancel();
     write_timer_.cancel();
     close_socket();
@@ -245,6 +247,11 @@ class session_base : public std::enable_shared_from_this<session_base> {
     if (answering_)
       if (auto r = responder_.lock()) r->client_gone();
     answering_ = false;
+  }
+
+  void release_body() {
+    server_.body_bytes -= body_reserved_;
+    body_reserved_ = 0;
   }
 
   // ---- called by the responder of request `seq` -------------------------------------------
@@ -468,6 +475,7 @@ class session_base : public std::enable_shared_from_this<session_base> {
   // here found the buffer empty: watch_for_close.)
   void wait_for_request(std::chrono::milliseconds timeout) {
     phase_ = phase::idle;
+    release_body();
     if (buffer_.size() > 0 && !reading_) return begin_request();
     arm_read_timer(timeout);
     if (!reading_) read_some();
@@ -621,6 +629,21 @@ class session_base : public std::enable_shared_from_this<session_base> {
                          path_, *length, body_limit_);
       return answer_error(too_large(body_limit_, *length));
     }
+    // The body's share of max_total_body_bytes, held until its request has been answered.
+    const auto length = parser_->content_length();
+    const uint64_t want = length ? *length : parser_->chunked() ? body_limit_ : 0;
+    if (want > server_.options.max_total_body_bytes - server_.body_bytes) {
+      server_.warns.warn("http {}: {} {}: {} body bytes would pass max_total_body_bytes {}",
+                         remote_, method_, path_, want, server_.options.max_total_body_bytes);
+      return answer_error(error_response(
+          503,
+          "the gateway is receiving too many request bodies at once (" +
+              std::to_string(server_.body_bytes) + " of " +
+              std::to_string(server_.options.max_total_body_bytes) + " bytes); try again later",
+          "server_error", {}, "server_busy"));
+    }
+    server_.body_bytes += want;
+    body_reserved_ = want;
     parser_->body_limit(body_limit_);
     if (parser_->is_done()) return dispatch();
     // A client that asked to be told before it sends the body.
@@ -748,6 +771,7 @@ class session_base : public std::enable_shared_from_this<session_base> {
   std::string method_, target_, path_, query_, allow_origin_;
   router::match match_;
   uint64_t body_limit_ = 0;
+  uint64_t body_reserved_ = 0;  // this request's share of server_.body_bytes
 
   // The answer.
   uint64_t seq_ = 0;  // which request's responder may write

@@ -403,6 +403,57 @@ TEST(http_server, body_over_the_limit_by_content_length_is_413_before_it_is_sent
   EXPECT_EQ(status_of(d.read_response()), 413);
 }
 
+TEST(http_server, bodies_of_all_connections_together_are_bounded_with_503) {
+  gateway_options o;
+  o.max_body_bytes = 1 << 20;
+  o.max_total_body_bytes = 1536 << 10;  // room for one 1 MiB body, not two
+  auto s = serving(o, "POST", "/v1/completions", [](std::shared_ptr<exchange> ex) {
+    ex->out->reply(text(std::to_string(ex->request.body.size())));
+  });
+  const std::string head =
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(1 << 20) +
+      "\r\n\r\n";
+  // The first client announces 1 MiB and sends half of it: its share is held.
+  raw_client a(s->port());
+  a.send(head + std::string(512 << 10, 'a'));
+  // A second one is refused before its body, the first is not disturbed.
+  raw_client b(s->port());
+  ASSERT_TRUE(wait_until(
+      [&] {
+        raw_client probe(s->port());
+        probe.send(head);  // held a moment when it came first; gone with the probe either way
+        return status_of(probe.read_response(1s)) == 503;
+      },
+      20s));
+  b.send(head);
+  auto r = b.read_response();
+  EXPECT_EQ(status_of(r), 503) << r;
+  EXPECT_NE(r.find("too many request bodies"), std::string::npos) << r;
+  // Once the first is answered, its share is free again.
+  a.send(std::string(512 << 10, 'a'));
+  EXPECT_EQ(body_of(a.read_response()), std::to_string(1 << 20));
+  raw_client c(s->port());
+  c.send(head + std::string(1 << 20, 'c'));
+  EXPECT_EQ(body_of(c.read_response()), std::to_string(1 << 20));
+  // A closed connection gives its share back too.
+  {
+    raw_client d(s->port());
+    d.send(head + "partial");
+    ASSERT_TRUE(wait_until(
+        [&] {
+          raw_client probe(s->port());
+          probe.send(head);
+          return status_of(probe.read_response(1s)) == 503;
+        },
+        20s));
+  }
+  ASSERT_TRUE(wait_until([&] {
+    raw_client e(s->port());
+    e.send(head + std::string(1 << 20, 'e'));
+    return body_of(e.read_response()) == std::to_string(1 << 20);
+  }));
+}
+
 std::string chunk(const std::string& data) {
   char b[16];
   std::snprintf(b, sizeof b, "%zx\r\n", data.size());
