@@ -31,8 +31,9 @@ result<void> read_ms(const YAML::Node& root, const char* key, std::chrono::milli
 result<void> gateway_config_load(const std::string& path, gateway_config& out) {
   auto root = yaml_settings_open(
       path, {"listen", "broker", "broker_key", "key", "insecure", "tls_cert", "tls_key", "cors",
-             "db", "max_body_bytes", "max_upload_bytes", "max_connections", "header_timeout_ms",
-             "idle_timeout_ms", "write_timeout_ms", "max_unsent_bytes", "log_level"});
+             "db", "max_body_bytes", "max_upload_bytes", "max_total_body_bytes", "max_connections",
+             "header_timeout_ms", "idle_timeout_ms", "write_timeout_ms", "max_unsent_bytes",
+             "log_level"});
   if (!root) return root.err();
   gateway_config cfg = out;
   auto& o = cfg.options;
@@ -46,6 +47,7 @@ result<void> gateway_config_load(const std::string& path, gateway_config& out) {
         yaml_setting(*root, "cors", o.cors_origins, path), yaml_setting(*root, "db", o.db, path),
         yaml_setting(*root, "max_body_bytes", o.max_body_bytes, path),
         yaml_setting(*root, "max_upload_bytes", o.max_upload_bytes, path),
+        yaml_setting(*root, "max_total_body_bytes", o.max_total_body_bytes, path),
         yaml_setting(*root, "max_connections", o.max_connections, path),
         yaml_setting(*root, "max_unsent_bytes", o.max_unsent_bytes, path),
         yaml_setting(*root, "log_level", cfg.log_level, path),
@@ -61,6 +63,9 @@ result<void> gateway_config_load(const std::string& path, gateway_config& out) {
   if (o.max_body_bytes < 1024) return error{path + ": max_body_bytes must be at least 1024"};
   if (o.max_upload_bytes < o.max_body_bytes) {
     return error{path + ": max_upload_bytes must be at least max_body_bytes"};
+  }
+  if (o.max_total_body_bytes < o.max_upload_bytes) {
+    return error{path + ": max_total_body_bytes must be at least max_upload_bytes"};
   }
   if (o.max_connections < 1) return error{path + ": max_connections must be at least 1"};
   if (o.max_unsent_bytes < 65536) return error{path + ": max_unsent_bytes must be at least 65536"};
