@@ -29,7 +29,6 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -110,9 +109,8 @@ class http_conn {
   std::pair<int, std::string> read_answer() {
     std::string headers;
     const int status = read_head(headers);
-    std::smatch m;
-    if (std::regex_search(headers, m, std::regex("content-length: *([0-9]+)"))) {
-      const size_t n = std::stoul(m[1]);
+    if (const size_t at = headers.find("content-length:"); at != std::string::npos) {
+      const size_t n = std::stoul(headers.substr(at + 15));
       while (buf_.size() < n) fill();
       std::string body = buf_.substr(0, n);
       buf_.erase(0, n);
@@ -171,7 +169,8 @@ struct sse_piece {
 std::vector<sse_piece> read_stream(http_conn& h, uint64_t* job_id = nullptr,
                                    std::atomic<uint64_t>* job_id_out = nullptr) {
   std::string headers;
-  if (int status = h.read_head(headers); status != 200) fail("stream answered " + std::to_string(status));
+  if (int status = h.read_head(headers); status != 200)
+    fail("stream answered " + std::to_string(status));
   std::vector<sse_piece> pieces;
   std::string pending;
   while (auto chunk = h.next_chunk()) {
@@ -240,17 +239,17 @@ closed_loop wrk_one_token_completions(const temp_dir& dir, uint16_t port, const 
                         << " latency:percentile(50) / 1000, latency:percentile(99) / 1000))\n"
                         << "end\n";
   const std::string out = dir.file("wrk.out");
-  const std::string cmd = "wrk -t2 -c" + std::to_string(o.connections) + " -d" +
-                          std::to_string(o.seconds) + "s -s " + script +
-                          " http://127.0.0.1:" + std::to_string(port) + "/v1/completions > " + out +
-                          " 2>&1";
+  const std::string cmd =
+      "wrk -t2 -c" + std::to_string(o.connections) + " -d" + std::to_string(o.seconds) + "s -s " +
+      script + " http://127.0.0.1:" + std::to_string(port) + "/v1/completions > " + out + " 2>&1";
   if (std::system(cmd.c_str()) != 0) fail("wrk failed (is Debian's wrk installed?): " + cmd);
   std::ifstream in(out);
   std::string line;
   while (std::getline(in, line)) {
     unsigned long long requests = 0, errors = 0;
     double p50 = 0, p99 = 0;
-    if (std::sscanf(line.c_str(), "bench: %llu %llu %lf %lf", &requests, &errors, &p50, &p99) == 4) {
+    if (std::sscanf(line.c_str(), "bench: %llu %llu %lf %lf", &requests, &errors, &p50, &p99) ==
+        4) {
       if (errors > 0) fail(std::to_string(errors) + " wrk requests failed (see " + out + ")");
       return {double(requests) / o.seconds, p50, p99};
     }
@@ -367,9 +366,15 @@ int main(int argc, char** argv) {
   if (!nodes_online(*c.client("admin"), 2)) fail("the nodes did not register:\n" + broker.log());
   const uint16_t port = uint16_t(free_port());
   const auto gw_keys = c.key_args("client", "gateway");
-  std::vector<std::string> gw = {HEARTH_GATEWAY_BIN, "--listen",
-                                 "127.0.0.1:" + std::to_string(port), "--broker", c.endpoint(),
-                                 "--db", c.dir().file("gateway.db"), "--log-level", "warn"};
+  std::vector<std::string> gw = {HEARTH_GATEWAY_BIN,
+                                 "--listen",
+                                 "127.0.0.1:" + std::to_string(port),
+                                 "--broker",
+                                 c.endpoint(),
+                                 "--db",
+                                 c.dir().file("gateway.db"),
+                                 "--log-level",
+                                 "warn"};
   gw.insert(gw.end(), gw_keys.begin(), gw_keys.end());
   auto gateway = spawn(gw, c.dir().file("gateway.log"));
   for (int i = 0; i < 100; ++i) {
@@ -390,15 +395,22 @@ int main(int argc, char** argv) {
 
   if (o.json) {
     nlohmann::json j = {
-        {"one_token", {{"zmq_per_s", zmq.per_s}, {"zmq_p50_ms", zmq.p50_ms}, {"zmq_p99_ms", zmq.p99_ms},
-                       {"http_per_s", http.per_s}, {"http_p50_ms", http.p50_ms}, {"http_p99_ms", http.p99_ms}}},
+        {"one_token",
+         {{"zmq_per_s", zmq.per_s},
+          {"zmq_p50_ms", zmq.p50_ms},
+          {"zmq_p99_ms", zmq.p99_ms},
+          {"http_per_s", http.per_s},
+          {"http_p50_ms", http.p50_ms},
+          {"http_p99_ms", http.p99_ms}}},
         {"streamed_tokens_per_s", {{"zmq", zmq_tokens}, {"http", http_tokens}}},
-        {"added_latency_ms", {{"chunks", lat.chunks}, {"p50", lat.p50_ms}, {"p99", lat.p99_ms}, {"max", lat.max_ms}}}};
+        {"added_latency_ms",
+         {{"chunks", lat.chunks}, {"p50", lat.p50_ms}, {"p99", lat.p99_ms}, {"max", lat.max_ms}}}};
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
-  std::printf("hearth gateway bench (%d connections, %d s per closed loop; keys on, durability full)\n",
-              o.connections, o.seconds);
+  std::printf(
+      "hearth gateway bench (%d connections, %d s per closed loop; keys on, durability full)\n",
+      o.connections, o.seconds);
   std::printf("%-44s %14s %14s\n", "", "ZeroMQ", "HTTP gateway");
   std::printf("%-44s %14.0f %14.0f\n", "1-token jobs/s (closed loop)", zmq.per_s, http.per_s);
   std::printf("%-44s %14.2f %14.2f\n", "  latency p50 ms", zmq.p50_ms, http.p50_ms);
@@ -406,8 +418,9 @@ int main(int argc, char** argv) {
   std::printf("%-44s %14.0f %14.0f\n",
               ("streamed tokens/s (" + std::to_string(o.streams) + " streams)").c_str(), zmq_tokens,
               http_tokens);
-  std::printf("added per token by the gateway (%zu chunks at %d tokens/s): p50 %.3f ms, p99 %.3f ms, "
-              "max %.3f ms (target: p99 <= 1 ms)\n",
-              lat.chunks, o.rate, lat.p50_ms, lat.p99_ms, lat.max_ms);
+  std::printf(
+      "added per token by the gateway (%zu chunks at %d tokens/s): p50 %.3f ms, p99 %.3f ms, "
+      "max %.3f ms (target: p99 <= 1 ms)\n",
+      lat.chunks, o.rate, lat.p50_ms, lat.p99_ms, lat.max_ms);
   return 0;
 }
