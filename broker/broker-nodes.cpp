@@ -149,7 +149,7 @@ void broker::on_node_hello(const std::string& rid, const peer& who, wire::node_h
   n.online = true;
   n.last_heard = net::steady::now();
   n.last_seen_ms = net::wall_ms();
-  n.last_seen_stored_ms = n.last_seen_ms;
+  n.last_stored = n.last_heard;
   node_by_rid_[rid] = n.name;
   for (const auto& model : n.models) known_models_.insert(model.name);
 
@@ -181,9 +181,7 @@ void broker::on_node_hello(const std::string& rid, const peer& who, wire::node_h
     if (listed.contains(id)) continue;
     n.running.erase(id);
     if (auto j = jobs_.find(id); j != jobs_.end()) {
-      const std::string why = "node " + n.name + " reconnected without the job";
-      node_lost_attempt(n, why);
-      requeue(j->second, why);
+      attempt_lost(n, j->second, "node " + n.name + " reconnected without the job");
     }
   }
   n.credit = 0;  // the node grants credit with node_pull once welcomed
@@ -289,7 +287,10 @@ void broker::on_job_tokens(node_entry& n, const wire::job_tokens& m, std::string
                                          uint32_t(j->next_seq - j->relayed.seq),
                                          j->output.substr(j->relayed.byte)}));
   }
-  if (j->next_seq > j->relayed.seq) j->relayed = {j->next_seq, j->output.size()};
+  if (j->next_seq > j->relayed.seq) {
+    relayed_before_turn_.try_emplace(m.job_id, j->relayed);
+    j->relayed = {j->next_seq, j->output.size()};
+  }
 }
 
 void broker::on_job_final(node_entry& n, const wire::job_final& m) {
@@ -310,8 +311,7 @@ void broker::on_job_final(node_entry& n, const wire::job_final& m) {
   if (m.n_gen != j->next_seq && m.state == wire::job_state::completed) {
     const std::string why = "the final counts " + std::to_string(m.n_gen) + " tokens, the stream " +
                             std::to_string(j->next_seq);
-    if (!j->recovered_attempt) node_lost_attempt(n, why);
-    requeue(*j, why);
+    attempt_lost(n, *j, why);
     return;
   }
   if (m.state != wire::job_state::completed && m.state != wire::job_state::failed &&
@@ -363,8 +363,10 @@ void broker::resume_timer(live_job& j, net::steady::time_point now) {
 void broker::abandon_stream(node_entry& n, live_job& j, const std::string& why) {
   send(n.routing_id, wire::job_cancel{j.row.id, j.row.attempts});
   n.running.erase(j.row.id);
-  // An attempt that began before a broker restart lost its tokens to the restart, not to its
-  // node.
+  attempt_lost(n, j, why);
+}
+
+void broker::attempt_lost(node_entry& n, live_job& j, const std::string& why) {
   if (j.recovered_attempt) {
     requeue(j, why, loss::broker_restart);
     return;

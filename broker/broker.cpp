@@ -135,7 +135,9 @@ void broker::run(const std::atomic<bool>& stop) {
     auto wait = std::min({next_tick_, next_flush_, next_positions_}) - net::steady::now();
     auto wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(wait).count();
     const bool waiting = !outboxes_.empty() || !lagging_.empty();
-    wait_ms = std::clamp<int64_t>(wait_ms, 0, waiting ? k_outbox_retry.count() : 100);
+    // Pruning goes on turn after turn, a batch each, without waiting for a timer.
+    const bool pruning = (!prunes_.empty() || retention_more_) && !storage_down(net::steady::now());
+    wait_ms = std::clamp<int64_t>(wait_ms, 0, pruning ? 0 : waiting ? k_outbox_retry.count() : 100);
     net::poll(items, n_items, std::chrono::milliseconds(wait_ms));
     if (zap_) {
       zap_->serve();
@@ -174,6 +176,7 @@ void broker::flush_output(live_job& j) {
 
 void broker::turn() {
   turn_requests_.clear();
+  relayed_before_turn_.clear();
   if (reload_pending_) {
     const auto now = net::steady::now();
     if (storage_down(now)) return;
@@ -211,6 +214,8 @@ void broker::turn() {
   } catch (const store_error& e) {
     storage_failed(e);
   }
+  // Only now: a job finished in a turn whose commit failed is still running, with its watchers,
+  // for the reload to carry over.
   erase_finished_jobs();
   send_turn_output();
 }
@@ -604,14 +609,19 @@ void broker::load_unfinished_jobs() {
 
 void broker::reload() {
   // Watchers are connections, not records, and what they were sent stays sent: both carry over
-  // to the reloaded jobs.
+  // to the reloaded jobs. What the failed turn relayed was not sent (storage_failed).
   struct carried {
     std::set<std::string> watchers;
     uint32_t attempt = 0;
     output_mark relayed;
   };
   std::unordered_map<uint64_t, carried> keep;
-  for (auto& [id, j] : jobs_) keep[id] = {std::move(j.watchers), j.row.attempts, j.relayed};
+  for (auto& [id, j] : jobs_) {
+    const auto before = relayed_before_turn_.find(id);
+    keep[id] = {std::move(j.watchers), j.row.attempts,
+                before != relayed_before_turn_.end() ? before->second : j.relayed};
+  }
+  relayed_before_turn_.clear();
   jobs_.clear();
   queues_.clear();
   n_queued_ = 0;
@@ -677,10 +687,12 @@ void broker::timers() {
       if (now - n.last_sent >= std::chrono::milliseconds(cfg_.heartbeat_ms / 2)) {
         send(n.routing_id, wire::heartbeat{});
       }
-      // last_seen is written every few intervals, not on every message.
-      if (n.last_seen_ms - n.last_seen_stored_ms > int64_t(cfg_.heartbeat_ms) * 5) {
+      // last_seen is written every few intervals, not on every message, and not while the store
+      // refuses writes: a failed write fails its whole turn, and the time is only informative.
+      if (!storage_down(now) &&
+          n.last_heard - n.last_stored > std::chrono::milliseconds(cfg_.heartbeat_ms) * 5) {
         store_->node_seen(name, true, n.last_seen_ms);
-        n.last_seen_stored_ms = n.last_seen_ms;
+        n.last_stored = n.last_heard;
       }
     }
     // Jobs recovered after a restart whose node did not come back in time: the restart's doing.
@@ -715,7 +727,6 @@ void broker::timers() {
       }
     }
   }
-  erase_finished_jobs();
 }
 
 }  // namespace hearth::broker

@@ -129,8 +129,8 @@ struct node_entry {
   bool online = false;
   net::steady::time_point last_heard{};
   net::steady::time_point last_sent{};
-  int64_t last_seen_ms = 0;
-  int64_t last_seen_stored_ms = 0;
+  int64_t last_seen_ms = 0;               // wall clock, for the registry's last_seen column
+  net::steady::time_point last_stored{};  // when last_seen_ms was last written
 
   // Attempts it lost (broker-nodes.cpp node_lost_attempt): times of the recent ones, oldest
   // first, and the total since the broker started.
@@ -243,6 +243,10 @@ class broker {
   void resume_timer(live_job& j, net::steady::time_point now);
   // The stream cannot be completed: the attempt is cancelled and the job queued again.
   void abandon_stream(node_entry& n, live_job& j, const std::string& why);
+  // The attempt of `j` on `n` is lost and the job queued again. An attempt that began before a
+  // broker restart lost its tokens (or its job_assign) to the restart, not to its node: that loss
+  // counts neither against the node nor against max_attempts.
+  void attempt_lost(node_entry& n, live_job& j, const std::string& why);
   // An attempt of `n` ended without finishing on the node side: counts it, and quarantines the
   // node after cfg_.quarantine_after such losses within the window.
   void node_lost_attempt(node_entry& n, const std::string& why, bool handback = false);
@@ -389,6 +393,9 @@ class broker {
   // Client requests handled this turn (routing id, request id): answered storage_unavailable
   // when the turn's commit fails.
   std::vector<std::pair<std::string, uint64_t>> turn_requests_;
+  // What the watchers of each job relayed to this turn had been sent before it: when the turn's
+  // commit fails its messages are never sent, so the reload goes back to these marks.
+  std::unordered_map<uint64_t, output_mark> relayed_before_turn_;
   net::steady::time_point storage_retry_at_{};
   // The reload after a storage failure could not read the database either: nothing is handled
   // until it succeeds (messages wait in ZeroMQ), tried again with the same backoff.

@@ -192,5 +192,35 @@ TEST_F(broker_restart_test, a_gap_job_resume_cannot_fill_ends_the_attempt) {
   })) << "the job is queued again";
 }
 
+TEST_F(broker_restart_test, an_assignment_the_restart_lost_costs_no_attempt) {
+  // One attempt allowed, one node: a loss counted against the job would fail it.
+  c_.broker_settings({{"max_attempts", "1"}});
+  fake_node node(c_, "late");
+  node.hello(1, {"alpha"});
+  const auto a = stream_to(node);
+  ASSERT_TRUE(a);
+  // The broker dies after committing the assignment; the node comes back without the job, as a
+  // node whose job_assign died with the broker would.
+  restart_broker();
+  node.hello(1, {"alpha"});
+  ASSERT_TRUE(node.next<wire::node_welcome>()) << broker_.log();
+  node.send(wire::node_pull{1});
+  auto again = node.next<wire::job_assign>();
+  ASSERT_TRUE(again) << broker_.log();
+  EXPECT_EQ(again->job_id, a->job_id);
+  EXPECT_EQ(again->attempt, a->attempt + 1);
+  node.send(wire::job_started{again->job_id, again->attempt, 1});
+  node.send(wire::job_tokens{again->job_id, again->attempt, 0, 2, "a b "});
+  node.send(wire::job_final{.job_id = again->job_id,
+                            .attempt = again->attempt,
+                            .stop_reason = "max_tokens",
+                            .n_prompt = 1,
+                            .n_gen = 2});
+  auto d = client_->wait_final(a->job_id);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->summary.state, wire::job_state::completed) << d->summary.error << broker_.log();
+  EXPECT_EQ(d->output, "a b ");
+}
+
 }  // namespace
 }  // namespace hearth

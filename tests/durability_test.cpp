@@ -418,6 +418,57 @@ TEST_F(durability_test, a_full_disk_refuses_submits_keeps_serving_and_recovers) 
   EXPECT_EQ(all->jobs.size(), acked.size()) << "the refused submit left nothing behind";
 }
 
+// Tokens relayed in a turn whose commit fails were never sent (nothing of a failed turn goes
+// out): once the store is writable the node sends them again (job_resume) and the watcher gets
+// them, with nothing missing.
+TEST_F(durability_test, a_watcher_misses_nothing_of_a_stream_whose_turn_failed_to_commit) {
+  fake_node node(c_, "writer");
+  node.hello(1, {"alpha"});
+  auto broker = c_.start_broker();
+  ASSERT_TRUE(node.next<wire::node_welcome>()) << broker.log();
+  node.send(wire::node_pull{1});
+  auto watcher = c_.client();
+  auto s = job("alpha", "watch me", 4);
+  s.watch = true;
+  auto acc = watcher->request<wire::accepted>(s);
+  ASSERT_TRUE(acc) << broker.log();
+  auto a = node.next<wire::job_assign>();
+  ASSERT_TRUE(a) << broker.log();
+  node.send(wire::job_started{a->job_id, a->attempt, 1});
+  node.send(wire::job_tokens{a->job_id, a->attempt, 0, 2, "a b "});
+  std::this_thread::sleep_for(300ms);  // stored (output_flush_ms is 50)
+
+  // The disk refuses every write: the turn that relays "c d " and finishes the job fails.
+  ASSERT_TRUE(set_file_size_limit(broker.pid(), 1)) << strerror(errno);
+  const wire::job_final final{.job_id = a->job_id,
+                              .attempt = a->attempt,
+                              .stop_reason = "max_tokens",
+                              .n_prompt = 1,
+                              .n_gen = 4};
+  node.send(wire::job_tokens{a->job_id, a->attempt, 2, 2, "c d "});
+  node.send(final);
+  auto resume = node.next<wire::job_resume>();
+  ASSERT_TRUE(resume) << broker.log();
+  EXPECT_EQ(resume->seq, 2u) << "the stream resumes from what was stored";
+  ASSERT_TRUE(set_file_size_limit(broker.pid(), RLIM_INFINITY)) << strerror(errno);
+  node.send(wire::job_tokens{a->job_id, a->attempt, 2, 2, "c d "});
+  node.send(final);
+  // The node stays alive (heartbeats) until the job has ended; the watcher's events wait in its
+  // socket meanwhile.
+  auto other = c_.client();
+  ASSERT_TRUE(wait_until([&] {
+    node.send(wire::heartbeat{});
+    auto d = other->request<wire::job_reply>(wire::get_job{0, a->job_id});
+    return d && wire::job_state_is_final(d->job.summary.state);
+  })) << broker.log();
+
+  auto seen = watcher->follow(acc->job_id, 30s);
+  ASSERT_TRUE(seen.done) << broker.log();
+  EXPECT_EQ(seen.done->state, wire::job_state::completed);
+  EXPECT_EQ(seen.text, "a b c d ") << broker.log();
+  EXPECT_EQ(seen.restarts, 0u);
+}
+
 // --- 4. fsync before the acknowledgement, seen with strace ---------------------------------
 
 // The broker under strace, submits sent one at a time, each waiting for its accepted. For each

@@ -105,8 +105,8 @@ net::curve_client_keys broker_keys(std::string_view broker_key_flag, std::string
   return std::move(keys).value();
 }
 
-broker_client::broker_client(const broker_options& o)
-    : broker_client(broker_endpoint(o.endpoint), broker_keys(o.broker_key, o.key)) {}
+broker_client::broker_client(const broker_options& o, std::chrono::milliseconds timeout)
+    : broker_client(broker_endpoint(o.endpoint), broker_keys(o.broker_key, o.key), timeout) {}
 
 broker_client::broker_client(std::string endpoint, net::curve_client_keys keys,
                              std::chrono::milliseconds timeout)

@@ -63,7 +63,8 @@ class broker_client {
   broker_client(std::string endpoint, net::curve_client_keys keys,
                 std::chrono::milliseconds timeout = std::chrono::seconds(5));
   // The broker and keys `o` resolves to.
-  explicit broker_client(const broker_options& o);
+  explicit broker_client(const broker_options& o,
+                         std::chrono::milliseconds timeout = std::chrono::seconds(5));
 
   const std::string& endpoint() const { return endpoint_; }
 

@@ -77,7 +77,9 @@ int prune(const prune_options& o) {
     if (*o.keep == 0) throw std::runtime_error("--keep must be at least 1");
     req.keep_last = *o.keep;
   }
-  broker_client client(o.broker);
+  // The broker answers once every matching job is gone, deleting a batch per turn (thousands a
+  // second on a disk that syncs): a large history takes a while.
+  broker_client client(o.broker, std::chrono::minutes(30));
   const auto r = client.request<wire::pruned>(req);
   std::printf("pruned %llu job%s\n", static_cast<unsigned long long>(r.jobs),
               r.jobs == 1 ? "" : "s");

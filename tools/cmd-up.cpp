@@ -99,7 +99,8 @@ std::string http_address(const std::string& listen, uint16_t port) {
 }  // namespace
 
 action add_up(CLI::App& app) {
-  auto* cmd = app.add_subcommand("up", "Run a broker and a node on this machine until Ctrl-C");
+  auto* cmd = app.add_subcommand(
+      "up", "Run a broker, a node and the OpenAI HTTP API on this machine until Ctrl-C");
   struct options {
     std::string models, bind = "tcp://127.0.0.1:5555", db, name, engine = "cpu", backend = "auto";
     std::string auth, http = "127.0.0.1:8080";
