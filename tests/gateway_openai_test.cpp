@@ -280,6 +280,51 @@ TEST_F(gateway_openai, a_model_whose_nodes_are_all_offline_is_a_503_and_an_unkno
   }
 }
 
+// A full queue is a 429 in OpenAI's shape, which clients take as "retry later". A cluster of its
+// own: a broker whose queue holds one job, a one-slot node generating 5 tokens a second.
+TEST(gateway_openai_queue, a_request_past_a_full_queue_is_a_429) {
+  cluster c(false);
+  c.broker_settings({{"max_queue", "1"}});
+  auto broker = c.start_broker();
+  auto node =
+      c.start_node("slow", c.models("slow", {"slow"}), "null", 1, {"--null-tokens-per-s", "5"});
+  auto admin = c.client();
+  ASSERT_TRUE(testing::nodes_online(*admin, 1)) << broker.log() << node.log();
+  const int port = testing::free_port();
+  auto gateway =
+      testing::spawn({HEARTH_GATEWAY_BIN, "--listen", "127.0.0.1:" + std::to_string(port),
+                      "--broker", c.endpoint(), "--db", c.dir().file("gateway.db")},
+                     c.dir().file("gateway.log"));
+  ASSERT_TRUE(testing::wait_until([&] { return http_get(port, "/health").starts_with("200"); }))
+      << gateway.log();
+  const std::string curl =
+      "curl -s -w ' %{http_code}' -H 'Content-Type: application/json' -d " +
+      shell_quote(R"({"model":"slow","prompt":"Once","max_tokens":100})") + " " +
+      shell_quote("http://127.0.0.1:" + std::to_string(port) + "/v1/completions");
+  auto jobs_in = [&](wire::job_state state) {
+    auto r = admin->request<wire::jobs_reply>(wire::list_jobs{0, "", "", 100});
+    return r ? std::count_if(r->jobs.begin(), r->jobs.end(),
+                             [&](const auto& j) { return j.state == state; })
+             : 0;
+  };
+  // The first runs (20 s), the second waits in the queue; the third finds it full.
+  auto running = testing::spawn({"/bin/sh", "-c", "exec " + curl}, c.dir().file("curl-1.log"));
+  ASSERT_TRUE(testing::wait_until([&] { return jobs_in(wire::job_state::running) == 1; }));
+  auto queued = testing::spawn({"/bin/sh", "-c", "exec " + curl}, c.dir().file("curl-2.log"));
+  ASSERT_TRUE(testing::wait_until([&] { return jobs_in(wire::job_state::queued) == 1; }));
+  auto r = testing::run_command(curl);
+  ASSERT_TRUE(r.out.ends_with(" 429")) << r.out << gateway.log();
+  auto e = nlohmann::json::parse(r.out.substr(0, r.out.size() - 4))["error"];
+  EXPECT_EQ(e["code"], "queue_full");
+  EXPECT_EQ(e["type"], "rate_limit_error");
+  EXPECT_NE(e["message"].get<std::string>().find("the queue is full"), std::string::npos)
+      << e["message"];
+  // The clients that give up cancel their jobs: nothing is left running.
+  for (process* p : {&running, &queued}) p->signal(SIGKILL);
+  EXPECT_TRUE(testing::wait_until(
+      [&] { return jobs_in(wire::job_state::running) + jobs_in(wire::job_state::queued) == 0; }));
+}
+
 // Last: it stops the broker.
 TEST_F(gateway_openai, without_a_broker_requests_get_a_503_not_a_hang) {
   broker_->signal(SIGKILL);
