@@ -9,6 +9,8 @@
 #include <cstdio>
 
 #include "broker/broker.h"
+#include "broker/new-database.h"
+#include "schema/version.h"
 
 namespace {
 std::atomic<bool> g_stop{false};
@@ -20,6 +22,7 @@ void on_signal(int) {
 int main(int argc, char** argv) {
   using namespace hearth::broker;
   CLI::App app{"hearth-broker: queues jobs, hands them to nodes, records everything in SQLite"};
+  app.set_version_flag("--version", hearth::wire::version_line("hearth-broker"));
   std::string bind, db, config_path, log_level, auth;
   bool insecure = false;
   app.add_option("--bind", bind, "ZeroMQ endpoint to bind (default tcp://127.0.0.1:5555)");
@@ -56,6 +59,7 @@ int main(int argc, char** argv) {
   // A file-size limit (ulimit -f) must make a write fail (EFBIG), which the broker survives like
   // a full disk, not kill the process.
   std::signal(SIGXFSZ, SIG_IGN);
+  new_database created(cfg.db);
   auto store = job_store::open(cfg.db, broker_store_options(cfg));
   if (!store) {
     std::fprintf(stderr, "hearth-broker: error: %s\n", store.message().c_str());
@@ -63,13 +67,15 @@ int main(int argc, char** argv) {
   }
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
+  broker b(cfg, std::move(store.value()));
   try {
-    broker b(cfg, std::move(store.value()));
     b.run(g_stop);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "hearth-broker: error: %s\n", e.what());
+    if (b.bound()) created.keep();
     return 1;
   }
+  created.keep();
   spdlog::info("stopped");
   return 0;
 }

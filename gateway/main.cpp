@@ -13,6 +13,7 @@
 #include "common/yaml-settings.h"
 #include "gateway/config.h"
 #include "gateway/routes.h"
+#include "schema/version.h"
 
 namespace {
 std::atomic<bool> g_stop{false};
@@ -45,8 +46,7 @@ int main(int argc, char** argv) {
   app.add_option("--db", db, "SQLite file for batches and uploaded files (default gateway.db)");
   app.add_option("--config", config_path, "YAML file with further settings");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off");
-  app.set_version_flag("--version", std::string("hearth-gateway ") + HEARTH_VERSION +
-                                        " (protocol " + std::string(hearth::wire::signature) + ")");
+  app.set_version_flag("--version", hearth::wire::version_line("hearth-gateway"));
   CLI11_PARSE(app, argc, argv);
 
   gateway_config cfg;

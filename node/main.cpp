@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include "node/node.h"
+#include "schema/version.h"
 
 namespace {
 std::atomic<bool> g_stop{false};
@@ -20,6 +21,7 @@ void on_signal(int) {
 int main(int argc, char** argv) {
   using namespace hearth::node;
   CLI::App app{"hearth-node: runs jobs from a hearth broker on this machine"};
+  app.set_version_flag("--version", hearth::wire::version_line("hearth-node"));
   node_config cfg;
   std::string config_path, broker, models, name, engine, backend, log_level, broker_key, key;
   uint32_t slots = 0;

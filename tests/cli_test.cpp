@@ -338,6 +338,16 @@ TEST_F(cli, errors_are_one_line_on_stderr_with_a_nonzero_exit_code) {
   expect_error(hearth("run -m " + quote(model_) + " -p hi --device 0"), "--device needs");
 }
 
+// Every binary says its release and its protocol, so two machines can tell whether they can talk.
+TEST_F(cli, every_binary_prints_its_version_and_protocol) {
+  for (const std::string bin : {HEARTH_BIN, HEARTH_BROKER_BIN, HEARTH_NODE_BIN}) {
+    const auto r = testing::run_command(quote(bin) + " --version");
+    EXPECT_EQ(r.exit_code, 0) << bin << ": " << r.err;
+    const std::string name = std::filesystem::path(bin).filename().string();
+    EXPECT_EQ(r.out, name + " " + HEARTH_VERSION + " (protocol HEARTH/1)\n") << bin;
+  }
+}
+
 // run and submit refuse what the broker and the node refuse, with their message
 // (common/generation-params.h), before loading a model or reaching a broker.
 TEST_F(cli, run_and_submit_refuse_bad_parameters_with_the_one_message) {

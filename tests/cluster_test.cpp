@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 
 #include <map>
@@ -14,6 +15,7 @@
 #include <thread>
 
 #include "tests/cluster.h"
+#include "tests/process.h"
 #include "tests/testdata.h"
 
 namespace hearth {
@@ -366,6 +368,62 @@ TEST_F(cluster_test, malformed_frames_are_dropped_and_everyone_else_is_served) {
   auto hist = client.request<wire::jobs_reply>(wire::list_jobs{0, "", "", 50});
   ASSERT_TRUE(hist);
   EXPECT_EQ(hist->jobs.size(), 1u);
+}
+
+// A broker that cannot bind (the address is taken) says why and leaves no new database behind;
+// a database that was there before stays, with its jobs.
+TEST_F(cluster_test, a_broker_that_cannot_bind_leaves_no_database_behind) {
+  auto first = c_.start_broker();
+  auto client = c_.client();
+  ASSERT_TRUE(client->request<wire::jobs_reply>(wire::list_jobs{})) << first.log();
+  auto start_on_taken_port = [&](const std::string& db) {
+    auto p = testing::spawn({HEARTH_BROKER_BIN, "--bind", c_.endpoint(), "--db", db},
+                            c_.dir().file("taken.log"));
+    EXPECT_EQ(p.wait(10s), 1) << p.log();
+    EXPECT_NE(p.log().find("cannot bind " + c_.endpoint()), std::string::npos) << p.log();
+  };
+  auto nothing_left_of = [](const std::string& db) {
+    for (const char* suffix : {"", "-wal", "-shm", ".lock"}) {
+      EXPECT_FALSE(std::filesystem::exists(db + suffix)) << db + suffix << " was left behind";
+    }
+  };
+  const std::string fresh = c_.dir().file("fresh.db");
+  start_on_taken_port(fresh);
+  nothing_left_of(fresh);
+  // hearth up too.
+  const std::string up_db = c_.dir().file("up.db");
+  auto up = testing::run_command(
+      std::string(HEARTH_BIN) + " up --bind " + c_.endpoint() + " --db " + up_db + " --models " +
+      testing::shell_quote(models("up-models", {"stories260K"})) + " --http off");
+  EXPECT_EQ(up.exit_code, 1) << up.err;
+  EXPECT_NE(up.err.find("cannot bind " + c_.endpoint()), std::string::npos) << up.err;
+  nothing_left_of(up_db);
+
+  // An existing database: made by a broker elsewhere, with one job in it.
+  const std::string kept = c_.dir().file("kept.db");
+  {
+    const std::string other = "tcp://127.0.0.1:" + std::to_string(testing::free_port());
+    auto elsewhere = testing::spawn({HEARTH_BROKER_BIN, "--bind", other, "--db", kept},
+                                    c_.dir().file("elsewhere.log"));
+    test_client c(other);
+    auto s = job("stories260K", "kept", 1);
+    s.wait_model = true;
+    ASSERT_TRUE(wait_until([&] { return c.request<wire::accepted>(s).has_value(); }))
+        << elsewhere.log();
+    elsewhere.signal(SIGTERM);
+    ASSERT_EQ(elsewhere.wait(10s), 0) << elsewhere.log();
+  }
+  start_on_taken_port(kept);
+  ASSERT_TRUE(std::filesystem::exists(kept));
+  const std::string other = "tcp://127.0.0.1:" + std::to_string(testing::free_port());
+  auto again = testing::spawn({HEARTH_BROKER_BIN, "--bind", other, "--db", kept},
+                              c_.dir().file("again.log"));
+  test_client c(other);
+  std::optional<wire::jobs_reply> jobs;
+  ASSERT_TRUE(wait_until([&] {
+    return (jobs = c.request<wire::jobs_reply>(wire::list_jobs{})).has_value();
+  })) << again.log();
+  EXPECT_EQ(jobs->jobs.size(), 1u);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "broker/broker.h"
+#include "broker/new-database.h"
 #include "gateway/gateway.h"
 #include "gateway/routes.h"
 #include "node/node.h"
@@ -148,6 +149,7 @@ action add_up(CLI::App& app) {
     if (auto r = broker::broker_config_check_exposure(bc); !r && o->auth.empty()) {
       throw std::runtime_error(r.message());
     }
+    broker::new_database created(bc.db);
     auto store = broker::job_store::open(bc.db, broker::broker_store_options(bc));
     if (!store) throw std::runtime_error(store.message());
 
@@ -188,6 +190,7 @@ action add_up(CLI::App& app) {
     std::exception_ptr broker_error;
     std::thread broker_thread = serve_on_thread([&] { b.run(broker_stop); }, broker_error);
     while (!b.bound() && !broker_error) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (b.bound()) created.keep();
 
     // The HTTP gateway, a client of the broker like any other, on its own I/O thread.
     std::unique_ptr<gateway::gateway> http;

@@ -7,12 +7,14 @@
 #include <string>
 #include <vector>
 
+#include "schema/version.h"
 #include "tools/commands.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"hearth: one LLM inference service across the machines of a homelab"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
+  app.set_version_flag("--version", hearth::wire::version_line("hearth"));
 
   std::vector<std::pair<CLI::App*, hearth::cli::action>> commands;
   for (auto add : {hearth::cli::add_run, hearth::cli::add_eval, hearth::cli::add_tokenize,
@@ -42,6 +44,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "hearth: error: %s (see hearth --help)\n", e.what());
