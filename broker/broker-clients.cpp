@@ -7,6 +7,7 @@
 
 #include "broker/broker.h"
 #include "broker/reply-list.h"
+#include "common/closest-name.h"
 #include "schema/job-params.h"
 
 namespace hearth::broker {
@@ -136,10 +137,12 @@ void broker::on_submit(const std::string& rid, const peer& who, wire::submit m) 
   if (!m.wait_model && !known_models_.contains(m.model)) {
     std::string known;
     for (const auto& k : known_models_) known += (known.empty() ? "" : ", ") + k;
+    const std::string close = closest_name(m.model, {known_models_.begin(), known_models_.end()});
     return send_error(rid, m.request_id, error_code::unknown_model,
-                      "no node has ever offered model '" + m.model +
-                          "' (known: " + (known.empty() ? "none" : known) +
-                          "; submit with wait_model to queue it anyway)");
+                      "no node has ever offered model '" + m.model + "'" +
+                          (close.empty() ? "" : "; did you mean '" + close + "'?") +
+                          " (known: " + (known.empty() ? "none" : known) +
+                          "; a submit with wait_model is queued anyway)");
   }
   if (n_queued_ >= cfg_.max_queue) {
     return send_error(rid, m.request_id, error_code::queue_full,

@@ -338,6 +338,18 @@ TEST_F(cli, errors_are_one_line_on_stderr_with_a_nonzero_exit_code) {
   expect_error(hearth("run -m " + quote(model_) + " -p hi --device 0"), "--device needs");
 }
 
+// A mistyped flag is named alone, with the closest one its command has; the prompt after it is
+// not blamed.
+TEST_F(cli, a_mistyped_flag_is_named_with_the_closest_one) {
+  expect_error(hearth("submit -m stories260K --tmep 0.5 'Once upon a time'"),
+               "unknown option --tmep for hearth submit (did you mean --temp?)");
+  expect_error(hearth("jobs --stat completed"),
+               "unknown option --stat for hearth jobs (did you mean --state?)");
+  const auto far = hearth("submit -m stories260K --frobnicate 'Once upon a time'");
+  expect_error(far, "unknown option --frobnicate for hearth submit (see hearth submit --help)");
+  EXPECT_EQ(far.err.find("Once upon"), std::string::npos) << far.err;
+}
+
 // Every binary says its release and its protocol, so two machines can tell whether they can talk.
 TEST_F(cli, every_binary_prints_its_version_and_protocol) {
   for (const std::string bin : {HEARTH_BIN, HEARTH_BROKER_BIN, HEARTH_NODE_BIN}) {
@@ -620,6 +632,17 @@ class cli_cluster : public ::testing::Test {
   testing::process broker_, node_;
   std::unique_ptr<testing::test_client> client_;
 };
+
+// A misspelt model: the broker suggests the known name, and the CLI names its own flag.
+TEST_F(cli_cluster, a_misspelt_model_is_refused_with_the_known_name_it_resembles) {
+  start_cluster("0");
+  const auto r = run_cli("submit --no-stream -m stories260k 'Once upon a time'");
+  expect_error(r, "no node has ever offered model 'stories260k'; did you mean 'stories260K'?");
+  EXPECT_NE(r.err.find("with --wait-model it is queued anyway"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("wait_model"), std::string::npos) << r.err;
+  const auto far = run_cli("submit --no-stream -m llama 'Once upon a time'");
+  expect_error(far, "no node has ever offered model 'llama' (known: stories260K;");
+}
 
 TEST_F(cli_cluster, submit_waits_for_a_broker_that_starts_later_and_makes_one_job) {
   // No node: --wait-model queues the job all the same.

@@ -2,13 +2,50 @@
 // `bench` expose the engine for tests and measurement; `devices` lists the Vulkan devices;
 // `submit`, `watch`, `jobs`, `job`, `cancel`, `nodes` and `models` talk to a broker; `keygen`
 // makes the keys they and the nodes talk to it with; `apikey` manages the API keys of HTTP clients.
+#include <cctype>
 #include <cstdio>
 #include <exception>
 #include <string>
 #include <vector>
 
+#include "common/closest-name.h"
 #include "schema/version.h"
 #include "tools/commands.h"
+
+namespace {
+
+// An unknown option named alone, with the closest one its command has ("--tmep": did you mean
+// --temp?). CLI11's own message lists every argument it could not place, so a mistyped flag
+// seemed to blame the prompt after it too.
+std::string unexpected_arguments(CLI::App& app, const CLI::ExtrasError& e) {
+  CLI::App* cmd = &app;
+  for (CLI::App* sub : app.get_subcommands()) cmd = sub;
+  std::vector<std::string> names;
+  for (const CLI::Option* o : cmd->get_options()) {
+    for (const auto& l : o->get_lnames()) names.push_back("--" + l);
+    for (const auto& s : o->get_snames()) names.push_back("-" + s);
+  }
+  std::vector<std::string> rest = cmd->remaining();
+  if (cmd != &app) {
+    const auto top = app.remaining();
+    rest.insert(rest.end(), top.begin(), top.end());
+  }
+  for (const std::string& arg : rest) {
+    const bool option =
+        arg.size() > 1 && arg[0] == '-' && !std::isdigit(uint8_t(arg[1])) && arg[1] != '.';
+    if (!option) continue;
+    const std::string name = arg.substr(0, arg.find('='));
+    const std::string command = cmd == &app ? "hearth" : "hearth " + cmd->get_name();
+    std::string msg = "unknown option " + name + " for " + command;
+    if (const auto close = hearth::closest_name(name, names); !close.empty()) {
+      msg += " (did you mean " + close + "?)";
+    }
+    return msg + " (see " + command + " --help)";
+  }
+  return std::string(e.what()) + " (see hearth --help)";
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"hearth: one LLM inference service across the machines of a homelab"};
@@ -47,6 +84,9 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
+  } catch (const CLI::ExtrasError& e) {
+    std::fprintf(stderr, "hearth: error: %s\n", unexpected_arguments(app, e).c_str());
+    return 2;
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "hearth: error: %s (see hearth --help)\n", e.what());
     return 2;
