@@ -592,7 +592,8 @@ class cli_cluster : public ::testing::Test {
     background_cli b;
     b.out_file = c_.dir().file(name + ".out");
     b.err_file = c_.dir().file(name + ".err");
-    const std::string cmd = std::string(HEARTH_BIN) + " " + args + broker_args() + " >" +
+    // exec: the process is hearth itself, which a test may signal.
+    const std::string cmd = "exec " + std::string(HEARTH_BIN) + " " + args + broker_args() + " >" +
                             quote(b.out_file) + " 2>" + quote(b.err_file);
     b.proc = testing::spawn({"/bin/sh", "-c", cmd}, c_.dir().file(name + ".sh.log"));
     return b;
@@ -642,6 +643,55 @@ TEST_F(cli_cluster, a_misspelt_model_is_refused_with_the_known_name_it_resembles
   EXPECT_EQ(r.err.find("wait_model"), std::string::npos) << r.err;
   const auto far = run_cli("submit --no-stream -m llama 'Once upon a time'");
   expect_error(far, "no node has ever offered model 'llama' (known: stories260K;");
+}
+
+// Into a pipe, as to a terminal, submit prints the text (its job id on stderr); --id-only prints
+// the id alone, for scripts.
+TEST_F(cli_cluster, submit_into_a_pipe_prints_the_text_and_id_only_the_id) {
+  ASSERT_NO_FATAL_FAILURE(start_cluster("0"));
+  auto r = run_cli("submit -m stories260K -n 16 --temp 0 --seed 7 'Once upon a time'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto jobs = client_->request<wire::jobs_reply>(wire::list_jobs{});
+  ASSERT_TRUE(jobs && jobs->jobs.size() == 1);
+  const uint64_t id = jobs->jobs[0].job_id;
+  EXPECT_EQ(r.out, whole_output(*client_, id) + "\n");
+  EXPECT_EQ(r.err, "job " + std::to_string(id) + " (Ctrl-C cancels it)\n");
+  auto only = run_cli("submit --id-only -m stories260K -n 16 'Once upon a time'");
+  ASSERT_EQ(only.exit_code, 0) << only.err;
+  EXPECT_EQ(only.out, std::to_string(id + 1) + "\n");
+  EXPECT_TRUE(only.err.empty()) << only.err;
+}
+
+// Ctrl-C on a streamed submit cancels its job; with --detach the job keeps running.
+TEST_F(cli_cluster, ctrl_c_cancels_the_streamed_job_unless_detached) {
+  ASSERT_NO_FATAL_FAILURE(start_cluster("20"));
+  for (const bool detach : {false, true}) {
+    auto sub = start_cli(detach ? "detached" : "streamed",
+                         std::string("submit -m stories260K -n 1000 ") +
+                             (detach ? "--detach " : "") + "'Once upon a time'");
+    ASSERT_TRUE(testing::wait_until([&] { return !sub.out().empty(); })) << sub.err();
+    const std::string err = sub.err();
+    ASSERT_TRUE(err.starts_with("job ")) << err;
+    const uint64_t id = std::stoull(err.substr(4));
+    sub.proc.signal(SIGINT);
+    EXPECT_EQ(sub.proc.wait(std::chrono::seconds(10)), 130) << sub.err();
+    if (!detach) {
+      EXPECT_NE(sub.err().find("job " + std::to_string(id) + " cancelled"), std::string::npos)
+          << sub.err();
+      auto d = client_->wait_final(id, std::chrono::seconds(10));
+      ASSERT_TRUE(d);
+      EXPECT_EQ(d->summary.state, wire::job_state::cancelled);
+    } else {
+      EXPECT_NE(sub.err().find("keeps running (hearth watch " + std::to_string(id)),
+                std::string::npos)
+          << sub.err();
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      auto d = client_->request<wire::job_reply>(wire::get_job{0, id});
+      ASSERT_TRUE(d);
+      EXPECT_EQ(d->job.summary.state, wire::job_state::running);
+      client_->request<wire::ok>(wire::cancel{0, id});
+    }
+  }
 }
 
 TEST_F(cli_cluster, submit_waits_for_a_broker_that_starts_later_and_makes_one_job) {

@@ -1,4 +1,5 @@
 #include "tools/broker-client.h"
+#include "tools/interrupt.h"
 
 #include <cstdlib>
 #include <filesystem>
@@ -177,9 +178,11 @@ std::optional<net::received> broker_client::receive(net::steady::time_point dead
     }
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - net::steady::now());
     if (left.count() <= 0) return std::nullopt;
+    // Ctrl-C ends a wait for events (tools/interrupt.h), never one for a reply.
+    if (until_dropped && interrupted()) return std::nullopt;
     zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0},
                                {monitor_->events().handle(), 0, ZMQ_POLLIN, 0}};
-    zmq::poll(items, 2, left);
+    net::poll(items, 2, left);
   }
 }
 

@@ -1,6 +1,5 @@
-// hearth submit: queue a generation on the broker; print its job id, or stream its text. With
+// hearth submit: queue a generation on the broker and stream its text (or print its job id). With
 // --chat the job carries messages, which the node formats with the model's chat template.
-#include <unistd.h>
 
 #include <cstdio>
 #include <iostream>
@@ -13,6 +12,7 @@
 #include "tools/broker-retry.h"
 #include "tools/commands.h"
 #include "tools/follow-job.h"
+#include "tools/interrupt.h"
 
 namespace hearth::cli {
 namespace {
@@ -33,6 +33,7 @@ struct submit_options {
   CLI::Option* chat_flag = nullptr;
   CLI::Option* system_flag = nullptr;
   bool json = false;
+  bool detach = false;
   int retry_for_s = 60;
 };
 
@@ -67,9 +68,9 @@ int submit(submit_options& o) {
   if (o.text == "-") {
     o.text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
   }
-  // JSON lines are for programs, which want the events, not just the id; a person at a
-  // terminal wants the text.
-  const bool stream = o.stream_flag->count() > 0 ? o.stream : (o.json || isatty(STDOUT_FILENO));
+  // The text, to a terminal or a pipe alike (as every CLI does); --id-only (or --no-stream)
+  // prints just the job id, for scripts.
+  const bool stream = o.stream_flag->count() > 0 ? o.stream : true;
 
   wire::submit s;
   s.model = o.model;
@@ -84,6 +85,8 @@ int submit(submit_options& o) {
   s.wait_model = o.wait_model;
   s.watch = stream;
   s.request_key = fresh_request_key();
+  // Ctrl-C cancels the job being streamed (or, with --detach, leaves it running).
+  if (stream) catch_interrupt();
   broker_client client(o.broker);
   const std::chrono::seconds retry_for(o.retry_for_s);
   // A try that got no reply may still have made the job: the key makes the broker answer a
@@ -112,11 +115,18 @@ int submit(submit_options& o) {
     print_json({{"event", "accepted"}, {"job_id", a.job_id}, {"position", a.position}});
   } else if (!stream) {
     std::printf("%llu\n", static_cast<unsigned long long>(a.job_id));
+  } else {
+    // Its id, to watch or cancel it from elsewhere; stdout is the text alone.
+    write_err("job " + std::to_string(a.job_id) +
+              (o.detach ? " (Ctrl-C leaves it running)\n" : " (Ctrl-C cancels it)\n"));
   }
   if (!stream) return 0;
-  return follow_job(
-      client, a.job_id,
-      {.json_lines = o.json, .position = a.position, .attach = retried, .retry_for = retry_for});
+  return follow_job(client, a.job_id,
+                    {.json_lines = o.json,
+                     .position = a.position,
+                     .attach = retried,
+                     .retry_for = retry_for,
+                     .cancel_on_interrupt = !o.detach});
 }
 
 }  // namespace
@@ -145,10 +155,12 @@ action add_submit(CLI::App& app) {
   cmd->add_option("--stop", p.stop, "Stop before this text (repeatable)");
   cmd->add_flag("--wait-model", o->wait_model,
                 "Accept a model that no node has advertised yet and wait for one");
-  o->stream_flag =
-      cmd->add_flag("--stream,!--no-stream", o->stream,
-                    "Stream the text instead of printing the job id (default: when stdout is "
-                    "a terminal, or with --json)");
+  o->stream_flag = cmd->add_flag(
+      "--stream,!--no-stream,!--id-only", o->stream,
+      "Stream the text (the default; the job id goes to stderr), or print only the job id "
+      "(--id-only, for scripts)");
+  cmd->add_flag("--detach", o->detach,
+                "Ctrl-C stops streaming and leaves the job running (default: Ctrl-C cancels it)");
   cmd->add_flag("--json", o->json,
                 "JSON lines: accepted, then (streaming) queued/running/tokens/restarted/done");
   add_broker_options(cmd, o->broker);

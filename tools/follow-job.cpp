@@ -1,4 +1,5 @@
 #include "tools/follow-job.h"
+#include "tools/interrupt.h"
 
 #include <unistd.h>
 
@@ -222,10 +223,34 @@ void attach(broker_client& client, uint64_t job_id, Stream& s, const follow_opti
   s.expect_resume();
 }
 
+// Ctrl-C: the job is cancelled, or left running with --detach.
+int interrupt(broker_client& client, uint64_t job_id, const follow_options& o) {
+  const auto id = std::to_string(job_id);
+  if (!o.cancel_on_interrupt) {
+    write_err("\nhearth: job " + id + " keeps running (hearth watch " + id + ", hearth cancel " +
+              id + ")\n");
+    return 130;
+  }
+  wire::cancel c;
+  c.job_id = job_id;
+  try {
+    client.request<wire::ok>(c);
+    write_err("\nhearth: job " + id + " cancelled\n");
+  } catch (const broker_error& e) {
+    // It ended meanwhile (already_final), or the broker refuses: say so, the exit code stays.
+    write_err("\nhearth: job " + id + " was not cancelled: " + e.what() + "\n");
+  } catch (const broker_timeout&) {
+    write_err("\nhearth: job " + id +
+              " may still run: the broker did not answer the cancel (hearth cancel " + id + ")\n");
+  }
+  return 130;
+}
+
 template <class Stream>
 int follow(broker_client& client, uint64_t job_id, Stream& s, const follow_options& o) {
   if (o.attach) attach(client, job_id, s, o, false);
   while (!s.done()) {
+    if (interrupted()) return interrupt(client, job_id, o);
     if (auto ev = client.next_event(silence_probe)) {
       const auto cmd = event_command(*ev, client.endpoint());
       if (auto r = s.feed(cmd, ev->views()[2]); !r) {

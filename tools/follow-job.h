@@ -21,9 +21,13 @@ struct follow_options {
   // reply came on a later try, whose watch flag was not sent).
   bool attach = false;
   std::chrono::seconds retry_for{60};
+  // After Ctrl-C (tools/interrupt.h, when the command caught it): cancel the job, or leave it
+  // running (--detach) and say how to find it; either way the exit code is 130.
+  bool cancel_on_interrupt = true;
 };
 
-// Returns the exit code: 0 when the job completed, 1 when it failed or was cancelled.
+// Returns the exit code: 0 when the job completed, 1 when it failed or was cancelled, 130 after
+// Ctrl-C.
 int follow_job(broker_client& client, uint64_t job_id, const follow_options& o);
 
 }  // namespace hearth::cli
