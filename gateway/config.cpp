@@ -1,4 +1,5 @@
 #include "gateway/config.h"
+#include "schema/endpoint.h"
 
 #include <arpa/inet.h>
 
@@ -59,7 +60,7 @@ result<void> gateway_config_load(const std::string& path, gateway_config& out) {
   if (listen_host(o.listen).empty()) {
     return error{path + ": listen '" + o.listen + "': expected HOST:PORT, such as 127.0.0.1:8080"};
   }
-  if (auto r = gateway_broker_endpoint_check(o.broker); !r) return error{path + ": " + r.message()};
+  if (auto r = net::endpoint_check(o.broker); !r) return error{path + ": " + r.message()};
   if (o.max_body_bytes < 1024) return error{path + ": max_body_bytes must be at least 1024"};
   if (o.max_upload_bytes < o.max_body_bytes) {
     return error{path + ": max_upload_bytes must be at least max_body_bytes"};
@@ -110,18 +111,6 @@ bool listen_is_loopback(const std::string& listen) {
   in6_addr v6{};
   if (inet_pton(AF_INET6, host.c_str(), &v6) == 1) return IN6_IS_ADDR_LOOPBACK(&v6);
   return false;
-}
-
-result<void> gateway_broker_endpoint_check(const std::string& endpoint) {
-  const auto scheme_end = endpoint.find("://");
-  const std::string scheme = scheme_end == std::string::npos ? "" : endpoint.substr(0, scheme_end);
-  const std::string rest = scheme_end == std::string::npos ? "" : endpoint.substr(scheme_end + 3);
-  const bool ok = (scheme == "tcp" && rest.find(':') != std::string::npos && rest.find(':') > 0 &&
-                   rest.back() != ':') ||
-                  ((scheme == "ipc" || scheme == "inproc") && !rest.empty());
-  if (ok) return {};
-  return error{"broker endpoint '" + endpoint +
-               "': expected tcp://HOST:PORT (such as tcp://127.0.0.1:5555), or ipc://PATH"};
 }
 
 }  // namespace hearth::gateway

@@ -23,8 +23,4 @@ result<void> gateway_config_load(const std::string& path, gateway_config& cfg);
 // port that is not a number in [0, 65535]). listen_is_loopback (gateway.h) is defined beside it.
 std::string listen_host(const std::string& listen);
 
-// What a broker endpoint must look like: tcp://HOST:PORT, ipc://PATH or inproc://NAME. An error
-// names the expected form.
-result<void> gateway_broker_endpoint_check(const std::string& endpoint);
-
 }  // namespace hearth::gateway

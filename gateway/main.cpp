@@ -13,6 +13,7 @@
 #include "common/yaml-settings.h"
 #include "gateway/config.h"
 #include "gateway/routes.h"
+#include "schema/endpoint.h"
 #include "schema/version.h"
 
 namespace {
@@ -69,7 +70,7 @@ int main(int argc, char** argv) {
   if (!cors.empty()) o.cors_origins = cors;
   if (!db.empty()) o.db = db;
   if (!log_level.empty()) cfg.log_level = log_level;
-  if (auto r = gateway_broker_endpoint_check(o.broker); !r) {
+  if (auto r = hearth::net::endpoint_check(o.broker); !r) {
     std::fprintf(stderr, "hearth-gateway: error: --broker: %s\n", r.message().c_str());
     return 2;
   }

@@ -1,4 +1,5 @@
 #include "node/config.h"
+#include "schema/endpoint.h"
 
 #include <cctype>
 #include <filesystem>
@@ -97,6 +98,7 @@ result<gpu::backend_kind> node_backend_parse(const std::string& name) {
 }
 
 result<void> node_config_check(const node_config& cfg) {
+  if (auto r = net::endpoint_check(cfg.broker); !r) return r;
   if (cfg.slots < 1 || cfg.slots > 256) return error{"slots must be in [1, 256]"};
   if (cfg.engine != "cpu" && cfg.engine != "null") return error{"engine must be cpu or null"};
   if (cfg.device < -1) return error{"device must be a device index, or -1 for the best"};

@@ -67,6 +67,10 @@ TEST(NodeConfig, BadValuesNameTheProblem) {
   r = node_config_load(write_yaml("n6.yaml", "gpus: 3\n"), cfg);
   ASSERT_FALSE(r);
   EXPECT_NE(r.message().find("unknown setting 'gpus'"), std::string::npos) << r.message();
+  r = node_config_load(write_yaml("n7.yaml", "broker: 10.77.0.1:5555\n"), cfg);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.message().find("did you mean tcp://10.77.0.1:5555?"), std::string::npos)
+      << r.message();
 }
 
 TEST(NodeConfig, ReadsTheKeysRelativeToTheFile) {

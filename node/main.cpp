@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include "node/node.h"
+#include "schema/endpoint.h"
 #include "schema/version.h"
 
 namespace {
@@ -76,6 +77,10 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("hearth"));  // stdout is for output
   spdlog::set_level(spdlog::level::from_str(cfg.log_level));
   spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ node: %v");
+  // Not fatal: at boot the name service may come up after the node, which keeps trying.
+  if (auto r = hearth::net::endpoint_host_check(cfg.broker); !r) {
+    spdlog::error("{}; the node keeps trying to reach it", r.message());
+  }
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   try {

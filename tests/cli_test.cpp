@@ -334,6 +334,11 @@ TEST_F(cli, errors_are_one_line_on_stderr_with_a_nonzero_exit_code) {
   std::fclose(f);
   expect_error(hearth("run -m " + quote(junk) + " -p hi"), "not a GGUF file");
   expect_error(hearth("frobnicate"), "frobnicate");
+  // A broker endpoint without its scheme, and one whose host does not resolve (.invalid never
+  // does), are named as such rather than waited for.
+  expect_error(hearth("jobs --broker 10.77.0.1:5555"), "did you mean tcp://10.77.0.1:5555?");
+  expect_error(hearth("jobs --broker tcp://brokerhost.invalid:5555"),
+               "cannot resolve host 'brokerhost.invalid'");
   expect_error(hearth("run -m " + quote(model_) + " -p hi --backend metal"), "--backend");
   expect_error(hearth("run -m " + quote(model_) + " -p hi --device 0"), "--device needs");
 }

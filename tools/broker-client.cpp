@@ -1,4 +1,5 @@
 #include "tools/broker-client.h"
+#include "schema/endpoint.h"
 #include "tools/interrupt.h"
 
 #include <cstdlib>
@@ -109,9 +110,20 @@ net::curve_client_keys broker_keys(std::string_view broker_key_flag, std::string
 broker_client::broker_client(const broker_options& o, std::chrono::milliseconds timeout)
     : broker_client(broker_endpoint(o.endpoint), broker_keys(o.broker_key, o.key), timeout) {}
 
+namespace {
+
+// The endpoint, checked before ZeroMQ sees it (schema/endpoint.h).
+std::string checked_endpoint(std::string endpoint) {
+  if (auto r = net::endpoint_check(endpoint); !r) throw std::runtime_error(r.message());
+  if (auto r = net::endpoint_host_check(endpoint); !r) throw std::runtime_error(r.message());
+  return endpoint;
+}
+
+}  // namespace
+
 broker_client::broker_client(std::string endpoint, net::curve_client_keys keys,
                              std::chrono::milliseconds timeout)
-    : endpoint_(std::move(endpoint)),
+    : endpoint_(checked_endpoint(std::move(endpoint))),
       keys_(std::move(keys)),
       timeout_(timeout),
       // A random start keeps a reply meant for an earlier `hearth` process (same routing id is
