@@ -400,8 +400,8 @@ void broker::on_cancel(const std::string& rid, const peer& who, const wire::canc
     return send(rid, wire::ok{m.request_id});
   }
   send_error(rid, m.request_id, wire::error_code::not_cancellable,
-             "job " + std::to_string(m.job_id) + " has already " +
-                 std::string(wire::job_state_name(row->state)));
+             "job " + std::to_string(m.job_id) + " has already ended (" +
+                 std::string(wire::job_state_name(row->state)) + ")");
 }
 
 void broker::on_list_jobs(const std::string& rid, const peer& who, const wire::list_jobs& m) {

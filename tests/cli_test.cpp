@@ -699,6 +699,38 @@ TEST_F(cli_cluster, ctrl_c_cancels_the_streamed_job_unless_detached) {
   }
 }
 
+// After a failover, hearth job counts as queue wait only the time the job was queued: not the
+// seconds it ran on the node that died.
+TEST_F(cli_cluster, queue_wait_after_a_failover_leaves_out_the_time_on_the_lost_node) {
+  ASSERT_NO_FATAL_FAILURE(start_cluster("20"));
+  auto acc = client_->request<wire::accepted>(testing::greedy_job("stories260K", "Once", 200));
+  ASSERT_TRUE(acc);
+  ASSERT_TRUE(testing::wait_until([&] {
+    auto d = client_->request<wire::job_reply>(wire::get_job{0, acc->job_id});
+    return d && d->job.summary.n_gen >= 40;  // two seconds on the node
+  }));
+  node_.signal(SIGKILL);
+  node_.wait();
+  auto second = c_.start_node("second", c_.models("m2", {"stories260K"}), "null", 1,
+                              {"--null-tokens-per-s", "0"});
+  auto d = client_->wait_final(acc->job_id);
+  ASSERT_TRUE(d);
+  ASSERT_EQ(d->summary.attempts, 2u);
+  auto r = run_cli("job --json " + std::to_string(acc->job_id));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  // The waits from the events: queued -> assigned, requeued -> assigned again.
+  int64_t expected = 0, since = -1;
+  for (const auto& e : d->events) {
+    if (e.event == "queued" || e.event == "requeued") since = e.time_ms;
+    if (e.event == "assigned" && since >= 0) expected += e.time_ms - since, since = -1;
+  }
+  EXPECT_EQ(j["timings"]["queue_wait_ms"], expected) << j.dump();
+  const int64_t first_start_to_final_start = d->summary.started_ms - d->summary.created_ms;
+  EXPECT_LT(j["timings"]["queue_wait_ms"].get<int64_t>(), first_start_to_final_start - 1500)
+      << "the two seconds on the lost node are not queue wait: " << j.dump();
+}
+
 TEST_F(cli_cluster, submit_waits_for_a_broker_that_starts_later_and_makes_one_job) {
   // No node: --wait-model queues the job all the same.
   auto sub = start_cli("submit", "submit --wait-model --no-stream -m stories260K 'Once upon'");

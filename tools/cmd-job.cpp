@@ -1,5 +1,6 @@
 // hearth job: everything the broker recorded about one job: its summary, parameters, prompt,
 // timeline of events, timings and output.
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <optional>
@@ -20,15 +21,38 @@ struct job_options {
 
 // Times derived from the record; negative when not known (yet).
 struct job_timings {
-  int64_t queue_wait_ms = -1;     // created -> started (of the last attempt)
+  int64_t queue_wait_ms = -1;     // the time spent queued: created -> assigned, and after each
+                                  // requeue -> assigned again (never the time on a lost node)
   int64_t run_ms = -1;            // started -> finished, or -> now while running
   double tokens_per_second = -1;  // generated tokens over run_ms (prompt processing included)
   bool running = false;
 };
 
-job_timings timings_of(const wire::job_summary& s, int64_t now_ms) {
+// The time the job waited in the queue, from its events: a job queued again after its node was
+// lost waits again from the requeue, while the time on the lost node is no waiting. -1 when the
+// events say nothing of it.
+int64_t queue_wait_of(const wire::job_detail& d, int64_t now_ms) {
+  int64_t waited = 0;
+  int64_t since = -1;  // queued since then; -1 while assigned
+  bool seen = false;
+  for (const auto& e : d.events) {
+    if (e.event == "queued" || e.event == "requeued") {
+      since = e.time_ms;
+      seen = true;
+    } else if (e.event == "assigned" && since >= 0) {
+      waited += std::max<int64_t>(0, e.time_ms - since);
+      since = -1;
+    }
+  }
+  if (!seen) return -1;
+  if (since >= 0 && d.summary.finished_ms <= 0) waited += std::max<int64_t>(0, now_ms - since);
+  return waited;
+}
+
+job_timings timings_of(const wire::job_detail& d, int64_t now_ms) {
+  const auto& s = d.summary;
   job_timings t;
-  if (s.started_ms > 0 && s.created_ms > 0) t.queue_wait_ms = s.started_ms - s.created_ms;
+  t.queue_wait_ms = queue_wait_of(d, now_ms);
   if (s.started_ms > 0) {
     t.running = s.finished_ms <= 0;
     t.run_ms = (t.running ? now_ms : s.finished_ms) - s.started_ms;
@@ -70,7 +94,7 @@ void print_detail(const wire::job_detail& d, const job_timings& t) {
   const auto& s = d.summary;
   const auto& p = d.params;
   auto field = [](const char* name, const std::string& value) {
-    std::printf("  %-13s %s\n", name, value.c_str());
+    std::printf("  %-15s %s\n", name, value.c_str());  // repeat_penalty is the longest
   };
   std::printf("job %llu\n", static_cast<unsigned long long>(s.job_id));
   std::string state(wire::job_state_name(s.state));
@@ -202,7 +226,7 @@ int show_job(const job_options& o) {
   const bool whole = read_job(
       client, o.job_id,
       [&](wire::job_detail d) {
-        const auto t = timings_of(d.summary, net::wall_ms());
+        const auto t = timings_of(d, net::wall_ms());
         if (o.json) {
           json_out.begin(d, t);
         } else {
