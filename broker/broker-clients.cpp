@@ -192,7 +192,8 @@ void broker::on_submit(const std::string& rid, const peer& who, wire::submit m) 
   if (m.watch) j.watchers.insert(rid);
   const uint32_t position = queue_position(j);
   j.last_position_sent = position;
-  send(rid, wire::accepted{m.request_id, id, position});
+  j.last_waiting_sent = waiting_reason(j.row.model);
+  send(rid, wire::accepted{m.request_id, id, position, j.last_waiting_sent});
 }
 
 namespace {
@@ -223,7 +224,8 @@ void broker::watch_job(const std::string& rid, uint64_t job_id, const wire::watc
     j.watchers.insert(rid);
     if (j.row.state == wire::job_state::queued) {
       j.last_position_sent = queue_position(j);
-      send(rid, wire::job_queued{j.row.id, j.last_position_sent});
+      j.last_waiting_sent = waiting_reason(j.row.model);
+      send(rid, wire::job_queued{j.row.id, j.last_position_sent, j.last_waiting_sent});
     } else if (j.row.state == wire::job_state::running) {
       send(rid, wire::job_running{j.row.id, j.row.attempts, j.row.node});
       const output_mark from = watch_resume_mark(has, j.row.attempts, j.next_seq, j.output.size());
@@ -459,6 +461,7 @@ void broker::on_get_job(const std::string& rid, const peer& who, const wire::get
     r.output_total_bytes = row->output_bytes;
   }
   r.job.events = store_->job_events(m.job_id);
+  if (row->state == wire::job_state::queued) r.job.waiting = waiting_reason(row->model);
   r.output_offset = std::min<uint64_t>(m.output_offset, r.output_total_bytes);
   r.prompt_offset = std::min<uint64_t>(m.prompt_offset, row->prompt.size());
   r.prompt_total_bytes = row->prompt.size();

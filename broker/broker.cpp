@@ -717,11 +717,16 @@ void broker::timers() {
     next_positions_ = now + std::chrono::milliseconds(cfg_.queue_position_ms);
     for (auto& [model, q] : queues_) {
       uint32_t pos = 0;
+      std::optional<std::string> waiting;  // the model's, worked out once a round
       for (const auto& [key, id] : q) {
         auto& j = jobs_.at(id);
-        if (!j.watchers.empty() && j.last_position_sent != pos) {
-          j.last_position_sent = pos;
-          notify(j, wire::command::job_queued, wire::encode(wire::job_queued{id, pos}));
+        if (!j.watchers.empty()) {
+          if (!waiting) waiting = waiting_reason(model);
+          if (j.last_position_sent != pos || j.last_waiting_sent != *waiting) {
+            j.last_position_sent = pos;
+            j.last_waiting_sent = *waiting;
+            notify(j, wire::command::job_queued, wire::encode(wire::job_queued{id, pos, *waiting}));
+          }
         }
         ++pos;
       }

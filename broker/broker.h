@@ -92,7 +92,8 @@ struct live_job {
   } resume;
   std::set<std::string> watchers;  // routing ids of clients following it
   uint32_t last_position_sent = UINT32_MAX;
-  uint64_t queued_bytes = 0;  // its prompt and messages, as counted against the limits
+  std::string last_waiting_sent;  // job_queued.waiting last sent to its watchers
+  uint64_t queued_bytes = 0;      // its prompt and messages, as counted against the limits
 };
 
 // The bytes a job's prompt and messages hold, as the per-client and queue limits count them.
@@ -252,6 +253,9 @@ class broker {
   void node_lost_attempt(node_entry& n, const std::string& why, bool handback = false);
   // Whether another node than `except` could run `model` now (online, not quarantined).
   bool healthy_node_serves(const std::string& model, const std::string& except) const;
+  // Why a job for `model` waits although it may be first in line: "" when a node could run it,
+  // else which nodes serve the model and where they are ("last seen: node desk, 3 h ago").
+  std::string waiting_reason(const std::string& model) const;
   // Ends quarantines that are over and forgets idle hello rate limits (from timers()).
   void node_timers(net::steady::time_point now);
   // The hello rate limits: false (and the peer told limit_reached) when over them.

@@ -651,11 +651,13 @@ struct accepted {
   uint64_t request_id = 0;
   uint64_t job_id = 0;
   uint32_t position = 0;  // jobs ahead of it in the queue for its model
+  std::string waiting;    // why it cannot run now ("" when a node could take it)
   template <class F>
   void fields(F& f) {
     f("request_id", request_id);
     f("job_id", job_id);
     f("position", position);
+    f.optional("waiting", waiting);
   }
 };
 
@@ -663,10 +665,12 @@ struct job_queued {
   static constexpr command cmd = command::job_queued;
   uint64_t job_id = 0;
   uint32_t position = 0;
+  std::string waiting;  // as in accepted
   template <class F>
   void fields(F& f) {
     f("job_id", job_id);
     f("position", position);
+    f.optional("waiting", waiting);
   }
 };
 
@@ -778,6 +782,7 @@ struct job_detail {
   job_params params;
   std::string output;
   std::vector<job_event> events;
+  std::string waiting;  // a queued job: why it cannot run now, as in accepted
   template <class F>
   void fields(F& f) {
     f("summary", summary);
@@ -786,6 +791,7 @@ struct job_detail {
     f("params", params);
     f("output", output);
     f("events", events);
+    f.optional("waiting", waiting);
   }
 };
 

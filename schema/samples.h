@@ -239,12 +239,12 @@ inline prune_jobs sample<prune_jobs>() {
 
 template <>
 inline accepted sample<accepted>() {
-  return {request_id, job_id, 12};
+  return {request_id, job_id, 12, "no online node serves model 'm' (last seen: node a, 3 h ago)"};
 }
 
 template <>
 inline job_queued sample<job_queued>() {
-  return {job_id, 11};
+  return {job_id, 11, "no node has offered model 'm' yet; waiting"};
 }
 
 template <>
@@ -279,6 +279,7 @@ inline job_reply sample<job_reply>() {
   d.params = params();
   d.output = ", there was a little girl";
   d.events = {event("queued", 0), event("assigned", 1), event("requeued", 2)};
+  d.waiting = "every online node that serves model 'm' is quarantined";
   return {request_id, d, uint64_t(1) << 40, (uint64_t(1) << 40) + 24, 7, 23};
 }
 

@@ -731,6 +731,33 @@ TEST_F(cli_cluster, queue_wait_after_a_failover_leaves_out_the_time_on_the_lost_
       << "the two seconds on the lost node are not queue wait: " << j.dump();
 }
 
+// A job whose model's only node is offline says so, naming the node and when it was seen, in the
+// stream and in hearth job; it runs once a node serves the model again.
+TEST_F(cli_cluster, a_job_whose_node_is_offline_says_why_it_waits) {
+  ASSERT_NO_FATAL_FAILURE(start_cluster("0"));
+  node_.signal(SIGKILL);
+  node_.wait();
+  ASSERT_TRUE(testing::wait_until([&] {
+    auto r = client_->request<wire::nodes_reply>(wire::list_nodes{});
+    return r && !r->nodes.empty() && !r->nodes[0].online;
+  }));
+  auto sub = start_cli("waiting", "submit -m stories260K -n 8 'Once upon a time'");
+  const std::string why = "no online node serves model 'stories260K' (last seen: node null, ";
+  ASSERT_TRUE(testing::wait_until([&] { return sub.err().find(why) != std::string::npos; }))
+      << sub.err();
+  EXPECT_NE(sub.err().find(" s ago); waiting\n"), std::string::npos) << sub.err();
+  const std::string err = sub.err();
+  const uint64_t id = std::stoull(err.substr(4));
+  auto shown = run_cli("job " + std::to_string(id));
+  ASSERT_EQ(shown.exit_code, 0) << shown.err;
+  EXPECT_NE(shown.out.find("  waiting         " + why), std::string::npos) << shown.out;
+  auto again = c_.start_node("again", c_.models("m2", {"stories260K"}), "null", 1,
+                             {"--null-tokens-per-s", "0"});
+  EXPECT_EQ(sub.proc.wait(std::chrono::seconds(30)), 0) << sub.err();
+  shown = run_cli("job " + std::to_string(id));
+  EXPECT_EQ(shown.out.find("waiting"), std::string::npos) << shown.out;
+}
+
 TEST_F(cli_cluster, submit_waits_for_a_broker_that_starts_later_and_makes_one_job) {
   // No node: --wait-model queues the job all the same.
   auto sub = start_cli("submit", "submit --wait-model --no-stream -m stories260K 'Once upon'");

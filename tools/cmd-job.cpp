@@ -100,6 +100,7 @@ void print_detail(const wire::job_detail& d, const job_timings& t) {
   std::string state(wire::job_state_name(s.state));
   if (!s.stop_reason.empty()) state += " (" + s.stop_reason + ")";
   field("state", state);
+  if (!d.waiting.empty()) field("waiting", d.waiting);
   if (!s.error.empty()) field("error", s.error);
   if (!s.owner.empty()) field("owner", s.owner);
   field("model", s.model);

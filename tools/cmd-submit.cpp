@@ -112,9 +112,14 @@ int submit(submit_options& o) {
     }
   });
   if (o.json) {
-    print_json({{"event", "accepted"}, {"job_id", a.job_id}, {"position", a.position}});
+    print_json({{"event", "accepted"},
+                {"job_id", a.job_id},
+                {"position", a.position},
+                {"waiting", a.waiting}});
   } else if (!stream) {
     std::printf("%llu\n", static_cast<unsigned long long>(a.job_id));
+    if (!a.waiting.empty())
+      write_err("hearth: job " + std::to_string(a.job_id) + ": " + a.waiting + "\n");
   } else {
     // Its id, to watch or cancel it from elsewhere; stdout is the text alone.
     write_err("job " + std::to_string(a.job_id) +
@@ -124,6 +129,7 @@ int submit(submit_options& o) {
   return follow_job(client, a.job_id,
                     {.json_lines = o.json,
                      .position = a.position,
+                     .waiting = a.waiting,
                      .attach = retried,
                      .retry_for = retry_for,
                      .cancel_on_interrupt = !o.detach});

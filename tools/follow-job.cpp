@@ -280,7 +280,7 @@ int follow_job(broker_client& client, uint64_t job_id, const follow_options& o) 
     return follow(client, job_id, s, o);
   }
   stream_view view(job_id, write_out, write_err, isatty(STDERR_FILENO) != 0);
-  if (o.position) view.on_queued({job_id, *o.position});
+  if (o.position) view.on_queued({job_id, *o.position, o.waiting});
   return follow(client, job_id, view, o);
 }
 

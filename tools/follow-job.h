@@ -15,8 +15,9 @@ namespace hearth::cli {
 
 struct follow_options {
   bool json_lines = false;
-  // The queue position known from `accepted`, shown until events come.
+  // The queue position known from `accepted`, shown until events come, and why it waits.
   std::optional<uint32_t> position;
+  std::string waiting;
   // Send watch first: the client is not watching the job yet (hearth watch, or a submit whose
   // reply came on a later try, whose watch flag was not sent).
   bool attach = false;

@@ -81,6 +81,15 @@ stream_view::stream_view(uint64_t job_id, write_fn out, write_fn err, bool termi
 
 void stream_view::on_queued(const wire::job_queued& e) {
   if (e.job_id != job_id_ || done()) return;
+  // Why it waits (no online node serves its model ...), on a line of its own, once per change:
+  // a status line would hide it, and a job that will not run soon must say so.
+  if (e.waiting != waiting_) {
+    waiting_ = e.waiting;
+    if (!waiting_.empty()) {
+      clear_status();
+      err_("hearth: job " + std::to_string(job_id_) + ": " + waiting_ + "\n");
+    }
+  }
   // On the wire, position counts the jobs ahead; people count from 1.
   status("queued: position " + std::to_string(uint64_t(e.position) + 1));
 }

@@ -131,6 +131,7 @@ class stream_view {
   std::string shown_;
   bool at_line_start_ = true;  // the last character printed to `out` was a newline (or none)
   bool status_shown_ = false;
+  std::string waiting_;  // the reason the job waits, as last shown
   std::optional<wire::job_done> final_;
 };
 
