@@ -758,6 +758,34 @@ TEST_F(cli_cluster, a_job_whose_node_is_offline_says_why_it_waits) {
   EXPECT_EQ(shown.out.find("waiting"), std::string::npos) << shown.out;
 }
 
+// An offline node is listed as such, without the models it had loaded; one gone for longer than
+// --hide-after leaves the listing (said on stderr), and --all shows it again.
+TEST_F(cli_cluster, offline_nodes_show_nothing_loaded_and_leave_the_listing_after_a_while) {
+  ASSERT_NO_FATAL_FAILURE(start_cluster("0"));
+  ASSERT_EQ(run_cli("submit -m stories260K -n 4 'Once'").exit_code, 0);  // loads the model
+  ASSERT_TRUE(testing::wait_until(
+      [&] { return run_cli("nodes").out.find("(loaded: stories260K)") != std::string::npos; }));
+  node_.signal(SIGKILL);
+  node_.wait();
+  ASSERT_TRUE(testing::wait_until([&] {
+    auto r = client_->request<wire::nodes_reply>(wire::list_nodes{});
+    return r && !r->nodes.empty() && !r->nodes[0].online;
+  }));
+  auto listed = run_cli("nodes");
+  ASSERT_EQ(listed.exit_code, 0) << listed.err;
+  EXPECT_NE(listed.out.find("offline"), std::string::npos) << listed.out;
+  EXPECT_EQ(listed.out.find("loaded:"), std::string::npos) << listed.out;
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  auto hidden = run_cli("nodes --hide-after 1s");
+  ASSERT_EQ(hidden.exit_code, 0) << hidden.err;
+  EXPECT_EQ(hidden.out.find("null"), std::string::npos) << hidden.out;
+  EXPECT_TRUE(hidden.err.starts_with("1 offline node not seen for 1s left out (--all shows it)\n"))
+      << hidden.err;
+  auto all = run_cli("nodes --all --hide-after 1s");
+  EXPECT_NE(all.out.find("null"), std::string::npos) << all.out;
+  expect_error(run_cli("nodes --hide-after soon"), "--hide-after 'soon' is not a duration");
+}
+
 TEST_F(cli_cluster, submit_waits_for_a_broker_that_starts_later_and_makes_one_job) {
   // No node: --wait-model queues the job all the same.
   auto sub = start_cli("submit", "submit --wait-model --no-stream -m stories260K 'Once upon'");

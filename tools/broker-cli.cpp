@@ -1,5 +1,6 @@
 #include "tools/broker-cli.h"
 
+#include <charconv>
 #include <cmath>
 #include <ctime>
 #include <stdexcept>
@@ -171,6 +172,35 @@ std::string format_duration(int64_t ms) {
     std::snprintf(buf, sizeof buf, "%dh%02dm", int(ms / 3'600'000), int(ms / 60'000 % 60));
   }
   return buf;
+}
+
+std::optional<uint64_t> duration_ms(std::string_view s) {
+  if (s.size() < 2) return std::nullopt;
+  uint64_t unit_ms = 0;
+  switch (s.back()) {
+    case 'd':
+      unit_ms = 86'400'000;
+      break;
+    case 'h':
+      unit_ms = 3'600'000;
+      break;
+    case 'm':
+      unit_ms = 60'000;
+      break;
+    case 's':
+      unit_ms = 1000;
+      break;
+    default:
+      return std::nullopt;
+  }
+  uint64_t n = 0;
+  const std::string_view digits = s.substr(0, s.size() - 1);
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+  constexpr uint64_t max_ms = 100ull * 365 * 86'400'000;
+  if (ec != std::errc{} || end != digits.data() + digits.size() || n == 0 || n > max_ms / unit_ms) {
+    return std::nullopt;
+  }
+  return n * unit_ms;
 }
 
 std::string format_ago(int64_t ms, int64_t now_ms) {

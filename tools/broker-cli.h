@@ -59,7 +59,10 @@ std::string format_local_time(int64_t ms);           // "YYYY-MM-DD HH:MM:SS"; "
 std::string format_local_time_ms(int64_t ms);        // ... with ".mmm"
 std::string format_duration(int64_t ms);             // "850ms", "12.3s", "4m05s", "2h03m"
 std::string format_ago(int64_t ms, int64_t now_ms);  // "3s ago", "5m ago"; "never" for 0
-std::string format_bytes(uint64_t bytes);            // "512 MiB", "4.7 GiB"
+// "30d", "12h", "90m", "45s" in milliseconds; nullopt for anything else, 0 and more than 100 years
+// included.
+std::optional<uint64_t> duration_ms(std::string_view s);
+std::string format_bytes(uint64_t bytes);  // "512 MiB", "4.7 GiB"
 std::string or_dash(const std::string& s);
 
 // A broker event as a JSON line object: {"event": name, fields...}.

@@ -1,6 +1,5 @@
 // hearth jobs: the job history, newest first, as a table or a JSON array. hearth jobs prune:
 // delete finished jobs by age or count (admin keys only).
-#include <charconv>
 #include <cstdio>
 #include <optional>
 #include <stdexcept>
@@ -25,37 +24,6 @@ struct prune_options {
   std::string older_than;  // a duration: 30d, 12h, 90m, 45s
   std::optional<uint64_t> keep;
 };
-
-// "30d", "12h", "90m", "45s" in milliseconds; nullopt for anything else, 0 and more than 100 years
-// included (0 would turn the rule off on the wire).
-std::optional<uint64_t> duration_ms(std::string_view s) {
-  if (s.size() < 2) return std::nullopt;
-  uint64_t unit_ms = 0;
-  switch (s.back()) {
-    case 'd':
-      unit_ms = 86'400'000;
-      break;
-    case 'h':
-      unit_ms = 3'600'000;
-      break;
-    case 'm':
-      unit_ms = 60'000;
-      break;
-    case 's':
-      unit_ms = 1000;
-      break;
-    default:
-      return std::nullopt;
-  }
-  uint64_t n = 0;
-  const std::string_view digits = s.substr(0, s.size() - 1);
-  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
-  constexpr uint64_t max_ms = 100ull * 365 * 86'400'000;
-  if (ec != std::errc{} || end != digits.data() + digits.size() || n == 0 || n > max_ms / unit_ms) {
-    return std::nullopt;
-  }
-  return n * unit_ms;
-}
 
 int prune(const prune_options& o) {
   wire::prune_jobs req;

@@ -1,6 +1,7 @@
 // hearth nodes: the nodes the broker knows, their hardware and models; `hearth nodes forget NAME`
 // removes an offline one (admin keys only).
 #include <cstdio>
+#include <stdexcept>
 
 #include "schema/zmq-io.h"
 #include "tools/broker-cli.h"
@@ -12,7 +13,9 @@ namespace {
 struct nodes_options {
   broker_options broker;
   bool json = false;
-  std::string forget;  // the node to forget, with the forget subcommand
+  bool all = false;
+  std::string hide_after = "7d";  // offline nodes not seen for longer are left out
+  std::string forget;             // the node to forget, with the forget subcommand
 };
 
 std::string gpus_text(const std::vector<wire::gpu_info>& gpus) {
@@ -27,10 +30,12 @@ std::string gpus_text(const std::vector<wire::gpu_info>& gpus) {
   return or_dash(s);
 }
 
-std::string models_text(const std::vector<wire::model_info>& models) {
+// The models it offers, and those loaded: only an online node has any loaded (an offline one's
+// record keeps what was loaded when it was last seen).
+std::string models_text(const std::vector<wire::model_info>& models, bool online) {
   std::string loaded;
   for (const auto& m : models) {
-    if (m.loaded) loaded += (loaded.empty() ? "" : ", ") + m.name;
+    if (m.loaded && online) loaded += (loaded.empty() ? "" : ", ") + m.name;
   }
   return std::to_string(models.size()) + (loaded.empty() ? "" : " (loaded: " + loaded + ")");
 }
@@ -42,8 +47,26 @@ std::string state_text(const wire::node_summary& n, int64_t now_ms) {
 }
 
 int nodes(const nodes_options& o) {
+  const auto hide_after = duration_ms(o.hide_after);
+  if (!hide_after) {
+    throw std::runtime_error("--hide-after '" + o.hide_after +
+                             "' is not a duration: a positive number with d, h, m or s (7d, 12h)");
+  }
   broker_client client(o.broker);
-  const auto reply = client.request<wire::nodes_reply>(wire::list_nodes{});
+  auto reply = client.request<wire::nodes_reply>(wire::list_nodes{});
+  // Nodes gone for long (a laptop sold, a Pi retired) leave the default listing; --all shows
+  // them, and `hearth nodes forget` removes them for good.
+  const int64_t now = net::wall_ms();
+  size_t hidden = 0;
+  if (!o.all) {
+    hidden = std::erase_if(reply.nodes, [&](const wire::node_summary& n) {
+      return !n.online && now - n.last_seen_ms > int64_t(*hide_after);
+    });
+  }
+  if (hidden > 0) {
+    std::fprintf(stderr, "%zu offline node%s not seen for %s left out (--all shows %s)\n", hidden,
+                 hidden == 1 ? "" : "s", o.hide_after.c_str(), hidden == 1 ? "it" : "them");
+  }
   // The broker caps the list to fit one message (online nodes first).
   if (reply.truncated) {
     std::fprintf(stderr, "showing %zu of %u nodes\n", reply.nodes.size(), reply.total);
@@ -56,16 +79,15 @@ int nodes(const nodes_options& o) {
     std::fprintf(stderr, "no nodes\n");
     return 0;
   }
-  const int64_t now = net::wall_ms();
   std::vector<std::vector<std::string>> rows;
   for (const auto& n : reply.nodes) {
     const auto& hw = n.hardware;
-    rows.push_back({n.name, state_text(n, now), n.engine,
-                    std::to_string(n.running) + "/" + std::to_string(n.slots),
-                    std::to_string(n.lost),
-                    or_dash(hw.cpu_model) + " (" + std::to_string(hw.cpu_threads) + " threads)",
-                    format_bytes(hw.memory_total), gpus_text(hw.gpus), models_text(n.models),
-                    n.online ? "now" : format_ago(n.last_seen_ms, now)});
+    rows.push_back(
+        {n.name, state_text(n, now), n.engine,
+         std::to_string(n.running) + "/" + std::to_string(n.slots), std::to_string(n.lost),
+         or_dash(hw.cpu_model) + " (" + std::to_string(hw.cpu_threads) + " threads)",
+         format_bytes(hw.memory_total), gpus_text(hw.gpus), models_text(n.models, n.online),
+         n.online ? "now" : format_ago(n.last_seen_ms, now)});
   }
   print_table(
       {"NAME", "STATE", "ENGINE", "SLOTS", "LOST", "CPU", "RAM", "GPUS", "MODELS", "LAST SEEN"},
@@ -91,6 +113,10 @@ action add_nodes(CLI::App& app) {
       "List nodes: state (online, offline, quarantined), engine, slots (running/slots), attempts "
       "lost, CPU, RAM, GPUs, models");
   cmd->add_flag("--json", o->json, "A JSON array of node summaries (every field)");
+  cmd->add_flag("--all", o->all, "Also the offline nodes not seen for longer than --hide-after");
+  cmd->add_option("--hide-after", o->hide_after,
+                  "Leave out offline nodes not seen for this long (30d, 12h, 90m)")
+      ->capture_default_str();
   add_broker_options(cmd, o->broker);
   CLI::App* forget_cmd = cmd->add_subcommand(
       "forget", "Remove an offline node and the models only it offered (admin key needed)");
