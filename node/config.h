@@ -14,7 +14,7 @@ struct node_config {
   std::string broker = "tcp://127.0.0.1:5555";
   std::string models_dir;
   std::string name;                 // "" = the hostname
-  uint32_t slots = 1;               // jobs run at once
+  uint32_t slots = 2;               // jobs run at once (hearth up's default too)
   std::string engine = "cpu";       // cpu | null
   double null_tokens_per_s = 1000;  // null engine rate per job
   uint64_t memory_budget = 0;       // bytes for models and contexts; 0 = what is available

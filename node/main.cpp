@@ -32,13 +32,15 @@ int main(int argc, char** argv) {
   app.add_option("--broker", broker, "broker endpoint (default tcp://127.0.0.1:5555)");
   app.add_option("--models", models, "directory of GGUF models to serve");
   app.add_option("--name", name, "node name (default: the hostname)");
-  app.add_option("--slots", slots, "jobs run at once (default 1)");
+  app.add_option("--slots", slots,
+                 "jobs run at once (default " + std::to_string(node_config{}.slots) + ")");
   app.add_option("--engine", engine, "cpu (default) or null (fake tokens, for tests)");
   app.add_option("--null-tokens-per-s", rate, "null engine: tokens per second per job");
   app.add_option("--backend", backend,
-                 "cpu, vulkan or auto (default: a Vulkan GPU if there is one, else the CPU)");
-  auto* device_opt =
-      app.add_option("--device", device, "Vulkan device index (hearth devices); -1: the best");
+                 "cpu, cuda, vulkan or auto (default: a CUDA GPU, else a Vulkan GPU, else the "
+                 "CPU)");
+  auto* device_opt = app.add_option("--device", device,
+                                    "device index of that backend (hearth devices); -1: the best");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off");
   app.add_option("--broker-key", broker_key,
                  "the broker's public certificate, for a broker run with --auth (with --key)");

@@ -106,7 +106,7 @@ action add_up(CLI::App& app) {
     std::string models, bind = "tcp://127.0.0.1:5555", db, name, engine = "cpu", backend = "auto";
     std::string auth, http = "127.0.0.1:8080";
     bool insecure = false;
-    uint32_t slots = 2;
+    uint32_t slots = node::node_config{}.slots;
     int32_t threads = 0;
     int32_t device = -1;
   };
