@@ -54,6 +54,10 @@ int nodes(const nodes_options& o) {
   }
   broker_client client(o.broker);
   auto reply = client.request<wire::nodes_reply>(wire::list_nodes{});
+  // The broker caps the list to fit one message (online nodes first).
+  if (reply.truncated) {
+    std::fprintf(stderr, "showing %zu of %u nodes\n", reply.nodes.size(), reply.total);
+  }
   // Nodes gone for long (a laptop sold, a Pi retired) leave the default listing; --all shows
   // them, and `hearth nodes forget` removes them for good.
   const int64_t now = net::wall_ms();
@@ -66,10 +70,6 @@ int nodes(const nodes_options& o) {
   if (hidden > 0) {
     std::fprintf(stderr, "%zu offline node%s not seen for %s left out (--all shows %s)\n", hidden,
                  hidden == 1 ? "" : "s", o.hide_after.c_str(), hidden == 1 ? "it" : "them");
-  }
-  // The broker caps the list to fit one message (online nodes first).
-  if (reply.truncated) {
-    std::fprintf(stderr, "showing %zu of %u nodes\n", reply.nodes.size(), reply.total);
   }
   if (o.json) {
     print_json(wire_json(reply.nodes));
