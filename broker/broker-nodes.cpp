@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "broker/broker.h"
+#include "common/format-ago.h"
 
 namespace hearth::broker {
 
@@ -430,19 +431,6 @@ bool broker::healthy_node_serves(const std::string& model, const std::string& ex
   return false;
 }
 
-namespace {
-
-// "40 s", "12 min", "3 h", "2 d": how long ago, roughly.
-std::string ago(int64_t ms) {
-  const int64_t s = std::max<int64_t>(0, ms / 1000);
-  if (s < 120) return std::to_string(s) + " s ago";
-  if (s < 2 * 3600) return std::to_string(s / 60) + " min ago";
-  if (s < 2 * 86400) return std::to_string(s / 3600) + " h ago";
-  return std::to_string(s / 86400) + " d ago";
-}
-
-}  // namespace
-
 std::string broker::waiting_reason(const std::string& model) const {
   if (healthy_node_serves(model, "")) return "";
   const node_entry* last = nullptr;  // the offline node that served it, seen last
@@ -459,7 +447,7 @@ std::string broker::waiting_reason(const std::string& model) const {
   }
   if (last) {
     return "no online node serves model '" + model + "' (last seen: node " + last->name + ", " +
-           ago(net::wall_ms() - last->last_seen_ms) + "); waiting";
+           format_ago(last->last_seen_ms, net::wall_ms()) + "); waiting";
   }
   return "no node has offered model '" + model + "' yet; waiting";
 }

@@ -254,7 +254,7 @@ class broker {
   // Whether another node than `except` could run `model` now (online, not quarantined).
   bool healthy_node_serves(const std::string& model, const std::string& except) const;
   // Why a job for `model` waits although it may be first in line: "" when a node could run it,
-  // else which nodes serve the model and where they are ("last seen: node desk, 3 h ago").
+  // else which nodes serve the model and where they are ("last seen: node desk, 3h ago").
   std::string waiting_reason(const std::string& model) const;
   // Ends quarantines that are over and forgets idle hello rate limits (from timers()).
   void node_timers(net::steady::time_point now);

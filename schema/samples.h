@@ -239,7 +239,7 @@ inline prune_jobs sample<prune_jobs>() {
 
 template <>
 inline accepted sample<accepted>() {
-  return {request_id, job_id, 12, "no online node serves model 'm' (last seen: node a, 3 h ago)"};
+  return {request_id, job_id, 12, "no online node serves model 'm' (last seen: node a, 3h ago)"};
 }
 
 template <>

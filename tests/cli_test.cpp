@@ -745,7 +745,7 @@ TEST_F(cli_cluster, a_job_whose_node_is_offline_says_why_it_waits) {
   const std::string why = "no online node serves model 'stories260K' (last seen: node null, ";
   ASSERT_TRUE(testing::wait_until([&] { return sub.err().find(why) != std::string::npos; }))
       << sub.err();
-  EXPECT_NE(sub.err().find(" s ago); waiting\n"), std::string::npos) << sub.err();
+  EXPECT_NE(sub.err().find("s ago); waiting\n"), std::string::npos) << sub.err();
   const std::string err = sub.err();
   const uint64_t id = std::stoull(err.substr(4));
   auto shown = run_cli("job " + std::to_string(id));

@@ -203,15 +203,6 @@ std::optional<uint64_t> duration_ms(std::string_view s) {
   return n * unit_ms;
 }
 
-std::string format_ago(int64_t ms, int64_t now_ms) {
-  if (ms <= 0) return "never";
-  const int64_t s = std::max<int64_t>(0, (now_ms - ms) / 1000);
-  if (s < 60) return std::to_string(s) + "s ago";
-  if (s < 3600) return std::to_string(s / 60) + "m ago";
-  if (s < 86400) return std::to_string(s / 3600) + "h ago";
-  return std::to_string(s / 86400) + "d ago";
-}
-
 std::string format_bytes(uint64_t bytes) {
   char buf[32];
   const double mib = double(bytes) / (1 << 20);

@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "common/format-ago.h"
 #include "schema/messages.h"
 #include "schema/wire-json.h"
 #include "tools/broker-client.h"
@@ -55,10 +56,9 @@ void write_err(std::string_view s);
 void print_table(const std::vector<std::string>& header,
                  const std::vector<std::vector<std::string>>& rows);
 
-std::string format_local_time(int64_t ms);           // "YYYY-MM-DD HH:MM:SS"; "-" for 0
-std::string format_local_time_ms(int64_t ms);        // ... with ".mmm"
-std::string format_duration(int64_t ms);             // "850ms", "12.3s", "4m05s", "2h03m"
-std::string format_ago(int64_t ms, int64_t now_ms);  // "3s ago", "5m ago"; "never" for 0
+std::string format_local_time(int64_t ms);     // "YYYY-MM-DD HH:MM:SS"; "-" for 0
+std::string format_local_time_ms(int64_t ms);  // ... with ".mmm"
+std::string format_duration(int64_t ms);       // "850ms", "12.3s", "4m05s", "2h03m"
 // "30d", "12h", "90m", "45s" in milliseconds; nullopt for anything else, 0 and more than 100 years
 // included.
 std::optional<uint64_t> duration_ms(std::string_view s);
