@@ -141,8 +141,7 @@ void broker::on_submit(const std::string& rid, const peer& who, wire::submit m) 
     return send_error(rid, m.request_id, error_code::unknown_model,
                       "no node has ever offered model '" + m.model + "'" +
                           (close.empty() ? "" : "; did you mean '" + close + "'?") +
-                          " (known: " + (known.empty() ? "none" : known) +
-                          "; a submit with wait_model is queued anyway)");
+                          " (known: " + (known.empty() ? "none" : known) + ")");
   }
   if (n_queued_ >= cfg_.max_queue) {
     return send_error(rid, m.request_id, error_code::queue_full,

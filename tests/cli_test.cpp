@@ -644,10 +644,11 @@ TEST_F(cli_cluster, a_misspelt_model_is_refused_with_the_known_name_it_resembles
   start_cluster("0");
   const auto r = run_cli("submit --no-stream -m stories260k 'Once upon a time'");
   expect_error(r, "no node has ever offered model 'stories260k'; did you mean 'stories260K'?");
-  EXPECT_NE(r.err.find("with --wait-model it is queued anyway"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("(known: stories260K); --wait-model queues it anyway"), std::string::npos)
+      << r.err;
   EXPECT_EQ(r.err.find("wait_model"), std::string::npos) << r.err;
   const auto far = run_cli("submit --no-stream -m llama 'Once upon a time'");
-  expect_error(far, "no node has ever offered model 'llama' (known: stories260K;");
+  expect_error(far, "no node has ever offered model 'llama' (known: stories260K);");
 }
 
 // Into a pipe, as to a terminal, submit prints the text (its job id on stderr); --id-only prints

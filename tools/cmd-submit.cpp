@@ -102,13 +102,8 @@ int submit(submit_options& o) {
     try {
       return client.request<wire::accepted>(s);
     } catch (const broker_error& e) {
-      // The broker names the wire's field; a person typed hearth's flags.
       if (e.code() != wire::error_code::unknown_model) throw;
-      std::string msg = e.what();
-      if (const auto at = msg.find("a submit with wait_model"); at != std::string::npos) {
-        msg.replace(at, std::string("a submit with wait_model").size(), "with --wait-model it");
-      }
-      throw broker_error(e.code(), msg);
+      throw broker_error(e.code(), std::string(e.what()) + "; --wait-model queues it anyway");
     }
   });
   if (o.json) {
