@@ -109,7 +109,10 @@ TEST_F(cuda_backend_test, a_batch_of_sequences_gives_each_its_own_logits) {
       err += double(a[v] - b[v]) * double(a[v] - b[v]);
       norm += double(b[v]) * double(b[v]);
     }
-    EXPECT_LE(err / norm, 1e-6) << "sequence " << s;
+    // Not bit for bit: the batch's products run on cuBLAS with F16 activations, a sequence of up
+    // to 8 tokens alone on the F32 decoding kernel. Measured on an H200: NMSE up to 1.4e-6. A
+    // sequence that read another's cache or rows would be off by order 1.
+    EXPECT_LE(err / norm, 1e-5) << "sequence " << s;
   }
 }
 
