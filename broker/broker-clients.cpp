@@ -516,6 +516,15 @@ void broker::on_list_models(const std::string& rid, const wire::list_models& m) 
   }
   r.total = list.total();
   r.truncated = list.truncated();
+  // Online nodes' skipped files, at most k_max_skipped_listed in all (a node sends at most 64).
+  constexpr size_t k_max_skipped_listed = 256;
+  size_t listed = 0;
+  for (const auto& [name, n] : nodes_) {
+    if (!n.online || n.skipped.empty() || listed == k_max_skipped_listed) continue;
+    const size_t take = std::min(n.skipped.size(), k_max_skipped_listed - listed);
+    r.skipped.push_back({name, {n.skipped.begin(), n.skipped.begin() + ptrdiff_t(take)}});
+    listed += take;
+  }
   send(rid, r);
 }
 

@@ -147,6 +147,7 @@ void broker::on_node_hello(const std::string& rid, const peer& who, wire::node_h
   n.slots = std::min(m.slots, cfg_.max_node_slots);
   n.hardware = std::move(m.hardware);
   n.models = std::move(m.models);
+  n.skipped = std::move(m.skipped);
   n.online = true;
   n.last_heard = net::steady::now();
   n.last_seen_ms = net::wall_ms();
@@ -207,6 +208,7 @@ void broker::on_node_status(node_entry& n, wire::node_status m) {
     return;
   }
   n.models = std::move(m.models);
+  n.skipped = std::move(m.skipped);
   for (const auto& model : n.models) known_models_.insert(model.name);
   store_node(n);
   dispatch_needed_ = true;

@@ -126,7 +126,8 @@ struct node_entry {
   uint32_t credit = 0;          // jobs it asked for and has not been sent yet
   wire::hardware_info hardware;
   std::vector<wire::model_info> models;
-  std::set<uint64_t> running;  // job ids assigned to it
+  std::vector<wire::skipped_model> skipped;  // files of its models directory it does not serve
+  std::set<uint64_t> running;                // job ids assigned to it
   bool online = false;
   net::steady::time_point last_heard{};
   net::steady::time_point last_sent{};

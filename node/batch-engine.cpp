@@ -108,8 +108,10 @@ struct batch_model {
 class batch_engine final : public job_engine {
  public:
   batch_engine(const batch_engine_config& cfg, job_sink& sink)
-      : cfg_(cfg), catalog_(model_catalog::scan(cfg.models_dir)), sink_(sink) {
-    for (const auto& e : catalog_.errors()) spdlog::warn("skipping model {}: {}", e.path, e.error);
+      : cfg_(cfg),
+        sink_(sink),
+        catalog_(cfg.models_dir, std::chrono::milliseconds(cfg.models_rescan_ms),
+                 [this] { sink_.models_changed(); }) {
     if (cfg_.slots < 1) cfg_.slots = 1;
     budget_ = cfg_.memory_budget > 0 ? cfg_.memory_budget : system_info_read().mem_available;
     plan_backend();
@@ -120,11 +122,13 @@ class batch_engine final : public job_engine {
   std::string name() const override { return plan_.backend_name; }
 
   std::vector<wire::model_info> models() const override {
-    auto out = catalog_.models();
+    auto out = catalog_.get()->models();
     std::lock_guard lk(loaded_mu_);
     for (auto& m : out) m.loaded = loaded_names_.contains(m.name);
     return out;
   }
+
+  std::vector<wire::skipped_model> skipped() const override { return catalog_.get()->skipped(); }
 
   void submit(const wire::job_assign& job) override {
     {
@@ -335,7 +339,8 @@ class batch_engine final : public job_engine {
   // Checks a new attempt and queues it on its model, or reports it failed.
   void admit(const wire::job_assign& job) {
     const wire::job_ref ref{job.job_id, job.attempt};
-    const model_catalog_entry* entry = catalog_.find(job.model);
+    const std::shared_ptr<const model_catalog> catalog = catalog_.get();
+    const model_catalog_entry* entry = catalog->find(job.model);
     if (!entry)
       return report_failed(ref, "model '" + job.model + "' is not in this node's models directory");
     std::vector<chat_message> messages;
@@ -532,7 +537,6 @@ class batch_engine final : public job_engine {
   }
 
   batch_engine_config cfg_;
-  const model_catalog catalog_;
   job_sink& sink_;
   uint64_t budget_ = 0;
   gpu::backend_plan plan_;  // set before the worker starts, then only read
@@ -553,6 +557,8 @@ class batch_engine final : public job_engine {
   size_t rr_ = 0;
   uint64_t tick_ = 0;
   std::thread worker_;
+  // Last, so that it is destroyed first: its rescan thread calls sink_ and nothing else.
+  model_catalog_watch catalog_;
 };
 
 }  // namespace

@@ -50,10 +50,10 @@ std::string path_beside(const std::string& yaml_path, const std::string& p) {
 
 // Loads into a copy so that a bad file changes nothing.
 result<void> node_config_load(const std::string& path, node_config& out) {
-  auto root =
-      yaml_settings_open(path, {"broker", "models", "name", "slots", "engine", "null_tokens_per_s",
-                                "memory_budget", "threads", "ctx_per_slot", "backend", "device",
-                                "drain_timeout_ms", "log_level", "broker_key", "key"});
+  auto root = yaml_settings_open(
+      path, {"broker", "models", "name", "slots", "engine", "null_tokens_per_s", "memory_budget",
+             "threads", "ctx_per_slot", "backend", "device", "drain_timeout_ms", "models_rescan_ms",
+             "log_level", "broker_key", "key"});
   if (!root) return root.err();
   node_config cfg = out;
   for (auto r :
@@ -66,6 +66,7 @@ result<void> node_config_load(const std::string& path, node_config& out) {
         yaml_setting(*root, "ctx_per_slot", cfg.ctx_per_slot, path),
         yaml_setting(*root, "device", cfg.device, path),
         yaml_setting(*root, "drain_timeout_ms", cfg.drain_timeout_ms, path),
+        yaml_setting(*root, "models_rescan_ms", cfg.models_rescan_ms, path),
         yaml_setting(*root, "log_level", cfg.log_level, path),
         yaml_setting(*root, "broker_key", cfg.broker_key, path),
         yaml_setting(*root, "key", cfg.key, path)}) {

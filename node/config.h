@@ -24,6 +24,9 @@ struct node_config {
   gpu::backend_kind backend = gpu::backend_kind::automatic;
   int32_t device = -1;                // device index (`hearth devices`); -1: the best
   uint32_t drain_timeout_ms = 30000;  // on SIGTERM: how long running jobs may finish
+  // How often the models directory is scanned again for added, changed and removed files
+  // (only changed ones are read); 0: only at start.
+  uint32_t models_rescan_ms = 10000;
   std::string log_level = "info";
   // CURVE (schema/curve-cert.h): the broker's public certificate and this node's secret one, both
   // or neither; neither = plain ZMTP to a broker without --auth. Relative paths in the YAML file

@@ -31,7 +31,8 @@ class job_sink {
   // submitted attempt, also for attempts that fail before starting (unknown model, bad params,
   // prompt too long ...). Not called for attempts returned by stop().
   virtual void finished(const wire::job_final& final) = 0;
-  // The set of loaded models changed (load on first use, least-recently-used unload).
+  // The set of loaded models changed (load on first use, least-recently-used unload), or a rescan
+  // of the models directory found a change. Called from the engine's or the rescan's thread.
   virtual void models_changed() {}
 };
 
@@ -43,6 +44,8 @@ class job_engine {
   // The models it serves (every valid GGUF file in the models directory), with `loaded` set for
   // those in memory now.
   virtual std::vector<wire::model_info> models() const = 0;
+  // Files of the models directory it does not serve, and why.
+  virtual std::vector<wire::skipped_model> skipped() const = 0;
   // Starts an attempt. Never blocks on model loading or generation.
   virtual void submit(const wire::job_assign& job) = 0;
   // Stops an attempt within one token; it then finishes as cancelled. Unknown refs are ignored.
@@ -54,17 +57,19 @@ class job_engine {
 
 struct batch_engine_config {
   std::string models_dir;
-  uint32_t slots = 1;          // attempts running at once (sequences of one batched context)
-  uint64_t memory_budget = 0;  // bytes for loaded models and their contexts; 0: MemAvailable
-  int32_t threads = 0;         // 0: all cores
-  int32_t n_ctx_per_slot = 0;  // context cells per slot; 0: the model's (at most 4096)
+  uint32_t models_rescan_ms = 0;  // 0: the directory is scanned only at construction
+  uint32_t slots = 1;             // attempts running at once (sequences of one batched context)
+  uint64_t memory_budget = 0;     // bytes for loaded models and their contexts; 0: MemAvailable
+  int32_t threads = 0;            // 0: all cores
+  int32_t n_ctx_per_slot = 0;     // context cells per slot; 0: the model's (at most 4096)
   gpu::backend_kind backend = gpu::backend_kind::cpu;  // where models load (gpu/select.h)
   int32_t device = -1;                                 // Vulkan device index; -1: the best
 };
 
 struct null_engine_config {
   std::string models_dir;
-  double tokens_per_s = 1000;  // per attempt; <= 0: as fast as possible
+  double tokens_per_s = 1000;     // per attempt; <= 0: as fast as possible
+  uint32_t models_rescan_ms = 0;  // 0: the directory is scanned only at construction
 };
 
 // Scans the models directory at construction; throws std::runtime_error if it cannot be read.

@@ -28,9 +28,15 @@ int main(int argc, char** argv) {
   uint32_t slots = 0;
   int32_t device = -1;
   double rate = -1;
+  int64_t rescan_ms = -1;
   app.add_option("--config", config_path, "YAML file with further settings");
   app.add_option("--broker", broker, "broker endpoint (default tcp://127.0.0.1:5555)");
   app.add_option("--models", models, "directory of GGUF models to serve");
+  app.add_option("--models-rescan-ms", rescan_ms,
+                 "how often the models directory is scanned for added, changed and removed "
+                 "models (default " +
+                     std::to_string(node_config{}.models_rescan_ms) + "; 0: only at start)")
+      ->check(CLI::Range(int64_t(0), int64_t(86'400'000)));
   app.add_option("--name", name, "node name (default: the hostname)");
   app.add_option("--slots", slots,
                  "jobs run at once (default " + std::to_string(node_config{}.slots) + ")");
@@ -60,6 +66,7 @@ int main(int argc, char** argv) {
   if (slots != 0) cfg.slots = slots;
   if (!engine.empty()) cfg.engine = engine;
   if (rate >= 0) cfg.null_tokens_per_s = rate;
+  if (rescan_ms >= 0) cfg.models_rescan_ms = uint32_t(rescan_ms);
   if (!backend.empty()) {
     auto kind = node_backend_parse(backend);
     if (!kind) {

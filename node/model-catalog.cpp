@@ -1,8 +1,11 @@
 #include "node/model-catalog.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <map>
 #include <stdexcept>
 #include <system_error>
 
@@ -45,8 +48,39 @@ result<wire::model_info> model_info_read(const std::string& path) {
   return info;
 }
 
-model_catalog model_catalog::scan(const std::string& dir) {
-  namespace fs = std::filesystem;
+namespace {
+
+namespace fs = std::filesystem;
+
+uint64_t stamp_mix(uint64_t h, uint64_t v) {
+  return (h ^ v) * 0x100000001b3ull;  // FNV-1a's prime, a word at a time
+}
+
+uint64_t stamp_of_file(const fs::path& p) {
+  std::error_code ec;
+  const uint64_t size = fs::file_size(p, ec);
+  if (ec) return 0;
+  const auto mtime = fs::last_write_time(p, ec).time_since_epoch().count();
+  if (ec) return 0;
+  return stamp_mix(stamp_mix(0xcbf29ce484222325ull, size), uint64_t(mtime));
+}
+
+// A file (through links) by its size and modification time; a Hugging Face folder by those of
+// every file in it, so a shard still being copied counts as a change.
+uint64_t file_stamp(const fs::path& p) {
+  std::error_code ec;
+  if (!fs::is_directory(p, ec)) return stamp_of_file(p);
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (fs::directory_iterator it(p, ec), end; !ec && it != end; it.increment(ec)) {
+    h = stamp_mix(h, std::hash<std::string>{}(it->path().filename().string()));
+    h = stamp_mix(h, stamp_of_file(it->path()));
+  }
+  return h;
+}
+
+}  // namespace
+
+model_catalog model_catalog::scan(const std::string& dir, const model_catalog* previous) {
   model_catalog cat;
   cat.dir_ = dir;
   std::error_code ec;
@@ -54,8 +88,16 @@ model_catalog model_catalog::scan(const std::string& dir) {
   if (ec) throw std::runtime_error("cannot read the models directory " + dir + ": " + ec.message());
   std::vector<fs::path> files;
   for (; it != fs::directory_iterator(); it.increment(ec)) {
-    // Symlinks count by their target, so a models folder of links into a download cache works.
+    // Symlinks count by their target, so a models folder of links into a download cache works;
+    // one whose target is gone is reported, not passed over.
     std::error_code type_ec;
+    if (it->is_symlink(type_ec) && !fs::exists(it->path(), type_ec)) {
+      const fs::path target = fs::read_symlink(it->path(), type_ec);
+      cat.errors_.push_back({it->path().string(),
+                             "dangling symbolic link to " + target.string() + " (no such file)",
+                             0});
+      continue;
+    }
     const bool gguf = it->path().extension() == ".gguf" && it->is_regular_file(type_ec);
     const bool hf_dir =
         it->is_directory(type_ec) && fs::exists(it->path() / "config.json", type_ec);
@@ -63,17 +105,146 @@ model_catalog model_catalog::scan(const std::string& dir) {
   }
   if (ec) throw std::runtime_error("cannot read the models directory " + dir + ": " + ec.message());
   std::sort(files.begin(), files.end());
+  // What the previous scan read, by path and stamp.
+  std::map<std::string, const model_catalog_entry*> seen_entries;
+  std::map<std::string, const model_catalog_error*> seen_errors;
+  if (previous) {
+    for (const auto& e : previous->entries_) seen_entries[e.path] = &e;
+    for (const auto& e : previous->errors_) seen_errors[e.path] = &e;
+  }
   for (const auto& p : files) {
-    auto info = model_info_read(p.string());
-    if (!info) {
-      cat.errors_.push_back({p.string(), info.message()});
+    const std::string path = p.string();
+    const uint64_t stamp = file_stamp(p);
+    if (auto e = seen_entries.find(path);
+        stamp != 0 && e != seen_entries.end() && e->second->stamp == stamp) {
+      cat.entries_.push_back(*e->second);
       continue;
     }
-    cat.entries_.push_back({std::move(info).value(), p.string()});
+    if (auto e = seen_errors.find(path);
+        stamp != 0 && e != seen_errors.end() && e->second->stamp == stamp) {
+      cat.errors_.push_back(*e->second);
+      continue;
+    }
+    auto info = model_info_read(path);
+    if (!info) {
+      cat.errors_.push_back({path, info.message(), stamp});
+      continue;
+    }
+    cat.entries_.push_back({std::move(info).value(), path, stamp});
   }
   std::sort(cat.entries_.begin(), cat.entries_.end(),
             [](const auto& a, const auto& b) { return a.info.name < b.info.name; });
+  std::sort(cat.errors_.begin(), cat.errors_.end(),
+            [](const auto& a, const auto& b) { return a.path < b.path; });
   return cat;
+}
+
+std::vector<wire::skipped_model> model_catalog::skipped() const {
+  std::vector<wire::skipped_model> out;
+  for (const auto& e : errors_) {
+    if (out.size() == k_max_skipped_advertised) break;
+    std::string why = e.error;
+    if (why.size() > k_max_skipped_error_bytes) {
+      // Cut at a character boundary, not inside a UTF-8 sequence.
+      size_t n = k_max_skipped_error_bytes;
+      while (n > 0 && (static_cast<unsigned char>(why[n]) & 0xC0) == 0x80) --n;
+      why = why.substr(0, n) + "...";
+    }
+    out.push_back({fs::path(e.path).filename().string(), std::move(why)});
+  }
+  return out;
+}
+
+bool model_catalog::same_as(const model_catalog& other) const {
+  auto same_entry = [](const model_catalog_entry& a, const model_catalog_entry& b) {
+    return a.path == b.path && a.stamp == b.stamp && a.info.name == b.info.name;
+  };
+  auto same_error = [](const model_catalog_error& a, const model_catalog_error& b) {
+    return a.path == b.path && a.error == b.error;
+  };
+  return std::equal(entries_.begin(), entries_.end(), other.entries_.begin(), other.entries_.end(),
+                    same_entry) &&
+         std::equal(errors_.begin(), errors_.end(), other.errors_.begin(), other.errors_.end(),
+                    same_error);
+}
+
+model_catalog_watch::model_catalog_watch(const std::string& dir, std::chrono::milliseconds period,
+                                         std::function<void()> changed)
+    : dir_(dir),
+      period_(period),
+      changed_(std::move(changed)),
+      catalog_(std::make_shared<const model_catalog>(model_catalog::scan(dir))) {
+  for (const auto& e : catalog_->errors()) spdlog::warn("skipping model {}: {}", e.path, e.error);
+  if (period_.count() > 0) thread_ = std::thread([this] { run(); });
+}
+
+model_catalog_watch::~model_catalog_watch() {
+  {
+    std::lock_guard lk(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::shared_ptr<const model_catalog> model_catalog_watch::get() const {
+  std::lock_guard lk(mu_);
+  return catalog_;
+}
+
+bool model_catalog_watch::rescan() {
+  const std::shared_ptr<const model_catalog> before = get();
+  std::shared_ptr<const model_catalog> after;
+  try {
+    after = std::make_shared<const model_catalog>(model_catalog::scan(dir_, before.get()));
+  } catch (const std::exception& e) {
+    std::lock_guard lk(mu_);
+    if (!unreadable_logged_) spdlog::warn("{}; serving the models found before", e.what());
+    unreadable_logged_ = true;
+    return false;
+  }
+  if (after->same_as(*before)) {
+    std::lock_guard lk(mu_);
+    unreadable_logged_ = false;
+    return false;
+  }
+  // What changed, for the log: models by file, skipped files by path.
+  std::map<std::string, const model_catalog_entry*> old_models;
+  for (const auto& e : before->entries()) old_models[e.path] = &e;
+  for (const auto& e : after->entries()) {
+    auto it = old_models.find(e.path);
+    if (it == old_models.end()) {
+      spdlog::info("model {} added ({})", e.info.name, e.path);
+    } else {
+      if (it->second->stamp != e.stamp) spdlog::info("model {} changed ({})", e.info.name, e.path);
+      old_models.erase(it);
+    }
+  }
+  for (const auto& [path, e] : old_models)
+    spdlog::info("model {} removed ({})", e->info.name, path);
+  std::map<std::string, std::string> old_errors;
+  for (const auto& e : before->errors()) old_errors[e.path] = e.error;
+  for (const auto& e : after->errors()) {
+    auto it = old_errors.find(e.path);
+    if (it == old_errors.end() || it->second != e.error)
+      spdlog::warn("skipping model {}: {}", e.path, e.error);
+  }
+  {
+    std::lock_guard lk(mu_);
+    catalog_ = after;
+    unreadable_logged_ = false;
+  }
+  if (changed_) changed_();
+  return true;
+}
+
+void model_catalog_watch::run() {
+  std::unique_lock lk(mu_);
+  while (!cv_.wait_for(lk, period_, [&] { return stop_; })) {
+    lk.unlock();
+    rescan();
+    lk.lock();
+  }
 }
 
 const model_catalog_entry* model_catalog::find(std::string_view name) const {

@@ -2,11 +2,19 @@
 // Hugging Face model directory there (a folder with config.json), described from metadata alone
 // (a GGUF header is mapped, safetensors weights are never opened). A file that does
 // not parse is left out and reported, so one bad download does not take the node down.
+// The directory is rescanned periodically (model_catalog_watch): files added, changed or removed
+// are seen without a restart, and only those are read again.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "common/result.h"
@@ -18,18 +26,22 @@ namespace hearth::node {
 struct model_catalog_error {
   std::string path;
   std::string error;
+  uint64_t stamp = 0;  // file_stamp() when it was read
 };
 
 struct model_catalog_entry {
   wire::model_info info;  // loaded is always false here; engines set it
   std::string path;
+  uint64_t stamp = 0;  // file_stamp() when it was read
 };
 
 class model_catalog {
  public:
   // Reads every *.gguf file and model folder of `dir` (not recursive). Throws std::runtime_error
   // naming the directory when it is missing or cannot be listed; bad files go to errors() instead.
-  static model_catalog scan(const std::string& dir);
+  // With `previous` (an earlier scan of the same directory), files whose size and modification
+  // time are unchanged are not read again.
+  static model_catalog scan(const std::string& dir, const model_catalog* previous = nullptr);
 
   // Models sorted by name.
   const std::vector<model_catalog_entry>& entries() const { return entries_; }
@@ -43,11 +55,52 @@ class model_catalog {
   std::vector<wire::model_info> models() const;
   // The directory that was scanned.
   const std::string& dir() const { return dir_; }
+  // Skipped files as the node advertises them (names within the directory, at most
+  // k_max_skipped_advertised, errors cut to k_max_skipped_error_bytes).
+  std::vector<wire::skipped_model> skipped() const;
+  // Same models (name, description, file) and same skipped files as `other`.
+  bool same_as(const model_catalog& other) const;
+
+  static constexpr size_t k_max_skipped_advertised = 64;
+  static constexpr size_t k_max_skipped_error_bytes = 300;
 
  private:
   std::string dir_;
   std::vector<model_catalog_entry> entries_;
   std::vector<model_catalog_error> errors_;
+};
+
+// The catalog an engine serves, replaced whole by rescans on the watcher's own thread while
+// the engine's threads read it: readers take a snapshot (get()) and keep it while they use its
+// entries. Every `period` the directory is scanned again; when what the node would advertise
+// changed, `changed` is called (from the watcher's thread) and the additions, changes and
+// removals are logged. A period of zero scans once, at construction.
+class model_catalog_watch {
+ public:
+  // Scans `dir` (throws as model_catalog::scan does) and logs the files it skips.
+  model_catalog_watch(const std::string& dir, std::chrono::milliseconds period,
+                      std::function<void()> changed);
+  ~model_catalog_watch();
+  model_catalog_watch(const model_catalog_watch&) = delete;
+  model_catalog_watch& operator=(const model_catalog_watch&) = delete;
+
+  std::shared_ptr<const model_catalog> get() const;
+  // Scans now (also what the watcher's thread does); true when the catalog changed. A directory
+  // that cannot be read keeps the last catalog (logged once until it can be read again).
+  bool rescan();
+
+ private:
+  void run();
+
+  const std::string dir_;
+  const std::chrono::milliseconds period_;
+  const std::function<void()> changed_;
+  mutable std::mutex mu_;
+  std::shared_ptr<const model_catalog> catalog_;
+  bool unreadable_logged_ = false;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
 };
 
 // A model's description from its handle (engine/model-file.h, opened without a Hugging Face

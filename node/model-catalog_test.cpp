@@ -4,8 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <stdexcept>
 
 #include "engine/convert/hf-export.h"
@@ -141,6 +143,109 @@ TEST_F(model_catalog_test, a_missing_directory_throws_naming_it) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find(missing), std::string::npos) << e.what();
   }
+}
+
+TEST_F(model_catalog_test, a_dangling_symbolic_link_is_reported_with_its_target) {
+  fs::create_symlink(dir_ / "gone" / "model.gguf", dir_ / "linked.gguf");
+  link("models/stories260K.gguf", "stories260K.gguf");
+  const auto cat = model_catalog::scan(dir_.string());
+  ASSERT_EQ(cat.entries().size(), 1u);
+  ASSERT_EQ(cat.errors().size(), 1u);
+  EXPECT_EQ(cat.errors()[0].path, (dir_ / "linked.gguf").string());
+  EXPECT_NE(cat.errors()[0].error.find("dangling symbolic link to " +
+                                       (dir_ / "gone" / "model.gguf").string()),
+            std::string::npos)
+      << cat.errors()[0].error;
+  const auto skipped = cat.skipped();
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_EQ(skipped[0].file, "linked.gguf");  // the name in the folder, not the node's path
+}
+
+// What the node advertises is bounded, whatever the folder holds.
+TEST_F(model_catalog_test, skipped_files_are_advertised_within_bounds) {
+  for (int i = 0; i < 70; ++i) write("bad-" + std::to_string(100 + i) + ".gguf", "not GGUF");
+  fs::create_symlink(std::string(2000, 'x') + "\xc3\xa9", dir_ / "long.gguf");
+  const auto cat = model_catalog::scan(dir_.string());
+  EXPECT_EQ(cat.errors().size(), 71u);
+  const auto skipped = cat.skipped();
+  ASSERT_EQ(skipped.size(), model_catalog::k_max_skipped_advertised);
+  for (const auto& f : skipped)
+    EXPECT_LE(f.error.size(), model_catalog::k_max_skipped_error_bytes + 3) << f.file;
+  EXPECT_EQ(skipped.back().file, "bad-163.gguf");
+}
+
+// Files added, replaced, broken and removed while the node runs are seen by a rescan; files that
+// did not change are not read again.
+TEST_F(model_catalog_test, a_rescan_sees_added_changed_and_removed_files) {
+  const std::string stories = hearth::testing::testdata_path("models/stories260K.gguf");
+  ASSERT_FALSE(stories.empty());
+  fs::copy_file(stories, dir_ / "a.gguf");
+  int changes = 0;
+  model_catalog_watch watch(dir_.string(), std::chrono::milliseconds(0), [&] { ++changes; });
+  EXPECT_EQ(watch.get()->models().size(), 1u);
+  EXPECT_FALSE(watch.rescan());  // nothing changed
+  EXPECT_EQ(changes, 0);
+
+  const auto before = watch.get();
+  fs::copy_file(stories, dir_ / "b.gguf");
+  EXPECT_TRUE(watch.rescan());
+  EXPECT_EQ(changes, 1);
+  ASSERT_EQ(watch.get()->models().size(), 2u);
+  EXPECT_EQ(before->models().size(), 1u);  // a snapshot a reader holds does not change
+
+  // b.gguf cut short (a download still running): skipped with the reason, then whole again.
+  fs::resize_file(dir_ / "b.gguf", 1000);
+  EXPECT_TRUE(watch.rescan());
+  EXPECT_EQ(watch.get()->find("b"), nullptr);
+  ASSERT_EQ(watch.get()->skipped().size(), 1u);
+  EXPECT_EQ(watch.get()->skipped()[0].file, "b.gguf");
+  fs::remove(dir_ / "b.gguf");
+  fs::copy_file(stories, dir_ / "b.gguf");
+  EXPECT_TRUE(watch.rescan());
+  EXPECT_NE(watch.get()->find("b"), nullptr);
+  EXPECT_TRUE(watch.get()->skipped().empty());
+
+  // An unchanged file is taken from the last scan: its magic overwritten but its size and time
+  // put back, it is not opened again and is still served; with a new time it is read again.
+  const auto when = fs::last_write_time(dir_ / "a.gguf");
+  {
+    std::fstream f(dir_ / "a.gguf", std::ios::binary | std::ios::in | std::ios::out);
+    f.write("XXXX", 4);
+  }
+  fs::last_write_time(dir_ / "a.gguf", when);
+  EXPECT_FALSE(watch.rescan());
+  EXPECT_NE(watch.get()->find("a"), nullptr);
+  fs::last_write_time(dir_ / "a.gguf", when + std::chrono::seconds(1));
+  EXPECT_TRUE(watch.rescan());
+  EXPECT_EQ(watch.get()->find("a"), nullptr);
+  ASSERT_EQ(watch.get()->skipped().size(), 1u);
+
+  fs::remove(dir_ / "a.gguf");
+  EXPECT_TRUE(watch.rescan());
+  EXPECT_TRUE(watch.get()->skipped().empty());
+  EXPECT_EQ(changes, 5);
+
+  // A folder that cannot be read any more keeps the last catalog.
+  fs::remove_all(dir_);
+  EXPECT_FALSE(watch.rescan());
+  EXPECT_NE(watch.get()->find("b"), nullptr);
+  fs::create_directories(dir_);
+}
+
+TEST_F(model_catalog_test, the_watcher_rescans_on_its_own) {
+  std::mutex mu;
+  std::condition_variable cv;
+  int changes = 0;
+  model_catalog_watch watch(dir_.string(), std::chrono::milliseconds(20), [&] {
+    std::lock_guard lk(mu);
+    ++changes;
+    cv.notify_all();
+  });
+  EXPECT_TRUE(watch.get()->models().empty());
+  link("models/stories260K.gguf", "stories260K.gguf");
+  std::unique_lock lk(mu);
+  ASSERT_TRUE(cv.wait_for(lk, std::chrono::seconds(30), [&] { return changes > 0; }));
+  EXPECT_NE(watch.get()->find("stories260K"), nullptr);
 }
 
 TEST(model_file_type_name, names_llama_cpp_file_types) {

@@ -212,6 +212,7 @@ struct node_daemon::impl {
     h.hardware = hardware;
     h.models = engine->models();
     h.running = journal.refs();
+    h.skipped = engine->skipped();
     send(h);
     last_heard = net::steady::now();
     hello_sent = last_heard;
@@ -258,7 +259,7 @@ struct node_daemon::impl {
           if (!draining) send(wire::node_pull{1});
           break;
         case engine_event::kind::models_changed:
-          send(wire::node_status{engine->models()});
+          send(wire::node_status{engine->models(), engine->skipped()});
           break;
       }
     }
@@ -435,11 +436,12 @@ node_daemon::node_daemon(node_config cfg) : p_(std::make_unique<impl>()) {
   p_->cfg = std::move(cfg);
   const auto& c = p_->cfg;
   if (c.engine == "null") {
-    p_->engine = make_null_engine({c.models_dir, c.null_tokens_per_s}, p_->events);
+    p_->engine =
+        make_null_engine({c.models_dir, c.null_tokens_per_s, c.models_rescan_ms}, p_->events);
   } else {
-    p_->engine = make_batch_engine(
-        {c.models_dir, c.slots, c.memory_budget, c.threads, c.ctx_per_slot, c.backend, c.device},
-        p_->events);
+    p_->engine = make_batch_engine({c.models_dir, c.models_rescan_ms, c.slots, c.memory_budget,
+                                    c.threads, c.ctx_per_slot, c.backend, c.device},
+                                   p_->events);
   }
 }
 

@@ -82,8 +82,9 @@ using ref_key = std::pair<uint64_t, uint32_t>;
 class null_engine final : public job_engine {
  public:
   null_engine(const null_engine_config& cfg, job_sink& sink)
-      : catalog_(model_catalog::scan(cfg.models_dir)), sink_(sink) {
-    for (const auto& e : catalog_.errors()) spdlog::warn("skipping model {}: {}", e.path, e.error);
+      : sink_(sink),
+        catalog_(cfg.models_dir, std::chrono::milliseconds(cfg.models_rescan_ms),
+                 [this] { sink_.models_changed(); }) {
     if (cfg.tokens_per_s > 0) {
       period_ = std::chrono::duration_cast<clock::duration>(
           std::chrono::duration<double>(1.0 / cfg.tokens_per_s));
@@ -96,10 +97,12 @@ class null_engine final : public job_engine {
 
   // Nothing needs loading, so every model counts as loaded: it answers at once.
   std::vector<wire::model_info> models() const override {
-    auto out = catalog_.models();
+    auto out = catalog_.get()->models();
     for (auto& m : out) m.loaded = true;
     return out;
   }
+
+  std::vector<wire::skipped_model> skipped() const override { return catalog_.get()->skipped(); }
 
   void submit(const wire::job_assign& job) override {
     {
@@ -163,7 +166,7 @@ class null_engine final : public job_engine {
   }
 
   void admit(const wire::job_assign& job, clock::time_point now) {
-    if (!catalog_.find(job.model)) {
+    if (!catalog_.get()->find(job.model)) {
       return report_failed(job, "model '" + job.model + "' is not in this node's models directory");
     }
     // The same check, with the same messages, as the broker and the batch engine.
@@ -260,7 +263,6 @@ class null_engine final : public job_engine {
     }
   }
 
-  const model_catalog catalog_;
   job_sink& sink_;
   clock::duration period_{0};
 
@@ -276,6 +278,8 @@ class null_engine final : public job_engine {
   std::vector<due_entry> heap_;
   uint64_t next_order_ = 0;
   std::thread worker_;
+  // Last, so that it is destroyed first: its rescan thread calls sink_ and nothing else.
+  model_catalog_watch catalog_;
 };
 
 }  // namespace

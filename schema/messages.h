@@ -182,6 +182,18 @@ struct model_info {
   }
 };
 
+// A file of a node's models directory that it does not serve, and why (a truncated download, an
+// unsupported architecture, a dangling symbolic link). Shown by `hearth models --all`.
+struct skipped_model {
+  std::string file;   // its name in the models directory
+  std::string error;  // why, as the node logged it
+  template <class F>
+  void fields(F& f) {
+    f("file", file);
+    f("error", error);
+  }
+};
+
 struct chat_message {
   std::string role;  // "system", "user", "assistant"
   std::string content;
@@ -247,6 +259,7 @@ struct node_hello {
   // not have recorded (the broker answers each of its own with job_resume, the others with
   // job_cancel; PROTOCOL.md section 9.5).
   std::vector<job_ref> running;
+  std::vector<skipped_model> skipped;  // files of its models directory it does not serve
   template <class F>
   void fields(F& f) {
     f("version", version);
@@ -257,6 +270,7 @@ struct node_hello {
     f("hardware", hardware);
     f("models", models);
     f.optional("running", running);
+    f.optional("skipped", skipped);
   }
 };
 
@@ -274,9 +288,11 @@ struct node_pull {
 struct node_status {
   static constexpr command cmd = command::node_status;
   std::vector<model_info> models;
+  std::vector<skipped_model> skipped;
   template <class F>
   void fields(F& f) {
     f("models", models);
+    f.optional("skipped", skipped);
   }
 };
 
@@ -894,18 +910,31 @@ struct model_summary {
   }
 };
 
+// The files an online node skipped (models_reply).
+struct node_skipped_models {
+  std::string node;
+  std::vector<skipped_model> files;
+  template <class F>
+  void fields(F& f) {
+    f("node", node);
+    f("files", files);
+  }
+};
+
 struct models_reply {
   static constexpr command cmd = command::models_reply;
   uint64_t request_id = 0;
   std::vector<model_summary> models;
-  uint32_t total = 0;      // models known (more than listed when truncated)
-  bool truncated = false;  // the list was capped to fit one message
+  uint32_t total = 0;                        // models known (more than listed when truncated)
+  bool truncated = false;                    // the list was capped to fit one message
+  std::vector<node_skipped_models> skipped;  // online nodes' skipped files, capped
   template <class F>
   void fields(F& f) {
     f("request_id", request_id);
     f("models", models);
     f.optional("total", total);
     f.optional("truncated", truncated);
+    f.optional("skipped", skipped);
   }
 };
 

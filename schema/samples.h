@@ -38,6 +38,11 @@ inline model_info model(bool loaded) {
   return {"qwen2.5-0.5b-instruct-q8_0", "qwen2", "Q8_0", 531'068'928ull, 32768, loaded};
 }
 
+inline skipped_model skipped() {
+  return {"llama-3-8b.Q4_K_M.gguf",
+          "tensor 'blk.31.ffn_down.weight' ends at byte 4920000000 but the file has 2147483648"};
+}
+
 inline std::vector<chat_message> conversation() {
   return {{"system", "Answer briefly."}, {"user", "Pourquoi le ciel est-il bleu ?"}};
 }
@@ -105,6 +110,7 @@ inline node_hello sample<node_hello>() {
   m.hardware = hardware();
   m.models = {model(true), {"stories260K", "llama", "F32", 1'185'376, 512, false}};
   m.running = {{job_id, 3}, {job_id + 1, std::numeric_limits<uint32_t>::max()}};
+  m.skipped = {skipped()};
   return m;
 }
 
@@ -115,7 +121,7 @@ inline node_pull sample<node_pull>() {
 
 template <>
 inline node_status sample<node_status>() {
-  return {{model(false)}};
+  return {{model(false)}, {skipped(), {"Ünïcode.gguf", "dangling symbolic link to /mnt/gone"}}};
 }
 
 template <>
@@ -312,7 +318,7 @@ inline models_reply sample<models_reply>() {
   s.nodes = {"gpu-box", "old-box"};
   s.loaded_on = {"gpu-box"};
   s.queued = 3;
-  return {request_id, {s}, 70000, true};
+  return {request_id, {s}, 70000, true, {{"old-box", {skipped()}}}};
 }
 
 template <>

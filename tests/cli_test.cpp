@@ -787,6 +787,52 @@ TEST_F(cli_cluster, offline_nodes_show_nothing_loaded_and_leave_the_listing_afte
   expect_error(run_cli("nodes --hide-after soon"), "--hide-after 'soon' is not a duration");
 }
 
+// Files added to a running node's models folder are served without a restart; files it cannot
+// serve are listed by `hearth models --all` with the reason, and counted by `hearth models`.
+TEST_F(cli_cluster, a_model_added_to_a_running_node_is_served_and_a_bad_one_listed_with_why) {
+  broker_ = c_.start_broker();
+  const std::string dir = c_.models("m", {"stories260K"});
+  node_ = c_.start_node("null", dir, "null", 1,
+                        {"--null-tokens-per-s", "0", "--models-rescan-ms", "100"});
+  client_ = c_.client();
+  ASSERT_TRUE(nodes_online(*client_)) << broker_.log() << node_.log();
+  EXPECT_EQ(run_cli("models").err, "");
+
+  const std::string stories = testing::testdata_path("models/stories260K.gguf");
+  ASSERT_FALSE(stories.empty());
+  std::filesystem::copy_file(stories, dir + "/added.gguf");
+  std::filesystem::copy_file(stories, dir + "/cut-short.gguf");
+  std::filesystem::resize_file(dir + "/cut-short.gguf", 4096);
+  std::filesystem::create_symlink("/nonexistent/model.gguf", dir + "/gone.gguf");
+  ASSERT_TRUE(testing::wait_until([&] {
+    return run_cli("models").out.find("added") != std::string::npos;
+  })) << node_.log();
+  const auto listed = run_cli("models");
+  EXPECT_EQ(listed.err, "2 model files skipped by the nodes (hearth models --all says why)\n");
+  const auto all = run_cli("models --all");
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  EXPECT_NE(all.out.find("skipped model files:\nNODE  FILE            WHY\n"), std::string::npos)
+      << all.out;
+  EXPECT_NE(all.out.find("null  cut-short.gguf  "), std::string::npos) << all.out;
+  EXPECT_NE(all.out.find("null  gone.gguf       dangling symbolic link to "
+                         "/nonexistent/model.gguf (no such file)"),
+            std::string::npos)
+      << all.out;
+  const auto json = nlohmann::json::parse(run_cli("models --all --json").out);
+  EXPECT_EQ(json["skipped"][0]["node"], "null");
+  EXPECT_EQ(json["skipped"][0]["files"].size(), 2u);
+  const auto job = run_cli("submit -m added -n 4 'Once'");
+  EXPECT_EQ(job.exit_code, 0) << job.err;
+
+  std::filesystem::remove(dir + "/added.gguf");
+  std::filesystem::remove(dir + "/cut-short.gguf");
+  std::filesystem::remove(dir + "/gone.gguf");
+  ASSERT_TRUE(testing::wait_until([&] {
+    const auto r = run_cli("models");
+    return r.out.find("added") == std::string::npos && r.err.empty();
+  })) << run_cli("models --all").out;
+}
+
 TEST_F(cli_cluster, submit_waits_for_a_broker_that_starts_later_and_makes_one_job) {
   // No node: --wait-model queues the job all the same.
   auto sub = start_cli("submit", "submit --wait-model --no-stream -m stories260K 'Once upon'");

@@ -1,4 +1,5 @@
-// hearth models: the models the nodes serve, where they are loaded, and their queues.
+// hearth models: the models the nodes serve, where they are loaded, and their queues; with --all
+// also the files of the nodes' models directories that they skipped, and why.
 #include <algorithm>
 #include <cstdio>
 
@@ -11,6 +12,7 @@ namespace {
 struct models_options {
   broker_options broker;
   bool json = false;
+  bool all = false;
 };
 
 // Node names, '*' after those with the model loaded.
@@ -31,20 +33,33 @@ int models(const models_options& o) {
     std::fprintf(stderr, "showing %zu of %u models\n", reply.models.size(), reply.total);
   }
   if (o.json) {
-    print_json(wire_json(reply.models));
+    print_json(o.all ? wire_json(reply) : wire_json(reply.models));
     return 0;
   }
   if (reply.models.empty()) {
     std::fprintf(stderr, "no models\n");
+  } else {
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& m : reply.models) {
+      rows.push_back({m.name, or_dash(m.architecture), or_dash(m.quantization),
+                      format_bytes(m.size_bytes), std::to_string(m.context_length), nodes_text(m),
+                      std::to_string(m.queued)});
+    }
+    print_table({"NAME", "ARCH", "QUANT", "SIZE", "CTX", "NODES", "QUEUED"}, rows);
+  }
+  size_t n_skipped = 0;
+  for (const auto& n : reply.skipped) n_skipped += n.files.size();
+  if (n_skipped == 0) return 0;
+  if (!o.all) {
+    std::fprintf(stderr, "%zu model file%s skipped by the nodes (hearth models --all says why)\n",
+                 n_skipped, n_skipped == 1 ? "" : "s");
     return 0;
   }
   std::vector<std::vector<std::string>> rows;
-  for (const auto& m : reply.models) {
-    rows.push_back({m.name, or_dash(m.architecture), or_dash(m.quantization),
-                    format_bytes(m.size_bytes), std::to_string(m.context_length), nodes_text(m),
-                    std::to_string(m.queued)});
-  }
-  print_table({"NAME", "ARCH", "QUANT", "SIZE", "CTX", "NODES", "QUEUED"}, rows);
+  for (const auto& n : reply.skipped)
+    for (const auto& f : n.files) rows.push_back({n.node, f.file, f.error});
+  std::printf("\nskipped model files:\n");
+  print_table({"NODE", "FILE", "WHY"}, rows);
   return 0;
 }
 
@@ -54,7 +69,11 @@ action add_models(CLI::App& app) {
   auto o = std::make_shared<models_options>();
   CLI::App* cmd = app.add_subcommand(
       "models", "List models: architecture, size, the online nodes serving them (* = loaded)");
-  cmd->add_flag("--json", o->json, "A JSON array of model summaries (every field)");
+  cmd->add_flag("--json", o->json,
+                "A JSON array of model summaries (every field); with --all the whole reply");
+  cmd->add_flag("--all", o->all,
+                "Also list the files of online nodes' models folders that they skipped, and why "
+                "(truncated downloads, unsupported architectures, dangling links)");
   add_broker_options(cmd, o->broker);
   return [o] { return models(*o); };
 }
