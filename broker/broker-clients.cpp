@@ -143,6 +143,26 @@ void broker::on_submit(const std::string& rid, const peer& who, wire::submit m) 
                           (close.empty() ? "" : "; did you mean '" + close + "'?") +
                           " (known: " + (known.empty() ? "none" : known) + ")");
   }
+  if (!m.messages.empty() && m.params.chat_template.empty()) {
+    // A chat job that no node could format: refused now rather than failed once assigned. Only
+    // online nodes' files are known; with none online the job waits as any other.
+    bool served = false, formattable = false;
+    for (const auto& [name, n] : nodes_) {
+      if (!n.online) continue;
+      for (const auto& mi : n.models) {
+        if (mi.name != m.model) continue;
+        served = true;
+        formattable = formattable || !mi.chat_template.empty();
+      }
+    }
+    if (served && !formattable) {
+      return send_error(rid, m.request_id, error_code::invalid_params,
+                        "model '" + m.model +
+                            "' has no chat template its nodes can use, so chat messages cannot "
+                            "be formatted for it; name a template (chat_template) or send a "
+                            "prompt");
+    }
+  }
   if (n_queued_ >= cfg_.max_queue) {
     return send_error(rid, m.request_id, error_code::queue_full,
                       "the queue is full (" + std::to_string(cfg_.max_queue) + " jobs waiting)");

@@ -10,7 +10,7 @@ namespace {
 // user_version is the layout below. A layout change bumps it and adds a step to `migrations`;
 // open() upgrades older files in place and refuses newer ones.
 constexpr int32_t hearth_application_id = 0x48525448;
-constexpr int32_t hearth_schema_version = 4;
+constexpr int32_t hearth_schema_version = 5;
 
 // uint64 values (seed, sizes) are stored as the int64 of the same bits.
 // A job's row holds only small columns: the broker updates it many times a second per running
@@ -45,7 +45,8 @@ CREATE TABLE IF NOT EXISTS jobs (
   output_bytes INTEGER NOT NULL DEFAULT 0,  -- the latest attempt's output in job_output
   request_key TEXT NOT NULL DEFAULT '',  -- the submit's idempotency key; '' = none
   presence_penalty REAL NOT NULL DEFAULT 0,
-  frequency_penalty REAL NOT NULL DEFAULT 0
+  frequency_penalty REAL NOT NULL DEFAULT 0,
+  chat_template TEXT NOT NULL DEFAULT ''  -- a chat job's template by name; '' = the model's
 );
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
 CREATE INDEX IF NOT EXISTS jobs_model ON jobs(model);
@@ -174,6 +175,8 @@ constexpr const char* migrations[] = {
     "  revoked_ms INTEGER NOT NULL DEFAULT 0, last_used_ms INTEGER NOT NULL DEFAULT 0) "
     "  WITHOUT ROWID;"
     "CREATE UNIQUE INDEX api_keys_in_force ON api_keys(name) WHERE revoked_ms = 0;",
+    // 4 -> 5: a chat job's template by name.
+    "ALTER TABLE jobs ADD COLUMN chat_template TEXT NOT NULL DEFAULT '';",
 };
 static_assert(std::size(migrations) == hearth_schema_version - 1);
 

@@ -24,7 +24,7 @@ constexpr const char* summary_columns =
     "id, model, priority, state, node, attempts, created_ms, started_ms, finished_ms, n_prompt, "
     "n_gen, output_bytes, stop_reason, error, max_tokens, temperature, top_k, top_p, min_p, "
     "repeat_penalty, repeat_last_n, seed, stop, owner, request_key, presence_penalty, "
-    "frequency_penalty";
+    "frequency_penalty, chat_template";
 
 // Finished jobs, as the partial indexes jobs_finished_ms and jobs_finished_id select them
 // (job-store-schema.cpp): every finished job has its finished_ms, no other job has one.
@@ -188,7 +188,8 @@ job_row read_job(query& q, bool with_prompt) {
   r.request_key = q.text(24);
   r.params.presence_penalty = static_cast<float>(q.real(25));
   r.params.frequency_penalty = static_cast<float>(q.real(26));
-  if (with_prompt) r.prompt = q.text(27);
+  r.params.chat_template = q.text(27);
+  if (with_prompt) r.prompt = q.text(28);
   return r;
 }
 
@@ -240,9 +241,10 @@ struct job_store::impl {
                    "INSERT INTO jobs (model, priority, state, node, attempts, created_ms, "
                    "started_ms, finished_ms, n_prompt, n_gen, output_bytes, stop_reason, error, "
                    "max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, "
-                   "seed, stop, owner, request_key, presence_penalty, frequency_penalty) VALUES "
+                   "seed, stop, owner, request_key, presence_penalty, frequency_penalty, "
+                   "chat_template) VALUES "
                    "(?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                   "?, ?, ?)"),
+                   "?, ?, ?, ?)"),
         prompt_insert(conn, "INSERT INTO job_prompts (job_id, prompt) VALUES (?, ?)"),
         message_insert(conn,
                        "INSERT INTO job_messages (job_id, idx, role, content) VALUES (?, ?, ?, ?)"),
@@ -510,7 +512,7 @@ uint64_t job_store::insert_job(job_row& row, int64_t now_ms) {
     q.bind(pr.top_k).bind(pr.top_p).bind(pr.min_p);
     q.bind(pr.repeat_penalty).bind(pr.repeat_last_n).bind(pr.seed).bind(stop);
     q.bind(row.owner).bind(row.request_key).bind(pr.presence_penalty);
-    q.bind(pr.frequency_penalty).run();
+    q.bind(pr.frequency_penalty).bind(pr.chat_template).run();
   }
   uint64_t id = static_cast<uint64_t>(sqlite3_last_insert_rowid(p_->db.get()));
   query(p_->prompt_insert).bind(id).bind(row.prompt).run();

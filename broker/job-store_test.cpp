@@ -136,6 +136,7 @@ TEST_F(JobStore, RoundTripsEveryField) {
   r.params.seed = 0xFFFFFFFFFFFFFFFFull;
   r.params.presence_penalty = -1.5f;
   r.params.frequency_penalty = 0.25f;
+  r.params.chat_template = "chatml";
   r.params.stop = {"\n\n",
                    "",
                    "12:not:a:length",
@@ -180,6 +181,7 @@ TEST_F(JobStore, RoundTripsEveryField) {
   EXPECT_EQ(got->params.seed, 0xFFFFFFFFFFFFFFFFull);
   EXPECT_EQ(got->params.presence_penalty, -1.5f);
   EXPECT_EQ(got->params.frequency_penalty, 0.25f);
+  EXPECT_EQ(got->params.chat_template, "chatml");
   EXPECT_EQ(got->params.stop, r.params.stop);
   EXPECT_EQ(got->priority, -3);
   EXPECT_EQ(got->state, job_state::queued);
@@ -361,7 +363,7 @@ TEST_F(JobStore, UsesWalAndRecordsTheSchemaVersion) {
     return v;
   };
   EXPECT_EQ(pragma("PRAGMA journal_mode"), "wal");
-  EXPECT_EQ(pragma("PRAGMA user_version"), "4");
+  EXPECT_EQ(pragma("PRAGMA user_version"), "5");
   EXPECT_EQ(pragma("PRAGMA auto_vacuum"), "2");  // incremental: prune() can shrink the file
   EXPECT_EQ(pragma("PRAGMA application_id"), std::to_string(0x48525448));
   sqlite3_close(db);
@@ -489,10 +491,10 @@ TEST_F(JobStore, RejectsAnotherApplicationsDatabase) {
   EXPECT_NE(b.message().find("application_id 0x000004d2"), std::string::npos) << b.message();
 
   { ASSERT_TRUE(open_store()); }
-  make(path(), "PRAGMA user_version = 5");
+  make(path(), "PRAGMA user_version = 6");
   auto c = job_store::open(path());
   ASSERT_FALSE(c);
-  EXPECT_NE(c.message().find("schema version 5"), std::string::npos) << c.message();
+  EXPECT_NE(c.message().find("schema version 6"), std::string::npos) << c.message();
 }
 
 // The layout of version 1 (before owners and node keys), as a broker of that version made it.
@@ -750,7 +752,7 @@ TEST_F(JobStore, UpgradesAVersion2FileInPlace) {
   }
   auto s = open_store();
   ASSERT_TRUE(s);
-  EXPECT_EQ(sql_value(path(), "PRAGMA user_version"), "4");
+  EXPECT_EQ(sql_value(path(), "PRAGMA user_version"), "5");
   EXPECT_EQ(sql_value(path(), "PRAGMA auto_vacuum"), "2");
   EXPECT_EQ(sql_value(path(),
                       "SELECT count(*) FROM pragma_table_info('jobs') WHERE name IN "
@@ -933,7 +935,7 @@ TEST_F(JobStore, UpgradesAVersion3FileInPlace) {
   }
   auto s = open_store();
   ASSERT_TRUE(s);
-  EXPECT_EQ(sql_value(path(), "PRAGMA user_version"), "4");
+  EXPECT_EQ(sql_value(path(), "PRAGMA user_version"), "5");
   EXPECT_EQ(sql_value(path(), "SELECT count(*) FROM pragma_foreign_key_check"), "0");
   auto done = s->job(1);
   ASSERT_TRUE(done);
@@ -943,6 +945,7 @@ TEST_F(JobStore, UpgradesAVersion3FileInPlace) {
   EXPECT_EQ(done->params.seed, 7u);
   EXPECT_EQ(done->params.stop, std::vector<std::string>{"\n\n"});
   EXPECT_EQ(done->params.presence_penalty, 0);  // a job from before the penalties had none
+  EXPECT_EQ(done->params.chat_template, "");    // ... nor a template named
   EXPECT_EQ(done->params.frequency_penalty, 0);
   EXPECT_EQ(s->read_output(1, 0, 100), "hello");
   EXPECT_EQ(event_names(*s, 1), (std::vector<std::string>{"queued", "completed"}));
@@ -956,6 +959,7 @@ TEST_F(JobStore, UpgradesAVersion3FileInPlace) {
   job_row r = sample_job();
   r.params.presence_penalty = 0.5f;
   r.params.frequency_penalty = -2;
+  r.params.chat_template = "gemma";
   EXPECT_EQ(s->insert_job(r, 30), 3u);
   s->api_key_insert({"0123456789ab", "ci", std::string(64, 'f'), "hk_AbCdE", 40, 0, 0});
   s.reset();
@@ -965,6 +969,7 @@ TEST_F(JobStore, UpgradesAVersion3FileInPlace) {
   ASSERT_TRUE(got);
   EXPECT_EQ(got->params.presence_penalty, 0.5f);
   EXPECT_EQ(got->params.frequency_penalty, -2.0f);
+  EXPECT_EQ(got->params.chat_template, "gemma");
   ASSERT_EQ(s->api_keys().size(), 1u);
   EXPECT_EQ(s->api_keys()[0].name, "ci");
 }

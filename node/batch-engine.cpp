@@ -368,7 +368,7 @@ class batch_engine final : public job_engine {
     // prompt, and turned into tokens in a chat prompt, whose turn markers are special tokens.
     std::vector<int32_t> prompt;
     if (chat) {
-      auto text = chat_prompt(*cm, messages);
+      auto text = chat_prompt(*cm, job.params.chat_template, messages);
       if (!text) return report_invalid(ref, text.message());
       prompt = cm->weights->vocab().tokenize(*text, true, true);
     } else {
@@ -386,13 +386,14 @@ class batch_engine final : public job_engine {
                                                           cm->weights->hparams().n_vocab));
   }
 
-  // The model's own chat template applied to `messages` (jobs cannot name one).
-  static result<std::string> chat_prompt(const batch_model& cm,
+  // The template the job names, else the model's own, applied to `messages`.
+  static result<std::string> chat_prompt(const batch_model& cm, const std::string& named,
                                          std::span<const chat_message> messages) {
-    auto choice = chat_template_for_model(cm.weights->file(), "");
+    auto choice = chat_template_for_model(cm.weights->file(), named);
     if (!choice) {
       return error{"cannot format the chat messages for model '" + cm.name +
-                   "': " + choice.message() + "; send a prompt instead"};
+                   "': " + choice.message() +
+                   (named.empty() ? "; name a template or send a prompt instead" : "")};
     }
     return chat_template_apply(choice->tmpl, messages);
   }

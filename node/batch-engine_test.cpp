@@ -444,7 +444,8 @@ TEST_F(batch_engine_test, bad_attempts_fail_with_a_clear_message) {
   EXPECT_NE(failure_of(sink, 3).find("temperature"), std::string::npos);
   EXPECT_EQ(failure_of(sink, 4),
             "cannot format the chat messages for model 'stories': the model has no chat template "
-            "(no tokenizer.chat_template in its metadata); send a prompt instead");
+            "(no tokenizer.chat_template in its metadata); name a template or send a prompt "
+            "instead");
   EXPECT_NE(failure_of(sink, 5).find("empty"), std::string::npos);
   EXPECT_NE(failure_of(sink, 6).find("max_tokens"), std::string::npos);
   EXPECT_NE(failure_of(sink, 7).find("mamba"), std::string::npos);
@@ -473,7 +474,20 @@ TEST_F(batch_engine_test, chat_messages_go_through_the_models_chat_template) {
                      {"assistant", "Lily went to the park."},
                      {"user", "And then?"}};
   engine->submit(llama2);
-  ASSERT_TRUE(sink.wait_all_finished({0, 1}));
+  // A template named by the job: on a file without one, and instead of a file's own.
+  auto named = job(2, "", greedy(24));
+  named.messages = chatml.messages;
+  named.params.chat_template = "chatml";
+  engine->submit(named);
+  auto overridden = job(3, "", greedy(24), "stories-llama2");
+  overridden.messages = chatml.messages;
+  overridden.params.chat_template = "chatml";
+  engine->submit(overridden);
+  auto unknown = job(4, "", greedy(4));
+  unknown.messages = chatml.messages;
+  unknown.params.chat_template = "chatlm";
+  engine->submit(unknown);
+  ASSERT_TRUE(sink.wait_all_finished({0, 1, 2, 3, 4}));
 
   // What the same weights give for the formatted text, its special-token text parsed.
   const std::string chatml_text =
@@ -486,6 +500,10 @@ TEST_F(batch_engine_test, chat_messages_go_through_the_models_chat_template) {
   const auto llama2_tokens = model_->vocab().tokenize(llama2_text, true, true);
   expect_matches(sink, 0, alone_tokens(chatml_tokens, greedy(24), 256));
   expect_matches(sink, 1, alone_tokens(llama2_tokens, greedy(24), 256));
+  expect_matches(sink, 2, alone_tokens(chatml_tokens, greedy(24), 256));
+  expect_matches(sink, 3, alone_tokens(chatml_tokens, greedy(24), 256));
+  EXPECT_NE(failure_of(sink, 4).find("unknown chat template 'chatlm'"), std::string::npos)
+      << failure_of(sink, 4);
   // "</s><s>" in the history became EOS and BOS, not text; BOS starts the prompt once.
   EXPECT_EQ(llama2_tokens.front(), model_->vocab().bos());
   EXPECT_EQ(std::count(llama2_tokens.begin(), llama2_tokens.end(), model_->vocab().bos()), 2);

@@ -11,6 +11,7 @@
 
 #include "engine/convert/quantize.h"
 #include "engine/model-file.h"
+#include "engine/tokenizer/chat-template.h"
 
 namespace hearth::node {
 
@@ -45,6 +46,8 @@ result<wire::model_info> model_info_read(const std::string& path) {
   info.quantization = *ftype ? model_file_type_name(**ftype) : upper(f->dominant_type());
   info.size_bytes = f->size_bytes;
   info.context_length = uint32_t(std::max(f->hparams.n_ctx_train, 0));
+  if (auto choice = chat_template_for_model(f->gguf, ""))
+    info.chat_template = std::string(chat_template_name(choice->tmpl));
   return info;
 }
 

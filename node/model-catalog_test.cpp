@@ -129,6 +129,23 @@ TEST_F(model_catalog_test, a_model_the_engine_cannot_load_is_reported_not_advert
       << cat.errors()[1].error;
 }
 
+// The template a node formats chat jobs with, advertised so the broker can refuse chat jobs
+// for models that have none.
+TEST_F(model_catalog_test, a_models_chat_template_is_described_by_name) {
+  const std::string chatml = hearth::testing::write_stories_variant(
+      "catalog_chatml", {.metadata = [](gguf_writer& w) {
+        w.set_string("tokenizer.chat_template",
+                     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
+                     "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}");
+      }});
+  fs::copy_file(chatml, dir_ / "chatty.gguf");
+  link("models/stories260K.gguf", "stories260K.gguf");
+  const auto cat = model_catalog::scan(dir_.string());
+  ASSERT_EQ(cat.entries().size(), 2u) << (cat.errors().empty() ? "" : cat.errors()[0].error);
+  EXPECT_EQ(cat.find("chatty")->info.chat_template, "chatml");
+  EXPECT_EQ(cat.find("stories260K")->info.chat_template, "");
+}
+
 TEST_F(model_catalog_test, an_empty_directory_has_no_models) {
   const auto cat = model_catalog::scan(dir_.string());
   EXPECT_TRUE(cat.entries().empty());

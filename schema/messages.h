@@ -171,6 +171,9 @@ struct model_info {
   uint64_t size_bytes = 0;
   uint32_t context_length = 0;
   bool loaded = false;
+  // The chat template the node formats chat jobs with when they name none ("chatml", ...); ""
+  // when the file has none it can use (the broker then refuses such chat jobs at submit).
+  std::string chat_template;
   template <class F>
   void fields(F& f) {
     f("name", name);
@@ -179,6 +182,7 @@ struct model_info {
     f("size_bytes", size_bytes);
     f("context_length", context_length);
     f("loaded", loaded);
+    f.optional("chat_template", chat_template);
   }
 };
 
@@ -217,6 +221,9 @@ struct job_params {
   std::vector<std::string> stop;
   float presence_penalty = 0;   // OpenAI's: logit -= presence_penalty if the token occurred
   float frequency_penalty = 0;  // OpenAI's: logit -= frequency_penalty * its count
+  // A chat job's template by name ("chatml", "llama3", ...; engine/tokenizer/chat-template.h)
+  // instead of the one the model file names; "" = the model's.
+  std::string chat_template;
   template <class F>
   void fields(F& f) {
     f("max_tokens", max_tokens);
@@ -230,6 +237,7 @@ struct job_params {
     f.optional("stop", stop);
     f.optional("presence_penalty", presence_penalty);
     f.optional("frequency_penalty", frequency_penalty);
+    f.optional("chat_template", chat_template);
   }
 };
 

@@ -35,7 +35,7 @@ inline hardware_info hardware() {
 }
 
 inline model_info model(bool loaded) {
-  return {"qwen2.5-0.5b-instruct-q8_0", "qwen2", "Q8_0", 531'068'928ull, 32768, loaded};
+  return {"qwen2.5-0.5b-instruct-q8_0", "qwen2", "Q8_0", 531'068'928ull, 32768, loaded, "chatml"};
 }
 
 inline skipped_model skipped() {
@@ -60,6 +60,7 @@ inline job_params params() {
   p.stop = {"\n\n", "</s>", ""};
   p.presence_penalty = -0.5f;
   p.frequency_penalty = 1.75f;
+  p.chat_template = "llama3";
   return p;
 }
 

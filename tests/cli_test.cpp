@@ -833,6 +833,31 @@ TEST_F(cli_cluster, a_model_added_to_a_running_node_is_served_and_a_bad_one_list
   })) << run_cli("models --all").out;
 }
 
+// A chat job for a model whose file has no chat template is refused at submit (no job made),
+// with the way out; --template names one, and a misspelt name fails before the job exists.
+TEST_F(cli_cluster, chat_without_a_template_fails_at_submit_and_template_names_one) {
+  ASSERT_NO_FATAL_FAILURE(start_cluster("0"));
+  const auto refused = run_cli("submit -m stories260K -n 4 --chat 'Hello'");
+  expect_error(refused,
+               "model 'stories260K' has no chat template its nodes can use, so chat messages "
+               "cannot be formatted for it; name a template (chat_template) or send a prompt; "
+               "--template NAME names one (chatml, ");
+  auto jobs = client_->request<wire::jobs_reply>(wire::list_jobs{});
+  ASSERT_TRUE(jobs);
+  EXPECT_TRUE(jobs->jobs.empty());
+  expect_error(run_cli("submit -m stories260K --chat 'Hello' --template chatlm"),
+               "unknown chat template 'chatlm'");
+  expect_error(run_cli("submit -m stories260K --template chatml 'Hello'"),
+               "--template needs --chat");
+  const auto named = run_cli("submit -m stories260K -n 4 --chat 'Hello' --template chatml");
+  ASSERT_EQ(named.exit_code, 0) << named.err;
+  jobs = client_->request<wire::jobs_reply>(wire::list_jobs{});
+  ASSERT_TRUE(jobs);
+  ASSERT_EQ(jobs->jobs.size(), 1u);
+  const auto shown = run_cli("job " + std::to_string(jobs->jobs[0].job_id));
+  EXPECT_NE(shown.out.find("  chat_template   chatml\n"), std::string::npos) << shown.out;
+}
+
 TEST_F(cli_cluster, submit_waits_for_a_broker_that_starts_later_and_makes_one_job) {
   // No node: --wait-model queues the job all the same.
   auto sub = start_cli("submit", "submit --wait-model --no-stream -m stories260K 'Once upon'");

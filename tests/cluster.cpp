@@ -1,4 +1,5 @@
 #include "tests/cluster.h"
+#include "tests/model-variant.h"
 #include "tests/testdata.h"
 
 #include <fcntl.h>
@@ -148,6 +149,22 @@ std::string cluster::models(const std::string& dir_name,
   const std::string dir = dir_.file(dir_name);
   const std::string stories = testdata_path("models/stories260K.gguf");
   for (const auto& n : names) link_model(dir, n, stories);
+  return dir;
+}
+
+std::string cluster::chat_models(const std::string& dir_name,
+                                 const std::vector<std::string>& names) const {
+  const std::string dir = dir_.file(dir_name);
+  // Written under a name of this process, then moved into the cluster's folder.
+  const std::string written = write_stories_variant(
+      "cluster_chatml_" + std::to_string(getpid()), {.metadata = [](gguf_writer& w) {
+        w.set_string("tokenizer.chat_template",
+                     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
+                     "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}");
+      }});
+  const std::string chatml = dir_.file("stories260K-chatml.gguf");
+  std::filesystem::rename(written, chatml);
+  for (const auto& n : names) link_model(dir, n, chatml);
   return dir;
 }
 

@@ -87,6 +87,9 @@ class cluster {
   std::string db() const { return dir_.file("hearth.db"); }
   // A models folder `dir_name` in the cluster's directory: each name a link to stories260K.
   std::string models(const std::string& dir_name, const std::vector<std::string>& names) const;
+  // The same with a copy of stories260K that names the chatml chat template, for chat jobs
+  // (the broker refuses chat jobs for a model no node can format them for).
+  std::string chat_models(const std::string& dir_name, const std::vector<std::string>& names) const;
 
   // hearth-broker with short heartbeats (200 ms, liveness 5: a node is dead after 1 s) so failures
   // show quickly, yet a loaded machine running sanitizer builds does not lose live nodes.

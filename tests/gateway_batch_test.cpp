@@ -63,7 +63,7 @@ class gateway_batch_test : public ::testing::Test {
 
   // A null-engine node serving "alpha", `rate` tokens per second per job.
   void start_node(int slots, int rate) {
-    node_ = c_.start_node("null-node", c_.models("m", {"alpha"}), "null", slots,
+    node_ = c_.start_node("null-node", c_.chat_models("m", {"alpha"}), "null", slots,
                           {"--null-tokens-per-s", std::to_string(rate)});
     ASSERT_TRUE(nodes_online(*admin_, 1)) << broker_.log() << node_.log();
   }

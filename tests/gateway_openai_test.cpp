@@ -59,9 +59,9 @@ class gateway_openai : public ::testing::Test {
     cpu_ = new process(c_->start_node("cpu", models, "cpu", 2));
     // The null engine's models: "slow" for a client that disconnects, "relay" served by two
     // nodes for failover under a stream.
-    const std::string slow = c_->models("slow", {"slow"});
+    const std::string slow = c_->chat_models("slow", {"slow"});
     null_ = new process(c_->start_node("null", slow, "null", 2, {"--null-tokens-per-s", "20"}));
-    const std::string relay = c_->models("relay", {"relay"});
+    const std::string relay = c_->chat_models("relay", {"relay"});
     relay_a_ =
         new process(c_->start_node("relay-a", relay, "null", 1, {"--null-tokens-per-s", "40"}));
     relay_b_ =

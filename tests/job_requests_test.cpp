@@ -102,10 +102,20 @@ TEST_F(job_requests_test, a_request_at_fault_fails_once_and_is_not_tried_elsewhe
   ASSERT_TRUE(e.starts_with("the prompt has ")) << e;
   EXPECT_GT(std::stoi(e.substr(15)), 32) << e;
 
+  // Chat messages for a model without a chat template are refused at submit (the nodes
+  // advertise that they have none); a template name only a node can judge fails on the node.
   auto chat = testing::greedy_job(k_model, "", 8);
   chat.messages = {{"user", "hello"}};
+  std::string refused;
+  EXPECT_FALSE(client->request<wire::accepted>(chat, &refused));
+  EXPECT_NE(refused.find("invalid_params: model '" + std::string(k_model) +
+                         "' has no chat template its nodes can use"),
+            std::string::npos)
+      << refused;
+  chat.params.chat_template = "no-such-template";
   const auto no_template = run(*client, chat);
-  ASSERT_NO_FATAL_FAILURE(expect_at_fault(no_template, "invalid_request", "no chat template"));
+  ASSERT_NO_FATAL_FAILURE(
+      expect_at_fault(no_template, "invalid_request", "unknown chat template 'no-such-template'"));
 
   // One assignment each, in the history too; the nodes are not blamed for them.
   for (uint64_t id : {too_long.done->job_id, no_template.done->job_id}) {

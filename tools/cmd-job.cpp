@@ -134,6 +134,7 @@ void print_detail(const wire::job_detail& d, const job_timings& t) {
   field("repeat_last_n", std::to_string(p.repeat_last_n));
   field("seed", std::to_string(p.seed));
   field("stop", stops.empty() ? "-" : stops);
+  if (!p.chat_template.empty()) field("chat_template", p.chat_template);
 
   if (d.messages.empty()) {
     print_block("prompt", d.prompt);

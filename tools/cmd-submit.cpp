@@ -7,6 +7,7 @@
 #include <random>
 #include <stdexcept>
 
+#include "engine/tokenizer/chat-template.h"
 #include "schema/job-params.h"
 #include "tools/broker-cli.h"
 #include "tools/broker-retry.h"
@@ -32,6 +33,7 @@ struct submit_options {
   std::string system;  // a system message before it
   CLI::Option* chat_flag = nullptr;
   CLI::Option* system_flag = nullptr;
+  CLI::Option* template_flag = nullptr;  // --template NAME: params.chat_template
   bool json = false;
   bool detach = false;
   int retry_for_s = 60;
@@ -62,6 +64,12 @@ int submit(submit_options& o) {
         "no prompt: hearth submit -m MODEL TEXT (or -p TEXT, or - for stdin, or --chat MESSAGE)");
   }
   if (!chat && o.system_flag->count() > 0) throw std::runtime_error("--system needs --chat");
+  if (!chat && o.template_flag->count() > 0) throw std::runtime_error("--template needs --chat");
+  // Known here (the CLI has the templates), so a misspelt name fails before the job exists.
+  if (o.template_flag->count() > 0) {
+    if (auto t = chat_template_from_name(p.chat_template); !t)
+      throw std::runtime_error(t.message());
+  }
   // The broker checks too; checking here refuses a bad job before a round trip, with the same
   // message.
   if (auto msg = wire::job_params_check(p); !msg.empty()) throw std::runtime_error(msg);
@@ -102,8 +110,14 @@ int submit(submit_options& o) {
     try {
       return client.request<wire::accepted>(s);
     } catch (const broker_error& e) {
-      if (e.code() != wire::error_code::unknown_model) throw;
-      throw broker_error(e.code(), std::string(e.what()) + "; --wait-model queues it anyway");
+      const std::string what = e.what();
+      if (e.code() == wire::error_code::unknown_model)
+        throw broker_error(e.code(), what + "; --wait-model queues it anyway");
+      if (what.find("has no chat template") != std::string::npos) {
+        throw broker_error(e.code(),
+                           what + "; --template NAME names one (" + chat_template_names() + ")");
+      }
+      throw;
     }
   });
   if (o.json) {
@@ -173,6 +187,9 @@ action add_submit(CLI::App& app) {
   o->chat_flag = cmd->add_option(
       "--chat", o->chat, "A message to a chat model (the node applies the model's chat template)");
   o->system_flag = cmd->add_option("--system", o->system, "A system message before --chat");
+  o->template_flag = cmd->add_option(
+      "--template", o->params.chat_template,
+      "Chat template for --chat instead of the model's own: " + chat_template_names());
   return [o] { return submit(*o); };
 }
 
