@@ -14,12 +14,15 @@
 
 # systemd reads units from /lib/systemd/system (Debian's packages) and
 # /usr/local/lib/systemd/system (local installs), not from another prefix's lib/.
-if(CMAKE_INSTALL_PREFIX STREQUAL "/usr")
-  set(default_unit_dir /lib/systemd/system)
+set(HEARTH_SYSTEMD_UNIT_DIR "" CACHE PATH
+    "Where the systemd units are installed (empty: /lib/systemd/system for the prefix /usr, else PREFIX/lib/systemd/system)")
+if(HEARTH_SYSTEMD_UNIT_DIR)
+  set(hearth_unit_dir ${HEARTH_SYSTEMD_UNIT_DIR})
+elseif(CMAKE_INSTALL_PREFIX STREQUAL "/usr")
+  set(hearth_unit_dir /lib/systemd/system)
 else()
-  set(default_unit_dir ${CMAKE_INSTALL_PREFIX}/lib/systemd/system)
+  set(hearth_unit_dir ${CMAKE_INSTALL_PREFIX}/lib/systemd/system)
 endif()
-set(HEARTH_SYSTEMD_UNIT_DIR ${default_unit_dir} CACHE PATH "Where the systemd units are installed")
 
 set(HEARTH_PACKAGED_DIR ${PROJECT_BINARY_DIR}/packaged)
 set(hearth_etc ${CMAKE_INSTALL_FULL_SYSCONFDIR}/hearth)
@@ -98,7 +101,7 @@ foreach(name ${hearth_services})
                        REPLACE "/usr/bin/" "${CMAKE_INSTALL_FULL_BINDIR}/"
                                "/etc/hearth/" "${hearth_etc}/")
   install(FILES ${HEARTH_PACKAGED_DIR}/hearth-${name}.service
-          DESTINATION ${HEARTH_SYSTEMD_UNIT_DIR} COMPONENT ${name})
+          DESTINATION ${hearth_unit_dir} COMPONENT ${name})
 endforeach()
 
 hearth_packaged_file(IN ${PROJECT_SOURCE_DIR}/deploy/debian/hearth-setup OUT hearth-setup
