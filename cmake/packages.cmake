@@ -16,7 +16,10 @@ set(HEARTH_CUDA_PACKAGE_DEPENDS "" CACHE STRING
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME hearth)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
-set(CPACK_PACKAGE_CONTACT "hearth maintainers <hearth@localhost>")
+# The Maintainer field; lintian wants a real address (bogus-mail-host) for packages given out.
+set(HEARTH_PACKAGE_MAINTAINER "hearth maintainers <hearth@localhost>" CACHE STRING
+    "Maintainer of the Debian packages: Name <address>")
+set(CPACK_PACKAGE_CONTACT "${HEARTH_PACKAGE_MAINTAINER}")
 # Each package's description is its component's: the first line the synopsis.
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_DEB_COMPONENT_INSTALL ON)
