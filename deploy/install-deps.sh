@@ -22,6 +22,9 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # the durability test watches the broker's fsyncs with strace
   strace
+  # Debian packages: cpack's dpkg-shlibdeps, and the clean root tests/package-install.sh installs
+  # them in
+  dpkg-dev debootstrap
 )
 
 # The gateway's tests drive it with the official OpenAI client from npm: Node.js and npm, from

@@ -20,7 +20,7 @@ TEST(NodeConfig, TheExampleFileIsValid) {
   node_config cfg;
   auto r = node_config_load(k_repo + "/deploy/node.example.yaml", cfg);
   ASSERT_TRUE(r) << r.message();
-  EXPECT_EQ(cfg.models_dir, "/var/lib/hearth-models");
+  EXPECT_EQ(cfg.models_dir, "/var/lib/hearth/models");
   EXPECT_EQ(cfg.slots, 2u);
   EXPECT_EQ(cfg.engine, "cpu");
   EXPECT_EQ(cfg.backend, gpu::backend_kind::automatic);
