@@ -1,6 +1,8 @@
 #include "node/config.h"
 #include "schema/endpoint.h"
 
+#include <unistd.h>
+
 #include <cctype>
 #include <filesystem>
 
@@ -8,6 +10,12 @@
 #include "gpu/device.h"
 
 namespace hearth::node {
+
+std::string node_host_name() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown-host";
+  return buf;
+}
 namespace {
 
 // "8GiB", "512 MiB", "1000000" -> bytes.

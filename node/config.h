@@ -35,6 +35,9 @@ struct node_config {
   std::string key;
 };
 
+// This machine's host name: a node's name when its configuration names none.
+std::string node_host_name();
+
 // Reads the YAML file into `cfg`. Unknown keys, wrong types and bad values are errors naming the
 // key and the file. memory_budget accepts bytes or a size such as "8GiB", "512MiB".
 result<void> node_config_load(const std::string& path, node_config& cfg);

@@ -33,12 +33,6 @@ constexpr auto k_rehello_wait = std::chrono::milliseconds(1000);
 // Text per chunk when a stream is sent again (job_resume): well within max_string_bytes.
 constexpr size_t k_resend_chunk_bytes = 1 << 20;
 
-std::string host_name() {
-  char buf[256] = {};
-  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown-host";
-  return buf;
-}
-
 // What the engine reported, queued for the network thread.
 struct engine_event {
   enum class kind { started, tokens, finished, models_changed } what;
@@ -135,7 +129,7 @@ struct pending_chunk {
 
 struct node_daemon::impl {
   node_config cfg;
-  std::string hostname = host_name();
+  std::string hostname = node_host_name();
   wire::hardware_info hardware = hardware_discover();
   event_queue events;
   std::unique_ptr<job_engine> engine;

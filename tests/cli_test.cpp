@@ -858,6 +858,52 @@ TEST_F(cli_cluster, chat_without_a_template_fails_at_submit_and_template_names_o
   EXPECT_NE(shown.out.find("  chat_template   chatml\n"), std::string::npos) << shown.out;
 }
 
+// hearth doctor: the broker answers, the node is online with its models and devices, and what is
+// wrong when it is not (exit 1).
+TEST_F(cli_cluster, doctor_says_what_is_fine_and_what_is_wrong) {
+  ASSERT_NO_FATAL_FAILURE(start_cluster("0"));
+  const auto fine = run_cli("doctor --node null");
+  EXPECT_EQ(fine.exit_code, 0) << fine.out << fine.err;
+  EXPECT_NE(fine.out.find("ok       the broker answers; to it you are "), std::string::npos)
+      << fine.out;
+  EXPECT_NE(fine.out.find("ok       1 node online of 1\n"), std::string::npos) << fine.out;
+  EXPECT_NE(fine.out.find("ok       node 'null' is online: null, 0/1 slots busy\n"),
+            std::string::npos)
+      << fine.out;
+  EXPECT_NE(fine.out.find("ok       its models: stories260K* (* = loaded)\n"), std::string::npos)
+      << fine.out;
+  EXPECT_NE(fine.out.find("note     this machine's backends:\n         cpu: "), std::string::npos)
+      << fine.out;
+
+  const auto ghost = run_cli("doctor --node ghost");
+  EXPECT_EQ(ghost.exit_code, 1) << ghost.out;
+  EXPECT_NE(ghost.out.find("PROBLEM  no node named 'ghost' (from --node) has registered"),
+            std::string::npos)
+      << ghost.out;
+  EXPECT_EQ(ghost.err, "1 problem found\n");
+
+  node_.signal(SIGKILL);
+  node_.wait();
+  ASSERT_TRUE(testing::wait_until([&] {
+    auto r = client_->request<wire::nodes_reply>(wire::list_nodes{});
+    return r && !r->nodes.empty() && !r->nodes[0].online;
+  }));
+  const auto offline = run_cli("doctor --node null");
+  EXPECT_EQ(offline.exit_code, 1) << offline.out;
+  EXPECT_NE(offline.out.find("PROBLEM  no node is online: jobs will wait"), std::string::npos)
+      << offline.out;
+  EXPECT_NE(offline.out.find("PROBLEM  node 'null' is offline (last seen "), std::string::npos)
+      << offline.out;
+
+  broker_.signal(SIGKILL);
+  broker_.wait();
+  const auto gone = run_cli("doctor --timeout 1");
+  EXPECT_EQ(gone.exit_code, 1) << gone.out;
+  EXPECT_NE(gone.out.find(" did not answer within 1 s\n         is hearth-broker running there"),
+            std::string::npos)
+      << gone.out;
+}
+
 TEST_F(cli_cluster, submit_waits_for_a_broker_that_starts_later_and_makes_one_job) {
   // No node: --wait-model queues the job all the same.
   auto sub = start_cli("submit", "submit --wait-model --no-stream -m stories260K 'Once upon'");

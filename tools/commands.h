@@ -31,5 +31,6 @@ action add_models(CLI::App& app);
 action add_up(CLI::App& app);
 action add_keygen(CLI::App& app);
 action add_apikey(CLI::App& app);
+action add_doctor(CLI::App& app);
 
 }  // namespace hearth::cli
