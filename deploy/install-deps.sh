@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs every build and test dependency of hearth from Debian packages.
+# Installs every build and test dependency of hearth from Debian packages; with arguments, those
+# packages instead (deploy/install-deps-aarch64.sh passes its own list).
 # Idempotent: packages already present are left as they are. Needs root (or sudo).
 set -euo pipefail
 
@@ -27,9 +28,13 @@ packages=(
   dpkg-dev debootstrap
 )
 
-# The gateway's tests drive it with the official OpenAI client from npm: Node.js and npm, from
-# Debian unless the machine has them already (a newer Node.js from elsewhere is fine).
-command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
+if [ $# -gt 0 ]; then
+  packages=("$@")
+else
+  # The gateway's tests drive it with the official OpenAI client from npm: Node.js and npm, from
+  # Debian unless the machine has them already (a newer Node.js from elsewhere is fine).
+  command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

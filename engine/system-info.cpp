@@ -12,6 +12,7 @@ system_info system_info_read() {
   system_info s;
   s.n_threads = int32_t(std::max(1u, std::thread::hardware_concurrency()));
   s.avx2 = cpu_has_avx2();
+  s.cpu_kernels = cpu_kernel_path();
   std::ifstream cpuinfo("/proc/cpuinfo");
   for (std::string line; std::getline(cpuinfo, line);) {
     if (line.rfind("model name", 0) == 0) {

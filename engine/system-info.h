@@ -12,6 +12,7 @@ struct system_info {
   uint64_t mem_total = 0;      // bytes
   uint64_t mem_available = 0;  // bytes the kernel could hand out now (MemAvailable)
   bool avx2 = false;
+  std::string cpu_kernels;  // the CPU backend's path: "avx2", "neon-dotprod", ... (cpu-features.h)
 };
 
 system_info system_info_read();

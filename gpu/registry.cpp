@@ -56,7 +56,7 @@ backend_entry cpu_entry() {
     d.type = device_type::cpu;
     d.memory_total = sys.mem_total;
     d.memory_free = sys.mem_available;
-    d.detail = std::to_string(sys.n_threads) + " threads";
+    d.detail = std::to_string(sys.n_threads) + " threads, " + sys.cpu_kernels + " kernels";
     return std::vector<device>{d};
   };
   e.make = [](int) { return make_cpu_backend(0); };

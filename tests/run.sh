@@ -6,6 +6,8 @@
 #   2. the same tests under AddressSanitizer + UBSan
 #   3. the libFuzzer targets for a bounded time (HEARTH_FUZZ_SECONDS, default 60 each; the 30
 #      per-message wire decoders HEARTH_WIRE_FUZZ_SECONDS, default 5 each)
+#   4. arm64: the aarch64 preset cross-built, the engine's unit tests, conformance and a few
+#      model tests under qemu-aarch64 (tests/aarch64.sh; HEARTH_SKIP_AARCH64=1 leaves it out)
 # Test data comes from HEARTH_TESTDATA (default ../shared/testdata).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,3 +41,9 @@ cmake --preset fuzz -DHEARTH_FUZZ_SECONDS="${HEARTH_FUZZ_SECONDS:-60}" \
 cmake --build --preset fuzz -j "$jobs" --target fuzzers
 # Each fuzzer is one process on one core: run as many at once as there are cores.
 ctest --preset fuzz -j "$jobs"
+echo "tests/run.sh: fuzz done at ${SECONDS} s"
+
+if [ "${HEARTH_SKIP_AARCH64:-0}" = 0 ]; then
+  tests/aarch64.sh
+  echo "tests/run.sh: aarch64 done at ${SECONDS} s"
+fi

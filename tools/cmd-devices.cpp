@@ -5,6 +5,7 @@
 // not, as the node logs it at start.
 #include <cstdio>
 
+#include "engine/system-info.h"
 #include "gpu/registry.h"
 #include "tools/broker-cli.h"
 #include "tools/commands.h"
@@ -64,6 +65,7 @@ int devices(const devices_options& o) {
   }
   for (const std::string& line : gpu::registry_report(reg))
     std::fprintf(stderr, "backend %s\n", line.c_str());
+  std::fprintf(stderr, "cpu kernels: %s\n", system_info_read().cpu_kernels.c_str());
   if (rows.empty()) {
     std::fprintf(stderr, "no CUDA or Vulkan devices\n");
     return 0;

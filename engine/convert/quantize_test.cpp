@@ -200,6 +200,7 @@ TEST(quantize_rows, rows_are_independent) {
 }
 
 // --- the AVX2 sub-block fits ------------------------------------------------------------
+#if defined(__x86_64__)  // they exist only there
 
 // Super-blocks that reach every branch of the fits: Gaussian, all positive (the min is clamped
 // to 0), all negative, constant sub-blocks (the flat early return), zeros, tiny values (below
@@ -259,6 +260,7 @@ TEST(quantize_fit, avx2_fits_equal_the_portable_ones_bit_for_bit) {
     }
   }
 }
+#endif
 
 // --- file types ---------------------------------------------------------------------------
 

@@ -4,11 +4,16 @@
 
 namespace hearth::cpu {
 
-const gemm_kernel* gemm_kernel_for(tensor_type t) {
+// Only x86 has tile kernels (AVX-512 VNNI); elsewhere every product goes through vec_dot.
+const gemm_kernel* gemm_kernel_for([[maybe_unused]] tensor_type t) {
+#if defined(__x86_64__)
   if (!cpu_has_avx512_vnni()) return nullptr;
   if (const auto* k = gemm_kernel_float_avx512(t)) return k;
   if (const auto* k = gemm_kernel_q8_avx512(t)) return k;
   return gemm_kernel_k_avx512(t);
+#else
+  return nullptr;
+#endif
 }
 
 }  // namespace hearth::cpu

@@ -36,7 +36,8 @@ struct gemm_kernel {
 // HEARTH_CPU_PORTABLE=1 turns them off, as it does the AVX2 paths.
 const gemm_kernel* gemm_kernel_for(tensor_type t);
 
-// Per-family tables (nullptr when the family has no kernel for t), gathered by gemm_kernel_for.
+// Per-family tables (nullptr when the family has no kernel for t), gathered by gemm_kernel_for;
+// x86 only.
 const gemm_kernel* gemm_kernel_float_avx512(tensor_type t);
 const gemm_kernel* gemm_kernel_q8_avx512(tensor_type t);
 const gemm_kernel* gemm_kernel_k_avx512(tensor_type t);

@@ -2,8 +2,11 @@
 // dequantization of hand-packed blocks, the Q8_1 quantizer (portable and AVX2 write the same
 // bytes), the dot products against double precision on the dequantized rows (portable and AVX2),
 // and the CPU backend's mul_mat and get_rows reading such weights.
-#include <cpuid.h>
 #include <gtest/gtest.h>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #include <cmath>
 #include <cstring>
@@ -20,13 +23,22 @@
 namespace hearth::cpu {
 namespace {
 
-// Whether this CPU has the AVX2 kernels' instructions, whatever HEARTH_CPU_PORTABLE says.
+// Whether this CPU has the AVX2 kernels' instructions, whatever HEARTH_CPU_PORTABLE says. These
+// types have SIMD kernels on x86 only; elsewhere the portable ones are checked alone.
+#if defined(__x86_64__)
 bool cpu_runs_avx2_kernels() {
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx) || !((ecx >> 29) & 1)) return false;
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
+#define AVX2_KERNEL(f) f
+#else
+bool cpu_runs_avx2_kernels() {
+  return false;
+}
+#define AVX2_KERNEL(f) nullptr
+#endif
 
 std::vector<float> random_row(std::mt19937& rng, int64_t n, float scale = 1.0f) {
   std::normal_distribution<float> d(0.0f, scale);
@@ -155,6 +167,7 @@ TEST(legacy_dequantize, q5_1_block) {
 
 // --- Q8_1 -------------------------------------------------------------------------------
 
+#if defined(__x86_64__)
 TEST(q8_1, portable_and_avx2_write_the_same_bytes) {
   if (!cpu_runs_avx2_kernels()) GTEST_SKIP() << "no AVX2 on this CPU";
   std::mt19937 rng(21);
@@ -172,6 +185,7 @@ TEST(q8_1, portable_and_avx2_write_the_same_bytes) {
     ASSERT_EQ(a, b) << "rep " << rep;
   }
 }
+#endif
 
 TEST(q8_1, rounds_half_away_from_zero_and_stores_d_times_the_sum) {
   float x[32] = {127.0f, 0.5f, -0.5f, 1.5f, -2.5f, 2.49f, -126.5f};
@@ -318,9 +332,10 @@ TEST_P(legacy_dot, mul_mat_and_get_rows_read_the_weights) {
 
 INSTANTIATE_TEST_SUITE_P(
     all, legacy_dot,
-    ::testing::Values(dot_case{tensor_type::q4_1, dot_q4_1_q8_1_generic, dot_q4_1_q8_1_avx2},
-                      dot_case{tensor_type::q5_0, dot_q5_0_q8_0_generic, dot_q5_0_q8_0_avx2},
-                      dot_case{tensor_type::q5_1, dot_q5_1_q8_1_generic, dot_q5_1_q8_1_avx2}),
+    ::testing::Values(
+        dot_case{tensor_type::q4_1, dot_q4_1_q8_1_generic, AVX2_KERNEL(dot_q4_1_q8_1_avx2)},
+        dot_case{tensor_type::q5_0, dot_q5_0_q8_0_generic, AVX2_KERNEL(dot_q5_0_q8_0_avx2)},
+        dot_case{tensor_type::q5_1, dot_q5_1_q8_1_generic, AVX2_KERNEL(dot_q5_1_q8_1_avx2)}),
     [](const auto& param_info) { return std::string(tensor_type_name(param_info.param.type)); });
 
 TEST(q8_1, dot_with_itself_matches_double_precision) {
@@ -337,9 +352,11 @@ TEST(q8_1, dot_with_itself_matches_double_precision) {
     q8_1_to_float(qb.data(), db.data(), n);
     const exact_dot want = dot_in_double(da, db);
     EXPECT_NEAR(dot_q8_1_q8_1_generic(n, qa.data(), qb.data()), want.value, 1e-5 * want.scale);
+#if defined(__x86_64__)
     if (cpu_runs_avx2_kernels()) {
       EXPECT_NEAR(dot_q8_1_q8_1_avx2(n, qa.data(), qb.data()), want.value, 1e-5 * want.scale);
     }
+#endif
   }
 }
 

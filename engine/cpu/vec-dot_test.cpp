@@ -1,13 +1,20 @@
 // The CPU kernels against plain double-precision arithmetic on the dequantized values, for every
-// weight type and row lengths with and without SIMD tails; the portable and AVX2 kernels against
-// each other; dequantization of hand-built blocks (so a layout error cannot cancel out between
-// dequantization and dot product); the Q8_K quantizer; the F16/BF16 conversions; and the
-// backend's row conversions against the types' own.
+// weight type and row lengths with and without SIMD tails; the portable and SIMD kernels (AVX2 on
+// x86, NEON with and without SDOT on arm64) against each other; dequantization of hand-built blocks
+// (so a layout error cannot cancel out between dequantization and dot product); the Q8_K quantizer;
+// the F16/BF16 conversions; and the backend's row conversions against the types' own.
 #include "engine/cpu/vec-dot.h"
 
-#include <cpuid.h>
 #include <gtest/gtest.h>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -79,20 +86,35 @@ INSTANTIATE_TEST_SUITE_P(all, kernels,
 
 // --- quantized weight types (read from files, never produced here) ----------------------
 
-// Whether the CPU itself has the AVX2 kernels' instructions, whatever HEARTH_CPU_PORTABLE says:
-// the portable run of this binary still compares both paths.
-bool cpu_runs_avx2_kernels() {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx) || !((ecx >> 29) & 1)) return false;
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+// A SIMD kernel of this architecture, and whether the CPU itself has its instructions, whatever
+// HEARTH_CPU_PORTABLE says: the portable run of this binary still compares both paths.
+struct simd_kernel {
+  const char* name;  // "avx2", "neon", "neon-dotprod"; nullptr: none
+  vec_dot_fn fn;
+};
+
+bool cpu_runs(const simd_kernel& k) {
+  if (!k.fn) return false;
+  const std::string name = k.name;
+#if defined(__x86_64__)
+  if (name == "avx2") {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx) || !((ecx >> 29) & 1)) return false;
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  }
+#elif defined(__aarch64__)
+  if (name == "neon") return true;  // ASIMD: every arm64 CPU
+  if (name == "neon-dotprod") return getauxval(AT_HWCAP) & HWCAP_ASIMDDP;
+#endif
+  return false;
 }
 
 struct quant_case {
   tensor_type type;
   const char* model;  // a synthetic model file holding tensors of this type
   vec_dot_fn generic;
-  vec_dot_fn avx2;
+  simd_kernel simd[2];
 };
 
 void PrintTo(const quant_case& c, std::ostream* os) {
@@ -157,7 +179,7 @@ std::vector<uint8_t> random_blocks(std::mt19937& rng, tensor_type t, int64_t n) 
 }
 
 // vec_dot of a weight row against random activations, checked against double precision on the
-// dequantized rows; and the portable kernel against the AVX2 one on the same bytes.
+// dequantized rows; and the portable kernel against the SIMD ones on the same bytes.
 void check_dot(const quant_case& c, const uint8_t* w, int64_t n, std::mt19937& rng,
                const std::string& what) {
   const type_kernels* k = kernels_for(c.type);
@@ -173,8 +195,10 @@ void check_dot(const quant_case& c, const uint8_t* w, int64_t n, std::mt19937& r
   EXPECT_NEAR(k->vec_dot(n, w, xq.data()), want.value, 1e-5 * want.scale + 1e-30) << what;
   const float generic = c.generic(n, w, xq.data());
   EXPECT_NEAR(generic, want.value, 1e-5 * want.scale + 1e-30) << what << " (portable)";
-  if (cpu_runs_avx2_kernels()) {
-    EXPECT_NEAR(c.avx2(n, w, xq.data()), generic, 1e-6 * want.scale + 1e-30) << what << " (avx2)";
+  for (const simd_kernel& simd : c.simd) {
+    if (!cpu_runs(simd)) continue;
+    EXPECT_NEAR(simd.fn(n, w, xq.data()), generic, 1e-6 * want.scale + 1e-30)
+        << what << " (" << simd.name << ")";
   }
 }
 
@@ -265,18 +289,41 @@ TEST_P(quantized_weights, mul_mat_and_get_rows_read_the_weights) {
   for (tensor* t : {&xt, &out, &idt, &rows}) be->free(*t);
 }
 
+// Each type's SIMD kernels on this architecture.
+#if defined(__x86_64__)
+#define SIMD_KERNELS(avx2, neon, neon_dotprod) \
+  {                                            \
+    { "avx2", avx2 }                           \
+  }
+#elif defined(__aarch64__)
+#define SIMD_KERNELS(avx2, neon, neon_dotprod) \
+  {                                            \
+    {"neon", neon}, {                          \
+      "neon-dotprod", neon_dotprod             \
+    }                                          \
+  }
+#else
+#define SIMD_KERNELS(avx2, neon, neon_dotprod) \
+  {}
+#endif
+
 INSTANTIATE_TEST_SUITE_P(
     all, quantized_weights,
-    ::testing::Values(quant_case{tensor_type::q4_0, "models/synthetic/synthetic-llama-a.q4_0.gguf",
-                                 dot_q4_0_q8_0_generic, dot_q4_0_q8_0_avx2},
-                      quant_case{tensor_type::q4_k,
-                                 "models/synthetic/synthetic-llama-a.q4_k_m.gguf",
-                                 dot_q4_k_q8_k_generic, dot_q4_k_q8_k_avx2},
-                      quant_case{tensor_type::q5_k,
-                                 "models/synthetic/synthetic-llama-a.q5_k_m.gguf",
-                                 dot_q5_k_q8_k_generic, dot_q5_k_q8_k_avx2},
-                      quant_case{tensor_type::q6_k, "models/synthetic/synthetic-llama-a.q6_k.gguf",
-                                 dot_q6_k_q8_k_generic, dot_q6_k_q8_k_avx2}),
+    ::testing::Values(
+        quant_case{
+            tensor_type::q4_0, "models/synthetic/synthetic-llama-a.q4_0.gguf",
+            dot_q4_0_q8_0_generic,
+            SIMD_KERNELS(dot_q4_0_q8_0_avx2, dot_q4_0_q8_0_neon, dot_q4_0_q8_0_neon_dotprod)},
+        quant_case{
+            tensor_type::q4_k, "models/synthetic/synthetic-llama-a.q4_k_m.gguf",
+            dot_q4_k_q8_k_generic,
+            SIMD_KERNELS(dot_q4_k_q8_k_avx2, dot_q4_k_q8_k_neon, dot_q4_k_q8_k_neon_dotprod)},
+        quant_case{tensor_type::q5_k, "models/synthetic/synthetic-llama-a.q5_k_m.gguf",
+                   dot_q5_k_q8_k_generic, SIMD_KERNELS(dot_q5_k_q8_k_avx2, nullptr, nullptr)},
+        quant_case{
+            tensor_type::q6_k, "models/synthetic/synthetic-llama-a.q6_k.gguf",
+            dot_q6_k_q8_k_generic,
+            SIMD_KERNELS(dot_q6_k_q8_k_avx2, dot_q6_k_q8_k_neon, dot_q6_k_q8_k_neon_dotprod)}),
     quant_case_name);
 
 // --- dequantization of hand-built blocks ------------------------------------------------
@@ -437,15 +484,37 @@ TEST(conversions, every_half_survives_a_round_trip_through_float) {
   }
 }
 
+// F32 -> F16 by the CPU's own instruction (F16C's VCVTPS2PH, arm64's FCVT), when it has one.
+#if defined(__x86_64__)
+bool cpu_converts_halves() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && ((ecx >> 29) & 1);
+}
+
 __attribute__((target("f16c"))) uint16_t hardware_fp16(float f) {
   return uint16_t(_cvtss_sh(f, 0));
 }
+#elif defined(__aarch64__)
+bool cpu_converts_halves() {
+  return true;
+}
+
+uint16_t hardware_fp16(float f) {
+  return vget_lane_u16(vreinterpret_u16_f16(vcvt_f16_f32(vdupq_n_f32(f))), 0);
+}
+#else
+bool cpu_converts_halves() {
+  return false;
+}
+
+uint16_t hardware_fp16(float) {
+  return 0;
+}
+#endif
 
 TEST(conversions, float_to_half_rounds_as_the_hardware_does) {
-  // Asks CPUID itself: the portable-kernel run of this test turns cpu_has_avx2() off.
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx) || !((ecx >> 29) & 1))
-    GTEST_SKIP() << "no F16C on this CPU";
+  // Asks the CPU itself: the portable-kernel run of this test turns the SIMD paths off.
+  if (!cpu_converts_halves()) GTEST_SKIP() << "no F32 -> F16 instruction on this CPU";
   std::mt19937 rng(3);
   std::uniform_int_distribution<uint32_t> bits;
   for (int i = 0; i < 1000000; ++i) {

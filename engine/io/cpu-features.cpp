@@ -1,6 +1,11 @@
 #include "engine/io/cpu-features.h"
 
+#if defined(__x86_64__)
 #include <cpuid.h>
+#elif defined(__aarch64__)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#endif
 
 #include <cstdlib>
 
@@ -12,12 +17,18 @@ bool env_set(const char* name) {
   return v && *v && *v != '0';
 }
 
+// HEARTH_CPU_PORTABLE=1 forces the portable kernels (tests run both paths).
+bool portable_forced() {
+  return env_set("HEARTH_CPU_PORTABLE");
+}
+
 }  // namespace
+
+#if defined(__x86_64__)
 
 bool cpu_has_avx2() {
   static const bool has = [] {
-    // HEARTH_CPU_PORTABLE=1 forces the portable kernels (tests run both paths).
-    if (env_set("HEARTH_CPU_PORTABLE")) return false;
+    if (portable_forced()) return false;
     // F16C is read from CPUID directly: clang 14's __builtin_cpu_supports does not know it.
     unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
     if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
@@ -30,13 +41,58 @@ bool cpu_has_avx2() {
 
 bool cpu_has_avx512_vnni() {
   static const bool has = [] {
-    if (env_set("HEARTH_CPU_PORTABLE") || env_set("HEARTH_CPU_NO_AVX512")) return false;
+    if (portable_forced() || env_set("HEARTH_CPU_NO_AVX512")) return false;
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
            __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("f16c");
   }();
   return has;
+}
+
+#else
+
+bool cpu_has_avx2() {
+  return false;
+}
+
+bool cpu_has_avx512_vnni() {
+  return false;
+}
+
+#endif
+
+#if defined(__aarch64__)
+
+bool cpu_has_neon() {
+  static const bool has = !portable_forced() && (getauxval(AT_HWCAP) & HWCAP_ASIMD);
+  return has;
+}
+
+bool cpu_has_neon_dotprod() {
+  static const bool has =
+      cpu_has_neon() && !env_set("HEARTH_CPU_NO_DOTPROD") && (getauxval(AT_HWCAP) & HWCAP_ASIMDDP);
+  return has;
+}
+
+#else
+
+bool cpu_has_neon() {
+  return false;
+}
+
+bool cpu_has_neon_dotprod() {
+  return false;
+}
+
+#endif
+
+const char* cpu_kernel_path() {
+  if (cpu_has_avx512_vnni()) return "avx512-vnni";
+  if (cpu_has_avx2()) return "avx2";
+  if (cpu_has_neon_dotprod()) return "neon-dotprod";
+  if (cpu_has_neon()) return "neon";
+  return "portable";
 }
 
 }  // namespace hearth

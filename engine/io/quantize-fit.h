@@ -3,7 +3,7 @@
 // make_qx_quants for Q6_K). Sub-blocks are independent, so the AVX2 versions fit 8 of them at
 // once, one per lane, each lane doing exactly the scalar operations in the scalar order: the
 // results are bit-identical to quantize-row.cpp's portable fits (tests compare them), which are
-// ggml's. Internal to engine/io/quantize-row.cpp and its test.
+// ggml's. The AVX2 versions exist on x86 only. Internal to engine/io/quantize-row.cpp and its test.
 #pragma once
 
 #include <cstdint>

@@ -5,10 +5,10 @@
 // ((w * x) * l, not w * (x * l)), int -> float conversions happen where C's usual arithmetic
 // conversions put them, and narrowing casts (to int8_t, uint8_t) sit where ggml has them.
 // The K-quants' costly step, fitting each sub-block's scale by trying candidate scales, runs
-// 8 sub-blocks per instruction with AVX2 where the CPU has it (quantize-fit-avx2.cpp), each lane
-// doing exactly the operations of the portable fits here (tests check they agree bit for bit).
-// Each type's quantizer is its from_float in engine/io/type-traits.h; quantize_rows (quantize.cpp)
-// and everything else reach them there.
+// 8 sub-blocks per instruction with AVX2 where the CPU has it (quantize-fit-avx2.cpp, x86 only),
+// each lane doing exactly the operations of the portable fits here (tests check they agree bit for
+// bit). Each type's quantizer is its from_float in engine/io/type-traits.h; quantize_rows
+// (quantize.cpp) and everything else reach them there.
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
@@ -332,11 +332,15 @@ template <typename Block>
 void quantize_k_scales_and_levels(const float* x, Block& y, int nmax, float rmin, float rdelta,
                                   int nstep, uint8_t L[k_qk_k]) {
   float mins[k_qk_k / 32], scales[k_qk_k / 32];
+#if defined(__x86_64__)
   if (cpu_has_avx2()) {
     quant::fit_k_subblocks_avx2(x, nmax, rmin, rdelta, nstep, L, scales, mins);
   } else {
     quant::fit_k_subblocks_portable(x, nmax, rmin, rdelta, nstep, L, scales, mins);
   }
+#else
+  quant::fit_k_subblocks_portable(x, nmax, rmin, rdelta, nstep, L, scales, mins);
+#endif
   float max_scale = 0, max_min = 0;  // the scales are positive: the min is taken off first
   for (int j = 0; j < k_qk_k / 32; ++j) {
     if (scales[j] > max_scale) max_scale = scales[j];
@@ -418,11 +422,13 @@ void q6_k_from_float(const float* x, void* yv, int64_t n) {
   float scales[k_qk_k / 16];
   for (int64_t i = 0; i < n / k_qk_k; ++i, x += k_qk_k) {
     for (int half = 0; half < 2; ++half) {
+#if defined(__x86_64__)
       if (cpu_has_avx2()) {
         quant::fit_q6_k_subblocks_avx2(x + 128 * half, L + 128 * half, scales + 8 * half);
-      } else {
-        quant::fit_q6_k_subblocks_portable(x + 128 * half, L + 128 * half, scales + 8 * half);
+        continue;
       }
+#endif
+      quant::fit_q6_k_subblocks_portable(x + 128 * half, L + 128 * half, scales + 8 * half);
     }
     float max_scale = 0, max_abs_scale = 0;
     for (int ib = 0; ib < k_qk_k / 16; ++ib) {
