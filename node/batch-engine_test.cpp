@@ -38,12 +38,8 @@ struct expected_run {
   std::string stop_reason;
 };
 
-// Real templates (teknium/OpenHermes-2.5-Mistral-7B; a llama2 template with BOS inside the
-// history, as TheBloke/FusionNet's), as tokenizer.chat_template.
-constexpr const char* k_chatml_template =
-    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] "
-    "+ '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant"
-    "\\n' }}{% endif %}";
+// A llama2 template with BOS inside the history (TheBloke/FusionNet's), as
+// tokenizer.chat_template; chatml is hearth::testing::k_chatml_template.
 constexpr const char* k_llama2_bos_template =
     "{%- for idx in range(0, messages|length) -%}{%- if messages[idx]['role'] == 'user' -%}{%- if "
     "idx > 1 -%}{{- bos_token + '[INST] ' + messages[idx]['content'] + ' [/INST]' -}}{%- else "
@@ -81,7 +77,8 @@ class batch_engine_test : public ::testing::Test {
                                                       w.set_string("tokenizer.chat_template", tmpl);
                                                     }});
     };
-    fs::copy_file(with_template("node_chatml", k_chatml_template), *dir_ / "stories-chatml.gguf");
+    fs::copy_file(with_template("node_chatml", hearth::testing::k_chatml_template),
+                  *dir_ / "stories-chatml.gguf");
     fs::copy_file(with_template("node_llama2", k_llama2_bos_template),
                   *dir_ / "stories-llama2.gguf");
     // Parses, so the catalog lists it, but does not load.

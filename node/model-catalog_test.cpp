@@ -134,9 +134,7 @@ TEST_F(model_catalog_test, a_model_the_engine_cannot_load_is_reported_not_advert
 TEST_F(model_catalog_test, a_models_chat_template_is_described_by_name) {
   const std::string chatml = hearth::testing::write_stories_variant(
       "catalog_chatml", {.metadata = [](gguf_writer& w) {
-        w.set_string("tokenizer.chat_template",
-                     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
-                     "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}");
+        w.set_string("tokenizer.chat_template", hearth::testing::k_chatml_template);
       }});
   fs::copy_file(chatml, dir_ / "chatty.gguf");
   link("models/stories260K.gguf", "stories260K.gguf");

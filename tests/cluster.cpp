@@ -158,9 +158,7 @@ std::string cluster::chat_models(const std::string& dir_name,
   // Written under a name of this process, then moved into the cluster's folder.
   const std::string written = write_stories_variant(
       "cluster_chatml_" + std::to_string(getpid()), {.metadata = [](gguf_writer& w) {
-        w.set_string("tokenizer.chat_template",
-                     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
-                     "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}");
+        w.set_string("tokenizer.chat_template", testing::k_chatml_template);
       }});
   const std::string chatml = dir_.file("stories260K-chatml.gguf");
   std::filesystem::rename(written, chatml);

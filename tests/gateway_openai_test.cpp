@@ -28,12 +28,6 @@ using testing::cluster;
 using testing::process;
 using testing::shell_quote;
 
-// The template of teknium/OpenHermes-2.5-Mistral-7B (chatml), as node/batch-engine_test.cpp's.
-constexpr const char* k_chatml_template =
-    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] "
-    "+ '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant"
-    "\\n' }}{% endif %}";
-
 // The gateway's answer to GET `path`: "<status> <body>" (curl; status 000 when nothing answers).
 std::string http_get(int port, const std::string& path, const std::string& api_key = {}) {
   std::string cmd = "curl -s --max-time 10 -w ' %{http_code}' ";
@@ -51,10 +45,10 @@ class gateway_openai : public ::testing::Test {
     c_ = new cluster(true);
     broker_ = new process(c_->start_broker());
     const std::string models = c_->models("models", {"stories260K"});
-    chat_path_ = new std::string(
-        testing::write_stories_variant("gateway_chatml", {.metadata = [](gguf_writer& w) {
-                                         w.set_string("tokenizer.chat_template", k_chatml_template);
-                                       }}));
+    chat_path_ = new std::string(testing::write_stories_variant(
+        "gateway_chatml", {.metadata = [](gguf_writer& w) {
+          w.set_string("tokenizer.chat_template", testing::k_chatml_template);
+        }}));
     testing::link_model(models, "stories-chat", *chat_path_);
     cpu_ = new process(c_->start_node("cpu", models, "cpu", 2));
     // The null engine's models: "slow" for a client that disconnects, "relay" served by two

@@ -20,4 +20,11 @@ struct model_edit {
 // Writes the edited copy as <temp>/hearth_<name>.gguf and returns its path.
 std::string write_stories_variant(const std::string& name, const model_edit& e);
 
+// A real chat template (teknium/OpenHermes-2.5-Mistral-7B's, chatml), for copies of stories260K
+// that chat jobs can be formatted for (tokenizer.chat_template).
+constexpr const char* k_chatml_template =
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] "
+    "+ '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant"
+    "\\n' }}{% endif %}";
+
 }  // namespace hearth::testing

@@ -138,7 +138,6 @@ int doctor(const doctor_options& o) {
   const std::string name = local_node_name(o, from);
   const auto it = std::find_if(nodes.nodes.begin(), nodes.nodes.end(),
                                [&](const auto& n) { return n.name == name; });
-  const auto models = client.request<wire::models_reply>(wire::list_models{});
   if (it == nodes.nodes.end()) {
     const std::string what =
         "no node named '" + name + "' (from " + from + ") has registered with this broker";
@@ -167,6 +166,7 @@ int doctor(const doctor_options& o) {
     } else {
       r.ok("its models: " + models_text(it->models));
     }
+    const auto models = client.request<wire::models_reply>(wire::list_models{});
     for (const auto& s : models.skipped) {
       if (s.node != name) continue;
       for (const auto& f : s.files) r.problem("it skips " + f.file + ": " + f.error);
