@@ -26,6 +26,9 @@ packages=(
   # Debian packages: cpack's dpkg-shlibdeps, and the clean root tests/package-install.sh installs
   # them in
   dpkg-dev debootstrap
+  # the dashboard's browser test (playwright-core drives Debian's Chromium) and `promtool check
+  # metrics` on the gateway's /metrics (Debian's prometheus package)
+  chromium prometheus
 )
 
 if [ $# -gt 0 ]; then
