@@ -24,6 +24,7 @@ std::optional<peer> broker::api_key_peer(const std::string& rid, uint64_t reques
   const api_key_record* k =
       secret.size() <= wire::max_api_key_bytes ? api_keys_.find_secret(secret) : nullptr;
   if (!k) {
+    metrics_.add(metric::auth_failures, {"api_key"});
     if (auto more = auth_log_.admit(net::steady::now())) {
       spdlog::warn("refused a request with an unknown or revoked API key from {}{}",
                    who.name.empty()

@@ -208,6 +208,7 @@ void broker::on_submit(const std::string& rid, const peer& who, wire::submit m) 
   j.row.id = id;
   usage_add(j);
   enqueue(j);
+  turn_metrics_.add(metric::jobs_submitted, {j.row.model});
   if (m.watch) j.watchers.insert(rid);
   const uint32_t position = queue_position(j);
   j.last_position_sent = position;

@@ -22,6 +22,7 @@ void broker::enqueue(live_job& j) {
   j.next_seq = 0;
   j.output_dirty = false;
   j.last_position_sent = UINT32_MAX;
+  j.queued_at = net::steady::now();
   queues_[j.row.model].insert(queue_key(j));
   ++n_queued_;
   dispatch_needed_ = true;
@@ -89,6 +90,8 @@ void broker::assign(live_job& j, node_entry& n) {
   j.recovered_attempt = false;
   j.resume = {};
   store_->job_assigned(j.row.id, j.row.attempts, n.name, net::wall_ms());
+  turn_metrics_.observe(metric::job_queue_wait, {j.row.model},
+                        std::chrono::duration<double>(net::steady::now() - j.queued_at).count());
 
   wire::job_assign a;
   a.job_id = j.row.id;
@@ -125,6 +128,9 @@ void broker::requeue(live_job& j, const std::string& why, loss cause) {
   }
   spdlog::info("job {} attempt {} is queued again: {}", j.row.id, j.row.attempts, why);
   store_->job_requeued(j.row.id, j.row.attempts, j.row.node, why, now);
+  turn_metrics_.add(metric::requeues, {cause == loss::node       ? "node"
+                                       : cause == loss::handback ? "handback"
+                                                                 : "broker_restart"});
   j.recovered_deadline.reset();
   enqueue(j);
   if (!j.watchers.empty()) {
@@ -151,6 +157,10 @@ void broker::finish(live_job& j, wire::job_state state, const std::string& stop_
   flush_output(j);
   store_->job_finished(j.row.id, j.row.attempts, j.row.node, state, stop_reason, error, n_prompt,
                        n_gen, j.row.finished_ms);
+  const std::string state_name(wire::job_state_name(state));
+  turn_metrics_.add(metric::jobs_finished, {j.row.model, state_name});
+  turn_metrics_.observe(metric::job_duration, {j.row.model, state_name},
+                        double(j.row.finished_ms - j.row.created_ms) / 1000);
   wire::job_done d;
   d.job_id = j.row.id;
   d.attempt = j.row.attempts;

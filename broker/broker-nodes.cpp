@@ -280,6 +280,15 @@ void broker::on_job_tokens(node_entry& n, const wire::job_tokens& m, std::string
   j->output += m.text;
   j->next_seq = m.seq + m.n_tokens;
   j->output_dirty = true;
+  if (m.n_tokens > 0) {
+    turn_metrics_.add(metric::tokens_generated, {j->row.model, n.name}, m.n_tokens);
+    n.count_tokens(net::steady::now(), m.n_tokens);
+    if (!j->first_token_seen) {
+      j->first_token_seen = true;
+      turn_metrics_.observe(metric::job_first_token, {j->row.model},
+                            double(net::wall_ms() - j->row.created_ms) / 1000);
+    }
+  }
   if (j->watchers.empty() || j->relayed.seq <= m.seq) {
     notify(*j, wire::command::job_tokens, std::string(body));
   } else if (j->output.size() > j->relayed.byte) {

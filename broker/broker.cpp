@@ -21,6 +21,10 @@ constexpr int k_peer_sndhwm = 1024;
 constexpr std::chrono::milliseconds k_outbox_retry{1};
 // turn_bytes_ of a peer that gets nothing more this turn.
 constexpr uint64_t k_peer_dropped = UINT64_MAX;
+// hearth_broker_peers counts the peers heard from within this long, and at most so many (each
+// needs a connection, but the count is bounded here too).
+constexpr auto k_recent_peer = std::chrono::seconds(60);
+constexpr size_t k_max_recent_peers = 100000;
 
 template <class M>
 std::optional<M> decode_or_log(std::string_view body, const std::string& peer) {
@@ -101,7 +105,9 @@ void broker::run(const std::atomic<bool>& stop) {
     auth_ = std::move(keys.value());
     // The ZAP handler must be bound before the ROUTER: with CURVE and no handler, libzmq lets
     // every key in.
-    zap_ = std::make_unique<zap_handler>(ctx_, *auth_, *router_, cfg_.max_connections_per_address);
+    zap_ = std::make_unique<zap_handler>(
+        ctx_, *auth_, *router_, cfg_.max_connections_per_address,
+        [this](const char* reason) { metrics_.add(metric::auth_failures, {reason}); });
     router_->set(zmq::sockopt::zap_domain, "hearth");
     router_->set(zmq::sockopt::curve_server, 1);
     router_->set(zmq::sockopt::curve_secretkey, auth_->broker_cert().secret_key);
@@ -112,6 +118,7 @@ void broker::run(const std::atomic<bool>& stop) {
     throw std::runtime_error("cannot bind " + cfg_.bind + ": " + e.what());
   }
   endpoint_ = router_->get(zmq::sockopt::last_endpoint);
+  started_ms_ = net::wall_ms();
   recover();
   bound_ = true;
   spdlog::info("broker listening on {} (database {}, {} jobs recorded)", endpoint_, cfg_.db,
@@ -175,6 +182,8 @@ void broker::flush_output(live_job& j) {
 }
 
 void broker::turn() {
+  const auto turn_start = net::steady::now();
+  turn_did_work_ = false;
   turn_requests_.clear();
   relayed_before_turn_.clear();
   if (reload_pending_) {
@@ -206,7 +215,15 @@ void broker::turn() {
     }
     timers();
     if (dispatch_needed_ && !storage_down(now)) dispatch();
+    const auto commit_start = net::steady::now();
     store_->commit();
+    const auto committed = net::steady::now();
+    // Only turns that wrote: an idle turn's empty commit would drown the histogram in zeros.
+    if (store_->last_commit_wrote()) {
+      metrics_.observe(metric::store_commit, {},
+                       std::chrono::duration<double>(committed - commit_start).count());
+    }
+    turn_metrics_.commit(metrics_);
     if (storage_backoff_.count() > 0 && store_->last_commit_wrote()) {
       spdlog::info("the job database is writable again");
       storage_backoff_ = std::chrono::milliseconds(0);
@@ -218,6 +235,11 @@ void broker::turn() {
   // for the reload to carry over.
   erase_finished_jobs();
   send_turn_output();
+  // Only turns that did something (a message or a write), for the same reason.
+  if (turn_did_work_) {
+    metrics_.observe(metric::turn_duration, {},
+                     std::chrono::duration<double>(net::steady::now() - turn_start).count());
+  }
 }
 
 void broker::storage_back_off(net::steady::time_point now) {
@@ -245,6 +267,7 @@ void broker::storage_failed(const std::exception& e) {
   out_.clear();
   turn_bytes_.clear();
   finished_.clear();
+  turn_metrics_.discard();
   for (const auto& [rid, request_id] : turn_requests_) {
     send_error(rid, request_id, wire::error_code::storage_unavailable,
                std::string("the job database could not be written (") + e.what() +
@@ -293,7 +316,9 @@ void broker::send_turn_output() {
   // Older messages first, so that each peer receives its messages in order.
   outboxes_.flush(*router_, now);
   catch_up_lagging();
+  turn_did_work_ = turn_did_work_ || !out_.empty();
   for (auto& o : out_) {
+    metrics_.add(metric::messages_sent, {std::string(wire::command_name(o.cmd))});
     if (!outboxes_.send(*router_, o.routing_id, o.cmd, std::move(o.body), now)) continue;
     if (auto it = node_by_rid_.find(o.routing_id); it != node_by_rid_.end()) {
       nodes_[it->second].last_sent = now;
@@ -359,6 +384,7 @@ std::optional<peer> broker::identify(const net::received& msg) {
   const allowed_key* k = auth_->find(msg.user_id);
   if (!k) {
     // Connected with a key that has since been removed: nothing it sends is handled.
+    metrics_.add(metric::auth_failures, {"key_removed"});
     if (auto more = auth_log_.admit(net::steady::now())) {
       spdlog::warn("auth: dropped a message from {} (key {}): the key is no longer allowed{}",
                    msg.peer_address, msg.user_id.empty() ? "none" : msg.user_id, *more);
@@ -409,6 +435,10 @@ void broker::handle(net::received& msg) {
   if (!who) return;
   const auto frames = msg.views();
   const auto env = wire::open_envelope(frames);
+  turn_did_work_ = true;
+  note_peer(rid);
+  metrics_.add(metric::messages_received,
+               {env.ok ? std::string(wire::command_name(env.env.cmd)) : std::string("invalid")});
   if (!env.ok) {
     spdlog::warn("dropped a message from peer {}: {}", peer_name(rid), env.err.message);
     // A peer speaking another version is told so in the error format that never changes.
@@ -422,6 +452,7 @@ void broker::handle(net::received& msg) {
   if (auth_ && !role_may_send(who->role, env.env.cmd)) {
     const bool node_cmd = wire::command_from_node(env.env.cmd);
     auto id = wire::decode<wire::ok>(body);
+    metrics_.add(metric::auth_failures, {"role"});
     if (auto more = auth_log_.admit(net::steady::now())) {
       spdlog::warn("refused a {} from {} key '{}': not allowed for that role{}",
                    wire::command_name(env.env.cmd), peer_role_name(who->role), who->name, *more);
@@ -436,6 +467,7 @@ void broker::handle(net::received& msg) {
   }
   node_entry* node = node_by_routing_id(rid);
   if (node) {
+    node->missed_counted = 0;
     node->last_heard = net::steady::now();
     node->last_seen_ms = net::wall_ms();
   }
@@ -488,6 +520,9 @@ void broker::handle(net::received& msg) {
     case command::revoke_api_key:
       return client_request<wire::revoke_api_key>(
           rid, *who, body, [&](auto m, const peer&) { on_revoke_api_key(rid, m); });
+    case command::get_metrics:
+      return client_request<wire::get_metrics>(
+          rid, *who, body, [&](auto m, const peer&) { on_get_metrics(rid, m); });
     default:
       if (wire::command_from_node(env.env.cmd)) break;
       spdlog::warn("dropped a {} from peer {}: not a command the broker accepts",
@@ -676,6 +711,7 @@ void broker::timers() {
     next_tick_ = now + std::chrono::milliseconds(std::max<uint32_t>(cfg_.heartbeat_ms / 2, 1));
     const auto dead_after = std::chrono::milliseconds(int64_t(cfg_.heartbeat_ms) * cfg_.liveness);
     node_timers(now);
+    std::erase_if(recent_peers_, [&](const auto& kv) { return now - kv.second > k_recent_peer; });
     for (auto& [name, n] : nodes_) {
       if (!n.online) continue;
       if (now - n.last_heard > dead_after) {
@@ -684,6 +720,7 @@ void broker::timers() {
         node_lost(n, "node " + name + " stopped responding");
         continue;
       }
+      count_missed_heartbeats(n, now);
       if (now - n.last_sent >= std::chrono::milliseconds(cfg_.heartbeat_ms / 2)) {
         send(n.routing_id, wire::heartbeat{});
       }
@@ -731,6 +768,25 @@ void broker::timers() {
         ++pos;
       }
     }
+  }
+}
+
+void broker::note_peer(const std::string& rid) {
+  if (recent_peers_.size() < k_max_recent_peers || recent_peers_.contains(rid)) {
+    recent_peers_[rid] = net::steady::now();
+  }
+}
+
+void broker::count_missed_heartbeats(node_entry& n, net::steady::time_point now) {
+  // A node sends something at least every interval; one silent for more than an interval and a
+  // half has missed a heartbeat, for more than two and a half two, and so on.
+  const auto interval = std::chrono::milliseconds(std::max<uint32_t>(cfg_.heartbeat_ms, 1));
+  const auto silence = now - n.last_heard;
+  if (silence < interval + interval / 2) return;
+  const auto missed = uint32_t((silence - interval / 2) / interval);
+  if (missed > n.missed_counted) {
+    metrics_.add(metric::heartbeats_missed, {n.name}, missed - n.missed_counted);
+    n.missed_counted = missed;
   }
 }
 

@@ -49,6 +49,7 @@
 #include "broker/config.h"
 #include "broker/job-store.h"
 #include "broker/log-limiter.h"
+#include "broker/metrics.h"
 #include "broker/peer-outbox.h"
 #include "broker/token-bucket.h"
 #include "broker/zap-handler.h"
@@ -94,6 +95,10 @@ struct live_job {
   uint32_t last_position_sent = UINT32_MAX;
   std::string last_waiting_sent;  // job_queued.waiting last sent to its watchers
   uint64_t queued_bytes = 0;      // its prompt and messages, as counted against the limits
+  // For the metrics: when it was last queued (its wait ends at assignment), and whether its
+  // first token came (time to first token is observed once per job).
+  net::steady::time_point queued_at{};
+  bool first_token_seen = false;
 };
 
 // The bytes a job's prompt and messages hold, as the per-client and queue limits count them.
@@ -143,6 +148,15 @@ struct node_entry {
   int64_t quarantined_until_ms = 0;  // the same as wall time, for node_summary
   uint32_t quarantine_level = 0;
   net::steady::time_point last_handback{};  // the latest hand-back counted as a loss
+
+  // Heartbeat intervals of the current silence already counted as missed (the metrics).
+  uint32_t missed_counted = 0;
+  // Tokens it generated per second of the last k_rate_window_s seconds (steady seconds, count),
+  // for its tokens-per-second gauge.
+  static constexpr int k_rate_window_s = 10;
+  std::deque<std::pair<int64_t, uint64_t>> recent_tokens;
+  void count_tokens(net::steady::time_point now, uint64_t n);
+  double tokens_per_second(net::steady::time_point now) const;
 
   bool quarantined(net::steady::time_point now) const { return now < quarantine_end; }
   // Losses at or after `since`.
@@ -316,6 +330,13 @@ class broker {
   void on_list_models(const std::string& rid, const wire::list_models& m);
   void on_forget_node(const std::string& rid, const wire::forget_node& m);
   void on_prune_jobs(const std::string& rid, const wire::prune_jobs& m);
+  // Metrics (broker-metrics.cpp): the counters and histograms, and the gauges read off the state.
+  void on_get_metrics(const std::string& rid, const wire::get_metrics& m);
+  void append_gauges(std::vector<wire::metric_family>& out) const;
+  // A message came from `rid` (hearth_broker_peers).
+  void note_peer(const std::string& rid);
+  // Counts the heartbeat intervals `n` has been silent for, each once (timers()).
+  void count_missed_heartbeats(node_entry& n, net::steady::time_point now);
   // One bounded batch of the pending prune requests and of the retention policy (timers()).
   void prune_step(net::steady::time_point now);
   // The job `job_id` if `who` may see and act on it: the live row, or the stored one read into
@@ -349,6 +370,12 @@ class broker {
 
   broker_config cfg_;
   std::unique_ptr<job_store> store_;
+  broker_metrics metrics_;
+  metrics_turn turn_metrics_;  // this turn's job counts, kept once it commits
+  int64_t started_ms_ = 0;     // wall clock, for hearth_broker_start_time_seconds
+  // Peers heard from lately (routing id -> when), pruned every tick: hearth_broker_peers.
+  std::unordered_map<std::string, net::steady::time_point> recent_peers_;
+  bool turn_did_work_ = false;  // the turn handled a message or sent one (turn duration)
   zmq::context_t ctx_;
   std::optional<allow_list> auth_;  // with --auth: the keys allowed, rescanned every second
   std::unique_ptr<zap_handler> zap_;

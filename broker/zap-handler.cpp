@@ -19,11 +19,12 @@ std::string frame_string(const zmq::message_t& m) {
 }  // namespace
 
 zap_handler::zap_handler(zmq::context_t& ctx, allow_list& keys, zmq::socket_t& router,
-                         uint32_t max_per_address)
+                         uint32_t max_per_address, refusal_fn on_refusal)
     : keys_(keys),
       rep_(ctx, zmq::socket_type::rep),
       monitor_(ctx, router, ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED),
-      max_per_address_(max_per_address) {
+      max_per_address_(max_per_address),
+      on_refusal_(std::move(on_refusal)) {
   rep_.set(zmq::sockopt::linger, 0);
   rep_.bind("inproc://zeromq.zap.01");
 }
@@ -91,7 +92,7 @@ void zap_handler::answer(const std::vector<zmq::message_t>& req) {
     text = "malformed ZAP request";
   } else if (frame_string(req[5]) != "CURVE" || req.size() < 7 || req[6].size() != 32) {
     text = "this broker accepts CURVE only";
-    log_refusal("-", address, "it did not use CURVE");
+    log_refusal("no_curve", "-", address, "it did not use CURVE");
   } else {
     std::array<char, 41> z85{};
     zmq_z85_encode(z85.data(), static_cast<const uint8_t*>(req[6].data()), 32);
@@ -105,7 +106,7 @@ void zap_handler::answer(const std::vector<zmq::message_t>& req) {
     const uint32_t from_here = open == per_address_.end() ? 0 : open->second;
     if (k && k->role != peer_role::admin && from_here > max_per_address_) {
       text = "too many connections from this address";
-      log_refusal(key, address,
+      log_refusal("address_cap", key, address,
                   std::to_string(from_here) + " connections from this address, more than " +
                       "max_connections_per_address (" + std::to_string(max_per_address_) +
                       "); admin keys still get in");
@@ -116,7 +117,8 @@ void zap_handler::answer(const std::vector<zmq::message_t>& req) {
       spdlog::debug("auth: {} key '{}' connected from {} ({} connections from there)",
                     peer_role_name(k->role), k->name, address, from_here);
     } else {
-      log_refusal(key, address, "the key is not in nodes/, clients/ or admins/ of " + keys_.dir());
+      log_refusal("unknown_key", key, address,
+                  "the key is not in nodes/, clients/ or admins/ of " + keys_.dir());
     }
   }
   const std::string version = "1.0";
@@ -128,8 +130,9 @@ void zap_handler::answer(const std::vector<zmq::message_t>& req) {
   rep_.send(zmq::message_t(), zmq::send_flags::none);  // no metadata
 }
 
-void zap_handler::log_refusal(const std::string& key, const std::string& address,
-                              const std::string& why) {
+void zap_handler::log_refusal(const char* reason, const std::string& key,
+                              const std::string& address, const std::string& why) {
+  if (on_refusal_) on_refusal_(reason);
   if (auto more = refusal_log_.admit(net::steady::now())) {
     spdlog::warn("auth: refused a peer from {} with key {}: {}{}", address, key, why, *more);
   }

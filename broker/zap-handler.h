@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <zmq.hpp>
@@ -30,10 +31,13 @@ namespace hearth::broker {
 
 class zap_handler {
  public:
+  // Why a peer was refused, for the broker's counters ("no_curve", "unknown_key",
+  // "address_cap").
+  using refusal_fn = std::function<void(const char* reason)>;
   // Binds inproc://zeromq.zap.01 in `ctx` and monitors `router`; must happen before the ROUTER
   // binds. `keys` outlives it.
   zap_handler(zmq::context_t& ctx, allow_list& keys, zmq::socket_t& router,
-              uint32_t max_per_address);
+              uint32_t max_per_address, refusal_fn on_refusal = {});
 
   // The sockets to poll: ZAP requests and the ROUTER's connection events.
   zmq::socket_t& socket() { return rep_; }
@@ -41,10 +45,13 @@ class zap_handler {
   // Reads the connection events and answers the requests waiting (at most a few hundred per
   // call), never blocking.
   void serve();
+  // Connections open now (accepted by the ROUTER, not yet ended; handshakes included).
+  size_t connections() const { return address_of_.size(); }
 
  private:
   void answer(const std::vector<zmq::message_t>& request);
-  void log_refusal(const std::string& key, const std::string& address, const std::string& why);
+  void log_refusal(const char* reason, const std::string& key, const std::string& address,
+                   const std::string& why);
 
   void read_events();
 
@@ -52,6 +59,7 @@ class zap_handler {
   zmq::socket_t rep_;
   net::socket_events monitor_;  // the ROUTER's accepted and ended connections
   uint32_t max_per_address_;
+  refusal_fn on_refusal_;
   std::map<int, std::string> address_of_;        // open connections: descriptor -> peer address
   std::map<std::string, uint32_t> per_address_;  // open connections per peer address
   log_limiter refusal_log_{10.0 / 60, 10};       // ten lines at once, then one every 6 s

@@ -167,6 +167,11 @@ struct gateway::impl : gateway_services {
     deferred.emplace_back(delay, std::move(f));  // installers run before the server exists
   }
   const gateway_options& options() const override { return opt; }
+  size_t http_connections() const override { return server ? server->connections() : 0; }
+  const std::map<int, uint64_t>& http_responses() const override {
+    static const std::map<int, uint64_t> none;
+    return server ? server->responses() : none;
+  }
 
   gateway_options opt;
   router routes;

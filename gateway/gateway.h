@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -51,6 +52,9 @@ class gateway_services {
   // Runs `f` on the I/O thread after `delay`.
   virtual void after(std::chrono::milliseconds delay, std::function<void()> f) = 0;
   virtual const gateway_options& options() const = 0;
+  // The HTTP server's own figures, for /metrics (I/O thread only).
+  virtual size_t http_connections() const = 0;
+  virtual const std::map<int, uint64_t>& http_responses() const = 0;
 };
 
 class router;

@@ -202,6 +202,7 @@ struct server_state {
   asio::ssl::context* tls = nullptr;
   std::atomic<size_t> connections{0};
   uint64_t body_bytes = 0;  // reserved by requests being read or answered (I/O thread only)
+  std::map<int, uint64_t> responses;  // answers by status code, streams as 200 (I/O thread only)
   std::map<uint64_t, std::weak_ptr<session_base>> sessions;  // I/O thread only
   uint64_t next_session_id = 0;
   warn_limiter warns;
@@ -267,6 +268,7 @@ class session_base : public std::enable_shared_from_this<session_base> {
     head += common_headers();
     head += "\r\n";
     spdlog::debug("http {}: {} {} -> {}", remote_, method_, target_, r.status);
+    ++server_.responses[r.status];
     final_queued_ = true;
     queue(std::move(head));
     if (!r.body.empty()) queue(std::move(r.body));
@@ -288,6 +290,7 @@ class session_base : public std::enable_shared_from_this<session_base> {
     head += common_headers();
     head += "\r\n";
     spdlog::debug("http {}: {} {} -> 200 (events)", remote_, method_, target_);
+    ++server_.responses[200];
     queue(std::move(head));
   }
 
@@ -1088,6 +1091,10 @@ uint16_t http_server::port() const {
 }
 size_t http_server::connections() const {
   return impl_->state.connections.load();
+}
+
+const std::map<int, uint64_t>& http_server::responses() const {
+  return impl_->state.responses;
 }
 
 }  // namespace hearth::gateway

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 
 #include "gateway/gateway.h"
@@ -43,6 +44,8 @@ class http_server {
   bool bound() const;
   uint16_t port() const;  // the bound port (0 before)
   size_t connections() const;
+  // Answers sent, by status code (an event stream counts as a 200). I/O thread only.
+  const std::map<int, uint64_t>& responses() const;
 
  private:
   struct impl;

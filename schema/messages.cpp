@@ -60,6 +60,8 @@ std::string_view command_name(command c) {
       return "list_api_keys";
     case command::revoke_api_key:
       return "revoke_api_key";
+    case command::get_metrics:
+      return "get_metrics";
     case command::accepted:
       return "accepted";
     case command::job_queued:
@@ -88,6 +90,8 @@ std::string_view command_name(command c) {
       return "api_key_created";
     case command::api_keys_reply:
       return "api_keys_reply";
+    case command::metrics_reply:
+      return "metrics_reply";
   }
   return "unknown";
 }
@@ -121,6 +125,7 @@ std::optional<command> command_from_byte(uint8_t b) {
     case uint8_t(command::create_api_key):
     case uint8_t(command::list_api_keys):
     case uint8_t(command::revoke_api_key):
+    case uint8_t(command::get_metrics):
     case uint8_t(command::accepted):
     case uint8_t(command::job_queued):
     case uint8_t(command::job_running):
@@ -135,6 +140,7 @@ std::optional<command> command_from_byte(uint8_t b) {
     case uint8_t(command::identity):
     case uint8_t(command::api_key_created):
     case uint8_t(command::api_keys_reply):
+    case uint8_t(command::metrics_reply):
       return command(b);
   }
   return std::nullopt;

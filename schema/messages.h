@@ -60,6 +60,7 @@ enum class command : uint8_t {
   create_api_key = 0x4a,  // admin keys only
   list_api_keys = 0x4b,   // admin keys only
   revoke_api_key = 0x4c,  // admin keys only
+  get_metrics = 0x4d,
   // broker -> client
   accepted = 0x60,
   job_queued = 0x61,
@@ -75,6 +76,7 @@ enum class command : uint8_t {
   identity = 0x6b,
   api_key_created = 0x6c,
   api_keys_reply = 0x6d,
+  metrics_reply = 0x6e,
 };
 
 std::string_view command_name(command c);
@@ -984,6 +986,71 @@ struct identity {
   }
 };
 
+// The broker's counters, gauges and histograms (hearth-gateway serves them as Prometheus's
+// /metrics). Any client may ask: they hold counts, model and node names, never a prompt, an
+// output or an owner.
+struct get_metrics {
+  static constexpr command cmd = command::get_metrics;
+  uint64_t request_id = 0;
+  std::string api_key;  // an API key to act as (see whoami above)
+  template <class F>
+  void fields(F& f) {
+    f("request_id", request_id);
+    f.optional("api_key", api_key);
+  }
+};
+
+// One series of a metric family: its label values (in the family's label_names order) and its
+// value; a histogram's cumulative bucket counts (one per bound; +Inf is `count`), sum and count.
+struct metric_sample {
+  std::vector<std::string> labels;
+  double value = 0;
+  std::vector<uint64_t> buckets;
+  double sum = 0;
+  uint64_t count = 0;
+  template <class F>
+  void fields(F& f) {
+    f("labels", labels);
+    f("value", value);
+    f.optional("buckets", buckets);
+    f.optional("sum", sum);
+    f.optional("count", count);
+  }
+};
+
+// A metric as Prometheus names it: "hearth_jobs_submitted_total", type "counter", "gauge" or
+// "histogram" (`bounds`: the buckets' upper bounds, ascending).
+struct metric_family {
+  std::string name;
+  std::string help;
+  std::string type;
+  std::vector<std::string> label_names;
+  std::vector<double> bounds;
+  std::vector<metric_sample> samples;
+  template <class F>
+  void fields(F& f) {
+    f("name", name);
+    f("help", help);
+    f("type", type);
+    f("label_names", label_names);
+    f.optional("bounds", bounds);
+    f("samples", samples);
+  }
+};
+
+struct metrics_reply {
+  static constexpr command cmd = command::metrics_reply;
+  uint64_t request_id = 0;
+  std::vector<metric_family> families;
+  bool truncated = false;  // series were left out to fit one message
+  template <class F>
+  void fields(F& f) {
+    f("request_id", request_id);
+    f("families", families);
+    f.optional("truncated", truncated);
+  }
+};
+
 // The new key: `key` is its secret, shown this once.
 struct api_key_created {
   static constexpr command cmd = command::api_key_created;
@@ -1072,6 +1139,7 @@ struct error_reply {
   X(create_api_key) \
   X(list_api_keys) \
   X(revoke_api_key) \
+  X(get_metrics) \
   X(accepted) \
   X(job_queued) \
   X(job_running) \
@@ -1085,5 +1153,6 @@ struct error_reply {
   X(pruned) \
   X(identity) \
   X(api_key_created) \
-  X(api_keys_reply)
+  X(api_keys_reply) \
+  X(metrics_reply)
 // clang-format on

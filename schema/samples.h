@@ -369,4 +369,26 @@ inline api_keys_reply sample<api_keys_reply>() {
   return {request_id, {a, b}};
 }
 
+template <>
+inline get_metrics sample<get_metrics>() {
+  return {request_id, "hk_3q2-7wEVCv8QmZ1p0bN4oJtXy5Rc6dLgAeHfKsUi9Mz"};
+}
+
+template <>
+inline metrics_reply sample<metrics_reply>() {
+  metric_family submitted{"hearth_jobs_submitted_total",
+                          "Jobs accepted.",
+                          "counter",
+                          {"model"},
+                          {},
+                          {{{"stories260K"}, 100, {}, 0, 0}, {{"llama-8b"}, 2, {}, 0, 0}}};
+  metric_family wait{"hearth_job_queue_wait_seconds",
+                     "From queued to assigned.",
+                     "histogram",
+                     {"model"},
+                     {0.005, 0.1, 1, 60},
+                     {{{"stories260K"}, 0, {40, 90, 99, 100}, 12.5, 100}}};
+  return {request_id, {submitted, wait}, true};
+}
+
 }  // namespace hearth::wire::samples

@@ -50,6 +50,8 @@ result<uint64_t> reply_request_id(wire::command cmd, std::string_view body) {
       return id(wire::api_key_created{});
     case wire::command::api_keys_reply:
       return id(wire::api_keys_reply{});
+    case wire::command::metrics_reply:
+      return id(wire::metrics_reply{});
     default:
       return error{"not a reply"};
   }

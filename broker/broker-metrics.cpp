@@ -1,0 +1,196 @@
+// get_metrics: the broker's counters and histograms (broker/metrics.h) and the gauges read off
+// its state now: queues, running jobs, nodes and their devices, the store, the peers. Names and
+// units follow Prometheus's conventions (hearth-gateway renders them as its /metrics).
+#include <sys/stat.h>
+
+#include <map>
+
+#include "broker/broker.h"
+#include "schema/codec.h"
+
+namespace hearth::broker {
+namespace {
+
+// A family's series at most (a node's models, say), and the reply's size at most: it must fit
+// one message, with room to spare.
+constexpr size_t k_max_samples = 4096;
+constexpr size_t k_max_reply_bytes = size_t(wire::max_message_bytes) * 3 / 4;
+
+wire::metric_family gauge(std::string name, std::string help,
+                          std::vector<std::string> label_names) {
+  wire::metric_family f;
+  f.name = std::move(name);
+  f.help = std::move(help);
+  f.type = "gauge";
+  f.label_names = std::move(label_names);
+  return f;
+}
+
+void put(wire::metric_family& f, std::vector<std::string> labels, double v) {
+  if (f.samples.size() >= k_max_samples) return;
+  wire::metric_sample s;
+  s.labels = std::move(labels);
+  s.value = v;
+  f.samples.push_back(std::move(s));
+}
+
+uint64_t file_bytes(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? uint64_t(st.st_size) : 0;
+}
+
+}  // namespace
+
+void node_entry::count_tokens(net::steady::time_point now, uint64_t n) {
+  const int64_t second =
+      std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
+  if (!recent_tokens.empty() && recent_tokens.back().first == second) {
+    recent_tokens.back().second += n;
+  } else {
+    recent_tokens.emplace_back(second, n);
+  }
+  while (!recent_tokens.empty() && recent_tokens.front().first <= second - k_rate_window_s) {
+    recent_tokens.pop_front();
+  }
+}
+
+double node_entry::tokens_per_second(net::steady::time_point now) const {
+  const int64_t second =
+      std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
+  uint64_t total = 0;
+  for (const auto& [s, n] : recent_tokens) {
+    if (s > second - k_rate_window_s) total += n;
+  }
+  return double(total) / k_rate_window_s;
+}
+
+void broker::append_gauges(std::vector<wire::metric_family>& out) const {
+  const auto now = net::steady::now();
+  const int64_t wall = net::wall_ms();
+
+  // Queues, by model and priority: depth, and the age of the oldest job (the lowest id).
+  auto depth = gauge("hearth_queue_depth", "Jobs waiting in the queue.", {"model", "priority"});
+  auto oldest = gauge("hearth_queue_oldest_age_seconds", "Age of the oldest job waiting.",
+                      {"model", "priority"});
+  for (const auto& [model, q] : queues_) {
+    std::map<int64_t, std::pair<uint64_t, int64_t>> by_priority;  // -> (count, oldest created)
+    for (const auto& [neg_priority, id] : q) {
+      auto& [count, created] = by_priority[-neg_priority];
+      if (count++ == 0) created = jobs_.at(id).row.created_ms;
+    }
+    for (const auto& [priority, v] : by_priority) {
+      put(depth, {model, std::to_string(priority)}, double(v.first));
+      put(oldest, {model, std::to_string(priority)},
+          double(std::max<int64_t>(wall - v.second, 0)) / 1000);
+    }
+  }
+  auto running = gauge("hearth_jobs_running", "Jobs running on a node now.", {"model"});
+  std::map<std::string, uint64_t> running_by_model;
+  for (const auto& [id, j] : jobs_) {
+    if (j.row.state == wire::job_state::running) ++running_by_model[j.row.model];
+  }
+  for (const auto& [model, n] : running_by_model) put(running, {model}, double(n));
+
+  // Nodes.
+  auto nodes = gauge("hearth_nodes", "Nodes the broker knows, online or offline.", {"state"});
+  auto up = gauge("hearth_node_up", "Whether the node is online (1) or offline (0).", {"node"});
+  auto quarantined = gauge("hearth_node_quarantined",
+                           "Whether the node is quarantined (gets no jobs for a while after "
+                           "losing attempts).",
+                           {"node"});
+  auto slots = gauge("hearth_node_slots", "Jobs the node runs at once.", {"node"});
+  auto busy = gauge("hearth_node_busy_slots", "Slots running an attempt now.", {"node"});
+  auto rate = gauge("hearth_node_tokens_per_second",
+                    "Tokens the node generated per second over the last 10 s.", {"node"});
+  auto loaded = gauge("hearth_node_model_loaded",
+                      "Models the node serves: 1 when loaded in memory, 0 when on disk only.",
+                      {"node", "model"});
+  auto lost = wire::metric_family{"hearth_node_lost_attempts_total",
+                                  "Attempts the node lost since the broker started.",
+                                  "counter",
+                                  {"node"},
+                                  {},
+                                  {}};
+  auto mem_total = gauge("hearth_node_memory_total_bytes", "The node's RAM.", {"node"});
+  auto mem_avail = gauge("hearth_node_memory_available_bytes",
+                         "The node's available RAM (as it last said).", {"node"});
+  const std::vector<std::string> device_labels = {"node", "device", "backend", "name"};
+  auto dev_total = gauge("hearth_device_memory_total_bytes", "A GPU's memory.", device_labels);
+  auto dev_free = gauge("hearth_device_memory_free_bytes",
+                        "A GPU's free memory (as its node last said).", device_labels);
+  uint64_t online = 0;
+  for (const auto& [name, n] : nodes_) {
+    online += n.online;
+    put(up, {name}, n.online);
+    put(quarantined, {name}, n.quarantined(now));
+    put(slots, {name}, n.slots);
+    put(busy, {name}, double(std::min<size_t>(n.running.size(), n.slots)));
+    put(rate, {name}, n.tokens_per_second(now));
+    put(lost, {name}, n.lost);
+    put(mem_total, {name}, double(n.hardware.memory_total));
+    put(mem_avail, {name}, double(n.hardware.memory_available));
+    for (const auto& m : n.models) put(loaded, {name, m.name}, m.loaded);
+    for (size_t i = 0; i < n.hardware.gpus.size(); ++i) {
+      const auto& g = n.hardware.gpus[i];
+      std::vector<std::string> labels = {name, std::to_string(i), g.backend, g.name};
+      put(dev_total, labels, double(g.memory_total));
+      put(dev_free, labels, double(g.memory_free));
+    }
+  }
+  put(nodes, {"online"}, double(online));
+  put(nodes, {"offline"}, double(nodes_.size() - online));
+
+  // The broker itself.
+  auto peers =
+      gauge("hearth_broker_peers",
+            "Peers (nodes, clients, gateways) that sent a message in the last minute.", {});
+  put(peers, {}, double(recent_peers_.size()));
+  auto queued_bytes = gauge("hearth_broker_unfinished_job_bytes",
+                            "Prompt and message bytes of unfinished jobs held in memory.", {});
+  put(queued_bytes, {}, double(queued_bytes_));
+  auto wal = gauge("hearth_store_wal_bytes", "Size of the job store's write-ahead log.", {});
+  put(wal, {}, double(file_bytes(cfg_.db + "-wal")));
+  auto db = gauge("hearth_store_database_bytes", "Size of the job store's database file.", {});
+  put(db, {}, double(file_bytes(cfg_.db)));
+  auto start = gauge("hearth_broker_start_time_seconds",
+                     "When the broker started (Unix time): its counters count from then.", {});
+  put(start, {}, double(started_ms_) / 1000);
+
+  for (auto* f : {&depth,    &oldest, &running,      &nodes, &up,        &quarantined, &slots,
+                  &busy,     &rate,   &loaded,       &lost,  &mem_total, &mem_avail,   &dev_total,
+                  &dev_free, &peers,  &queued_bytes, &wal,   &db,        &start}) {
+    out.push_back(std::move(*f));
+  }
+  if (zap_) {
+    auto connections = gauge("hearth_broker_connections",
+                             "Connections open to the broker (handshakes included).", {});
+    put(connections, {}, double(zap_->connections()));
+    out.push_back(std::move(connections));
+  }
+}
+
+void broker::on_get_metrics(const std::string& rid, const wire::get_metrics& m) {
+  wire::metrics_reply r;
+  r.request_id = m.request_id;
+  append_gauges(r.families);
+  metrics_.append_to(r.families);
+  for (auto& f : r.families) {
+    if (f.samples.size() > k_max_samples) {
+      f.samples.resize(k_max_samples);
+      r.truncated = true;
+    }
+  }
+  // Too large for a message (thousands of nodes and models): the largest families lose series
+  // until it fits.
+  for (std::string body = wire::encode(r); body.size() > k_max_reply_bytes;
+       body = wire::encode(r)) {
+    auto largest = std::max_element(r.families.begin(), r.families.end(), [](auto& a, auto& b) {
+      return a.samples.size() < b.samples.size();
+    });
+    largest->samples.resize(largest->samples.size() / 2);
+    r.truncated = true;
+  }
+  send(rid, r);
+}
+
+}  // namespace hearth::broker
