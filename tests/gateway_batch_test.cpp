@@ -17,6 +17,7 @@
 #include "gateway/gateway.h"
 #include "gateway/routes.h"
 #include "tests/cluster.h"
+#include "tests/gateway-thread.h"
 #include "tests/process.h"
 #include "tests/testdata.h"
 
@@ -29,24 +30,7 @@ using testing::cluster;
 using testing::nodes_online;
 using testing::wait_until;
 
-// A gateway serving every route on 127.0.0.1:<free port>, on its own thread.
-class gateway_thread {
- public:
-  explicit gateway_thread(gateway::gateway_options o)
-      : g_(std::make_unique<gateway::gateway>(std::move(o), gateway::add_routes)),
-        t_([this] { g_->run(stop_); }) {}
-  ~gateway_thread() {
-    stop_ = true;
-    t_.join();
-  }
-  bool bound() const { return g_->bound(); }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(g_->port()); }
-
- private:
-  std::atomic<bool> stop_{false};
-  std::unique_ptr<gateway::gateway> g_;
-  std::thread t_;
-};
+using testing::gateway_thread;
 
 struct http_answer {
   int status = 0;

@@ -1,0 +1,317 @@
+// Issue 19: the gateway's GET /metrics against a real broker (with keys) and null-engine nodes:
+// every scrape passes `promtool check metrics` (Debian's prometheus package); after 100 jobs that
+// complete, fail and are cancelled, the counters equal what `hearth jobs --json` lists; a node
+// killed with SIGKILL shows offline, with missed heartbeats and its job's requeue; jobs waiting
+// for it show in the queue gauges; API keys are checked. The last scrape is kept as an artifact
+// (tests/artifacts/metrics/).
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "tests/cluster.h"
+#include "tests/gateway-thread.h"
+#include "tests/process.h"
+#include "tests/testdata.h"
+
+namespace hearth {
+namespace {
+
+using namespace std::chrono_literals;
+using json = nlohmann::json;
+using testing::cluster;
+using testing::nodes_online;
+using testing::wait_until;
+
+// One scrape: every series line as written ("name{labels}" -> value).
+struct scrape {
+  int status = 0;
+  std::string text;
+  std::map<std::string, double> series;
+
+  // The sum over the series of `name` whose labels include every `match` ("model=\"alpha\"").
+  double sum(const std::string& name, const std::vector<std::string>& match = {}) const {
+    double total = 0;
+    for (const auto& [key, v] : series) {
+      const auto brace = key.find('{');
+      if (key.substr(0, brace) != name) continue;
+      const std::string labels = brace == std::string::npos ? "" : key.substr(brace);
+      bool all = true;
+      for (const auto& m : match) all = all && labels.find(m) != std::string::npos;
+      if (all) total += v;
+    }
+    return total;
+  }
+  bool has(const std::string& name) const {
+    for (const auto& [key, v] : series) {
+      if (key.substr(0, key.find('{')) == name) return true;
+    }
+    return false;
+  }
+};
+
+class metrics_test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // Short outputs fail: a job of more than about 900 words passes max_output_bytes.
+    c_.broker_settings({{"max_output_bytes", "4096"}});
+    broker_ = c_.start_broker();
+    admin_ = c_.client("admin");
+  }
+
+  void start_nodes(int rate) {
+    a_ = c_.start_node("node-a", c_.models("ma", {"alpha", "beta"}), "null", 2,
+                       {"--null-tokens-per-s", std::to_string(rate)});
+    b_ = c_.start_node("node-b", c_.models("mb", {"alpha"}), "null", 2,
+                       {"--null-tokens-per-s", std::to_string(rate)});
+    ASSERT_TRUE(nodes_online(*admin_, 2)) << broker_.log() << a_.log() << b_.log();
+  }
+
+  void start_gateway() {
+    gateway::gateway_options o;
+    o.listen = "127.0.0.1:0";
+    o.broker = c_.endpoint();
+    o.broker_key = c_.broker_public();
+    o.key = c_.key("client", "gateway");
+    o.db = c_.dir().file("gateway.db");
+    gw_ = std::make_unique<testing::gateway_thread>(o);
+    ASSERT_TRUE(wait_until([&] { return gw_->bound(); }, 10s));
+    wire::create_api_key k;
+    k.name = "prometheus";
+    std::string why;
+    auto r = admin_->request<wire::api_key_created>(k, &why);
+    ASSERT_TRUE(r) << why;
+    key_ = r->key;
+  }
+
+  // GET /metrics with `key` (as Prometheus's `authorization: credentials` sends it); a 200 must
+  // pass promtool.
+  scrape get(const std::string& key) {
+    const std::string out = c_.dir().file("metrics-" + std::to_string(n_++) + ".txt");
+    std::string cmd = "curl -sS --max-time 30 -o " + testing::shell_quote(out) +
+                      " -w '%{http_code}' " + testing::shell_quote(gw_->url() + "/metrics");
+    if (!key.empty()) cmd += " -H " + testing::shell_quote("Authorization: Bearer " + key);
+    auto r = testing::run_command(cmd);
+    scrape s;
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    s.status = std::atoi(r.out.c_str());
+    s.text = testing::read_file_text(out);
+    if (s.status != 200) return s;
+    const auto check =
+        testing::run_command("promtool check metrics < " + testing::shell_quote(out));
+    EXPECT_EQ(check.exit_code, 0) << "promtool check metrics: " << check.out << check.err;
+    std::istringstream in(s.text);
+    for (std::string line; std::getline(in, line);) {
+      if (line.empty() || line[0] == '#') continue;
+      const auto space = line.rfind(' ');
+      s.series[line.substr(0, space)] = std::stod(line.substr(space + 1));
+    }
+    last_ = out;
+    return s;
+  }
+
+  // `hearth jobs --json`, as the admin.
+  json cli_jobs() {
+    std::string cmd = std::string(HEARTH_BIN) + " jobs --json --limit 1000 --broker " +
+                      testing::shell_quote(c_.endpoint());
+    for (const auto& a : c_.key_args("admin", "default")) cmd += " " + testing::shell_quote(a);
+    auto r = testing::run_command(cmd);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return json::parse(r.out, nullptr, false);
+  }
+
+  void TearDown() override {
+    if (last_.empty()) return;
+    const std::string dir = std::string(HEARTH_ARTIFACTS) + "/metrics";
+    std::filesystem::create_directories(dir);
+    const std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::filesystem::copy_file(last_, dir + "/" + name + ".txt",
+                               std::filesystem::copy_options::overwrite_existing);
+    std::printf("metrics scrape kept in %s/%s.txt\n", dir.c_str(), name.c_str());
+  }
+
+  cluster c_;
+  testing::process broker_, a_, b_;
+  std::unique_ptr<testing::test_client> admin_;
+  std::unique_ptr<testing::gateway_thread> gw_;
+  std::string key_, last_;
+  int n_ = 0;
+};
+
+TEST_F(metrics_test, counters_equal_the_job_history_after_100_jobs) {
+  start_nodes(4000);
+  start_gateway();
+  const scrape before = get(key_);
+  ASSERT_EQ(before.status, 200) << before.text;
+  EXPECT_EQ(before.sum("hearth_jobs_submitted_total"), 0);
+  EXPECT_EQ(before.sum("hearth_nodes", {"state=\"online\""}), 2) << before.text;
+  EXPECT_EQ(before.sum("hearth_node_slots", {"node=\"node-a\""}), 2);
+  // Every model a node serves has a series (1 loaded, 0 on disk only).
+  EXPECT_TRUE(before.series.count("hearth_node_model_loaded{node=\"node-a\",model=\"beta\"}"))
+      << before.text;
+  EXPECT_TRUE(before.series.count("hearth_node_model_loaded{node=\"node-b\",model=\"alpha\"}"))
+      << before.text;
+  EXPECT_EQ(before.sum("hearth_gateway_broker_up"), 1);
+
+  // 100 jobs: 60 alpha and 25 beta that complete, 5 whose output passes max_output_bytes (fail),
+  // and 10 long ones cancelled while they run or wait.
+  std::vector<uint64_t> ids, long_ids;
+  for (int i = 0; i < 100; ++i) {
+    const bool beta = i % 4 == 1 && i < 100 - 15;
+    auto job = testing::greedy_job(beta ? "beta" : "alpha", "job " + std::to_string(i), 6);
+    if (i >= 85 && i < 90) job.params.max_tokens = 2000;         // fails
+    if (i >= 90) job.params.max_tokens = 20, job.priority = -5;  // cancelled while they wait
+    std::string why;
+    auto r = admin_->request<wire::accepted>(job, &why);
+    ASSERT_TRUE(r) << why;
+    (i >= 90 ? long_ids : ids).push_back(r->job_id);
+  }
+  for (uint64_t id : long_ids) {
+    wire::cancel c;
+    c.job_id = id;
+    std::string why;
+    EXPECT_TRUE(admin_->request<wire::ok>(c, &why) || why.starts_with("not_cancellable")) << why;
+  }
+  std::map<std::pair<std::string, std::string>, int> by_model_state;
+  std::map<std::string, int> submitted;
+  std::map<std::string, double> tokens;
+  for (uint64_t id : ids) ASSERT_TRUE(admin_->wait_final(id)) << id;
+  for (uint64_t id : long_ids) ASSERT_TRUE(admin_->wait_final(id)) << id;
+
+  // What `hearth jobs` lists, against the counters.
+  const json jobs = cli_jobs();
+  ASSERT_TRUE(jobs.is_array());
+  ASSERT_EQ(jobs.size(), 100u);
+  for (const auto& j : jobs) {
+    ++by_model_state[{j["model"], j["state"]}];
+    ++submitted[j["model"]];
+    tokens[j["model"]] += j["n_gen"].get<double>();
+  }
+  EXPECT_GE((by_model_state[{"alpha", "failed"}]), 5);
+  EXPECT_GE((by_model_state[{"alpha", "cancelled"}]), 1);
+  const scrape after = get(key_);
+  ASSERT_EQ(after.status, 200) << after.text;
+  for (const auto& [model, n] : submitted) {
+    EXPECT_EQ(after.sum("hearth_jobs_submitted_total", {"model=\"" + model + "\""}), n) << model;
+    EXPECT_EQ(after.sum("hearth_tokens_generated_total", {"model=\"" + model + "\""}),
+              tokens[model])
+        << model;
+  }
+  for (const auto& [ms, n] : by_model_state) {
+    EXPECT_EQ(after.sum("hearth_jobs_finished_total",
+                        {"model=\"" + ms.first + "\"", "state=\"" + ms.second + "\""}),
+              n)
+        << ms.first << " " << ms.second << "\n"
+        << after.text;
+  }
+  EXPECT_EQ(after.sum("hearth_jobs_finished_total"), 100);
+  EXPECT_EQ(after.sum("hearth_job_duration_seconds_count"), 100);
+  EXPECT_EQ(after.sum("hearth_job_duration_seconds_bucket", {"le=\"+Inf\""}), 100);
+  // Every assignment waited in the queue once (a job cancelled while waiting never was).
+  EXPECT_GE(after.sum("hearth_job_queue_wait_seconds_count"), 90);
+  EXPECT_GE(after.sum("hearth_job_time_to_first_token_seconds_count"), 90);
+  EXPECT_EQ(after.sum("hearth_job_requeues_total"), 0);
+  // Both nodes ran some; the per-node token counters add up to the per-model ones.
+  EXPECT_GT(after.sum("hearth_tokens_generated_total", {"node=\"node-a\""}), 0);
+  EXPECT_GT(after.sum("hearth_tokens_generated_total", {"node=\"node-b\""}), 0);
+  EXPECT_EQ(after.sum("hearth_queue_depth"), 0);
+  EXPECT_EQ(after.sum("hearth_jobs_running"), 0);
+  EXPECT_GT(after.sum("hearth_broker_messages_received_total", {"command=\"submit\""}), 99);
+  EXPECT_GT(after.sum("hearth_broker_messages_sent_total", {"command=\"job_assign\""}), 89);
+  EXPECT_GT(after.sum("hearth_store_commit_duration_seconds_count"), 0);
+  EXPECT_GT(after.sum("hearth_broker_turn_duration_seconds_count"), 0);
+  EXPECT_TRUE(after.has("hearth_store_wal_bytes"));
+  EXPECT_GE(after.sum("hearth_broker_connections"), 4);  // two nodes, the gateway, the admin
+  EXPECT_GE(after.sum("hearth_gateway_http_responses_total", {"code=\"200\""}), 1);
+}
+
+TEST_F(metrics_test, a_killed_node_goes_offline_and_its_jobs_show) {
+  start_nodes(20);
+  start_gateway();
+  // A long job on each node (two slots each, four jobs: every slot busy).
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 4; ++i) {
+    auto r = admin_->request<wire::accepted>(
+        testing::greedy_job("alpha", "long " + std::to_string(i), 400));
+    ASSERT_TRUE(r);
+    ids.push_back(r->job_id);
+  }
+  scrape s;
+  ASSERT_TRUE(wait_until([&] {
+    s = get(key_);
+    return s.sum("hearth_node_busy_slots") == 4 && s.sum("hearth_jobs_running") == 4;
+  })) << s.text;
+  EXPECT_TRUE(wait_until([&] {
+    s = get(key_);
+    return s.sum("hearth_node_tokens_per_second", {"node=\"node-a\""}) > 0;
+  })) << s.text;
+  // node-a goes away without a word; its two jobs go back to the queue, behind node-b's.
+  a_.signal(SIGKILL);
+  ASSERT_TRUE(wait_until(
+      [&] {
+        s = get(key_);
+        return s.sum("hearth_node_up", {"node=\"node-a\""}) == 0;
+      },
+      20s))
+      << s.text;
+  EXPECT_EQ(s.sum("hearth_nodes", {"state=\"offline\""}), 1);
+  EXPECT_GE(s.sum("hearth_node_heartbeats_missed_total", {"node=\"node-a\""}), 1) << s.text;
+  EXPECT_EQ(s.sum("hearth_job_requeues_total", {"cause=\"node\""}), 2) << s.text;
+  EXPECT_EQ(s.sum("hearth_queue_depth", {"model=\"alpha\"", "priority=\"0\""}), 2) << s.text;
+  // beta: only node-a served it, so these wait.
+  for (int i = 0; i < 3; ++i) {
+    auto job = testing::greedy_job("beta", "waits", 4);
+    job.priority = 7;
+    ASSERT_TRUE(admin_->request<wire::accepted>(job));
+  }
+  std::this_thread::sleep_for(1100ms);
+  s = get(key_);
+  EXPECT_EQ(s.sum("hearth_queue_depth", {"model=\"beta\"", "priority=\"7\""}), 3) << s.text;
+  EXPECT_GE(s.sum("hearth_queue_oldest_age_seconds", {"model=\"beta\"", "priority=\"7\""}), 1)
+      << s.text;
+  for (uint64_t id : ids) {
+    wire::cancel c;
+    c.job_id = id;
+    admin_->request<wire::ok>(c);
+  }
+}
+
+TEST_F(metrics_test, keys_are_checked_and_a_missing_broker_is_reported) {
+  start_nodes(1000);
+  start_gateway();
+  // A key the broker does not know: 401, and counted.
+  EXPECT_EQ(get("hk_not-a-key").status, 401);
+  scrape s = get(key_);
+  ASSERT_EQ(s.status, 200);
+  EXPECT_GE(s.sum("hearth_auth_failures_total", {"reason=\"api_key\""}), 1) << s.text;
+  // A stranger's CURVE key never gets in.
+  {
+    testing::test_client t(c_.endpoint(), c_.client_keys("client", "unknown", false));
+    t.request<wire::nodes_reply>(wire::list_nodes{});
+  }
+  EXPECT_TRUE(wait_until([&] {
+    s = get(key_);
+    return s.sum("hearth_auth_failures_total", {"reason=\"unknown_key\""}) >= 1;
+  })) << s.text;
+  // Without the broker: a key the gateway checked within its cache period (2 s) still scrapes
+  // the gateway's own figures, which say the broker did not answer; a key it cannot check is
+  // answered 503, as every route answers then.
+  std::this_thread::sleep_for(2100ms);
+  ASSERT_EQ(get(key_).status, 200);  // the key is checked again now
+  broker_.signal(SIGKILL);
+  broker_.wait();
+  s = get(key_);
+  EXPECT_EQ(s.status, 200) << s.text;
+  EXPECT_EQ(s.sum("hearth_gateway_broker_up"), 0) << s.text;
+  EXPECT_FALSE(s.has("hearth_jobs_submitted_total"));
+  const scrape unknown = get("hk_never-seen");
+  EXPECT_EQ(unknown.status, 503) << unknown.text;
+  EXPECT_NE(unknown.text.find("broker_unavailable"), std::string::npos) << unknown.text;
+}
+
+}  // namespace
+}  // namespace hearth
