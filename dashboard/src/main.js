@@ -82,6 +82,11 @@ function App() {
     );
   }, [keyEpoch, liveModels]);
 
+  // The history is read again when a job starts or ends (the live lists change), and after a submit.
+  const activeIds = [...(snapshot?.running ?? []), ...(snapshot?.queued ?? [])]
+    .map((j) => `${j.job_id}:${j.state}`)
+    .join(',');
+
   return html`<${KeyBar} live=${live} onKey=${() => setKeyEpoch((n) => n + 1)} />
     <main key=${keyEpoch}>
       <${Nodes} snapshot=${snapshot} />
@@ -91,7 +96,7 @@ function App() {
       </div>
       <${Submit} models=${models} onSubmitted=${() => setHistoryEpoch((n) => n + 1)} />
       <${ActiveJobs} snapshot=${snapshot} />
-      <${History} models=${models} refreshKey=${historyEpoch} />
+      <${History} models=${models} refreshKey=${`${historyEpoch}/${activeIds}`} />
     </main>`;
 }
 
