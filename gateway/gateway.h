@@ -43,7 +43,7 @@ struct gateway_options {
   // The dashboard's files served under /dashboard/ (hearth-gateway's own, dashboard-files.h);
   // none: GET / says the gateway was built without it.
   std::span<const dashboard_file> dashboard;
-  // Clients of GET /v1/hearth/live at once (503 beyond).
+  // Clients of GET /v1/hearth/live (open dashboards) at once; one more is answered 503.
   uint32_t max_live_subscribers = 64;
 };
 

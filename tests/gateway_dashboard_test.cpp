@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -77,8 +78,11 @@ class gateway_dashboard : public ::testing::Test {
 
     // Beyond loopback, so that every request needs a key (gateway.cpp: keys_required).
     port_ = testing::free_port();
-    gateway_ =
-        new process(c_->start_gateway(HEARTH_GATEWAY_BIN, "0.0.0.0:" + std::to_string(port_)));
+    // Two open dashboards at most, so that the cap is seen (live_snapshots_and_their_cap).
+    const std::string config = c_->dir().file("gateway.yaml");
+    std::ofstream(config) << "max_live_subscribers: 2\n";
+    gateway_ = new process(c_->start_gateway(HEARTH_GATEWAY_BIN, "0.0.0.0:" + std::to_string(port_),
+                                             {"--config", config}));
     const bool up = testing::wait_until([] { return http(port_, "GET", "/health").status == 200; },
                                         std::chrono::seconds(30));
     if (!up) ADD_FAILURE() << "the gateway did not answer /health:\n" << gateway_->log();
@@ -160,6 +164,42 @@ TEST_F(gateway_dashboard, bad_input_is_refused_clearly) {
   auto events = http(port_, "GET", "/v1/hearth/jobs/cmpl-987654/events", key);
   EXPECT_EQ(events.status, 404) << events.body;
   EXPECT_EQ(http(port_, "GET", "/v1/hearth/live?x=1", key).status, 400);
+}
+
+// GET /v1/hearth/live: snapshots for the caller, and no more subscribers than the cap.
+TEST_F(gateway_dashboard, live_snapshots_and_their_cap) {
+  const std::string live_url = "http://127.0.0.1:" + std::to_string(port_) + "/v1/hearth/live";
+  const std::string auth = "-H " + shell_quote("Authorization: Bearer " + *api_key_) + " ";
+  std::vector<process> open;
+  std::vector<std::string> outs;
+  for (int i = 0; i < 2; ++i) {
+    outs.push_back(c_->dir().file("live-" + std::to_string(i) + ".sse"));
+    open.push_back(testing::spawn({"/bin/sh", "-c",
+                                   "exec curl -sN --max-time 60 " + auth + shell_quote(live_url) +
+                                       " > " + shell_quote(outs.back())},
+                                  c_->dir().file("live-curl.log")));
+  }
+  // Each gets snapshots naming the nodes and the caller's key.
+  for (const auto& out : outs) {
+    ASSERT_TRUE(testing::wait_until([&] {
+      const std::string text = testing::read_file_text(out);
+      return text.find("\"type\":\"snapshot\"") != std::string::npos &&
+             text.find("\"name\":\"dashboard\"") != std::string::npos &&
+             text.find("\"name\":\"alpha\"") != std::string::npos &&
+             text.find("\"name\":\"slow\"") != std::string::npos;
+    })) << testing::read_file_text(out)
+        << logs();
+  }
+  auto third = http(port_, "GET", "/v1/hearth/live", *api_key_);
+  EXPECT_EQ(third.status, 503) << third.body;
+  EXPECT_NE(third.body.find("too_many_subscribers"), std::string::npos) << third.body;
+  // Dashboards that close make room.
+  open.clear();
+  EXPECT_TRUE(testing::wait_until([&] {
+    auto r = testing::run_command("curl -s --max-time 2 -o /dev/null -w '%{http_code}' " + auth +
+                                  shell_quote(live_url));
+    return r.out == "200";
+  })) << logs();
 }
 
 TEST_F(gateway_dashboard, in_a_browser) {
