@@ -34,7 +34,7 @@ result<void> gateway_config_load(const std::string& path, gateway_config& out) {
       path, {"listen", "broker", "broker_key", "key", "insecure", "tls_cert", "tls_key", "cors",
              "db", "max_body_bytes", "max_upload_bytes", "max_total_body_bytes", "max_connections",
              "header_timeout_ms", "idle_timeout_ms", "write_timeout_ms", "max_unsent_bytes",
-             "log_level"});
+             "max_live_subscribers", "log_level"});
   if (!root) return root.err();
   gateway_config cfg = out;
   auto& o = cfg.options;
@@ -51,6 +51,7 @@ result<void> gateway_config_load(const std::string& path, gateway_config& out) {
         yaml_setting(*root, "max_total_body_bytes", o.max_total_body_bytes, path),
         yaml_setting(*root, "max_connections", o.max_connections, path),
         yaml_setting(*root, "max_unsent_bytes", o.max_unsent_bytes, path),
+        yaml_setting(*root, "max_live_subscribers", o.max_live_subscribers, path),
         yaml_setting(*root, "log_level", cfg.log_level, path),
         read_ms(*root, "header_timeout_ms", o.header_timeout, 100, path),
         read_ms(*root, "idle_timeout_ms", o.idle_timeout, 100, path),
@@ -70,6 +71,9 @@ result<void> gateway_config_load(const std::string& path, gateway_config& out) {
   }
   if (o.max_connections < 1) return error{path + ": max_connections must be at least 1"};
   if (o.max_unsent_bytes < 65536) return error{path + ": max_unsent_bytes must be at least 65536"};
+  if (o.max_live_subscribers < 1) {
+    return error{path + ": max_live_subscribers must be at least 1"};
+  }
   if (!log_level_valid(cfg.log_level)) {
     return error{path + ": log_level must be one of trace, debug, info, warn, error, off"};
   }

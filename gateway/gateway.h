@@ -10,10 +10,12 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "gateway/broker-link.h"
+#include "gateway/dashboard-files.h"
 
 namespace hearth::gateway {
 
@@ -39,6 +41,11 @@ struct gateway_options {
   std::chrono::milliseconds idle_timeout{60000};    // a keep-alive connection with no request
   std::chrono::milliseconds write_timeout{30000};   // a client that takes no bytes for this long
   uint64_t max_unsent_bytes = 4ull << 20;           // a streaming client this far behind is dropped
+  // The dashboard's files served under /dashboard/ (hearth-gateway's own, dashboard-files.h);
+  // none: GET / says the gateway was built without it.
+  std::span<const dashboard_file> dashboard;
+  // Clients of GET /v1/hearth/live (open dashboards) at once; one more is answered 503.
+  uint32_t max_live_subscribers = 64;
 };
 
 // Whether HOST:PORT can only be reached from this machine (127.0.0.0/8, ::1, localhost).

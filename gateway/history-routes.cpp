@@ -1,7 +1,8 @@
 // hearth's own history over HTTP (the dashboard reads these): GET /v1/hearth/jobs (list_jobs),
-// GET /v1/hearth/jobs/{id} (get_job, every page of the prompt and the output up to a bound) and
-// GET /v1/hearth/nodes (list_nodes), as JSON with the wire's field names (schema/wire-json.h),
-// each asked as the caller (its API key), so a key sees only its own jobs.
+// GET /v1/hearth/jobs/{id} (get_job, every page of the prompt and the output up to a bound),
+// POST /v1/hearth/jobs/{id}/cancel (cancel) and GET /v1/hearth/nodes (list_nodes), as JSON with
+// the wire's field names (schema/wire-json.h), each asked as the caller (its API key), so a key
+// sees and cancels only its own jobs.
 #include <charconv>
 #include <memory>
 #include <string>
@@ -36,16 +37,6 @@ std::optional<uint64_t> parse_u64(std::string_view s) {
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (s.empty() || ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
   return v;
-}
-
-// A job id as hearth writes it (42) or as an OpenAI response names it (chatcmpl-42, cmpl-42).
-std::optional<uint64_t> parse_job_id(std::string_view s) {
-  for (std::string_view prefix : {"chatcmpl-", "cmpl-"}) {
-    if (s.starts_with(prefix)) s.remove_prefix(prefix.size());
-  }
-  auto id = parse_u64(s);
-  if (id && *id == 0) return std::nullopt;
-  return id;
 }
 
 void list_jobs_route(gateway_services& s, std::shared_ptr<exchange> ex) {
@@ -158,12 +149,27 @@ struct job_read : std::enable_shared_from_this<job_read> {
 void get_job_route(gateway_services& s, std::shared_ptr<exchange> ex) {
   const std::string id = ex->params["id"];
   auto job_id = parse_job_id(id);
-  if (!job_id) {
-    return ex->out->reply(error_response(
-        400, "the job id must be a positive integer (or chatcmpl-N / cmpl-N), got '" + id + "'",
-        "invalid_request_error", "id"));
-  }
+  if (!job_id) return ex->out->reply(bad_job_id(id));
   std::make_shared<job_read>(s, std::move(ex), *job_id)->start();
+}
+
+// Cancels a queued or running job as the caller: the broker's not_found (no such job, or not the
+// caller's) is a 404, not_cancellable (it has finished) a 409.
+void cancel_job_route(gateway_services& s, std::shared_ptr<exchange> ex) {
+  const std::string id = ex->params["id"];
+  auto job_id = parse_job_id(id);
+  if (!job_id) return ex->out->reply(bad_job_id(id));
+  wire::cancel c;
+  c.job_id = *job_id;
+  c.api_key = ex->who.api_key;
+  s.broker().request<wire::ok>(c, [ex, job_id = *job_id](link_result<wire::ok> r) {
+    if (auto* f = std::get_if<link_failure>(&r)) return ex->out->reply(openai_link_error(*f));
+    ojson j;
+    j["job_id"] = job_id;
+    j["object"] = "hearth.job.cancel";
+    j["cancelled"] = true;
+    ex->out->reply(json_response(j));
+  });
 }
 
 void list_nodes_route(gateway_services& s, std::shared_ptr<exchange> ex) {
@@ -183,10 +189,29 @@ void list_nodes_route(gateway_services& s, std::shared_ptr<exchange> ex) {
 
 }  // namespace
 
+std::optional<uint64_t> parse_job_id(std::string_view s) {
+  for (std::string_view prefix : {"chatcmpl-", "cmpl-"}) {
+    if (s.starts_with(prefix)) s.remove_prefix(prefix.size());
+  }
+  auto id = parse_u64(s);
+  if (id && *id == 0) return std::nullopt;
+  return id;
+}
+
+http_response bad_job_id(const std::string& id) {
+  return error_response(
+      400, "the job id must be a positive integer (or chatcmpl-N / cmpl-N), got '" + id + "'",
+      "invalid_request_error", "id");
+}
+
 void add_history_routes(router& r, gateway_services& s) {
   r.add("GET", "/v1/hearth/jobs", [&s](std::shared_ptr<exchange> ex) { list_jobs_route(s, ex); });
   r.add("GET", "/v1/hearth/jobs/{id}",
         [&s](std::shared_ptr<exchange> ex) { get_job_route(s, std::move(ex)); });
+  r.add(
+      "POST", "/v1/hearth/jobs/{id}/cancel",
+      [&s](std::shared_ptr<exchange> ex) { cancel_job_route(s, std::move(ex)); },
+      route_options{.max_body_bytes = 4096});
   r.add("GET", "/v1/hearth/nodes", [&s](std::shared_ptr<exchange> ex) { list_nodes_route(s, ex); });
 }
 

@@ -12,6 +12,7 @@
 
 #include "common/yaml-settings.h"
 #include "gateway/config.h"
+#include "gateway/dashboard-files.h"
 #include "gateway/routes.h"
 #include "schema/endpoint.h"
 #include "schema/version.h"
@@ -90,6 +91,7 @@ int main(int argc, char** argv) {
   std::signal(SIGTERM, on_signal);
   std::signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error value, not a signal
   try {
+    o.dashboard = dashboard_files();
     gateway g(o, add_routes);
     g.run(g_stop);  // the server says where it listens
   } catch (const std::exception& e) {

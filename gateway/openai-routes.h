@@ -1,7 +1,13 @@
 // The OpenAI routes (POST /v1/chat/completions, POST /v1/completions, GET /v1/models,
 // GET /v1/models/{id}) and hearth's own history routes (GET /v1/hearth/jobs,
-// GET /v1/hearth/jobs/{id}, GET /v1/hearth/nodes), each a client of the broker.
+// GET /v1/hearth/jobs/{id}, POST /v1/hearth/jobs/{id}/cancel, GET /v1/hearth/nodes), each a
+// client of the broker.
 #pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
 
 #include "gateway/gateway.h"
 #include "gateway/router.h"
@@ -10,5 +16,11 @@ namespace hearth::gateway {
 
 void add_openai_routes(router& r, gateway_services& s);
 void add_history_routes(router& r, gateway_services& s);
+
+// A job id as hearth writes it (42) or as an OpenAI response names it (chatcmpl-42, cmpl-42);
+// nullopt for anything else (0 included).
+std::optional<uint64_t> parse_job_id(std::string_view s);
+// The 400 for a job id that parse_job_id refused.
+http_response bad_job_id(const std::string& id);
 
 }  // namespace hearth::gateway

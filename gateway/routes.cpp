@@ -10,10 +10,14 @@ std::shared_ptr<void> add_routes(router& r, gateway_services& s) {
   add_openai_routes(r, s);
   add_history_routes(r, s);
   add_metrics_route(r, s);
+  add_dashboard_routes(r, s.options().dashboard);
+  auto live = add_live_routes(r, s);
   auto batches = std::make_shared<batch_service>(s, s.options().db);
   batches->add_routes(r);
   s.after(std::chrono::milliseconds(0), [b = batches.get()] { b->start(); });
-  return batches;
+  // Both go when the gateway does, before the link and the server.
+  return std::make_shared<std::pair<std::shared_ptr<void>, std::shared_ptr<batch_service>>>(
+      std::move(live), std::move(batches));
 }
 
 }  // namespace hearth::gateway

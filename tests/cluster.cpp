@@ -51,6 +51,14 @@ std::string process::log() const {
   return ss.str();
 }
 
+std::string logs_of(std::initializer_list<std::pair<const char*, const process*>> processes) {
+  std::string all;
+  for (const auto& [name, p] : processes) {
+    if (p) all += std::string("--- ") + name + " ---\n" + p->log() + "\n";
+  }
+  return all;
+}
+
 void process::signal(int sig) const {
   if (pid_ > 0) ::kill(pid_, sig);
 }
@@ -263,6 +271,16 @@ process cluster::start_node(const std::string& name, const std::string& models_d
   }
   argv.insert(argv.end(), extra.begin(), extra.end());
   return spawn(argv, dir_.file("node-" + name + "-" + std::to_string(n_logs_++) + ".log"));
+}
+
+process cluster::start_gateway(const std::string& bin, const std::string& listen,
+                               const std::vector<std::string>& extra) {
+  std::vector<std::string> argv = {
+      bin, "--listen", listen, "--broker", endpoint_, "--db", dir_.file("gateway.db")};
+  const auto keys = key_args("client", "gateway");
+  argv.insert(argv.end(), keys.begin(), keys.end());
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return spawn(argv, dir_.file("gateway-" + std::to_string(n_logs_++) + ".log"));
 }
 
 test_client::test_client(const std::string& endpoint, const net::curve_client_keys& keys)

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -40,6 +41,10 @@ class process {
   std::string log_;
   int status_ = -1;
 };
+
+// "--- name ---" and the log of each process given (null ones skipped): what a failing test
+// prints.
+std::string logs_of(std::initializer_list<std::pair<const char*, const process*>> processes);
 
 // Starts argv[0] with the given arguments, stdout and stderr appended to `log`.
 process spawn(const std::vector<std::string>& argv, const std::string& log);
@@ -108,6 +113,11 @@ class cluster {
   process start_node(const std::string& name, const std::string& models_dir,
                      const std::string& engine, int slots,
                      const std::vector<std::string>& extra = {});
+  // hearth-gateway (`bin`: tests name it, the cluster library does not link it) on `listen`
+  // (HOST:PORT), a client of this broker with the key client/gateway, its database and log in the
+  // cluster's directory.
+  process start_gateway(const std::string& bin, const std::string& listen,
+                        const std::vector<std::string>& extra = {});
   // A client of this cluster's broker speaking as `role` ("client", "admin" or "node"; a "node"
   // client is a hand-written fake node). `name` picks one of several keys of that role. Tests
   // make every client through here, so they work whether the broker runs with keys or not.

@@ -78,12 +78,8 @@ class gateway_openai : public ::testing::Test {
     api_key_ = new std::string(created->key);
 
     port_ = testing::free_port();
-    std::vector<std::string> argv = {
-        HEARTH_GATEWAY_BIN, "--listen", "127.0.0.1:" + std::to_string(port_), "--broker",
-        c_->endpoint(),     "--db",     c_->dir().file("gateway.db")};
-    const auto keys = c_->key_args("client", "gateway");
-    argv.insert(argv.end(), keys.begin(), keys.end());
-    gateway_ = new process(testing::spawn(argv, c_->dir().file("gateway.log")));
+    gateway_ =
+        new process(c_->start_gateway(HEARTH_GATEWAY_BIN, "127.0.0.1:" + std::to_string(port_)));
     const bool up = testing::wait_until(
         [] { return http_get(port_, "/health").starts_with("200"); }, std::chrono::seconds(30));
     if (!up) ADD_FAILURE() << "the gateway did not answer /health:\n" << gateway_->log();
@@ -104,11 +100,7 @@ class gateway_openai : public ::testing::Test {
 
   // The logs of every process, for a failure.
   static std::string logs() {
-    std::string all;
-    for (auto [name, p] : {std::pair{"gateway", gateway_}, {"broker", broker_}, {"cpu", cpu_}}) {
-      if (p) all += std::string("--- ") + name + " ---\n" + p->log() + "\n";
-    }
-    return all;
+    return testing::logs_of({{"gateway", gateway_}, {"broker", broker_}, {"cpu", cpu_}});
   }
 
   static std::string url() { return "http://127.0.0.1:" + std::to_string(port_); }

@@ -1,7 +1,9 @@
 #!/bin/sh
-# Installs the npm packages of tests/openai (package-lock.json, exactly) into a folder of the
-# build, so that the source tree stays clean: tests/openai/npm-ci.sh SOURCE_DIR INSTALL_DIR.
-# Run by the ctest fixture gateway_openai_npm; does nothing when that lock is installed already.
+# Installs the npm packages of a folder with a package-lock.json (exactly, no install scripts) into
+# a folder of the build, so that the source tree stays clean: cmake/npm-ci.sh SOURCE_DIR INSTALL_DIR.
+# Run by the dashboard's build (dashboard/CMakeLists.txt) and the ctest fixtures of the npm-driven
+# tests (tests/openai, tests/dashboard); does nothing when that lock is installed already, so
+# the network is needed once per lockfile.
 set -eu
 src=$1
 dst=$2
