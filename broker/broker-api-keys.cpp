@@ -40,7 +40,7 @@ std::optional<peer> broker::api_key_peer(const std::string& rid, uint64_t reques
   if (!storage_down(net::steady::now()) && api_keys_.note_use(k->id, now)) {
     store_->api_key_used(k->id, now);
   }
-  return peer{peer_role::client, api_key_owner(k->id), k->name};
+  return peer{k->admin ? peer_role::admin : peer_role::client, api_key_owner(k->id), k->name};
 }
 
 void broker::on_whoami(const std::string& rid, const peer& who, const wire::whoami& m) {
@@ -78,10 +78,12 @@ void broker::on_create_api_key(const std::string& rid, const wire::create_api_ke
     return send_error(rid, m.request_id, error_code::internal, e.what());
   }
   k.name = m.name;
+  k.admin = m.admin;
   k.prefix = secret.substr(0, api_key_prefix_chars);
   k.created_ms = net::wall_ms();
   store_->api_key_insert(k);
-  spdlog::info("API key '{}' created (id {}, {}...)", k.name, k.id, k.prefix);
+  spdlog::info("{} API key '{}' created (id {}, {}...)", k.admin ? "admin" : "client", k.name, k.id,
+               k.prefix);
   api_keys_.add(k);
   send(rid, wire::api_key_created{m.request_id, m.name, secret});
 }
@@ -93,8 +95,8 @@ void broker::on_list_api_keys(const std::string& rid, const wire::list_api_keys&
   // the oldest revoked ones are left out when the list would not fit one message.
   reply_list list(r, &wire::api_keys_reply::keys);
   for (const api_key_record* k : api_keys_.listing()) {
-    list.offer(
-        wire::api_key_info{k->name, k->prefix, k->created_ms, k->revoked_ms, k->last_used_ms});
+    list.offer(wire::api_key_info{k->name, k->prefix, k->created_ms, k->revoked_ms, k->last_used_ms,
+                                  k->admin});
   }
   send(rid, r);
 }

@@ -10,7 +10,7 @@ namespace {
 // user_version is the layout below. A layout change bumps it and adds a step to `migrations`;
 // open() upgrades older files in place and refuses newer ones.
 constexpr int32_t hearth_application_id = 0x48525448;
-constexpr int32_t hearth_schema_version = 5;
+constexpr int32_t hearth_schema_version = 6;
 
 // uint64 values (seed, sizes) are stored as the int64 of the same bits.
 // A job's row holds only small columns: the broker updates it many times a second per running
@@ -132,7 +132,8 @@ CREATE TABLE IF NOT EXISTS api_keys (
   prefix TEXT NOT NULL,
   created_ms INTEGER NOT NULL,
   revoked_ms INTEGER NOT NULL DEFAULT 0,  -- 0: in force
-  last_used_ms INTEGER NOT NULL DEFAULT 0
+  last_used_ms INTEGER NOT NULL DEFAULT 0,
+  role TEXT NOT NULL DEFAULT 'client'  -- 'client' or 'admin' (sees and cancels every job)
 ) WITHOUT ROWID;
 CREATE UNIQUE INDEX IF NOT EXISTS api_keys_in_force ON api_keys(name) WHERE revoked_ms = 0;
 )sql";
@@ -177,6 +178,8 @@ constexpr const char* migrations[] = {
     "CREATE UNIQUE INDEX api_keys_in_force ON api_keys(name) WHERE revoked_ms = 0;",
     // 4 -> 5: a chat job's template by name.
     "ALTER TABLE jobs ADD COLUMN chat_template TEXT NOT NULL DEFAULT '';",
+    // 5 -> 6: admin API keys.
+    "ALTER TABLE api_keys ADD COLUMN role TEXT NOT NULL DEFAULT 'client';",
 };
 static_assert(std::size(migrations) == hearth_schema_version - 1);
 

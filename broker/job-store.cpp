@@ -348,12 +348,12 @@ struct job_store::impl {
         models_seen_select(conn, "SELECT name FROM models_seen ORDER BY name"),
         api_key_insert(conn,
                        "INSERT INTO api_keys (id, name, hash, prefix, created_ms, revoked_ms, "
-                       "last_used_ms) VALUES (?, ?, ?, ?, ?, ?, ?)"),
+                       "last_used_ms, role) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"),
         api_key_revoke(conn, "UPDATE api_keys SET revoked_ms = ? WHERE id = ? AND revoked_ms = 0"),
         api_key_used(conn, "UPDATE api_keys SET last_used_ms = ? WHERE id = ?"),
         api_keys_select(conn,
-                        "SELECT id, name, hash, prefix, created_ms, revoked_ms, last_used_ms "
-                        "FROM api_keys") {}
+                        "SELECT id, name, hash, prefix, created_ms, revoked_ms, last_used_ms, "
+                        "role FROM api_keys") {}
 
   // The hook must not outlive the checkpointer it calls.
   ~impl() { sqlite3_wal_hook(db.get(), nullptr, nullptr); }
@@ -808,7 +808,7 @@ std::vector<std::string> job_store::known_models() {
 void job_store::api_key_insert(const api_key_record& k) {
   query q(p_->api_key_insert);
   q.bind(k.id).bind(k.name).bind(k.hash).bind(k.prefix).bind(k.created_ms).bind(k.revoked_ms);
-  q.bind(k.last_used_ms).run();
+  q.bind(k.last_used_ms).bind(k.admin ? "admin" : "client").run();
 }
 
 void job_store::api_key_revoke(const std::string& id, int64_t now_ms) {
@@ -823,7 +823,8 @@ std::vector<api_key_record> job_store::api_keys() {
   std::vector<api_key_record> keys;
   query q(p_->api_keys_select);
   while (q.next()) {
-    keys.push_back({q.text(0), q.text(1), q.text(2), q.text(3), q.i64(4), q.i64(5), q.i64(6)});
+    keys.push_back({q.text(0), q.text(1), q.text(2), q.text(3), q.i64(4), q.i64(5), q.i64(6),
+                    q.text(7) == "admin"});
   }
   return keys;
 }

@@ -78,6 +78,7 @@ struct api_key_record {
   int64_t created_ms = 0;
   int64_t revoked_ms = 0;    // 0: in force
   int64_t last_used_ms = 0;  // 0: never
+  bool admin = false;        // an admin key: sees and cancels every job (otherwise a client)
 };
 
 struct job_filter {

@@ -363,7 +363,7 @@ TEST_F(JobStore, UsesWalAndRecordsTheSchemaVersion) {
     return v;
   };
   EXPECT_EQ(pragma("PRAGMA journal_mode"), "wal");
-  EXPECT_EQ(pragma("PRAGMA user_version"), "5");
+  EXPECT_EQ(pragma("PRAGMA user_version"), "6");
   EXPECT_EQ(pragma("PRAGMA auto_vacuum"), "2");  // incremental: prune() can shrink the file
   EXPECT_EQ(pragma("PRAGMA application_id"), std::to_string(0x48525448));
   sqlite3_close(db);
@@ -491,10 +491,10 @@ TEST_F(JobStore, RejectsAnotherApplicationsDatabase) {
   EXPECT_NE(b.message().find("application_id 0x000004d2"), std::string::npos) << b.message();
 
   { ASSERT_TRUE(open_store()); }
-  make(path(), "PRAGMA user_version = 6");
+  make(path(), "PRAGMA user_version = 7");
   auto c = job_store::open(path());
   ASSERT_FALSE(c);
-  EXPECT_NE(c.message().find("schema version 6"), std::string::npos) << c.message();
+  EXPECT_NE(c.message().find("schema version 7"), std::string::npos) << c.message();
 }
 
 // The layout of version 1 (before owners and node keys), as a broker of that version made it.
@@ -752,7 +752,7 @@ TEST_F(JobStore, UpgradesAVersion2FileInPlace) {
   }
   auto s = open_store();
   ASSERT_TRUE(s);
-  EXPECT_EQ(sql_value(path(), "PRAGMA user_version"), "5");
+  EXPECT_EQ(sql_value(path(), "PRAGMA user_version"), "6");
   EXPECT_EQ(sql_value(path(), "PRAGMA auto_vacuum"), "2");
   EXPECT_EQ(sql_value(path(),
                       "SELECT count(*) FROM pragma_table_info('jobs') WHERE name IN "
@@ -935,7 +935,7 @@ TEST_F(JobStore, UpgradesAVersion3FileInPlace) {
   }
   auto s = open_store();
   ASSERT_TRUE(s);
-  EXPECT_EQ(sql_value(path(), "PRAGMA user_version"), "5");
+  EXPECT_EQ(sql_value(path(), "PRAGMA user_version"), "6");
   EXPECT_EQ(sql_value(path(), "SELECT count(*) FROM pragma_foreign_key_check"), "0");
   auto done = s->job(1);
   ASSERT_TRUE(done);
@@ -980,7 +980,7 @@ TEST_F(JobStore, ApiKeysRoundTripAndANameIsUniqueAmongKeysInForce) {
   const api_key_record a{"aaaaaaaaaaaa", "ci", std::string(64, 'a'), "hk_aaaaa", 100, 0, 0};
   s->api_key_insert(a);
   // The same name again while the first is in force: refused, and nothing of it kept.
-  const api_key_record a2{"bbbbbbbbbbbb", "ci", std::string(64, 'b'), "hk_bbbbb", 200, 0, 0};
+  const api_key_record a2{"bbbbbbbbbbbb", "ci", std::string(64, 'b'), "hk_bbbbb", 200, 0, 0, true};
   EXPECT_THROW(s->api_key_insert(a2), store_error);
   // The same secret (hash) under another name: refused too.
   EXPECT_THROW(s->api_key_insert({"cccccccccccc", "other", a.hash, "hk_aaaaa", 200, 0, 0}),
@@ -999,8 +999,10 @@ TEST_F(JobStore, ApiKeysRoundTripAndANameIsUniqueAmongKeysInForce) {
   EXPECT_EQ(keys[0].created_ms, 100);
   EXPECT_EQ(keys[0].last_used_ms, 150);
   EXPECT_EQ(keys[0].revoked_ms, 300);
+  EXPECT_FALSE(keys[0].admin);
   EXPECT_EQ(keys[1].id, "bbbbbbbbbbbb");
   EXPECT_EQ(keys[1].revoked_ms, 0);
+  EXPECT_TRUE(keys[1].admin);
   // Inside a turn's transaction a key is undone with the rest of the turn.
   s->begin();
   s->api_key_insert({"dddddddddddd", "later", std::string(64, 'd'), "hk_ddddd", 500, 0, 0});

@@ -641,10 +641,15 @@ struct create_api_key {
   static constexpr command cmd = command::create_api_key;
   uint64_t request_id = 0;
   std::string name;
+  // An admin key: its requests see and cancel every owner's jobs (the dashboard's view of the
+  // whole homelab); a client key only its own. Admin-only commands still need an admin
+  // certificate on the connection.
+  bool admin = false;
   template <class F>
   void fields(F& f) {
     f("request_id", request_id);
     f("name", name);
+    f.optional("admin", admin);
   }
 };
 
@@ -1071,6 +1076,7 @@ struct api_key_info {
   int64_t created_ms = 0;
   int64_t revoked_ms = 0;    // 0: in force
   int64_t last_used_ms = 0;  // 0: never (updated at most once a minute)
+  bool admin = false;
   template <class F>
   void fields(F& f) {
     f("name", name);
@@ -1078,6 +1084,7 @@ struct api_key_info {
     f("created_ms", created_ms);
     f("revoked_ms", revoked_ms);
     f("last_used_ms", last_used_ms);
+    f.optional("admin", admin);
   }
 };
 

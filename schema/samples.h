@@ -339,7 +339,7 @@ inline whoami sample<whoami>() {
 
 template <>
 inline create_api_key sample<create_api_key>() {
-  return {request_id, "open-webui"};
+  return {request_id, "open-webui", true};
 }
 
 template <>
@@ -365,7 +365,7 @@ inline api_key_created sample<api_key_created>() {
 template <>
 inline api_keys_reply sample<api_keys_reply>() {
   api_key_info a{"open-webui", "hk_3q2-7w", 1'700'000'000'999, 0, 1'700'000'060'999};
-  api_key_info b{"old-script", "hk_Zx81pQ", 1'600'000'000'000, 1'650'000'000'000, 0};
+  api_key_info b{"old-script", "hk_Zx81pQ", 1'600'000'000'000, 1'650'000'000'000, 0, true};
   return {request_id, {a, b}};
 }
 

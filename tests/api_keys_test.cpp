@@ -67,9 +67,10 @@ class api_keys_test : public ::testing::TestWithParam<bool> {
     return *client_;
   }
 
-  std::string create(const std::string& name) {
+  std::string create(const std::string& name, bool admin_key = false) {
     wire::create_api_key req;
     req.name = name;
+    req.admin = admin_key;
     std::string err;
     auto r = admin().request<wire::api_key_created>(req, &err);
     EXPECT_TRUE(r) << name << ": " << err;
@@ -159,6 +160,37 @@ TEST_P(api_keys_test, a_key_acts_as_its_own_client_under_the_owner_rules) {
   EXPECT_NE(error_of<wire::accepted>(client(), fourth).find("limit_reached"), std::string::npos);
   fourth.api_key = other;
   EXPECT_EQ(error_of<wire::accepted>(client(), fourth), "");
+}
+
+// An admin key (hearth apikey create --admin) sees and cancels every owner's jobs, as the web
+// dashboard needs. (Admin-only commands carry no api_key: they need an admin certificate.)
+TEST_P(api_keys_test, an_admin_key_sees_and_cancels_every_job) {
+  const std::string boss = create("boss", true);
+  const std::string ci = create("ci");
+  auto who = whoami(client(), boss);
+  ASSERT_TRUE(who);
+  EXPECT_EQ(who->role, "admin");
+  EXPECT_EQ(who->name, "boss");
+  bool listed = false;
+  for (const auto& k : keys()) listed |= k.name == "boss" && k.admin;
+  EXPECT_TRUE(listed);
+
+  auto theirs = with_key(testing::greedy_job(k_absent, "ci's job", 4), ci);
+  theirs.wait_model = true;
+  auto q = client().request<wire::accepted>(theirs);
+  ASSERT_TRUE(q);
+  auto seen = client().request<wire::job_reply>(with_key(wire::get_job{0, q->job_id}, boss));
+  ASSERT_TRUE(seen);
+  EXPECT_EQ(seen->job.summary.owner, "ci");
+  auto all = client().request<wire::jobs_reply>(with_key(wire::list_jobs{0, "", "", 50}, boss));
+  ASSERT_TRUE(all);
+  EXPECT_EQ(all->jobs.size(), 1u);
+  EXPECT_TRUE(client().request<wire::ok>(with_key(wire::cancel{0, q->job_id}, boss)));
+  // The role outlives a broker restart (it is in the database).
+  restart_broker();
+  auto again = whoami(client(), boss);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->role, "admin");
 }
 
 TEST_P(api_keys_test, whoami_names_the_peer_or_the_key) {

@@ -65,8 +65,8 @@ class gateway_dashboard : public ::testing::Test {
       ADD_FAILURE() << "the nodes did not come online";
       return;
     }
-    // The API key, as an admin makes one.
-    std::string cmd = shell_quote(HEARTH_BIN) + " apikey create dashboard --broker " +
+    // The API key, as an admin makes one: an admin key, which sees every owner's jobs.
+    std::string cmd = shell_quote(HEARTH_BIN) + " apikey create dashboard --admin --broker " +
                       shell_quote(c_->endpoint());
     for (const auto& a : c_->key_args("admin", "dashboard-test")) cmd += " " + shell_quote(a);
     auto created = testing::run_command(cmd);
@@ -75,6 +75,14 @@ class gateway_dashboard : public ::testing::Test {
       return;
     }
     api_key_ = new std::string(created.out.substr(0, created.out.find('\n')));
+    // A job of another owner (a client certificate), which the admin key's page lists too.
+    auto other = c_->client("client", "someone-else");
+    auto job = other->request<wire::accepted>(testing::greedy_job("stories260K", "Lily", 8));
+    if (!job || !other->wait_final(job->job_id)) {
+      ADD_FAILURE() << "the other owner's job did not run";
+      return;
+    }
+    other_job_ = job->job_id;
 
     // Beyond loopback, so that every request needs a key (gateway.cpp: keys_required).
     port_ = testing::free_port();
@@ -111,6 +119,7 @@ class gateway_dashboard : public ::testing::Test {
                         *gateway_ = nullptr;
   static inline std::string* api_key_ = nullptr;
   static inline int port_ = 0;
+  static inline uint64_t other_job_ = 0;
 };
 
 TEST_F(gateway_dashboard, the_page_is_served_with_its_security_headers) {
@@ -182,6 +191,8 @@ TEST_F(gateway_dashboard, live_snapshots_and_their_cap) {
   // Each gets snapshots naming the nodes and the caller's key.
   for (const auto& out : outs) {
     ASSERT_TRUE(testing::wait_until([&] {
+      // The shell makes the file when curl starts, which a loaded machine may not have done yet.
+      if (!std::filesystem::exists(out)) return false;
       const std::string text = testing::read_file_text(out);
       return text.find("\"type\":\"snapshot\"") != std::string::npos &&
              text.find("\"name\":\"dashboard\"") != std::string::npos &&
@@ -211,6 +222,7 @@ TEST_F(gateway_dashboard, in_a_browser) {
       {"HEARTH_DASHBOARD_NODE", HEARTH_DASHBOARD_NODE},
       {"HEARTH_GATEWAY_URL", "http://127.0.0.1:" + std::to_string(port_)},
       {"HEARTH_API_KEY", *api_key_},
+      {"HEARTH_OTHER_JOB", std::to_string(other_job_)},
       {"HEARTH_REFERENCE", reference},
       {"HEARTH_NODE_PIDS", nlohmann::json{{"alpha", alpha_->pid()}, {"beta", beta_->pid()}}.dump()},
       {"HEARTH_ARTIFACTS", artifacts},

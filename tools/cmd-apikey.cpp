@@ -12,6 +12,7 @@ namespace {
 struct apikey_options {
   broker_options broker;
   std::string name;
+  bool admin = false;
   bool json = false;
 };
 
@@ -19,6 +20,7 @@ int create(const apikey_options& o) {
   broker_client client(o.broker);
   wire::create_api_key req;
   req.name = o.name;
+  req.admin = o.admin;
   const auto r = client.request<wire::api_key_created>(req);
   // The secret goes to stdout alone, so that `KEY=$(hearth apikey create NAME)` works; how to
   // use it goes to stderr.
@@ -46,11 +48,11 @@ int list(const apikey_options& o) {
   const int64_t now = net::wall_ms();
   std::vector<std::vector<std::string>> rows;
   for (const auto& k : r.keys) {
-    rows.push_back({k.name, k.prefix + "...", format_local_time(k.created_ms),
-                    format_ago(k.last_used_ms, now),
+    rows.push_back({k.name, k.admin ? "admin" : "client", k.prefix + "...",
+                    format_local_time(k.created_ms), format_ago(k.last_used_ms, now),
                     k.revoked_ms == 0 ? "-" : format_local_time(k.revoked_ms)});
   }
-  print_table({"NAME", "PREFIX", "CREATED", "LAST USED", "REVOKED"}, rows);
+  print_table({"NAME", "ROLE", "PREFIX", "CREATED", "LAST USED", "REVOKED"}, rows);
   return 0;
 }
 
@@ -75,6 +77,9 @@ action add_apikey(CLI::App& app) {
   create_cmd
       ->add_option("name", o->name, "1 to 64 of A-Z a-z 0-9 . _ -; unique among keys in force")
       ->required();
+  create_cmd->add_flag("--admin", o->admin,
+                       "An admin key: it sees and cancels every job (the dashboard's whole view), "
+                       "not only its own");
   add_broker_options(create_cmd, o->broker);
   CLI::App* list_cmd =
       cmd->add_subcommand("list", "List API keys: name, prefix, created, last used, revoked");

@@ -1,6 +1,6 @@
 // Throughput (tokens/s, the rate of sum(hearth_tokens_generated_total)) and queue depth
 // (sum(hearth_queue_depth)) over the last minutes, from GET /metrics every 2 s, drawn by uPlot.
-// A gateway without /metrics (404) or text that holds neither metric says "metrics unavailable".
+// A gateway without /metrics (404), or whose broker does not answer, says "metrics unavailable".
 import { useEffect, useRef, useState } from 'preact/hooks';
 import uPlot from 'uplot';
 
@@ -46,11 +46,13 @@ export function Charts() {
       try {
         const r = await request('/metrics');
         const samples = parseMetrics(await r.text());
-        const tokens = sumOf(samples, 'hearth_tokens_generated_total');
-        const depth = sumOf(samples, 'hearth_queue_depth');
-        if (tokens == null && depth == null) {
-          throw new Error('GET /metrics has neither hearth_tokens_generated_total nor hearth_queue_depth');
-        }
+        // hearth_gateway_broker_up is on every page the gateway serves; the job series appear
+        // once there are jobs, so until then they count as 0.
+        const up = sumOf(samples, 'hearth_gateway_broker_up');
+        if (up == null) throw new Error('GET /metrics is not hearth-gateway\'s');
+        if (up === 0) throw new Error('the broker did not answer the gateway');
+        const tokens = sumOf(samples, 'hearth_tokens_generated_total') ?? 0;
+        const depth = sumOf(samples, 'hearth_queue_depth') ?? 0;
         const now = Date.now();
         const p = prev.current;
         const rate = p ? counterRate(p.tokens, tokens, (now - p.time) / 1000) : null;

@@ -18,6 +18,7 @@ const { chromium } = require('playwright-core');
 
 const url = env('HEARTH_GATEWAY_URL');
 const apiKey = env('HEARTH_API_KEY');
+const otherJob = Number(env('HEARTH_OTHER_JOB'));  // another owner's job: an admin key sees it
 const nodePids = JSON.parse(env('HEARTH_NODE_PIDS'));
 const artifacts = env('HEARTH_ARTIFACTS');
 const reference = JSON.parse(readFileSync(env('HEARTH_REFERENCE'), 'utf8')).cases[0];
@@ -65,7 +66,7 @@ try {
   await step('with the key: both nodes, online, with their model', async () => {
     await page.getByTestId('api-key').fill(apiKey);
     await page.getByTestId('api-key-save').click();
-    await page.getByTestId('live-status').filter({ hasText: 'live as dashboard' }).waitFor();
+    await page.getByTestId('live-status').filter({ hasText: 'live as dashboard (admin)' }).waitFor();
     for (const name of ['alpha', 'beta']) {
       await node(name).and(page.locator('[data-state=online]')).waitFor();
       const text = await node(name).innerText();
@@ -74,8 +75,9 @@ try {
       assert.match(text, /0 \/ 1/, `node ${name} shows its slots: ${text}`);
     }
     assert.match(await page.locator('[data-testid=queue][data-model=stories260K]').innerText(), /alpha/);
-    // /metrics may not exist (it comes with the Prometheus work): then the plots say so.
-    await page.locator('[data-testid=metrics-unavailable], [data-testid=plot-tps]').first().waitFor();
+    // The plots read GET /metrics.
+    await page.getByTestId('plot-tps').waitFor();
+    assert.equal(await page.getByTestId('metrics-unavailable').count(), 0);
     await shot(page, 'nodes');
   });
 
@@ -96,6 +98,10 @@ try {
     await page.getByTestId('history-refresh').click();
     const row = page.locator(`[data-testid=history-job][data-job="${jobId}"]`);
     await row.and(page.locator('[data-state=completed]')).waitFor();
+    // The admin key lists every owner's jobs: the one a client certificate submitted too.
+    const other = page.locator(`[data-testid=history-job][data-job="${otherJob}"]`);
+    await other.waitFor();
+    assert.match(await other.innerText(), /someone-else/);
     await shot(page, 'history');
     await row.click();
     const detail = page.locator(`[data-testid=job-detail][data-job="${jobId}"]`);
@@ -129,6 +135,15 @@ try {
     await page.waitForFunction((el) => el.textContent.length > 0, await pre.elementHandle());
     const before = (await pre.innerText()).length;
     await page.waitForFunction(([el, n]) => el.textContent.length > n, [await pre.elementHandle(), before]);
+    // The throughput plot (GET /metrics every 2 s) shows the tokens arriving.
+    await page.waitForFunction(
+      () => {
+        const b = document.querySelector('[data-testid=plot-tps] figcaption b');
+        return b && parseFloat(b.textContent) > 0;
+      },
+      null,
+      { timeout: 20000 },
+    );
     await shot(page, 'streaming');
     await row.getByTestId('cancel').click();
     await stream.getByTestId('stream-status').filter({ hasText: /^cancelled/ }).waitFor();
