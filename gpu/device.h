@@ -44,6 +44,9 @@ struct device {
   std::string vendor;         // "NVIDIA", "AMD", "Intel", "Mesa", ... or "0x1234"; "" unknown
   uint64_t memory_total = 0;  // bytes of device-local memory (the sum of those heaps)
   uint64_t memory_free = 0;   // bytes the driver says are free now; 0: it does not say
+  // Share of the last sample period the device was busy, 0 to 1 (NVML's GPU utilisation);
+  // negative: the backend does not say.
+  double utilization = -1;
   std::vector<memory_heap> heaps;
   bool subgroup_arithmetic = false;  // Vulkan: compute shaders have subgroupAdd/subgroupMax
   std::string compute_capability;    // CUDA: "8.6", "9.0"; "" otherwise

@@ -17,6 +17,7 @@ wire::gpu_info gpu_info_from(const gpu::device& d) {
   g.type = gpu::device_type_name(d.type);
   for (const auto& heap : d.heaps) g.heaps.push_back({heap.size, heap.device_local});
   g.compute_capability = d.compute_capability;
+  g.utilization = d.utilization;
   return g;
 }
 

@@ -137,6 +137,7 @@ struct gpu_info {
   std::string type;           // "discrete", "integrated", "virtual", "other" ("" when not known)
   std::vector<gpu_heap> heaps;
   std::string compute_capability;  // CUDA devices: "8.6", "9.0" ("" otherwise)
+  double utilization = -1;         // busy share 0..1 where the driver says (NVML); -1 unknown
   template <class F>
   void fields(F& f) {
     f("backend", backend);
@@ -147,6 +148,7 @@ struct gpu_info {
     f.optional("type", type);
     f.optional("heaps", heaps);
     f.optional("compute_capability", compute_capability);
+    f.optional("utilization", utilization);
   }
 };
 
@@ -294,15 +296,20 @@ struct node_pull {
   }
 };
 
-// The node's models changed (one was loaded or unloaded).
+// The node's models changed (one was loaded or unloaded), or its free memory did.
 struct node_status {
   static constexpr command cmd = command::node_status;
   std::vector<model_info> models;
   std::vector<skipped_model> skipped;
+  // What the node has now (free RAM and GPU memory, GPU utilisation change while it runs); a
+  // node sends it at most every few seconds. cpu_threads 0: absent (an older node), the hello's
+  // stays.
+  hardware_info hardware;
   template <class F>
   void fields(F& f) {
     f("models", models);
     f.optional("skipped", skipped);
+    f.optional("hardware", hardware);
   }
 };
 

@@ -23,7 +23,8 @@ inline gpu_info gpu() {
           "NVIDIA",
           "discrete",
           {{25'769'803'776ull, true}, {34'359'738'368ull, false}},
-          "8.6"};
+          "8.6",
+          0.375};
 }
 
 inline hardware_info hardware() {
@@ -122,7 +123,9 @@ inline node_pull sample<node_pull>() {
 
 template <>
 inline node_status sample<node_status>() {
-  return {{model(false)}, {skipped(), {"Ünïcode.gguf", "dangling symbolic link to /mnt/gone"}}};
+  return {{model(false)},
+          {skipped(), {"Ünïcode.gguf", "dangling symbolic link to /mnt/gone"}},
+          hardware()};
 }
 
 template <>
