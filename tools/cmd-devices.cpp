@@ -1,8 +1,9 @@
 // hearth devices: the devices models can run on (`--backend cuda|vulkan --device N`), from the
 // device registry (gpu/registry.h): CUDA's then Vulkan's, with what the driver says of each —
-// vendor, type, memory (free memory on CUDA), memory heaps, and a backend-specific detail
-// (compute capability, subgroup arithmetic) — and which backends loaded and why the others did
-// not, as the node logs it at start.
+// vendor, type, memory, free memory and utilisation where the driver says (free: CUDA, Vulkan
+// with VK_EXT_memory_budget; utilisation: CUDA through NVML), memory heaps, a backend-specific
+// detail (compute capability, subgroup arithmetic) — and which backends loaded and why the others
+// did not, as the node logs it at start.
 #include <cstdio>
 
 #include "engine/system-info.h"
@@ -24,6 +25,11 @@ std::string heaps_text(const gpu::device& d) {
   return or_dash(s);
 }
 
+std::string utilization_text(const gpu::device& d) {
+  if (d.utilization < 0) return "-";
+  return std::to_string(int(d.utilization * 100 + 0.5)) + "%";
+}
+
 json device_json(const std::string& backend, const gpu::device& d) {
   json heaps = json::array();
   for (const auto& h : d.heaps)
@@ -35,6 +41,8 @@ json device_json(const std::string& backend, const gpu::device& d) {
           {"type", gpu::device_type_name(d.type)},
           {"memory_bytes", d.memory_total},
           {"memory_free_bytes", d.memory_free},
+          // null, not gpu::device's -1, where the backend does not say.
+          {"utilization", d.utilization >= 0 ? json(d.utilization) : json(nullptr)},
           {"heaps", heaps},
           {"subgroup_arithmetic", d.subgroup_arithmetic},
           {"compute_capability", d.compute_capability},
@@ -55,8 +63,8 @@ int devices(const devices_options& o) {
       devices.push_back(device_json(e.name, d));
       rows.push_back({e.name, std::to_string(d.index), d.name, or_dash(d.vendor),
                       gpu::device_type_name(d.type), format_bytes(d.memory_total),
-                      d.memory_free > 0 ? format_bytes(d.memory_free) : "-", or_dash(d.detail),
-                      heaps_text(d)});
+                      d.memory_free > 0 ? format_bytes(d.memory_free) : "-", utilization_text(d),
+                      or_dash(d.detail), heaps_text(d)});
     }
   }
   if (o.json) {
@@ -70,8 +78,9 @@ int devices(const devices_options& o) {
     std::fprintf(stderr, "no CUDA or Vulkan devices\n");
     return 0;
   }
-  print_table({"BACKEND", "INDEX", "NAME", "VENDOR", "TYPE", "MEMORY", "FREE", "DETAIL", "HEAPS"},
-              rows);
+  print_table(
+      {"BACKEND", "INDEX", "NAME", "VENDOR", "TYPE", "MEMORY", "FREE", "BUSY", "DETAIL", "HEAPS"},
+      rows);
   return 0;
 }
 

@@ -6,6 +6,7 @@
 
 #include "engine/system-info.h"
 #include "gpu/cuda/check.h"
+#include "gpu/cuda/nvml.h"
 
 namespace hearth::cuda {
 
@@ -69,6 +70,7 @@ std::vector<gpu::device> devices() {
       d.memory_total = total_b;
     }
     d.heaps.push_back({d.memory_total, true});
+    d.utilization = nvml_utilization(p.uuid.bytes);
     cudaGetLastError();
     out.push_back(std::move(d));
   }

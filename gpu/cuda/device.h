@@ -13,8 +13,8 @@
 namespace hearth::cuda {
 
 // The CUDA devices of this machine in the registry's description (gpu/device.h): name, total
-// and free memory, compute capability, peak bandwidth in the detail line; empty when there is no
-// driver or no device. Never throws.
+// and free memory, utilisation (where NVML says: nvml.h), compute capability, peak bandwidth in
+// the detail line; empty when there is no driver or no device. Never throws.
 std::vector<gpu::device> devices();
 
 // Why devices() is empty ("no NVIDIA driver (libcuda) found", "no CUDA device", ...); "" when

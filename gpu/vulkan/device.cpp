@@ -1,6 +1,7 @@
 #include "gpu/vulkan/device.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <stdexcept>
 
@@ -48,6 +49,40 @@ bool has_subgroup_arithmetic(VkPhysicalDevice d) {
   return (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
          (sg.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) &&
          (sg.supportedOperations & VK_SUBGROUP_FEATURE_BASIC_BIT);
+}
+
+uint64_t memory_budget_free(const VkPhysicalDeviceMemoryProperties& mem,
+                            const VkPhysicalDeviceMemoryBudgetPropertiesEXT& budget) {
+  uint64_t free_b = 0;
+  for (uint32_t h = 0; h < mem.memoryHeapCount && h < VK_MAX_MEMORY_HEAPS; ++h) {
+    if (!(mem.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)) continue;
+    if (budget.heapBudget[h] > budget.heapUsage[h])
+      free_b += budget.heapBudget[h] - budget.heapUsage[h];
+  }
+  return free_b;
+}
+
+uint64_t memory_free(VkPhysicalDevice d) {
+  VkPhysicalDeviceProperties p{};
+  vkGetPhysicalDeviceProperties(d, &p);
+  // vkGetPhysicalDeviceMemoryProperties2 is core in 1.1, for the device as for the instance.
+  if (p.apiVersion < VK_API_VERSION_1_1) return 0;
+  uint32_t n = 0;
+  if (vkEnumerateDeviceExtensionProperties(d, nullptr, &n, nullptr) != VK_SUCCESS) return 0;
+  std::vector<VkExtensionProperties> exts(n);
+  if (n > 0 && vkEnumerateDeviceExtensionProperties(d, nullptr, &n, exts.data()) < 0) return 0;
+  exts.resize(n);
+  bool supported = false;
+  for (const auto& e : exts)
+    supported = supported || std::strcmp(e.extensionName, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME) == 0;
+  if (!supported) return 0;
+  VkPhysicalDeviceMemoryBudgetPropertiesEXT budget{};
+  budget.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT;
+  VkPhysicalDeviceMemoryProperties2 mem2{};
+  mem2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2;
+  mem2.pNext = &budget;
+  vkGetPhysicalDeviceMemoryProperties2(d, &mem2);
+  return memory_budget_free(mem2.memoryProperties, budget);
 }
 
 namespace {

@@ -31,6 +31,14 @@ VkInstance instance();
 std::vector<VkPhysicalDevice> physical_devices();
 // Whether compute shaders on `d` have subgroup arithmetic (subgroupAdd, subgroupMax).
 bool has_subgroup_arithmetic(VkPhysicalDevice d);
+// Bytes of device-local memory this process may still allocate on `d`, from VK_EXT_memory_budget;
+// 0 where the device lacks the extension or Vulkan 1.1 (unknown: gpu::device::memory_free).
+// Cheap (no device is created), so the node can re-read it on every devices() call.
+uint64_t memory_free(VkPhysicalDevice d);
+// The sum over the device-local heaps of `mem` of budget minus usage, each clamped at 0: usage may
+// pass the budget when another process takes memory after we allocated ours.
+uint64_t memory_budget_free(const VkPhysicalDeviceMemoryProperties& mem,
+                            const VkPhysicalDeviceMemoryBudgetPropertiesEXT& budget);
 
 // A buffer and its memory. `mapped` is non-null when the memory is host-visible and coherent.
 struct buffer {

@@ -85,7 +85,9 @@ std::vector<gpu::device> devices(std::string& why_none) {
         d.heaps.push_back({mem.memoryHeaps[h].size, local});
         if (local) d.memory_total += mem.memoryHeaps[h].size;
       }
-      // Free memory needs VK_EXT_memory_budget, not read yet: memory_free stays 0 (unknown).
+      // Free memory where the driver has VK_EXT_memory_budget, else 0 (unknown); Vulkan says
+      // nothing of utilisation, which stays unknown.
+      d.memory_free = memory_free(all[i]);
       d.subgroup_arithmetic = p.apiVersion >= VK_API_VERSION_1_1 && has_subgroup_arithmetic(all[i]);
       d.detail = std::string("subgroup arithmetic ") + (d.subgroup_arithmetic ? "yes" : "no");
       out.push_back(std::move(d));
