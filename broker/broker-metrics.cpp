@@ -1,8 +1,6 @@
 // get_metrics: the broker's counters and histograms (broker/metrics.h) and the gauges read off
 // its state now: queues, running jobs, nodes and their devices, the store, the peers. Names and
 // units follow Prometheus's conventions (hearth-gateway renders them as its /metrics).
-#include <sys/stat.h>
-
 #include <map>
 
 #include "broker/broker.h"
@@ -32,11 +30,6 @@ void put(wire::metric_family& f, std::vector<std::string> labels, double v) {
   s.labels = std::move(labels);
   s.value = v;
   f.samples.push_back(std::move(s));
-}
-
-uint64_t file_bytes(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 ? uint64_t(st.st_size) : 0;
 }
 
 }  // namespace
@@ -72,6 +65,14 @@ void broker::append_gauges(std::vector<wire::metric_family>& out) const {
   auto depth = gauge("hearth_queue_depth", "Jobs waiting in the queue.", {"model", "priority"});
   auto oldest = gauge("hearth_queue_oldest_age_seconds", "Age of the oldest job waiting.",
                       {"model", "priority"});
+  // Every model a node ever advertised has a series, 0 when nothing waits, so that graphs and
+  // alerts see an empty queue rather than no data.
+  for (const auto& model : known_models_) {
+    if (!queues_.contains(model)) {
+      put(depth, {model, "0"}, 0);
+      put(oldest, {model, "0"}, 0);
+    }
+  }
   for (const auto& [model, q] : queues_) {
     std::map<int64_t, std::pair<uint64_t, int64_t>> by_priority;  // -> (count, oldest created)
     for (const auto& [neg_priority, id] : q) {
@@ -86,6 +87,7 @@ void broker::append_gauges(std::vector<wire::metric_family>& out) const {
   }
   auto running = gauge("hearth_jobs_running", "Jobs running on a node now.", {"model"});
   std::map<std::string, uint64_t> running_by_model;
+  for (const auto& model : known_models_) running_by_model[model] = 0;
   for (const auto& [id, j] : jobs_) {
     if (j.row.state == wire::job_state::running) ++running_by_model[j.row.model];
   }
@@ -118,6 +120,9 @@ void broker::append_gauges(std::vector<wire::metric_family>& out) const {
   auto dev_total = gauge("hearth_device_memory_total_bytes", "A GPU's memory.", device_labels);
   auto dev_free = gauge("hearth_device_memory_free_bytes",
                         "A GPU's free memory (as its node last said).", device_labels);
+  auto dev_busy =
+      gauge("hearth_device_utilization_ratio",
+            "Share of time a GPU was busy, 0 to 1, where its driver says (NVML).", device_labels);
   uint64_t online = 0;
   for (const auto& [name, n] : nodes_) {
     online += n.online;
@@ -135,6 +140,7 @@ void broker::append_gauges(std::vector<wire::metric_family>& out) const {
       std::vector<std::string> labels = {name, std::to_string(i), g.backend, g.name};
       put(dev_total, labels, double(g.memory_total));
       put(dev_free, labels, double(g.memory_free));
+      if (g.utilization >= 0) put(dev_busy, labels, std::min(g.utilization, 1.0));
     }
   }
   put(nodes, {"online"}, double(online));
@@ -148,17 +154,27 @@ void broker::append_gauges(std::vector<wire::metric_family>& out) const {
   auto queued_bytes = gauge("hearth_broker_unfinished_job_bytes",
                             "Prompt and message bytes of unfinished jobs held in memory.", {});
   put(queued_bytes, {}, double(queued_bytes_));
+  const store_stats stored = store_->stats();
   auto wal = gauge("hearth_store_wal_bytes", "Size of the job store's write-ahead log.", {});
-  put(wal, {}, double(file_bytes(cfg_.db + "-wal")));
+  put(wal, {}, double(stored.wal_bytes));
   auto db = gauge("hearth_store_database_bytes", "Size of the job store's database file.", {});
-  put(db, {}, double(file_bytes(cfg_.db)));
+  put(db, {}, double(stored.db_bytes));
+  wire::metric_family checkpoints{"hearth_store_checkpoints_total",
+                                  "WAL checkpoints, by outcome (a failed one is retried).",
+                                  "counter",
+                                  {"outcome"},
+                                  {},
+                                  {}};
+  put(checkpoints, {"done"}, double(stored.checkpoints));
+  put(checkpoints, {"failed"}, double(stored.checkpoint_failures));
   auto start = gauge("hearth_broker_start_time_seconds",
                      "When the broker started (Unix time): its counters count from then.", {});
   put(start, {}, double(started_ms_) / 1000);
 
-  for (auto* f : {&depth,    &oldest, &running,      &nodes, &up,        &quarantined, &slots,
-                  &busy,     &rate,   &loaded,       &lost,  &mem_total, &mem_avail,   &dev_total,
-                  &dev_free, &peers,  &queued_bytes, &wal,   &db,        &start}) {
+  for (auto* f : {&depth,     &oldest,    &running,     &nodes,    &up,    &quarantined,
+                  &slots,     &busy,      &rate,        &loaded,   &lost,  &mem_total,
+                  &mem_avail, &dev_total, &dev_free,    &dev_busy, &peers, &queued_bytes,
+                  &wal,       &db,        &checkpoints, &start}) {
     out.push_back(std::move(*f));
   }
   if (zap_) {

@@ -209,6 +209,8 @@ void broker::on_node_status(node_entry& n, wire::node_status m) {
   }
   n.models = std::move(m.models);
   n.skipped = std::move(m.skipped);
+  // An older node sends no hardware (cpu_threads 0): the hello's stays.
+  if (m.hardware.cpu_threads > 0) n.hardware = std::move(m.hardware);
   for (const auto& model : n.models) known_models_.insert(model.name);
   store_node(n);
   dispatch_needed_ = true;

@@ -61,7 +61,7 @@ result<void> node_config_load(const std::string& path, node_config& out) {
   auto root = yaml_settings_open(
       path, {"broker", "models", "name", "slots", "engine", "null_tokens_per_s", "memory_budget",
              "threads", "ctx_per_slot", "backend", "device", "drain_timeout_ms", "models_rescan_ms",
-             "log_level", "broker_key", "key"});
+             "hardware_refresh_ms", "log_level", "broker_key", "key"});
   if (!root) return root.err();
   node_config cfg = out;
   for (auto r :
@@ -75,6 +75,7 @@ result<void> node_config_load(const std::string& path, node_config& out) {
         yaml_setting(*root, "device", cfg.device, path),
         yaml_setting(*root, "drain_timeout_ms", cfg.drain_timeout_ms, path),
         yaml_setting(*root, "models_rescan_ms", cfg.models_rescan_ms, path),
+        yaml_setting(*root, "hardware_refresh_ms", cfg.hardware_refresh_ms, path),
         yaml_setting(*root, "log_level", cfg.log_level, path),
         yaml_setting(*root, "broker_key", cfg.broker_key, path),
         yaml_setting(*root, "key", cfg.key, path)}) {

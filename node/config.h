@@ -27,6 +27,9 @@ struct node_config {
   // How often the models directory is scanned again for added, changed and removed files
   // (only changed ones are read); 0: only at start.
   uint32_t models_rescan_ms = 10000;
+  // How often free RAM, GPU memory and GPU utilisation are read again and, when they changed,
+  // sent to the broker (node_status; the dashboard and /metrics show them); 0: only at start.
+  uint32_t hardware_refresh_ms = 5000;
   std::string log_level = "info";
   // CURVE (schema/curve-cert.h): the broker's public certificate and this node's secret one, both
   // or neither; neither = plain ZMTP to a broker without --auth. Relative paths in the YAML file

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cmath>
+
 #include "engine/system-info.h"
 #include "gpu/registry.h"
 
@@ -22,6 +24,14 @@ wire::gpu_info gpu_info_from(const gpu::device& d) {
 }
 
 wire::hardware_info hardware_discover() {
+  // Which backends this node has, and why the others are missing, once at start.
+  for (const std::string& line : gpu::registry_report(gpu::device_registry())) {
+    spdlog::info("backend {}", line);
+  }
+  return hardware_read();
+}
+
+wire::hardware_info hardware_read() {
   const system_info sys = system_info_read();
   wire::hardware_info h;
   h.cpu_model = sys.cpu_model.empty() ? "unknown CPU" : sys.cpu_model;
@@ -29,8 +39,6 @@ wire::hardware_info hardware_discover() {
   h.memory_total = sys.mem_total;
   h.memory_available = sys.mem_available;
   const gpu::registry& devices = gpu::device_registry();
-  // Which backends this node has, and why the others are missing, once at start.
-  for (const std::string& line : gpu::registry_report(devices)) spdlog::info("backend {}", line);
   for (const auto& e : devices.backends()) {
     if (e.kind == gpu::backend_kind::cpu || !e.loaded) continue;
     for (const auto& d : e.devices()) {
@@ -40,6 +48,25 @@ wire::hardware_info hardware_discover() {
     }
   }
   return h;
+}
+
+bool hardware_changed(const wire::hardware_info& sent, const wire::hardware_info& now) {
+  constexpr uint64_t k_memory_step = 64ull << 20;
+  constexpr double k_utilization_step = 0.05;
+  auto moved = [](uint64_t a, uint64_t b) { return (a > b ? a - b : b - a) >= k_memory_step; };
+  if (moved(sent.memory_available, now.memory_available)) return true;
+  if (sent.gpus.size() != now.gpus.size()) return true;
+  for (size_t i = 0; i < now.gpus.size(); ++i) {
+    const auto &a = sent.gpus[i], &b = now.gpus[i];
+    if (a.name != b.name || a.backend != b.backend || moved(a.memory_free, b.memory_free)) {
+      return true;
+    }
+    if ((a.utilization < 0) != (b.utilization < 0) ||
+        std::abs(a.utilization - b.utilization) >= k_utilization_step - 1e-9) {
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace hearth::node

@@ -12,5 +12,12 @@ wire::gpu_info gpu_info_from(const gpu::device& d);
 
 // Logs which backends loaded and why the others did not (once per call: at start).
 wire::hardware_info hardware_discover();
+// The same without the log: what the machine has now (free memory, utilisation), read again
+// while the node runs.
+wire::hardware_info hardware_read();
+// Whether `now` differs from `sent` enough to tell the broker: a device added or gone, free
+// memory moved by 64 MiB or more, utilisation by 5 points or more. Smaller moves would cost a
+// message and a database write every few seconds for nothing.
+bool hardware_changed(const wire::hardware_info& sent, const wire::hardware_info& now);
 
 }  // namespace hearth::node

@@ -138,6 +138,8 @@ struct node_daemon::impl {
   std::unique_ptr<zmq::socket_t> sock;
   std::unique_ptr<net::handshake_monitor> monitor;  // watches sock; reset before it
 
+  // hardware as the broker last heard it, and when it is next read again (hardware_refresh_ms).
+  net::steady::time_point next_hardware_read{};
   uint32_t heartbeat_ms = 1000;
   uint32_t liveness = 3;
   net::steady::time_point last_heard, last_sent;
@@ -253,7 +255,7 @@ struct node_daemon::impl {
           if (!draining) send(wire::node_pull{1});
           break;
         case engine_event::kind::models_changed:
-          send(wire::node_status{engine->models(), engine->skipped()});
+          send(wire::node_status{engine->models(), engine->skipped(), hardware});
           break;
       }
     }
@@ -387,6 +389,17 @@ struct node_daemon::impl {
     return false;
   }
 
+  // Reads free memory and utilisation again when due; tells the broker when they moved.
+  void refresh_hardware(net::steady::time_point now) {
+    // Not between a hello and its welcome: the broker would not know the node yet.
+    if (cfg.hardware_refresh_ms == 0 || now < next_hardware_read || hello_sent) return;
+    next_hardware_read = now + std::chrono::milliseconds(cfg.hardware_refresh_ms);
+    wire::hardware_info h = hardware_read();
+    if (!hardware_changed(hardware, h)) return;
+    hardware = std::move(h);
+    send(wire::node_status{engine->models(), engine->skipped(), hardware});
+  }
+
   // Sends due chunks and heartbeats, and notices a silent broker. Returns the time until the
   // next thing is due.
   std::chrono::milliseconds timers() {
@@ -403,6 +416,7 @@ struct node_daemon::impl {
       }
     }
     journal.expire(now);
+    refresh_hardware(now);
     const auto hb = std::chrono::milliseconds(heartbeat_ms);
     if (now - last_sent >= hb) send(wire::heartbeat{});
     // Before calling the broker dead, read what it may have sent while this loop was busy.

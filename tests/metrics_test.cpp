@@ -11,9 +11,12 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
 #include <sstream>
 
 #include "tests/cluster.h"
+#include "tests/fake-node.h"
 #include "tests/gateway-thread.h"
 #include "tests/process.h"
 #include "tests/testdata.h"
@@ -311,6 +314,103 @@ TEST_F(metrics_test, keys_are_checked_and_a_missing_broker_is_reported) {
   const scrape unknown = get("hk_never-seen");
   EXPECT_EQ(unknown.status, 503) << unknown.text;
   EXPECT_NE(unknown.text.find("broker_unavailable"), std::string::npos) << unknown.text;
+}
+
+// A node's devices as it last said (node_status.hardware: free memory and utilisation change
+// while it runs) become gauges; a node without GPU utilisation has no such series.
+TEST_F(metrics_test, a_nodes_devices_show_as_it_last_said) {
+  start_gateway();
+  testing::fake_node gpu_node(c_, "gpu-box");
+  gpu_node.hello(2, {"alpha"});
+  ASSERT_TRUE(gpu_node.welcomed());
+  scrape s = get(key_);
+  const std::string dev = "node=\"gpu-box\",device=\"0\",backend=\"cuda\",name=\"imaginary GPU\"";
+  EXPECT_EQ(s.sum("hearth_device_memory_total_bytes", {dev}), double(80ull << 30)) << s.text;
+  EXPECT_FALSE(s.has("hearth_device_utilization_ratio")) << "the hello said nothing of it";
+
+  wire::node_status st;
+  wire::model_info m;
+  m.name = "alpha";
+  m.architecture = "llama";
+  m.loaded = true;
+  st.models = {m};
+  st.hardware.cpu_model = "claims to be fast";
+  st.hardware.cpu_threads = 1024;
+  st.hardware.memory_total = 1ull << 40;
+  st.hardware.memory_available = 3ull << 30;
+  st.hardware.gpus.push_back({"cuda", "imaginary GPU", 80ull << 30, 12ull << 30});
+  st.hardware.gpus.back().utilization = 0.75;
+  gpu_node.send(st);
+  EXPECT_TRUE(wait_until([&] {
+    s = get(key_);
+    return s.sum("hearth_device_utilization_ratio", {dev}) == 0.75;
+  })) << s.text;
+  EXPECT_EQ(s.sum("hearth_device_memory_free_bytes", {dev}), double(12ull << 30));
+  EXPECT_EQ(s.sum("hearth_node_memory_available_bytes", {"node=\"gpu-box\""}), double(3ull << 30));
+  // An older node's status (no hardware) keeps what the broker knew.
+  wire::node_status old;
+  old.models = {m};
+  gpu_node.send(old);
+  gpu_node.send(wire::heartbeat{});
+  std::this_thread::sleep_for(300ms);
+  s = get(key_);
+  EXPECT_EQ(s.sum("hearth_device_memory_free_bytes", {dev}), double(12ull << 30)) << s.text;
+}
+
+// deploy/grafana: the dashboard's queries parse (promtool check rules, as recording rules) and
+// name only metrics /metrics serves; the example scrape job is a valid Prometheus configuration.
+TEST_F(metrics_test, the_grafana_dashboard_and_scrape_job_fit_the_metrics) {
+  start_nodes(1000);
+  start_gateway();
+  ASSERT_TRUE(admin_->request<wire::accepted>(testing::greedy_job("alpha", "one", 4)));
+  const scrape s = get(key_);
+  ASSERT_EQ(s.status, 200);
+  std::set<std::string> served;
+  std::istringstream in(s.text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with("# TYPE ")) served.insert(line.substr(7, line.find(' ', 7) - 7));
+  }
+  const json dash = json::parse(
+      testing::read_file_text(std::string(HEARTH_SOURCE_DIR) + "/deploy/grafana/hearth.json"));
+  std::string rules = "groups:\n  - name: hearth-dashboard\n    rules:\n";
+  int n = 0;
+  for (const auto& panel : dash["panels"]) {
+    for (const auto& target : panel["targets"]) {
+      std::string expr = target["expr"];
+      // Grafana's variable, as a scrape interval Prometheus knows.
+      expr = std::regex_replace(expr, std::regex("\\$__rate_interval"), "5m");
+      rules += "      - record: hearth:dashboard_" + std::to_string(n++) + "\n        expr: '" +
+               expr + "'\n";
+      const std::regex name("hearth_[a-z_]+");
+      for (std::sregex_iterator it(expr.begin(), expr.end(), name), end; it != end; ++it) {
+        std::string metric = it->str();
+        for (const char* suffix : {"_bucket", "_sum", "_count"}) {
+          if (metric.ends_with(suffix) && !served.contains(metric)) {
+            metric.resize(metric.size() - std::string(suffix).size());
+          }
+        }
+        // Utilisation exists only where a GPU driver reports it; everything else is always there.
+        if (metric == "hearth_device_utilization_ratio") continue;
+        EXPECT_TRUE(served.contains(metric)) << panel["title"] << ": " << metric;
+      }
+    }
+  }
+  EXPECT_GE(n, 15);
+  const std::string rules_file = c_.dir().file("dashboard-rules.yml");
+  std::ofstream(rules_file) << rules;
+  auto checked = testing::run_command("promtool check rules " + testing::shell_quote(rules_file));
+  EXPECT_EQ(checked.exit_code, 0) << checked.out << checked.err << rules;
+
+  // The example scrape job, with its credentials file where this test can make one.
+  std::string config = testing::read_file_text(std::string(HEARTH_SOURCE_DIR) +
+                                               "/deploy/grafana/prometheus.example.yml");
+  const std::string key_file = c_.dir().file("hearth-api-key");
+  std::ofstream(key_file) << key_;
+  config = std::regex_replace(config, std::regex("/etc/prometheus/hearth-api-key"), key_file);
+  const std::string config_file = c_.dir().file("prometheus.yml");
+  std::ofstream(config_file) << config;
+  checked = testing::run_command("promtool check config " + testing::shell_quote(config_file));
+  EXPECT_EQ(checked.exit_code, 0) << checked.out << checked.err;
 }
 
 }  // namespace
