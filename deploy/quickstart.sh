@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The README's first command: installs dependencies, builds hearth, starts a broker, a node and the
-# OpenAI HTTP API on this machine (`hearth up`, serving the stories260K model), submits a job and
-# streams the answer back through the broker, shows the job in the history, and stops the service
-# again.
+# OpenAI HTTP API with its web dashboard on this machine (`hearth up`, serving the stories260K
+# model), submits a job and streams the answer back through the broker, shows the job in the
+# history and the Prometheus metrics, and stops the service again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,3 +39,6 @@ echo "--- hearth jobs"
 "$hearth" jobs
 echo "--- hearth nodes"
 "$hearth" nodes
+echo "--- curl http://$http/metrics (Prometheus's text format; a few of its lines)"
+curl -sSf "http://$http/metrics" | grep -E '^hearth_(jobs_finished_total|tokens_generated_total|nodes)'
+echo "--- the web dashboard: http://$http/ (GET /dashboard/: $(curl -sSf -o /dev/null -w '%{http_code}' "http://$http/dashboard/"))"

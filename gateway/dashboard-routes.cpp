@@ -24,9 +24,7 @@ http_response redirect_to_dashboard() {
 }
 
 http_response no_dashboard() {
-  return error_response(404,
-                        "this gateway was built without the dashboard (HEARTH_DASHBOARD=OFF, or "
-                        "`hearth up --http`, which never embeds it: run hearth-gateway)",
+  return error_response(404, "this gateway was built without the dashboard (HEARTH_DASHBOARD=OFF)",
                         "not_found_error", {}, "dashboard_not_built");
 }
 

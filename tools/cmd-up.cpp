@@ -13,6 +13,7 @@
 
 #include "broker/broker.h"
 #include "broker/new-database.h"
+#include "gateway/dashboard-files.h"
 #include "gateway/gateway.h"
 #include "gateway/routes.h"
 #include "node/node.h"
@@ -169,6 +170,7 @@ action add_up(CLI::App& app) {
     go.broker = local_endpoint(o->bind);
     go.insecure = o->insecure;
     go.db = (std::filesystem::path(o->db).parent_path() / "gateway.db").string();
+    go.dashboard = gateway::dashboard_files();
     if (!o->auth.empty()) {
       bc.auth = o->auth;
       const up_keys keys = prepare_auth_dir(o->auth);
@@ -209,8 +211,9 @@ action add_up(CLI::App& app) {
     }
     const bool failed = broker_error || http_error;
     if (!failed) {
-      const std::string api =
-          http ? ", OpenAI API on " + http_address(go.listen, http->port()) : ", no HTTP API";
+      const std::string api = http ? ", OpenAI API on " + http_address(go.listen, http->port()) +
+                                         (go.dashboard.empty() ? "" : " (dashboard: /)")
+                                   : ", no HTTP API";
       std::fprintf(stderr,
                    "hearth up: broker on %s%s, database %s, node serving %s; Ctrl-C stops\n",
                    o->bind.c_str(), api.c_str(), o->db.c_str(), o->models.c_str());
