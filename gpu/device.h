@@ -26,6 +26,20 @@ std::optional<backend_kind> backend_kind_from_name(const std::string& name);
 // "cpu", "vulkan", "cuda", "auto": for logs, reports and the wire.
 const char* backend_kind_name(backend_kind k);
 
+// 16 UUID bytes as 32 lowercase hex digits; "" when all are zero (a driver that does not say).
+// Inline: the backend modules, which fill devices, link nothing of hearth_gpu.
+inline std::string uuid_hex(const unsigned char (&bytes)[16]) {
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string s;
+  bool any = false;
+  for (unsigned char b : bytes) {
+    any = any || b != 0;
+    s += digits[b >> 4];
+    s += digits[b & 15];
+  }
+  return any ? s : std::string();
+}
+
 enum class device_type { discrete, integrated, virtual_gpu, cpu, other };
 // "discrete", "integrated", "virtual", "cpu", "other".
 const char* device_type_name(device_type t);
@@ -50,7 +64,10 @@ struct device {
   std::vector<memory_heap> heaps;
   bool subgroup_arithmetic = false;  // Vulkan: compute shaders have subgroupAdd/subgroupMax
   std::string compute_capability;    // CUDA: "8.6", "9.0"; "" otherwise
-  std::string detail;                // one backend-specific line ("compute capability 9.0")
+  // The card's UUID as 32 hex digits where the driver says ("" unknown). CUDA and Vulkan report
+  // the same one for the same NVIDIA card, so a node can advertise it once.
+  std::string uuid;
+  std::string detail;  // one backend-specific line ("compute capability 9.0")
 
   // What a model may take: free memory where the driver says, else the total.
   uint64_t memory_available() const { return memory_free > 0 ? memory_free : memory_total; }

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cmath>
+#include <set>
 
 #include "engine/system-info.h"
 #include "gpu/registry.h"
@@ -31,19 +32,20 @@ wire::hardware_info hardware_discover() {
   return hardware_read();
 }
 
-wire::hardware_info hardware_read() {
+wire::hardware_info hardware_read(const gpu::registry& devices) {
   const system_info sys = system_info_read();
   wire::hardware_info h;
   h.cpu_model = sys.cpu_model.empty() ? "unknown CPU" : sys.cpu_model;
   h.cpu_threads = uint32_t(sys.n_threads);
   h.memory_total = sys.mem_total;
   h.memory_available = sys.mem_available;
-  const gpu::registry& devices = gpu::device_registry();
+  std::set<std::string> cards;  // UUIDs listed
   for (const auto& e : devices.backends()) {
     if (e.kind == gpu::backend_kind::cpu || !e.loaded) continue;
     for (const auto& d : e.devices()) {
       // A CPU implementation of Vulkan (lavapipe) is not a GPU worth scheduling on.
       if (d.type == gpu::device_type::cpu) continue;
+      if (!d.uuid.empty() && !cards.insert(d.uuid).second) continue;
       h.gpus.push_back(gpu_info_from(d));
     }
   }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "gpu/device.h"
+#include "gpu/registry.h"
 #include "schema/messages.h"
 
 namespace hearth::node {
@@ -13,8 +14,10 @@ wire::gpu_info gpu_info_from(const gpu::device& d);
 // Logs which backends loaded and why the others did not (once per call: at start).
 wire::hardware_info hardware_discover();
 // The same without the log: what the machine has now (free memory, utilisation), read again
-// while the node runs.
-wire::hardware_info hardware_read();
+// while the node runs. A card two backends see (an NVIDIA GPU through CUDA and Vulkan: the same
+// UUID) is listed once, as the backend listed first in the registry sees it, so that its memory
+// is not counted twice.
+wire::hardware_info hardware_read(const gpu::registry& devices = gpu::device_registry());
 // Whether `now` differs from `sent` enough to tell the broker: a device added or gone, free
 // memory moved by 64 MiB or more, utilisation by 5 points or more. Smaller moves would cost a
 // message and a database write every few seconds for nothing.

@@ -43,6 +43,8 @@ json device_json(const std::string& backend, const gpu::device& d) {
           {"memory_free_bytes", d.memory_free},
           // null, not gpu::device's -1, where the backend does not say.
           {"utilization", d.utilization >= 0 ? json(d.utilization) : json(nullptr)},
+          // The same card through two backends has the same one ("" unknown).
+          {"uuid", d.uuid},
           {"heaps", heaps},
           {"subgroup_arithmetic", d.subgroup_arithmetic},
           {"compute_capability", d.compute_capability},

@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
+#include <cstring>
 
 #include "engine/system-info.h"
 #include "gpu/cuda/check.h"
@@ -71,6 +72,9 @@ std::vector<gpu::device> devices() {
     }
     d.heaps.push_back({d.memory_total, true});
     d.utilization = nvml_utilization(p.uuid.bytes);
+    unsigned char uuid[16];
+    std::memcpy(uuid, p.uuid.bytes, sizeof uuid);
+    d.uuid = gpu::uuid_hex(uuid);
     cudaGetLastError();
     out.push_back(std::move(d));
   }

@@ -5,6 +5,8 @@
 #include <mutex>
 #include <stdexcept>
 
+#include "gpu/device.h"
+
 namespace hearth::vk {
 
 void fail(VkResult r, const char* stmt, const char* file, int line) {
@@ -49,6 +51,16 @@ bool has_subgroup_arithmetic(VkPhysicalDevice d) {
   return (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
          (sg.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) &&
          (sg.supportedOperations & VK_SUBGROUP_FEATURE_BASIC_BIT);
+}
+
+std::string device_uuid(VkPhysicalDevice d) {
+  VkPhysicalDeviceIDProperties id{};
+  id.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES;
+  VkPhysicalDeviceProperties2 p2{};
+  p2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+  p2.pNext = &id;
+  vkGetPhysicalDeviceProperties2(d, &p2);
+  return gpu::uuid_hex(id.deviceUUID);
 }
 
 uint64_t memory_budget_free(const VkPhysicalDeviceMemoryProperties& mem,

@@ -35,6 +35,9 @@ bool has_subgroup_arithmetic(VkPhysicalDevice d);
 // 0 where the device lacks the extension or Vulkan 1.1 (unknown: gpu::device::memory_free).
 // Cheap (no device is created), so the node can re-read it on every devices() call.
 uint64_t memory_free(VkPhysicalDevice d);
+// The device's UUID (VkPhysicalDeviceIDProperties; Vulkan 1.1) as gpu::uuid_hex writes it: the
+// same as CUDA's for the same NVIDIA card.
+std::string device_uuid(VkPhysicalDevice d);
 // The sum over the device-local heaps of `mem` of budget minus usage, each clamped at 0: usage may
 // pass the budget when another process takes memory after we allocated ours.
 uint64_t memory_budget_free(const VkPhysicalDeviceMemoryProperties& mem,

@@ -89,6 +89,7 @@ std::vector<gpu::device> devices(std::string& why_none) {
       // nothing of utilisation, which stays unknown.
       d.memory_free = memory_free(all[i]);
       d.subgroup_arithmetic = p.apiVersion >= VK_API_VERSION_1_1 && has_subgroup_arithmetic(all[i]);
+      if (p.apiVersion >= VK_API_VERSION_1_1) d.uuid = device_uuid(all[i]);
       d.detail = std::string("subgroup arithmetic ") + (d.subgroup_arithmetic ? "yes" : "no");
       out.push_back(std::move(d));
     }
