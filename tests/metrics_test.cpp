@@ -7,11 +7,11 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <set>
 #include <sstream>
 
@@ -56,6 +56,30 @@ struct scrape {
     return false;
   }
 };
+
+// `s` with every `from` replaced by `to`. (No std::regex: GCC 12's -Wmaybe-uninitialized misfires
+// inside it in the sanitizer build.)
+std::string replaced(std::string s, const std::string& from, const std::string& to) {
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) {
+    s.replace(at, from.size(), to);
+  }
+  return s;
+}
+
+// The metric names in a PromQL expression: every "hearth_" and the [a-z_] that follow.
+std::vector<std::string> metric_names(const std::string& expr) {
+  std::vector<std::string> out;
+  for (size_t at = expr.find("hearth_"); at != std::string::npos; at = expr.find("hearth_", at)) {
+    size_t end = at;
+    while (end < expr.size() &&
+           (std::islower(static_cast<unsigned char>(expr[end])) || expr[end] == '_')) {
+      ++end;
+    }
+    out.push_back(expr.substr(at, end - at));
+    at = end;
+  }
+  return out;
+}
 
 class metrics_test : public ::testing::Test {
  protected:
@@ -378,12 +402,10 @@ TEST_F(metrics_test, the_grafana_dashboard_and_scrape_job_fit_the_metrics) {
     for (const auto& target : panel["targets"]) {
       std::string expr = target["expr"];
       // Grafana's variable, as a scrape interval Prometheus knows.
-      expr = std::regex_replace(expr, std::regex("\\$__rate_interval"), "5m");
+      expr = replaced(expr, "$__rate_interval", "5m");
       rules += "      - record: hearth:dashboard_" + std::to_string(n++) + "\n        expr: '" +
                expr + "'\n";
-      const std::regex name("hearth_[a-z_]+");
-      for (std::sregex_iterator it(expr.begin(), expr.end(), name), end; it != end; ++it) {
-        std::string metric = it->str();
+      for (std::string metric : metric_names(expr)) {
         for (const char* suffix : {"_bucket", "_sum", "_count"}) {
           if (metric.ends_with(suffix) && !served.contains(metric)) {
             metric.resize(metric.size() - std::string(suffix).size());
@@ -406,7 +428,7 @@ TEST_F(metrics_test, the_grafana_dashboard_and_scrape_job_fit_the_metrics) {
                                                "/deploy/grafana/prometheus.example.yml");
   const std::string key_file = c_.dir().file("hearth-api-key");
   std::ofstream(key_file) << key_;
-  config = std::regex_replace(config, std::regex("/etc/prometheus/hearth-api-key"), key_file);
+  config = replaced(config, "/etc/prometheus/hearth-api-key", key_file);
   const std::string config_file = c_.dir().file("prometheus.yml");
   std::ofstream(config_file) << config;
   checked = testing::run_command("promtool check config " + testing::shell_quote(config_file));
