@@ -2,6 +2,7 @@
 // its state now: queues, running jobs, nodes and their devices, the store, the peers. Names and
 // units follow Prometheus's conventions (hearth-gateway renders them as its /metrics).
 #include <map>
+#include <tuple>
 
 #include "broker/broker.h"
 #include "schema/codec.h"
@@ -57,7 +58,7 @@ double node_entry::tokens_per_second(net::steady::time_point now) const {
   return double(total) / k_rate_window_s;
 }
 
-void broker::append_gauges(std::vector<wire::metric_family>& out) const {
+void broker::append_state_metrics(std::vector<wire::metric_family>& out) const {
   const auto now = net::steady::now();
   const int64_t wall = net::wall_ms();
 
@@ -177,6 +178,22 @@ void broker::append_gauges(std::vector<wire::metric_family>& out) const {
                   &wal,       &db,        &checkpoints, &start}) {
     out.push_back(std::move(*f));
   }
+  for (const auto& [counts, name, help] :
+       {std::tuple(&messages_received_, "hearth_broker_messages_received_total",
+                   "Messages the broker received, by command (invalid: no envelope)."),
+        std::tuple(&messages_sent_, "hearth_broker_messages_sent_total",
+                   "Messages the broker sent (or queued for a slow peer), by command.")}) {
+    wire::metric_family f{name, help, "counter", {"command"}, {}, {}};
+    for (size_t code = 0; code < counts->size(); ++code) {
+      if ((*counts)[code] == 0) continue;
+      const auto cmd = wire::command_from_byte(uint8_t(code));
+      put(f, {cmd ? std::string(wire::command_name(*cmd)) : "unknown"}, double((*counts)[code]));
+    }
+    if (counts == &messages_received_ && messages_invalid_ > 0) {
+      put(f, {"invalid"}, double(messages_invalid_));
+    }
+    out.push_back(std::move(f));
+  }
   if (zap_) {
     auto connections = gauge("hearth_broker_connections",
                              "Connections open to the broker (handshakes included).", {});
@@ -188,7 +205,7 @@ void broker::append_gauges(std::vector<wire::metric_family>& out) const {
 void broker::on_get_metrics(const std::string& rid, const wire::get_metrics& m) {
   wire::metrics_reply r;
   r.request_id = m.request_id;
-  append_gauges(r.families);
+  append_state_metrics(r.families);
   metrics_.append_to(r.families);
   for (auto& f : r.families) {
     if (f.samples.size() > k_max_samples) {
@@ -198,15 +215,16 @@ void broker::on_get_metrics(const std::string& rid, const wire::get_metrics& m) 
   }
   // Too large for a message (thousands of nodes and models): the largest families lose series
   // until it fits.
-  for (std::string body = wire::encode(r); body.size() > k_max_reply_bytes;
-       body = wire::encode(r)) {
+  std::string body = wire::encode(r);
+  while (body.size() > k_max_reply_bytes) {
     auto largest = std::max_element(r.families.begin(), r.families.end(), [](auto& a, auto& b) {
       return a.samples.size() < b.samples.size();
     });
     largest->samples.resize(largest->samples.size() / 2);
     r.truncated = true;
+    body = wire::encode(r);
   }
-  send(rid, r);
+  queue_out(rid, wire::command::metrics_reply, std::move(body));
 }
 
 }  // namespace hearth::broker

@@ -29,6 +29,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -330,9 +331,10 @@ class broker {
   void on_list_models(const std::string& rid, const wire::list_models& m);
   void on_forget_node(const std::string& rid, const wire::forget_node& m);
   void on_prune_jobs(const std::string& rid, const wire::prune_jobs& m);
-  // Metrics (broker-metrics.cpp): the counters and histograms, and the gauges read off the state.
+  // Metrics (broker-metrics.cpp): the counters and histograms, and the families read off the
+  // state (gauges, and the message counts below).
   void on_get_metrics(const std::string& rid, const wire::get_metrics& m);
-  void append_gauges(std::vector<wire::metric_family>& out) const;
+  void append_state_metrics(std::vector<wire::metric_family>& out) const;
   // A message came from `rid` (hearth_broker_peers).
   void note_peer(const std::string& rid);
   // Counts the heartbeat intervals `n` has been silent for, each once (timers()).
@@ -376,6 +378,10 @@ class broker {
   // Peers heard from lately (routing id -> when), pruned every tick: hearth_broker_peers.
   std::unordered_map<std::string, net::steady::time_point> recent_peers_;
   bool turn_did_work_ = false;  // the turn handled a message or sent one (turn duration)
+  // Messages by command code, counted on the hot path without an allocation or a lookup;
+  // received ones whose envelope did not open are `invalid`.
+  std::array<uint64_t, 256> messages_received_{}, messages_sent_{};
+  uint64_t messages_invalid_ = 0;
   zmq::context_t ctx_;
   std::optional<allow_list> auth_;  // with --auth: the keys allowed, rescanned every second
   std::unique_ptr<zap_handler> zap_;

@@ -25,8 +25,6 @@ enum class metric : uint8_t {
   requeues,           // counter {cause}
   tokens_generated,   // counter {model, node}
   heartbeats_missed,  // counter {node}
-  messages_received,  // counter {command}
-  messages_sent,      // counter {command}
   auth_failures,      // counter {reason}
   job_queue_wait,     // histogram {model}
   job_first_token,    // histogram {model}

@@ -41,25 +41,33 @@ std::vector<VkPhysicalDevice> physical_devices() {
   return out;
 }
 
-bool has_subgroup_arithmetic(VkPhysicalDevice d) {
-  VkPhysicalDeviceSubgroupProperties sg{};
-  sg.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES;
+namespace {
+// One of the structures vkGetPhysicalDeviceProperties2 fills through its pNext chain (`type`
+// its sType), for `d`. Vulkan 1.1.
+template <class T>
+T properties2(VkPhysicalDevice d, VkStructureType type) {
+  T out{};
+  out.sType = type;
   VkPhysicalDeviceProperties2 p2{};
   p2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
-  p2.pNext = &sg;
+  p2.pNext = &out;
   vkGetPhysicalDeviceProperties2(d, &p2);
+  out.pNext = nullptr;
+  return out;
+}
+}  // namespace
+
+bool has_subgroup_arithmetic(VkPhysicalDevice d) {
+  const auto sg = properties2<VkPhysicalDeviceSubgroupProperties>(
+      d, VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES);
   return (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
          (sg.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) &&
          (sg.supportedOperations & VK_SUBGROUP_FEATURE_BASIC_BIT);
 }
 
 std::string device_uuid(VkPhysicalDevice d) {
-  VkPhysicalDeviceIDProperties id{};
-  id.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES;
-  VkPhysicalDeviceProperties2 p2{};
-  p2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
-  p2.pNext = &id;
-  vkGetPhysicalDeviceProperties2(d, &p2);
+  const auto id =
+      properties2<VkPhysicalDeviceIDProperties>(d, VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES);
   return gpu::uuid_hex(id.deviceUUID);
 }
 
