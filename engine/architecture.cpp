@@ -10,6 +10,9 @@ std::unique_ptr<architecture> make_qwen2_architecture();
 std::unique_ptr<architecture> make_phi3_architecture();
 std::unique_ptr<architecture> make_gemma_architecture();
 std::unique_ptr<architecture> make_gemma2_architecture();
+std::unique_ptr<architecture> make_gemma3_architecture();
+std::unique_ptr<architecture> make_qwen3_architecture();
+std::unique_ptr<architecture> make_qwen3moe_architecture();
 
 std::unique_ptr<architecture> architecture_for(std::string_view name) {
   if (name == "llama") return make_llama_architecture();
@@ -17,11 +20,14 @@ std::unique_ptr<architecture> architecture_for(std::string_view name) {
   if (name == "phi3") return make_phi3_architecture();
   if (name == "gemma") return make_gemma_architecture();
   if (name == "gemma2") return make_gemma2_architecture();
+  if (name == "gemma3") return make_gemma3_architecture();
+  if (name == "qwen3") return make_qwen3_architecture();
+  if (name == "qwen3moe") return make_qwen3moe_architecture();
   return nullptr;
 }
 
 std::string_view supported_architectures() {
-  return "llama, qwen2, phi3, gemma, gemma2";
+  return "llama, qwen2, qwen3, qwen3moe, phi3, gemma, gemma2, gemma3";
 }
 
 }  // namespace hearth

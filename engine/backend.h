@@ -136,6 +136,31 @@ class backend {
 
   // out = cap * tanh(x / cap), elementwise; F32 of one shape (Gemma 2's final logits).
   virtual void softcap(const tensor& x, float cap, const tensor& out) = 0;
+
+  // --- mixture of experts ------------------------------------------------------------------
+  // A mixture-of-experts feed-forward (Mixtral, Qwen3-MoE) is: router logits (mul_mat) ->
+  // moe_route -> mul_mat_id (gate, up) -> swiglu -> mul_mat_id (down) -> moe_combine. The k
+  // chosen slots of token t are rows t*k .. t*k+k-1 of the expert activations.
+
+  // The router: per token, softmax over its n_expert logits (in F32, max subtracted), the k
+  // experts of highest probability in decreasing order (equal probabilities: the lower expert
+  // id first), and their probabilities, each divided by the sum of the k when `normalize`.
+  // logits: F32 [n_tok, n_expert]; ids: I32 [n_tok, k]; weights: F32 [n_tok, k].
+  virtual void moe_route(const tensor& logits, bool normalize, const tensor& ids,
+                         const tensor& weights) = 0;
+
+  // The expert product: out[t*k + j, :] = x[r, :] · w[ids[t, j]]ᵀ, with r = t when x has n_tok
+  // rows (each chosen expert reads the token's row) and r = t*k + j when it has n_tok*k rows.
+  // w: n_expert matrices [n_out, n_in] of a weight type, ne = {n_in, n_out, n_expert}; ids: I32
+  // [n_tok, k] with every id in [0, n_expert); out: F32 [n_tok*k, n_out]. Rounds activations as
+  // mul_mat does, so each row equals mul_mat with that expert's matrix. Only the experts some
+  // token chose are read, each once per call: the rows are grouped by expert.
+  virtual void mul_mat_id(const tensor& w, const tensor& x, const tensor& ids,
+                          const tensor& out) = 0;
+
+  // out[t, :] = Σ_j weights[t, j] * x[t*k + j, :], the products summed in order j = 0 .. k-1.
+  // x: F32 [n_tok*k, cols]; weights: F32 [n_tok, k]; out: F32 [n_tok, cols].
+  virtual void moe_combine(const tensor& x, const tensor& weights, const tensor& out) = 0;
 };
 
 // The CPU backend with `n_threads` threads (<= 0: one per hardware thread).

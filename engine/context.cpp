@@ -41,10 +41,15 @@ memory_estimate memory_needed(const model_hparams& hp, uint64_t weight_bytes,
   // kv_cache: F16 K and V rows per layer, and each cell's sequence and position (I32).
   e.cache = mul(n_ctx, add(kv_cache::bytes_per_cell(hp), 2 * 4));
   // The F32 activations below, as the constructor allocates them: inp, cur, attn_out, ffn_out,
-  // out_sel (n_embd); q, k, v, kqv; ffn_gate, ffn_up (n_ff); logits (n_vocab).
+  // out_sel (n_embd); q, k, v, kqv; ffn_gate, ffn_up (n_ff) or the experts'; logits (n_vocab).
+  // A mixture-of-experts model has, instead of ffn_gate and ffn_up, the router's logits, ids and
+  // weights and each of its k slots' gate, up (n_ff_exp) and down (n_embd) rows.
+  const uint64_t k = uint64_t(hp.n_expert_used);
+  const uint64_t ffn = hp.n_expert > 0 ? uint64_t(hp.n_expert) + 2 * k +
+                                             k * (2 * uint64_t(hp.n_ff_exp) + uint64_t(hp.n_embd))
+                                       : 2 * uint64_t(hp.n_ff);
   const uint64_t per_token = 5 * uint64_t(hp.n_embd) + n_head * head_k + n_head_kv * head_k +
-                             n_head_kv * head_v + n_head * head_v + 2 * uint64_t(hp.n_ff) +
-                             uint64_t(hp.n_vocab);
+                             n_head_kv * head_v + n_head * head_v + ffn + uint64_t(hp.n_vocab);
   // Counted twice: a backend's own scratch (quantized activations, attention rows) is allocated
   // outside alloc() and not known here; this is its allowance. Plus the five I32 per-token inputs.
   e.scratch = add(mul(mul(n_batch, per_token), 4 * 2), n_batch * 5 * 4);
@@ -83,8 +88,23 @@ context::context(const hearth::model& m, const context_params& p) : model_(m), p
   alloc(act_.v, tensor_type::f32, v_width, "v");
   alloc(act_.kqv, tensor_type::f32, kqv_width, "kqv");
   alloc(act_.attn_out, tensor_type::f32, hp.n_embd, "attn_out");
-  alloc(act_.ffn_gate, tensor_type::f32, hp.n_ff, "ffn_gate");
-  alloc(act_.ffn_up, tensor_type::f32, hp.n_ff, "ffn_up");
+  if (hp.n_expert > 0) {
+    const int64_t k = hp.n_expert_used;
+    auto alloc_rows = [&](tensor& t, tensor_type type, int64_t ne0, int64_t rows,
+                          const char* name) {
+      t = be.alloc(type, ne0, rows, name);
+      owned_.push_back(&t);
+    };
+    alloc_rows(act_.moe_logits, tensor_type::f32, hp.n_expert, nb, "moe_logits");
+    alloc_rows(act_.moe_ids, tensor_type::i32, k, nb, "moe_ids");
+    alloc_rows(act_.moe_weights, tensor_type::f32, k, nb, "moe_weights");
+    alloc_rows(act_.moe_gate, tensor_type::f32, hp.n_ff_exp, nb * k, "moe_gate");
+    alloc_rows(act_.moe_up, tensor_type::f32, hp.n_ff_exp, nb * k, "moe_up");
+    alloc_rows(act_.moe_down, tensor_type::f32, hp.n_embd, nb * k, "moe_down");
+  } else {
+    alloc(act_.ffn_gate, tensor_type::f32, hp.n_ff, "ffn_gate");
+    alloc(act_.ffn_up, tensor_type::f32, hp.n_ff, "ffn_up");
+  }
   alloc(act_.ffn_out, tensor_type::f32, hp.n_embd, "ffn_out");
   alloc(act_.out_sel, tensor_type::f32, hp.n_embd, "out_sel");
   alloc(act_.logits, tensor_type::f32, hp.n_vocab, "logits");

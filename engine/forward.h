@@ -24,8 +24,15 @@ struct activations {
   tensor ffn_gate;  // F32 [n_batch, n_ff]
   tensor ffn_up;    // F32 [n_batch, n_ff]
   tensor ffn_out;   // F32 [n_batch, n_embd]
-  tensor out_sel;   // F32 [n_batch, n_embd]  rows whose logits are wanted
-  tensor logits;    // F32 [n_batch, n_vocab]
+  // Mixture-of-experts models only (absent otherwise); k = n_expert_used.
+  tensor moe_logits;   // F32 [n_batch, n_expert]  router logits
+  tensor moe_ids;      // I32 [n_batch, k]  chosen experts
+  tensor moe_weights;  // F32 [n_batch, k]  their weights
+  tensor moe_gate;     // F32 [n_batch * k, n_ff_exp]
+  tensor moe_up;       // F32 [n_batch * k, n_ff_exp]
+  tensor moe_down;     // F32 [n_batch * k, n_embd]
+  tensor out_sel;      // F32 [n_batch, n_embd]  rows whose logits are wanted
+  tensor logits;       // F32 [n_batch, n_vocab]
 };
 
 struct forward_batch {

@@ -66,6 +66,19 @@ void read_common(const gguf_file& f, model_hparams& hp) {
   hp.rope.freq_scale = scaled ? 1.0f / factor : 1.0f;
   if (!(hp.rope.freq_base > 0) || !(hp.rope.freq_scale > 0))
     fail("rope frequency base and scale must be positive");
+
+  hp.n_expert = int32_t(hparam_u32_or(f, a + "expert_count", 0));
+  if (hp.n_expert > 0) {
+    hp.n_expert_used = int32_t(hparam_u32(f, a + "expert_used_count"));
+    // The bound keeps a hostile file from sizing per-token router buffers: the largest models
+    // published use 256 experts.
+    if (hp.n_expert > 1024 || hp.n_expert_used < 1 || hp.n_expert_used > hp.n_expert) {
+      fail("expert_count " + std::to_string(hp.n_expert) + " and expert_used_count " +
+           std::to_string(hp.n_expert_used) + " must satisfy 1 <= used <= count <= 1024");
+    }
+    hp.n_ff_exp = int32_t(hparam_u32_or(f, a + "expert_feed_forward_length", uint32_t(hp.n_ff)));
+    if (hp.n_ff_exp <= 0) fail("expert_feed_forward_length must be positive");
+  }
 }
 
 }  // namespace

@@ -31,6 +31,15 @@ struct model_hparams {
   float attn_softcap = 0.0f;   // attention scores: cap * tanh(score / cap) (gemma2)
   float final_softcap = 0.0f;  // logits: cap * tanh(logit / cap) (gemma2)
   float query_scale = 0.0f;    // q·k multiplier; 0 = 1 / sqrt(head_dim_k)
+  // Sliding-window layers: with swa_pattern N > 0, layer il slides when il % N < N - 1 (Gemma 2:
+  // 2, every even layer; Gemma 3: 6, five local layers then a global one); 0: every layer slides
+  // (when n_swa > 0).
+  int32_t swa_pattern = 0;
+  float swa_freq_base = 0.0f;  // > 0: the sliding layers' rope base, unscaled (Gemma 3)
+  // Mixture of experts (<arch>.expert_count, expert_used_count); 0 = a dense model.
+  int32_t n_expert = 0;
+  int32_t n_expert_used = 0;
+  int32_t n_ff_exp = 0;  // an expert's feed-forward width (expert_feed_forward_length, else n_ff)
 };
 
 // The architecture (which must be supported), general.name and the common hyperparameters of

@@ -23,19 +23,24 @@ std::string supported_types(const backend& b) {
   return out;
 }
 
-std::string shape(int64_t ne0, int64_t ne1) {
+std::string shape(int64_t ne0, int64_t ne1, int64_t ne2 = 1) {
+  if (ne2 > 1) {
+    return "[" + std::to_string(ne0) + ", " + std::to_string(ne1) + ", " + std::to_string(ne2) +
+           "]";
+  }
   return ne1 > 1 ? "[" + std::to_string(ne0) + ", " + std::to_string(ne1) + "]"
                  : "[" + std::to_string(ne0) + "]";
 }
 
 }  // namespace
 
-void model_loader::check(const gguf_tensor& g, bool matrix_type, int64_t ne0, int64_t ne1) const {
-  const int64_t want[4] = {ne0, ne1, 1, 1};
+void model_loader::check(const gguf_tensor& g, bool matrix_type, int64_t ne0, int64_t ne1,
+                         int64_t ne2) const {
+  const int64_t want[4] = {ne0, ne1, ne2, 1};
   for (int d = 0; d < 4; ++d) {
     if (g.ne[d] != want[d]) {
       fail("tensor '" + g.name + "' has shape " + g.shape_string() + ", expected " +
-           shape(ne0, ne1));
+           shape(ne0, ne1, ne2));
     }
   }
   if (matrix_type) {
@@ -50,8 +55,9 @@ void model_loader::check(const gguf_tensor& g, bool matrix_type, int64_t ne0, in
   }
 }
 
-tensor model_loader::bind(const gguf_tensor& g, bool matrix_type, int64_t ne0, int64_t ne1) {
-  check(g, matrix_type, ne0, ne1);
+tensor model_loader::bind(const gguf_tensor& g, bool matrix_type, int64_t ne0, int64_t ne1,
+                          int64_t ne2) {
+  check(g, matrix_type, ne0, ne1, ne2);
   bound_bytes_ += g.n_bytes;
   return backend_.weight(g);
 }
@@ -65,6 +71,15 @@ tensor model_loader::matrix(const std::string& name, int64_t n_in, int64_t n_out
 tensor model_loader::matrix_optional(const std::string& name, int64_t n_in, int64_t n_out) {
   const gguf_tensor* g = file_.find_tensor(name);
   return g ? bind(*g, true, n_in, n_out) : tensor{};
+}
+
+tensor model_loader::experts(const std::string& name, int64_t n_in, int64_t n_out,
+                             int64_t n_expert) {
+  const gguf_tensor* g = file_.find_tensor(name);
+  if (!g) {
+    fail("tensor '" + name + "' is missing (expected shape " + shape(n_in, n_out, n_expert) + ")");
+  }
+  return bind(*g, true, n_in, n_out, n_expert);
 }
 
 tensor model_loader::matrix_rows(const std::string& name, int64_t n_in, int64_t n_out_total,

@@ -31,6 +31,13 @@ struct layer_weights {
   tensor ffn_up;          // [n_embd -> n_ff]
   tensor ffn_down;        // [n_ff -> n_embd]
   tensor ffn_post_norm;   // optional F32 [n_embd]: norm of the feed-forward output (gemma2)
+  tensor attn_q_norm;     // optional F32 [head_dim_k]: per-head RMSNorm of q, k (qwen3, gemma3)
+  tensor attn_k_norm;
+  // Mixture of experts (instead of ffn_gate/up/down): the router and n_expert stacked matrices.
+  tensor ffn_gate_inp;   // F32 [n_embd -> n_expert]
+  tensor ffn_gate_exps;  // [n_expert][n_embd -> n_ff_exp]
+  tensor ffn_up_exps;    // [n_expert][n_embd -> n_ff_exp]
+  tensor ffn_down_exps;  // [n_expert][n_ff_exp -> n_embd]
 };
 
 struct model_weights {
@@ -103,6 +110,8 @@ class model_loader {
   tensor matrix_optional(const std::string& name, int64_t n_in, int64_t n_out);
   // Output rows [first, first + n) of a fused matrix of `n_out_total` outputs, as its own
   // weight: a matrix product with it computes exactly those outputs of the fused product.
+  // n_expert matrices [n_out, n_in] stacked in one tensor (mixture-of-experts weights).
+  tensor experts(const std::string& name, int64_t n_in, int64_t n_out, int64_t n_expert);
   tensor matrix_rows(const std::string& name, int64_t n_in, int64_t n_out_total, int64_t first,
                      int64_t n);
   // An F32 vector (norm weights, biases).
@@ -123,8 +132,9 @@ class model_loader {
   uint64_t bound_bytes() const { return bound_bytes_; }
 
  private:
-  void check(const gguf_tensor& g, bool matrix_type, int64_t ne0, int64_t ne1) const;
-  tensor bind(const gguf_tensor& g, bool matrix_type, int64_t ne0, int64_t ne1);
+  void check(const gguf_tensor& g, bool matrix_type, int64_t ne0, int64_t ne1,
+             int64_t ne2 = 1) const;
+  tensor bind(const gguf_tensor& g, bool matrix_type, int64_t ne0, int64_t ne1, int64_t ne2 = 1);
   const gguf_file& file_;
   hearth::backend& backend_;
   std::deque<gguf_tensor>& parts_;

@@ -52,6 +52,7 @@ quant_model_info model_info(const gguf_file& f) {
   m.n_head = int(uint_or_zero(f, m.arch + ".attention.head_count"));
   m.n_head_kv = int(uint_or_zero(f, m.arch + ".attention.head_count_kv"));
   if (m.n_head_kv == 0) m.n_head_kv = m.n_head;
+  m.n_expert = int(uint_or_zero(f, m.arch + ".expert_count"));
   m.has_output = f.find_tensor("output.weight") != nullptr;
   return m;
 }

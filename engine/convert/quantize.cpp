@@ -182,6 +182,16 @@ tensor_type tensor_type_for(file_type ft, const quant_model_info& m, std::string
     // 70B shares one attn_v between 8 query heads: it is 8x smaller than attn_q, so more bits
     // cost little.
     if (is_70b(m) && (t == tensor_type::q3_k || t == tensor_type::q4_k)) t = tensor_type::q5_k;
+    // llama.cpp's rule for 8-expert models (Mixtral 8x7B, Qwen3-30B-A3B): attention is a small
+    // share of such a model, so its V (and K, below) go to Q8_0 in every quantized file type.
+    if (m.n_expert == 8) t = tensor_type::q8_0;
+  } else if (contains(name, "attn_k.weight")) {
+    if (m.n_expert == 8) t = tensor_type::q8_0;
+  } else if (contains(name, "attn_output.weight")) {
+    // ... and the attention output one step up from 4 bits (of the file types we make, Q4_K_S and
+    // Q4_K_M).
+    if (m.n_expert == 8 && (ft == file_type::q4_k_s || ft == file_type::q4_k_m))
+      t = tensor_type::q5_k;
   } else if (contains(name, "ffn_down")) {
     if (m_mix && use_more_bits(layer, m.n_layer)) {
       t = tensor_type::q6_k;
@@ -196,8 +206,8 @@ tensor_type tensor_type_for(file_type ft, const quant_model_info& m, std::string
       t = tensor_type::q6_k;
     }
   }
-  // attn_q, attn_k, attn_output, ffn_gate and ffn_up (Phi-3's fused gate/up included) change
-  // only for file types we do not make (Q2_K, Q3_K, IQ*) or for mixture-of-experts models.
+  // attn_q, ffn_gate and ffn_up (Phi-3's fused gate/up and the experts' included) change only
+  // for file types we do not make (Q2_K, Q3_K, IQ*).
 
   // Rows that the chosen type's blocks do not divide: llama.cpp's fallback to a 32-value type of
   // about the same size, and F16 when even that does not fit.

@@ -93,6 +93,16 @@ class cpu_backend final : public backend {
   void softcap(const tensor& x, float cap, const tensor& out) override {
     cpu::op_softcap(pool_, x, cap, out);
   }
+  void moe_route(const tensor& logits, bool normalize, const tensor& ids,
+                 const tensor& weights) override {
+    cpu::op_moe_route(pool_, logits, normalize, ids, weights);
+  }
+  void mul_mat_id(const tensor& w, const tensor& x, const tensor& ids, const tensor& out) override {
+    cpu::op_mul_mat_id(pool_, scratch_, w, x, ids, out);
+  }
+  void moe_combine(const tensor& x, const tensor& weights, const tensor& out) override {
+    cpu::op_moe_combine(pool_, x, weights, out);
+  }
 
  private:
   thread_pool pool_;

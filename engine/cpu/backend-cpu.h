@@ -15,6 +15,10 @@ namespace hearth::cpu {
 struct scratch {
   std::vector<std::vector<float>> per_thread;  // attention scores, dequantized rows
   std::vector<uint8_t> converted;              // activations in a weight's dot-product type
+  // mul_mat_id: converted activation rows gathered by expert, their products, the order.
+  std::vector<uint8_t> grouped_x;
+  std::vector<float> grouped_y;
+  std::vector<int32_t> group_rows;
 
   float* thread_floats(int ith, size_t n) {
     auto& v = per_thread[size_t(ith)];
@@ -40,5 +44,10 @@ void op_geglu(thread_pool& pool, const tensor& gate, const tensor& up, const ten
 void op_add(thread_pool& pool, const tensor& a, const tensor& b, const tensor& out);
 void op_scale(thread_pool& pool, const tensor& x, float s, const tensor& out);
 void op_softcap(thread_pool& pool, const tensor& x, float cap, const tensor& out);
+void op_moe_route(thread_pool& pool, const tensor& logits, bool normalize, const tensor& ids,
+                  const tensor& weights);
+void op_mul_mat_id(thread_pool& pool, scratch& s, const tensor& w, const tensor& x,
+                   const tensor& ids, const tensor& out);
+void op_moe_combine(thread_pool& pool, const tensor& x, const tensor& weights, const tensor& out);
 
 }  // namespace hearth::cpu

@@ -21,6 +21,7 @@ class gemma2_architecture final : public architecture {
     hp.rope.neox = true;
     // Gemma 2's window when the file does not say (as the reference engine assumes).
     hp.n_swa = int32_t(ld.u32_or("gemma2.attention.sliding_window", 4096));
+    hp.swa_pattern = 2;
     hp.attn_softcap = ld.f32_or("gemma2.attn_logit_softcapping", 50.0f);
     hp.final_softcap = ld.f32_or("gemma2.final_logit_softcapping", 30.0f);
     const int32_t query_dim = hp.n_layer == 46 ? hp.n_embd / hp.n_head : hp.head_dim_k;
@@ -39,7 +40,7 @@ class gemma2_architecture final : public architecture {
   }
 
   void forward(const model& m, forward_batch& fb) const override {
-    forward_decoder(m, fb, {.scale_embeddings = true, .gelu = true, .window_on_even_layers = true});
+    forward_decoder(m, fb, {.scale_embeddings = true, .gelu = true});
   }
 };
 

@@ -1,4 +1,5 @@
-// The llama architecture as GGUF stores it: Llama 1/2/3, TinyLlama, Mistral, SmolLM.
+// The llama architecture as GGUF stores it: Llama 1/2/3, TinyLlama, Mistral, SmolLM, and
+// Mixtral (expert_count > 0: a mixture of experts in every layer, 2 of 8 per token).
 // Pre-norm blocks with RMSNorm, rotary embeddings on adjacent pairs (the converter permutes Q and
 // K rows for that), grouped-query attention, a SwiGLU feed-forward, tied or separate output.
 #include "engine/architecture.h"
@@ -19,7 +20,12 @@ class llama_architecture final : public architecture {
     for (int32_t il = 0; il < hp.n_layer; ++il) {
       // Some llama-architecture conversions carry attention biases: load_attention takes them.
       load_attention(ld, hp, il, w.layers[size_t(il)]);
-      load_ffn(ld, hp, il, w.layers[size_t(il)]);
+      // Mixtral is this architecture with experts in place of the feed-forward.
+      if (hp.n_expert > 0) {
+        load_moe_ffn(ld, hp, il, w.layers[size_t(il)]);
+      } else {
+        load_ffn(ld, hp, il, w.layers[size_t(il)]);
+      }
     }
   }
 

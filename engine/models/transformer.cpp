@@ -36,6 +36,13 @@ batch_views::batch_views(const forward_batch& fb) {
   gate = tensor_rows(a.ffn_gate, n);
   up = tensor_rows(a.ffn_up, n);
   ffn_out = tensor_rows(a.ffn_out, n);
+  const int64_t slots = a.moe_ids.ne[0];
+  moe_logits = tensor_rows(a.moe_logits, n);
+  moe_ids = tensor_rows(a.moe_ids, n);
+  moe_weights = tensor_rows(a.moe_weights, n);
+  moe_gate = tensor_rows(a.moe_gate, n * slots);
+  moe_up = tensor_rows(a.moe_up, n * slots);
+  moe_down = tensor_rows(a.moe_down, n * slots);
 }
 
 attention_params attention_params_of(const model_hparams& hp, bool sliding) {
@@ -50,8 +57,34 @@ attention_params attention_params_of(const model_hparams& hp, bool sliding) {
   return ap;
 }
 
+bool layer_slides(const model_hparams& hp, int32_t il) {
+  if (hp.n_swa <= 0) return false;
+  return hp.swa_pattern <= 0 || il % hp.swa_pattern < hp.swa_pattern - 1;
+}
+
+rope_params rope_params_of(const model_hparams& hp, int32_t il) {
+  rope_params r = hp.rope;
+  if (hp.swa_freq_base > 0 && layer_slides(hp, il)) {
+    r.freq_base = hp.swa_freq_base;
+    r.freq_scale = 1.0f;
+  }
+  return r;
+}
+
+namespace {
+
+// Per-head RMSNorm of q or k in place: the rows of `x` seen as n_tok * n_head rows of head_dim.
+void head_norm(backend& be, const tensor& x, const tensor& weight, int32_t head_dim, float eps) {
+  tensor heads = x;
+  heads.ne[1] = x.ne[0] / head_dim * x.ne[1];
+  heads.ne[0] = head_dim;
+  be.rms_norm(heads, weight, eps, heads);
+}
+
+}  // namespace
+
 void self_attention(const model& m, const layer_weights& l, int32_t il, const forward_batch& fb,
-                    const batch_views& b, const attention_params& ap) {
+                    const batch_views& b, const attention_params& ap, const rope_params& rope) {
   const model_hparams& hp = m.hparams();
   const tensor* freq_factors = m.weights().rope_freqs.present() ? &m.weights().rope_freqs : nullptr;
   backend& be = m.backend();
@@ -59,9 +92,15 @@ void self_attention(const model& m, const layer_weights& l, int32_t il, const fo
   be.mul_mat(l.wq, b.cur, l.bq.present() ? &l.bq : nullptr, b.q);
   be.mul_mat(l.wk, b.cur, l.bk.present() ? &l.bk : nullptr, b.k);
   be.mul_mat(l.wv, b.cur, l.bv.present() ? &l.bv : nullptr, b.v);
-  be.rope(b.q, hp.n_head, hp.head_dim_k, b.pos, hp.rope, freq_factors);
+  if (l.attn_q_norm.present()) {
+    head_norm(be, b.q, l.attn_q_norm, hp.head_dim_k, hp.norm_eps);
+    name_intermediate(fb, be, b.q, "Qcur_normed", il, hp.head_dim_k);
+    head_norm(be, b.k, l.attn_k_norm, hp.head_dim_k, hp.norm_eps);
+    name_intermediate(fb, be, b.k, "Kcur_normed", il, hp.head_dim_k);
+  }
+  be.rope(b.q, hp.n_head, hp.head_dim_k, b.pos, rope, freq_factors);
   name_intermediate(fb, be, b.q, "Qcur", il, hp.head_dim_k);
-  be.rope(b.k, hp.n_head_kv, hp.head_dim_k, b.pos, hp.rope, freq_factors);
+  be.rope(b.k, hp.n_head_kv, hp.head_dim_k, b.pos, rope, freq_factors);
   name_intermediate(fb, be, b.k, "Kcur", il, hp.head_dim_k);
   name_intermediate(fb, be, b.v, "Vcur", il, hp.head_dim_v);
   be.kv_store(b.k, b.cells, kv.k(il));
@@ -71,6 +110,26 @@ void self_attention(const model& m, const layer_weights& l, int32_t il, const fo
   name_intermediate(fb, be, b.kqv, "kqv_out", il);
   be.mul_mat(l.wo, b.kqv, nullptr, b.attn_out);
   name_intermediate(fb, be, b.attn_out, "attn_out", il);
+}
+
+void moe_feed_forward(const model& m, const layer_weights& l, int32_t il, const forward_batch& fb,
+                      const batch_views& b) {
+  backend& be = m.backend();
+  be.mul_mat(l.ffn_gate_inp, b.cur, nullptr, b.moe_logits);
+  name_intermediate(fb, be, b.moe_logits, "ffn_moe_logits", il);
+  // Mixtral and Qwen3-MoE both renormalise the chosen experts' probabilities.
+  be.moe_route(b.moe_logits, true, b.moe_ids, b.moe_weights);
+  name_intermediate(fb, be, b.moe_weights, "ffn_moe_weights_norm", il);
+  be.mul_mat_id(l.ffn_gate_exps, b.cur, b.moe_ids, b.moe_gate);
+  name_intermediate(fb, be, b.moe_gate, "ffn_moe_gate", il);
+  be.mul_mat_id(l.ffn_up_exps, b.cur, b.moe_ids, b.moe_up);
+  name_intermediate(fb, be, b.moe_up, "ffn_moe_up", il);
+  be.swiglu(b.moe_gate, b.moe_up, b.moe_gate);
+  name_intermediate(fb, be, b.moe_gate, "ffn_moe_swiglu", il);
+  be.mul_mat_id(l.ffn_down_exps, b.moe_gate, b.moe_ids, b.moe_down);
+  name_intermediate(fb, be, b.moe_down, "ffn_moe_down", il);
+  be.moe_combine(b.moe_down, b.moe_weights, b.ffn_out);
+  name_intermediate(fb, be, b.ffn_out, "ffn_moe_out", il);
 }
 
 void output_logits(const model& m, const forward_batch& fb, const batch_views& b) {
@@ -123,12 +182,27 @@ void load_ffn(model_loader& ld, const model_hparams& hp, int32_t il, layer_weigh
   l.ffn_down = ld.matrix(p + "ffn_down.weight", hp.n_ff, hp.n_embd);
 }
 
+void load_qk_norm(model_loader& ld, const model_hparams& hp, int32_t il, layer_weights& l) {
+  const std::string p = layer_prefix(il);
+  l.attn_q_norm = ld.vector(p + "attn_q_norm.weight", hp.head_dim_k);
+  l.attn_k_norm = ld.vector(p + "attn_k_norm.weight", hp.head_dim_k);
+}
+
+void load_moe_ffn(model_loader& ld, const model_hparams& hp, int32_t il, layer_weights& l) {
+  const std::string p = layer_prefix(il);
+  l.ffn_norm = ld.vector(p + "ffn_norm.weight", hp.n_embd);
+  l.ffn_gate_inp = ld.matrix(p + "ffn_gate_inp.weight", hp.n_embd, hp.n_expert);
+  l.ffn_gate_exps = ld.experts(p + "ffn_gate_exps.weight", hp.n_embd, hp.n_ff_exp, hp.n_expert);
+  l.ffn_up_exps = ld.experts(p + "ffn_up_exps.weight", hp.n_embd, hp.n_ff_exp, hp.n_expert);
+  l.ffn_down_exps = ld.experts(p + "ffn_down_exps.weight", hp.n_ff_exp, hp.n_embd, hp.n_expert);
+}
+
 void forward_decoder(const model& m, forward_batch& fb, const block_style& style) {
   const model_hparams& hp = m.hparams();
   const model_weights& w = m.weights();
   backend& be = m.backend();
   const batch_views b(fb);
-  const attention_params sliding = attention_params_of(hp, hp.n_swa > 0);
+  const attention_params sliding = attention_params_of(hp, true);
   const attention_params global = attention_params_of(hp, false);
 
   be.get_rows(w.tok_embd, b.ids, b.inp);
@@ -139,10 +213,10 @@ void forward_decoder(const model& m, forward_batch& fb, const block_style& style
   }
   for (int32_t il = 0; il < hp.n_layer; ++il) {
     const layer_weights& l = w.layers[size_t(il)];
-    const bool slides = !style.window_on_even_layers || il % 2 == 0;
     be.rms_norm(b.inp, l.attn_norm, hp.norm_eps, b.cur);
     name_intermediate(fb, be, b.cur, "attn_norm", il);
-    self_attention(m, l, il, fb, b, slides ? sliding : global);
+    self_attention(m, l, il, fb, b, layer_slides(hp, il) ? sliding : global,
+                   rope_params_of(hp, il));
     if (l.attn_post_norm.present()) {
       be.rms_norm(b.attn_out, l.attn_post_norm, hp.norm_eps, b.attn_out);
       name_intermediate(fb, be, b.attn_out, "attn_post_norm", il);
@@ -151,19 +225,23 @@ void forward_decoder(const model& m, forward_batch& fb, const block_style& style
     name_intermediate(fb, be, b.inp, "ffn_inp", il);
     be.rms_norm(b.inp, l.ffn_norm, hp.norm_eps, b.cur);
     name_intermediate(fb, be, b.cur, "ffn_norm", il);
-    be.mul_mat(l.ffn_gate, b.cur, nullptr, b.gate);
-    name_intermediate(fb, be, b.gate, "ffn_gate", il);
-    be.mul_mat(l.ffn_up, b.cur, nullptr, b.up);
-    name_intermediate(fb, be, b.up, "ffn_up", il);
-    if (style.gelu) {
-      be.geglu(b.gate, b.up, b.gate);
-      name_intermediate(fb, be, b.gate, "ffn_geglu", il);
+    if (l.ffn_gate_inp.present()) {
+      moe_feed_forward(m, l, il, fb, b);
     } else {
-      be.swiglu(b.gate, b.up, b.gate);
-      name_intermediate(fb, be, b.gate, "ffn_swiglu", il);
+      be.mul_mat(l.ffn_gate, b.cur, nullptr, b.gate);
+      name_intermediate(fb, be, b.gate, "ffn_gate", il);
+      be.mul_mat(l.ffn_up, b.cur, nullptr, b.up);
+      name_intermediate(fb, be, b.up, "ffn_up", il);
+      if (style.gelu) {
+        be.geglu(b.gate, b.up, b.gate);
+        name_intermediate(fb, be, b.gate, "ffn_geglu", il);
+      } else {
+        be.swiglu(b.gate, b.up, b.gate);
+        name_intermediate(fb, be, b.gate, "ffn_swiglu", il);
+      }
+      be.mul_mat(l.ffn_down, b.gate, nullptr, b.ffn_out);
+      name_intermediate(fb, be, b.ffn_out, "ffn_out", il);
     }
-    be.mul_mat(l.ffn_down, b.gate, nullptr, b.ffn_out);
-    name_intermediate(fb, be, b.ffn_out, "ffn_out", il);
     if (l.ffn_post_norm.present()) {
       be.rms_norm(b.ffn_out, l.ffn_post_norm, hp.norm_eps, b.ffn_out);
       name_intermediate(fb, be, b.ffn_out, "ffn_post_norm", il);

@@ -245,6 +245,16 @@ class cuda_backend final : public backend {
     // As the CPU: a multiply by 1/cap, tanh, a multiply by cap.
     elementwise(cuda::elementwise_op::softcap, x, nullptr, cap, 1.0f / cap, out);
   }
+  // PLACEHOLDER until the device kernels land (issue 20): refuses instead of computing.
+  void moe_route(const tensor&, bool, const tensor&, const tensor&) override {
+    throw std::runtime_error("cuda: mixture-of-experts ops are not implemented yet");
+  }
+  void mul_mat_id(const tensor&, const tensor&, const tensor&, const tensor&) override {
+    throw std::runtime_error("cuda: mixture-of-experts ops are not implemented yet");
+  }
+  void moe_combine(const tensor&, const tensor&, const tensor&) override {
+    throw std::runtime_error("cuda: mixture-of-experts ops are not implemented yet");
+  }
 
   cuda_step_stats stats() const { return stats_; }
 
