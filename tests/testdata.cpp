@@ -27,7 +27,8 @@ std::string testdata_path(const std::string& relative) {
 }
 
 std::string generated_testdata_root() {
-  return HEARTH_GENERATED_TESTDATA;
+  const char* env = std::getenv("HEARTH_GENERATED_TESTDATA");
+  return env && *env ? std::string(env) : std::string(HEARTH_GENERATED_TESTDATA);
 }
 
 std::string model_path(const std::string& relative) {

@@ -17,7 +17,8 @@ std::string testdata_path(const std::string& relative);
 
 // Root folder of the test data generated from the shared data in the build tree (the
 // synthetic2 types that ../shared holds only as SHA256SUMS, made by `hearth quantize` in the
-// synthetic2_models fixture).
+// synthetic2_models fixture); HEARTH_GENERATED_TESTDATA overrides it (tests run from a copy of the
+// build elsewhere).
 std::string generated_testdata_root();
 
 // A model file named relative to the test data root: from the shared folder when it is there,
