@@ -503,6 +503,19 @@ TEST(hf_route_rope, yarn_from_config_json_matches_yarn_gguf_metadata) {
   ASSERT_EQ(got.size(), with_yarn.size());
   EXPECT_EQ(std::memcmp(got.data(), with_yarn.data(), got.size() * 4), 0);
 
+  // transformers 5's form: rope_theta and the scaling in rope_parameters.
+  config["rope_parameters"] = config["rope_scaling"];
+  config["rope_parameters"]["rope_theta"] = config["rope_theta"];
+  config.erase("rope_scaling");
+  config.erase("rope_theta");
+  std::ofstream(hf / "config.json") << config.dump(2);
+  auto v5 = model::load(hf.string(), {});
+  EXPECT_EQ(v5->hparams().rope.freq_base, plain->hparams().rope.freq_base);
+  EXPECT_EQ(v5->hparams().rope.ext_factor, 1.0f);
+  const std::vector<float> got_v5 = logits_of(*v5, prompts);
+  ASSERT_EQ(got_v5.size(), with_yarn.size());
+  EXPECT_EQ(std::memcmp(got_v5.data(), with_yarn.data(), got_v5.size() * 4), 0);
+
   // And back: the yarn GGUF converts to a config.json that reads back as the same rope.
   const fs::path again = dir.path() / "again";
   auto r = hf_export(yarn_path, again.string(), {});

@@ -358,15 +358,26 @@ imported_config read_config(const json& config, const std::string& default_name)
   kv.push_back({a + "attention.value_length", gguf_u32_value(uint32_t(d.head_dim))});
   kv.push_back({a + "attention.layer_norm_rms_epsilon",
                 value_f32(c.number("rms_norm_eps").value_or(arch.default_eps))});
-  kv.push_back(
-      {a + "rope.freq_base",
-       value_f32(c.number("rope_theta").value_or(arch.gguf == "gemma3" ? 1000000.0 : 10000.0))});
+  // transformers 5 writes rope_parameters (rope_theta and the scaling in one object) instead of
+  // rope_theta and rope_scaling; per-layer-type ones (Gemma 3's) are not read.
+  const json* rope_parameters = c.find("rope_parameters");
+  if (rope_parameters &&
+      (!rope_parameters->is_object() || !rope_parameters->contains("rope_type"))) {
+    fail("config.json: rope_parameters without a rope_type (per layer type?) is not supported");
+  }
+  std::optional<double> rope_theta = c.number("rope_theta");
+  if (!rope_theta && rope_parameters)
+    rope_theta = config_view(*rope_parameters).number("rope_theta");
+  kv.push_back({a + "rope.freq_base",
+                value_f32(rope_theta.value_or(arch.gguf == "gemma3" ? 1000000.0 : 10000.0))});
   const double partial = c.number("partial_rotary_factor").value_or(1.0);
   if (!(partial > 0 && partial <= 1)) fail("config.json: partial_rotary_factor must be in (0, 1]");
   kv.push_back(
       {a + "rope.dimension_count", gguf_u32_value(uint32_t(double(d.head_dim) * partial))});
 
-  if (const json* rs = c.find("rope_scaling")) {
+  const json* rope_scaling = c.find("rope_scaling");
+  if (!rope_scaling) rope_scaling = rope_parameters;
+  if (const json* rs = rope_scaling) {
     if (!rs->is_object()) fail("config.json: rope_scaling is not an object");
     std::string type;
     for (const char* key : {"rope_type", "type"}) {
@@ -393,8 +404,8 @@ imported_config read_config(const json& config, const std::string& default_name)
       if (arch.gguf != "llama") fail("config.json: rope_scaling llama3 is for llama models only");
       // The converter's defaults; the base is rope_theta, the dimension the head size.
       out.rope_freqs = llama3_rope_factors(
-          d.head_dim, float(c.number("rope_theta").value_or(10000.0)),
-          float(scaling_number("factor", 8.0)), float(scaling_number("low_freq_factor", 1.0)),
+          d.head_dim, float(rope_theta.value_or(10000.0)), float(scaling_number("factor", 8.0)),
+          float(scaling_number("low_freq_factor", 1.0)),
           float(scaling_number("high_freq_factor", 4.0)),
           float(scaling_number("original_max_position_embeddings", 8192.0)));
     } else if (type == "yarn") {
