@@ -7,6 +7,8 @@
 // are enqueued in order on the backend; only download() and synchronize() wait for results.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -43,12 +45,51 @@ inline tensor tensor_rows(const tensor& t, int64_t n_rows) {
 
 // Rotary embedding parameters. `neox` pairs dimension i with i + n_dims/2 (Qwen2, Phi-3, Gemma);
 // otherwise adjacent pairs (2i, 2i+1) rotate together (llama as GGUF stores it).
+//
+// YaRN (ext_factor != 0, ggml's rope): the angle of pair i mixes the interpolated angle
+// (freq_scale · theta) and the extrapolated one (theta) by ramp(i) · ext_factor, where the ramp
+// falls from 1 to 0 between the correction dimensions of beta_fast and beta_slow rotations over
+// n_ctx_orig positions, and cos/sin are scaled by attn_factor · (1 + 0.1 · ln(1 / freq_scale)).
+// With the defaults (ext_factor 0, attn_factor 1) the rope is the plain (linearly scaled) one.
 struct rope_params {
   int32_t n_dims = 0;  // leading dimensions of each head that rotate
   float freq_base = 10000.0f;
   float freq_scale = 1.0f;  // linear scaling: 1 / rope.scaling.factor
   bool neox = false;
+  float ext_factor = 0.0f;   // YaRN extrapolation mix; 0: off
+  float attn_factor = 1.0f;  // YaRN magnitude multiplier
+  float beta_fast = 32.0f;
+  float beta_slow = 1.0f;
+  int32_t n_ctx_orig = 0;  // YaRN: the context length trained without scaling
 };
+
+// What YaRN's rope needs beyond the angle (ggml_rope_yarn_corr_dims and rope_yarn's mscale),
+// computed once per call in float as ggml does; the backends all use these.
+struct rope_yarn_terms {
+  float corr_low = 0.0f, corr_high = 0.0f;  // the ramp's dimensions (pair indices)
+  float mscale = 1.0f;                      // cos/sin multiplier
+};
+
+inline rope_yarn_terms rope_yarn_terms_of(const rope_params& p) {
+  rope_yarn_terms t;
+  t.mscale = p.attn_factor;
+  if (p.ext_factor == 0.0f) return t;
+  constexpr float pi = 3.14159265358979323846f;
+  auto corr_dim = [&](float n_rot) {
+    return float(p.n_dims) * std::log(float(p.n_ctx_orig) / (n_rot * 2 * pi)) /
+           (2 * std::log(p.freq_base));
+  };
+  t.corr_low = std::max(0.0f, std::floor(corr_dim(p.beta_fast)));
+  t.corr_high = std::min(float(p.n_dims - 1), std::ceil(corr_dim(p.beta_slow)));
+  t.mscale *= 1.0f + 0.1f * std::log(1.0f / p.freq_scale);
+  return t;
+}
+
+// YaRN's ramp weight of the extrapolated angle for pair i (ggml's rope_yarn_ramp · ext_factor).
+inline float rope_yarn_mix(const rope_yarn_terms& t, int32_t i, float ext_factor) {
+  const float y = (float(i) - t.corr_low) / std::max(0.001f, t.corr_high - t.corr_low);
+  return (1 - std::min(1.0f, std::max(0.0f, y))) * ext_factor;
+}
 
 // Attention parameters of one layer.
 struct attention_params {

@@ -55,15 +55,38 @@ void read_common(const gguf_file& f, model_hparams& hp) {
          " must be even and at most the head size " + std::to_string(hp.head_dim_k));
   }
   hp.rope.freq_base = hparam_f32_or(f, a + "rope.freq_base", 10000.0f);
-  // Linear context scaling stretches positions by `factor` (older files: rope.scale_linear).
+  // Linear context scaling stretches positions by `factor` (older files: rope.scale_linear); YaRN
+  // (rope.scaling.type yarn) also scales by it, mixed with the unscaled angles (engine/backend.h).
   auto scaling_type = unwrap(f.get_string(a + "rope.scaling.type"));
-  if (scaling_type && *scaling_type != "none" && *scaling_type != "linear") {
-    fail("rope scaling '" + *scaling_type + "' is not supported (only linear)");
+  if (scaling_type && *scaling_type != "none" && *scaling_type != "linear" &&
+      *scaling_type != "yarn") {
+    fail("rope scaling '" + *scaling_type + "' is not supported (only linear and yarn)");
   }
   float factor = hparam_f32_or(f, a + "rope.scaling.factor", 0.0f);
   if (factor == 0.0f) factor = hparam_f32_or(f, a + "rope.scale_linear", 0.0f);
-  const bool scaled = factor > 0.0f && (!scaling_type || *scaling_type == "linear");
+  const bool scaled = factor > 0.0f && (!scaling_type || *scaling_type != "none");
   hp.rope.freq_scale = scaled ? 1.0f / factor : 1.0f;
+  if (scaling_type && *scaling_type == "yarn") {
+    // The reference engine's defaults: extrapolation on (1), magnitude 1, betas 32 and 1, the
+    // original context the training context.
+    hp.rope.ext_factor = hparam_f32_or(f, a + "rope.scaling.yarn_ext_factor", 1.0f);
+    hp.rope.attn_factor = hparam_f32_or(f, a + "rope.scaling.yarn_attn_factor", 1.0f) *
+                          hparam_f32_or(f, a + "rope.scaling.attn_factor", 1.0f);
+    hp.rope.beta_fast = hparam_f32_or(f, a + "rope.scaling.yarn_beta_fast", 32.0f);
+    hp.rope.beta_slow = hparam_f32_or(f, a + "rope.scaling.yarn_beta_slow", 1.0f);
+    hp.rope.n_ctx_orig = int32_t(
+        hparam_u32_or(f, a + "rope.scaling.original_context_length", uint32_t(hp.n_ctx_train)));
+    if (!scaled) fail("rope scaling 'yarn' needs a positive rope.scaling.factor");
+    if (hp.rope.n_ctx_orig <= 0) {
+      fail("rope scaling 'yarn' needs rope.scaling.original_context_length (or context_length)");
+    }
+    if (!(hp.rope.ext_factor >= 0 && hp.rope.ext_factor <= 1) || !(hp.rope.attn_factor > 0) ||
+        !(hp.rope.beta_fast > 0) || !(hp.rope.beta_slow > 0)) {
+      fail(
+          "rope.scaling.yarn_ext_factor must be in [0, 1], yarn_attn_factor and the betas "
+          "positive");
+    }
+  }
   if (!(hp.rope.freq_base > 0) || !(hp.rope.freq_scale > 0))
     fail("rope frequency base and scale must be positive");
 

@@ -479,6 +479,45 @@ TEST_F(BackendOps, Rope) {
   }
 }
 
+// YaRN (rope_params ext_factor/attn_factor/betas, engine/backend.h): the ramp between the
+// correction dimensions and the magnitude scale, on both layouts, with partial rotation, with
+// frequency factors, and a half mix (ext_factor 0.5) and a non-default magnitude.
+TEST_F(BackendOps, RopeYarn) {
+  for (bool neox : {false, true}) {
+    for (int32_t n_dims : {128, 64}) {
+      for (float ext_factor : {1.0f, 0.5f}) {
+        for (bool with_ff : {false, true}) {
+          const int32_t head_dim = 128, n_head = 4;
+          const int64_t n_tok = 7, row = int64_t(n_head) * head_dim;
+          const std::vector<float> v = random_floats(rng_, size_t(row * n_tok));
+          tensor_pair x = h_->output(tensor_type::f32, row, n_tok, v.data());
+          std::vector<int32_t> pos;
+          for (int64_t t = 0; t < n_tok; ++t) pos.push_back(int32_t(rng_() % 100000));
+          tensor_pair p = h_->input_i32(pos);
+          tensor_pair ff =
+              h_->input_f32(n_dims / 2, 1, random_floats(rng_, size_t(n_dims / 2), 1.0f, 8.0f));
+          rope_params rp;
+          rp.n_dims = n_dims;
+          rp.freq_base = 1000000.0f;
+          rp.freq_scale = 0.25f;
+          rp.neox = neox;
+          rp.ext_factor = ext_factor;
+          rp.attn_factor = ext_factor == 1.0f ? 1.0f : 0.75f;
+          rp.n_ctx_orig = 32768;
+          ref_->rope(x.ref, n_head, head_dim, p.ref, rp, with_ff ? &ff.ref : nullptr);
+          dut_->rope(x.dut, n_head, head_dim, p.dut, rp, with_ff ? &ff.dut : nullptr);
+          h_->compare(x, "rope_yarn", "f32",
+                      shape_of({{"neox", neox},
+                                {"dims", n_dims},
+                                {"ext", int64_t(ext_factor * 100)},
+                                {"ff", with_ff}}),
+                      1e-6);
+        }
+      }
+    }
+  }
+}
+
 TEST_F(BackendOps, KvStore) {
   for (tensor_type t : {tensor_type::f16, tensor_type::f32}) {
     for (int64_t cols : {64, 258}) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -20,6 +21,7 @@
 #include "engine/import/hf-import.h"
 #include "engine/import/hf-tokenizer.h"
 #include "engine/import/sp-model.h"
+#include "engine/io/gguf-writer.h"
 #include "engine/io/safetensors.h"
 #include "engine/model.h"
 #include "engine/tokenizer/pre-tokenizer.h"
@@ -50,15 +52,19 @@ class temp_dir {
 };
 
 // The model files of the test data that the route carries exactly: stories260K (F32) and every
-// synthetic F32, F16 and BF16 file, listed from the folder so that a new one is covered.
+// synthetic and synthetic2 F32, F16 and BF16 file, listed from the folders so that a new one is
+// covered.
 std::vector<std::string> model_files() {
   std::vector<std::string> out = {"stories260K.gguf"};
   std::vector<std::string> found;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(testing::testdata_root() + "/models/synthetic", ec)) {
-    const std::string name = e.path().filename().string();
-    for (const char* t : {".f32.gguf", ".f16.gguf", ".bf16.gguf"}) {
-      if (name.ends_with(t)) found.push_back("synthetic/" + name);
+  for (const char* folder : {"synthetic", "synthetic2"}) {
+    std::error_code ec;
+    for (const auto& e :
+         fs::directory_iterator(testing::testdata_root() + "/models/" + folder, ec)) {
+      const std::string name = e.path().filename().string();
+      for (const char* t : {".f32.gguf", ".f16.gguf", ".bf16.gguf"}) {
+        if (name.ends_with(t)) found.push_back(std::string(folder) + "/" + name);
+      }
     }
   }
   std::sort(found.begin(), found.end());
@@ -399,6 +405,171 @@ INSTANTIATE_TEST_SUITE_P(all, hf_tokenizer_round_trip, ::testing::ValuesIn(vocab
                            return n;
                          });
 
+// --- rope scaling and multimodal Gemma 3 from config.json ---------------------------------------
+
+// Llama 3.1's rope_scaling becomes rope_freqs.weight as convert_hf_to_gguf.py makes it: for head
+// size 64, base 500000, factor 8, low/high frequency factors 1 and 4 over 8192 positions, the 32
+// divisors below (computed by hand from the converter's formula, in double).
+TEST(hf_route_rope, llama3_rope_scaling_gives_the_converters_rope_freqs) {
+  const std::string gguf_path =
+      testing::testdata_path("models/synthetic/synthetic-llama-a.f32.gguf");
+  ASSERT_FALSE(gguf_path.empty());
+  temp_dir dir;
+  ASSERT_TRUE(hf_export(gguf_path, dir.path().string(), {}).ok());
+  const fs::path config_path = dir.path() / "config.json";
+  auto config = nlohmann::json::parse(testing::read_file_text(config_path.string()));
+  ASSERT_EQ(config["head_dim"], 64);
+  config["rope_theta"] = 500000.0;
+  config["rope_scaling"] = {{"rope_type", "llama3"},
+                            {"factor", 8.0},
+                            {"low_freq_factor", 1.0},
+                            {"high_freq_factor", 4.0},
+                            {"original_max_position_embeddings", 8192}};
+  std::ofstream(config_path) << config.dump(2);
+  const std::vector<double> want = {1, 1, 1, 1, 1,          1,          1,          1, 1, 1, 1,
+                                    1, 1, 1, 1, 1.55341463, 2.69452969, 5.25732659, 8, 8, 8, 8,
+                                    8, 8, 8, 8, 8,          8,          8,          8, 8, 8};
+  auto m = model::load(dir.path().string(), {});
+  const gguf_tensor* t = m->file().find_tensor("rope_freqs.weight");
+  ASSERT_NE(t, nullptr);
+  ASSERT_EQ(t->type, tensor_type::f32);
+  ASSERT_EQ(t->n_elements(), int64_t(want.size()));
+  for (size_t i = 0; i < want.size(); ++i) {
+    float got;
+    std::memcpy(&got, t->data + 4 * i, 4);
+    EXPECT_NEAR(got, want[i], 1e-6 * want[i]) << "rope_freqs[" << i << "]";
+  }
+  EXPECT_TRUE(m->weights().rope_freqs.present());
+  EXPECT_EQ(m->hparams().rope.freq_scale, 1.0f);  // the divisors are the whole scaling
+  // A Llama 3.1 folder cannot go back: GGUF keeps only the divisors.
+  temp_dir back;
+  auto r = hf_export(dir.path().string(), back.path().string(), {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("rope_freqs.weight"), std::string::npos) << r.message();
+}
+
+// Qwen3's 128k setting (rope_scaling yarn, factor 4 over 32768) in config.json gives the model a
+// GGUF with the converter's yarn metadata gives: the same hyperparameters and the same logits,
+// which differ from the unscaled model's.
+TEST(hf_route_rope, yarn_from_config_json_matches_yarn_gguf_metadata) {
+  const std::string gguf_path =
+      testing::testdata_path("models/synthetic2/synthetic-qwen3-a.f32.gguf");
+  ASSERT_FALSE(gguf_path.empty());
+  const auto prompts = reference_prompts("synthetic2/synthetic-qwen3-a.f32.gguf");
+  ASSERT_FALSE(prompts.empty());
+  auto original = gguf_file::open(gguf_path);
+  ASSERT_TRUE(original.ok()) << original.message();
+
+  temp_dir dir;
+  gguf_writer w;
+  w.copy_metadata_from(*original);
+  w.set_string("qwen3.rope.scaling.type", "yarn");
+  w.set_f32("qwen3.rope.scaling.factor", 4.0f);
+  w.set_u32("qwen3.rope.scaling.original_context_length", 1024);
+  for (const auto& t : original->tensors()) {
+    std::vector<int64_t> ne(t.ne, t.ne + t.n_dims);
+    w.add_tensor(t.name, t.type, ne, std::span(t.data, t.n_bytes));
+  }
+  const std::string yarn_path = (dir.path() / "yarn.gguf").string();
+  ASSERT_TRUE(w.write_file(yarn_path).ok());
+  auto yarn = model::load(yarn_path, {});
+  const rope_params& rp = yarn->hparams().rope;
+  EXPECT_EQ(rp.freq_scale, 0.25f);
+  EXPECT_EQ(rp.ext_factor, 1.0f);
+  EXPECT_EQ(rp.attn_factor, 1.0f);
+  EXPECT_EQ(rp.beta_fast, 32.0f);
+  EXPECT_EQ(rp.beta_slow, 1.0f);
+  EXPECT_EQ(rp.n_ctx_orig, 1024);
+  const std::vector<float> with_yarn = logits_of(*yarn, prompts);
+  auto plain = model::load(gguf_path, {});
+  const std::vector<float> without = logits_of(*plain, prompts);
+  ASSERT_EQ(with_yarn.size(), without.size());
+  for (float v : with_yarn) ASSERT_TRUE(std::isfinite(v));
+  // The magnitude alone (1 + 0.1 ln 4) changes every attention score: far from the same logits.
+  EXPECT_GT(worst_row_nmse(with_yarn, without, plain->hparams().n_vocab), 1e-8);
+
+  const fs::path hf = dir.path() / "hf";
+  ASSERT_TRUE(hf_export(gguf_path, hf.string(), {}).ok());
+  auto config = nlohmann::json::parse(testing::read_file_text((hf / "config.json").string()));
+  config["rope_scaling"] = {
+      {"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 1024}};
+  std::ofstream(hf / "config.json") << config.dump(2);
+  auto imported = model::load(hf.string(), {});
+  const rope_params& ip = imported->hparams().rope;
+  EXPECT_EQ(ip.freq_scale, rp.freq_scale);
+  EXPECT_EQ(ip.ext_factor, rp.ext_factor);
+  EXPECT_EQ(ip.n_ctx_orig, rp.n_ctx_orig);
+  const std::vector<float> got = logits_of(*imported, prompts);
+  ASSERT_EQ(got.size(), with_yarn.size());
+  EXPECT_EQ(std::memcmp(got.data(), with_yarn.data(), got.size() * 4), 0);
+
+  // transformers 5's form: rope_theta and the scaling in rope_parameters.
+  config["rope_parameters"] = config["rope_scaling"];
+  config["rope_parameters"]["rope_theta"] = config["rope_theta"];
+  config.erase("rope_scaling");
+  config.erase("rope_theta");
+  std::ofstream(hf / "config.json") << config.dump(2);
+  auto v5 = model::load(hf.string(), {});
+  EXPECT_EQ(v5->hparams().rope.freq_base, plain->hparams().rope.freq_base);
+  EXPECT_EQ(v5->hparams().rope.ext_factor, 1.0f);
+  const std::vector<float> got_v5 = logits_of(*v5, prompts);
+  ASSERT_EQ(got_v5.size(), with_yarn.size());
+  EXPECT_EQ(std::memcmp(got_v5.data(), with_yarn.data(), got_v5.size() * 4), 0);
+
+  // And back: the yarn GGUF converts to a config.json that reads back as the same rope.
+  const fs::path again = dir.path() / "again";
+  auto r = hf_export(yarn_path, again.string(), {});
+  ASSERT_TRUE(r.ok()) << r.message();
+  auto reread = model::load(again.string(), {});
+  EXPECT_EQ(reread->hparams().rope.ext_factor, 1.0f);
+  EXPECT_EQ(reread->hparams().rope.n_ctx_orig, 1024);
+  EXPECT_EQ(reread->hparams().rope.freq_scale, 0.25f);
+}
+
+// Gemma 3's multimodal checkpoint layout (Gemma3ForConditionalGeneration: text_config, tensors
+// under language_model.model., a vision tower) loads as its text model, bit for bit.
+TEST(hf_route_rope, gemma3_conditional_generation_loads_its_text_model) {
+  const std::string gguf_path =
+      testing::testdata_path("models/synthetic2/synthetic-gemma3-a.f32.gguf");
+  ASSERT_FALSE(gguf_path.empty());
+  const auto prompts = reference_prompts("synthetic2/synthetic-gemma3-a.f32.gguf");
+  auto reference = model::load(gguf_path, {});
+  const std::vector<float> want = logits_of(*reference, prompts);
+
+  temp_dir dir;
+  ASSERT_TRUE(hf_export(gguf_path, dir.path().string(), {}).ok());
+  const fs::path st = dir.path() / "model.safetensors";
+  const std::vector<uint8_t> bytes = testing::read_file_bytes(st.string());
+  auto file = safetensors_file::parse(bytes);
+  ASSERT_TRUE(file.ok()) << file.message();
+  safetensors_writer w;
+  for (const auto& t : file->tensors()) {
+    ASSERT_TRUE(t.name.starts_with("model."));
+    w.add_tensor("language_model." + t.name, *t.type, t.shape, {t.data, t.n_bytes});
+  }
+  const std::vector<uint8_t> vision(64 * 4, 0);
+  w.add_tensor("vision_tower.vision_model.embeddings.patch_embedding.weight", tensor_type::f32,
+               {64}, vision);
+  ASSERT_TRUE(w.write_file(st.string()).ok());
+  auto text = nlohmann::json::parse(testing::read_file_text((dir.path() / "config.json").string()));
+  text.erase("architectures");
+  text.erase("num_attention_heads");  // left to Gemma3TextConfig's default, as 4B's config does
+  ASSERT_EQ(reference->hparams().n_head, 2);
+  text["num_attention_heads"] = 2;  // ... but this model is not 4B
+  nlohmann::json config = {{"architectures", {"Gemma3ForConditionalGeneration"}},
+                           {"model_type", "gemma3"},
+                           {"text_config", text},
+                           {"vision_config", {{"model_type", "siglip_vision_model"}}}};
+  std::ofstream(dir.path() / "config.json") << config.dump(2);
+
+  auto m = model::load(dir.path().string(), {});
+  EXPECT_EQ(m->hparams().arch, "gemma3");
+  expect_same_weights(reference->file(), m->file());
+  const std::vector<float> got = logits_of(*m, prompts);
+  ASSERT_EQ(got.size(), want.size());
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0);
+}
+
 // --- a broken directory ---------------------------------------------------------------------
 
 // stories260K as a model directory, for tests that then break one thing in it.
@@ -522,10 +693,21 @@ TEST_F(hf_route_errors, config_value_of_the_wrong_kind_is_named) {
 
 TEST_F(hf_route_errors, unsupported_rope_scaling_is_named) {
   auto config = read_json("config.json");
+  config["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", 4.0}};
+  write_json("config.json", config);
+  const std::string msg = load_error();
+  EXPECT_NE(msg.find("rope_scaling type 'dynamic' is not supported (linear, llama3, yarn)"),
+            std::string::npos)
+      << msg;
+}
+
+TEST_F(hf_route_errors, yarn_without_its_original_context_is_named) {
+  auto config = read_json("config.json");
   config["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
   write_json("config.json", config);
   const std::string msg = load_error();
-  EXPECT_NE(msg.find("rope_scaling type 'yarn' is not supported"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("rope_scaling yarn needs original_max_position_embeddings"), std::string::npos)
+      << msg;
 }
 
 // A tokenizer.json goes through engine/import/hf-tokenizer.h: Qwen3's 151k-token vocabulary cannot

@@ -226,20 +226,33 @@ TEST(quantize_gemma2, types_match_and_tensors_are_as_close_as_llama_cpps) {
   }
 }
 
-// A Hugging Face folder (hearth convert of the F32 file) quantizes to the same tensors.
+// A Hugging Face folder (hearth convert of the F32 file) quantizes to the same tensors: the dense
+// families and those of synthetic2 (Qwen3, Qwen3-MoE with its experts stacked back from one HF
+// tensor per expert, Gemma 3, Mixtral).
 TEST(quantize_cli, a_hugging_face_folder_gives_the_same_tensors) {
-  const std::string src = synthetic("qwen2", "f32"), want_path = synthetic("qwen2", "q4_k_m");
-  ASSERT_FALSE(src.empty() || want_path.empty());
-  const std::string dir = temp_path("qwen2-hf");
-  std::filesystem::remove_all(dir);
-  auto r = hearth("convert " + quote(src) + " " + quote(dir));
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const std::string out = temp_path("qwen2-hf.q4_k_m.gguf");
-  quantize(dir, out, "q4_k_m");
-  auto got = gguf_file::open(out);
-  auto want = gguf_file::open(want_path);
-  ASSERT_TRUE(got && want);
-  EXPECT_EQ(tensor_differences(*got, *want), "");
+  const std::pair<const char*, const char*> families[] = {{"synthetic", "qwen2"},
+                                                          {"synthetic2", "qwen3"},
+                                                          {"synthetic2", "qwen3moe"},
+                                                          {"synthetic2", "gemma3"},
+                                                          {"synthetic2", "mixtral"}};
+  for (const auto& [folder, family] : families) {
+    SCOPED_TRACE(family);
+    const std::string base = "models/" + std::string(folder) + "/synthetic-" + family + "-a.";
+    const std::string src = testing::testdata_path(base + "f32.gguf");
+    const std::string want_path = testing::testdata_path(base + "q4_k_m.gguf");
+    ASSERT_FALSE(src.empty() || want_path.empty());
+    const std::string dir = temp_path(std::string(family) + "-hf");
+    std::filesystem::remove_all(dir);
+    auto r = hearth("convert " + quote(src) + " " + quote(dir));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::string out = temp_path(std::string(family) + "-hf.q4_k_m.gguf");
+    quantize(dir, out, "q4_k_m");
+    auto got = gguf_file::open(out);
+    auto want = gguf_file::open(want_path);
+    ASSERT_TRUE(got && want);
+    EXPECT_EQ(tensor_differences(*got, *want), "");
+    std::filesystem::remove_all(dir);
+  }
 }
 
 // --- the command --------------------------------------------------------------------------

@@ -302,13 +302,17 @@ struct planned_tensor {
   const tensor_rule* rule;
   tensor_type type;  // written
   std::vector<int64_t> shape;
+  int64_t expert = -1;  // >= 0: this slice of a stacked experts tensor
+
+  int64_t n_elements() const { return expert >= 0 ? src->ne[0] * src->ne[1] : src->n_elements(); }
 };
 
 // Fills one HF tensor from its GGUF source: rows reordered back, types converted, gemma norms − 1.
 result<void> fill_tensor(const planned_tensor& p, bool minus_one, std::span<uint8_t> out) {
   const gguf_tensor& s = *p.src;
-  const int64_t n = s.ne[0], rows = s.ne[1] * s.ne[2] * s.ne[3];
+  const int64_t n = s.ne[0], rows = p.expert >= 0 ? s.ne[1] : s.ne[1] * s.ne[2] * s.ne[3];
   const size_t src_row = size_t(tensor_type_row_bytes(s.type, n));
+  const uint8_t* src_data = s.data + size_t(std::max<int64_t>(p.expert, 0) * rows) * src_row;
   const size_t out_row = size_t(n * elem_size(p.type));
   to_float_fn to_float = nullptr;
   if (s.type != tensor_type::f32 && s.type != tensor_type::f16 && s.type != tensor_type::bf16) {
@@ -325,7 +329,7 @@ result<void> fill_tensor(const planned_tensor& p, bool minus_one, std::span<uint
   std::vector<float> f32(static_cast<size_t>(n));
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t from = groups && !vector ? order[size_t(r)] : r;
-    const uint8_t* in = s.data + size_t(from) * src_row;
+    const uint8_t* in = src_data + size_t(from) * src_row;
     uint8_t* dst = out.data() + size_t(r) * out_row;
     if (s.type == p.type && !minus_one && !(groups && vector)) {
       std::memcpy(dst, in, out_row);
@@ -360,8 +364,11 @@ hf_export_summary export_model(const std::string& gguf_path, const fs::path& dir
   auto m = model::load(gguf_path, {.n_threads = 1});
   const model_hparams& hp = m->hparams();
   const gguf_file& f = m->file();
-  const hf_arch* arch = arch_by_gguf(hp.arch);
-  if (!arch) fail("architecture '" + hp.arch + "' has no Hugging Face equivalent here");
+  const hf_arch* arch = arch_by_gguf(hp.arch, hp.n_expert > 0);
+  if (!arch) {
+    fail("architecture '" + hp.arch + "'" + (hp.n_expert > 0 ? " with experts" : "") +
+         " has no Hugging Face equivalent here");
+  }
   if (hp.head_dim_k != hp.head_dim_v)
     fail("key and value head sizes differ, which config.json cannot say");
   if (m->weights().rope_freqs.present()) {
@@ -376,10 +383,13 @@ hf_export_summary export_model(const std::string& gguf_path, const fs::path& dir
   d.n_head = hp.n_head;
   d.n_head_kv = hp.n_head_kv;
   d.head_dim = hp.head_dim_k;
+  d.n_expert = hp.n_expert;
+  d.n_ff_exp = hp.n_ff_exp;
   d.tied = f.find_tensor("output.weight") == nullptr;
   const std::vector<tensor_rule> rules = tensor_rules(d);
-  std::unordered_map<std::string, const tensor_rule*> by_gguf;
-  for (const auto& r : rules) by_gguf.emplace(r.gguf, &r);
+  // A stacked experts tensor has one rule per expert.
+  std::unordered_map<std::string, std::vector<const tensor_rule*>> by_gguf;
+  for (const auto& r : rules) by_gguf[r.gguf].push_back(&r);
 
   hf_export_summary summary;
   std::map<tensor_type, uint64_t> dtype_bytes;
@@ -389,18 +399,30 @@ hf_export_summary export_model(const std::string& gguf_path, const fs::path& dir
     auto it = by_gguf.find(t.name);
     if (it == by_gguf.end())
       fail("tensor '" + t.name + "' has no Hugging Face equivalent in " + hp.arch);
-    const tensor_rule& r = *it->second;
+    const tensor_rule& r = *it->second.front();
     planned_tensor p{&t, &r, tensor_type::f32, {}};
     for (int k = t.n_dims - 1; k >= 0; --k) p.shape.push_back(t.ne[k]);
-    if (p.shape != r.shape) {
+    const std::vector<int64_t> want =
+        r.expert < 0 ? r.shape : std::vector<int64_t>{r.n_expert, r.shape[0], r.shape[1]};
+    if (p.shape != want) {
       fail("tensor '" + t.name + "' has shape " + shape_text(p.shape) + " in HF order, expected " +
-           shape_text(r.shape));
+           shape_text(want));
     }
     if (r.kind == tensor_kind::matrix) {
       const bool plain =
           t.type == tensor_type::f32 || t.type == tensor_type::f16 || t.type == tensor_type::bf16;
       p.type = params.type ? *params.type : plain ? t.type : tensor_type::f32;
       dtype_bytes[p.type] += uint64_t(t.n_elements()) * uint64_t(elem_size(p.type));
+    }
+    if (r.expert >= 0) {  // one HF tensor per expert
+      for (const tensor_rule* er : it->second) {
+        planned_tensor e = p;
+        e.rule = er;
+        e.expert = er->expert;
+        e.shape = er->shape;
+        plan.push_back(std::move(e));
+      }
+      continue;
     }
     biases |= r.kind == tensor_kind::bias;
     if (r.kind == tensor_kind::norm && arch->norm_plus_one) {
@@ -433,7 +455,7 @@ hf_export_summary export_model(const std::string& gguf_path, const fs::path& dir
   std::vector<int> shard_of(plan.size());
   {
     auto out_bytes = [](const planned_tensor& p) {
-      return uint64_t(p.src->n_elements()) * uint64_t(elem_size(p.type));
+      return uint64_t(p.n_elements()) * uint64_t(elem_size(p.type));
     };
     uint64_t total = 0;
     for (const auto& p : plan) total += out_bytes(p);
@@ -522,8 +544,22 @@ hf_export_summary export_model(const std::string& gguf_path, const fs::path& dir
     if (factor == 0.0f)
       factor = float(unwrap_kv(f.get_float(a + "rope.scale_linear")).value_or(0.0));
     if (!(factor > 0)) factor = 1.0f / hp.rope.freq_scale;
-    c["rope_scaling"] = {
-        {"type", "linear"}, {"rope_type", "linear"}, {"factor", json_float(factor)}};
+    if (hp.rope.ext_factor != 0.0f) {
+      // YaRN: the magnitude is transformers' own (1 + 0.1 ln factor); another one has no key.
+      if (hp.rope.attn_factor != 1.0f) {
+        fail("a YaRN attention factor of " + std::to_string(hp.rope.attn_factor) +
+             " cannot be written to config.json");
+      }
+      c["rope_scaling"] = {{"rope_type", "yarn"},
+                           {"factor", json_float(factor)},
+                           {"original_max_position_embeddings", hp.rope.n_ctx_orig},
+                           {"beta_fast", json_float(hp.rope.beta_fast)},
+                           {"beta_slow", json_float(hp.rope.beta_slow)},
+                           {"extrapolation_factor", json_float(hp.rope.ext_factor)}};
+    } else {
+      c["rope_scaling"] = {
+          {"type", "linear"}, {"rope_type", "linear"}, {"factor", json_float(factor)}};
+    }
   }
   c["tie_word_embeddings"] = d.tied;
   if (arch->gguf == "phi3" || arch->gguf == "gemma2") {
@@ -536,13 +572,42 @@ hf_export_summary export_model(const std::string& gguf_path, const fs::path& dir
     c["query_pre_attn_scalar"] = hp.n_layer == 46 ? hp.n_embd / hp.n_head : hp.head_dim_k;
     c["cache_implementation"] = "hybrid";
   }
-  if (arch->gguf == "gemma" || arch->gguf == "gemma2") {
+  if (hp.n_expert > 0) {
+    c[arch->moe == moe_style::qwen ? "num_experts" : "num_local_experts"] = hp.n_expert;
+    c["num_experts_per_tok"] = hp.n_expert_used;
+    if (arch->moe == moe_style::qwen) {
+      c["moe_intermediate_size"] = hp.n_ff_exp;
+      c["norm_topk_prob"] = true;
+      c["decoder_sparse_step"] = 1;
+      c["mlp_only_layers"] = json::array();
+    } else if (hp.n_ff_exp != hp.n_ff) {
+      fail("expert_feed_forward_length " + std::to_string(hp.n_ff_exp) +
+           " differs from feed_forward_length " + std::to_string(hp.n_ff) +
+           ", which a Mixtral config.json cannot say");
+    }
+  }
+  if (arch->gguf == "qwen3" || arch->gguf == "qwen3moe") c["attention_bias"] = biases;
+  if (arch->gguf == "gemma3") {
+    c["sliding_window"] = hp.n_swa;
+    c["sliding_window_pattern"] = hp.swa_pattern;
+    json types = json::array();
+    for (int32_t il = 0; il < hp.n_layer; ++il) {
+      const bool slides = il % hp.swa_pattern < hp.swa_pattern - 1;
+      types.push_back(slides ? "sliding_attention" : "full_attention");
+    }
+    c["layer_types"] = std::move(types);
+    c["rope_local_base_freq"] = json_float(hp.swa_freq_base);
+    c["query_pre_attn_scalar"] = hp.n_layer == 62 ? hp.n_embd / hp.n_head : hp.head_dim_k;
+    c["attn_logit_softcapping"] = nullptr;
+    c["final_logit_softcapping"] = nullptr;
+  }
+  if (arch->gguf == "gemma" || arch->gguf == "gemma2" || arch->gguf == "gemma3") {
     c["hidden_activation"] = "gelu_pytorch_tanh";
     c["hidden_act"] = "gelu_pytorch_tanh";
   } else {
     c["hidden_act"] = "silu";
   }
-  if (arch->gguf == "llama") {
+  if (arch->gguf == "llama" && arch->moe == moe_style::none) {
     c["attention_bias"] = biases;
     c["mlp_bias"] = false;
   }

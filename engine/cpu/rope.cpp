@@ -14,6 +14,7 @@ void op_rope(thread_pool& pool, const tensor& x, int32_t n_head, int32_t head_di
   const float theta_scale = std::pow(p.freq_base, -2.0f / float(p.n_dims));
   const int32_t half = p.n_dims / 2;
   const int64_t row = x.ne[0];
+  const rope_yarn_terms yarn = rope_yarn_terms_of(p);
 
   pool.parallel_for(
       n_tok,
@@ -24,9 +25,14 @@ void op_rope(thread_pool& pool, const tensor& x, int32_t n_head, int32_t head_di
           // as the reference does, so both agree to the last bit on the angle.
           float theta = float(positions[t]);
           for (int32_t i = 0; i < half; ++i) {
-            const float th = p.freq_scale * (ff ? theta / ff[i] : theta);
-            cache_cos[i] = std::cos(th);
-            cache_sin[i] = std::sin(th);
+            const float extrap = ff ? theta / ff[i] : theta;
+            float th = p.freq_scale * extrap;
+            if (p.ext_factor != 0.0f) {  // YaRN, as ggml's rope_yarn
+              const float mix = rope_yarn_mix(yarn, i, p.ext_factor);
+              th = th * (1 - mix) + extrap * mix;
+            }
+            cache_cos[i] = std::cos(th) * yarn.mscale;
+            cache_sin[i] = std::sin(th) * yarn.mscale;
             theta *= theta_scale;
           }
           float* xr = static_cast<float*>(x.data) + t * row;

@@ -12,20 +12,38 @@ void fail(const std::string& what) {
 namespace {
 
 constexpr hf_arch k_archs[] = {
-    {"llama", "llama", "LlamaForCausalLM", true, false, false, false, false, false, 1e-6},
-    {"qwen2", "qwen2", "Qwen2ForCausalLM", false, false, false, false, false, false, 1e-6},
-    {"phi3", "phi3", "Phi3ForCausalLM", false, false, true, false, false, false, 1e-5},
-    {"gemma", "gemma", "GemmaForCausalLM", false, true, false, false, true, true, 1e-6},
-    {"gemma2", "gemma2", "Gemma2ForCausalLM", false, true, false, true, true, true, 1e-6},
+    {"llama", "llama", "LlamaForCausalLM", true, false, false, false, false, 0, 1e-6, false,
+     moe_style::none},
+    {"llama", "mixtral", "MixtralForCausalLM", true, false, false, false, false, 0, 1e-5, false,
+     moe_style::mixtral},
+    {"qwen2", "qwen2", "Qwen2ForCausalLM", false, false, false, false, false, 0, 1e-6, false,
+     moe_style::none},
+    {"qwen3", "qwen3", "Qwen3ForCausalLM", false, false, false, false, false, 128, 1e-6, true,
+     moe_style::none},
+    {"qwen3moe", "qwen3_moe", "Qwen3MoeForCausalLM", false, false, false, false, false, 128, 1e-6,
+     true, moe_style::qwen},
+    {"phi3", "phi3", "Phi3ForCausalLM", false, false, true, false, false, 0, 1e-5, false,
+     moe_style::none},
+    {"gemma", "gemma", "GemmaForCausalLM", false, true, false, false, true, 256, 1e-6, false,
+     moe_style::none},
+    {"gemma2", "gemma2", "Gemma2ForCausalLM", false, true, false, true, true, 256, 1e-6, false,
+     moe_style::none},
+    {"gemma3", "gemma3_text", "Gemma3ForCausalLM", false, true, false, true, true, 256, 1e-6, true,
+     moe_style::none},
 };
 
 }  // namespace
 
-const hf_arch* arch_by_gguf(std::string_view name) {
+const hf_arch* arch_by_gguf(std::string_view name, bool experts) {
+  const hf_arch* any = nullptr;
   for (const auto& a : k_archs) {
-    if (a.gguf == name) return &a;
+    if (a.gguf != name) continue;
+    if ((a.moe != moe_style::none) == experts) return &a;
+    any = &a;
   }
-  return nullptr;
+  // A family that is one or the other (qwen3moe always has experts) keeps its one entry; the
+  // model loader refuses a file without the experts it needs.
+  return any && name != "llama" ? any : nullptr;
 }
 
 std::vector<tensor_rule> tensor_rules(const model_dims& d) {
@@ -62,6 +80,12 @@ std::vector<tensor_rule> tensor_rules(const model_dims& d) {
     }
     add(h + "self_attn.o_proj.weight", g + "attn_output.weight", tensor_kind::matrix, {d.n_embd, q},
         true);
+    if (a.qk_norm) {
+      add(h + "self_attn.q_norm.weight", g + "attn_q_norm.weight", tensor_kind::norm, {d.head_dim},
+          true);
+      add(h + "self_attn.k_norm.weight", g + "attn_k_norm.weight", tensor_kind::norm, {d.head_dim},
+          true);
+    }
     if (a.post_norms) {
       add(h + "post_attention_layernorm.weight", g + "post_attention_norm.weight",
           tensor_kind::norm, {d.n_embd}, true);
@@ -72,6 +96,31 @@ std::vector<tensor_rule> tensor_rules(const model_dims& d) {
     } else {
       add(h + "post_attention_layernorm.weight", g + "ffn_norm.weight", tensor_kind::norm,
           {d.n_embd}, true);
+    }
+    if (a.moe != moe_style::none) {
+      const bool qwen = a.moe == moe_style::qwen;
+      const std::string moe = h + (qwen ? "mlp." : "block_sparse_moe.");
+      add(moe + "gate.weight", g + "ffn_gate_inp.weight", tensor_kind::matrix,
+          {d.n_expert, d.n_embd}, true);
+      const struct {
+        const char *qwen_name, *mixtral_name, *gguf;
+        bool down;
+      } parts[] = {{"gate_proj", "w1", "ffn_gate_exps.weight", false},
+                   {"up_proj", "w3", "ffn_up_exps.weight", false},
+                   {"down_proj", "w2", "ffn_down_exps.weight", true}};
+      for (int64_t e = 0; e < d.n_expert; ++e) {
+        for (const auto& part : parts) {
+          add(moe + "experts." + std::to_string(e) + "." +
+                  (qwen ? part.qwen_name : part.mixtral_name) + ".weight",
+              g + part.gguf, tensor_kind::matrix,
+              part.down ? std::vector<int64_t>{d.n_embd, d.n_ff_exp}
+                        : std::vector<int64_t>{d.n_ff_exp, d.n_embd},
+              true);
+          r.back().expert = e;
+          r.back().n_expert = d.n_expert;
+        }
+      }
+      continue;
     }
     if (a.fused) {
       add(h + "mlp.gate_up_proj.weight", g + "ffn_up.weight", tensor_kind::matrix,

@@ -26,21 +26,34 @@ using namespace hf;
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-// config.json model_type (or, without one, architectures[0]) -> the architecture.
+// config.json model_type (or, without one, architectures[0]) -> the architecture. Gemma 3's
+// multimodal checkpoints (model_type gemma3, Gemma3ForConditionalGeneration) come here with their
+// text_config, whose model_type is gemma3_text.
 const hf_arch& arch_of_config(const json& config) {
-  static const std::pair<std::string_view, std::string_view> aliases[] = {
-      {"llama", "llama"},
-      {"mistral", "llama"},
-      {"qwen2", "qwen2"},
-      {"phi3", "phi3"},
-      {"gemma", "gemma"},
-      {"gemma2", "gemma2"},
-      {"LlamaForCausalLM", "llama"},
-      {"MistralForCausalLM", "llama"},
-      {"Qwen2ForCausalLM", "qwen2"},
-      {"Phi3ForCausalLM", "phi3"},
-      {"GemmaForCausalLM", "gemma"},
-      {"Gemma2ForCausalLM", "gemma2"},
+  static const struct {
+    std::string_view from, gguf;
+    bool experts;
+  } aliases[] = {
+      {"llama", "llama", false},
+      {"mistral", "llama", false},
+      {"mixtral", "llama", true},
+      {"qwen2", "qwen2", false},
+      {"qwen3", "qwen3", false},
+      {"qwen3_moe", "qwen3moe", true},
+      {"phi3", "phi3", false},
+      {"gemma", "gemma", false},
+      {"gemma2", "gemma2", false},
+      {"gemma3_text", "gemma3", false},
+      {"LlamaForCausalLM", "llama", false},
+      {"MistralForCausalLM", "llama", false},
+      {"MixtralForCausalLM", "llama", true},
+      {"Qwen2ForCausalLM", "qwen2", false},
+      {"Qwen3ForCausalLM", "qwen3", false},
+      {"Qwen3MoeForCausalLM", "qwen3moe", true},
+      {"Phi3ForCausalLM", "phi3", false},
+      {"GemmaForCausalLM", "gemma", false},
+      {"Gemma2ForCausalLM", "gemma2", false},
+      {"Gemma3ForCausalLM", "gemma3", false},
   };
   std::string name, key = "model_type";
   if (auto it = config.find("model_type"); it != config.end() && it->is_string()) {
@@ -52,11 +65,61 @@ const hf_arch& arch_of_config(const json& config) {
   } else {
     fail("config.json: no model_type (or architectures) says what the model is");
   }
-  for (const auto& [from, to] : aliases) {
-    if (from == name) return *arch_by_gguf(to);
+  for (const auto& a : aliases) {
+    if (a.from == name) return *arch_by_gguf(a.gguf, a.experts);
   }
   fail("config.json: " + key + " '" + name +
-       "' is not supported (supported: llama, mistral, qwen2, phi3, gemma, gemma2)");
+       "' is not supported (supported: llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, phi3, "
+       "gemma, gemma2, gemma3_text, gemma3)");
+}
+
+// Gemma 3's multimodal checkpoint (Gemma3ForConditionalGeneration, model_type gemma3): its
+// text_config is the language model, with Gemma3TextConfig's defaults for the keys it leaves out
+// (its released configs give only sizes, rope scaling and the window). Other configs unchanged.
+bool is_gemma3_multimodal(const json& config) {
+  auto mt = config.find("model_type");
+  return mt != config.end() && mt->is_string() && *mt == "gemma3";
+}
+
+json language_model_config(const json& config) {
+  if (!is_gemma3_multimodal(config)) return config;
+  auto tc = config.find("text_config");
+  if (tc == config.end() || !tc->is_object()) {
+    fail("config.json: a gemma3 (Gemma3ForConditionalGeneration) config without a text_config");
+  }
+  json text = *tc;
+  text["model_type"] = "gemma3_text";
+  // transformers' Gemma3TextConfig defaults (the values of the 4B model).
+  const std::pair<const char*, json> defaults[] = {
+      {"vocab_size", 262208},
+      {"num_attention_heads", 8},
+      {"num_key_value_heads", 4},
+      {"head_dim", 256},
+      {"max_position_embeddings", 131072},
+      {"rms_norm_eps", 1e-6},
+      {"rope_theta", 1000000.0},
+      {"rope_local_base_freq", 10000.0},
+      {"query_pre_attn_scalar", 256},
+      {"sliding_window", 4096},
+  };
+  for (const auto& [key, value] : defaults) {
+    if (!text.contains(key)) text[key] = value;
+  }
+  for (const char* key : {"bos_token_id", "eos_token_id", "torch_dtype", "_name_or_path"}) {
+    if (!text.contains(key) && config.contains(key)) text[key] = config[key];
+  }
+  return text;
+}
+
+// A multimodal Gemma 3 tensor name -> the text model's (language_model.model.X or
+// model.language_model.X -> model.X; the head likewise); "" for the vision tower and projector,
+// which the engine does not run.
+std::string language_model_tensor(const std::string& name) {
+  for (const std::string_view prefix : {"language_model.model.", "model.language_model."}) {
+    if (name.starts_with(prefix)) return "model." + name.substr(prefix.size());
+  }
+  if (name == "language_model.lm_head.weight" || name == "lm_head.weight") return "lm_head.weight";
+  return "";
 }
 
 // --- metadata values ----------------------------------------------------------------------------
@@ -222,7 +285,32 @@ struct imported_config {
   model_dims dims;
   std::vector<gguf_kv> kv;
   std::optional<int64_t> bos, eos;
+  std::vector<float> rope_freqs;  // rope_freqs.weight (Llama 3.1 rope scaling), when not empty
 };
+
+// Llama 3.1's rope scaling as convert_hf_to_gguf.py (LlamaModel.generate_extra_tensors) turns it
+// into rope_freqs.weight: per rotated pair, the divisor of its frequency. The converter computes
+// in torch float32 (freqs and everything derived from them are float32 tensors; `a / t` is
+// t.reciprocal() * a), which this repeats operation by operation.
+std::vector<float> llama3_rope_factors(int64_t dim, float base, float factor, float low_freq,
+                                       float high_freq, float old_ctx) {
+  const float low_wavelen = old_ctx / low_freq, high_wavelen = old_ctx / high_freq;
+  const float two_pi = float(2 * 3.14159265358979323846);
+  std::vector<float> out;
+  for (int64_t i = 0; i < dim; i += 2) {
+    const float freq = 1.0f / std::pow(base, float(i) / float(dim));
+    const float wavelen = (1.0f / freq) * two_pi;
+    if (wavelen < high_wavelen) {
+      out.push_back(1.0f);
+    } else if (wavelen > low_wavelen) {
+      out.push_back(factor);
+    } else {
+      const float smooth = ((1.0f / wavelen) * old_ctx - low_freq) / (high_freq - low_freq);
+      out.push_back(1.0f / ((1.0f - smooth) / factor + smooth));
+    }
+  }
+  return out;
+}
 
 imported_config read_config(const json& config, const std::string& default_name) {
   if (!config.is_object()) fail("config.json is not a JSON object");
@@ -239,8 +327,8 @@ imported_config read_config(const json& config, const std::string& default_name)
   if (d.n_layer > 4096 || d.n_head > 4096) {
     fail("config.json: num_hidden_layers or num_attention_heads is implausibly large");
   }
-  d.head_dim =
-      c.integer("head_dim").value_or(arch.default_head_dim_256 ? 256 : d.n_embd / d.n_head);
+  d.head_dim = c.integer("head_dim")
+                   .value_or(arch.default_head_dim ? arch.default_head_dim : d.n_embd / d.n_head);
   if (d.head_dim <= 0) fail("config.json: hidden_size is smaller than num_attention_heads");
   if (d.n_head % d.n_head_kv != 0) {
     fail("config.json: num_attention_heads (" + std::to_string(d.n_head) +
@@ -270,33 +358,151 @@ imported_config read_config(const json& config, const std::string& default_name)
   kv.push_back({a + "attention.value_length", gguf_u32_value(uint32_t(d.head_dim))});
   kv.push_back({a + "attention.layer_norm_rms_epsilon",
                 value_f32(c.number("rms_norm_eps").value_or(arch.default_eps))});
-  kv.push_back({a + "rope.freq_base", value_f32(c.number("rope_theta").value_or(10000.0))});
+  // transformers 5 writes rope_parameters (rope_theta and the scaling in one object) instead of
+  // rope_theta and rope_scaling; per-layer-type ones (Gemma 3's) are not read.
+  const json* rope_parameters = c.find("rope_parameters");
+  if (rope_parameters &&
+      (!rope_parameters->is_object() || !rope_parameters->contains("rope_type"))) {
+    fail("config.json: rope_parameters without a rope_type (per layer type?) is not supported");
+  }
+  std::optional<double> rope_theta = c.number("rope_theta");
+  if (!rope_theta && rope_parameters)
+    rope_theta = config_view(*rope_parameters).number("rope_theta");
+  kv.push_back({a + "rope.freq_base",
+                value_f32(rope_theta.value_or(arch.gguf == "gemma3" ? 1000000.0 : 10000.0))});
   const double partial = c.number("partial_rotary_factor").value_or(1.0);
   if (!(partial > 0 && partial <= 1)) fail("config.json: partial_rotary_factor must be in (0, 1]");
   kv.push_back(
       {a + "rope.dimension_count", gguf_u32_value(uint32_t(double(d.head_dim) * partial))});
 
-  if (const json* rs = c.find("rope_scaling")) {
+  const json* rope_scaling = c.find("rope_scaling");
+  if (!rope_scaling) rope_scaling = rope_parameters;
+  if (const json* rs = rope_scaling) {
     if (!rs->is_object()) fail("config.json: rope_scaling is not an object");
     std::string type;
     for (const char* key : {"rope_type", "type"}) {
       if (auto it = rs->find(key); it != rs->end() && it->is_string())
         type = it->get<std::string>();
     }
-    if (type == "linear") {
-      auto factor = rs->find("factor");
-      if (factor == rs->end() || !factor->is_number() || !(factor->get<double>() > 0)) {
-        fail("config.json: rope_scaling linear needs a positive factor");
+    // A number of rope_scaling: `fallback` when absent, else positive.
+    auto scaling_number = [&](const char* key, std::optional<double> fallback) {
+      auto it = rs->find(key);
+      if (it == rs->end() || it->is_null()) {
+        if (!fallback) fail("config.json: rope_scaling " + type + " needs " + key);
+        return *fallback;
       }
+      if (!it->is_number() || !(it->get<double>() > 0)) {
+        fail("config.json: rope_scaling " + std::string(key) + " is " + it->dump() +
+             ", expected a positive number");
+      }
+      return it->get<double>();
+    };
+    if (type == "linear") {
       kv.push_back({a + "rope.scaling.type", gguf_string_value("linear")});
-      kv.push_back({a + "rope.scaling.factor", value_f32(factor->get<double>())});
+      kv.push_back({a + "rope.scaling.factor", value_f32(scaling_number("factor", std::nullopt))});
+    } else if (type == "llama3") {
+      if (arch.gguf != "llama") fail("config.json: rope_scaling llama3 is for llama models only");
+      // The converter's defaults; the base is rope_theta, the dimension the head size.
+      out.rope_freqs = llama3_rope_factors(
+          d.head_dim, float(rope_theta.value_or(10000.0)), float(scaling_number("factor", 8.0)),
+          float(scaling_number("low_freq_factor", 1.0)),
+          float(scaling_number("high_freq_factor", 4.0)),
+          float(scaling_number("original_max_position_embeddings", 8192.0)));
+    } else if (type == "yarn") {
+      for (const char* key : {"attention_factor", "mscale", "mscale_all_dim"}) {
+        if (rs->contains(key) && !(*rs)[key].is_null()) {
+          fail("config.json: rope_scaling yarn with " + std::string(key) +
+               " is not supported (only factor, original_max_position_embeddings, beta_fast, "
+               "beta_slow, extrapolation_factor)");
+        }
+      }
+      kv.push_back({a + "rope.scaling.type", gguf_string_value("yarn")});
+      kv.push_back({a + "rope.scaling.factor", value_f32(scaling_number("factor", std::nullopt))});
+      const double orig = scaling_number("original_max_position_embeddings", std::nullopt);
+      if (orig != std::floor(orig) || orig > 0x7fffffff) {
+        fail("config.json: rope_scaling original_max_position_embeddings must be an integer");
+      }
+      kv.push_back({a + "rope.scaling.original_context_length", gguf_u32_value(uint32_t(orig))});
+      const std::pair<const char*, const char*> optional[] = {
+          {"extrapolation_factor", "rope.scaling.yarn_ext_factor"},
+          {"beta_fast", "rope.scaling.yarn_beta_fast"},
+          {"beta_slow", "rope.scaling.yarn_beta_slow"}};
+      for (const auto& [key, gguf_key] : optional) {
+        if (rs->contains(key) && !(*rs)[key].is_null()) {
+          kv.push_back({a + gguf_key, value_f32(scaling_number(key, std::nullopt))});
+        }
+      }
     } else if (type != "default" && type != "none") {
-      fail("config.json: rope_scaling type '" + type + "' is not supported (only linear)");
+      fail("config.json: rope_scaling type '" + type + "' is not supported (linear, llama3, yarn)");
     }
   }
   if (arch.gguf == "phi3" || arch.gguf == "gemma2") {
     if (auto w = c.integer("sliding_window", 0))
       kv.push_back({a + "attention.sliding_window", gguf_u32_value(uint32_t(*w))});
+  }
+  if (arch.moe != moe_style::none) {
+    const bool qwen = arch.moe == moe_style::qwen;
+    d.n_expert = qwen ? c.required_integer("num_experts") : c.required_integer("num_local_experts");
+    const int64_t used = c.required_integer("num_experts_per_tok");
+    if (d.n_expert > 1024 || used > d.n_expert) {
+      fail("config.json: " + std::to_string(used) + " experts per token of " +
+           std::to_string(d.n_expert) + " (at most 1024, used at most all)");
+    }
+    d.n_ff_exp = qwen ? c.required_integer("moe_intermediate_size") : d.n_ff;
+    kv.push_back({a + "expert_count", gguf_u32_value(uint32_t(d.n_expert))});
+    kv.push_back({a + "expert_used_count", gguf_u32_value(uint32_t(used))});
+    if (qwen) {
+      kv.push_back({a + "expert_feed_forward_length", gguf_u32_value(uint32_t(d.n_ff_exp))});
+      // The engine's Qwen3-MoE: experts in every layer, their weights renormalised.
+      if (c.integer("decoder_sparse_step").value_or(1) != 1) {
+        fail(
+            "config.json: decoder_sparse_step other than 1 (dense layers between) is not "
+            "supported");
+      }
+      if (const json* dense = c.find("mlp_only_layers"); dense && !dense->empty()) {
+        fail("config.json: mlp_only_layers " + dense->dump() + " is not supported (expected [])");
+      }
+      if (!c.boolean("norm_topk_prob").value_or(false)) {
+        fail(
+            "config.json: norm_topk_prob false (or absent) is not supported: the engine "
+            "renormalises the chosen experts' weights");
+      }
+    }
+  }
+  if (arch.gguf == "gemma3") {
+    const int64_t window = c.integer("sliding_window").value_or(4096);
+    kv.push_back({a + "attention.sliding_window", gguf_u32_value(uint32_t(window))});
+    // Every pattern-th layer is global: transformers' newer configs list layer_types instead.
+    int64_t pattern = c.integer("sliding_window_pattern").value_or(6);
+    if (const json* types = c.find("layer_types")) {
+      if (!types->is_array() || int64_t(types->size()) != d.n_layer) {
+        fail("config.json: layer_types must list num_hidden_layers entries");
+      }
+      pattern = 0;
+      for (size_t il = 0; il < types->size() && pattern == 0; ++il) {
+        if ((*types)[il] == "full_attention") pattern = int64_t(il) + 1;
+      }
+      if (pattern == 0) pattern = d.n_layer + 1;  // no global layer in this model
+      for (size_t il = 0; il < types->size(); ++il) {
+        const bool slides = int64_t(il) % pattern < pattern - 1;
+        if ((*types)[il] != (slides ? "sliding_attention" : "full_attention")) {
+          fail("config.json: layer_types " + types->dump() +
+               " is not a repeating pattern of sliding layers then one full_attention layer");
+        }
+      }
+    }
+    kv.push_back({a + "attention.sliding_window_pattern", gguf_u32_value(uint32_t(pattern))});
+    kv.push_back(
+        {a + "rope.freq_base_swa", value_f32(c.number("rope_local_base_freq").value_or(10000.0))});
+    for (const char* cap : {"attn_logit_softcapping", "final_logit_softcapping"}) {
+      if (c.find(cap)) fail("config.json: " + std::string(cap) + " is not supported for gemma3");
+    }
+    const int64_t engine_scalar = d.n_layer == 62 ? d.n_embd / d.n_head : d.head_dim;
+    if (auto q = c.number("query_pre_attn_scalar"); q && *q != double(engine_scalar)) {
+      fail("config.json: query_pre_attn_scalar " + json(*q).dump() +
+           " is not supported: the engine scales queries by 1/sqrt(" +
+           std::to_string(engine_scalar) + ") for this model");
+    }
   }
   if (arch.gguf == "gemma2") {
     // A null soft-cap means none; the engine's default (when the key is absent) is Gemma 2's.
@@ -449,7 +655,9 @@ gguf_file import_dir(const fs::path& dir, bool with_weights) {
   if (!fs::is_directory(dir)) fail("not a directory");
   if (!fs::exists(dir / "config.json"))
     fail("config.json is missing (not a Hugging Face model directory)");
-  const json config = read_json(dir / "config.json");
+  const json file_config = read_json(dir / "config.json");
+  const bool multimodal = file_config.is_object() && is_gemma3_multimodal(file_config);
+  const json config = file_config.is_object() ? language_model_config(file_config) : file_config;
   fs::path base = dir.lexically_normal();
   if (base.filename().empty()) base = base.parent_path();  // "dir/"
   imported_config cfg = read_config(config, base.filename().string());
@@ -468,7 +676,17 @@ gguf_file import_dir(const fs::path& dir, bool with_weights) {
   }
 
   std::vector<safetensors_file> files;
-  const auto weights = open_weights(dir, files);
+  auto weights = open_weights(dir, files);
+  if (multimodal) {  // the language model's tensors under their text-model names
+    std::map<std::string, located_tensor> text;
+    for (auto& [name, located] : weights) {
+      const std::string t = language_model_tensor(name);
+      if (!t.empty() && !text.emplace(t, located).second) {
+        fail("tensor '" + name + "' (" + located.file + ") is there twice as '" + t + "'");
+      }
+    }
+    weights = std::move(text);
+  }
   model_dims& d = cfg.dims;
   // The embedding table's rows bound vocab_size (and give it when config.json does not) before
   // the vocabulary is padded to it.
@@ -497,15 +715,52 @@ gguf_file import_dir(const fs::path& dir, bool with_weights) {
   auto storage = std::make_shared<hf_storage>();
   for (const auto& f : files) storage->mappings.push_back(f.owner());
   std::vector<gguf_tensor> tensors;
+  std::map<std::string, size_t> stacked;  // GGUF name of stacked experts -> index in tensors
   for (const auto& [name, located] : weights) {
     auto it = by_hf.find(name);
     if (it == by_hf.end()) {
       // Buffers some checkpoints carry that transformers recomputes; the tied head when tied.
       if (name.ends_with(".rotary_emb.inv_freq") || (d.tied && name == "lm_head.weight")) continue;
       fail("tensor '" + name + "' (" + located.file + ") has no place in a " +
-           std::string(d.arch->gguf) + " model with " + std::to_string(d.n_layer) + " layers");
+           std::string(d.arch->gguf) + " model with " + std::to_string(d.n_layer) + " layers" +
+           (d.n_expert ? " and " + std::to_string(d.n_expert) + " experts" : ""));
     }
-    tensors.push_back(convert_tensor(located, *it->second, *d.arch, *storage));
+    const tensor_rule& rule = *it->second;
+    gguf_tensor g = convert_tensor(located, rule, *d.arch, *storage);
+    if (rule.expert < 0) {
+      tensors.push_back(std::move(g));
+      continue;
+    }
+    // Expert E of a stacked tensor: copied into slice E, all experts of one type.
+    auto [at, first] = stacked.emplace(rule.gguf, tensors.size());
+    if (first) {
+      gguf_tensor all = g;
+      all.n_dims = 3;
+      all.ne[2] = rule.n_expert;
+      all.n_bytes = g.n_bytes * uint64_t(rule.n_expert);
+      all.data = storage->alloc(all.n_bytes);
+      tensors.push_back(all);
+    }
+    gguf_tensor& all = tensors[at->second];
+    if (g.type != all.type) {
+      fail("tensor '" + name + "' (" + located.file + ") is " +
+           std::string(tensor_type_name(g.type)) + " but other experts of its layer are " +
+           std::string(tensor_type_name(all.type)));
+    }
+    std::memcpy(const_cast<uint8_t*>(all.data) + size_t(g.n_bytes) * size_t(rule.expert), g.data,
+                size_t(g.n_bytes));
+  }
+  if (!cfg.rope_freqs.empty()) {
+    gguf_tensor g;
+    g.name = "rope_freqs.weight";
+    g.n_dims = 1;
+    g.ne[0] = int64_t(cfg.rope_freqs.size());
+    g.type = tensor_type::f32;
+    g.n_bytes = uint64_t(cfg.rope_freqs.size()) * 4;
+    uint8_t* out = storage->alloc(g.n_bytes);
+    std::memcpy(out, cfg.rope_freqs.data(), size_t(g.n_bytes));
+    g.data = out;
+    tensors.push_back(g);
   }
   for (const auto& r : rules) {
     if (r.required && !weights.contains(r.hf)) {

@@ -67,6 +67,8 @@ rope_params rope_params_of(const model_hparams& hp, int32_t il) {
   if (hp.swa_freq_base > 0 && layer_slides(hp, il)) {
     r.freq_base = hp.swa_freq_base;
     r.freq_scale = 1.0f;
+    r.ext_factor = 0.0f;  // the local layers rotate unscaled
+    r.attn_factor = 1.0f;
   }
   return r;
 }

@@ -32,6 +32,11 @@ void append_key(const op_record& r, std::vector<int64_t>& key) {
       key.push_back(bits(r.rope.freq_base));
       key.push_back(bits(r.rope.freq_scale));
       key.push_back(r.rope.neox);
+      key.push_back(bits(r.rope.ext_factor));
+      key.push_back(bits(r.rope.attn_factor));
+      key.push_back(bits(r.rope.beta_fast));
+      key.push_back(bits(r.rope.beta_slow));
+      key.push_back(r.rope.n_ctx_orig);
       break;
     case op_kind::attention:
       key.push_back(r.attn.n_head);

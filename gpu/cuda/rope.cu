@@ -16,13 +16,21 @@ constexpr int k_block = 128;
 __global__ void __launch_bounds__(k_block)
     rope_kernel(float* x, int64_t row_len, int32_t n_head, int32_t head_dim, const int32_t* pos,
                 int32_t half, float theta_scale, float freq_scale, bool neox,
-                const float* freq_factors) {
+                const float* freq_factors, float ext_factor, rope_yarn_terms yarn) {
   float* xr = x + int64_t(blockIdx.x) * row_len;
   const int32_t p = pos[blockIdx.x];
   for (int32_t i = threadIdx.x; i < half; i += k_block) {
-    const float th = rope_angle(p, theta_scale, i, freq_scale, freq_factors);
+    float th = rope_angle(p, theta_scale, i, freq_scale, freq_factors);
+    if (ext_factor != 0.0f) {  // YaRN, as engine/cpu/rope.cpp
+      const float extrap = rope_angle(p, theta_scale, i, 1.0f, freq_factors);
+      const float y = (float(i) - yarn.corr_low) / fmaxf(0.001f, yarn.corr_high - yarn.corr_low);
+      const float mix = (1 - fminf(1.0f, fmaxf(0.0f, y))) * ext_factor;
+      th = th * (1 - mix) + extrap * mix;
+    }
     float sn, cs;
     sincosf(th, &sn, &cs);
+    sn *= yarn.mscale;
+    cs *= yarn.mscale;
     const int32_t a = neox ? i : 2 * i;
     const int32_t b = neox ? i + half : 2 * i + 1;
     for (int32_t h = 0; h < n_head; ++h) {
@@ -43,7 +51,8 @@ void rope(cudaStream_t s, float* x, int64_t n_tok, int64_t row_len, int32_t n_he
   assert(n_tok <= 0x7fffffff && p.n_dims <= head_dim);
   const float theta_scale = rope_theta_scale(p.freq_base, p.n_dims);
   rope_kernel<<<unsigned(n_tok), k_block, 0, s>>>(x, row_len, n_head, head_dim, pos, half,
-                                                  theta_scale, p.freq_scale, p.neox, freq_factors);
+                                                  theta_scale, p.freq_scale, p.neox, freq_factors,
+                                                  p.ext_factor, rope_yarn_terms_of(p));
 }
 
 }  // namespace hearth::cuda

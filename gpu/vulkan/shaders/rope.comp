@@ -17,6 +17,10 @@ layout(push_constant) uniform Params {
   uint has_ff;
   float theta_scale;  // freq_base^(-2/n_dims), computed on the host as the CPU does
   float freq_scale;
+  float ext_factor;  // YaRN (engine/backend.h rope_params): 0 = off
+  float mscale;      // cos/sin multiplier (1 unless YaRN)
+  float corr_low;    // YaRN ramp dimensions
+  float corr_high;
 } p;
 
 // sin and cos are only specified on [-pi, pi]: reduce the angle first (Cody-Waite, 2 parts).
@@ -35,9 +39,17 @@ void main() {
     // theta_i = pos * theta_scale^i by repeated multiplication in float, as the CPU does.
     precise float theta = float(pos[t]);
     for (uint k = 0; k < i; ++k) theta = theta * p.theta_scale;
-    float th = p.freq_scale * (p.has_ff != 0 ? theta / ff[i] : theta);
+    precise float extrap = p.has_ff != 0 ? theta / ff[i] : theta;
+    precise float th = p.freq_scale * extrap;
+    if (p.ext_factor != 0.0) {  // YaRN: mix in the extrapolated angle on the fast dimensions
+      float y = (float(i) - p.corr_low) / max(0.001, p.corr_high - p.corr_low);
+      precise float mix = (1.0 - min(1.0, max(0.0, y))) * p.ext_factor;
+      th = th * (1.0 - mix) + extrap * mix;
+    }
     float sn, cs;
     sin_cos(th, sn, cs);
+    sn *= p.mscale;
+    cs *= p.mscale;
     uint a = p.neox != 0 ? i : 2u * i;
     uint b = p.neox != 0 ? i + p.half_dims : 2u * i + 1u;
     for (uint h = 0; h < p.n_head; ++h) {
