@@ -515,6 +515,11 @@ void broker::on_list_models(const std::string& rid, const wire::list_models& m) 
         s.size_bytes = mi.size_bytes;
         s.context_length = mi.context_length;
       }
+      // A node that counted the parameters (an older one sends none) tells them.
+      if (s.params_total == 0) {
+        s.params_total = mi.params_total;
+        s.params_active = mi.params_active;
+      }
       if (n.online) {
         s.nodes.push_back(name);
         if (mi.loaded) s.loaded_on.push_back(name);

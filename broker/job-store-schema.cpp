@@ -10,7 +10,7 @@ namespace {
 // user_version is the layout below. A layout change bumps it and adds a step to `migrations`;
 // open() upgrades older files in place and refuses newer ones.
 constexpr int32_t hearth_application_id = 0x48525448;
-constexpr int32_t hearth_schema_version = 6;
+constexpr int32_t hearth_schema_version = 7;
 
 // uint64 values (seed, sizes) are stored as the int64 of the same bits.
 // A job's row holds only small columns: the broker updates it many times a second per running
@@ -46,7 +46,9 @@ CREATE TABLE IF NOT EXISTS jobs (
   request_key TEXT NOT NULL DEFAULT '',  -- the submit's idempotency key; '' = none
   presence_penalty REAL NOT NULL DEFAULT 0,
   frequency_penalty REAL NOT NULL DEFAULT 0,
-  chat_template TEXT NOT NULL DEFAULT ''  -- a chat job's template by name; '' = the model's
+  chat_template TEXT NOT NULL DEFAULT '',  -- a chat job's template by name; '' = the model's
+  enable_thinking INTEGER NOT NULL DEFAULT 1,  -- job_params.enable_thinking (thinking models)
+  show_thinking INTEGER NOT NULL DEFAULT 0  -- job_params.show_thinking: the think block kept
 );
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
 CREATE INDEX IF NOT EXISTS jobs_model ON jobs(model);
@@ -180,6 +182,9 @@ constexpr const char* migrations[] = {
     "ALTER TABLE jobs ADD COLUMN chat_template TEXT NOT NULL DEFAULT '';",
     // 5 -> 6: admin API keys.
     "ALTER TABLE api_keys ADD COLUMN role TEXT NOT NULL DEFAULT 'client';",
+    // 6 -> 7: a thinking model's job parameters.
+    "ALTER TABLE jobs ADD COLUMN enable_thinking INTEGER NOT NULL DEFAULT 1;"
+    "ALTER TABLE jobs ADD COLUMN show_thinking INTEGER NOT NULL DEFAULT 0;",
 };
 static_assert(std::size(migrations) == hearth_schema_version - 1);
 

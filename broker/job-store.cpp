@@ -24,7 +24,7 @@ constexpr const char* summary_columns =
     "id, model, priority, state, node, attempts, created_ms, started_ms, finished_ms, n_prompt, "
     "n_gen, output_bytes, stop_reason, error, max_tokens, temperature, top_k, top_p, min_p, "
     "repeat_penalty, repeat_last_n, seed, stop, owner, request_key, presence_penalty, "
-    "frequency_penalty, chat_template";
+    "frequency_penalty, chat_template, enable_thinking, show_thinking";
 
 // Finished jobs, as the partial indexes jobs_finished_ms and jobs_finished_id select them
 // (job-store-schema.cpp): every finished job has its finished_ms, no other job has one.
@@ -189,7 +189,9 @@ job_row read_job(query& q, bool with_prompt) {
   r.params.presence_penalty = static_cast<float>(q.real(25));
   r.params.frequency_penalty = static_cast<float>(q.real(26));
   r.params.chat_template = q.text(27);
-  if (with_prompt) r.prompt = q.text(28);
+  r.params.enable_thinking = q.i64(28) != 0;
+  r.params.show_thinking = q.i64(29) != 0;
+  if (with_prompt) r.prompt = q.text(30);
   return r;
 }
 
@@ -242,9 +244,9 @@ struct job_store::impl {
                    "started_ms, finished_ms, n_prompt, n_gen, output_bytes, stop_reason, error, "
                    "max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, "
                    "seed, stop, owner, request_key, presence_penalty, frequency_penalty, "
-                   "chat_template) VALUES "
+                   "chat_template, enable_thinking, show_thinking) VALUES "
                    "(?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                   "?, ?, ?, ?)"),
+                   "?, ?, ?, ?, ?, ?)"),
         prompt_insert(conn, "INSERT INTO job_prompts (job_id, prompt) VALUES (?, ?)"),
         message_insert(conn,
                        "INSERT INTO job_messages (job_id, idx, role, content) VALUES (?, ?, ?, ?)"),
@@ -512,7 +514,8 @@ uint64_t job_store::insert_job(job_row& row, int64_t now_ms) {
     q.bind(pr.top_k).bind(pr.top_p).bind(pr.min_p);
     q.bind(pr.repeat_penalty).bind(pr.repeat_last_n).bind(pr.seed).bind(stop);
     q.bind(row.owner).bind(row.request_key).bind(pr.presence_penalty);
-    q.bind(pr.frequency_penalty).bind(pr.chat_template).run();
+    q.bind(pr.frequency_penalty).bind(pr.chat_template).bind(pr.enable_thinking);
+    q.bind(pr.show_thinking).run();
   }
   uint64_t id = static_cast<uint64_t>(sqlite3_last_insert_rowid(p_->db.get()));
   query(p_->prompt_insert).bind(id).bind(row.prompt).run();

@@ -137,6 +137,8 @@ TEST_F(JobStore, RoundTripsEveryField) {
   r.params.presence_penalty = -1.5f;
   r.params.frequency_penalty = 0.25f;
   r.params.chat_template = "chatml";
+  r.params.enable_thinking = false;
+  r.params.show_thinking = true;
   r.params.stop = {"\n\n",
                    "",
                    "12:not:a:length",
@@ -182,6 +184,8 @@ TEST_F(JobStore, RoundTripsEveryField) {
   EXPECT_EQ(got->params.presence_penalty, -1.5f);
   EXPECT_EQ(got->params.frequency_penalty, 0.25f);
   EXPECT_EQ(got->params.chat_template, "chatml");
+  EXPECT_FALSE(got->params.enable_thinking);
+  EXPECT_TRUE(got->params.show_thinking);
   EXPECT_EQ(got->params.stop, r.params.stop);
   EXPECT_EQ(got->priority, -3);
   EXPECT_EQ(got->state, job_state::queued);
@@ -363,7 +367,7 @@ TEST_F(JobStore, UsesWalAndRecordsTheSchemaVersion) {
     return v;
   };
   EXPECT_EQ(pragma("PRAGMA journal_mode"), "wal");
-  EXPECT_EQ(pragma("PRAGMA user_version"), "6");
+  EXPECT_EQ(pragma("PRAGMA user_version"), "7");
   EXPECT_EQ(pragma("PRAGMA auto_vacuum"), "2");  // incremental: prune() can shrink the file
   EXPECT_EQ(pragma("PRAGMA application_id"), std::to_string(0x48525448));
   sqlite3_close(db);
@@ -491,10 +495,10 @@ TEST_F(JobStore, RejectsAnotherApplicationsDatabase) {
   EXPECT_NE(b.message().find("application_id 0x000004d2"), std::string::npos) << b.message();
 
   { ASSERT_TRUE(open_store()); }
-  make(path(), "PRAGMA user_version = 7");
+  make(path(), "PRAGMA user_version = 8");
   auto c = job_store::open(path());
   ASSERT_FALSE(c);
-  EXPECT_NE(c.message().find("schema version 7"), std::string::npos) << c.message();
+  EXPECT_NE(c.message().find("schema version 8"), std::string::npos) << c.message();
 }
 
 // The layout of version 1 (before owners and node keys), as a broker of that version made it.
@@ -752,7 +756,7 @@ TEST_F(JobStore, UpgradesAVersion2FileInPlace) {
   }
   auto s = open_store();
   ASSERT_TRUE(s);
-  EXPECT_EQ(sql_value(path(), "PRAGMA user_version"), "6");
+  EXPECT_EQ(sql_value(path(), "PRAGMA user_version"), "7");
   EXPECT_EQ(sql_value(path(), "PRAGMA auto_vacuum"), "2");
   EXPECT_EQ(sql_value(path(),
                       "SELECT count(*) FROM pragma_table_info('jobs') WHERE name IN "
@@ -935,7 +939,7 @@ TEST_F(JobStore, UpgradesAVersion3FileInPlace) {
   }
   auto s = open_store();
   ASSERT_TRUE(s);
-  EXPECT_EQ(sql_value(path(), "PRAGMA user_version"), "6");
+  EXPECT_EQ(sql_value(path(), "PRAGMA user_version"), "7");
   EXPECT_EQ(sql_value(path(), "SELECT count(*) FROM pragma_foreign_key_check"), "0");
   auto done = s->job(1);
   ASSERT_TRUE(done);
@@ -946,6 +950,8 @@ TEST_F(JobStore, UpgradesAVersion3FileInPlace) {
   EXPECT_EQ(done->params.stop, std::vector<std::string>{"\n\n"});
   EXPECT_EQ(done->params.presence_penalty, 0);  // a job from before the penalties had none
   EXPECT_EQ(done->params.chat_template, "");    // ... nor a template named
+  EXPECT_TRUE(done->params.enable_thinking);    // ... thinking as the model does it
+  EXPECT_FALSE(done->params.show_thinking);
   EXPECT_EQ(done->params.frequency_penalty, 0);
   EXPECT_EQ(s->read_output(1, 0, 100), "hello");
   EXPECT_EQ(event_names(*s, 1), (std::vector<std::string>{"queued", "completed"}));

@@ -61,4 +61,31 @@ std::string model_file::dominant_type() const {
   return it == bytes.end() ? "none" : std::string(tensor_type_name(it->first));
 }
 
+model_weights_count model_weights_counted(const gguf_file& f, const model_hparams& hp) {
+  model_weights_count c;
+  c.n_expert = hp.n_expert;
+  c.n_expert_used = hp.n_expert_used;
+  uint64_t expert_params = 0;
+  for (const auto& t : f.tensors()) {
+    const auto n = uint64_t(t.n_elements());
+    c.params_total += n;
+    const bool expert =
+        hp.n_expert > 0 && t.name.ends_with("_exps.weight") && t.ne[2] == hp.n_expert;
+    (expert ? c.bytes_experts : c.bytes_other) += t.n_bytes;
+    if (expert) expert_params += n;
+  }
+  c.params_active = c.params_total;
+  if (c.n_expert > 0 && c.n_expert_used < c.n_expert) {
+    c.params_active -=
+        expert_params / uint64_t(c.n_expert) * uint64_t(c.n_expert - c.n_expert_used);
+  }
+  return c;
+}
+
+uint64_t model_weights_count::bytes_touched(int32_t n_seq) const {
+  if (n_expert <= 0 || bytes_experts == 0) return bytes_other + bytes_experts;
+  const int64_t used = std::min<int64_t>(n_expert, int64_t(std::max(n_seq, 1)) * n_expert_used);
+  return bytes_other + bytes_experts / uint64_t(n_expert) * uint64_t(used);
+}
+
 }  // namespace hearth

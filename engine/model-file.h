@@ -46,4 +46,24 @@ struct model_file {
   std::string dominant_type() const;
 };
 
+// A model's parameters and weight bytes from its tensors' shapes, the experts' tensors (a mixture
+// of experts' `blk.N.ffn_{gate,up,down}_exps.weight`, [n_in, n_out, n_expert]) apart from the rest.
+// A dense model has no expert tensors: its active count is its total.
+struct model_weights_count {
+  uint64_t params_total = 0;
+  // Used for one token: every tensor but the (n_expert - n_expert_used) unused experts' share.
+  uint64_t params_active = 0;
+  uint64_t bytes_experts = 0;  // the expert tensors
+  uint64_t bytes_other = 0;    // every other tensor (attention, norms, router, embeddings, ...)
+  int32_t n_expert = 0;
+  int32_t n_expert_used = 0;
+
+  // Weight bytes one decoding step of `n_seq` sequences touches: every other tensor and the share
+  // of min(n_expert, n_seq × n_expert_used) experts of each expert tensor. The whole file for a
+  // dense model.
+  uint64_t bytes_touched(int32_t n_seq) const;
+};
+
+model_weights_count model_weights_counted(const gguf_file& f, const model_hparams& hp);
+
 }  // namespace hearth

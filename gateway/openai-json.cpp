@@ -25,14 +25,18 @@ ojson openai_usage(const wire::job_done& done) {
 
 std::string openai_chunk(const openai_request& r, uint64_t job_id, int64_t created,
                          std::string_view text, bool first,
-                         std::optional<std::string_view> finish_reason) {
+                         std::optional<std::string_view> finish_reason,
+                         std::string_view reasoning) {
   ojson choice;
   if (r.endpoint == openai_endpoint::chat_completions) {
     choice["index"] = 0;
     ojson delta = ojson::object();
     if (first) delta["role"] = "assistant";
     // The last chunk's delta is empty, as OpenAI's is.
-    if (first || !text.empty() || !finish_reason) delta["content"] = std::string(text);
+    // A chunk of reasoning alone carries no content, as llama.cpp's server and vLLM send it.
+    if (first || !text.empty() || (!finish_reason && reasoning.empty()))
+      delta["content"] = std::string(text);
+    if (!reasoning.empty()) delta["reasoning_content"] = std::string(reasoning);
     choice["delta"] = std::move(delta);
   } else {
     choice["text"] = std::string(text);

@@ -27,9 +27,11 @@ ojson openai_usage(const wire::job_done& done);
 // One chunk of a streamed answer: `text` as the choice's delta (chat: `delta.content`, with
 // `delta.role` too when `first`), `finish_reason` null unless given, and "usage": null when the
 // client asked for usage (stream_options.include_usage; the last chunk then carries it).
+// `reasoning`, when not empty, goes as `delta.reasoning_content` (include_reasoning).
 std::string openai_chunk(const openai_request& r, uint64_t job_id, int64_t created,
                          std::string_view text, bool first,
-                         std::optional<std::string_view> finish_reason);
+                         std::optional<std::string_view> finish_reason,
+                         std::string_view reasoning = {});
 
 // The usage chunk sent last when asked for: no choices, the job's usage.
 std::string openai_usage_chunk(const openai_request& r, uint64_t job_id, int64_t created,

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "common/think-filter.h"
 #include "gateway/openai-json.h"
 #include "schema/job-params.h"
 
@@ -343,6 +344,27 @@ void refuse_unsupported(request_reader& rr, openai_endpoint endpoint) {
   }
 }
 
+// Thinking models (Qwen3): `enable_thinking` at the top level or in `chat_template_kwargs` (as
+// vLLM and llama.cpp's server take the template's variables), and `include_reasoning`.
+void read_thinking(request_reader& rr, openai_request& r) {
+  if (auto v = rr.boolean("enable_thinking")) r.submit.params.enable_thinking = *v;
+  if (const json* kw = rr.field("chat_template_kwargs")) {
+    if (!kw->is_object()) {
+      rr.refuse(wrong_type("chat_template_kwargs", "an object", *kw));
+    } else if (auto et = kw->find("enable_thinking"); et != kw->end() && !et->is_null()) {
+      if (!et->is_boolean()) {
+        rr.refuse(wrong_type("chat_template_kwargs.enable_thinking", "a boolean", *et));
+      } else {
+        r.submit.params.enable_thinking = et->get<bool>();
+      }
+    }
+  }
+  if (auto v = rr.boolean("include_reasoning")) {
+    r.include_reasoning = *v;
+    r.submit.params.show_thinking = *v;
+  }
+}
+
 // The parameter a job_params_check message is about: the words before " must be".
 std::string param_of_check(const std::string& message) {
   for (const char* p :
@@ -430,6 +452,7 @@ std::variant<openai_request, request_refusal> parse_openai_request(openai_endpoi
     }
   }
   if (auto u = rr.string("user")) r.user = std::move(*u);
+  if (endpoint == openai_endpoint::chat_completions) read_thinking(rr, r);
   if (rr.refused()) return *rr.refused();
 
   if (auto msg = wire::job_params_check(p); !msg.empty()) {
@@ -453,7 +476,19 @@ std::string openai_response_body(const openai_request& r, uint64_t job_id, int64
   ojson choice;
   if (r.endpoint == openai_endpoint::chat_completions) {
     choice["index"] = 0;
-    choice["message"] = {{"role", "assistant"}, {"content", std::string(text)}};
+    if (!r.include_reasoning) {
+      choice["message"] = {{"role", "assistant"}, {"content", std::string(text)}};
+    } else {
+      think_filter f;
+      think_filter::split part = f.push(text);
+      think_filter::split rest = f.flush();
+      part.answer += rest.answer;
+      part.reasoning += rest.reasoning;
+      // The newline the model writes before "</think>" is not part of the reasoning.
+      while (!part.reasoning.empty() && part.reasoning.back() == '\n') part.reasoning.pop_back();
+      choice["message"] = {{"role", "assistant"}, {"content", part.answer}};
+      if (!part.reasoning.empty()) choice["message"]["reasoning_content"] = part.reasoning;
+    }
   } else {
     choice["text"] = std::string(text);
     choice["index"] = 0;

@@ -26,6 +26,10 @@ struct openai_request {
   wire::submit submit;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  // A thinking model's reasoning returned as `reasoning_content` (chat only; hearth's
+  // `include_reasoning`, as OpenRouter names it): submit.params.show_thinking is set, and the
+  // answer splits the job's text with common/think-filter.h.
+  bool include_reasoning = false;
   std::string user;
 };
 
@@ -49,7 +53,8 @@ std::string_view openai_finish_reason(std::string_view stop_reason);
 // The response id of a job: "chatcmpl-<job id>" / "cmpl-<job id>".
 std::string openai_response_id(openai_endpoint endpoint, uint64_t job_id);
 
-// The whole (non-streamed) response object for a job that completed with `text`.
+// The whole (non-streamed) response object for a job that completed with `text`. With
+// include_reasoning a chat message's think block is split off into `reasoning_content`.
 std::string openai_response_body(const openai_request& r, uint64_t job_id, int64_t created,
                                  std::string_view text, const wire::job_done& done);
 

@@ -109,6 +109,23 @@ TEST(OpenaiRequest, NullMeansNotGiven) {
   EXPECT_EQ(r.submit.params.max_tokens, generation_max_tokens_limit);
 }
 
+TEST(OpenaiRequest, ThinkingIsOnAndItsReasoningHiddenUnlessAsked) {
+  auto r = parse_ok(chat, chat_body(""));
+  EXPECT_TRUE(r.submit.params.enable_thinking);
+  EXPECT_FALSE(r.submit.params.show_thinking);
+  EXPECT_FALSE(r.include_reasoning);
+  r = parse_ok(chat, chat_body(R"("enable_thinking":false,"include_reasoning":true)"));
+  EXPECT_FALSE(r.submit.params.enable_thinking);
+  EXPECT_TRUE(r.submit.params.show_thinking);
+  EXPECT_TRUE(r.include_reasoning);
+  r = parse_ok(chat, chat_body(R"("chat_template_kwargs":{"enable_thinking":false,"x":1})"));
+  EXPECT_FALSE(r.submit.params.enable_thinking);
+  auto bad = parse_refused(chat, chat_body(R"("chat_template_kwargs":{"enable_thinking":"no"})"));
+  EXPECT_EQ(bad.param, "chat_template_kwargs.enable_thinking");
+  bad = parse_refused(chat, chat_body(R"("include_reasoning":1)"));
+  EXPECT_EQ(bad.param, "include_reasoning");
+}
+
 TEST(OpenaiRequest, UnknownFieldsAreIgnoredAsOpenaiDoes) {
   auto r = parse_ok(chat, chat_body(R"("metadata":{"a":"b"},"store":false,"x_future":[1,2])"));
   EXPECT_EQ(r.submit.model, "m");

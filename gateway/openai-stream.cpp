@@ -27,7 +27,10 @@ size_t utf8_whole_prefix(std::string_view s) {
 }
 
 openai_answer::openai_answer(openai_request r, int64_t created, std::shared_ptr<responder> out)
-    : request_(std::move(r)), created_(created), out_(std::move(out)) {}
+    : request_(std::move(r)), created_(created), out_(std::move(out)) {
+  if (request_.include_reasoning && request_.endpoint == openai_endpoint::chat_completions)
+    reasoning_.emplace();
+}
 
 void openai_answer::accepted(uint64_t job_id) {
   job_id_ = job_id;
@@ -82,10 +85,25 @@ void openai_answer::tokens(const wire::job_tokens& t) {
 
 void openai_answer::send_text(bool flush) {
   const size_t n = flush ? pending_.size() : utf8_whole_prefix(pending_);
-  if (n == 0) return;
+  // At the end the think filter may still hold text (an unfinished tag) with nothing pending.
+  if (n == 0 && !(flush && reasoning_)) return;
   if (!started_) start_stream();
-  out_->event(openai_chunk(request_, job_id_, created_, std::string_view(pending_).substr(0, n),
-                           false, std::nullopt));
+  if (!reasoning_) {
+    out_->event(openai_chunk(request_, job_id_, created_, std::string_view(pending_).substr(0, n),
+                             false, std::nullopt));
+  } else {
+    // The filter holds back only ASCII (a tag's start), so both parts end on whole characters.
+    think_filter::split part = reasoning_->push(std::string_view(pending_).substr(0, n));
+    if (flush) {
+      think_filter::split rest = reasoning_->flush();
+      part.answer += rest.answer;
+      part.reasoning += rest.reasoning;
+    }
+    if (!part.answer.empty() || !part.reasoning.empty()) {
+      out_->event(openai_chunk(request_, job_id_, created_, part.answer, false, std::nullopt,
+                               part.reasoning));
+    }
+  }
   pending_.erase(0, n);
   wrote_ = true;
 }

@@ -8,12 +8,18 @@
 // same id and created; finish_reason is null until the last chunk; a usage chunk follows when
 // asked for; then `data: [DONE]`. A restarted attempt (failover) streams the same text again
 // (the broker gave every attempt the same seed): the bytes the client already has are skipped.
+//
+// With include_reasoning the job streams a thinking model's "<think>...</think>" block as it came
+// (job_params.show_thinking), and the answer splits it off (common/think-filter.h): reasoning
+// goes as `reasoning_content` (the delta's, or the message's), the rest as `content`.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "common/think-filter.h"
 #include "gateway/broker-link.h"
 #include "gateway/http.h"
 #include "gateway/openai-request.h"
@@ -57,6 +63,9 @@ class openai_answer {
   uint64_t taken_bytes_ = 0;    // text bytes taken for the client (sent, or held in pending_)
   std::string pending_;         // streaming: taken, not sent yet (an unfinished UTF-8 character)
   std::string text_;            // whole response: the current attempt's text
+  // include_reasoning, streaming: the reasoning apart from the answer (chat completions only; a
+  // whole response is split by openai_response_body).
+  std::optional<think_filter> reasoning_;
 };
 
 // The length of the longest prefix of `s` that ends on a UTF-8 character boundary (a character

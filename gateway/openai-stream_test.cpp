@@ -144,6 +144,55 @@ TEST(OpenaiStream, AChatStreamIsOpenaisChunkSequence) {
   EXPECT_EQ(f.out->text(), "Once upon");
 }
 
+// include_reasoning: the job streams the think block (show_thinking), split off here; tags cut
+// across tokens included.
+TEST(OpenaiStream, ReasoningIsStreamedAsReasoningContent) {
+  auto r = request_of(openai_endpoint::chat_completions, true);
+  r.include_reasoning = true;
+  fixture f(std::move(r));
+  for (const char* t : {"<thi", "nk>\nThe user", " greets.\n</", "think>\n\nHel", "lo"})
+    f.answer.event(tokens(1, 0, t));
+  f.answer.event(completed("end_of_generation"));
+  std::string reasoning, content;
+  for (const auto& c : f.out->chunks()) {
+    const json& delta = c["choices"][0]["delta"];
+    if (delta.contains("reasoning_content")) reasoning += delta["reasoning_content"];
+    if (delta.contains("content")) content += delta["content"];
+    EXPECT_EQ(delta.dump().find("think>"), std::string::npos) << delta.dump();
+  }
+  EXPECT_EQ(reasoning, "The user greets.\n");
+  EXPECT_EQ(content, "Hello");
+}
+
+TEST(OpenaiStream, AWholeResponseCarriesTheReasoningApart) {
+  auto r = request_of(openai_endpoint::chat_completions, false);
+  r.include_reasoning = true;
+  fixture f(std::move(r));
+  f.answer.event(tokens(1, 0, "<think>\nHmm.\n</think>\n\n"));
+  f.answer.event(tokens(1, 1, "Hi"));
+  f.answer.event(completed());
+  ASSERT_EQ(f.out->log.size(), 1u);
+  json body = json::parse(f.out->log[0].substr(10));
+  EXPECT_EQ(body["choices"][0]["message"]["content"], "Hi");
+  EXPECT_EQ(body["choices"][0]["message"]["reasoning_content"], "Hmm.");
+  // Without include_reasoning the text is passed on as the node sent it (the node hid it).
+  fixture plain(request_of(openai_endpoint::chat_completions, false));
+  plain.answer.event(tokens(1, 0, "Hi"));
+  plain.answer.event(completed());
+  body = json::parse(plain.out->log[0].substr(10));
+  EXPECT_FALSE(body["choices"][0]["message"].contains("reasoning_content"));
+}
+
+// The think filter's held tail (an unfinished tag) is answer text at the end of a stream.
+TEST(OpenaiStream, AnUnfinishedTagIsFlushedAtTheEnd) {
+  auto r = request_of(openai_endpoint::chat_completions, true);
+  r.include_reasoning = true;
+  fixture f(std::move(r));
+  f.answer.event(tokens(1, 0, "<thi"));
+  f.answer.event(completed());
+  EXPECT_EQ(f.out->text(), "<thi");
+}
+
 TEST(OpenaiStream, ACompletionStreamHasNoRoleChunkAndUsageWhenAsked) {
   fixture f(request_of(openai_endpoint::completions, true, true));
   f.answer.event(tokens(1, 0, " upon"));

@@ -34,6 +34,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/think-filter.h"
 #include "engine/context.h"
 #include "engine/model.h"
 #include "engine/sampler.h"
@@ -77,7 +78,18 @@ struct batch_attempt {
   }
   bool started() const { return gen && gen->prompt_decoded(); }
 
+  // Of the text the sequence streams, what the job's text gets: all of it, or without the think
+  // block when `thinking_hidden` (the rest held back with it at the end, `last`).
+  std::string visible(std::string text, bool last) {
+    if (!thinking_hidden) return text;
+    std::string out = thinking_hidden->push(text).answer;
+    if (last) out += thinking_hidden->flush().answer;
+    return out;
+  }
+
   wire::job_ref ref;
+  // A thinking model's chat job that did not ask for show_thinking (PROTOCOL.md job_params).
+  std::optional<think_filter> thinking_hidden;
   std::vector<int32_t> prompt;  // until place()
   generation_params params;
   sampler smp;
@@ -205,7 +217,7 @@ class batch_engine final : public job_engine {
   void complete(batch_model& cm, int32_t seq) {
     std::unique_ptr<batch_attempt> a = std::move(cm.seqs[size_t(seq)]);
     sequence& gen = *a->gen;
-    if (std::string rest = gen.finish(); !rest.empty())
+    if (std::string rest = a->visible(gen.finish(), true); !rest.empty())
       sink_.tokens(a->ref, uint64_t(gen.n_generated()), 0, std::move(rest));
     finish(cm, std::move(a), seq, wire::job_state::completed, stop_reason_name(gen.reason()));
   }
@@ -315,7 +327,8 @@ class batch_engine final : public job_engine {
     context_params cp;
     cp.n_ctx = int32_t(n_ctx);
     cp.n_seq_max = int32_t(cfg_.slots);
-    cm->bytes = memory_needed(hp, cm->weights->weight_bytes(), cp).total();
+    cm->bytes = model_memory_budgeted(model_weights_counted(cm->weights->file(), hp),
+                                      cm->backend == "cpu", hp, cp);
     error = make_room(cm->name, cm->bytes);
     if (!error.empty()) return nullptr;
     try {
@@ -367,8 +380,9 @@ class batch_engine final : public job_engine {
     // As `hearth run` does: BOS as the vocabulary asks; special-token text left as text in a raw
     // prompt, and turned into tokens in a chat prompt, whose turn markers are special tokens.
     std::vector<int32_t> prompt;
+    bool thinks = false;
     if (chat) {
-      auto text = chat_prompt(*cm, job.params.chat_template, messages);
+      auto text = chat_prompt(*cm, job.params, messages, thinks);
       if (!text) return report_invalid(ref, text.message());
       prompt = cm->weights->vocab().tokenize(*text, true, true);
     } else {
@@ -381,21 +395,26 @@ class batch_engine final : public job_engine {
                                " tokens but a slot holds " + std::to_string(cm->n_ctx_per_slot),
                            wire::stop_reason_prompt_too_long);
     }
-    cm->waiting.push_back(std::make_unique<batch_attempt>(ref, std::move(prompt),
-                                                          wire::generation_params_of(job.params),
-                                                          cm->weights->hparams().n_vocab));
+    auto attempt = std::make_unique<batch_attempt>(ref, std::move(prompt),
+                                                   wire::generation_params_of(job.params),
+                                                   cm->weights->hparams().n_vocab);
+    if (thinks && !job.params.show_thinking) attempt->thinking_hidden.emplace();
+    cm->waiting.push_back(std::move(attempt));
   }
 
-  // The template the job names, else the model's own, applied to `messages`.
-  static result<std::string> chat_prompt(const batch_model& cm, const std::string& named,
-                                         std::span<const chat_message> messages) {
+  // The template the job names, else the model's own, applied to `messages` (`thinks`: the
+  // template's model writes a think block first).
+  static result<std::string> chat_prompt(const batch_model& cm, const wire::job_params& params,
+                                         std::span<const chat_message> messages, bool& thinks) {
+    const std::string& named = params.chat_template;
     auto choice = chat_template_for_model(cm.weights->file(), named);
     if (!choice) {
       return error{"cannot format the chat messages for model '" + cm.name +
                    "': " + choice.message() +
                    (named.empty() ? "; name a template or send a prompt instead" : "")};
     }
-    return chat_template_apply(choice->tmpl, messages);
+    thinks = chat_template_thinks(choice->tmpl);
+    return chat_template_apply(choice->tmpl, messages, {.enable_thinking = params.enable_thinking});
   }
 
   bool running(const wire::job_ref& ref) const {
@@ -433,7 +452,8 @@ class batch_engine final : public job_engine {
   void advance(batch_model& cm, int32_t seq, const float* logits) {
     batch_attempt& a = *cm.seqs[size_t(seq)];
     if (auto piece = a.gen->step(logits))
-      sink_.tokens(a.ref, uint64_t(a.gen->n_generated() - 1), 1, std::move(piece->text));
+      sink_.tokens(a.ref, uint64_t(a.gen->n_generated() - 1), 1,
+                   a.visible(std::move(piece->text), false));
     if (a.gen->done()) complete(cm, seq);
   }
 
@@ -563,6 +583,13 @@ class batch_engine final : public job_engine {
 };
 
 }  // namespace
+
+uint64_t model_memory_budgeted(const model_weights_count& w, bool mapped, const model_hparams& hp,
+                               const context_params& cp) {
+  const uint64_t weights =
+      mapped ? w.bytes_touched(std::max(cp.n_seq_max, 1)) : w.bytes_other + w.bytes_experts;
+  return memory_needed(hp, weights, cp).total();
+}
 
 std::unique_ptr<job_engine> make_batch_engine(const batch_engine_config& cfg, job_sink& sink) {
   return std::make_unique<batch_engine>(cfg, sink);

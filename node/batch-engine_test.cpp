@@ -16,6 +16,7 @@
 
 #include "engine/context.h"
 #include "engine/generate.h"
+#include "engine/model-file.h"
 #include "engine/model.h"
 #include "gpu/select.h"
 #include "node/fake-job-sink.h"
@@ -507,6 +508,33 @@ TEST_F(batch_engine_test, chat_messages_go_through_the_models_chat_template) {
   EXPECT_EQ(std::count(llama2_tokens.begin(), llama2_tokens.end(), model_->vocab().eos()), 1);
 }
 
+// A thinking model's template (qwen3, named here): enable_thinking false ends the prompt with the
+// empty think block; the model's text is passed through the think filter (stories260K never
+// writes "<think>", so hidden or shown, the text is the whole continuation).
+TEST_F(batch_engine_test, enable_thinking_false_formats_the_empty_think_block) {
+  fake_job_sink sink;
+  auto engine = make_batch_engine(config(2, 256), sink);
+  auto thinking = job(0, "", greedy(24));
+  thinking.messages = {{"user", "Once upon a time"}};
+  thinking.params.chat_template = "qwen3";
+  auto not_thinking = thinking;
+  not_thinking.job_id = 1;
+  not_thinking.params.enable_thinking = false;
+  auto shown = not_thinking;
+  shown.job_id = 2;
+  shown.params.show_thinking = true;
+  engine->submit(thinking);
+  engine->submit(not_thinking);
+  engine->submit(shown);
+  ASSERT_TRUE(sink.wait_all_finished({0, 1, 2}));
+  const std::string base = "<|im_start|>user\nOnce upon a time<|im_end|>\n<|im_start|>assistant\n";
+  const auto tokens_on = model_->vocab().tokenize(base, true, true);
+  const auto tokens_off = model_->vocab().tokenize(base + "<think>\n\n</think>\n\n", true, true);
+  expect_matches(sink, 0, alone_tokens(tokens_on, greedy(24), 256));
+  expect_matches(sink, 1, alone_tokens(tokens_off, greedy(24), 256));
+  expect_matches(sink, 2, alone_tokens(tokens_off, greedy(24), 256));
+}
+
 TEST_F(batch_engine_test, the_least_recently_used_idle_model_makes_room_for_another) {
   // A budget for one model and its context, not two.
   const context_params cp{.n_ctx = 2 * 64, .n_seq_max = 2};
@@ -560,6 +588,102 @@ TEST_F(batch_engine_test, a_missing_models_directory_throws) {
   auto cfg = config(1, 64);
   cfg.models_dir = (*dir_ / "absent").string();
   EXPECT_THROW(make_batch_engine(cfg, sink), std::runtime_error);
+}
+
+}  // namespace
+}  // namespace hearth::node
+
+namespace hearth::node {
+namespace {
+
+// The fit rule: mapped weights of a mixture of experts count the non-expert tensors and the share
+// of the experts the slots' tokens can be routed to; dense models and uploaded weights count whole.
+TEST(model_memory_budget, mapped_experts_count_only_the_active_share) {
+  model_hparams hp;
+  hp.n_layer = 2;
+  hp.n_embd = 64;
+  hp.n_head = 4;
+  hp.n_head_kv = 4;
+  hp.head_dim_k = 16;
+  hp.head_dim_v = 16;
+  hp.n_vocab = 100;
+  hp.n_ctx_train = 256;
+  context_params cp{.n_ctx = 64, .n_seq_max = 1};
+  const uint64_t context_bytes = memory_needed(hp, 0, cp).total();
+  model_weights_count moe;
+  moe.n_expert = 8;
+  moe.n_expert_used = 2;
+  moe.bytes_experts = 8'000'000;
+  moe.bytes_other = 1'000'000;
+  // One slot: 2 of 8 experts.
+  EXPECT_EQ(model_memory_budgeted(moe, true, hp, cp), context_bytes + 1'000'000 + 2'000'000);
+  // Uploaded to a device: every expert.
+  EXPECT_EQ(model_memory_budgeted(moe, false, hp, cp), context_bytes + 9'000'000);
+  // Three slots route to at most 6 experts; five to all 8, never more.
+  cp.n_seq_max = 3;
+  EXPECT_EQ(model_memory_budgeted(moe, true, hp, cp),
+            memory_needed(hp, 0, cp).total() + 1'000'000 + 6'000'000);
+  cp.n_seq_max = 5;
+  EXPECT_EQ(model_memory_budgeted(moe, true, hp, cp), memory_needed(hp, 0, cp).total() + 9'000'000);
+  // A dense model has no expert tensors: the whole file, mapped or not.
+  model_weights_count dense;
+  dense.bytes_other = 5'000'000;
+  cp.n_seq_max = 1;
+  EXPECT_EQ(model_memory_budgeted(dense, true, hp, cp), context_bytes + 5'000'000);
+  EXPECT_EQ(model_memory_budgeted(dense, false, hp, cp), context_bytes + 5'000'000);
+}
+
+// The synthetic Qwen3-MoE file's counts from its tensors, and a node whose budget is below the
+// whole file plus context but above its active set serving it.
+TEST(model_memory_budget, a_node_serves_an_moe_model_larger_than_its_budget) {
+  const std::string moe =
+      hearth::testing::testdata_path("models/synthetic2/synthetic-qwen3moe-a.q4_k_m.gguf");
+  ASSERT_FALSE(moe.empty());
+  auto f = model_file::open(moe);
+  ASSERT_TRUE(f.ok()) << f.message();
+  const model_weights_count w = model_weights_counted(f->gguf, f->hparams);
+  ASSERT_GT(w.n_expert, w.n_expert_used);
+  EXPECT_EQ(w.bytes_experts + w.bytes_other, f->weight_bytes);
+  EXPECT_LT(w.params_active, w.params_total);
+
+  const fs::path dir = fs::temp_directory_path() / "hearth_batch_engine_moe";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::create_symlink(fs::absolute(moe), dir / "moe.gguf");
+  batch_engine_config cfg;
+  cfg.models_dir = dir.string();
+  cfg.slots = 1;
+  cfg.threads = 1;
+  cfg.n_ctx_per_slot = 64;
+  const context_params cp{.n_ctx = 64, .n_seq_max = 1};
+  const uint64_t whole = memory_needed(f->hparams, f->weight_bytes, cp).total();
+  const uint64_t active = model_memory_budgeted(w, true, f->hparams, cp);
+  ASSERT_LT(active, whole);
+  auto run_with_budget = [&](uint64_t budget) {
+    fake_job_sink sink;
+    cfg.memory_budget = budget;
+    auto engine = make_batch_engine(cfg, sink);
+    wire::job_assign j;
+    j.job_id = 1;
+    j.model = "moe";
+    j.prompt = "Hello";
+    j.params.max_tokens = 4;
+    j.params.temperature = 0;
+    j.params.seed = 1;
+    engine->submit(j);
+    EXPECT_TRUE(sink.wait_finished(1));
+    const auto r = sink.record(1);
+    return r.final ? *r.final : wire::job_final{};
+  };
+  // Room for the active set and the context, not for the whole file: it loads and runs.
+  const wire::job_final ok = run_with_budget(active + (whole - active) / 2);
+  EXPECT_EQ(ok.state, wire::job_state::completed) << ok.error;
+  EXPECT_EQ(ok.n_gen, 4u);
+  // One byte short of the active set: refused, saying what it needs.
+  const wire::job_final refused = run_with_budget(active - 1);
+  EXPECT_EQ(refused.state, wire::job_state::failed);
+  EXPECT_NE(refused.error.find("memory budget"), std::string::npos) << refused.error;
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/context.h"
+#include "engine/model-file.h"
 #include "gpu/device.h"
 #include "schema/messages.h"
 
@@ -73,6 +75,16 @@ struct null_engine_config {
 };
 
 // Scans the models directory at construction; throws std::runtime_error if it cannot be read.
+// What a model with a context of `cp` counts against the memory budget (batch_engine_config):
+// memory_needed (engine/context.h) of its weights and context. Weights the CPU backend maps
+// (`mapped`) are paged in on use, and of a mixture of experts a decoding step touches only the
+// experts its tokens are routed to: those count as w.bytes_touched(cp.n_seq_max) (every other
+// tensor and n_seq_max × n_expert_used experts' share), so a node serves an MoE model whose file
+// is larger than its budget when that active set and the context fit (node/README.md). A dense
+// model, or weights a GPU backend uploads, count whole.
+uint64_t model_memory_budgeted(const model_weights_count& w, bool mapped, const model_hparams& hp,
+                               const context_params& cp);
+
 std::unique_ptr<job_engine> make_batch_engine(const batch_engine_config& cfg, job_sink& sink);
 std::unique_ptr<job_engine> make_null_engine(const null_engine_config& cfg, job_sink& sink);
 

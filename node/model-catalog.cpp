@@ -48,6 +48,9 @@ result<wire::model_info> model_info_read(const std::string& path) {
   info.context_length = uint32_t(std::max(f->hparams.n_ctx_train, 0));
   if (auto choice = chat_template_for_model(f->gguf, ""))
     info.chat_template = std::string(chat_template_name(choice->tmpl));
+  const model_weights_count count = model_weights_counted(f->gguf, f->hparams);
+  info.params_total = count.params_total;
+  info.params_active = count.params_active;
   return info;
 }
 

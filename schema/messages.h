@@ -178,6 +178,11 @@ struct model_info {
   // The chat template the node formats chat jobs with when they name none ("chatml", ...); ""
   // when the file has none it can use (the broker then refuses such chat jobs at submit).
   std::string chat_template;
+  // Parameters (weights) counted from the tensors' shapes, and those one token uses: fewer for a
+  // mixture of experts (only n_expert_used experts run), equal for a dense model. 0: unknown (an
+  // older node, a Hugging Face folder described without its weights).
+  uint64_t params_total = 0;
+  uint64_t params_active = 0;
   template <class F>
   void fields(F& f) {
     f("name", name);
@@ -187,6 +192,8 @@ struct model_info {
     f("context_length", context_length);
     f("loaded", loaded);
     f.optional("chat_template", chat_template);
+    f.optional("params_total", params_total);
+    f.optional("params_active", params_active);
   }
 };
 
@@ -228,6 +235,11 @@ struct job_params {
   // A chat job's template by name ("chatml", "llama3", ...; engine/tokenizer/chat-template.h)
   // instead of the one the model file names; "" = the model's.
   std::string chat_template;
+  // For thinking models (chat template qwen3): false asks the model to answer without reasoning
+  // (Qwen3's enable_thinking); show_thinking streams the "<think>...</think>" block as the model
+  // wrote it, which the node otherwise keeps out of the job's text.
+  bool enable_thinking = true;
+  bool show_thinking = false;
   template <class F>
   void fields(F& f) {
     f("max_tokens", max_tokens);
@@ -242,6 +254,8 @@ struct job_params {
     f.optional("presence_penalty", presence_penalty);
     f.optional("frequency_penalty", frequency_penalty);
     f.optional("chat_template", chat_template);
+    f.optional("enable_thinking", enable_thinking);
+    f.optional("show_thinking", show_thinking);
   }
 };
 
@@ -919,6 +933,8 @@ struct model_summary {
   std::vector<std::string> nodes;      // online nodes that serve it
   std::vector<std::string> loaded_on;  // ... and have it loaded
   uint32_t queued = 0;                 // jobs waiting for it
+  uint64_t params_total = 0;           // model_info's; 0: unknown
+  uint64_t params_active = 0;
   template <class F>
   void fields(F& f) {
     f("name", name);
@@ -929,6 +945,8 @@ struct model_summary {
     f("nodes", nodes);
     f("loaded_on", loaded_on);
     f("queued", queued);
+    f.optional("params_total", params_total);
+    f.optional("params_active", params_active);
   }
 };
 

@@ -36,7 +36,17 @@ inline hardware_info hardware() {
 }
 
 inline model_info model(bool loaded) {
-  return {"qwen2.5-0.5b-instruct-q8_0", "qwen2", "Q8_0", 531'068'928ull, 32768, loaded, "chatml"};
+  model_info m;
+  m.name = "qwen3-30b-a3b-q4_k_m";
+  m.architecture = "qwen3moe";
+  m.quantization = "Q4_K_M";
+  m.size_bytes = 18'556'686'208ull;
+  m.context_length = 40960;
+  m.loaded = loaded;
+  m.chat_template = "qwen3";
+  m.params_total = 30'532'122'624ull;
+  m.params_active = 3'345'352'704ull;
+  return m;
 }
 
 inline skipped_model skipped() {
@@ -62,6 +72,8 @@ inline job_params params() {
   p.presence_penalty = -0.5f;
   p.frequency_penalty = 1.75f;
   p.chat_template = "llama3";
+  p.enable_thinking = false;
+  p.show_thinking = true;
   return p;
 }
 
@@ -322,6 +334,8 @@ inline models_reply sample<models_reply>() {
   s.nodes = {"gpu-box", "old-box"};
   s.loaded_on = {"gpu-box"};
   s.queued = 3;
+  s.params_total = 494'032'768ull;
+  s.params_active = 494'032'768ull;
   return {request_id, {s}, 70000, true, {{"old-box", {skipped()}}}};
 }
 

@@ -20,6 +20,7 @@
 #include <sstream>
 #include <thread>
 
+#include "engine/io/gguf.h"
 #include "schema/curve-cert.h"
 #include "tests/cluster.h"
 #include "tests/curve-server.h"
@@ -831,6 +832,79 @@ TEST_F(cli_cluster, a_model_added_to_a_running_node_is_served_and_a_bad_one_list
     const auto r = run_cli("models");
     return r.out.find("added") == std::string::npos && r.err.empty();
   })) << run_cli("models --all").out;
+}
+
+// A parameter count as `hearth models` prints it ("494.0M").
+std::string params_count_text(uint64_t n) {
+  char buf[32];
+  const double d = double(n);
+  if (d >= 1e9) {
+    std::snprintf(buf, sizeof buf, "%.1fB", d / 1e9);
+  } else if (d >= 1e6) {
+    std::snprintf(buf, sizeof buf, "%.1fM", d / 1e6);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.1fK", d / 1e3);
+  }
+  return buf;
+}
+
+// A node serving a mixture of experts advertises its total and active parameters, counted here
+// from the file's own tensor shapes (GGUF header), and `hearth models` shows both; a dense model
+// shows one count.
+TEST_F(cli_cluster, models_shows_total_and_active_parameters_of_a_mixture_of_experts) {
+  const std::string moe =
+      testing::testdata_path("models/synthetic2/synthetic-qwen3moe-a.q4_k_m.gguf");
+  const std::string dense = testing::testdata_path("models/stories260K.gguf");
+  ASSERT_FALSE(moe.empty() || dense.empty());
+  auto f = gguf_file::open(moe);
+  ASSERT_TRUE(f.ok()) << f.message();
+  auto n_expert = f->get_uint("qwen3moe.expert_count");
+  auto n_used = f->get_uint("qwen3moe.expert_used_count");
+  ASSERT_TRUE(n_expert.ok() && n_expert->has_value() && n_used.ok() && n_used->has_value());
+  uint64_t total = 0, experts = 0;
+  for (const auto& t : f->tensors()) {
+    total += uint64_t(t.ne[0] * t.ne[1] * t.ne[2] * t.ne[3]);
+    if (t.name.find("_exps.weight") != std::string::npos)
+      experts += uint64_t(t.ne[0] * t.ne[1] * t.ne[2]);
+  }
+  ASSERT_GT(experts, 0u);
+  const uint64_t active = total - experts / **n_expert * (**n_expert - **n_used);
+  ASSERT_LT(active, total);
+  uint64_t dense_total = 0;
+  auto d = gguf_file::open(dense);
+  ASSERT_TRUE(d.ok()) << d.message();
+  for (const auto& t : d->tensors()) dense_total += uint64_t(t.ne[0] * t.ne[1] * t.ne[2] * t.ne[3]);
+
+  broker_ = c_.start_broker();
+  const std::string dir = c_.models("moe", {"stories260K"});
+  testing::link_model(dir, "qwen3moe-a", moe);
+  node_ = c_.start_node("null", dir, "null", 1, {"--null-tokens-per-s", "0"});
+  client_ = c_.client();
+  ASSERT_TRUE(nodes_online(*client_)) << broker_.log() << node_.log();
+
+  const auto json = nlohmann::json::parse(run_cli("models --json").out);
+  bool seen_moe = false, seen_dense = false;
+  for (const auto& m : json) {
+    if (m["name"] == "qwen3moe-a") {
+      seen_moe = true;
+      EXPECT_EQ(m["params_total"].get<uint64_t>(), total);
+      EXPECT_EQ(m["params_active"].get<uint64_t>(), active);
+    } else if (m["name"] == "stories260K") {
+      seen_dense = true;
+      EXPECT_EQ(m["params_total"].get<uint64_t>(), dense_total);
+      EXPECT_EQ(m["params_active"].get<uint64_t>(), dense_total);
+    }
+  }
+  EXPECT_TRUE(seen_moe && seen_dense) << json.dump();
+
+  const auto table = run_cli("models");
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(table.out.find("PARAMS"), std::string::npos) << table.out;
+  const std::string moe_params =
+      params_count_text(total) + " (" + params_count_text(active) + " active)";
+  EXPECT_NE(table.out.find(moe_params), std::string::npos) << moe_params << "\n" << table.out;
+  EXPECT_NE(table.out.find(" " + params_count_text(dense_total) + " "), std::string::npos)
+      << table.out;
 }
 
 // A chat job for a model whose file has no chat template is refused at submit (no job made),

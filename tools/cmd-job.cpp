@@ -135,6 +135,9 @@ void print_detail(const wire::job_detail& d, const job_timings& t) {
   field("seed", std::to_string(p.seed));
   field("stop", stops.empty() ? "-" : stops);
   if (!p.chat_template.empty()) field("chat_template", p.chat_template);
+  // Only when not the default: they matter for thinking models alone.
+  if (!p.enable_thinking) field("enable_thinking", "false");
+  if (p.show_thinking) field("show_thinking", "true (the output keeps the <think> block)");
 
   if (d.messages.empty()) {
     print_block("prompt", d.prompt);

@@ -25,6 +25,28 @@ std::string nodes_text(const wire::model_summary& m) {
   return or_dash(s);
 }
 
+// A parameter count as models are named: "494.0M", "30.5B".
+std::string params_count_text(uint64_t n) {
+  char buf[32];
+  if (n >= 1'000'000'000ull) {
+    std::snprintf(buf, sizeof buf, "%.1fB", double(n) / 1e9);
+  } else if (n >= 1'000'000ull) {
+    std::snprintf(buf, sizeof buf, "%.1fM", double(n) / 1e6);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.1fK", double(n) / 1e3);
+  }
+  return buf;
+}
+
+// "30.5B (3.3B active)" for a mixture of experts, "8.0B" for a dense model, "-" when unknown.
+std::string params_text(const wire::model_summary& m) {
+  if (m.params_total == 0) return "-";
+  std::string s = params_count_text(m.params_total);
+  if (m.params_active != 0 && m.params_active != m.params_total)
+    s += " (" + params_count_text(m.params_active) + " active)";
+  return s;
+}
+
 int models(const models_options& o) {
   broker_client client(o.broker);
   const auto reply = client.request<wire::models_reply>(wire::list_models{});
@@ -42,10 +64,10 @@ int models(const models_options& o) {
     std::vector<std::vector<std::string>> rows;
     for (const auto& m : reply.models) {
       rows.push_back({m.name, or_dash(m.architecture), or_dash(m.quantization),
-                      format_bytes(m.size_bytes), std::to_string(m.context_length), nodes_text(m),
-                      std::to_string(m.queued)});
+                      format_bytes(m.size_bytes), params_text(m), std::to_string(m.context_length),
+                      nodes_text(m), std::to_string(m.queued)});
     }
-    print_table({"NAME", "ARCH", "QUANT", "SIZE", "CTX", "NODES", "QUEUED"}, rows);
+    print_table({"NAME", "ARCH", "QUANT", "SIZE", "PARAMS", "CTX", "NODES", "QUEUED"}, rows);
   }
   size_t n_skipped = 0;
   for (const auto& n : reply.skipped) n_skipped += n.files.size();
@@ -68,7 +90,9 @@ int models(const models_options& o) {
 action add_models(CLI::App& app) {
   auto o = std::make_shared<models_options>();
   CLI::App* cmd = app.add_subcommand(
-      "models", "List models: architecture, size, the online nodes serving them (* = loaded)");
+      "models",
+      "List models: architecture, size, parameters (those a token uses, for a mixture of experts), "
+      "the online nodes serving them (* = loaded)");
   cmd->add_flag("--json", o->json,
                 "A JSON array of model summaries (every field); with --all the whole reply");
   cmd->add_flag("--all", o->all,

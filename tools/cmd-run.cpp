@@ -2,8 +2,10 @@
 // a message formatted by the model's chat template.
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <stdexcept>
 
+#include "common/think-filter.h"
 #include "engine/generate.h"
 #include "engine/tokenizer/chat-template.h"
 #include "tools/commands.h"
@@ -27,7 +29,9 @@ struct run_options {
   int32_t ctx = 0;
   bool json = false;
   bool parse_special = false;
-  generation_params gen;  // -n, --stop and the sampling flags
+  bool show_thinking = false;  // a thinking model's <think> block printed as it came
+  bool no_think = false;       // the model asked to answer without thinking (Qwen3)
+  generation_params gen;       // -n, --stop and the sampling flags
 };
 
 std::string dump(const nlohmann::json& j) {
@@ -48,14 +52,17 @@ void check_prompt_flags(const run_options& o) {
   }
   if (!chat && o.system_opt->count() > 0) throw std::runtime_error("--system needs --chat");
   if (!chat && o.template_opt->count() > 0) throw std::runtime_error("--template needs --chat");
+  if (!chat && (o.show_thinking || o.no_think))
+    throw std::runtime_error("--show-thinking and --no-think need --chat");
   if (o.template_opt->count() > 0 && o.template_name.empty()) {
     throw std::runtime_error("--template needs a name: " + chat_template_names());
   }
 }
 
 // The chat prompt: [system?, user] through the model's template (or the one named), with a note
-// on stderr saying which template that was (its name is also left in `used`).
-std::string chat_prompt(const run_options& o, const model& m, std::string& used) {
+// on stderr saying which template that was (its name is also left in `used`; `thinks` says whether
+// its model writes a think block first).
+std::string chat_prompt(const run_options& o, const model& m, std::string& used, bool& thinks) {
   auto choice = chat_template_for_model(m.file(), o.template_name);
   if (!choice) {
     std::string msg = choice.message();
@@ -68,9 +75,10 @@ std::string chat_prompt(const run_options& o, const model& m, std::string& used)
   std::vector<chat_message> messages;
   if (o.system_opt->count() > 0) messages.push_back({"system", o.system});
   messages.push_back({"user", o.chat});
-  auto text = chat_template_apply(choice->tmpl, messages);
+  auto text = chat_template_apply(choice->tmpl, messages, {.enable_thinking = !o.no_think});
   if (!text) throw std::runtime_error(text.message());
   used = chat_template_name(choice->tmpl);
+  thinks = chat_template_thinks(choice->tmpl);
   if (!o.json) {
     std::fprintf(stderr, "chat template: %s (%s)\n", used.c_str(),
                  choice->detected ? "detected" : "named");
@@ -88,8 +96,13 @@ int run(const run_options& o) {
   // A chat prompt's turn markers are special tokens; BOS is the tokenizer's to add (the templates
   // never write it first), as llama.cpp's chat mode does.
   std::string template_used;
-  const auto prompt = chat ? m->vocab().tokenize(chat_prompt(o, *m, template_used), true, true)
-                           : m->vocab().tokenize(o.prompt, true, o.parse_special);
+  bool thinks = false;
+  const auto prompt =
+      chat ? m->vocab().tokenize(chat_prompt(o, *m, template_used, thinks), true, true)
+           : m->vocab().tokenize(o.prompt, true, o.parse_special);
+  // A thinking model's reasoning is not part of the answer unless asked for (as the node does).
+  std::optional<think_filter> hide_thinking;
+  if (thinks && !o.show_thinking) hide_thinking.emplace();
   context_params cp;
   cp.n_ctx = o.ctx;
   context ctx(*m, cp);
@@ -98,7 +111,7 @@ int run(const run_options& o) {
   generate_params gp;
   gp.max_tokens = o.gen.max_tokens;
   gp.stop = o.gen.stop;
-  auto g = generate(ctx, prompt, smp, gp, [&](const generated_piece& p) {
+  auto print_piece = [&](const generated_piece& p) {
     if (o.json) {
       if (p.token >= 0)
         std::printf("%s\n", dump({{"token", p.token}, {"text", p.text}}).c_str());
@@ -108,8 +121,17 @@ int run(const run_options& o) {
       std::fwrite(p.text.data(), 1, p.text.size(), stdout);
     }
     std::fflush(stdout);
+  };
+  auto g = generate(ctx, prompt, smp, gp, [&](const generated_piece& p) {
+    if (!hide_thinking) {
+      print_piece(p);
+    } else {
+      print_piece({p.token, hide_thinking->push(p.text).answer});
+    }
     return true;
   });
+  // What the think filter still holds (an unfinished tag) is answer text, printed last.
+  if (hide_thinking) print_piece({-1, hide_thinking->flush().answer});
   if (!g) throw std::runtime_error(g.message());
 
   const double pp_tps = g->prompt_seconds > 0 ? g->n_prompt / g->prompt_seconds : 0;
@@ -179,6 +201,10 @@ action add_run(CLI::App& app) {
   cmd->add_option("-c,--ctx", o->ctx,
                   "Context size in tokens (default: the model's, at most 4096)");
   cmd->add_flag("--json", o->json, "One JSON object per token, then a summary");
+  cmd->add_flag("--show-thinking", o->show_thinking,
+                "Print a thinking model's <think>...</think> reasoning too (hidden by default)");
+  cmd->add_flag("--no-think", o->no_think,
+                "Ask a thinking model (Qwen3) to answer without reasoning first");
   cmd->add_flag("--parse-special", o->parse_special,
                 "Turn special-token text such as <s> in the prompt into tokens");
   return [o] { return run(*o); };

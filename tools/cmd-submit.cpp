@@ -33,7 +33,9 @@ struct submit_options {
   std::string system;  // a system message before it
   CLI::Option* chat_flag = nullptr;
   CLI::Option* system_flag = nullptr;
-  CLI::Option* template_flag = nullptr;  // --template NAME: params.chat_template
+  CLI::Option* template_flag = nullptr;       // --template NAME: params.chat_template
+  CLI::Option* show_thinking_flag = nullptr;  // params.show_thinking
+  CLI::Option* no_think_flag = nullptr;       // params.enable_thinking = false
   bool json = false;
   bool detach = false;
   int retry_for_s = 60;
@@ -65,6 +67,8 @@ int submit(submit_options& o) {
   }
   if (!chat && o.system_flag->count() > 0) throw std::runtime_error("--system needs --chat");
   if (!chat && o.template_flag->count() > 0) throw std::runtime_error("--template needs --chat");
+  if (!chat && o.show_thinking_flag->count() + o.no_think_flag->count() > 0)
+    throw std::runtime_error("--show-thinking and --no-think need --chat");
   // Known here (the CLI has the templates), so a misspelt name fails before the job exists.
   if (o.template_flag->count() > 0) {
     if (auto t = chat_template_from_name(p.chat_template); !t)
@@ -190,6 +194,13 @@ action add_submit(CLI::App& app) {
   o->template_flag = cmd->add_option(
       "--template", o->params.chat_template,
       "Chat template for --chat instead of the model's own: " + chat_template_names());
+  o->show_thinking_flag =
+      cmd->add_flag("--show-thinking", p.show_thinking,
+                    "Stream a thinking model's <think>...</think> reasoning too; the job's text "
+                    "then keeps it (hidden by default)");
+  o->no_think_flag = cmd->add_flag(
+      "--no-think", [o](int64_t) { o->params.enable_thinking = false; },
+      "Ask a thinking model (Qwen3) to answer without reasoning first");
   return [o] { return submit(*o); };
 }
 

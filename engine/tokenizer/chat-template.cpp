@@ -6,8 +6,9 @@
 namespace hearth {
 namespace {
 
-constexpr std::array<std::pair<chat_template, std::string_view>, 13> k_names = {{
+constexpr std::array<std::pair<chat_template, std::string_view>, 14> k_names = {{
     {chat_template::chatml, "chatml"},
+    {chat_template::qwen3, "qwen3"},
     {chat_template::llama2, "llama2"},
     {chat_template::llama2_sys, "llama2-sys"},
     {chat_template::llama2_sys_bos, "llama2-sys-bos"},
@@ -53,7 +54,10 @@ detection other(std::string_view name) {
 detection detect(std::string_view t) {
   auto has = [t](std::string_view s) { return t.find(s) != std::string_view::npos; };
   if (has("<|im_start|>")) {
-    return found(has("<|im_sep|>") ? chat_template::phi4 : chat_template::chatml);
+    if (has("<|im_sep|>")) return found(chat_template::phi4);
+    // Not in llama.cpp's build 4748 chain: Qwen3 templates, which write and strip think blocks.
+    if (has("<think>") || has("enable_thinking")) return found(chat_template::qwen3);
+    return found(chat_template::chatml);
   }
   if (t.starts_with("mistral") || has("[INST]")) {
     if (has("[SYSTEM_PROMPT]")) return found(chat_template::mistral_v7);
@@ -111,6 +115,58 @@ std::string role_error(size_t i, std::string_view role) {
 void apply_chatml(std::span<const chat_message> msgs, std::string& out) {
   for (const auto& m : msgs) out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
   out += "<|im_start|>assistant\n";
+}
+
+// Python's str.strip / lstrip / rstrip of one character set, as the Jinja template calls them.
+std::string_view lstrip(std::string_view s, std::string_view chars) {
+  const size_t b = s.find_first_not_of(chars);
+  return b == std::string_view::npos ? std::string_view{} : s.substr(b);
+}
+std::string_view rstrip(std::string_view s, std::string_view chars) {
+  const size_t e = s.find_last_not_of(chars);
+  return e == std::string_view::npos ? std::string_view{} : s.substr(0, e + 1);
+}
+
+// Qwen3's template without tools (tokenizer_config.json of Qwen/Qwen3-*; PROTOCOL.md has no
+// tool messages): a system message first is a system turn like any other; assistant turns are
+// split at "</think>" into reasoning and answer.
+void apply_qwen3(std::span<const chat_message> msgs, const chat_template_options& opts,
+                 std::string& out) {
+  size_t last_query = msgs.size() - 1;
+  for (size_t i = msgs.size(); i-- > 0;) {
+    if (msgs[i].role == "user") {
+      last_query = i;
+      break;
+    }
+  }
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    const chat_message& m = msgs[i];
+    if (m.role != "assistant") {
+      out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+      continue;
+    }
+    std::string_view content = m.content;
+    std::string_view reasoning;
+    if (const size_t close = content.find("</think>"); close != std::string_view::npos) {
+      // content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n')
+      std::string_view before = rstrip(content.substr(0, close), "\n");
+      if (const size_t open = before.rfind("<think>"); open != std::string_view::npos)
+        before = before.substr(open + 7);
+      reasoning = lstrip(before, "\n");
+      // content.split('</think>')[-1].lstrip('\n')
+      content = lstrip(content.substr(content.rfind("</think>") + 8), "\n");
+    }
+    out.append("<|im_start|>assistant\n");
+    if (i > last_query && (i + 1 == msgs.size() || !reasoning.empty())) {
+      out.append("<think>\n").append(rstrip(lstrip(reasoning, "\n"), "\n"));
+      out.append("\n</think>\n\n").append(lstrip(content, "\n"));
+    } else {
+      out.append(content);
+    }
+    out.append("<|im_end|>\n");
+  }
+  out += "<|im_start|>assistant\n";
+  if (!opts.enable_thinking) out += "<think>\n\n</think>\n\n";
 }
 
 void apply_mistral_v7(std::span<const chat_message> msgs, std::string& out) {
@@ -276,12 +332,20 @@ result<void> chat_messages_check(std::span<const chat_message> messages) {
   return {};
 }
 
-result<std::string> chat_template_apply(chat_template t, std::span<const chat_message> messages) {
+bool chat_template_thinks(chat_template t) {
+  return t == chat_template::qwen3;
+}
+
+result<std::string> chat_template_apply(chat_template t, std::span<const chat_message> messages,
+                                        const chat_template_options& opts) {
   if (auto ok = chat_messages_check(messages); !ok) return ok.err();
   std::string out;
   switch (t) {
     case chat_template::chatml:
       apply_chatml(messages, out);
+      break;
+    case chat_template::qwen3:
+      apply_qwen3(messages, opts, out);
       break;
     case chat_template::mistral_v7:
       apply_mistral_v7(messages, out);

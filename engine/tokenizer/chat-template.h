@@ -28,6 +28,10 @@
 //    special token starts with one "▁" token more than mistral-common's reference ids (by
 //    llama.cpp's rule, which vocab::tokenize follows; tests/chat_tokens_test.cpp pins both).
 //
+// Beyond llama.cpp's build 4748: qwen3 (detected before chatml, from "<think>" or
+// "enable_thinking" in a ChatML template) formats as Qwen3's own template does, reasoning and
+// `enable_thinking` included.
+//
 // What this is not: a Jinja interpreter. Templates that only differ in what they do with a system
 // message, tools or reasoning text format as the family's llama.cpp format does.
 #pragma once
@@ -50,6 +54,7 @@ struct chat_message {
 // The formats hearth can write; the names are llama.cpp's (llama_chat_builtin_templates).
 enum class chat_template {
   chatml,             // <|im_start|>role\ncontent<|im_end|>\n (Qwen, Hermes, ...)
+  qwen3,              // chatml with <think>...</think> reasoning (Qwen3's own template)
   llama2,             // [INST] ... [/INST]; a system message is prefixed to the first turn
   llama2_sys,         // the same with a <<SYS>>\n...\n<</SYS>>\n\n system block
   llama2_sys_bos,     // ... and <s> before every later [INST]
@@ -61,6 +66,7 @@ enum class chat_template {
   phi3,               // <|role|>\ncontent<|end|>\n
   phi4,               // <|im_start|>role<|im_sep|>content<|im_end|>
   gemma,              // <start_of_turn>user\n...<end_of_turn>\n; system merged into the first turn
+                      // (Gemma, Gemma 2 and Gemma 3)
   llama3,             // <|start_header_id|>role<|end_header_id|>\n\ncontent<|eot_id|>
 };
 
@@ -91,7 +97,26 @@ result<chat_template_choice> chat_template_for_model(const gguf_file& f, std::st
 // system/user/assistant, is an error naming the message. Any content is accepted.
 result<void> chat_messages_check(std::span<const chat_message> messages);
 
+// What a request may change in a template (the Jinja variables templates read besides messages).
+struct chat_template_options {
+  // Qwen3's `enable_thinking`: false ends the generation prompt with an empty think block
+  // ("<think>\n\n</think>\n\n"), so the model answers without reasoning first. Other formats
+  // ignore it.
+  bool enable_thinking = true;
+};
+
+// Whether the format's model writes its reasoning between <think> and </think> before the answer
+// (the text a think filter, engine/think-filter.h, keeps out of the answer).
+bool chat_template_thinks(chat_template t);
+
 // The prompt text for `messages`, the generation prompt included; chat_messages_check's errors.
-result<std::string> chat_template_apply(chat_template t, std::span<const chat_message> messages);
+//
+// qwen3 follows Qwen3's tokenizer_config.json template (without tools): ChatML turns; an
+// assistant turn before the last user message keeps only the text after its "</think>" (its
+// reasoning is dropped, leading newlines too); an assistant turn after it is written with its
+// think block ("<think>\n" reasoning "\n</think>\n\n" answer; an empty block for the last
+// message when it has none).
+result<std::string> chat_template_apply(chat_template t, std::span<const chat_message> messages,
+                                        const chat_template_options& opts = {});
 
 }  // namespace hearth

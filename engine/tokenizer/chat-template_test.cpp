@@ -374,26 +374,121 @@ TEST(ChatTemplate, GemmaWithoutASystemMessage) {
             "<start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n");
 }
 
-TEST(ChatTemplate, QwenTokenizerConfigIsChatml) {
+std::string qwen3_jinja() {
   const std::string path = testing::testdata_path("tokenizers/qwen3/tokenizer_config.json");
-  ASSERT_FALSE(path.empty());
+  if (path.empty()) return {};
   const auto config = nlohmann::json::parse(testing::read_file_text(path));
-  const std::string jinja = config.at("chat_template").get<std::string>();
+  return config.at("chat_template").get<std::string>();
+}
+
+TEST(ChatTemplate, QwenTokenizerConfigIsQwen3) {
+  const std::string jinja = qwen3_jinja();
+  ASSERT_FALSE(jinja.empty());
   auto t = chat_template_detect(jinja);
   ASSERT_TRUE(t.ok()) << t.message();
-  EXPECT_EQ(*t, chat_template::chatml);
+  EXPECT_EQ(*t, chat_template::qwen3);
+  EXPECT_TRUE(chat_template_thinks(*t));
+  EXPECT_FALSE(chat_template_thinks(chat_template::chatml));
+  // Qwen2.5's template (no think blocks) stays plain ChatML.
+  EXPECT_EQ(*chat_template_detect("{{'<|im_start|>' + message['role'] + '\\n'}}"),
+            chat_template::chatml);
+}
+
+// Expected strings: what the Qwen3 template of tests data (tokenizers/qwen3/tokenizer_config.json)
+// renders in jinja2 3.1 as transformers runs it (trim_blocks, lstrip_blocks),
+// add_generation_prompt.
+TEST(ChatTemplate, Qwen3SystemUserAndGenerationPrompt) {
   const std::vector<chat_message> msgs = {{"system", "Be brief."}, {"user", "Hi"}};
-  EXPECT_EQ(*chat_template_apply(*t, msgs),
+  EXPECT_EQ(*chat_template_apply(chat_template::qwen3, msgs),
             "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
             "<|im_start|>assistant\n");
+  EXPECT_EQ(*chat_template_apply(chat_template::qwen3, msgs, {.enable_thinking = false}),
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+            "<|im_start|>assistant\n<think>\n\n</think>\n\n");
+  // enable_thinking changes nothing in other formats.
+  EXPECT_EQ(*chat_template_apply(chat_template::chatml, msgs, {.enable_thinking = false}),
+            *chat_template_apply(chat_template::chatml, msgs));
+}
+
+TEST(ChatTemplate, Qwen3DropsTheReasoningOfEarlierTurns) {
+  const std::vector<chat_message> msgs = {
+      {"user", "2+2?"},     {"assistant", "<think>\nAdd them.\n</think>\n\n4"},
+      {"user", "And 3+3?"}, {"assistant", "   plain answer  "},  // no think block: kept as it is
+      {"user", "Thanks"},
+  };
+  EXPECT_EQ(*chat_template_apply(chat_template::qwen3, msgs),
+            "<|im_start|>user\n2+2?<|im_end|>\n"
+            "<|im_start|>assistant\n4<|im_end|>\n"
+            "<|im_start|>user\nAnd 3+3?<|im_end|>\n"
+            "<|im_start|>assistant\n   plain answer  <|im_end|>\n"
+            "<|im_start|>user\nThanks<|im_end|>\n"
+            "<|im_start|>assistant\n");
+}
+
+TEST(ChatTemplate, Qwen3KeepsTheReasoningAfterTheLastUserMessage) {
+  // An assistant message after the last user message keeps its think block; the last message
+  // gets an empty one when it has none.
+  const std::vector<chat_message> with = {{"user", "Hi"},
+                                          {"assistant", "<think>\n\nponder\n\n</think>\n\nHello"}};
+  EXPECT_EQ(*chat_template_apply(chat_template::qwen3, with),
+            "<|im_start|>user\nHi<|im_end|>\n"
+            "<|im_start|>assistant\n<think>\nponder\n</think>\n\nHello<|im_end|>\n"
+            "<|im_start|>assistant\n");
+  const std::vector<chat_message> without = {{"user", "Hi"}, {"assistant", "Hello"}};
+  EXPECT_EQ(*chat_template_apply(chat_template::qwen3, without),
+            "<|im_start|>user\nHi<|im_end|>\n"
+            "<|im_start|>assistant\n<think>\n\n</think>\n\nHello<|im_end|>\n"
+            "<|im_start|>assistant\n");
+  // Not the last and without reasoning: plain.
+  const std::vector<chat_message> two = {
+      {"user", "Hi"}, {"assistant", "Hello"}, {"assistant", "<think>x</think>Again"}};
+  EXPECT_EQ(*chat_template_apply(chat_template::qwen3, two),
+            "<|im_start|>user\nHi<|im_end|>\n"
+            "<|im_start|>assistant\nHello<|im_end|>\n"
+            "<|im_start|>assistant\n<think>\nx\n</think>\n\nAgain<|im_end|>\n"
+            "<|im_start|>assistant\n");
+}
+
+TEST(ChatTemplate, Qwen3LaterSystemMessagesAreTurnsToo) {
+  const std::vector<chat_message> msgs = {{"user", "Hi"}, {"system", "Now in French."}};
+  EXPECT_EQ(*chat_template_apply(chat_template::qwen3, msgs),
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>system\nNow in French.<|im_end|>\n"
+            "<|im_start|>assistant\n");
+}
+
+// google/gemma-3-*-it's template (tokenizer_config.json), abridged to the parts that decide the
+// format: {{ bos_token }} (the tokenizer's BOS here, add_bos_token), a first system message
+// prefixed to the first user turn with "\n\n", assistant -> model, content trimmed.
+const std::string k_gemma3_jinja =
+    "{{ bos_token }}\n{%- if messages[0]['role'] == 'system' -%}{%- set first_user_prefix = "
+    "messages[0]['content'] + '\\n\\n' -%}{%- set loop_messages = messages[1:] -%}{%- else "
+    "-%}{%- set first_user_prefix = \"\" -%}{%- set loop_messages = messages -%}{%- endif -%}"
+    "{%- for message in loop_messages -%}{%- if (message['role'] == 'assistant') -%}{%- set "
+    "role = \"model\" -%}{%- else -%}{%- set role = message['role'] -%}{%- endif -%}{{ "
+    "'<start_of_turn>' + role + '\\n' + (first_user_prefix if loop.first else \"\") }}{{ "
+    "message['content'] | trim }}{{ '<end_of_turn>\\n' }}{%- endfor -%}{%- if "
+    "add_generation_prompt -%}{{'<start_of_turn>model\\n'}}{%- endif -%}";
+
+TEST(ChatTemplate, Gemma3IsTheGemmaFormat) {
+  auto t = chat_template_detect(k_gemma3_jinja);
+  ASSERT_TRUE(t.ok()) << t.message();
+  EXPECT_EQ(*t, chat_template::gemma);
+  const std::vector<chat_message> msgs = {
+      {"system", "Be brief."}, {"user", "Hi "}, {"assistant", "Hello!"}, {"user", "Bye"}};
+  // As Gemma 3's template renders it, less the "<bos>" the tokenizer adds.
+  EXPECT_EQ(*chat_template_apply(*t, msgs),
+            "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n"
+            "<start_of_turn>model\nHello!<end_of_turn>\n"
+            "<start_of_turn>user\nBye<end_of_turn>\n"
+            "<start_of_turn>model\n");
 }
 
 TEST(ChatTemplate, NamesRoundTrip) {
   const std::string names = chat_template_names();
-  EXPECT_EQ(names.substr(0, 14), "chatml, llama2");
-  for (const auto& name :
-       {"chatml", "llama2", "llama2-sys", "llama2-sys-bos", "llama2-sys-strip", "mistral-v1",
-        "mistral-v3", "mistral-v3-tekken", "mistral-v7", "phi3", "phi4", "gemma", "llama3"}) {
+  EXPECT_EQ(names.substr(0, 21), "chatml, qwen3, llama2");
+  for (const auto& name : {"chatml", "qwen3", "llama2", "llama2-sys", "llama2-sys-bos",
+                           "llama2-sys-strip", "mistral-v1", "mistral-v3", "mistral-v3-tekken",
+                           "mistral-v7", "phi3", "phi4", "gemma", "llama3"}) {
     auto t = chat_template_from_name(name);
     ASSERT_TRUE(t.ok()) << name;
     EXPECT_EQ(chat_template_name(*t), name);
