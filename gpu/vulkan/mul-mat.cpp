@@ -1,5 +1,6 @@
 // Matrix products and embedding-row lookup on stored weight types: mul_mat_vec.comp for few
-// tokens, the tiled mul_mat.comp for many, get_rows.comp; all dequantize with dequant.glsl.
+// tokens, the tiled mul_mat.comp for many, get_rows.comp; all dequantize with dequant.glsl. The
+// expert product (mul_mat_id) is the same two shaders' MUL_MAT_ID variants.
 #include <stdexcept>
 #include <string>
 
@@ -71,6 +72,51 @@ void op_mul_mat(device& d, const tensor& w, const tensor& x, const tensor* bias,
     d.dispatch(variant_of("mul_mat", w).c_str(), bindings, &pc, sizeof(pc),
                uint32_t((w.ne[1] + 31) / 32), uint32_t((n_tok + 31) / 32), 1);
   }
+}
+
+void op_mul_mat_id(device& d, scratch& group_rows, const tensor& w, const tensor& x,
+                   const tensor& ids, const tensor& out) {
+  const int64_t n_out = w.ne[1], n_expert = w.ne[2];
+  const int64_t k = ids.ne[0], n_tok = ids.ne[1], n_rows = n_tok * k;
+  const bool shared_x = x.ne[1] == n_tok;
+  if (x.ne[0] != w.ne[0] || !(shared_x || x.ne[1] == n_rows) || out.ne[0] != n_out ||
+      out.ne[1] != n_rows) {
+    throw std::invalid_argument(std::string("vulkan: mul_mat_id shapes do not match (") + w.name +
+                                ")");
+  }
+  struct {
+    uint32_t n_in, n_out, n_rows, row_bytes, has_bias, k, shared_x, expert_bytes, n_expert;
+  } pc{uint32_t(w.ne[0]),
+       uint32_t(n_out),
+       uint32_t(n_rows),
+       uint32_t(w.row_bytes()),
+       0u,
+       uint32_t(k),
+       shared_x ? 1u : 0u,
+       uint32_t(w.row_bytes() * n_out),
+       uint32_t(n_expert)};
+  if (n_tok <= k_mat_vec_max_tokens) {
+    // Each output row reads its expert's matrix: at most n_tok * k matrices, all chosen ones.
+    std::string v = variant_of("mul_mat_vec_id", w);
+    if (d.subgroup_arithmetic()) v += "_sg";
+    const groups g = groups_for(n_out);
+    d.dispatch(v.c_str(), {buf(w), buf(x), nullptr, buf(out), buf(ids)}, &pc, sizeof(pc), g.x, g.y,
+               uint32_t(n_rows));
+    return;
+  }
+  // Counts, then one list of up to n_rows rows per expert (moe_group.comp's layout).
+  const buffer* gb =
+      group_rows.at_least(d, VkDeviceSize(4 * (n_expert + n_expert * n_rows)), "mul_mat_id groups");
+  struct {
+    uint32_t n_rows, n_expert;
+  } gpc{uint32_t(n_rows), uint32_t(n_expert)};
+  const groups gg = groups_for((n_expert + 63) / 64);  // BLOCK of moe_group.comp
+  d.dispatch("moe_group", {buf(ids), gb}, &gpc, sizeof(gpc), gg.x, gg.y, 1);
+  // An expert has at most n_tok rows when each token's ids are distinct, as the router's are;
+  // the shader loops over further tiles when not.
+  d.dispatch(variant_of("mul_mat_id", w).c_str(), {buf(w), buf(x), nullptr, buf(out), gb}, &pc,
+             sizeof(pc), uint32_t((n_out + 31) / 32), uint32_t((n_tok + 31) / 32),
+             uint32_t(n_expert));
 }
 
 }  // namespace hearth::vk
