@@ -446,6 +446,30 @@ TEST_F(BackendOps, MulMat) {
   }
 }
 
+#ifdef HEARTH_BACKEND_OPS_VULKAN
+// Vulkan's products round the activations as the CPU does (to the weight's dot-product type), so
+// they match the CPU's to float rounding (NMSE 1e-11 or less), not only the exact product to the
+// activations' rounding (1e-7 and more): a mixture-of-experts router whose two best experts
+// nearly tie must choose as the reference does.
+TEST_F(BackendOps, MulMatRoundsActivationsAsTheCpu) {
+  for (tensor_type t : weight_types()) {
+    for (int64_t n_in : widths(t, {256, 2048})) {
+      for (int64_t n_tok : {1, 17}) {
+        const int64_t n_out = 33;
+        tensor_pair w = weight(t, n_in, n_out, -0.5f, 1.0f);
+        tensor_pair x =
+            h_->input_f32(n_in, n_tok, random_floats(rng_, size_t(n_in * n_tok), -0.5f, 1.0f));
+        tensor_pair out = h_->output(tensor_type::f32, n_out, n_tok);
+        ref_->mul_mat(w.ref, x.ref, nullptr, out.ref);
+        dut_->mul_mat(w.dut, x.dut, nullptr, out.dut);
+        h_->compare(out, "mul_mat~cpu", std::string(tensor_type_name(t)),
+                    shape_of({{"in", n_in}, {"out", n_out}, {"tok", n_tok}}), 1e-9);
+      }
+    }
+  }
+}
+#endif
+
 TEST_F(BackendOps, RmsNorm) {
   for (int64_t cols : {1, 7, 511, 4096}) {
     for (int64_t n : {1, 5}) {

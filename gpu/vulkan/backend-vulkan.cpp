@@ -14,6 +14,7 @@ class vulkan_backend final : public backend {
 
   ~vulkan_backend() override {
     moe_groups_.release(dev_);
+    rounded_x_.release(dev_);
     for (vk::buffer* b : weights_) dev_.free(b);
   }
 
@@ -62,7 +63,7 @@ class vulkan_backend final : public backend {
     vk::op_get_rows(dev_, table, ids, out);
   }
   void mul_mat(const tensor& w, const tensor& x, const tensor* bias, const tensor& out) override {
-    vk::op_mul_mat(dev_, w, x, bias, out);
+    vk::op_mul_mat(dev_, rounded_x_, w, x, bias, out);
   }
   void rms_norm(const tensor& x, const tensor& weight, float eps, const tensor& out) override {
     vk::op_rms_norm(dev_, x, weight, eps, out);
@@ -102,7 +103,7 @@ class vulkan_backend final : public backend {
     vk::op_moe_route(dev_, logits, normalize, ids, weights);
   }
   void mul_mat_id(const tensor& w, const tensor& x, const tensor& ids, const tensor& out) override {
-    vk::op_mul_mat_id(dev_, moe_groups_, w, x, ids, out);
+    vk::op_mul_mat_id(dev_, rounded_x_, moe_groups_, w, x, ids, out);
   }
   void moe_combine(const tensor& x, const tensor& weights, const tensor& out) override {
     vk::op_moe_combine(dev_, x, weights, out);
@@ -111,6 +112,7 @@ class vulkan_backend final : public backend {
  private:
   vk::device dev_;
   std::vector<vk::buffer*> weights_;
+  vk::scratch rounded_x_;   // matrix products' activations as the reference rounds them
   vk::scratch moe_groups_;  // mul_mat_id's rows grouped by expert
 };
 

@@ -44,6 +44,42 @@ std::string variant_of(const char* shader, const tensor& w) {
 // Below this many tokens each weight row is read once per token (matrix-vector); above, tiles.
 constexpr int64_t k_mat_vec_max_tokens = 4;
 
+// The round_x.comp variant for weights of type t and the values per invocation, or nullptr for
+// F32 weights, whose products take the activations as they are.
+struct rounding {
+  const char* variant;
+  int64_t block;
+};
+rounding rounding_for(tensor_type t) {
+  switch (t) {
+    case tensor_type::f16:
+      return {"round_x_f16", 1};
+    case tensor_type::bf16:
+      return {"round_x_bf16", 1};
+    case tensor_type::q8_0:
+    case tensor_type::q4_0:
+      return {"round_x_q8_0", 32};
+    case tensor_type::q4_k:
+    case tensor_type::q5_k:
+    case tensor_type::q6_k:
+      return {"round_x_q8_k", 256};
+    default:
+      return {nullptr, 1};
+  }
+}
+
+// x as the products with w take it: rounded into `rounded` where w's type rounds, else x.
+const buffer* rounded_x(device& d, scratch& rounded, const tensor& w, const tensor& x) {
+  const rounding r = rounding_for(w.type);
+  if (!r.variant) return buf(x);
+  const int64_t n = x.ne[0] * x.ne[1];
+  const buffer* out = rounded.at_least(d, VkDeviceSize(n * 4), "rounded activations");
+  const uint32_t n_blocks = uint32_t(n / r.block);
+  const groups g = groups_for((n_blocks + 63) / 64);  // BLOCK of round_x.comp
+  d.dispatch(r.variant, {buf(x), out}, &n_blocks, sizeof(n_blocks), g.x, g.y, 1);
+  return out;
+}
+
 }  // namespace
 
 void op_get_rows(device& d, const tensor& table, const tensor& ids, const tensor& out) {
@@ -55,14 +91,15 @@ void op_get_rows(device& d, const tensor& table, const tensor& ids, const tensor
              sizeof(pc), g.x, g.y, 1);
 }
 
-void op_mul_mat(device& d, const tensor& w, const tensor& x, const tensor* bias,
+void op_mul_mat(device& d, scratch& rounded, const tensor& w, const tensor& x, const tensor* bias,
                 const tensor& out) {
   const int64_t n_tok = x.ne[1];
   struct {
     uint32_t n_in, n_out, n_tok, row_bytes, has_bias;
   } pc{uint32_t(w.ne[0]), uint32_t(w.ne[1]), uint32_t(n_tok), uint32_t(w.row_bytes()),
        bias && bias->present() ? 1u : 0u};
-  const std::vector<const buffer*> bindings = {buf(w), buf(x), buf_or_null(bias), buf(out)};
+  const std::vector<const buffer*> bindings = {buf(w), rounded_x(d, rounded, w, x),
+                                               buf_or_null(bias), buf(out)};
   if (n_tok <= k_mat_vec_max_tokens) {
     std::string v = variant_of("mul_mat_vec", w);
     if (d.subgroup_arithmetic()) v += "_sg";
@@ -74,8 +111,8 @@ void op_mul_mat(device& d, const tensor& w, const tensor& x, const tensor* bias,
   }
 }
 
-void op_mul_mat_id(device& d, scratch& group_rows, const tensor& w, const tensor& x,
-                   const tensor& ids, const tensor& out) {
+void op_mul_mat_id(device& d, scratch& rounded, scratch& group_rows, const tensor& w,
+                   const tensor& x, const tensor& ids, const tensor& out) {
   const int64_t n_out = w.ne[1], n_expert = w.ne[2];
   const int64_t k = ids.ne[0], n_tok = ids.ne[1], n_rows = n_tok * k;
   const bool shared_x = x.ne[1] == n_tok;
@@ -95,12 +132,13 @@ void op_mul_mat_id(device& d, scratch& group_rows, const tensor& w, const tensor
        shared_x ? 1u : 0u,
        uint32_t(w.row_bytes() * n_out),
        uint32_t(n_expert)};
+  const buffer* xb = rounded_x(d, rounded, w, x);
   if (n_tok <= k_mat_vec_max_tokens) {
     // Each output row reads its expert's matrix: at most n_tok * k matrices, all chosen ones.
     std::string v = variant_of("mul_mat_vec_id", w);
     if (d.subgroup_arithmetic()) v += "_sg";
     const groups g = groups_for(n_out);
-    d.dispatch(v.c_str(), {buf(w), buf(x), nullptr, buf(out), buf(ids)}, &pc, sizeof(pc), g.x, g.y,
+    d.dispatch(v.c_str(), {buf(w), xb, nullptr, buf(out), buf(ids)}, &pc, sizeof(pc), g.x, g.y,
                uint32_t(n_rows));
     return;
   }
@@ -114,7 +152,7 @@ void op_mul_mat_id(device& d, scratch& group_rows, const tensor& w, const tensor
   d.dispatch("moe_group", {buf(ids), gb}, &gpc, sizeof(gpc), gg.x, gg.y, 1);
   // An expert has at most n_tok rows when each token's ids are distinct, as the router's are;
   // the shader loops over further tiles when not.
-  d.dispatch(variant_of("mul_mat_id", w).c_str(), {buf(w), buf(x), nullptr, buf(out), gb}, &pc,
+  d.dispatch(variant_of("mul_mat_id", w).c_str(), {buf(w), xb, nullptr, buf(out), gb}, &pc,
              sizeof(pc), uint32_t((n_out + 31) / 32), uint32_t((n_tok + 31) / 32),
              uint32_t(n_expert));
 }

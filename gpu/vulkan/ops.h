@@ -53,11 +53,15 @@ class scratch {
 const char* weight_variant(tensor_type t);
 
 void op_get_rows(device& d, const tensor& table, const tensor& ids, const tensor& out);
-void op_mul_mat(device& d, const tensor& w, const tensor& x, const tensor* bias, const tensor& out);
-// The expert product: the matrix-vector shader for few tokens, else rows grouped by expert into
-// `group_rows` (moe_group.comp) and the tiled shader over (expert, tile of its rows).
-void op_mul_mat_id(device& d, scratch& group_rows, const tensor& w, const tensor& x,
-                   const tensor& ids, const tensor& out);
+// Matrix products round the activations first as the reference engine does (round_x.comp), into
+// `rounded`.
+void op_mul_mat(device& d, scratch& rounded, const tensor& w, const tensor& x, const tensor* bias,
+                const tensor& out);
+// The expert product, x rounded as op_mul_mat rounds it: the matrix-vector shader for few tokens,
+// else rows grouped by expert into `group_rows` (moe_group.comp) and the tiled shader over
+// (expert, tile of its rows).
+void op_mul_mat_id(device& d, scratch& rounded, scratch& group_rows, const tensor& w,
+                   const tensor& x, const tensor& ids, const tensor& out);
 void op_moe_route(device& d, const tensor& logits, bool normalize, const tensor& ids,
                   const tensor& weights);
 void op_moe_combine(device& d, const tensor& x, const tensor& weights, const tensor& out);
