@@ -82,6 +82,16 @@ class fake_device_backend final : public backend {
   void softcap(const tensor& x, float cap, const tensor& out) override {
     cpu_->softcap(x, cap, out);
   }
+  void moe_route(const tensor& logits, bool normalize, const tensor& ids,
+                 const tensor& weights) override {
+    cpu_->moe_route(logits, normalize, ids, weights);
+  }
+  void mul_mat_id(const tensor& w, const tensor& x, const tensor& ids, const tensor& out) override {
+    cpu_->mul_mat_id(w, x, ids, out);
+  }
+  void moe_combine(const tensor& x, const tensor& weights, const tensor& out) override {
+    cpu_->moe_combine(x, weights, out);
+  }
 
  private:
   std::unique_ptr<backend> cpu_;
