@@ -6,12 +6,15 @@
 // downloaded and the pass does not wait: the cost is one pointer test per named op.
 //
 // Names, per layer il (in the order they are computed):
-//   attn_norm, Qcur, Kcur (after rope), Vcur, kqv_out (attention before the output projection),
-//   attn_out, [attn_post_norm], ffn_inp, ffn_norm, ffn_gate, ffn_up, ffn_swiglu | ffn_geglu,
-//   ffn_out, [ffn_post_norm], l_out
+//   attn_norm, [Qcur_normed, Kcur_normed], Qcur, Kcur (after rope), Vcur, kqv_out (attention
+//   before the output projection), attn_out, [attn_post_norm], ffn_inp, ffn_norm, then either
+//   ffn_gate, ffn_up, ffn_swiglu | ffn_geglu, ffn_out or, in mixture-of-experts layers,
+//   ffn_moe_logits, ffn_moe_weights_norm, ffn_moe_gate, ffn_moe_up, ffn_moe_swiglu, ffn_moe_down
+//   (rows: each token's k chosen experts), ffn_moe_out; then [ffn_post_norm], l_out
 // and outside the blocks (layer -1): inp_embd, [inp_scaled], result_norm, result_output (the
 // logits, after the final soft-cap where a family has one). Bracketed ones exist only in the
-// families that compute them (Gemma's embedding scale, Gemma 2's post-norms).
+// families that compute them (Gemma's embedding scale, Gemma 2 and 3's post-norms, Qwen3 and
+// Gemma 3's per-head norms of q and k).
 #pragma once
 
 #include <cstdint>

@@ -40,7 +40,7 @@ TEST(model_errors, unsupported_architecture_is_named) {
       "arch", {.metadata = [](gguf_writer& w) { w.set_string("general.architecture", "mamba"); }});
   const auto msg = load_error(path);
   expect_contains(msg, "architecture 'mamba' is not supported");
-  expect_contains(msg, "llama, qwen2, phi3, gemma, gemma2");
+  expect_contains(msg, "llama, qwen2, qwen3, qwen3moe, phi3, gemma, gemma2, gemma3");
   expect_contains(msg, path);
 }
 

@@ -48,23 +48,18 @@ void operator delete(void* p, size_t) noexcept {
 namespace hearth {
 namespace {
 
-TEST(no_alloc, decoding_allocates_nothing_per_token) {
-  if (!k_counting_available) GTEST_SKIP() << "built with AddressSanitizer, which owns operator new";
-  const auto* shape = model_shape_find("tinyllama-1.1b");
-  ASSERT_NE(shape, nullptr);
-  const std::string path =
-      (std::filesystem::temp_directory_path() / "hearth-no-alloc.q8_0.gguf").string();
-  random_model_options o;
-  o.type = file_type::q8_0;
-  o.n_layer = 1;
-  o.testdata_root = testing::testdata_root();
-  auto written = random_model_write(*shape, o, path);
-  ASSERT_TRUE(written.ok()) << written.message();
-
+// Loads `path` (removing it once loaded when asked), then counts heap allocations while decoding
+// 32 tokens one at a time and a second 32-token prompt after warm-up: there must be none.
+// `warm_whole_length`: the warm-up first decodes the whole length once and clears it. A model
+// this small runs most ops on the calling thread alone; a worker's attention scores are first
+// needed when the context grows past the parallel threshold (a per-thread buffer sized by the
+// number of cells, so it grows with the context once).
+void expect_decoding_allocates_nothing(const std::string& path, bool remove_after_load,
+                                       bool warm_whole_length = false) {
   model_params mp;
   mp.n_threads = 2;
   auto m = model::load(path, mp);
-  std::filesystem::remove(path);
+  if (remove_after_load) std::filesystem::remove(path);
   context_params cp;
   cp.n_ctx = 128;
   cp.n_batch = 32;
@@ -72,6 +67,14 @@ TEST(no_alloc, decoding_allocates_nothing_per_token) {
 
   std::vector<batch_token> prompt;
   for (int32_t i = 0; i < 32; ++i) prompt.push_back({100 + i, i, 0, i == 31});
+  if (warm_whole_length) {
+    ASSERT_TRUE(ctx.decode(prompt).ok());
+    for (int32_t p = 32; p < 66; ++p) {
+      const batch_token t{7, p, 0, true};
+      ASSERT_TRUE(ctx.decode({&t, 1}).ok());
+    }
+    ctx.clear();
+  }
   ASSERT_TRUE(ctx.decode(prompt).ok());
   int32_t pos = 32;
   for (; pos < 34; ++pos) {  // warm-up: the single-token path sizes its scratch once
@@ -92,6 +95,32 @@ TEST(no_alloc, decoding_allocates_nothing_per_token) {
   EXPECT_EQ(pos, 66);
   EXPECT_TRUE(prompt_ok);
   EXPECT_EQ(g_allocations.load(), 0) << "heap allocations while decoding 32 tokens and a prompt";
+}
+
+TEST(no_alloc, decoding_allocates_nothing_per_token) {
+  if (!k_counting_available) GTEST_SKIP() << "built with AddressSanitizer, which owns operator new";
+  const auto* shape = model_shape_find("tinyllama-1.1b");
+  ASSERT_NE(shape, nullptr);
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "hearth-no-alloc.q8_0.gguf").string();
+  random_model_options o;
+  o.type = file_type::q8_0;
+  o.n_layer = 1;
+  o.testdata_root = testing::testdata_root();
+  auto written = random_model_write(*shape, o, path);
+  ASSERT_TRUE(written.ok()) << written.message();
+
+  expect_decoding_allocates_nothing(path, /*remove_after_load=*/true);
+}
+
+// The mixture-of-experts ops too (router, grouped expert products, weighted sum): the
+// Qwen3-MoE test file (8 experts, 2 per token) in Q4_K_M.
+TEST(no_alloc, decoding_a_mixture_of_experts_allocates_nothing_per_token) {
+  if (!k_counting_available) GTEST_SKIP() << "built with AddressSanitizer, which owns operator new";
+  const std::string path =
+      testing::testdata_path("models/synthetic2/synthetic-qwen3moe-a.q4_k_m.gguf");
+  ASSERT_FALSE(path.empty());
+  expect_decoding_allocates_nothing(path, /*remove_after_load=*/false, /*warm_whole_length=*/true);
 }
 
 }  // namespace

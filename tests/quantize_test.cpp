@@ -136,6 +136,61 @@ INSTANTIATE_TEST_SUITE_P(synthetic, quantize_like_llama_cpp, ::testing::ValuesIn
                            return param_info.param.family + "_" + param_info.param.type;
                          });
 
+// The 2025–26 families (../shared/testdata/models/synthetic2): the reference engine's files of
+// every type are held only as SHA256SUMS; hearth quantize of the F32 source must give each of
+// them byte for byte. The files are left in the build tree's testdata folder, where the
+// conformance tests read them (this suite is also the synthetic2_models fixture).
+std::map<std::string, std::string> synthetic2_sums() {
+  std::map<std::string, std::string> sums;
+  std::istringstream in(
+      testing::read_file_text(testing::testdata_path("models/synthetic2/SHA256SUMS")));
+  std::string sum, name;
+  while (in >> sum >> name) sums[name] = sum;
+  return sums;
+}
+
+std::string sha256_of(const std::string& path) {
+  const auto r = testing::run_command("sha256sum " + quote(path));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return r.out.substr(0, r.out.find(' '));
+}
+
+class synthetic2 : public ::testing::TestWithParam<exact_case> {};
+
+TEST_P(synthetic2, hearth_quantize_writes_the_reference_file_byte_for_byte) {
+  const auto& [family, type] = GetParam();
+  const std::string name = "synthetic-" + family + "-a." + type + ".gguf";
+  const auto sums = synthetic2_sums();
+  ASSERT_TRUE(sums.count(name)) << name << " is not in SHA256SUMS";
+  const std::string src =
+      testing::testdata_path("models/synthetic2/synthetic-" + family + "-a.f32.gguf");
+  ASSERT_FALSE(src.empty());
+  if (type == "f32") {  // the source itself (the reference's converter wrote it)
+    EXPECT_EQ(sha256_of(src), sums.at(name));
+    return;
+  }
+  const std::string out = temp_path("s2." + name);
+  quantize(src, out, type);
+  EXPECT_EQ(sha256_of(out), sums.at(name)) << out << " differs from the reference's " << name;
+  // Published for the conformance tests (a rename: tests running at once never see half a file).
+  const std::filesystem::path dir = testing::generated_testdata_root() + "/models/synthetic2";
+  std::filesystem::create_directories(dir);
+  std::filesystem::rename(out, dir / name);
+}
+
+std::vector<exact_case> synthetic2_cases() {
+  std::vector<exact_case> out;
+  for (const char* family : {"qwen3", "qwen3moe", "mixtral", "gemma3"})
+    for (const char* type : {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k_m", "q5_k_m", "q6_k"})
+      out.push_back({family, type});
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(synthetic2, synthetic2, ::testing::ValuesIn(synthetic2_cases()),
+                         [](const auto& param_info) {
+                           return param_info.param.family + "_" + param_info.param.type;
+                         });
+
 // Gemma 2's quantized files come from an F32 file that is not in the test data, and F16 values
 // quantize differently from the F32 values they round (the F16 file of every other family gives
 // different blocks than its F32 file, while the F32 file matches exactly). So: the same type for

@@ -26,6 +26,20 @@ std::string testdata_path(const std::string& relative) {
   return p;
 }
 
+std::string generated_testdata_root() {
+  return HEARTH_GENERATED_TESTDATA;
+}
+
+std::string model_path(const std::string& relative) {
+  const std::string shared = testdata_root() + "/" + relative;
+  if (std::filesystem::exists(shared)) return shared;
+  const std::string generated = generated_testdata_root() + "/" + relative;
+  if (std::filesystem::exists(generated)) return generated;
+  ADD_FAILURE() << "model file missing: neither " << shared << " nor " << generated
+                << " exists (the generated ones come from the synthetic2_models test)";
+  return "";
+}
+
 std::vector<uint8_t> read_file_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {

@@ -15,6 +15,15 @@ std::string testdata_root();
 // and returns "" when the file does not exist; callers then stop with ASSERT_FALSE(p.empty()).
 std::string testdata_path(const std::string& relative);
 
+// Root folder of the test data generated from the shared data in the build tree (the
+// synthetic2 types that ../shared holds only as SHA256SUMS, made by `hearth quantize` in the
+// synthetic2_models fixture).
+std::string generated_testdata_root();
+
+// A model file named relative to the test data root: from the shared folder when it is there,
+// else from the generated folder; fails the test naming both when neither has it.
+std::string model_path(const std::string& relative);
+
 // Whole file as bytes / text; fails the test naming the path when it cannot be read.
 std::vector<uint8_t> read_file_bytes(const std::string& path);
 std::string read_file_text(const std::string& path);

@@ -42,8 +42,8 @@ struct quant_model_info {
   int n_layer = 0;         // blocks
   int n_head = 0;          // attention heads
   int n_head_kv = 0;       // key/value heads
-  int n_expert = 0;        // experts of a mixture-of-experts model (<arch>.expert_count); 0: dense
   bool has_output = true;  // false when the output projection is tied to token_embd
+  int n_expert = 0;        // experts of a mixture-of-experts model (<arch>.expert_count); 0: dense
 };
 
 // The type llama-quantize gives tensor `name` of shape `ne` in a file of type `ft`: 1-D tensors

@@ -95,7 +95,7 @@ class cpu_backend final : public backend {
   }
   void moe_route(const tensor& logits, bool normalize, const tensor& ids,
                  const tensor& weights) override {
-    cpu::op_moe_route(pool_, logits, normalize, ids, weights);
+    cpu::op_moe_route(scratch_, logits, normalize, ids, weights);
   }
   void mul_mat_id(const tensor& w, const tensor& x, const tensor& ids, const tensor& out) override {
     cpu::op_mul_mat_id(pool_, scratch_, w, x, ids, out);

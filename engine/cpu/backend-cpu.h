@@ -18,7 +18,9 @@ struct scratch {
   // mul_mat_id: converted activation rows gathered by expert, their products, the order.
   std::vector<uint8_t> grouped_x;
   std::vector<float> grouped_y;
-  std::vector<int32_t> group_rows;
+  std::vector<int32_t> group_rows, group_fill, group_active;
+  std::vector<float> route_probs;  // moe_route: one token's probabilities and their order
+  std::vector<int32_t> route_order;
 
   float* thread_floats(int ith, size_t n) {
     auto& v = per_thread[size_t(ith)];
@@ -44,7 +46,7 @@ void op_geglu(thread_pool& pool, const tensor& gate, const tensor& up, const ten
 void op_add(thread_pool& pool, const tensor& a, const tensor& b, const tensor& out);
 void op_scale(thread_pool& pool, const tensor& x, float s, const tensor& out);
 void op_softcap(thread_pool& pool, const tensor& x, float cap, const tensor& out);
-void op_moe_route(thread_pool& pool, const tensor& logits, bool normalize, const tensor& ids,
+void op_moe_route(scratch& s, const tensor& logits, bool normalize, const tensor& ids,
                   const tensor& weights);
 void op_mul_mat_id(thread_pool& pool, scratch& s, const tensor& w, const tensor& x,
                    const tensor& ids, const tensor& out);

@@ -10,7 +10,6 @@
 #include <cassert>
 #include <cmath>
 #include <cstring>
-#include <vector>
 
 #include "engine/cpu/backend-cpu.h"
 #include "engine/cpu/gemm.h"
@@ -18,52 +17,47 @@
 
 namespace hearth::cpu {
 
-void op_moe_route(thread_pool& pool, const tensor& logits, bool normalize, const tensor& ids,
+void op_moe_route(scratch& s, const tensor& logits, bool normalize, const tensor& ids,
                   const tensor& weights) {
   const int64_t n_expert = logits.ne[0], n_tok = logits.ne[1], k = ids.ne[0];
   assert(ids.ne[1] == n_tok && weights.ne[0] == k && weights.ne[1] == n_tok && k <= n_expert);
   const auto* lg = static_cast<const float*>(logits.data);
   auto* id = static_cast<int32_t*>(ids.data);
   auto* wt = static_cast<float*>(weights.data);
-  pool.parallel_for(
-      n_tok,
-      [&](int64_t begin, int64_t end) {
-        // A router has tens to a few hundred experts: a stack buffer would do, but n_expert
-        // comes from the file, so the probabilities live on the heap, once per range.
-        std::vector<float> p(static_cast<size_t>(n_expert));
-        std::vector<int32_t> order(static_cast<size_t>(n_expert));
-        for (int64_t t = begin; t < end; ++t) {
-          const float* l = lg + t * n_expert;
-          // Softmax as the reference's soft_max: max subtracted, the sum in double, then one
-          // multiply by its inverse.
-          float mx = -INFINITY;
-          for (int64_t e = 0; e < n_expert; ++e) mx = std::max(mx, l[e]);
-          double sum = 0;
-          for (int64_t e = 0; e < n_expert; ++e) {
-            p[size_t(e)] = std::exp(l[e] - mx);
-            sum += p[size_t(e)];
-          }
-          const float inv = float(1.0 / sum);
-          for (int64_t e = 0; e < n_expert; ++e) p[size_t(e)] *= inv;
-          for (int64_t e = 0; e < n_expert; ++e) order[size_t(e)] = int32_t(e);
-          std::partial_sort(
-              order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
-                return p[size_t(a)] > p[size_t(b)] || (p[size_t(a)] == p[size_t(b)] && a < b);
-              });
-          float chosen = 0;
-          for (int64_t j = 0; j < k; ++j) {
-            id[t * k + j] = order[size_t(j)];
-            wt[t * k + j] = p[size_t(order[size_t(j)])];
-            chosen += wt[t * k + j];
-          }
-          if (normalize) {
-            // The reference clamps the sum away from 0 (all k probabilities underflowing).
-            chosen = std::max(chosen, 6.103515625e-5f);
-            for (int64_t j = 0; j < k; ++j) wt[t * k + j] /= chosen;
-          }
-        }
-      },
-      n_expert * 8);
+  // One thread: a step routes at most n_batch × n_expert values (65k for 512 tokens and 128
+  // experts), far below what waking the pool costs back.
+  s.route_probs.resize(size_t(n_expert));
+  s.route_order.resize(size_t(n_expert));
+  float* p = s.route_probs.data();
+  int32_t* order = s.route_order.data();
+  for (int64_t t = 0; t < n_tok; ++t) {
+    const float* l = lg + t * n_expert;
+    // Softmax as the reference's soft_max: max subtracted, the sum in double, then one multiply
+    // by its inverse.
+    float mx = -INFINITY;
+    for (int64_t e = 0; e < n_expert; ++e) mx = std::max(mx, l[e]);
+    double sum = 0;
+    for (int64_t e = 0; e < n_expert; ++e) {
+      p[e] = std::exp(l[e] - mx);
+      sum += p[e];
+    }
+    const float inv = float(1.0 / sum);
+    for (int64_t e = 0; e < n_expert; ++e) p[e] *= inv;
+    for (int64_t e = 0; e < n_expert; ++e) order[e] = int32_t(e);
+    std::partial_sort(order, order + k, order + n_expert,
+                      [&](int32_t a, int32_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+    float chosen = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      id[t * k + j] = order[j];
+      wt[t * k + j] = p[order[j]];
+      chosen += wt[t * k + j];
+    }
+    if (normalize) {
+      // The reference clamps the sum away from 0 (all k probabilities underflowing).
+      chosen = std::max(chosen, 6.103515625e-5f);
+      for (int64_t j = 0; j < k; ++j) wt[t * k + j] /= chosen;
+    }
+  }
 }
 
 void op_mul_mat_id(thread_pool& pool, scratch& s, const tensor& w, const tensor& x,
@@ -90,10 +84,9 @@ void op_mul_mat_id(thread_pool& pool, scratch& s, const tensor& w, const tensor&
     most = std::max<int64_t>(most, start[e + 1]);
     start[e + 1] += start[e];
   }
-  {
-    std::vector<int32_t> fill(start, start + n_expert);
-    for (int64_t r = 0; r < n_rows; ++r) rows[size_t(fill[size_t(id[r])]++)] = int32_t(r);
-  }
+  std::vector<int32_t>& fill = s.group_fill;
+  fill.assign(start, start + n_expert);
+  for (int64_t r = 0; r < n_rows; ++r) rows[size_t(fill[size_t(id[r])]++)] = int32_t(r);
   auto src_row = [&](int64_t r) { return shared_x ? r / k : r; };
 
   // As op_mul_mat: tiles when an expert has several rows, dot products when each has one.
@@ -130,7 +123,8 @@ void op_mul_mat_id(thread_pool& pool, scratch& s, const tensor& w, const tensor&
   // Work items: (expert, band of weight rows), only for experts with rows.
   const int64_t band = g ? g->max_rows : 16;
   const int64_t bands = (n_out + band - 1) / band;
-  std::vector<int32_t> active;
+  std::vector<int32_t>& active = s.group_active;
+  active.clear();
   for (int64_t e = 0; e < n_expert; ++e)
     if (start[e + 1] > start[e]) active.push_back(int32_t(e));
   const int64_t n_items = int64_t(active.size()) * bands;

@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -245,15 +246,46 @@ class cuda_backend final : public backend {
     // As the CPU: a multiply by 1/cap, tanh, a multiply by cap.
     elementwise(cuda::elementwise_op::softcap, x, nullptr, cap, 1.0f / cap, out);
   }
-  // PLACEHOLDER until the device kernels land (issue 20): refuses instead of computing.
-  void moe_route(const tensor&, bool, const tensor&, const tensor&) override {
-    throw std::runtime_error("cuda: mixture-of-experts ops are not implemented yet");
+
+  // --- mixture of experts: the chosen ids stay on the device (no host sync), so a step that
+  // routes is recorded, launched and captured into a graph like any other.
+
+  void moe_route(const tensor& logits, bool normalize, const tensor& ids,
+                 const tensor& weights) override {
+    require(logits.type == tensor_type::f32 && ids.type == tensor_type::i32 &&
+                weights.type == tensor_type::f32,
+            "moe_route", "logits and weights must be F32, ids I32");
+    const int64_t n_tok = logits.rows();
+    require(ids.ne[0] == weights.ne[0] && ids.rows() == n_tok && weights.rows() == n_tok &&
+                ids.ne[0] >= 1 && ids.ne[0] <= logits.ne[0] && logits.ne[0] <= INT32_MAX,
+            "moe_route", "shape mismatch");
+    op_record& r = record(op_kind::moe_route, {&logits, &ids, &weights});
+    r.i[0] = normalize ? 1 : 0;
   }
-  void mul_mat_id(const tensor&, const tensor&, const tensor&, const tensor&) override {
-    throw std::runtime_error("cuda: mixture-of-experts ops are not implemented yet");
+
+  void mul_mat_id(const tensor& w, const tensor& x, const tensor& ids, const tensor& out) override {
+    require(supports_weight_type(w.type), "mul_mat_id", "unsupported weight type");
+    require(
+        x.type == tensor_type::f32 && out.type == tensor_type::f32 && ids.type == tensor_type::i32,
+        "mul_mat_id", "activations must be F32, ids I32");
+    const int64_t k = ids.ne[0], n_tok = ids.rows(), n_rows = k * n_tok;
+    require(w.ne[3] == 1 && w.ne[2] >= 1 && w.ne[2] <= 65535 && x.ne[0] == w.ne[0] &&
+                (x.rows() == n_tok || x.rows() == n_rows) && out.ne[0] == w.ne[1] &&
+                out.rows() == n_rows && n_rows <= INT32_MAX,
+            "mul_mat_id", "shape mismatch");
+    const size_t need = size_t(n_rows + w.ne[2] + 1) * sizeof(int32_t);
+    if (need > moe_scratch_.bytes) grow(moe_scratch_, need, "the expert grouping");
+    record(op_kind::mul_mat_id, {&w, &x, &ids, &out});
   }
-  void moe_combine(const tensor&, const tensor&, const tensor&) override {
-    throw std::runtime_error("cuda: mixture-of-experts ops are not implemented yet");
+
+  void moe_combine(const tensor& x, const tensor& weights, const tensor& out) override {
+    require(x.type == tensor_type::f32 && weights.type == tensor_type::f32 &&
+                out.type == tensor_type::f32,
+            "moe_combine", "all must be F32");
+    require(x.rows() == weights.rows() * weights.ne[0] && out.ne[0] == x.ne[0] &&
+                out.rows() == weights.rows(),
+            "moe_combine", "shape mismatch");
+    record(op_kind::moe_combine, {&x, &weights, &out});
   }
 
   cuda_step_stats stats() const { return stats_; }
@@ -288,7 +320,7 @@ class cuda_backend final : public backend {
   void release() {
     if (cublas_) cublasDestroy(cublas_);
     cublas_ = nullptr;
-    for (scratch* s : {&act_scratch_, &weight_scratch_, &attn_scratch_}) {
+    for (scratch* s : {&act_scratch_, &weight_scratch_, &attn_scratch_, &moe_scratch_}) {
       cuda::device_free(s->ptr);
       *s = {};
     }
@@ -469,6 +501,17 @@ class cuda_backend final : public backend {
         cuda::elementwise(stream_, r.ew, f32(t[0]), t[1].present() ? f32(t[1]) : nullptr, r.f[0],
                           r.f[1], t[0].n_elements(), f32(t[2]));
         break;
+      case op_kind::moe_route:
+        cuda::moe_route(stream_, f32(t[0]), int32_t(t[0].ne[0]), t[0].rows(), int32_t(t[1].ne[0]),
+                        r.i[0] != 0, static_cast<int32_t*>(t[1].data), f32(t[2]));
+        break;
+      case op_kind::mul_mat_id:
+        mul_mat_id_now(t[0], t[1], t[2], t[3]);
+        break;
+      case op_kind::moe_combine:
+        cuda::moe_combine(stream_, f32(t[0]), f32(t[1]), t[0].ne[0], t[1].rows(),
+                          int32_t(t[1].ne[0]), f32(t[2]));
+        break;
     }
   }
 
@@ -511,6 +554,19 @@ class cuda_backend final : public backend {
     if (bias) cuda::add_bias(stream_, o, bias, n_out, n_tok);
   }
 
+  // The expert product: the rows grouped by expert on the device (into moe_scratch_, sized at
+  // record time), then each chosen expert's matrix streamed once for its rows.
+  void mul_mat_id_now(const tensor& w, const tensor& x, const tensor& ids, const tensor& out) {
+    const int64_t k = ids.ne[0], n_tok = ids.rows(), n_rows = k * n_tok;
+    const int32_t n_expert = int32_t(w.ne[2]);
+    auto* rows = static_cast<int32_t*>(moe_scratch_.ptr);
+    int32_t* start = rows + n_rows;
+    cuda::moe_group(stream_, static_cast<const int32_t*>(ids.data), n_rows, n_expert, rows, start);
+    cuda::mul_mat_id(stream_, w.type, w.data, w.ne[0], w.ne[1], n_expert,
+                     static_cast<const float*>(x.data), x.rows() == n_rows ? 1 : k, rows, start,
+                     static_cast<float*>(out.data));
+  }
+
   // out (rows × n_tok, leading dimension ldc) = w (rows of n_in, 16-bit) · x (16-bit) with F32
   // accumulation on the tensor cores.
   void gemm16(const void* w, cudaDataType_t dt, const uint16_t* x, int64_t n_in, int64_t rows,
@@ -532,6 +588,7 @@ class cuda_backend final : public backend {
   std::vector<int32_t> params_host_;
   int32_t n_slots_ = 0;
   scratch act_scratch_, weight_scratch_, attn_scratch_;
+  scratch moe_scratch_;  // I32: mul_mat_id's rows grouped by expert, then where each expert starts
   std::vector<void*> weights_;
   std::vector<op_record> records_;
   std::vector<int64_t> key_, last_key_;

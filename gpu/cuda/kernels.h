@@ -48,6 +48,34 @@ void convert_f32(cudaStream_t s, const float* x, int64_t n, bool bf16, uint16_t*
 // out[t, o] += bias[o] for t < n_tok.
 void add_bias(cudaStream_t s, float* out, const float* bias, int64_t n_out, int64_t n_tok);
 
+// The expert product (backend::mul_mat_id) with its rows grouped by expert: for each expert e,
+// each of rows[start[e] .. start[e + 1]) (from moe_group) is an output row r, computed as
+// out[r, :] = x[r / x_div, :] · w[e]ᵀ (x_div = k when x has a row per token, 1 when a row per
+// product row). w: n_expert matrices of n_out rows of n_in values of type t, one after the
+// other. The matrix-vector kernel of mul_mat_vec, one block column per expert, taking the
+// expert's rows up to k_mmv_max_tokens at a time: an expert no row chose is never read, one
+// with up to k_mmv_max_tokens rows is read once. out: F32 [n_rows, n_out].
+void mul_mat_id(cudaStream_t s, tensor_type t, const void* w, int64_t n_in, int64_t n_out,
+                int32_t n_expert, const float* x, int64_t x_div, const int32_t* rows,
+                const int32_t* start, float* out);
+
+// --- mixture of experts (engine/backend.h states each op; moe.cu) ---------------------------
+
+// ids: I32 [n_tok, k]; weights: F32 [n_tok, k]; logits: F32 [n_tok, n_expert].
+void moe_route(cudaStream_t s, const float* logits, int32_t n_expert, int64_t n_tok, int32_t k,
+               bool normalize, int32_t* ids, float* weights);
+
+// The rows of ids (I32, n_rows values in [0, n_expert)) grouped by the id they hold: rows (I32,
+// n_rows) lists the rows of expert 0 in increasing order, then those of expert 1, ...; start (I32,
+// n_expert + 1) says where each expert's list begins. One block: a few microseconds for a
+// decoding step, tens for a prompt of thousands of rows.
+void moe_group(cudaStream_t s, const int32_t* ids, int64_t n_rows, int32_t n_expert, int32_t* rows,
+               int32_t* start);
+
+// x: F32 [n_tok*k, cols]; weights: F32 [n_tok, k]; out: F32 [n_tok, cols].
+void moe_combine(cudaStream_t s, const float* x, const float* weights, int64_t cols, int64_t n_tok,
+                 int32_t k, float* out);
+
 // --- the other ops (engine/backend.h says what each computes) -----------------------------
 
 // weight may be null (no scale). x and out may alias.

@@ -18,7 +18,10 @@ enum class op_kind : uint8_t {
   rope,
   kv_store,
   attention,
-  elementwise
+  elementwise,
+  moe_route,
+  mul_mat_id,
+  moe_combine
 };
 
 struct op_record {
