@@ -132,17 +132,20 @@ class harness {
   tensor_pair weight(tensor_type type, int64_t ne0, int64_t ne1, const std::vector<float>& v) {
     return weight_bytes(type, ne0, ne1, to_type(type, v, ne0));
   }
-  tensor_pair weight_bytes(tensor_type type, int64_t ne0, int64_t ne1, std::vector<uint8_t> data) {
+  // ne2 > 1: that many matrices of ne1 rows stacked (the experts of mul_mat_id).
+  tensor_pair weight_bytes(tensor_type type, int64_t ne0, int64_t ne1, std::vector<uint8_t> data,
+                           int64_t ne2 = 1) {
     auto g = std::make_unique<gguf_tensor>();
     auto bytes = std::make_unique<std::vector<uint8_t>>(std::move(data));
     g->name = "w";
     g->type = type;
-    g->n_dims = 2;
+    g->n_dims = ne2 > 1 ? 3 : 2;
     g->ne[0] = ne0;
     g->ne[1] = ne1;
+    g->ne[2] = ne2;
     g->n_bytes = bytes->size();
     g->data = bytes->data();
-    tensor_pair p{ref_.weight(*g), dut_.weight(*g), ne1, bytes.get()};
+    tensor_pair p{ref_.weight(*g), dut_.weight(*g), ne1 * ne2, bytes.get()};
     weight_files_.push_back(std::move(g));
     weight_bytes_.push_back(std::move(bytes));
     return p;
@@ -228,6 +231,12 @@ class harness {
     std::vector<float> v(n);
     if (t == tensor_type::f32) {
       std::memcpy(v.data(), p, n * 4);
+    } else if (t == tensor_type::i32) {  // ids: small integers, exact as floats
+      for (size_t i = 0; i < n; ++i) {
+        int32_t id;
+        std::memcpy(&id, p + i * 4, 4);
+        v[i] = float(id);
+      }
     } else {
       tensor_type_traits_of(t).to_float(p, v.data(), int64_t(n));
     }
@@ -359,6 +368,20 @@ class BackendOps : public ::testing::Test {
       return h_->weight_bytes(t, ne0, ne1, real_blocks::cut(t, ne0, ne1, rng_));
     return h_->weight(t, ne0, ne1, random_floats(rng_, size_t(ne0 * ne1), lo, hi));
   }
+  // ne2 stacked matrices [ne1 rows of ne0] of type t, as weight(); the matrices of the experts in
+  // `poisoned` are all 0xFF bytes (NaN scales or values in every type), so an op that reads one
+  // into its output fails.
+  tensor_pair experts(tensor_type t, int64_t ne0, int64_t ne1, int64_t ne2,
+                      const std::vector<int32_t>& poisoned) {
+    std::vector<uint8_t> bytes =
+        real_blocks::file_for(t)
+            ? real_blocks::cut(t, ne0, ne1 * ne2, rng_)
+            : to_type(t, random_floats(rng_, size_t(ne0 * ne1 * ne2), -0.5f, 1.0f), ne0);
+    const size_t matrix = size_t(tensor_type_row_bytes(t, ne0) * ne1);
+    for (int32_t e : poisoned)
+      std::fill_n(bytes.begin() + ptrdiff_t(matrix * size_t(e)), matrix, 0xFF);
+    return h_->weight_bytes(t, ne0, ne1, std::move(bytes), ne2);
+  }
 
   std::mt19937 rng_{1234};
   std::unique_ptr<backend> ref_, dut_;
@@ -422,6 +445,30 @@ TEST_F(BackendOps, MulMat) {
     }
   }
 }
+
+#ifdef HEARTH_BACKEND_OPS_VULKAN
+// Vulkan's products round the activations as the CPU does (to the weight's dot-product type), so
+// they match the CPU's to float rounding (NMSE 1e-11 or less), not only the exact product to the
+// activations' rounding (1e-7 and more): a mixture-of-experts router whose two best experts
+// nearly tie must choose as the reference does.
+TEST_F(BackendOps, MulMatRoundsActivationsAsTheCpu) {
+  for (tensor_type t : weight_types()) {
+    for (int64_t n_in : widths(t, {256, 2048})) {
+      for (int64_t n_tok : {1, 17}) {
+        const int64_t n_out = 33;
+        tensor_pair w = weight(t, n_in, n_out, -0.5f, 1.0f);
+        tensor_pair x =
+            h_->input_f32(n_in, n_tok, random_floats(rng_, size_t(n_in * n_tok), -0.5f, 1.0f));
+        tensor_pair out = h_->output(tensor_type::f32, n_out, n_tok);
+        ref_->mul_mat(w.ref, x.ref, nullptr, out.ref);
+        dut_->mul_mat(w.dut, x.dut, nullptr, out.dut);
+        h_->compare(out, "mul_mat~cpu", std::string(tensor_type_name(t)),
+                    shape_of({{"in", n_in}, {"out", n_out}, {"tok", n_tok}}), 1e-9);
+      }
+    }
+  }
+}
+#endif
 
 TEST_F(BackendOps, RmsNorm) {
   for (int64_t cols : {1, 7, 511, 4096}) {
@@ -617,6 +664,110 @@ TEST_F(BackendOps, Elementwise) {
         if (std::strcmp(op, "softcap") == 0) be->softcap(*ta, 5.0f, *to);
       }
       h_->compare(out, op, "f32", shape_of({{"n", n}}), 1e-10);
+    }
+  }
+}
+
+TEST_F(BackendOps, MoeRoute) {
+  for (int64_t n_expert : {8, 128}) {
+    for (int64_t k : {1, 2, 8}) {
+      for (int64_t n_tok : {1, 5, 70}) {
+        for (bool normalize : {false, true}) {
+          for (bool ties : {false, true}) {
+            // Ties: logits on a coarse grid, so equal probabilities occur and the lower id must
+            // come first on both backends.
+            std::vector<float> lv = random_floats(rng_, size_t(n_expert * n_tok), -4, 4);
+            if (ties)
+              for (float& v : lv) v = std::round(v);
+            tensor_pair logits = h_->input_f32(n_expert, n_tok, lv);
+            tensor_pair ids = h_->output(tensor_type::i32, k, n_tok);
+            tensor_pair wts = h_->output(tensor_type::f32, k, n_tok);
+            ref_->moe_route(logits.ref, normalize, ids.ref, wts.ref);
+            dut_->moe_route(logits.dut, normalize, ids.dut, wts.dut);
+            const std::string shape = shape_of({{"experts", n_expert},
+                                                {"k", k},
+                                                {"tok", n_tok},
+                                                {"norm", normalize},
+                                                {"ties", ties}});
+            h_->compare(ids, "moe_route", "i32", shape, 0);
+            h_->compare(wts, "moe_route", "f32", shape, 1e-10);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_F(BackendOps, MulMatId) {
+  const int64_t n_expert = 6;
+  for (tensor_type t : weight_types()) {
+    for (int64_t n_in : widths(t, {64, 352})) {
+      for (int64_t n_out : {33, 130}) {
+        for (int64_t n_tok : {1, 3, 17, 70}) {
+          for (int64_t k : {1, 2, 4}) {
+            for (bool shared_x : {true, false}) {
+              // Experts 1 and 4 are never chosen, and their matrices are poison. Each token's k
+              // ids are distinct, as the router's are, except with n_tok = 70 and k = 2: there
+              // every token chooses expert 2 twice (the contract allows it), more rows than a
+              // device may plan for one expert.
+              const std::vector<int32_t> used = {0, 2, 3, 5};
+              if (k > int64_t(used.size())) continue;
+              const bool crowded = n_tok == 70 && k == 2;
+              std::vector<int32_t> idv;
+              for (int64_t i = 0; i < n_tok; ++i) {
+                std::vector<int32_t> pick = used;
+                std::shuffle(pick.begin(), pick.end(), rng_);
+                if (crowded) pick = {2, 2};
+                idv.insert(idv.end(), pick.begin(), pick.begin() + k);
+              }
+              tensor_pair w = experts(t, n_in, n_out, n_expert, {1, 4});
+              const int64_t x_rows = shared_x ? n_tok : n_tok * k;
+              const std::vector<float> xv = random_floats(rng_, size_t(n_in * x_rows), -0.5f, 1.0f);
+              tensor_pair x = h_->input_f32(n_in, x_rows, xv);
+              tensor_pair ids = h_->input(tensor_type::i32, k, n_tok, idv.data());
+              tensor_pair out = h_->output(tensor_type::f32, n_out, n_tok * k);
+              ref_->mul_mat_id(w.ref, x.ref, ids.ref, out.ref);
+              dut_->mul_mat_id(w.dut, x.dut, ids.dut, out.dut);
+              const std::vector<float> wv = harness::dequantized(w, n_in);
+              std::vector<double> exact(size_t(n_out * n_tok * k));
+              for (int64_t r = 0; r < n_tok * k; ++r) {
+                const int64_t e = idv[size_t(r)], xr = shared_x ? r / k : r;
+                for (int64_t o = 0; o < n_out; ++o) {
+                  double acc = 0;
+                  for (int64_t i = 0; i < n_in; ++i)
+                    acc +=
+                        double(wv[size_t((e * n_out + o) * n_in + i)]) * xv[size_t(xr * n_in + i)];
+                  exact[size_t(r * n_out + o)] = acc;
+                }
+              }
+              h_->compare_exact(out, exact, "mul_mat_id", std::string(tensor_type_name(t)),
+                                shape_of({{"in", n_in},
+                                          {"out", n_out},
+                                          {"tok", n_tok},
+                                          {"k", k},
+                                          {"shared", shared_x}}),
+                                t == tensor_type::f32 ? 1e-9 : 5e-4);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_F(BackendOps, MoeCombine) {
+  for (int64_t cols : {1, 7, 1000}) {
+    for (int64_t k : {1, 2, 8}) {
+      for (int64_t n_tok : {1, 5, 33}) {
+        tensor_pair x =
+            h_->input_f32(cols, n_tok * k, random_floats(rng_, size_t(cols * n_tok * k), -3, 3));
+        tensor_pair wts = h_->input_f32(k, n_tok, random_floats(rng_, size_t(k * n_tok), 0, 1));
+        tensor_pair out = h_->output(tensor_type::f32, cols, n_tok);
+        ref_->moe_combine(x.ref, wts.ref, out.ref);
+        dut_->moe_combine(x.dut, wts.dut, out.dut);
+        h_->compare(out, "moe_combine", "f32", shape_of({{"cols", cols}, {"k", k}, {"tok", n_tok}}),
+                    1e-12);
+      }
     }
   }
 }

@@ -1,8 +1,6 @@
 // The Vulkan backend: memory through vk::device, one dispatch switch to the ops (ops.h).
 #include "gpu/vulkan/backend-vulkan.h"
 
-#include <stdexcept>
-
 #include "engine/io/gguf.h"
 #include "gpu/vulkan/device.h"
 #include "gpu/vulkan/ops.h"
@@ -15,6 +13,8 @@ class vulkan_backend final : public backend {
   explicit vulkan_backend(int index) : dev_(index) {}
 
   ~vulkan_backend() override {
+    moe_groups_.release(dev_);
+    rounded_x_.release(dev_);
     for (vk::buffer* b : weights_) dev_.free(b);
   }
 
@@ -63,7 +63,7 @@ class vulkan_backend final : public backend {
     vk::op_get_rows(dev_, table, ids, out);
   }
   void mul_mat(const tensor& w, const tensor& x, const tensor* bias, const tensor& out) override {
-    vk::op_mul_mat(dev_, w, x, bias, out);
+    vk::op_mul_mat(dev_, rounded_x_, w, x, bias, out);
   }
   void rms_norm(const tensor& x, const tensor& weight, float eps, const tensor& out) override {
     vk::op_rms_norm(dev_, x, weight, eps, out);
@@ -98,20 +98,22 @@ class vulkan_backend final : public backend {
     // As the CPU: a multiply by 1/cap, tanh, a multiply by cap.
     vk::op_elementwise(dev_, "softcap", x, nullptr, cap, 1.0f / cap, out);
   }
-  // PLACEHOLDER until the device kernels land (issue 20): refuses instead of computing.
-  void moe_route(const tensor&, bool, const tensor&, const tensor&) override {
-    throw std::runtime_error("vulkan: mixture-of-experts ops are not implemented yet");
+  void moe_route(const tensor& logits, bool normalize, const tensor& ids,
+                 const tensor& weights) override {
+    vk::op_moe_route(dev_, logits, normalize, ids, weights);
   }
-  void mul_mat_id(const tensor&, const tensor&, const tensor&, const tensor&) override {
-    throw std::runtime_error("vulkan: mixture-of-experts ops are not implemented yet");
+  void mul_mat_id(const tensor& w, const tensor& x, const tensor& ids, const tensor& out) override {
+    vk::op_mul_mat_id(dev_, rounded_x_, moe_groups_, w, x, ids, out);
   }
-  void moe_combine(const tensor&, const tensor&, const tensor&) override {
-    throw std::runtime_error("vulkan: mixture-of-experts ops are not implemented yet");
+  void moe_combine(const tensor& x, const tensor& weights, const tensor& out) override {
+    vk::op_moe_combine(dev_, x, weights, out);
   }
 
  private:
   vk::device dev_;
   std::vector<vk::buffer*> weights_;
+  vk::scratch rounded_x_;   // matrix products' activations as the reference rounds them
+  vk::scratch moe_groups_;  // mul_mat_id's rows grouped by expert
 };
 
 }  // namespace

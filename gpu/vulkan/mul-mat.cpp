@@ -1,5 +1,6 @@
 // Matrix products and embedding-row lookup on stored weight types: mul_mat_vec.comp for few
-// tokens, the tiled mul_mat.comp for many, get_rows.comp; all dequantize with dequant.glsl.
+// tokens, the tiled mul_mat.comp for many, get_rows.comp; all dequantize with dequant.glsl. The
+// expert product (mul_mat_id) is the same two shaders' MUL_MAT_ID variants.
 #include <stdexcept>
 #include <string>
 
@@ -43,6 +44,42 @@ std::string variant_of(const char* shader, const tensor& w) {
 // Below this many tokens each weight row is read once per token (matrix-vector); above, tiles.
 constexpr int64_t k_mat_vec_max_tokens = 4;
 
+// The round_x.comp variant for weights of type t and the values per invocation, or nullptr for
+// F32 weights, whose products take the activations as they are.
+struct rounding {
+  const char* variant;
+  int64_t block;
+};
+rounding rounding_for(tensor_type t) {
+  switch (t) {
+    case tensor_type::f16:
+      return {"round_x_f16", 1};
+    case tensor_type::bf16:
+      return {"round_x_bf16", 1};
+    case tensor_type::q8_0:
+    case tensor_type::q4_0:
+      return {"round_x_q8_0", 32};
+    case tensor_type::q4_k:
+    case tensor_type::q5_k:
+    case tensor_type::q6_k:
+      return {"round_x_q8_k", 256};
+    default:
+      return {nullptr, 1};
+  }
+}
+
+// x as the products with w take it: rounded into `rounded` where w's type rounds, else x.
+const buffer* rounded_x(device& d, scratch& rounded, const tensor& w, const tensor& x) {
+  const rounding r = rounding_for(w.type);
+  if (!r.variant) return buf(x);
+  const int64_t n = x.ne[0] * x.ne[1];
+  const buffer* out = rounded.at_least(d, VkDeviceSize(n * 4), "rounded activations");
+  const uint32_t n_blocks = uint32_t(n / r.block);
+  const groups g = groups_for((n_blocks + 63) / 64);  // BLOCK of round_x.comp
+  d.dispatch(r.variant, {buf(x), out}, &n_blocks, sizeof(n_blocks), g.x, g.y, 1);
+  return out;
+}
+
 }  // namespace
 
 void op_get_rows(device& d, const tensor& table, const tensor& ids, const tensor& out) {
@@ -54,14 +91,15 @@ void op_get_rows(device& d, const tensor& table, const tensor& ids, const tensor
              sizeof(pc), g.x, g.y, 1);
 }
 
-void op_mul_mat(device& d, const tensor& w, const tensor& x, const tensor* bias,
+void op_mul_mat(device& d, scratch& rounded, const tensor& w, const tensor& x, const tensor* bias,
                 const tensor& out) {
   const int64_t n_tok = x.ne[1];
   struct {
     uint32_t n_in, n_out, n_tok, row_bytes, has_bias;
   } pc{uint32_t(w.ne[0]), uint32_t(w.ne[1]), uint32_t(n_tok), uint32_t(w.row_bytes()),
        bias && bias->present() ? 1u : 0u};
-  const std::vector<const buffer*> bindings = {buf(w), buf(x), buf_or_null(bias), buf(out)};
+  const std::vector<const buffer*> bindings = {buf(w), rounded_x(d, rounded, w, x),
+                                               buf_or_null(bias), buf(out)};
   if (n_tok <= k_mat_vec_max_tokens) {
     std::string v = variant_of("mul_mat_vec", w);
     if (d.subgroup_arithmetic()) v += "_sg";
@@ -71,6 +109,52 @@ void op_mul_mat(device& d, const tensor& w, const tensor& x, const tensor* bias,
     d.dispatch(variant_of("mul_mat", w).c_str(), bindings, &pc, sizeof(pc),
                uint32_t((w.ne[1] + 31) / 32), uint32_t((n_tok + 31) / 32), 1);
   }
+}
+
+void op_mul_mat_id(device& d, scratch& rounded, scratch& group_rows, const tensor& w,
+                   const tensor& x, const tensor& ids, const tensor& out) {
+  const int64_t n_out = w.ne[1], n_expert = w.ne[2];
+  const int64_t k = ids.ne[0], n_tok = ids.ne[1], n_rows = n_tok * k;
+  const bool shared_x = x.ne[1] == n_tok;
+  if (x.ne[0] != w.ne[0] || !(shared_x || x.ne[1] == n_rows) || out.ne[0] != n_out ||
+      out.ne[1] != n_rows) {
+    throw std::invalid_argument(std::string("vulkan: mul_mat_id shapes do not match (") + w.name +
+                                ")");
+  }
+  struct {
+    uint32_t n_in, n_out, n_rows, row_bytes, has_bias, k, shared_x, expert_bytes, n_expert;
+  } pc{uint32_t(w.ne[0]),
+       uint32_t(n_out),
+       uint32_t(n_rows),
+       uint32_t(w.row_bytes()),
+       0u,
+       uint32_t(k),
+       shared_x ? 1u : 0u,
+       uint32_t(w.row_bytes() * n_out),
+       uint32_t(n_expert)};
+  const buffer* xb = rounded_x(d, rounded, w, x);
+  if (n_tok <= k_mat_vec_max_tokens) {
+    // Each output row reads its expert's matrix: at most n_tok * k matrices, all chosen ones.
+    std::string v = variant_of("mul_mat_vec_id", w);
+    if (d.subgroup_arithmetic()) v += "_sg";
+    const groups g = groups_for(n_out);
+    d.dispatch(v.c_str(), {buf(w), xb, nullptr, buf(out), buf(ids)}, &pc, sizeof(pc), g.x, g.y,
+               uint32_t(n_rows));
+    return;
+  }
+  // Counts, then one list of up to n_rows rows per expert (moe_group.comp's layout).
+  const buffer* gb =
+      group_rows.at_least(d, VkDeviceSize(4 * (n_expert + n_expert * n_rows)), "mul_mat_id groups");
+  struct {
+    uint32_t n_rows, n_expert;
+  } gpc{uint32_t(n_rows), uint32_t(n_expert)};
+  const groups gg = groups_for((n_expert + 63) / 64);  // BLOCK of moe_group.comp
+  d.dispatch("moe_group", {buf(ids), gb}, &gpc, sizeof(gpc), gg.x, gg.y, 1);
+  // An expert has at most n_tok rows when each token's ids are distinct, as the router's are;
+  // the shader loops over further tiles when not.
+  d.dispatch(variant_of("mul_mat_id", w).c_str(), {buf(w), xb, nullptr, buf(out), gb}, &pc,
+             sizeof(pc), uint32_t((n_out + 31) / 32), uint32_t((n_tok + 31) / 32),
+             uint32_t(n_expert));
 }
 
 }  // namespace hearth::vk

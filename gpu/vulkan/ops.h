@@ -26,11 +26,45 @@ inline groups groups_for(int64_t n) {
   return {uint32_t(x), uint32_t((n + x - 1) / x)};
 }
 
+// A device buffer an op reuses from call to call (the expert product's row groups), grown when a
+// call needs more. Only growing waits for the device (work recorded earlier may still use the old
+// buffer), so a forward pass of a size seen before records without a host sync.
+class scratch {
+ public:
+  const buffer* at_least(device& d, VkDeviceSize bytes, const char* what) {
+    if (!b_ || b_->size < bytes) {
+      d.submit_and_wait();
+      d.free(b_);
+      b_ = nullptr;
+      b_ = d.alloc(bytes, what);
+    }
+    return b_;
+  }
+  void release(device& d) {
+    d.free(b_);
+    b_ = nullptr;
+  }
+
+ private:
+  buffer* b_ = nullptr;
+};
+
 // The name of a weight type's shader variants ("q8_0"), or nullptr when there is none.
 const char* weight_variant(tensor_type t);
 
 void op_get_rows(device& d, const tensor& table, const tensor& ids, const tensor& out);
-void op_mul_mat(device& d, const tensor& w, const tensor& x, const tensor* bias, const tensor& out);
+// Matrix products round the activations first as the reference engine does (round_x.comp), into
+// `rounded`.
+void op_mul_mat(device& d, scratch& rounded, const tensor& w, const tensor& x, const tensor* bias,
+                const tensor& out);
+// The expert product, x rounded as op_mul_mat rounds it: the matrix-vector shader for few tokens,
+// else rows grouped by expert into `group_rows` (moe_group.comp) and the tiled shader over
+// (expert, tile of its rows).
+void op_mul_mat_id(device& d, scratch& rounded, scratch& group_rows, const tensor& w,
+                   const tensor& x, const tensor& ids, const tensor& out);
+void op_moe_route(device& d, const tensor& logits, bool normalize, const tensor& ids,
+                  const tensor& weights);
+void op_moe_combine(device& d, const tensor& x, const tensor& weights, const tensor& out);
 void op_rms_norm(device& d, const tensor& x, const tensor& weight, float eps, const tensor& out);
 void op_rope(device& d, const tensor& x, int32_t n_head, int32_t head_dim, const tensor& pos,
              const rope_params& p, const tensor* freq_factors);
