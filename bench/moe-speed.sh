@@ -105,7 +105,7 @@ for r in $(seq 1 "$rounds"); do
         exit 1
       fi
       echo "round $r: $which $engine pp128 $pp tg64 $tg" >&2
-      runs+=("$which $engine $pp $tg")
+      runs+=("$which $engine $(printf '%.1f %.2f' "$pp" "$tg")")
     done
   done
 done
