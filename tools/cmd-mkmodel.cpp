@@ -22,6 +22,7 @@ struct mkmodel_options {
   int32_t layers = 0;
   int threads = 0;
   bool dry_run = false;
+  bool dense_active = false;
   std::string testdata;
 };
 
@@ -49,6 +50,7 @@ int mkmodel(const mkmodel_options& o) {
   ro.n_layer = o.layers;
   ro.n_threads = o.threads;
   ro.testdata_root = o.testdata.empty() ? default_testdata() : o.testdata;
+  ro.dense_active = o.dense_active;
 
   const bool show_progress = !o.dry_run && isatty(STDERR_FILENO);
   auto progress = [&](size_t done, size_t n) {
@@ -68,6 +70,12 @@ int mkmodel(const mkmodel_options& o) {
               r->n_layer, r->n_tensors, static_cast<unsigned long long>(r->n_params),
               double(r->n_params) / 1e9, static_cast<unsigned long long>(r->file_bytes),
               format_bytes(r->file_bytes).c_str());
+  if (shape->n_expert > 0 && !o.dense_active) {
+    std::printf("per token: %llu active parameters (%.3f B), %llu bytes of weights (%s)\n",
+                static_cast<unsigned long long>(r->n_active_params),
+                double(r->n_active_params) / 1e9, static_cast<unsigned long long>(r->active_bytes),
+                format_bytes(r->active_bytes).c_str());
+  }
   if (!o.dry_run) {
     std::printf("wrote %s in %.1f s (%.0f MB/s)\n", o.out.c_str(), seconds,
                 double(r->file_bytes) / 1e6 / seconds);
@@ -90,6 +98,9 @@ action add_mkmodel(CLI::App& app) {
                   "Blocks to write instead of the shape's (recorded in general.name)");
   cmd->add_option("-t,--threads", o->threads, "Threads making the weights (default: all)");
   cmd->add_flag("--dry-run", o->dry_run, "Print the parameter count and file size only");
+  cmd->add_flag("--dense-active", o->dense_active,
+                "Mixture-of-experts shapes: write the experts a token uses as one dense "
+                "feed-forward (the active parameters as a dense model, for speed comparisons)");
   cmd->add_option("--testdata", o->testdata,
                   "Shared test data folder holding the vocabularies (default: $HEARTH_TESTDATA, "
                   "else the one beside the source tree)");
