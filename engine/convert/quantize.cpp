@@ -182,8 +182,9 @@ tensor_type tensor_type_for(file_type ft, const quant_model_info& m, std::string
     // 70B shares one attn_v between 8 query heads: it is 8x smaller than attn_q, so more bits
     // cost little.
     if (is_70b(m) && (t == tensor_type::q3_k || t == tensor_type::q4_k)) t = tensor_type::q5_k;
-    // llama.cpp's rule for 8-expert models (Mixtral 8x7B, Qwen3-30B-A3B): attention is a small
-    // share of such a model, so its V (and K, below) go to Q8_0 in every quantized file type.
+    // llama.cpp's rule for 8-expert models (Mixtral 8x7B; not Qwen3-30B-A3B, which has 128):
+    // attention is a small share of such a model, so its V (and K, below) go to Q8_0 in every
+    // quantized file type.
     if (m.n_expert == 8) t = tensor_type::q8_0;
   } else if (contains(name, "attn_k.weight")) {
     if (m.n_expert == 8) t = tensor_type::q8_0;
