@@ -153,14 +153,20 @@ std::unique_ptr<model> model::load(model_file file, const model_params& params) 
     m->arch_->load(ld, m->hparams_, m->weights_);
     m->weight_bytes_ = ld.bound_bytes();
 
-    // The CPU backend reads the weights from host memory; a device backend has them uploaded
-    // (its caller checks the device's memory).
+    // The CPU backend reads the weights from host memory, mapped from the file; a device backend
+    // has them uploaded (its caller checks the device's memory). A mixture of experts needs only
+    // the experts its tokens are routed to resident (pages of the others stay on disk): what must
+    // fit is one step's share, the same count the node budgets with (model_weights_count).
     const system_info sys = system_info_read();
-    if (!params.make_backend && sys.mem_available > 0 && m->weight_bytes_ > sys.mem_available) {
-      fail("the weights need " + format_bytes(m->weight_bytes_) + " of memory but only " +
+    const uint64_t resident = model_weights_counted(m->file_.gguf, m->hparams_).bytes_touched(1);
+    if (!params.make_backend && sys.mem_available > 0 && resident > sys.mem_available) {
+      fail("the weights need " + format_bytes(resident) + " of memory but only " +
            format_bytes(sys.mem_available) + " is available");
     }
-    if (params.progress) m->file_.gguf.prefetch(params.progress);
+    // Paged in ahead only when the whole file fits: a larger mixture of experts pages its experts
+    // in as tokens choose them.
+    const bool fits = sys.mem_available == 0 || m->weight_bytes_ <= sys.mem_available;
+    if (params.progress && fits) m->file_.gguf.prefetch(params.progress);
   } catch (const std::exception& e) {
     throw std::runtime_error("loading model " + path + ": " + e.what());
   }
