@@ -117,40 +117,7 @@ HEARTH_HD uint16_t float_to_half_bits(float f) {
   return uint16_t(sign | h);
 }
 
-// Q8_0 (and Q8_1's values): the scale of a block of 32 whose largest magnitude is amax, as
-// q8_0_from_float: d = amax / 127 stored as F16, values multiplied by 1 / d (unrounded d).
-struct q8_0_scale {
-  float id, dh;
-};
-HEARTH_HD q8_0_scale q8_0_scale_of(float amax) {
-  using namespace round_detail;
-  const float d = div(amax, 127.0f);
-  return {d != 0.0f ? div(1.0f, d) : 0.0f, half_bits_to_float(float_to_half_bits(d))};
-}
-HEARTH_HD float q8_0_value(float x, const q8_0_scale& s) {
-  // int8_t(q) in the CPU's block (so -0 becomes 0); dh * q is exact in F32 (11 + 7 bits).
-  const int32_t q = int32_t(round_detail::round_away(quant_detail::mul(x, s.id)));
-  return quant_detail::mul(s.dh, quant_detail::int_to_float(q));
-}
-
-// Q8_K: the scale of a block of 256 whose value of largest magnitude (the first of equals, in
-// index order) is mx, as q8_k_from_float; amax == 0 is a block of zeros.
-struct q8_k_scale {
-  float iscale, d;
-};
-HEARTH_HD q8_k_scale q8_k_scale_of(float mx, float amax) {
-  if (amax == 0.0f) return {0.0f, 0.0f};  // every value becomes +0
-  const float iscale = round_detail::div(-127.0f, mx);
-  return {iscale, round_detail::div(1.0f, iscale)};
-}
-HEARTH_HD float q8_k_value(float x, const q8_k_scale& s) {
-  int32_t q = round_detail::nearest_int(quant_detail::mul(s.iscale, x));
-  q = q < 127 ? q : 127;
-  return quant_detail::mul(s.d, quant_detail::int_to_float(q));
-}
-
 // One block of activations rounded: x and y hold activation_rounding_block(R) values; y may be x.
-// (The device runs Q8_0 and Q8_K a warp per block, round-activations.cu, on the same functions.)
 template <activation_rounding R>
 HEARTH_HD void round_activation_block(const float* x, float* y) {
   using namespace round_detail;
@@ -159,24 +126,41 @@ HEARTH_HD void round_activation_block(const float* x, float* y) {
   } else if constexpr (R == activation_rounding::bf16) {
     y[0] = bf16_bits_to_float(float_to_bf16_bits(x[0]));
   } else if constexpr (R == activation_rounding::q8_0) {
+    constexpr int qk = 32;
     float amax = 0.0f;
-    for (int j = 0; j < 32; ++j) {
+    for (int j = 0; j < qk; ++j) {
       const float ax = magnitude(x[j]);
       amax = amax < ax ? ax : amax;  // std::max(amax, ax)
     }
-    const q8_0_scale s = q8_0_scale_of(amax);
-    for (int j = 0; j < 32; ++j) y[j] = q8_0_value(x[j], s);
+    const float d = div(amax, 127.0f);
+    const float id = d != 0.0f ? div(1.0f, d) : 0.0f;
+    const float dh = half_bits_to_float(float_to_half_bits(d));
+    for (int j = 0; j < qk; ++j) {
+      // int8_t(q) in the CPU's block (so -0 becomes 0); d * q is exact in F32 (11 + 7 bits).
+      const int32_t q = int32_t(round_away(quant_detail::mul(x[j], id)));
+      y[j] = quant_detail::mul(dh, quant_detail::int_to_float(q));
+    }
   } else if constexpr (R == activation_rounding::q8_k) {
+    constexpr int qk = 256;
     float amax = 0.0f, mx = 0.0f;
-    for (int j = 0; j < 256; ++j) {
+    for (int j = 0; j < qk; ++j) {
       const float ax = magnitude(x[j]);
       if (ax > amax) {
         amax = ax;
         mx = x[j];
       }
     }
-    const q8_k_scale s = q8_k_scale_of(mx, amax);
-    for (int j = 0; j < 256; ++j) y[j] = q8_k_value(x[j], s);
+    if (amax == 0.0f) {
+      for (int j = 0; j < qk; ++j) y[j] = 0.0f;
+      return;
+    }
+    const float iscale = div(-127.0f, mx);
+    const float d = div(1.0f, iscale);
+    for (int j = 0; j < qk; ++j) {
+      int32_t q = nearest_int(quant_detail::mul(iscale, x[j]));
+      q = q < 127 ? q : 127;
+      y[j] = quant_detail::mul(d, quant_detail::int_to_float(q));
+    }
   }
 }
 
