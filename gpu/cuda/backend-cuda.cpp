@@ -177,7 +177,6 @@ class cuda_backend final : public backend {
             "shape mismatch");
     const int64_t n_tok = x.rows();
     if (n_tok > cuda::k_mmv_max_tokens) reserve_gemm_scratch(w, n_tok);
-    if (rounded_here(w.type, n_tok)) reserve_round_scratch(x);
     tensor none;
     record(op_kind::mul_mat, {&w, &x, bias && bias->present() ? bias : &none, &out});
   }
@@ -276,7 +275,6 @@ class cuda_backend final : public backend {
             "mul_mat_id", "shape mismatch");
     const size_t need = size_t(n_rows + w.ne[2] + 1) * sizeof(int32_t);
     if (need > moe_scratch_.bytes) grow(moe_scratch_, need, "the expert grouping");
-    if (cuda::rounds_activations(w.type)) reserve_round_scratch(x);
     record(op_kind::mul_mat_id, {&w, &x, &ids, &out});
   }
 
@@ -322,8 +320,7 @@ class cuda_backend final : public backend {
   void release() {
     if (cublas_) cublasDestroy(cublas_);
     cublas_ = nullptr;
-    for (scratch* s :
-         {&act_scratch_, &weight_scratch_, &attn_scratch_, &moe_scratch_, &round_scratch_}) {
+    for (scratch* s : {&act_scratch_, &weight_scratch_, &attn_scratch_, &moe_scratch_}) {
       cuda::device_free(s->ptr);
       *s = {};
     }
@@ -393,29 +390,6 @@ class cuda_backend final : public backend {
     s = {};
     s.ptr = cuda::device_alloc(want, what);
     s.bytes = want;
-  }
-
-  // Whether mul_mat rounds its activations with round_activations first: every weight type
-  // but F32, except F16 and BF16 weights on the GEMM path, whose activations convert_f32 rounds
-  // on its way to cuBLAS.
-  static bool rounded_here(tensor_type w, int64_t n_tok) {
-    if (!cuda::rounds_activations(w)) return false;
-    return n_tok <= cuda::k_mmv_max_tokens || (w != tensor_type::f16 && w != tensor_type::bf16);
-  }
-
-  void reserve_round_scratch(const tensor& x) {
-    const size_t bytes = size_t(x.rows()) * size_t(x.ne[0]) * sizeof(float);
-    if (bytes > round_scratch_.bytes) grow(round_scratch_, bytes, "the rounded activations");
-  }
-
-  // x as a product with weights of type w takes it: rounded into round_scratch_ (sized at
-  // record time), or x itself.
-  const float* rounded_x(tensor_type w, const tensor& x, bool round) {
-    const float* xf = static_cast<const float*>(x.data);
-    if (!round) return xf;
-    float* r = static_cast<float*>(round_scratch_.ptr);
-    cuda::round_activations(stream_, w, xf, x.ne[0], x.rows(), r);
-    return r;
   }
 
   void reserve_gemm_scratch(const tensor& w, int64_t n_tok) {
@@ -544,10 +518,7 @@ class cuda_backend final : public backend {
   // out = x · wᵀ: the decoding kernel for a few tokens, a tensor-core GEMM (cuBLAS) for more.
   void mul_mat_now(const tensor& w, const tensor& x, const float* bias, const tensor& out) {
     const int64_t n_in = w.ne[0], n_out = w.rows(), n_tok = x.rows();
-    // Activations rounded as the CPU rounds them. On the GEMM path quantized weights' rounded
-    // activations are rounded once more, to F16 for the tensor cores (as the weights are), so a
-    // prompt's products agree with the CPU's to F16's precision, not to F32's.
-    const float* xf = rounded_x(w.type, x, rounded_here(w.type, n_tok));
+    const float* xf = static_cast<const float*>(x.data);
     float* o = static_cast<float*>(out.data);
     if (n_tok <= cuda::k_mmv_max_tokens) {
       cuda::mul_mat_vec(stream_, w.type, w.data, n_in, n_out, xf, n_tok, bias, o);
@@ -591,9 +562,9 @@ class cuda_backend final : public backend {
     auto* rows = static_cast<int32_t*>(moe_scratch_.ptr);
     int32_t* start = rows + n_rows;
     cuda::moe_group(stream_, static_cast<const int32_t*>(ids.data), n_rows, n_expert, rows, start);
-    const float* xf = rounded_x(w.type, x, cuda::rounds_activations(w.type));
-    cuda::mul_mat_id(stream_, w.type, w.data, w.ne[0], w.ne[1], n_expert, xf,
-                     x.rows() == n_rows ? 1 : k, rows, start, static_cast<float*>(out.data));
+    cuda::mul_mat_id(stream_, w.type, w.data, w.ne[0], w.ne[1], n_expert,
+                     static_cast<const float*>(x.data), x.rows() == n_rows ? 1 : k, rows, start,
+                     static_cast<float*>(out.data));
   }
 
   // out (rows × n_tok, leading dimension ldc) = w (rows of n_in, 16-bit) · x (16-bit) with F32
@@ -618,7 +589,6 @@ class cuda_backend final : public backend {
   int32_t n_slots_ = 0;
   scratch act_scratch_, weight_scratch_, attn_scratch_;
   scratch moe_scratch_;  // I32: mul_mat_id's rows grouped by expert, then where each expert starts
-  scratch round_scratch_;  // F32 [rows, n_in]: a product's activations rounded (round-math.cuh)
   std::vector<void*> weights_;
   std::vector<op_record> records_;
   std::vector<int64_t> key_, last_key_;
