@@ -45,16 +45,6 @@ void dequantize_rows(cudaStream_t s, tensor_type t, const void* w, int64_t n_in,
 // rounds activations for F16/BF16 weights.
 void convert_f32(cudaStream_t s, const float* x, int64_t n, bool bf16, uint16_t* out);
 
-// Whether products with weights of type w round their activations first (round-math.cuh: F16,
-// BF16 and the quantized types; not F32).
-bool rounds_activations(tensor_type w);
-
-// x (F32 [rows, n_in]) rounded to the dot-product type of weights of type w and written back as
-// F32 into out (not overlapping x), as the CPU backend converts activations before a product with
-// w. n_in must be a whole number of the rounding's blocks (32 values for Q8_0, 256 for Q8_K).
-void round_activations(cudaStream_t s, tensor_type w, const float* x, int64_t n_in, int64_t rows,
-                       float* out);
-
 // out[t, o] += bias[o] for t < n_tok.
 void add_bias(cudaStream_t s, float* out, const float* bias, int64_t n_out, int64_t n_tok);
 
