@@ -171,9 +171,13 @@ class harness {
     const std::vector<float> x = download(ref_, out.ref, out.rows, nullptr);
     bool sentinel_ok = true;
     const std::vector<float> y = download(dut_, out.dut, out.rows, &sentinel_ok);
+    const double cpu_nmse = nmse(x, exact);
     char cpu[48];
-    std::snprintf(cpu, sizeof cpu, " (cpu %.3e)", nmse(x, exact));
-    report(nmse(y, exact), sentinel_ok, op, type, shape, max_nmse, cpu);
+    std::snprintf(cpu, sizeof cpu, " (cpu %.3e)", cpu_nmse);
+    // A backend no further from the exact product than twice the CPU passes too: where the few
+    // outputs lie near zero (real blocks keep their zero-mean values), the activations' rounding
+    // alone, which the CPU and Vulkan share, can pass max_nmse.
+    report(nmse(y, exact), sentinel_ok, op, type, shape, std::max(max_nmse, 2 * cpu_nmse), cpu);
   }
 
   // A weight's values as the backends see them, row after row.

@@ -20,6 +20,10 @@ const char* weight_variant(tensor_type t) {
       return "q8_0";
     case tensor_type::q4_0:
       return "q4_0";
+    case tensor_type::q5_0:
+      return "q5_0";
+    case tensor_type::q5_1:
+      return "q5_1";
     case tensor_type::q4_k:
       return "q4_k";
     case tensor_type::q5_k:
@@ -45,10 +49,12 @@ std::string variant_of(const char* shader, const tensor& w) {
 constexpr int64_t k_mat_vec_max_tokens = 4;
 
 // The round_x.comp variant for weights of type t and the values per invocation, or nullptr for
-// F32 weights, whose products take the activations as they are.
+// F32 weights, whose products take the activations as they are. with_sums: Q8_1, whose rows
+// carry one s per block after their values (the columns a Q5_1 block's minimum meets).
 struct rounding {
   const char* variant;
   int64_t block;
+  bool with_sums = false;
 };
 rounding rounding_for(tensor_type t) {
   switch (t) {
@@ -58,7 +64,10 @@ rounding rounding_for(tensor_type t) {
       return {"round_x_bf16", 1};
     case tensor_type::q8_0:
     case tensor_type::q4_0:
+    case tensor_type::q5_0:
       return {"round_x_q8_0", 32};
+    case tensor_type::q5_1:
+      return {"round_x_q8_1", 32, true};
     case tensor_type::q4_k:
     case tensor_type::q5_k:
     case tensor_type::q6_k:
@@ -73,10 +82,13 @@ const buffer* rounded_x(device& d, scratch& rounded, const tensor& w, const tens
   const rounding r = rounding_for(w.type);
   if (!r.variant) return buf(x);
   const int64_t n = x.ne[0] * x.ne[1];
-  const buffer* out = rounded.at_least(d, VkDeviceSize(n * 4), "rounded activations");
-  const uint32_t n_blocks = uint32_t(n / r.block);
-  const groups g = groups_for((n_blocks + 63) / 64);  // BLOCK of round_x.comp
-  d.dispatch(r.variant, {buf(x), out}, &n_blocks, sizeof(n_blocks), g.x, g.y, 1);
+  const int64_t n_out = r.with_sums ? n + n / r.block : n;
+  const buffer* out = rounded.at_least(d, VkDeviceSize(n_out * 4), "rounded activations");
+  struct {
+    uint32_t n_blocks, blocks_per_row;
+  } pc{uint32_t(n / r.block), uint32_t(x.ne[0] / r.block)};
+  const groups g = groups_for((pc.n_blocks + 63) / 64);  // BLOCK of round_x.comp
+  d.dispatch(r.variant, {buf(x), out}, &pc, sizeof(pc), g.x, g.y, 1);
   return out;
 }
 

@@ -1,5 +1,8 @@
 // Element j of a weight row starting at byte `row` of the uint-addressed buffer `weights`, as
-// F32. One #if block per weight type (WEIGHT_TYPE, set by the build: gpu/vulkan/CMakeLists.txt);
+// F32. The matrix shaders define MIN_APART before including this: a Q5_1 row then reads as its
+// n_in values without the block minimums m, followed by the n_in / 32 minimums as further columns,
+// met by the Q8_1 sums s that round_x.comp writes after each row of activations (X_COLS values a
+// row), so m meets s as in the CPU's dot product. One #if block per weight type (WEIGHT_TYPE, set by the build: gpu/vulkan/CMakeLists.txt);
 // a new type is a new block here plus its name in the build's weight type list. Block layouts:
 // engine/io/tensor-type.h.
 #define TYPE_F32 0
@@ -7,12 +10,14 @@
 #define TYPE_BF16 30
 #define TYPE_Q8_0 8
 #define TYPE_Q4_0 2
+#define TYPE_Q5_0 6
+#define TYPE_Q5_1 7
 #define TYPE_Q4_K 12
 #define TYPE_Q5_K 13
 #define TYPE_Q6_K 14
 
-// Blocks are byte-packed (Q4_0 18 bytes, Q4_K 144, Q5_K 176, Q6_K 210: Q4_0 and Q6_K blocks and
-// rows start at any even byte), so every field is read with LOAD_U8 / LOAD_U16 from the
+// Blocks are byte-packed (Q4_0 18 bytes, Q5_0 22, Q5_1 24, Q4_K 144, Q5_K 176, Q6_K 210: Q4_0,
+// Q5_0 and Q6_K blocks and rows start at any even byte), so every field is read with LOAD_U8 / LOAD_U16 from the
 // uint-addressed buffer, which needs no 8/16-bit storage feature; 16-bit fields sit at even
 // offsets because every block size and so every row's byte length is even.
 
@@ -25,6 +30,23 @@ uvec2 k_scale_min(uint sc, uint s) {
   return uvec2((lo & 0xfu) | ((LOAD_U8(weights, sc + s - 4u) >> 6) << 4),
                (lo >> 4) | ((LOAD_U8(weights, sc + s) >> 6) << 4));
 }
+#endif
+
+#if WEIGHT_TYPE == TYPE_Q5_0 || WEIGHT_TYPE == TYPE_Q5_1
+// Value k (of 32) of a Q5_0/Q5_1 block whose 4 bytes of fifth bits (qh) start at byte `qh`,
+// followed by the 16 nibble bytes, in [0, 31]: value k < 16 in the low nibble of qs[k], k + 16 in
+// the high one; the fifth bit of value k is bit k of qh (engine/io/tensor-type.h block_q5_0).
+uint q5_value(uint qh, uint k) {
+  uint q = LOAD_U8(weights, qh + 4u + (k % 16u));
+  q = k < 16u ? (q & 0xfu) : (q >> 4);
+  return q | (((LOAD_U8(weights, qh + k / 8u) >> (k % 8u)) & 1u) << 4);
+}
+#endif
+
+#if WEIGHT_TYPE == TYPE_Q5_1 && defined(MIN_APART)
+#define X_COLS (p.n_in + p.n_in / 32u)
+#else
+#define X_COLS p.n_in
 #endif
 
 float dequant(uint row, uint j) {
@@ -48,6 +70,25 @@ float dequant(uint row, uint j) {
   uint q = LOAD_U8(weights, b + 2u + (k % 16u));
   q = k < 16u ? (q & 0xfu) : (q >> 4);
   return float(int(q) - 8) * d;
+#elif WEIGHT_TYPE == TYPE_Q5_0
+  // 22-byte blocks: F16 scale, 4 bytes of fifth bits, 16 nibble bytes; x = d (q - 16).
+  uint b = row + (j / 32u) * 22u;
+  float d = f16_bits_to_f32(LOAD_U16(weights, b));
+  return float(int(q5_value(b + 2u, j % 32u)) - 16) * d;
+#elif WEIGHT_TYPE == TYPE_Q5_1
+  // 24-byte blocks: F16 scale d, F16 minimum m, 4 bytes of fifth bits, 16 nibble bytes;
+  // x = d q + m.
+#ifdef MIN_APART
+  if (j >= p.n_in) return f16_bits_to_f32(LOAD_U16(weights, row + (j - p.n_in) * 24u + 2u));
+#endif
+  uint b = row + (j / 32u) * 24u;
+  float d = f16_bits_to_f32(LOAD_U16(weights, b));
+  float q = float(q5_value(b + 4u, j % 32u));
+#ifdef MIN_APART
+  return q * d;
+#else
+  return q * d + f16_bits_to_f32(LOAD_U16(weights, b + 2u));
+#endif
 #elif WEIGHT_TYPE == TYPE_Q4_K
   // 144-byte super-blocks: F16 d, F16 dmin, 12 scale bytes, 128 bytes of nibbles (64 values per
   // 32 bytes: the first 32 low nibbles, the next 32 high).

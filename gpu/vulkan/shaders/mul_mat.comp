@@ -35,6 +35,7 @@ layout(push_constant) uniform Params {
 #endif
 } p;
 
+#define MIN_APART
 #include "dequant.glsl"
 
 shared float ws[TK][TM + 1];
@@ -59,11 +60,11 @@ void main() {
   // is the same for the whole workgroup, so the barriers inside stay uniform.
   for (uint t0 = gl_WorkGroupID.y * TN; t0 < count; t0 += gl_NumWorkGroups.y * TN) {
     float acc00 = 0.0, acc01 = 0.0, acc10 = 0.0, acc11 = 0.0;
-    for (uint k0 = 0; k0 < p.n_in; k0 += TK) {
+    for (uint k0 = 0; k0 < X_COLS; k0 += TK) {
       for (uint l = tid; l < TM * TK; l += BLOCK) {
         uint m = l / TK, k = l % TK;
         uint r = r0 + m, kk = k0 + k;
-        ws[k][m] = (r < p.n_out && kk < p.n_in) ? dequant(w0 + r * p.row_bytes, kk) : 0.0;
+        ws[k][m] = (r < p.n_out && kk < X_COLS) ? dequant(w0 + r * p.row_bytes, kk) : 0.0;
         uint t = t0 + m;
 #if MUL_MAT_ID
         uint xt = 0u;
@@ -71,7 +72,7 @@ void main() {
 #else
         uint xt = t;
 #endif
-        xs[k][m] = (t < count && kk < p.n_in) ? x[xt * p.n_in + kk] : 0.0;
+        xs[k][m] = (t < count && kk < X_COLS) ? x[xt * X_COLS + kk] : 0.0;
       }
       barrier();
       for (uint k = 0; k < TK; ++k) {

@@ -7,7 +7,7 @@
 
 layout(local_size_x = BLOCK) in;
 layout(std430, binding = 0) readonly buffer Weights { uint weights[]; };
-layout(std430, binding = 1) readonly buffer X { float x[]; };    // F32 [n_tok, n_in]
+layout(std430, binding = 1) readonly buffer X { float x[]; };    // F32 [n_tok, X_COLS]
 layout(std430, binding = 2) readonly buffer Bias { float bias[]; };
 layout(std430, binding = 3) writeonly buffer Dst { float dst[]; };  // F32 [n_tok, n_out]
 #if MUL_MAT_ID
@@ -26,6 +26,7 @@ layout(push_constant) uniform Params {
 #endif
 } p;
 
+#define MIN_APART
 #include "dequant.glsl"
 
 void main() {
@@ -34,13 +35,13 @@ void main() {
   if (r >= p.n_out) return;  // whole workgroup: before any barrier
 #if MUL_MAT_ID
   uint row = uint(ids[t]) * p.expert_bytes + r * p.row_bytes;
-  uint xr = (p.shared_x != 0u ? t / p.k : t) * p.n_in;
+  uint xr = (p.shared_x != 0u ? t / p.k : t) * X_COLS;
 #else
   uint row = r * p.row_bytes;
-  uint xr = t * p.n_in;
+  uint xr = t * X_COLS;
 #endif
   float s = 0.0;
-  for (uint j = gl_LocalInvocationID.x; j < p.n_in; j += BLOCK) s += dequant(row, j) * x[xr + j];
+  for (uint j = gl_LocalInvocationID.x; j < X_COLS; j += BLOCK) s += dequant(row, j) * x[xr + j];
   s = block_sum(s);
   if (gl_LocalInvocationID.x == 0) dst[t * p.n_out + r] = s + (p.has_bias != 0 ? bias[r] : 0.0);
 }
