@@ -71,6 +71,8 @@ class context {
 
   void seq_clear(int32_t seq) { kv_->seq_clear(seq); }
   void clear() { kv_->clear(); }
+  // Forgets the tokens of `seq` at positions >= pos, keeping its prefix (a cached prompt).
+  void seq_truncate(int32_t seq, int32_t pos) { kv_->seq_truncate(seq, pos); }
   // The position the next token of `seq` takes (0 for an empty sequence).
   int32_t seq_next_pos(int32_t seq) const { return kv_->seq_pos_max(seq) + 1; }
 

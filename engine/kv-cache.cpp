@@ -61,6 +61,20 @@ void kv_cache::seq_clear(int32_t seq) {
   recompute_extent();
 }
 
+void kv_cache::seq_truncate(int32_t seq, int32_t pos) {
+  for (size_t c = 0; c < cell_seq_.size(); ++c) {
+    if (cell_seq_[c] == seq && cell_pos_[c] >= pos) {
+      cell_seq_[c] = -1;
+      cell_pos_[c] = -1;
+      ++n_free_;
+      // The next search starts at the first freed cell, so refilling the tail takes the cells
+      // it held before, as a fresh context would.
+      search_from_ = std::min(search_from_, int32_t(c));
+    }
+  }
+  recompute_extent();
+}
+
 void kv_cache::clear() {
   std::fill(cell_seq_.begin(), cell_seq_.end(), -1);
   std::fill(cell_pos_.begin(), cell_pos_.end(), -1);

@@ -35,6 +35,8 @@ class kv_cache {
 
   // Frees every cell of one sequence / of all sequences.
   void seq_clear(int32_t seq);
+  // Frees the cells of one sequence at positions >= pos: it keeps its prefix 0..pos-1.
+  void seq_truncate(int32_t seq, int32_t pos);
   void clear();
   // Highest position stored for a sequence, or -1 when it has none.
   int32_t seq_pos_max(int32_t seq) const;

@@ -31,6 +31,10 @@ sequence::sequence(const vocab& voc, sampler& smp, std::vector<int32_t> prompt, 
   if (params_.max_tokens < 1) {
     throw std::invalid_argument(param_error("max_tokens", ">= 1", params_.max_tokens));
   }
+  if (params_.n_past < 0) {
+    throw std::invalid_argument(param_error("n_past", ">= 0", params_.n_past));
+  }
+  n_cells_ = params_.n_past;
 }
 
 void sequence::append_batch(std::vector<batch_token>& batch) const {
@@ -38,7 +42,7 @@ void sequence::append_batch(std::vector<batch_token>& batch) const {
   if (!prompt_decoded()) {
     const int32_t n = n_prompt();
     for (int32_t i = 0; i < n; ++i)
-      batch.push_back({prompt_[size_t(i)], i, params_.seq, i + 1 == n});
+      batch.push_back({prompt_[size_t(i)], params_.n_past + i, params_.seq, i + 1 == n});
   } else {
     batch.push_back({next_token_, n_cells_, params_.seq, true});
   }
@@ -47,7 +51,8 @@ void sequence::append_batch(std::vector<batch_token>& batch) const {
 void sequence::decoded() {
   if (!prompt_decoded()) {
     for (int32_t t : prompt_) smp_.accept(t);
-    n_cells_ = n_prompt();
+    n_cells_ = params_.n_past + n_prompt();
+    prompt_done_ = true;
   } else {
     ++n_cells_;
   }

@@ -54,6 +54,9 @@ struct sequence_params {
   std::vector<std::string> stop;  // stop strings: text stops before the first one found
   bool ignore_eog = false;        // keep going past end-of-generation tokens
   int32_t n_ctx = 0;              // cells the sequence may hold, prompt included
+  // Cells the context already holds for this sequence (positions 0..n_past-1, a prefix decoded
+  // earlier): the prompt continues at position n_past. They count towards n_ctx.
+  int32_t n_past = 0;
 };
 
 class sequence {
@@ -84,7 +87,7 @@ class sequence {
 
   bool done() const { return done_; }
   stop_reason reason() const { return reason_; }
-  bool prompt_decoded() const { return n_cells_ > 0; }
+  bool prompt_decoded() const { return prompt_done_; }
   int32_t seq() const { return params_.seq; }
   int32_t n_prompt() const { return int32_t(prompt_.size()); }
   int32_t n_generated() const { return n_generated_; }
@@ -105,6 +108,7 @@ class sequence {
   int32_t n_cells_ = 0;      // cells the sequence holds: the position of the next token
   int32_t next_token_ = -1;  // sampled, not yet decoded
   int32_t n_generated_ = 0;
+  bool prompt_done_ = false;
   bool done_ = false;
   stop_reason reason_ = stop_reason::max_tokens;
 };

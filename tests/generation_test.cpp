@@ -8,6 +8,7 @@
 #include "engine/context.h"
 #include "engine/generate.h"
 #include "engine/model.h"
+#include "engine/sequence.h"
 #include "tests/model-variant.h"
 #include "tests/testdata.h"
 
@@ -82,6 +83,43 @@ TEST_F(stories, a_reused_context_gives_exactly_what_a_fresh_one_gives) {
     ASSERT_EQ(got.size(), want.size());
     for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << "logit " << i;
     EXPECT_EQ(greedy(reused, then, 40), want_tokens);
+  }
+}
+
+TEST_F(stories, a_kept_prefix_continued_with_n_past_gives_what_the_whole_prompt_gives) {
+  const auto whole = (*reference_)["cases"][2]["prompt_tokens"].get<std::vector<int32_t>>();
+  const std::vector<int32_t> prefix(whole.begin(), whole.begin() + 7);
+  const std::vector<int32_t> rest(whole.begin() + 7, whole.end());
+  constexpr int32_t n_gen = 24;
+
+  context fresh(*model_, {.n_ctx = 64});
+  const auto want = greedy(fresh, whole, n_gen);
+
+  // The prefix is decoded once; every run cuts the cache back to it (seq_truncate) and goes on
+  // from position 7 (n_past), first after a longer generation has filled the cells beyond it.
+  context ctx(*model_, {.n_ctx = 64});
+  prompt_logits(ctx, prefix);
+  for (int32_t run = 0; run < 3; ++run) {
+    ctx.seq_truncate(0, int32_t(prefix.size()));
+    EXPECT_EQ(ctx.n_free(), 64 - int32_t(prefix.size()));
+    EXPECT_EQ(ctx.seq_next_pos(0), int32_t(prefix.size()));
+    sampler smp({.temperature = 0}, ctx.n_vocab());
+    sequence q(
+        model_->vocab(), smp, rest,
+        {.max_tokens = run == 0 ? 40 : n_gen, .n_ctx = 64, .n_past = int32_t(prefix.size())});
+    std::vector<int32_t> got;
+    std::vector<batch_token> batch;
+    while (!q.done()) {
+      batch.clear();
+      q.append_batch(batch);
+      ASSERT_EQ(batch.front().pos, ctx.seq_next_pos(0));
+      ASSERT_TRUE(ctx.decode(batch).ok());
+      q.decoded();
+      if (auto piece = q.step(ctx.logits(0))) got.push_back(piece->token);
+    }
+    if (run > 0) {
+      EXPECT_EQ(got, want) << "run " << run;
+    }
   }
 }
 

@@ -4,7 +4,8 @@
 // each pass decodes the token sampled (greedily) from the previous pass's logits, so the figure
 // includes sampling and detokenizing. With --sequences S, tg decodes S sequences together (one
 // token of each per pass, as a node's continuous batching does) and reports the aggregate
-// tokens/s.
+// tokens/s. With --depth D, the cache holds D tokens of each sequence before every pp and tg run,
+// as llama-bench -d: the D tokens are decoded once, untimed, and each run starts from them.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -29,6 +30,7 @@ struct bench_options {
   backend_options backend;
   int reps = 3;
   int32_t sequences = 1;
+  int32_t depth = 0;
   bool json = false;
 };
 
@@ -50,19 +52,23 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 }
 
 int bench(const bench_options& o) {
-  if (o.n_prompt < 0 || o.n_gen < 0 || o.reps < 1 || o.sequences < 1 || o.sequences > 1024)
-    throw std::runtime_error("-p, -n must be >= 0, -r >= 1 and --sequences in [1, 1024]");
+  if (o.n_prompt < 0 || o.n_gen < 0 || o.reps < 1 || o.sequences < 1 || o.sequences > 1024 ||
+      o.depth < 0 || o.depth > (1 << 20))
+    throw std::runtime_error(
+        "-p, -n must be >= 0, -r >= 1, --sequences in [1, 1024] and --depth in [0, 1048576]");
   // Greedy: the cheapest draw, so tg stays a measure of the forward pass.
   const generation_params gen{.max_tokens = o.n_gen, .sampling = {.temperature = 0}};
   if (o.n_gen > 0) {
     if (auto msg = generation_params_check(gen); !msg.empty()) throw std::runtime_error(msg);
   }
-  const int32_t per_seq = std::max(1, std::max(o.n_prompt, o.n_gen));
+  // A tg run holds depth + 1 + n_gen cells per sequence: the prefix, the first token, and the
+  // tokens generated (the last one is not decoded).
+  const int32_t per_seq = o.depth + std::max({1, o.n_prompt, o.n_gen + 1});
   const auto loaded = load_model(o.model, o.backend, o.threads, per_seq);
   const auto& m = loaded.model;
   context_params cp;
-  cp.n_ctx = std::max(per_seq, o.n_gen * o.sequences);
-  cp.n_batch = std::max({1, o.n_prompt, o.sequences});
+  cp.n_ctx = std::max(per_seq, (o.depth + o.n_gen + 1) * o.sequences);
+  cp.n_batch = std::max({1, o.n_prompt, o.sequences, std::min(o.depth, 512)});
   cp.n_seq_max = o.sequences;
   context ctx(*m, cp);
 
@@ -71,27 +77,42 @@ int bench(const bench_options& o) {
   std::uniform_int_distribution<int32_t> pick(0, m->hparams().n_vocab - 1);
   std::vector<batch_token> prompt(size_t(o.n_prompt));
   for (int32_t i = 0; i < o.n_prompt; ++i)
-    prompt[size_t(i)] = {pick(rng), i, 0, i + 1 == o.n_prompt};
+    prompt[size_t(i)] = {pick(rng), o.depth + i, 0, i + 1 == o.n_prompt};
+
+  // The prefix of --depth: decoded once for every sequence; each run cuts the cache back to it.
+  if (o.depth > 0) {
+    std::vector<batch_token> prefix;
+    prefix.reserve(size_t(o.depth) * size_t(o.sequences));
+    for (int32_t s = 0; s < o.sequences; ++s)
+      for (int32_t i = 0; i < o.depth; ++i) prefix.push_back({pick(rng), i, s, false});
+    prefix.back().logits = true;
+    if (auto r = ctx.decode(prefix); !r) throw std::runtime_error(r.message());
+  }
+  auto reset = [&] {
+    for (int32_t s = 0; s < o.sequences; ++s) ctx.seq_truncate(s, o.depth);
+  };
 
   auto run_pp = [&] {
-    ctx.clear();
+    reset();
     const auto t = std::chrono::steady_clock::now();
     if (auto r = ctx.decode(prompt); !r) throw std::runtime_error(r.message());
     return seconds_since(t);
   };
-  // Each sequence starts from one random token at position 0 and may hold n_gen cells; it ignores
-  // end-of-generation tokens, so all end together after n_gen passes.
+  // Each sequence starts from one random token at position `depth` and ignores end-of-generation
+  // tokens, so all end together after n_gen passes.
   std::vector<batch_token> step;
   auto run_tg = [&] {
-    ctx.clear();
+    reset();
     std::vector<sampler> samplers(size_t(o.sequences), sampler(gen.sampling, m->hparams().n_vocab));
     std::vector<sequence> seqs;
     seqs.reserve(size_t(o.sequences));
     for (int32_t s = 0; s < o.sequences; ++s) {
-      seqs.emplace_back(
-          m->vocab(), samplers[size_t(s)], std::vector<int32_t>{pick(rng)},
-          sequence_params{
-              .seq = s, .max_tokens = gen.max_tokens, .ignore_eog = true, .n_ctx = o.n_gen});
+      seqs.emplace_back(m->vocab(), samplers[size_t(s)], std::vector<int32_t>{pick(rng)},
+                        sequence_params{.seq = s,
+                                        .max_tokens = gen.max_tokens,
+                                        .ignore_eog = true,
+                                        .n_ctx = o.depth + o.n_gen,
+                                        .n_past = o.depth});
     }
     const auto t = std::chrono::steady_clock::now();
     while (!seqs.front().done()) {
@@ -131,6 +152,7 @@ int bench(const bench_options& o) {
                         {"n_prompt", o.n_prompt},
                         {"n_gen", o.n_gen},
                         {"sequences", o.sequences},
+                        {"depth", o.depth},
                         {"reps", o.reps},
                         {"pp_tps", pps.mean},
                         {"pp_tps_stdev", pps.stdev},
@@ -142,15 +164,17 @@ int bench(const bench_options& o) {
         "| model | type | size | backend | threads | test | t/s |\n| --- | --- | ---: | --- | ---: "
         "| --- | ---: |\n");
     const std::string size = format_bytes(m->weight_bytes());
+    // " @ d2048" after a test run at depth 2048, as llama-bench writes it.
+    const std::string at = o.depth > 0 ? " @ d" + std::to_string(o.depth) : "";
     if (o.n_prompt > 0) {
-      std::printf("| %s | %s | %s | %s | %d | pp%d | %.2f ± %.2f |\n", m->hparams().name.c_str(),
+      std::printf("| %s | %s | %s | %s | %d | pp%d%s | %.2f ± %.2f |\n", m->hparams().name.c_str(),
                   m->dominant_type().c_str(), size.c_str(), backend_text(loaded).c_str(), threads,
-                  o.n_prompt, pps.mean, pps.stdev);
+                  o.n_prompt, at.c_str(), pps.mean, pps.stdev);
     }
     if (o.n_gen > 0) {
       // "tg64" for one sequence, "tg64 x16" for sixteen decoded together (aggregate t/s).
       const std::string test = "tg" + std::to_string(o.n_gen) +
-                               (o.sequences > 1 ? " x" + std::to_string(o.sequences) : "");
+                               (o.sequences > 1 ? " x" + std::to_string(o.sequences) : "") + at;
       std::printf("| %s | %s | %s | %s | %d | %s | %.2f ± %.2f |\n", m->hparams().name.c_str(),
                   m->dominant_type().c_str(), size.c_str(), backend_text(loaded).c_str(), threads,
                   test.c_str(), tgs.mean, tgs.stdev);
@@ -175,6 +199,9 @@ action add_bench(CLI::App& app) {
                   "Sequences decoded together in tg (aggregate tokens/s)")
       ->capture_default_str();
   add_backend_options(cmd, o->backend);
+  cmd->add_option("-d,--depth", o->depth,
+                  "Tokens each sequence's cache holds before every run (llama-bench -d)")
+      ->capture_default_str();
   cmd->add_flag("--json", o->json, "Print one JSON object with pp_tps and tg_tps");
   return [o] { return bench(*o); };
 }
