@@ -1,13 +1,256 @@
 // Causal attention over the KV cache for a batch of tokens from any number of sequences.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
 #include "engine/cpu/backend-cpu.h"
 #include "engine/cpu/vec-dot.h"
+#include "engine/io/cpu-features.h"
+#if defined(__x86_64__)
+#include "engine/cpu/avx2.h"
+#include "engine/cpu/avx512.h"
+#endif
 
 namespace hearth::cpu {
+
+namespace {
+
+// One token's query heads of one KV head against the cells it sees: the math of op_attention.
+struct group_args {
+  const float* q = nullptr;  // [n_heads][dk]: q as the cache's type holds it, in F32
+  int32_t n_heads = 0, dk = 0, dv = 0;
+  const int32_t* cells = nullptr;  // visible cells, in position order
+  int32_t n_vis = 0;
+  const uint8_t* k_base = nullptr;  // this KV head's K in cell 0
+  const uint8_t* v_base = nullptr;
+  int64_t k_row_bytes = 0, v_row_bytes = 0;
+  const type_kernels* kk = nullptr;
+  const type_kernels* vk = nullptr;
+  float scale = 1, softcap = 0;
+  bool round_weights = false;  // softmax weights rounded to F16 before the V product
+  // Scratch: scores [n_heads][n_vis], weights in F16 (n_vis / 2 + 1 floats), one K row, one V
+  // row, accumulators [n_heads][dv].
+  float* scores = nullptr;
+  float* weights16 = nullptr;
+  float* krow = nullptr;
+  float* vrow = nullptr;
+  float* acc = nullptr;
+  float* out = nullptr;  // [n_heads][dv]
+};
+
+constexpr int k_lanes = 16;
+
+// Σ a[i]·b[i] in 16 lanes, summed pairwise at the end: the same order on every CPU, and a loop
+// the compiler turns into whole-register multiply-adds (a single running sum would not be
+// reordered without -ffast-math).
+[[gnu::always_inline]] inline float dot_lanes(const float* a, const float* b, int32_t n) {
+  float acc[k_lanes] = {};
+  int32_t i = 0;
+  for (; i + k_lanes <= n; i += k_lanes)
+    for (int l = 0; l < k_lanes; ++l) acc[l] += a[i + l] * b[i + l];
+  float tail = 0;
+  for (; i < n; ++i) tail += a[i] * b[i];
+  for (int w = k_lanes / 2; w >= 1; w /= 2)
+    for (int l = 0; l < w; ++l) acc[l] += acc[l + w];
+  return acc[0] + tail;
+}
+
+// exp(x) for the softmax's x <= 0 (x = -inf gives 0), branch-free so it vectorises: x = n·ln 2 + r
+// with |r| <= ln 2 / 2 (ln 2 in two parts, Cody and Waite), Cephes' degree-6 polynomial for
+// e^r (within 2 ulp of exp), and 2^n put into the exponent bits. Results below 2^-126 become 0,
+// as F32 softmax weights that small vanish beside the largest (which is 1) anyway.
+[[gnu::always_inline]] inline float exp_neg(float x) {
+  const bool tiny = x < -87.0f;
+  x = tiny ? -87.0f : x;
+  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest
+  float r = x - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float y = 1.9875691500e-4f;
+  y = y * r + 1.3981999507e-3f;
+  y = y * r + 8.3334519073e-3f;
+  y = y * r + 4.1665795894e-2f;
+  y = y * r + 1.6666665459e-1f;
+  y = y * r + 5.0000001201e-1f;
+  y = y * r * r + r + 1.0f;
+  const int32_t bits = (int32_t(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return tiny ? 0.0f : y * scale;
+}
+
+// Applies the soft-cap (when > 0) to one head's scores; returns the largest.
+[[gnu::always_inline]] inline float softcap_and_max(float* sc, int32_t n, float softcap) {
+  if (softcap > 0)
+    for (int32_t i = 0; i < n; ++i) sc[i] = softcap * std::tanh(sc[i] / softcap);
+  float max = -std::numeric_limits<float>::infinity();
+  for (int32_t i = 0; i < n; ++i) max = std::max(max, sc[i]);
+  return max;
+}
+
+[[gnu::always_inline]] inline void attend_group(const group_args& a) {
+  const int32_t nv = a.n_vis;
+  // Scores: each K row converted once, against every head of the group.
+  for (int32_t i = 0; i < nv; ++i) {
+    a.kk->to_float(a.k_base + int64_t(a.cells[i]) * a.k_row_bytes, a.krow, a.dk);
+    for (int32_t h = 0; h < a.n_heads; ++h)
+      a.scores[int64_t(h) * nv + i] = dot_lanes(a.krow, a.q + int64_t(h) * a.dk, a.dk) * a.scale;
+  }
+  // Softmax per head; the weights rounded to the cache's type before the V product, as the
+  // reference does.
+  for (int32_t h = 0; h < a.n_heads; ++h) {
+    float* sc = a.scores + int64_t(h) * nv;
+    const float max = softcap_and_max(sc, nv, a.softcap);
+    double sum[k_lanes] = {};
+    int32_t i = 0;
+    for (; i + k_lanes <= nv; i += k_lanes) {
+      for (int l = 0; l < k_lanes; ++l) {
+        sc[i + l] = exp_neg(sc[i + l] - max);
+        sum[l] += sc[i + l];
+      }
+    }
+    for (; i < nv; ++i) {
+      sc[i] = exp_neg(sc[i] - max);
+      sum[0] += sc[i];
+    }
+    for (int w = k_lanes / 2; w >= 1; w /= 2)
+      for (int l = 0; l < w; ++l) sum[l] += sum[l + w];
+    const float inv = float(1.0 / sum[0]);
+    for (int32_t j = 0; j < nv; ++j) sc[j] *= inv;
+    if (a.round_weights) {
+      a.vk->from_float(sc, a.weights16, nv);
+      a.vk->to_float(a.weights16, sc, nv);
+    }
+  }
+  // Σ weight · V: each V row converted once, added into every head's accumulator.
+  std::fill(a.acc, a.acc + int64_t(a.n_heads) * a.dv, 0.0f);
+  for (int32_t i = 0; i < nv; ++i) {
+    a.vk->to_float(a.v_base + int64_t(a.cells[i]) * a.v_row_bytes, a.vrow, a.dv);
+    for (int32_t h = 0; h < a.n_heads; ++h) {
+      const float w = a.scores[int64_t(h) * nv + i];
+      if (w == 0.0f) continue;
+      float* acc = a.acc + int64_t(h) * a.dv;
+      for (int32_t d = 0; d < a.dv; ++d) acc[d] += w * a.vrow[d];
+    }
+  }
+  std::copy(a.acc, a.acc + int64_t(a.n_heads) * a.dv, a.out);
+}
+
+// attend_group compiled for each CPU the backend has kernels for (the same source: only the
+// vector width differs; HEARTH_CPU_PORTABLE / HEARTH_CPU_NO_AVX512 choose as for the products).
+#if defined(__x86_64__)
+// exp_neg on 16 lanes, the same steps.
+HEARTH_AVX512 inline __m512 exp_neg16(__m512 x) {
+  const __mmask16 tiny = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_LT_OQ);
+  x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 y = _mm512_set1_ps(1.9875691500e-4f);
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.3981999507e-3f));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(8.3334519073e-3f));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(4.1665795894e-2f));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.6666665459e-1f));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(5.0000001201e-1f));
+  y = _mm512_fmadd_ps(_mm512_mul_ps(y, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  const __m512i bits =
+      _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+  return _mm512_maskz_mul_ps(~tiny, y, _mm512_castsi512_ps(bits));
+}
+
+// F16 values c·16 .. c·16 + 15 of a row, as F32.
+HEARTH_AVX512 inline __m512 load16(const uint8_t* p, int32_t c) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p) + c));
+}
+
+// attend_group for an F16 cache and head sizes in multiples of 16, in AVX-512 registers: a K or
+// V row is 16-lane F32 chunks converted on load; every (cell, head) score is one register's
+// multiply-adds and a lane sum, the softmax runs 16 cells at a time.
+HEARTH_AVX512 void attend_group_avx512_f16(const group_args& a) {
+  const int32_t nv = a.n_vis, nk = a.dk / 16, nvd = a.dv / 16;
+  for (int32_t i = 0; i < nv; ++i) {
+    const uint8_t* kr = a.k_base + int64_t(a.cells[i]) * a.k_row_bytes;
+    __m512 k[16];  // head sizes up to 256
+    for (int32_t c = 0; c < nk; ++c) k[c] = load16(kr, c);
+    for (int32_t h = 0; h < a.n_heads; ++h) {
+      const float* q = a.q + int64_t(h) * a.dk;
+      __m512 acc = _mm512_mul_ps(k[0], _mm512_loadu_ps(q));
+      for (int32_t c = 1; c < nk; ++c)
+        acc = _mm512_fmadd_ps(k[c], _mm512_loadu_ps(q + 16 * c), acc);
+      a.scores[int64_t(h) * nv + i] = hsum512(acc) * a.scale;
+    }
+  }
+  for (int32_t h = 0; h < a.n_heads; ++h) {
+    float* sc = a.scores + int64_t(h) * nv;
+    const float max = softcap_and_max(sc, nv, a.softcap);
+    const __m512 vmax = _mm512_set1_ps(max);
+    __m512d sum_lo = _mm512_setzero_pd(), sum_hi = _mm512_setzero_pd();
+    int32_t i = 0;
+    for (; i + 16 <= nv; i += 16) {
+      const __m512 e = exp_neg16(_mm512_sub_ps(_mm512_loadu_ps(sc + i), vmax));
+      _mm512_storeu_ps(sc + i, e);
+      sum_lo = _mm512_add_pd(sum_lo, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+      sum_hi = _mm512_add_pd(sum_hi, _mm512_cvtps_pd(_mm512_extractf32x8_ps(e, 1)));
+    }
+    double sum = _mm512_reduce_add_pd(_mm512_add_pd(sum_lo, sum_hi));
+    for (; i < nv; ++i) {
+      sc[i] = exp_neg(sc[i] - max);
+      sum += sc[i];
+    }
+    const __m512 inv = _mm512_set1_ps(float(1.0 / sum));
+    for (i = 0; i + 16 <= nv; i += 16) {
+      const __m512 w = _mm512_mul_ps(_mm512_loadu_ps(sc + i), inv);
+      _mm512_storeu_ps(sc + i, _mm512_cvtph_ps(_mm512_cvtps_ph(w, _MM_FROUND_TO_NEAREST_INT)));
+    }
+    for (; i < nv; ++i) sc[i] = _cvtsh_ss(_cvtss_sh(sc[i] * _mm512_cvtss_f32(inv), 0));
+  }
+  std::fill(a.acc, a.acc + int64_t(a.n_heads) * a.dv, 0.0f);
+  for (int32_t i = 0; i < nv; ++i) {
+    const uint8_t* vr = a.v_base + int64_t(a.cells[i]) * a.v_row_bytes;
+    __m512 v[16];
+    for (int32_t c = 0; c < nvd; ++c) v[c] = load16(vr, c);
+    for (int32_t h = 0; h < a.n_heads; ++h) {
+      const float w = a.scores[int64_t(h) * nv + i];
+      if (w == 0.0f) continue;
+      const __m512 vw = _mm512_set1_ps(w);
+      float* acc = a.acc + int64_t(h) * a.dv;
+      for (int32_t c = 0; c < nvd; ++c)
+        _mm512_storeu_ps(acc + 16 * c, _mm512_fmadd_ps(vw, v[c], _mm512_loadu_ps(acc + 16 * c)));
+    }
+  }
+  std::copy(a.acc, a.acc + int64_t(a.n_heads) * a.dv, a.out);
+}
+
+HEARTH_AVX512 void attend_group_avx512(const group_args& a) {
+  if (a.round_weights && a.kk == kernels_for(tensor_type::f16) && a.dk % 16 == 0 &&
+      a.dv % 16 == 0 && a.dk <= 256 && a.dv <= 256) {
+    attend_group_avx512_f16(a);
+  } else {
+    attend_group(a);
+  }
+}
+HEARTH_AVX2 void attend_group_avx2(const group_args& a) {
+  attend_group(a);
+}
+#endif
+void attend_group_portable(const group_args& a) {
+  attend_group(a);
+}
+
+using group_kernel = void (*)(const group_args&);
+
+group_kernel group_kernel_for_cpu() {
+#if defined(__x86_64__)
+  if (cpu_has_avx512_vnni()) return attend_group_avx512;
+  if (cpu_has_avx2()) return attend_group_avx2;
+#endif
+  return attend_group_portable;
+}
+
+}  // namespace
 
 void op_attention(thread_pool& pool, scratch& s, const tensor& q, const tensor& k_cache,
                   const tensor& v_cache, const tensor& tok_seq, const tensor& tok_pos,
@@ -25,7 +268,6 @@ void op_attention(thread_pool& pool, scratch& s, const tensor& q, const tensor& 
   const int64_t v_row_bytes = v_cache.row_bytes();
   const int64_t k_head_bytes = tensor_type_row_bytes(k_cache.type, p.head_dim_k);
   const int64_t v_head_bytes = tensor_type_row_bytes(v_cache.type, p.head_dim_v);
-  const float neg_inf = -std::numeric_limits<float>::infinity();
 
   // The cells each token sees, in position order. Sums then run in the same order however the
   // cache laid the cells out, so a sequence sharing a busy cache with others gets bit-for-bit
@@ -54,61 +296,57 @@ void op_attention(thread_pool& pool, scratch& s, const tensor& q, const tensor& 
     first[size_t(t) + 1] = int64_t(visible.size());
   }
 
+  // Jobs: one token's query heads that share a KV head (GQA), so each K and V row is converted
+  // once for all of them; split further when there are fewer jobs than threads (one token, few
+  // KV heads: decoding).
+  const int32_t splits = int32_t(std::clamp<int64_t>(
+      (2 * int64_t(pool.n_threads()) + n_tok * p.n_head_kv - 1) / (n_tok * p.n_head_kv), 1, group));
+  const int32_t per_job = (group + splits - 1) / splits;
+  const int64_t n_jobs = n_tok * p.n_head_kv * splits;
+  const group_kernel attend = group_kernel_for_cpu();
+  std::atomic<int64_t> next{0};
   const int64_t work = n_tok * p.n_head * int64_t(n_cells) * (p.head_dim_k + p.head_dim_v);
-  pool.run_sized(work, [&](int ith, int nth) {
-    // Scratch: scores for every cell, q and a dequantized V row in the cache's type/F32.
-    float* buf = s.thread_floats(
-        ith, size_t(n_cells) + size_t(p.head_dim_k) * 2 + size_t(p.head_dim_v) * 2 + 64);
-    float* scores = buf;
-    float* q_conv = scores + n_cells;         // q of one head in the K cache type (room for F32)
-    float* vrow = q_conv + p.head_dim_k * 2;  // one V head as F32
-    float* acc = vrow + p.head_dim_v;         // output accumulator
-
-    for (int64_t job = ith; job < n_tok * p.n_head; job += nth) {
-      const int64_t t = job / p.n_head;
-      const int32_t h = int32_t(job % p.n_head);
-      const int32_t hk = h / group;
-      const float* qh = static_cast<const float*>(q.data) + t * q.ne[0] + int64_t(h) * p.head_dim_k;
+  pool.run_sized(work, [&](int ith, int) {
+    const size_t dk = size_t(p.head_dim_k), dv = size_t(p.head_dim_v), g = size_t(per_job);
+    const size_t nc = size_t(n_cells);
+    float* buf = s.thread_floats(ith, g * nc + nc + g * dk + 2 * dk + dk + dv + g * dv + 64);
+    group_args a;
+    a.scores = buf;
+    a.weights16 = buf + g * nc;
+    float* q_f32 = a.weights16 + nc / 2 + 16;
+    a.q = q_f32;
+    float* q_conv = q_f32 + g * dk;  // one head's q in the cache type (room for F32)
+    a.krow = q_conv + 2 * dk;
+    a.vrow = a.krow + dk;
+    a.acc = a.vrow + dv;
+    a.dk = p.head_dim_k;
+    a.dv = p.head_dim_v;
+    a.kk = kk;
+    a.vk = vk;
+    a.k_row_bytes = k_row_bytes;
+    a.v_row_bytes = v_row_bytes;
+    a.scale = p.scale;
+    a.softcap = p.softcap;
+    a.round_weights = v_cache.type == tensor_type::f16;
+    for (int64_t job = next++; job < n_jobs; job = next++) {
+      const int64_t t = job / (int64_t(p.n_head_kv) * splits);
+      const int32_t hk = int32_t(job / splits % p.n_head_kv);
+      const int32_t h0 = hk * group + int32_t(job % splits) * per_job;
+      a.n_heads = std::min(per_job, hk * group + group - h0);
+      if (a.n_heads <= 0) continue;
       // q rounded to the cache's type, as the reference's K·Q product does for an F16 cache.
-      kk->from_float(qh, q_conv, p.head_dim_k);
-
-      const int32_t* cells = visible.data() + first[size_t(t)];
-      const int32_t n_vis = int32_t(first[size_t(t) + 1] - first[size_t(t)]);
-      float max_score = neg_inf;
-      for (int32_t i = 0; i < n_vis; ++i) {
-        const auto* kr = static_cast<const uint8_t*>(k_cache.data) +
-                         int64_t(cells[i]) * k_row_bytes + hk * k_head_bytes;
-        float sc = kk->vec_dot(p.head_dim_k, kr, q_conv) * p.scale;
-        if (p.softcap > 0) sc = p.softcap * std::tanh(sc / p.softcap);
-        scores[i] = sc;
-        max_score = std::max(max_score, sc);
+      for (int32_t h = 0; h < a.n_heads; ++h) {
+        const float* qh =
+            static_cast<const float*>(q.data) + t * q.ne[0] + int64_t(h0 + h) * p.head_dim_k;
+        kk->from_float(qh, q_conv, p.head_dim_k);
+        kk->to_float(q_conv, q_f32 + size_t(h) * dk, p.head_dim_k);
       }
-
-      std::fill(acc, acc + p.head_dim_v, 0.0f);
-      if (n_vis == 0) {  // no visible cell: cannot happen for a token stored before use
-        std::copy(acc, acc + p.head_dim_v,
-                  static_cast<float*>(out.data) + t * out.ne[0] + int64_t(h) * p.head_dim_v);
-        continue;
-      }
-      double sum = 0;
-      for (int32_t i = 0; i < n_vis; ++i) {
-        const float e = scores[i] == neg_inf ? 0.0f : std::exp(scores[i] - max_score);
-        scores[i] = e;
-        sum += e;
-      }
-      const float inv = float(1.0 / sum);
-      for (int32_t i = 0; i < n_vis; ++i) {
-        if (scores[i] == 0.0f) continue;
-        // The weight is rounded to the cache's type before the V product, as the reference does.
-        float wgt = scores[i] * inv;
-        if (v_cache.type == tensor_type::f16) wgt = fp16_to_fp32(fp32_to_fp16(wgt));
-        const auto* vr = static_cast<const uint8_t*>(v_cache.data) +
-                         int64_t(cells[i]) * v_row_bytes + hk * v_head_bytes;
-        vk->to_float(vr, vrow, p.head_dim_v);
-        for (int32_t j = 0; j < p.head_dim_v; ++j) acc[j] += wgt * vrow[j];
-      }
-      std::copy(acc, acc + p.head_dim_v,
-                static_cast<float*>(out.data) + t * out.ne[0] + int64_t(h) * p.head_dim_v);
+      a.cells = visible.data() + first[size_t(t)];
+      a.n_vis = int32_t(first[size_t(t) + 1] - first[size_t(t)]);
+      a.k_base = static_cast<const uint8_t*>(k_cache.data) + hk * k_head_bytes;
+      a.v_base = static_cast<const uint8_t*>(v_cache.data) + hk * v_head_bytes;
+      a.out = static_cast<float*>(out.data) + t * out.ne[0] + int64_t(h0) * p.head_dim_v;
+      attend(a);
     }
   });
 }
