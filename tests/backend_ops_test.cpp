@@ -12,7 +12,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <functional>
 #include <map>
 #include <memory>
@@ -416,7 +418,7 @@ TEST_F(BackendOps, MulMat) {
   for (tensor_type t : weight_types()) {
     for (int64_t n_in : widths(t, {64, 352, 768, 2048})) {
       for (int64_t n_out : {1, 33, 130}) {
-        for (int64_t n_tok : {1, 3, 17, 70}) {
+        for (int64_t n_tok : {1, 3, 8, 17, 70}) {
           for (bool with_bias : {false, true}) {
             if (with_bias && n_tok != 3 && n_tok != 17) continue;
             // Skewed ranges: outputs then stay away from zero, where one output's NMSE says
@@ -707,7 +709,7 @@ TEST_F(BackendOps, MulMatId) {
   for (tensor_type t : weight_types()) {
     for (int64_t n_in : widths(t, {64, 352})) {
       for (int64_t n_out : {33, 130}) {
-        for (int64_t n_tok : {1, 3, 17, 70}) {
+        for (int64_t n_tok : {1, 3, 8, 17, 70}) {
           for (int64_t k : {1, 2, 4}) {
             for (bool shared_x : {true, false}) {
               // Experts 1 and 4 are never chosen, and their matrices are poison. Each token's k
@@ -813,6 +815,143 @@ TEST_F(BackendOps, Chain) {
     be->add(pick(att), pick(x), pick(out));
   }
   h_->compare(out, "chain", "f16", shape_of({{"embd", n_embd}, {"tok", n_tok}}), 1e-5);
+}
+
+// --- perf mode (HEARTH_BACKEND_OPS_PERF=1; skipped otherwise, so ctest never runs or times it):
+// each op on the backend under test alone, at the shapes of TinyLlama (the issue 21 benchmark
+// model), as the reference's `test-backend-ops perf`: a batch of the same op recorded, one
+// synchronize, the wall time per op (and the process's CPU time per op: on a CPU device such as
+// lavapipe it says how much of the machine the op took, which a shared machine's wall time does
+// not), and for the matrix products the weight bytes read per second. Run one op group with
+// --gtest_filter='*Perf*' and HEARTH_BACKEND_OPS_PERF=mul_mat (a prefix of the op's name).
+
+double seconds_now(clockid_t clock) {
+  timespec ts{};
+  clock_gettime(clock, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+class BackendOpsPerf : public BackendOps {
+ protected:
+  void SetUp() override {
+    const char* want = std::getenv("HEARTH_BACKEND_OPS_PERF");
+    if (!want || !*want) GTEST_SKIP() << "set HEARTH_BACKEND_OPS_PERF=1 (or an op name) to time";
+    filter_ = std::string(want) == "1" ? "" : want;
+    BackendOps::SetUp();
+    std::printf("%-10s %-5s %-40s %6s %12s %12s %9s\n", "op", "type", "shape", "runs", "us/run",
+                "cpu us/run", "GB/s");
+  }
+  // Times `op` (one call records one op on the backend under test); `bytes` read per call (the
+  // weight) or 0.
+  void time(const std::string& name, const std::string& type, const std::string& shape,
+            double bytes, const std::function<void()>& op) {
+    if (!filter_.empty() && name.rfind(filter_, 0) != 0) return;
+    op();  // warm-up: pipelines, scratch buffers
+    dut_->synchronize();
+    double t0 = seconds_now(CLOCK_MONOTONIC);
+    op();
+    dut_->synchronize();
+    const double once = seconds_now(CLOCK_MONOTONIC) - t0;
+    const int runs = int(std::clamp(0.5 / std::max(once, 1e-6), 2.0, 500.0));
+    t0 = seconds_now(CLOCK_MONOTONIC);
+    const double c0 = seconds_now(CLOCK_PROCESS_CPUTIME_ID);
+    for (int i = 0; i < runs; ++i) op();
+    dut_->synchronize();
+    const double wall = (seconds_now(CLOCK_MONOTONIC) - t0) / runs;
+    const double cpu = (seconds_now(CLOCK_PROCESS_CPUTIME_ID) - c0) / runs;
+    char gbs[32] = "";
+    if (bytes > 0) std::snprintf(gbs, sizeof gbs, "%9.2f", bytes / wall * 1e-9);
+    std::printf("%-10s %-5s %-40s %6d %12.1f %12.1f %9s\n", name.c_str(), type.c_str(),
+                shape.c_str(), runs, wall * 1e6, cpu * 1e6, gbs);
+    std::fflush(stdout);
+  }
+  std::string filter_;
+};
+
+TEST_F(BackendOpsPerf, Perf) {
+  const int64_t n_embd = 2048, n_ff = 5632, n_vocab = 32000, n_head = 32, n_head_kv = 4;
+  const int64_t head_dim = 64;
+  // Matrix products: the attention and feed-forward shapes, and the output (vocabulary) one.
+  struct mm_case {
+    tensor_type t;
+    int64_t n_in, n_out;
+  };
+  std::vector<mm_case> mm;
+  for (tensor_type t : {tensor_type::q4_k, tensor_type::q6_k, tensor_type::q8_0, tensor_type::q4_0,
+                        tensor_type::f16, tensor_type::f32}) {
+    if (!dut_->supports_weight_type(t)) continue;
+    mm.push_back({t, n_embd, n_embd});
+    mm.push_back({t, n_embd, n_ff});
+  }
+  mm.push_back({tensor_type::q6_k, n_embd, n_vocab});
+  for (const mm_case& c : mm) {
+    if (!filter_.empty() && std::string("mul_mat").rfind(filter_, 0) != 0) break;
+    tensor_pair w = weight(c.t, c.n_in, c.n_out);
+    for (int64_t n_tok : {1, 4, 8, 32}) {
+      tensor_pair x =
+          h_->input_f32(c.n_in, n_tok, random_floats(rng_, size_t(c.n_in * n_tok), -0.5f, 1.0f));
+      tensor_pair out = h_->output(tensor_type::f32, c.n_out, n_tok);
+      time("mul_mat", std::string(tensor_type_name(c.t)),
+           shape_of({{"in", c.n_in}, {"out", c.n_out}, {"tok", n_tok}}),
+           double(tensor_type_row_bytes(c.t, c.n_in) * c.n_out),
+           [&] { dut_->mul_mat(w.dut, x.dut, nullptr, out.dut); });
+    }
+  }
+  for (int64_t n_tok : {1, 32}) {
+    tensor_pair x = h_->input_f32(n_embd, n_tok, random_floats(rng_, size_t(n_embd * n_tok)));
+    tensor_pair nw = h_->input_f32(n_embd, 1, random_floats(rng_, size_t(n_embd)));
+    tensor_pair out = h_->output(tensor_type::f32, n_embd, n_tok);
+    time("rms_norm", "f32", shape_of({{"cols", n_embd}, {"tok", n_tok}}), 0,
+         [&] { dut_->rms_norm(x.dut, nw.dut, 1e-5f, out.dut); });
+    std::vector<int32_t> pos;
+    for (int64_t i = 0; i < n_tok; ++i) pos.push_back(int32_t(i));
+    tensor_pair ps = h_->input_i32(pos);
+    rope_params rp;
+    rp.n_dims = int32_t(head_dim);
+    time("rope", "f32", shape_of({{"head", n_head}, {"hd", head_dim}, {"tok", n_tok}}), 0,
+         [&] { dut_->rope(x.dut, int32_t(n_head), int32_t(head_dim), ps.dut, rp, nullptr); });
+    tensor_pair g = h_->input_f32(n_ff, n_tok, random_floats(rng_, size_t(n_ff * n_tok)));
+    tensor_pair u = h_->input_f32(n_ff, n_tok, random_floats(rng_, size_t(n_ff * n_tok)));
+    tensor_pair gu = h_->output(tensor_type::f32, n_ff, n_tok);
+    time("swiglu", "f32", shape_of({{"n", n_ff}, {"tok", n_tok}}), 0,
+         [&] { dut_->swiglu(g.dut, u.dut, gu.dut); });
+    time("add", "f32", shape_of({{"n", n_embd}, {"tok", n_tok}}), 0,
+         [&] { dut_->add(x.dut, x.dut, out.dut); });
+    tensor_pair table = weight(tensor_type::q4_k, n_embd, 512);
+    std::vector<int32_t> ids(size_t(n_tok), 7);
+    tensor_pair id = h_->input_i32(ids);
+    time("get_rows", "q4_K", shape_of({{"cols", n_embd}, {"tok", n_tok}}), 0,
+         [&] { dut_->get_rows(table.dut, id.dut, out.dut); });
+  }
+  // Attention over a cache of one sequence: decoding (1 token) and a prompt (32), F16 cache.
+  for (auto [n_tok, n_cells] :
+       {std::pair<int64_t, int64_t>{1, 48}, {1, 512}, {32, 32}, {32, 512}}) {
+    const int64_t kv_row = n_head_kv * head_dim, q_row = n_head * head_dim;
+    tensor_pair k = h_->input(
+        tensor_type::f16, kv_row, n_cells,
+        to_type(tensor_type::f16, random_floats(rng_, size_t(kv_row * n_cells)), kv_row).data());
+    tensor_pair v = h_->input(
+        tensor_type::f16, kv_row, n_cells,
+        to_type(tensor_type::f16, random_floats(rng_, size_t(kv_row * n_cells)), kv_row).data());
+    std::vector<int32_t> cseq(size_t(n_cells), 0), cpos, tseq(size_t(n_tok), 0), tpos;
+    for (int64_t c = 0; c < n_cells; ++c) cpos.push_back(int32_t(c));
+    for (int64_t i = 0; i < n_tok; ++i) tpos.push_back(int32_t(n_cells - n_tok + i));
+    tensor_pair cs = h_->input_i32(cseq), cp = h_->input_i32(cpos);
+    tensor_pair ts = h_->input_i32(tseq), tp = h_->input_i32(tpos);
+    tensor_pair q = h_->input_f32(q_row, n_tok, random_floats(rng_, size_t(q_row * n_tok)));
+    tensor_pair out = h_->output(tensor_type::f32, q_row, n_tok);
+    attention_params ap;
+    ap.n_head = int32_t(n_head);
+    ap.n_head_kv = int32_t(n_head_kv);
+    ap.head_dim_k = ap.head_dim_v = int32_t(head_dim);
+    ap.scale = 0.125f;
+    time("attention", "f16",
+         shape_of({{"head", n_head}, {"kv", n_head_kv}, {"tok", n_tok}, {"cells", n_cells}}), 0,
+         [&] {
+           dut_->attention(q.dut, k.dut, v.dut, ts.dut, tp.dut, cs.dut, cp.dut, int32_t(n_cells),
+                           ap, out.dut);
+         });
+  }
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Buffers: device-local memory for every tensor (host-visible device-local memory where the
 // device has it and is integrated or a CPU, so uploads and downloads are plain copies), and a
-// host-visible staging buffer for the other devices.
+// host-visible staging buffer for the other devices; small uploads behind recorded work go through
+// an upload ring as recorded copies, without a wait.
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
@@ -94,6 +95,28 @@ void device::free(buffer* b) {
 }
 
 void device::upload(buffer* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  // Nothing recorded may read dst: a host-visible dst is written in place.
+  if (!recording_ && dst->mapped) {
+    std::memcpy(dst->mapped, src, bytes);
+    return;
+  }
+  // Small uploads (a step's token ids, positions, cells) are recorded as copies out of the upload
+  // ring, in order with the ops around them, so a forward pass still submits once (at its
+  // download). The ring is reused after the next wait.
+  const VkDeviceSize at = (upload_used_ + 15) / 16 * 16;
+  if (bytes <= k_upload_ring_bytes / 4 && at + bytes <= k_upload_ring_bytes) {
+    if (!upload_ring_) {
+      const VkMemoryPropertyFlags host =
+          VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+      upload_ring_ = create_buffer(k_upload_ring_bytes, memory_type(~0u, host, 0), "upload ring");
+    }
+    std::memcpy(static_cast<uint8_t*>(upload_ring_->mapped) + at, src, bytes);
+    upload_used_ = at + bytes;
+    VkBufferCopy region{at, 0, bytes};
+    vkCmdCopyBuffer(recording(), upload_ring_->handle, dst->handle, 1, &region);
+    return;
+  }
   submit_and_wait();  // work already recorded may still read dst
   if (dst->mapped) {
     std::memcpy(dst->mapped, src, bytes);

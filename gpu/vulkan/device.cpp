@@ -144,6 +144,10 @@ device::device(int index) {
   const char* no_subgroup = std::getenv("HEARTH_VULKAN_NO_SUBGROUP");
   subgroup_arithmetic_ =
       has_subgroup_arithmetic(physical_) && !(no_subgroup && std::string(no_subgroup) == "1");
+  subgroup_size_ = properties2<VkPhysicalDeviceSubgroupProperties>(
+                       physical_, VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES)
+                       .subgroupSize;
+  cpu_device_ = props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
   unified_memory_ = props.deviceType == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU ||
                     props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
   max_buffer_bytes_ = props.limits.maxStorageBufferRange;
@@ -213,6 +217,7 @@ device::~device() {
   if (device_ == VK_NULL_HANDLE) return;
   vkDeviceWaitIdle(device_);
   if (staging_) free(staging_);
+  if (upload_ring_) free(upload_ring_);
   if (dummy_) free(dummy_);
   for (auto& [name, p] : pipelines_) vkDestroyPipeline(device_, p, nullptr);
   vkDestroyDescriptorPool(device_, descriptor_pool_, nullptr);
@@ -260,6 +265,7 @@ void device::submit_and_wait() {
   HEARTH_VK_CHECK(vkResetCommandBuffer(commands_, 0));
   HEARTH_VK_CHECK(vkResetDescriptorPool(device_, descriptor_pool_, 0));
   sets_used_ = 0;
+  upload_used_ = 0;
 }
 
 }  // namespace hearth::vk

@@ -1,6 +1,7 @@
 // One Vulkan device as the backend uses it: the process-wide instance, device selection, one
 // compute queue, buffers (buffer.cpp), compute pipelines from the embedded SPIR-V (pipeline.cpp)
-// and one command buffer into which ops are recorded until a download or synchronize submits it.
+// and one command buffer into which ops (and small uploads) are recorded until a download or
+// synchronize submits it.
 #pragma once
 
 #include <vulkan/vulkan.h>
@@ -62,12 +63,18 @@ class device {
 
   const std::string& name() const { return name_; }
   bool subgroup_arithmetic() const { return subgroup_arithmetic_; }
+  uint32_t subgroup_size() const { return subgroup_size_; }
+  // A CPU device (lavapipe): one SIMD vector per subgroup, so shaders whose loads are uniform over
+  // a subgroup win there (mul_mat_vec.comp ROW_PER_LANE).
+  bool cpu_device() const { return cpu_device_; }
   VkDeviceSize max_buffer_bytes() const { return max_buffer_bytes_; }
 
   // --- buffer.cpp: device-local buffers for tensors (host-visible where the device's local
   // memory is, as on lavapipe and integrated GPUs), and copies through a staging buffer.
   buffer* alloc(VkDeviceSize bytes, const char* what);
   void free(buffer* b);
+  // Host -> buffer. Waits only for large uploads behind recorded work; small ones are recorded
+  // as copies (in order with the ops), a host-visible dst with nothing recorded is written at once.
   void upload(buffer* dst, const void* src, size_t bytes);
   void download(buffer* src, void* dst, size_t bytes);
 
@@ -91,6 +98,8 @@ class device {
   uint32_t queue_family_ = 0;
   std::string name_;
   bool subgroup_arithmetic_ = false;
+  uint32_t subgroup_size_ = 1;
+  bool cpu_device_ = false;
   bool unified_memory_ = false;  // integrated or CPU: prefer host-visible device-local memory
   VkDeviceSize max_buffer_bytes_ = 0;
   VkPhysicalDeviceMemoryProperties memory_{};
@@ -110,6 +119,9 @@ class device {
   uint32_t sets_used_ = 0;
   std::map<std::string, VkPipeline> pipelines_;
 
+  static constexpr VkDeviceSize k_upload_ring_bytes = 4u << 20;
+  buffer* upload_ring_ = nullptr;  // host-visible: upload()'s recorded copies, reset by a wait
+  VkDeviceSize upload_used_ = 0;
   buffer* staging_ = nullptr;  // host-visible, for devices whose local memory is not
   buffer* dummy_ = nullptr;    // bound where an op has no tensor (absent bias)
 };

@@ -37,6 +37,14 @@ const char* weight_variant(tensor_type t) {
 
 namespace {
 
+// The matrix-vector shader's variant for w on d and its workgroups for n_out rows: a row per lane
+// on CPU devices with subgroups of at most BLOCK (64) lanes, else ROWS rows per workgroup.
+struct mat_vec_plan {
+  std::string variant;
+  groups g;
+};
+mat_vec_plan mat_vec_for(device& d, const char* shader, const tensor& w, int64_t n_out);
+
 std::string variant_of(const char* shader, const tensor& w) {
   const char* v = weight_variant(w.type);
   if (!v)
@@ -45,8 +53,13 @@ std::string variant_of(const char* shader, const tensor& w) {
   return std::string(shader) + "_" + v;
 }
 
-// Below this many tokens each weight row is read once per token (matrix-vector); above, tiles.
-constexpr int64_t k_mat_vec_max_tokens = 4;
+// Up to this many tokens the matrix-vector shader reads each weight once for all of them
+// (MAX_TOK of mul_mat_vec.comp); above, tiles.
+constexpr int64_t k_mat_vec_max_tokens = 8;
+// The expert product's matrix-vector path reads one expert matrix per output row (token × k), so
+// it stops sooner: beyond, grouping rows by expert reads each chosen matrix once per 32 rows.
+constexpr int64_t k_mat_vec_id_max_tokens = 4;
+constexpr int64_t k_mat_vec_rows = 2;  // weight rows per workgroup (ROWS of mul_mat_vec.comp)
 
 // The round_x.comp variant for weights of type t and the values per invocation, or nullptr for
 // F32 weights, whose products take the activations as they are. with_sums: Q8_1, whose rows
@@ -75,6 +88,16 @@ rounding rounding_for(tensor_type t) {
     default:
       return {nullptr, 1};
   }
+}
+
+mat_vec_plan mat_vec_for(device& d, const char* shader, const tensor& w, int64_t n_out) {
+  std::string v = variant_of(shader, w);
+  if (d.subgroup_arithmetic() && d.cpu_device() && d.subgroup_size() <= 64) {
+    const int64_t lanes = d.subgroup_size();
+    return {v + "_lanes", groups_for((n_out + lanes - 1) / lanes)};
+  }
+  if (d.subgroup_arithmetic()) v += "_sg";
+  return {v, groups_for((n_out + k_mat_vec_rows - 1) / k_mat_vec_rows)};
 }
 
 // x as the products with w take it: rounded into `rounded` where w's type rounds, else x.
@@ -113,10 +136,8 @@ void op_mul_mat(device& d, scratch& rounded, const tensor& w, const tensor& x, c
   const std::vector<const buffer*> bindings = {buf(w), rounded_x(d, rounded, w, x),
                                                buf_or_null(bias), buf(out)};
   if (n_tok <= k_mat_vec_max_tokens) {
-    std::string v = variant_of("mul_mat_vec", w);
-    if (d.subgroup_arithmetic()) v += "_sg";
-    const groups g = groups_for(w.ne[1]);
-    d.dispatch(v.c_str(), bindings, &pc, sizeof(pc), g.x, g.y, uint32_t(n_tok));
+    const mat_vec_plan m = mat_vec_for(d, "mul_mat_vec", w, w.ne[1]);
+    d.dispatch(m.variant.c_str(), bindings, &pc, sizeof(pc), m.g.x, m.g.y, 1);
   } else {
     d.dispatch(variant_of("mul_mat", w).c_str(), bindings, &pc, sizeof(pc),
                uint32_t((w.ne[1] + 31) / 32), uint32_t((n_tok + 31) / 32), 1);
@@ -145,13 +166,11 @@ void op_mul_mat_id(device& d, scratch& rounded, scratch& group_rows, const tenso
        uint32_t(w.row_bytes() * n_out),
        uint32_t(n_expert)};
   const buffer* xb = rounded_x(d, rounded, w, x);
-  if (n_tok <= k_mat_vec_max_tokens) {
+  if (n_tok <= k_mat_vec_id_max_tokens) {
     // Each output row reads its expert's matrix: at most n_tok * k matrices, all chosen ones.
-    std::string v = variant_of("mul_mat_vec_id", w);
-    if (d.subgroup_arithmetic()) v += "_sg";
-    const groups g = groups_for(n_out);
-    d.dispatch(v.c_str(), {buf(w), xb, nullptr, buf(out), buf(ids)}, &pc, sizeof(pc), g.x, g.y,
-               uint32_t(n_rows));
+    const mat_vec_plan m = mat_vec_for(d, "mul_mat_vec_id", w, n_out);
+    d.dispatch(m.variant.c_str(), {buf(w), xb, nullptr, buf(out), buf(ids)}, &pc, sizeof(pc), m.g.x,
+               m.g.y, uint32_t(n_rows));
     return;
   }
   // Counts, then one list of up to n_rows rows per expert (moe_group.comp's layout).

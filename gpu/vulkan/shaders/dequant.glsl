@@ -134,3 +134,131 @@ float dequant(uint row, uint j) {
 #error "unknown WEIGHT_TYPE"
 #endif
 }
+
+// --- Whole chunks: values 32 c .. 32 c + 31 of a weight row, for the matrix-vector shader. A
+// chunk is a block (Q8_0, Q4_0, Q5_0, Q5_1) or a 32-value sub-block of a K-quant super-block, so
+// its scales are read once and its quants a uint (4 bytes) at a time; the values equal dequant()'s
+// bit for bit. Float types: values past n_in (the row's length) are 0. Q5_1 (MIN_APART): the values without the
+// minimum; chunk_min() is the minimum, met by column n_in + c.
+
+// The 4 bytes at an even byte offset (rows of 18-, 22-, 34- and 210-byte blocks start at any even
+// byte).
+uint load_u32(uint off) {
+  uint i = off >> 2;
+  if ((off & 2u) == 0u) return weights[i];
+  return (weights[i] >> 16) | (weights[i + 1u] << 16);
+}
+
+#if WEIGHT_TYPE == TYPE_Q5_1 && defined(MIN_APART)
+#define CHUNK_MIN 1
+float chunk_min(uint row, uint c) { return f16_bits_to_f32(LOAD_U16(weights, row + c * 24u + 2u)); }
+#endif
+
+void dequant_chunk(uint row, uint c, uint n_in, out float w[32]) {
+#if WEIGHT_TYPE == TYPE_F32
+  uint j0 = 32u * c;
+  for (uint i = 0u; i < 32u; ++i)
+    w[i] = j0 + i < n_in ? uintBitsToFloat(weights[(row >> 2) + j0 + i]) : 0.0;
+#elif WEIGHT_TYPE == TYPE_F16 || WEIGHT_TYPE == TYPE_BF16
+  uint j0 = 32u * c;
+  for (uint i = 0u; i < 32u; ++i) w[i] = j0 + i < n_in ? dequant(row, j0 + i) : 0.0;
+#elif WEIGHT_TYPE == TYPE_Q8_0
+  uint b = row + c * 34u;
+  float d = f16_bits_to_f32(LOAD_U16(weights, b));
+  for (uint i = 0u; i < 8u; ++i) {
+    uint u = load_u32(b + 2u + 4u * i);
+    for (uint k = 0u; k < 4u; ++k) w[4u * i + k] = d * float(int(u << (24u - 8u * k)) >> 24);
+  }
+#elif WEIGHT_TYPE == TYPE_Q4_0
+  uint b = row + c * 18u;
+  float d = f16_bits_to_f32(LOAD_U16(weights, b));
+  for (uint i = 0u; i < 4u; ++i) {
+    uint u = load_u32(b + 2u + 4u * i);
+    for (uint k = 0u; k < 4u; ++k) {
+      uint q = (u >> (8u * k)) & 0xffu;
+      w[4u * i + k] = float(int(q & 0xfu) - 8) * d;
+      w[16u + 4u * i + k] = float(int(q >> 4) - 8) * d;
+    }
+  }
+#elif WEIGHT_TYPE == TYPE_Q5_0 || WEIGHT_TYPE == TYPE_Q5_1
+#if WEIGHT_TYPE == TYPE_Q5_0
+  uint b = row + c * 22u;
+  uint qh = load_u32(b + 2u);
+  uint qs = b + 6u;
+#else
+  uint b = row + c * 24u;
+  uint qh = load_u32(b + 4u);
+  uint qs = b + 8u;
+#endif
+  float d = f16_bits_to_f32(LOAD_U16(weights, b));
+  for (uint i = 0u; i < 4u; ++i) {
+    uint u = load_u32(qs + 4u * i);
+    for (uint k = 0u; k < 4u; ++k) {
+      uint l = 4u * i + k;
+      uint q = (u >> (8u * k)) & 0xffu;
+      uint lo = (q & 0xfu) | (((qh >> l) & 1u) << 4);
+      uint hi = (q >> 4) | (((qh >> (l + 16u)) & 1u) << 4);
+#if WEIGHT_TYPE == TYPE_Q5_0
+      w[l] = float(int(lo) - 16) * d;
+      w[l + 16u] = float(int(hi) - 16) * d;
+#elif defined(MIN_APART)
+      w[l] = float(lo) * d;
+      w[l + 16u] = float(hi) * d;
+#else
+      float m = f16_bits_to_f32(LOAD_U16(weights, b + 2u));
+      w[l] = float(lo) * d + m;
+      w[l + 16u] = float(hi) * d + m;
+#endif
+    }
+  }
+#elif WEIGHT_TYPE == TYPE_Q4_K || WEIGHT_TYPE == TYPE_Q5_K
+#if WEIGHT_TYPE == TYPE_Q4_K
+  uint b = row + (c / 8u) * 144u;
+  uint qs = b + 16u;
+#else
+  uint b = row + (c / 8u) * 176u;
+  uint qs = b + 48u;
+#endif
+  uint s = c % 8u;
+  uvec2 sm = k_scale_min(b + 4u, s);
+  float d = f16_bits_to_f32(LOAD_U16(weights, b)) * float(sm.x);
+  float m = f16_bits_to_f32(LOAD_U16(weights, b + 2u)) * float(sm.y);
+  uint shift = 4u * (s & 1u);
+  uint base = (qs + 32u * (s / 2u)) >> 2;  // 4-aligned: 144 and 176 are multiples of 4
+  for (uint i = 0u; i < 8u; ++i) {
+    uint u = weights[base + i];
+#if WEIGHT_TYPE == TYPE_Q5_K
+    uint h = weights[((b + 16u) >> 2) + i];
+#endif
+    for (uint k = 0u; k < 4u; ++k) {
+      uint q = (u >> (8u * k + shift)) & 0xfu;
+#if WEIGHT_TYPE == TYPE_Q5_K
+      q |= ((h >> (8u * k + s)) & 1u) << 4;
+#endif
+      w[4u * i + k] = d * float(q) - m;
+    }
+  }
+#elif WEIGHT_TYPE == TYPE_Q6_K
+  uint b = row + (c / 8u) * 210u;
+  uint h = (c % 8u) / 4u;
+  uint g = c % 4u;
+  float d = f16_bits_to_f32(LOAD_U16(weights, b + 208u));
+  uint sc = b + 192u + 8u * h + 2u * g;
+  float ds0 = d * float(int(LOAD_U8(weights, sc) << 24) >> 24);
+  float ds1 = d * float(int(LOAD_U8(weights, sc + 1u) << 24) >> 24);
+  uint ql = b + 64u * h + 32u * (g & 1u);
+  uint qh = b + 128u + 32u * h;
+  uint lo_shift = g < 2u ? 0u : 4u;
+  for (uint i = 0u; i < 8u; ++i) {
+    uint ul = load_u32(ql + 4u * i);
+    uint uh = load_u32(qh + 4u * i);
+    for (uint k = 0u; k < 4u; ++k) {
+      uint lo = (ul >> (8u * k + lo_shift)) & 0xfu;
+      uint hi = (uh >> (8u * k + 2u * g)) & 3u;
+      w[4u * i + k] = (i < 4u ? ds0 : ds1) * float(int(lo | (hi << 4)) - 32);
+    }
+  }
+#else
+#error "unknown WEIGHT_TYPE"
+#endif
+}

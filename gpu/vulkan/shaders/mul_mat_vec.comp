@@ -1,9 +1,22 @@
-// out = x · wᵀ (+ bias) for few tokens: one workgroup per (weight row, token), the dot product
-// reduced over the workgroup. Per weight type (WEIGHT_TYPE) and reduction (USE_SUBGROUP).
-// MUL_MAT_ID: the expert product (engine/backend.h mul_mat_id) for few tokens: output row t reads
-// the matrix of expert ids[t] of the stacked weights, and x's row t / k (shared_x) or t.
+// out = x · wᵀ (+ bias) for few tokens (up to MAX_TOK), every token at once, so each weight is
+// read and dequantized once per call: an invocation takes whole 32-value chunks of a row
+// (dequant_chunk: a block, or a K-quant sub-block, its scales read once) and dots each with every
+// token's activations. Two layouts (ROW_PER_LANE):
+// - 0 (GPUs): ROWS rows per workgroup, the invocations spread over each row's chunks (neighbours
+//   read neighbouring bytes); all (row, token) sums reduced together, behind one barrier.
+// - 1 (CPU devices such as lavapipe, which run a subgroup as one SIMD vector): a row per lane of
+//   a subgroup (gl_SubgroupSize rows per workgroup), the subgroups spread over the chunks. Every
+//   lane then reads the same activations, an address uniform over the subgroup that the device
+//   loads once instead of once per lane; the subgroups' sums meet in shared memory.
+// Per weight type (WEIGHT_TYPE) and reduction (USE_SUBGROUP; ROW_PER_LANE needs it).
+// MUL_MAT_ID: the expert product (engine/backend.h mul_mat_id) for few tokens: workgroup z is
+// output row t, which reads the matrix of expert ids[t] of the stacked weights, and x's row t / k
+// (shared_x) or t.
 #version 450
 #include "common.glsl"
+
+#define ROWS 2
+#define MAX_TOK 8
 
 layout(local_size_x = BLOCK) in;
 layout(std430, binding = 0) readonly buffer Weights { uint weights[]; };
@@ -29,19 +42,102 @@ layout(push_constant) uniform Params {
 #define MIN_APART
 #include "dequant.glsl"
 
-void main() {
-  uint r = group_index();
-  uint t = gl_WorkGroupID.z;
-  if (r >= p.n_out) return;  // whole workgroup: before any barrier
-#if MUL_MAT_ID
-  uint row = uint(ids[t]) * p.expert_bytes + r * p.row_bytes;
-  uint xr = (p.shared_x != 0u ? t / p.k : t) * X_COLS;
+#if WEIGHT_TYPE == TYPE_F32 || WEIGHT_TYPE == TYPE_F16 || WEIGHT_TYPE == TYPE_BF16
+#define CHUNK_VALUES(c) min(32u, p.n_in - 32u * (c))  // float rows: any length
 #else
-  uint row = r * p.row_bytes;
-  uint xr = t * X_COLS;
+#define CHUNK_VALUES(c) 32u
 #endif
-  float s = 0.0;
-  for (uint j = gl_LocalInvocationID.x; j < X_COLS; j += BLOCK) s += dequant(row, j) * x[xr + j];
-  s = block_sum(s);
-  if (gl_LocalInvocationID.x == 0) dst[t * p.n_out + r] = s + (p.has_bias != 0 ? bias[r] : 0.0);
+
+// Adds chunk c of the row at byte `row` dotted with each of n_tok activation rows (from x0, X_COLS
+// apart) to acc[base + t].
+#define ACCUMULATE_CHUNK(acc, base, row, c)                                    \
+  {                                                                            \
+    float w[32];                                                               \
+    dequant_chunk(row, c, p.n_in, w);                                          \
+    uint n_val = CHUNK_VALUES(c);                                              \
+    for (uint t = 0u; t < n_tok; ++t) {                                        \
+      uint xr = x0 + t * X_COLS + 32u * (c);                                   \
+      float s = 0.0;                                                           \
+      for (uint j = 0u; j < n_val; ++j) s += w[j] * x[xr + j];                 \
+      ACCUMULATE_MIN(s, row, c, t)                                             \
+      acc[(base) + t] += s;                                                    \
+    }                                                                          \
+  }
+#ifdef CHUNK_MIN
+#define ACCUMULATE_MIN(s, row, c, t) s += chunk_min(row, c) * x[x0 + (t) * X_COLS + p.n_in + (c)];
+#else
+#define ACCUMULATE_MIN(s, row, c, t)
+#endif
+
+#if ROW_PER_LANE
+shared float partial[MAX_TOK][BLOCK];  // [token][subgroup * gl_SubgroupSize + lane]
+#else
+shared float partial[ROWS * MAX_TOK][BLOCK];  // [row * MAX_TOK + token][subgroup or invocation]
+#endif
+
+void main() {
+#if ROW_PER_LANE
+  uint r0 = group_index() * gl_SubgroupSize;
+#else
+  uint r0 = group_index() * ROWS;
+#endif
+  if (r0 >= p.n_out) return;  // whole workgroup: before any barrier
+  uint tid = gl_LocalInvocationID.x;
+#if MUL_MAT_ID
+  uint z = gl_WorkGroupID.z;
+  uint n_tok = 1u;
+  uint w0 = uint(ids[z]) * p.expert_bytes;
+  uint x0 = (p.shared_x != 0u ? z / p.k : z) * X_COLS;
+  uint out0 = z * p.n_out;
+#else
+  uint n_tok = p.n_tok;
+  uint w0 = 0u, x0 = 0u, out0 = 0u;
+#endif
+  uint n_chunks = (p.n_in + 31u) / 32u;
+#if ROW_PER_LANE
+  uint lane = gl_SubgroupInvocationID;
+  uint row = w0 + min(r0 + lane, p.n_out - 1u) * p.row_bytes;  // past the end: never written
+  float acc[MAX_TOK];
+  for (uint t = 0u; t < MAX_TOK; ++t) acc[t] = 0.0;
+  for (uint c = gl_SubgroupID; c < n_chunks; c += gl_NumSubgroups) ACCUMULATE_CHUNK(acc, 0u, row, c)
+  for (uint t = 0u; t < n_tok; ++t) partial[t][gl_SubgroupID * gl_SubgroupSize + lane] = acc[t];
+  barrier();
+  if (gl_SubgroupID == 0u && r0 + lane < p.n_out) {
+    uint r = r0 + lane;
+    for (uint t = 0u; t < n_tok; ++t) {
+      float s = 0.0;
+      for (uint g = 0u; g < gl_NumSubgroups; ++g) s += partial[t][g * gl_SubgroupSize + lane];
+      dst[out0 + t * p.n_out + r] = s + (p.has_bias != 0u ? bias[r] : 0.0);
+    }
+  }
+#else
+  float acc[ROWS * MAX_TOK];
+  for (uint i = 0u; i < ROWS * MAX_TOK; ++i) acc[i] = 0.0;
+  for (uint i = 0u; i < ROWS; ++i) {
+    uint row = w0 + min(r0 + i, p.n_out - 1u) * p.row_bytes;  // past the end: never written
+    for (uint c = tid; c < n_chunks; c += BLOCK) ACCUMULATE_CHUNK(acc, i * MAX_TOK, row, c)
+  }
+  // One barrier for all ROWS * n_tok sums.
+#if USE_SUBGROUP
+  for (uint i = 0u; i < ROWS; ++i) {
+    for (uint t = 0u; t < n_tok; ++t) {
+      float s = subgroupAdd(acc[i * MAX_TOK + t]);
+      if (subgroupElect()) partial[i * MAX_TOK + t][gl_SubgroupID] = s;
+    }
+  }
+  uint n_part = gl_NumSubgroups;
+#else
+  for (uint v = 0u; v < ROWS * MAX_TOK; ++v) partial[v][tid] = acc[v];
+  uint n_part = BLOCK;
+#endif
+  barrier();
+  for (uint v = tid; v < ROWS * MAX_TOK; v += BLOCK) {
+    uint i = v / MAX_TOK, t = v % MAX_TOK;
+    uint r = r0 + i;
+    if (r >= p.n_out || t >= n_tok) continue;
+    float s = 0.0;
+    for (uint g = 0u; g < n_part; ++g) s += partial[v][g];
+    dst[out0 + t * p.n_out + r] = s + (p.has_bias != 0u ? bias[r] : 0.0);
+  }
+#endif
 }
