@@ -16,8 +16,8 @@
 namespace hearth::cpu {
 namespace {
 
-constexpr int k_rows = 2;
-constexpr int k_cols = 4;
+constexpr int k_rows = 1;
+constexpr int k_cols = 8;
 
 int64_t x_row_bytes(int64_t n) {
   return n / k_qk_k * int64_t(sizeof(block_q8_k));

@@ -13,8 +13,8 @@
 namespace hearth::cpu {
 namespace {
 
-constexpr int k_rows = 4;
-constexpr int k_cols = 3;
+constexpr int k_rows = 2;
+constexpr int k_cols = 6;
 constexpr int64_t k_block = 32;
 
 // Activation row: n_pad = n rounded up to 64 unsigned bytes, then n_pad / 32 F32 scales.

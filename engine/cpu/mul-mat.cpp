@@ -51,9 +51,13 @@ const uint8_t* convert_rows(thread_pool& pool, scratch& s, const tensor& x, int6
   return s.converted.data();
 }
 
-// The product through a tile kernel (engine/cpu/gemm.h): each thread takes a band of weight rows
-// and, for each tile of rows, walks every token in tiles of max_cols, so a weight row is read
-// from memory once per product and a tile's rows stay in L1 while all tokens pass over them.
+// The product through a tile kernel (engine/cpu/gemm.h): work items are (block of tokens, tile of
+// weight rows); for its tile a thread walks the block's tokens in tiles of max_cols, so a tile's
+// rows stay in L1 while the block's tokens pass over them. A block of tokens is what fits in
+// about a quarter of a core's L2 (k_x_block_bytes), so long prompts do not stream activations
+// from L3 for every tile of rows; the weights are read once per block.
+constexpr int64_t k_x_block_bytes = 256 << 10;
+
 void mul_mat_tiled(thread_pool& pool, scratch& s, const gemm_kernel& g, const tensor& w,
                    const tensor& x, const tensor* bias, const tensor& out) {
   const int64_t n_in = w.ne[0];
@@ -66,20 +70,24 @@ void mul_mat_tiled(thread_pool& pool, scratch& s, const gemm_kernel& g, const te
   const auto* wbase = static_cast<const uint8_t*>(w.data);
   float* y = static_cast<float*>(out.data);
   const int64_t n_tiles = (n_out + g.max_rows - 1) / g.max_rows;
+  const int64_t block =
+      std::max<int64_t>(g.max_cols, k_x_block_bytes / x_row_bytes / g.max_cols * g.max_cols);
+  const int64_t n_blocks = (n_tok + block - 1) / block;
   pool.parallel_for_dynamic(
-      n_tiles, chunk_of(n_tiles, pool.n_threads()),
+      n_blocks * n_tiles, chunk_of(n_tiles, pool.n_threads()),
       [&](int64_t begin, int64_t end) {
-        for (int64_t tile = begin; tile < end; ++tile) {
-          const int64_t r0 = tile * g.max_rows;
+        for (int64_t item = begin; item < end; ++item) {
+          const int64_t r0 = item % n_tiles * g.max_rows;
+          const int64_t t_end = std::min(n_tok, (item / n_tiles + 1) * block);
           const int nr = int(std::min<int64_t>(g.max_rows, n_out - r0));
-          for (int64_t t0 = 0; t0 < n_tok; t0 += g.max_cols) {
-            const int nc = int(std::min<int64_t>(g.max_cols, n_tok - t0));
+          for (int64_t t0 = item / n_tiles * block; t0 < t_end; t0 += g.max_cols) {
+            const int nc = int(std::min<int64_t>(g.max_cols, t_end - t0));
             g.tile(n_in, wbase + r0 * w_row_bytes, w_row_bytes, xbase + t0 * x_row_bytes,
                    x_row_bytes, y + t0 * n_out + r0, n_out, nr, nc);
           }
         }
       },
-      g.max_rows * n_in * n_tok);
+      g.max_rows * n_in * std::min(n_tok, block));
   if (bias) {
     const float* b = static_cast<const float*>(bias->data);
     for (int64_t t = 0; t < n_tok; ++t)
