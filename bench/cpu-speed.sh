@@ -1,80 +1,218 @@
 #!/usr/bin/env bash
-# CPU speed against the reference engine: `hearth bench -p 128 -n 64 -r 3` on random-weight models
-# with TinyLlama-1.1B's exact shapes (hearth mkmodel) in Q4_K_M, Q8_0 and F16, beside llama.cpp's
-# figures for the same shapes and settings from ../shared/BENCHMARKS.md, and beside the decode
-# ceiling this machine's measured read bandwidth (bench/bandwidth) sets: bandwidth / file size.
+# CPU speed side by side with the reference engine, in one run on one machine: random-weight
+# models with TinyLlama-1.1B's exact shapes (hearth mkmodel) in Q4_K_M, Q8_0 and F16. Each round
+# measures, per file, the reference then hearth with the same settings, so a machine that slows
+# down mid-run slows both; ROUNDS rounds alternate the engines, and the tables give every run,
+# the medians and hearth / reference of the medians. A speed figure only counts as such a ratio
+# (../shared/BENCHMARKS.md: the processor behind a machine changes from day to day).
 #
-# Usage: bench/cpu-speed.sh
-#   THREADS              threads for bandwidth and hearth bench (default 2, as BENCHMARKS.md)
-#   TYPES                file types to run (default "q4_k_m q8_0 f16")
+# Sections (SECTIONS, default "single batched depth"):
+#   single   `llama-bench -p 128,512 -n 64` against `hearth bench -p 128|512 -n 64`: pp128, pp512
+#            and tg64, and tg as a share of the decode ceiling: the streaming-read bandwidth
+#            bench/bandwidth measures in the same round, divided by the file's size (decoding one
+#            token reads every weight once).
+#   batched  many users at once: `llama-batched-bench -npp 128 -ntg 32 -npl 1,4,16` against
+#            `hearth bench -p 0 -n 32 -s N -d 128` (N sequences, each holding a 128-token prompt,
+#            decoded together): aggregate generation tokens/s.
+#   depth    long contexts: `llama-bench -p 0 -n 32 -d 2048,8192` against
+#            `hearth bench -p 0 -n 32 -d D`: generation with D tokens already in the cache.
+#
+# Usage: PEER_BENCH=/path/to/llama-bench bench/cpu-speed.sh
+#   PEER_BENCH           the reference's llama-bench, already built (../shared/BENCHMARKS.md).
+#                        Without it only hearth's columns are printed.
+#   PEER_BATCHED_BENCH   the reference's llama-batched-bench (default: beside PEER_BENCH)
+#   THREADS              threads for every engine and the bandwidth bench (default 2)
+#   TYPES                file types of single and batched (default "q4_k_m q8_0 f16")
+#   DEPTH_TYPES          file types of depth (default q4_k_m: an 8k prefix takes minutes)
+#   SEQS                 sequence counts of batched (default "1 4 16")
+#   DEPTHS               depths of depth (default "2048 8192")
+#   ROUNDS               rounds (default 3); REPS repetitions inside each llama-bench and hearth
+#                        bench run (default 2)
 #   HEARTH_BUILD_DIR     build folder (default build/release)
 #   HEARTH_BENCH_MODELS  where the model files are made once and kept (default build/bench-models)
-# A file type the quantizer cannot write yet is reported and skipped. Nothing passes or fails on a
-# timing; the exit status is non-zero only when something could not run.
+# Nothing passes or fails on a timing; the exit status is non-zero only when something could not
+# run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${HEARTH_BUILD_DIR:-build/release}
 cache=${HEARTH_BENCH_MODELS:-build/bench-models}
 threads=${THREADS:-2}
 types=${TYPES:-q4_k_m q8_0 f16}
+depth_types=${DEPTH_TYPES:-q4_k_m}
+seqs=${SEQS:-1 4 16}
+depths=${DEPTHS:-2048 8192}
+rounds=${ROUNDS:-3}
+reps=${REPS:-2}
+sections=${SECTIONS:-single batched depth}
 hearth=$build/tools/hearth
 bandwidth=$build/bench/bandwidth
+peer=${PEER_BENCH:-}
+peer_batched=${PEER_BATCHED_BENCH:-${peer:+$(dirname "$peer")/llama-batched-bench}}
 for bin in "$hearth" "$bandwidth"; do
   [ -x "$bin" ] || {
     echo "missing $bin: cmake --preset release && cmake --build --preset release" >&2
     exit 1
   }
 done
-
-# llama.cpp build 4748, 2 threads, llama-bench -p 128 -n 64 -r 3, on TinyLlama-1.1B shapes: the
-# published figures of ../shared/BENCHMARKS.md (keep in step with that file).
-reference() {
-  case $1 in
-    q4_k_m) echo "47.7 19.7" ;;
-    q8_0) echo "77.5 14.1" ;;
-    f16) echo "68.3 8.4" ;;
-    *) echo "- -" ;;
-  esac
-}
+if [ -n "$peer" ] && [ ! -x "$peer" ]; then
+  echo "PEER_BENCH=$peer is not an executable" >&2
+  exit 1
+fi
+[ -n "$peer_batched" ] && [ ! -x "$peer_batched" ] && peer_batched=
 
 # One numeric field of a flat JSON object printed on one line.
 field() { sed -n "s/.*\"$1\": *\([-0-9.eE+]*\).*/\1/p" <<<"$2"; }
 
+file_of() { echo "$cache/tinyllama-1.1b.$1.gguf"; }
 mkdir -p "$cache"
-made=()
-for t in $types; do
-  f=$cache/tinyllama-1.1b.$t.gguf
+for t in $(printf '%s\n' $types $depth_types | sort -u); do
+  f=$(file_of "$t")
   if [ ! -s "$f" ]; then
     echo "making $f" >&2
-    if ! "$hearth" mkmodel --shape tinyllama-1.1b --type "$t" --seed 1 -o "$f" >&2; then
-      echo "skipping $t: hearth mkmodel could not make it" >&2
-      continue
-    fi
+    "$hearth" mkmodel --shape tinyllama-1.1b --type "$t" --seed 1 -o "$f" >&2
   fi
-  made+=("$t")
 done
-[ ${#made[@]} -gt 0 ] || { echo "no model file could be made" >&2; exit 1; }
 
-bw_json=$("$bandwidth" --threads "$threads" --json)
-gbps=$(sed -n 's/.*"gbps": *\([0-9.]*\).*/\1/p' <<<"$bw_json")
+# Every figure goes to one list, a line each: "section type test engine round value".
+runs=$(mktemp)
+trap 'rm -f "$runs"' EXIT
+note() { echo "$1 $2 $3 $4 $5 $6" >>"$runs"; }
+
+single() {  # type round
+  local f j
+  f=$(file_of "$1")
+  note single "$1" bytes - "$2" "$(stat -c %s "$f")"
+  note single "$1" gbps - "$2" "$(field gbps "$("$bandwidth" --threads "$threads" --json)")"
+  if [ -n "$peer" ]; then
+    while read -r j; do
+      local p n
+      p=$(field n_prompt "$j")
+      n=$(field n_gen "$j")
+      if [ "$p" -gt 0 ]; then
+        note single "$1" "pp$p" ref "$2" "$(field avg_ts "$j")"
+      else
+        note single "$1" "tg$n" ref "$2" "$(field avg_ts "$j")"
+      fi
+    done < <("$peer" -m "$f" -t "$threads" -p 128,512 -n 64 -r "$reps" -o jsonl 2>/dev/null)
+  fi
+  j=$("$hearth" bench -m "$f" -t "$threads" -p 128 -n 64 -r "$reps" --json)
+  note single "$1" pp128 hearth "$2" "$(field pp_tps "$j")"
+  note single "$1" tg64 hearth "$2" "$(field tg_tps "$j")"
+  j=$("$hearth" bench -m "$f" -t "$threads" -p 512 -n 0 -r "$reps" --json)
+  note single "$1" pp512 hearth "$2" "$(field pp_tps "$j")"
+}
+
+batched() {  # type round
+  local f j s
+  f=$(file_of "$1")
+  if [ -n "$peer_batched" ]; then
+    local npl max=0
+    npl=$(tr ' ' ',' <<<"$seqs")
+    for s in $seqs; do max=$((s > max ? s : max)); done
+    while read -r j; do
+      [[ $j == "{"* ]] || continue
+      note batched "$1" "x$(field pl "$j")" ref "$2" "$(field speed_tg "$j")"
+    done < <("$peer_batched" -m "$f" -t "$threads" -tb "$threads" -c $((max * 160 + 256)) \
+      -npp 128 -ntg 32 -npl "$npl" --output-format jsonl 2>/dev/null)
+  fi
+  for s in $seqs; do
+    j=$("$hearth" bench -m "$f" -t "$threads" -p 0 -n 32 -s "$s" -d 128 -r "$reps" --json)
+    note batched "$1" "x$s" hearth "$2" "$(field tg_tps "$j")"
+  done
+}
+
+depth() {  # type round
+  local f j d
+  f=$(file_of "$1")
+  if [ -n "$peer" ]; then
+    while read -r j; do
+      note depth "$1" "d$(field n_depth "$j")" ref "$2" "$(field avg_ts "$j")"
+    done < <("$peer" -m "$f" -t "$threads" -p 0 -n 32 -d "$(tr ' ' ',' <<<"$depths")" \
+      -r "$reps" -o jsonl 2>/dev/null)
+  fi
+  for d in $depths; do
+    j=$("$hearth" bench -m "$f" -t "$threads" -p 0 -n 32 -d "$d" -r "$reps" --json)
+    note depth "$1" "d$d" hearth "$2" "$(field tg_tps "$j")"
+  done
+}
+
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
-echo "machine: ${cpu:-unknown CPU}, $(nproc) cores (BENCHMARKS.md's: 2 cores of an Intel Xeon with AVX-512/VNNI)"
-echo "read bandwidth, $threads threads: $gbps GB/s (BENCHMARKS.md: 18.6 GB/s with 2 threads)"
-echo "hearth bench -p 128 -n 64 -r 3 -t $threads; reference: llama.cpp on BENCHMARKS.md's machine"
-echo
-echo "| file | size | pp128 ours | pp128 reference | tg64 ours | tg64 reference | tg ceiling (bandwidth/size) | tg share of ceiling |"
-echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
-for t in "${made[@]}"; do
-  f=$cache/tinyllama-1.1b.$t.gguf
-  bytes=$(stat -c %s "$f")
-  j=$("$hearth" bench -m "$f" -p 128 -n 64 -r 3 -t "$threads" --json)
-  read -r pp_ref tg_ref < <(reference "$t")
-  awk -v t="$t" -v bytes="$bytes" -v gbps="$gbps" -v pp_ref="$pp_ref" -v tg_ref="$tg_ref" \
-    -v pp="$(field pp_tps "$j")" -v pp_sd="$(field pp_tps_stdev "$j")" \
-    -v tg="$(field tg_tps "$j")" -v tg_sd="$(field tg_tps_stdev "$j")" 'BEGIN {
-      size = bytes >= 2^30 ? sprintf("%.2f GiB", bytes / 2^30) : sprintf("%.0f MiB", bytes / 2^20)
-      ceiling = gbps * 1e9 / bytes
-      printf "| TinyLlama-1.1B %s | %s | %.1f ± %.1f | %s | %.1f ± %.1f | %s | %.1f | %.0f%% |\n",
-             toupper(t), size, pp, pp_sd, pp_ref, tg, tg_sd, tg_ref, ceiling, 100 * tg / ceiling
-    }'
+echo "machine: ${cpu:-unknown CPU}, $(nproc) cores; $threads threads; $rounds rounds, -r $reps"
+echo "reference: ${peer:-none, PEER_BENCH is unset: hearth only}"
+[ -n "$peer" ] && [ -z "$peer_batched" ] && echo "reference batched: none (no llama-batched-bench)"
+for r in $(seq 1 "$rounds"); do
+  for sec in $sections; do
+    case $sec in
+      single | batched) list=$types ;;
+      depth) list=$depth_types ;;
+      *)
+        echo "unknown section $sec" >&2
+        exit 1
+        ;;
+    esac
+    for t in $list; do
+      echo "round $r/$rounds: $sec $t" >&2
+      "$sec" "$t" "$r"
+    done
+  done
 done
+
+# Tables from the list: every run, then per row the medians and hearth / reference.
+awk -v rounds="$rounds" '
+  function median(key,   n, i, j, v, tmp) {
+    n = split(vals[key], v, " ")
+    if (n == 0) return ""
+    for (i = 2; i <= n; ++i) for (j = i; j > 1 && v[j - 1] + 0 > v[j] + 0; --j) {
+      tmp = v[j]; v[j] = v[j - 1]; v[j - 1] = tmp
+    }
+    return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+  }
+  function cell(x) { return x == "" ? "-" : sprintf("%.2f", x) }
+  function ratio(a, b) { return (a == "" || b == "" || b == 0) ? "-" : sprintf("**%.2fx**", a / b) }
+  {
+    key = $1 SUBSEP $2 SUBSEP $3 SUBSEP $4
+    vals[key] = vals[key] (vals[key] == "" ? "" : " ") $6
+    if (!(($1 SUBSEP $2 SUBSEP $3) in seen)) {
+      seen[$1 SUBSEP $2 SUBSEP $3] = 1
+      rows[++nrows] = $1 SUBSEP $2 SUBSEP $3
+    }
+  }
+  END {
+    for (sec_i = 1; sec_i <= 3; ++sec_i) {
+      sec = sec_i == 1 ? "single" : sec_i == 2 ? "batched" : "depth"
+      header = 0
+      for (i = 1; i <= nrows; ++i) {
+        split(rows[i], k, SUBSEP)
+        if (k[1] != sec || k[3] == "bytes" || k[3] == "gbps") continue
+        if (!header) {
+          title = sec == "single" ? "one sequence (tokens/s)" : \
+                  sec == "batched" ? "many sequences, 128-token prompts: aggregate tg32 tokens/s" : \
+                  "generation at depth: tg32 tokens/s with D tokens in the cache"
+          printf "\n### %s\n\n| file | test | reference runs | hearth runs | reference | hearth | hearth / reference |", title
+          if (sec == "single") printf " tg ceiling | hearth share |"
+          printf "\n| --- | --- | --- | --- | ---: | ---: | ---: |%s\n", sec == "single" ? " ---: | ---: |" : ""
+          header = 1
+        }
+        r = median(rows[i] SUBSEP "ref")
+        h = median(rows[i] SUBSEP "hearth")
+        printf "| %s | %s | %s | %s | %s | %s | %s |", toupper(k[2]), k[3], \
+               vals[rows[i] SUBSEP "ref"] == "" ? "-" : vals[rows[i] SUBSEP "ref"], \
+               vals[rows[i] SUBSEP "hearth"], cell(r), cell(h), ratio(h, r)
+        if (sec == "single") {
+          if (k[3] ~ /^tg/) {
+            ceiling = median("single" SUBSEP k[2] SUBSEP "gbps" SUBSEP "-") * 1e9 / \
+                      median("single" SUBSEP k[2] SUBSEP "bytes" SUBSEP "-")
+            printf " %.1f | %.0f%% |", ceiling, 100 * h / ceiling
+          } else {
+            printf " | |"
+          }
+        }
+        printf "\n"
+      }
+    }
+    for (i = 1; i <= nrows; ++i) {
+      split(rows[i], k, SUBSEP)
+      if (k[3] == "gbps") bw = bw " " toupper(k[2]) ": " vals[rows[i] SUBSEP "-"]
+    }
+    if (bw != "") printf "\nstreaming read (GB/s) per round, before each file:%s\n", bw
+  }' "$runs"
