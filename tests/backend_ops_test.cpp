@@ -887,7 +887,7 @@ TEST_F(BackendOpsPerf, Perf) {
   for (const mm_case& c : mm) {
     if (!filter_.empty() && std::string("mul_mat").rfind(filter_, 0) != 0) break;
     tensor_pair w = weight(c.t, c.n_in, c.n_out);
-    for (int64_t n_tok : {1, 4, 8, 32}) {
+    for (int64_t n_tok : {1, 4, 8, 32, 128}) {
       tensor_pair x =
           h_->input_f32(c.n_in, n_tok, random_floats(rng_, size_t(c.n_in * n_tok), -0.5f, 1.0f));
       tensor_pair out = h_->output(tensor_type::f32, c.n_out, n_tok);

@@ -100,6 +100,22 @@ mat_vec_plan mat_vec_for(device& d, const char* shader, const tensor& w, int64_t
   return {v, groups_for((n_out + k_mat_vec_rows - 1) / k_mat_vec_rows)};
 }
 
+// The tiled shader's variant for w on d and its workgroups for n_out rows and n_tok tokens: on
+// CPU devices a row per invocation (BLOCK of its ROW_PER_LANE layout, 64 rows) and TN_LANES (32)
+// tokens per workgroup, else 32 × 32 tiles. The
+// same condition as mat_vec_for's lanes, so HEARTH_VULKAN_NO_SUBGROUP keeps the tiles tested on
+// lavapipe.
+struct mat_plan {
+  std::string variant;
+  uint32_t x, y;
+};
+mat_plan mat_for(device& d, const char* shader, const tensor& w, int64_t n_out, int64_t n_tok) {
+  const std::string v = variant_of(shader, w);
+  if (d.subgroup_arithmetic() && d.cpu_device() && d.subgroup_size() <= 64)
+    return {v + "_lanes", uint32_t((n_out + 63) / 64), uint32_t((n_tok + 31) / 32)};
+  return {v, uint32_t((n_out + 31) / 32), uint32_t((n_tok + 31) / 32)};
+}
+
 // x as the products with w take it: rounded into `rounded` where w's type rounds, else x.
 const buffer* rounded_x(device& d, scratch& rounded, const tensor& w, const tensor& x) {
   const rounding r = rounding_for(w.type);
@@ -139,8 +155,8 @@ void op_mul_mat(device& d, scratch& rounded, const tensor& w, const tensor& x, c
     const mat_vec_plan m = mat_vec_for(d, "mul_mat_vec", w, w.ne[1]);
     d.dispatch(m.variant.c_str(), bindings, &pc, sizeof(pc), m.g.x, m.g.y, 1);
   } else {
-    d.dispatch(variant_of("mul_mat", w).c_str(), bindings, &pc, sizeof(pc),
-               uint32_t((w.ne[1] + 31) / 32), uint32_t((n_tok + 31) / 32), 1);
+    const mat_plan m = mat_for(d, "mul_mat", w, w.ne[1], n_tok);
+    d.dispatch(m.variant.c_str(), bindings, &pc, sizeof(pc), m.x, m.y, 1);
   }
 }
 
@@ -183,8 +199,8 @@ void op_mul_mat_id(device& d, scratch& rounded, scratch& group_rows, const tenso
   d.dispatch("moe_group", {buf(ids), gb}, &gpc, sizeof(gpc), gg.x, gg.y, 1);
   // An expert has at most n_tok rows when each token's ids are distinct, as the router's are;
   // the shader loops over further tiles when not.
-  d.dispatch(variant_of("mul_mat_id", w).c_str(), {buf(w), xb, nullptr, buf(out), gb}, &pc,
-             sizeof(pc), uint32_t((n_out + 31) / 32), uint32_t((n_tok + 31) / 32),
+  const mat_plan m = mat_for(d, "mul_mat_id", w, n_out, n_tok);
+  d.dispatch(m.variant.c_str(), {buf(w), xb, nullptr, buf(out), gb}, &pc, sizeof(pc), m.x, m.y,
              uint32_t(n_expert));
 }
 

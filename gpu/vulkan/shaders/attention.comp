@@ -1,13 +1,16 @@
 // Causal attention over the KV cache; one workgroup per (head, token). The mask is derived from
-// cell_seq/cell_pos/tok_seq/tok_pos as the CPU does (engine/cpu/attention.cpp). Pass 1 finds the
-// softmax max and sum (online, per invocation, then reduced); pass 2 takes the cells in chunks of
-// BLOCK: each invocation computes one cell's weight (rounded to F16 for an F16 V cache, as the CPU
-// does), then each invocation accumulates its output dimensions over the chunk.
+// cell_seq/cell_pos/tok_seq/tok_pos as the CPU does (engine/cpu/attention.cpp). Pass 1 computes
+// the scores of cells tid, tid + BLOCK, ... and finds the softmax max and sum (online, per
+// invocation, then reduced); pass 2 takes the cells in chunks of BLOCK: invocation tid turns cell
+// c0 + tid's score, which it computed in pass 1 and kept (the first KEPT_SCORES of each
+// invocation; beyond, computed again), into its weight (rounded to F16 for an F16 V cache, as the
+// CPU does), then each invocation accumulates its output dimensions over the chunk.
 // KV_F16: both caches F16 (q is rounded to F16 first, as the CPU does), else F32. USE_SUBGROUP.
 #version 450
 #include "common.glsl"
 
 #define MAX_HEAD_DIM 256
+#define KEPT_SCORES 32  // per invocation: BLOCK * KEPT_SCORES cells computed once
 
 layout(local_size_x = BLOCK) in;
 layout(std430, binding = 0) readonly buffer Q { float q[]; };
@@ -71,10 +74,12 @@ void main() {
 
   const float neg_inf = uintBitsToFloat(0xff800000u);
   float m = neg_inf, l = 0.0;
-  for (uint c = tid; c < p.n_cells; c += BLOCK) {
+  float kept[KEPT_SCORES];
+  for (uint c = tid, i = 0u; c < p.n_cells; c += BLOCK, ++i) {
     int cp = cell_pos[c];
     if (cell_seq[c] != ts || cp > tp || (p.window > 0 && tp - cp >= p.window)) continue;
     float s = score(c, hk);
+    if (i < KEPT_SCORES) kept[i] = s;
     float mn = max(m, s);
     l = (m == neg_inf ? 0.0 : l * exp(m - mn)) + exp(s - mn);
     m = mn;
@@ -92,7 +97,8 @@ void main() {
       if (c < p.n_cells) {
         int cp = cell_pos[c];
         if (cell_seq[c] == ts && cp <= tp && (p.window <= 0 || tp - cp < p.window)) {
-          w = exp(score(c, hk) - gm) * inv;
+          uint i = c0 / BLOCK;
+          w = exp((i < KEPT_SCORES ? kept[i] : score(c, hk)) - gm) * inv;
 #if KV_F16
           w = round_f16(w);
 #endif

@@ -1,23 +1,36 @@
-// out = x · wᵀ (+ bias) for many tokens: 32 weight rows × 32 tokens per workgroup, the inner
-// dimension in steps of 16 through shared memory, 2 × 2 outputs per invocation.
+// out = x · wᵀ (+ bias) for many tokens. Weights are read a chunk at a time (dequant_chunk: 32
+// values, a block or a K-quant sub-block, its scales read once, its quants a uint at a time) and
+// each chunk is dotted with a tile of tokens, so a weight is read and dequantized once per tile.
+// Two layouts (ROW_PER_LANE):
+// - 0 (GPUs): 32 weight rows × 32 tokens per workgroup; per step of one chunk, 32 invocations
+//   dequantize a chunk of each row into shared memory and all load the tile of activations beside
+//   it, then each invocation sums 2 × 2 outputs.
+// - 1 (CPU devices such as lavapipe, which run a subgroup as one SIMD vector): a row per
+//   invocation (BLOCK rows per workgroup), TN_LANES tokens per workgroup y; an invocation keeps its
+//   dequantized chunk in registers and dots it with each token's activations, whose address is
+//   uniform over the subgroup, so the device loads each once for all lanes instead of once per lane.
 // Per weight type (WEIGHT_TYPE).
 // MUL_MAT_ID: the expert product (engine/backend.h mul_mat_id) for many tokens, its rows grouped
-// by expert (moe_group.comp): workgroup z is an expert, y a tile of 32 of that expert's rows, so
-// an expert's weight tile is read once per 32 of its rows and experts no row chose are never read
+// by expert (moe_group.comp): workgroup z is an expert, y a tile of that expert's rows, so an
+// expert's weight tile is read once per tile of its rows and experts no row chose are never read
 // (their workgroups, like tiles past an expert's count, do nothing).
 #version 450
+#if ROW_PER_LANE
+#define BLOCK 64
+#else
 #define BLOCK 256
+#endif
 #include "common.glsl"
 
 #define TM 32
 #define TN 32
-#define TK 16
+#define TN_LANES 32  // tokens per workgroup of the ROW_PER_LANE layout
 
 layout(local_size_x = BLOCK) in;
 layout(std430, binding = 0) readonly buffer Weights { uint weights[]; };
-layout(std430, binding = 1) readonly buffer X { float x[]; };
+layout(std430, binding = 1) readonly buffer X { float x[]; };  // F32 [n_tok, X_COLS]
 layout(std430, binding = 2) readonly buffer Bias { float bias[]; };
-layout(std430, binding = 3) writeonly buffer Dst { float dst[]; };
+layout(std430, binding = 3) writeonly buffer Dst { float dst[]; };  // F32 [n_tok, n_out]
 #if MUL_MAT_ID
 layout(std430, binding = 4) readonly buffer Groups { uint groups[]; };  // moe_group.comp's layout
 #endif
@@ -38,6 +51,70 @@ layout(push_constant) uniform Params {
 #define MIN_APART
 #include "dequant.glsl"
 
+#if WEIGHT_TYPE == TYPE_F32 || WEIGHT_TYPE == TYPE_F16 || WEIGHT_TYPE == TYPE_BF16
+#define CHUNK_VALUES(c) min(32u, p.n_in - 32u * (c))  // float rows: any length
+#else
+#define CHUNK_VALUES(c) 32u
+#endif
+
+#if MUL_MAT_ID
+// Row t of this expert's list: its row of x and of the output.
+#define X_ROW(t) (p.shared_x != 0u ? groups[list + (t)] / p.k : groups[list + (t)])
+#define DST_ROW(t) groups[list + (t)]
+#else
+#define X_ROW(t) (t)
+#define DST_ROW(t) (t)
+#endif
+
+#if ROW_PER_LANE
+void main() {
+  uint r = gl_WorkGroupID.x * BLOCK + gl_LocalInvocationID.x;
+#if MUL_MAT_ID
+  uint e = gl_WorkGroupID.z;
+  uint count = groups[e];
+  uint w0 = e * p.expert_bytes;
+  uint list = p.n_expert + e * p.n_tok;  // this expert's output rows
+#else
+  uint count = p.n_tok;
+  uint w0 = 0u;
+#endif
+  uint row = w0 + min(r, p.n_out - 1u) * p.row_bytes;  // past the end: never written
+  uint n_chunks = (p.n_in + 31u) / 32u;
+  for (uint t0 = gl_WorkGroupID.y * TN_LANES; t0 < count; t0 += gl_NumWorkGroups.y * TN_LANES) {
+    uint n_t = min(TN_LANES, count - t0);
+    uint xrow[TN_LANES];
+    for (uint t = 0u; t < n_t; ++t) xrow[t] = X_ROW(t0 + t) * X_COLS;
+    float acc[TN_LANES];
+    for (uint t = 0u; t < TN_LANES; ++t) acc[t] = 0.0;
+    for (uint c = 0u; c < n_chunks; ++c) {
+      float w[32];
+      dequant_chunk(row, c, p.n_in, w);
+      uint n_val = CHUNK_VALUES(c);
+#ifdef CHUNK_MIN
+      float m = chunk_min(row, c);
+#endif
+      for (uint t = 0u; t < n_t; ++t) {
+        uint xr = xrow[t] + 32u * c;
+        float s = 0.0;
+        for (uint j = 0u; j < n_val; ++j) s += w[j] * x[xr + j];
+#ifdef CHUNK_MIN
+        s += m * x[xrow[t] + p.n_in + c];
+#endif
+        acc[t] += s;
+      }
+    }
+    if (r < p.n_out) {
+      float b = p.has_bias != 0u ? bias[r] : 0.0;
+      for (uint t = 0u; t < n_t; ++t) dst[DST_ROW(t0 + t) * p.n_out + r] = acc[t] + b;
+    }
+  }
+}
+#else
+#ifdef CHUNK_MIN
+#define TK 33  // a chunk and its minimum, met by column n_in + c
+#else
+#define TK 32
+#endif
 shared float ws[TK][TM + 1];
 shared float xs[TK][TN + 1];
 
@@ -53,6 +130,7 @@ void main() {
   uint count = p.n_tok;
   uint w0 = 0u;
 #endif
+  uint n_chunks = (p.n_in + 31u) / 32u;
   uint tr = tid % 16u;
   uint tt = tid / 16u;
   // Tiles of rows y, y + gy, ...: the host sizes gy for the usual most rows of one expert (each
@@ -60,22 +138,28 @@ void main() {
   // is the same for the whole workgroup, so the barriers inside stay uniform.
   for (uint t0 = gl_WorkGroupID.y * TN; t0 < count; t0 += gl_NumWorkGroups.y * TN) {
     float acc00 = 0.0, acc01 = 0.0, acc10 = 0.0, acc11 = 0.0;
-    for (uint k0 = 0; k0 < X_COLS; k0 += TK) {
-      for (uint l = tid; l < TM * TK; l += BLOCK) {
-        uint m = l / TK, k = l % TK;
-        uint r = r0 + m, kk = k0 + k;
-        ws[k][m] = (r < p.n_out && kk < X_COLS) ? dequant(w0 + r * p.row_bytes, kk) : 0.0;
-        uint t = t0 + m;
-#if MUL_MAT_ID
-        uint xt = 0u;
-        if (t < count) xt = p.shared_x != 0u ? groups[list + t] / p.k : groups[list + t];
-#else
-        uint xt = t;
+    for (uint c = 0u; c < n_chunks; ++c) {
+      if (tid < TM) {
+        uint row = w0 + min(r0 + tid, p.n_out - 1u) * p.row_bytes;  // past the end: never written
+        float w[32];
+        dequant_chunk(row, c, p.n_in, w);
+        for (uint k = 0u; k < 32u; ++k) ws[k][tid] = w[k];
+#ifdef CHUNK_MIN
+        ws[32][tid] = chunk_min(row, c);
 #endif
-        xs[k][m] = (t < count && kk < X_COLS) ? x[xt * X_COLS + kk] : 0.0;
+      }
+      for (uint l = tid; l < TN * TK; l += BLOCK) {
+        uint m = l / TK, k = l % TK;
+        uint t = t0 + m;
+#ifdef CHUNK_MIN
+        uint col = k < 32u ? 32u * c + k : p.n_in + c;
+#else
+        uint col = 32u * c + k;
+#endif
+        xs[k][m] = (t < count && col < X_COLS) ? x[X_ROW(t) * X_COLS + col] : 0.0;
       }
       barrier();
-      for (uint k = 0; k < TK; ++k) {
+      for (uint k = 0u; k < TK; ++k) {
         float a0 = ws[k][tr], a1 = ws[k][tr + 16u];
         float b0 = xs[k][tt], b1 = xs[k][tt + 16u];
         acc00 += a0 * b0;
@@ -86,16 +170,17 @@ void main() {
       barrier();
     }
     float acc[4] = float[4](acc00, acc01, acc10, acc11);
-    for (uint i = 0; i < 2u; ++i) {
-      for (uint j = 0; j < 2u; ++j) {
+    for (uint i = 0u; i < 2u; ++i) {
+      for (uint j = 0u; j < 2u; ++j) {
         uint r = r0 + tr + 16u * i, t = t0 + tt + 16u * j;
 #if MUL_MAT_ID
-        if (r < p.n_out && t < count) dst[groups[list + t] * p.n_out + r] = acc[i * 2u + j];
+        if (r < p.n_out && t < count) dst[DST_ROW(t) * p.n_out + r] = acc[i * 2u + j];
 #else
         if (r < p.n_out && t < count)
-          dst[t * p.n_out + r] = acc[i * 2u + j] + (p.has_bias != 0 ? bias[r] : 0.0);
+          dst[t * p.n_out + r] = acc[i * 2u + j] + (p.has_bias != 0u ? bias[r] : 0.0);
 #endif
       }
     }
   }
 }
+#endif
