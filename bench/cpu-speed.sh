@@ -76,7 +76,7 @@ done
 # Every figure goes to one list, a line each: "section type test engine round value".
 runs=$(mktemp)
 trap 'rm -f "$runs"' EXIT
-note() { echo "$1 $2 $3 $4 $5 $6" >>"$runs"; }
+note() { printf '%s %s %s %s %s %.2f\n' "$1" "$2" "$3" "$4" "$5" "$6" >>"$runs"; }
 
 single() {  # type round
   local f j
