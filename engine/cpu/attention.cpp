@@ -43,9 +43,9 @@ struct group_args {
 
 constexpr int k_lanes = 16;
 
-// Σ a[i]·b[i] in 16 lanes, summed pairwise at the end: the same order on every CPU, and a loop
-// the compiler turns into whole-register multiply-adds (a single running sum would not be
-// reordered without -ffast-math).
+// Σ a[i]·b[i] in 16 independent lanes, summed pairwise at the end: the same order on every CPU.
+// (Written so the compiler may use vector multiply-adds; the AVX-512 path below does not rely
+// on that and has its own kernel.)
 [[gnu::always_inline]] inline float dot_lanes(const float* a, const float* b, int32_t n) {
   float acc[k_lanes] = {};
   int32_t i = 0;
@@ -58,22 +58,24 @@ constexpr int k_lanes = 16;
   return acc[0] + tail;
 }
 
-// exp(x) for the softmax's x <= 0 (x = -inf gives 0), branch-free so it vectorises: x = n·ln 2 + r
-// with |r| <= ln 2 / 2 (ln 2 in two parts, Cody and Waite), Cephes' degree-6 polynomial for
-// e^r (within 2 ulp of exp), and 2^n put into the exponent bits. Results below 2^-126 become 0,
-// as F32 softmax weights that small vanish beside the largest (which is 1) anyway.
+// exp(x) for the softmax's x <= 0 (x = -inf gives 0): x = n·ln 2 + r with |r| <= ln 2 / 2 (ln 2
+// in two parts, Cody and Waite), Cephes' degree-6 polynomial for e^r, and 2^n put into the
+// exponent bits. Results below 2^-126 become 0, as F32 softmax weights that small vanish beside
+// the largest (which is 1) anyway. The constants, for this and its 16-lane twin exp_neg16:
+constexpr float k_log2e = 1.44269504088896341f;
+constexpr float k_ln2_hi = 0.693359375f, k_ln2_lo = -2.12194440e-4f;
+constexpr float k_exp_poly[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
+                                 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
+constexpr float k_exp_min = -87.0f;
+
 [[gnu::always_inline]] inline float exp_neg(float x) {
-  const bool tiny = x < -87.0f;
-  x = tiny ? -87.0f : x;
-  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest
-  float r = x - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  float y = 1.9875691500e-4f;
-  y = y * r + 1.3981999507e-3f;
-  y = y * r + 8.3334519073e-3f;
-  y = y * r + 4.1665795894e-2f;
-  y = y * r + 1.6666665459e-1f;
-  y = y * r + 5.0000001201e-1f;
+  const bool tiny = x < k_exp_min;
+  x = tiny ? k_exp_min : x;
+  const float n = (x * k_log2e + 12582912.0f) - 12582912.0f;  // round to nearest
+  float r = x - n * k_ln2_hi;
+  r = r - n * k_ln2_lo;
+  float y = k_exp_poly[0];
+  for (int i = 1; i < 6; ++i) y = y * r + k_exp_poly[i];
   y = y * r * r + r + 1.0f;
   const int32_t bits = (int32_t(n) + 127) << 23;
   float scale;
@@ -141,20 +143,16 @@ constexpr int k_lanes = 16;
 // attend_group compiled for each CPU the backend has kernels for (the same source: only the
 // vector width differs; HEARTH_CPU_PORTABLE / HEARTH_CPU_NO_AVX512 choose as for the products).
 #if defined(__x86_64__)
-// exp_neg on 16 lanes, the same steps.
+// exp_neg on 16 lanes, the same steps and constants.
 HEARTH_AVX512 inline __m512 exp_neg16(__m512 x) {
-  const __mmask16 tiny = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_LT_OQ);
-  x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+  const __mmask16 tiny = _mm512_cmp_ps_mask(x, _mm512_set1_ps(k_exp_min), _CMP_LT_OQ);
+  x = _mm512_max_ps(x, _mm512_set1_ps(k_exp_min));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(k_log2e)),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 y = _mm512_set1_ps(1.9875691500e-4f);
-  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.3981999507e-3f));
-  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(8.3334519073e-3f));
-  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(4.1665795894e-2f));
-  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.6666665459e-1f));
-  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(5.0000001201e-1f));
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(k_ln2_hi), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(k_ln2_lo), r);
+  __m512 y = _mm512_set1_ps(k_exp_poly[0]);
+  for (int i = 1; i < 6; ++i) y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(k_exp_poly[i]));
   y = _mm512_fmadd_ps(_mm512_mul_ps(y, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
   const __m512i bits =
       _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
