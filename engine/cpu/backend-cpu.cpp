@@ -44,11 +44,13 @@ class cpu_backend final : public backend {
   }
 
   void free(tensor& t) override {
+    packed_.forget(t.data);
     std::free(t.data);
     t.data = nullptr;
   }
 
   void upload(const tensor& dst, const void* src, size_t bytes) override {
+    packed_.forget(dst.data);  // new weights, if these were: repacked at their next product
     std::memcpy(dst.data, src, bytes);
   }
   void download(const tensor& src, void* dst, size_t bytes) override {
@@ -59,7 +61,7 @@ class cpu_backend final : public backend {
     cpu::op_get_rows(pool_, table, ids, out);
   }
   void mul_mat(const tensor& w, const tensor& x, const tensor* bias, const tensor& out) override {
-    cpu::op_mul_mat(pool_, scratch_, w, x, bias, out);
+    cpu::op_mul_mat(pool_, scratch_, packed_, w, x, bias, out);
   }
   void rms_norm(const tensor& x, const tensor& weight, float eps, const tensor& out) override {
     cpu::op_rms_norm(pool_, x, weight, eps, out);
@@ -107,6 +109,7 @@ class cpu_backend final : public backend {
  private:
   thread_pool pool_;
   cpu::scratch scratch_;
+  cpu::packed_weights packed_;  // after pool_: destroyed first
 };
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/backend.h"
+#include "engine/cpu/packed-weights.h"
 #include "engine/thread-pool.h"
 
 namespace hearth::cpu {
@@ -30,8 +31,8 @@ struct scratch {
 };
 
 void op_get_rows(thread_pool& pool, const tensor& table, const tensor& ids, const tensor& out);
-void op_mul_mat(thread_pool& pool, scratch& s, const tensor& w, const tensor& x, const tensor* bias,
-                const tensor& out);
+void op_mul_mat(thread_pool& pool, scratch& s, packed_weights& packed, const tensor& w,
+                const tensor& x, const tensor* bias, const tensor& out);
 void op_rms_norm(thread_pool& pool, const tensor& x, const tensor& weight, float eps,
                  const tensor& out);
 void op_rope(thread_pool& pool, const tensor& x, int32_t n_head, int32_t head_dim,

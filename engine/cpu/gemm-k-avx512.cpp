@@ -14,20 +14,11 @@
 #include "engine/cpu/vec-dot-kernels.h"
 
 namespace hearth::cpu {
-namespace {
-
-constexpr int k_rows = 1;
-constexpr int k_cols = 8;
-
-int64_t x_row_bytes(int64_t n) {
-  return n / k_qk_k * int64_t(sizeof(block_q8_k));
-}
 
 // quantize_row_q8_K_ref (engine/cpu/vec-dot-k.cpp) on 16 lanes, bit for bit: the first value of
 // largest magnitude becomes -127, the rest round half to even (as nearest_int), bsums are the
-// sums of each 16 quantized values; then the bytes are stored unsigned.
-HEARTH_AVX512 void x_from_float(const float* x, void* yv, int64_t n) {
-  auto* y = static_cast<block_q8_k*>(yv);
+// sums of each 16 quantized values.
+HEARTH_AVX512 void quantize_q8_k_avx512(const float* x, block_q8_k* y, int64_t n) {
   for (int64_t b = 0; b < n / k_qk_k; ++b, x += k_qk_k) {
     __m512 vmax = _mm512_setzero_ps();
     for (int i = 0; i < k_qk_k; i += 16)
@@ -35,7 +26,6 @@ HEARTH_AVX512 void x_from_float(const float* x, void* yv, int64_t n) {
     const float amax = _mm512_reduce_max_ps(vmax);
     if (amax == 0) {
       std::memset(&y[b], 0, sizeof(block_q8_k));
-      std::memset(y[b].qs, 0x80, k_qk_k);
       continue;
     }
     float max = 0;
@@ -55,11 +45,31 @@ HEARTH_AVX512 void x_from_float(const float* x, void* yv, int64_t n) {
           _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
       q = _mm512_min_epi32(q, _mm512_set1_epi32(127));
       y[b].bsums[g] = int16_t(_mm512_reduce_add_epi32(q));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(y[b].qs + 16 * g),
-                       _mm_xor_si128(_mm512_cvtepi32_epi8(q), _mm_set1_epi8(char(0x80))));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(y[b].qs + 16 * g), _mm512_cvtepi32_epi8(q));
     }
     y[b].d = 1 / iscale;
   }
+}
+
+namespace {
+
+constexpr int k_rows = 1;
+constexpr int k_cols = 8;
+
+int64_t x_row_bytes(int64_t n) {
+  return n / k_qk_k * int64_t(sizeof(block_q8_k));
+}
+
+// The activations in Q8_K (quantize_q8_k_avx512), their bytes then stored unsigned (x + 128).
+HEARTH_AVX512 void x_from_float(const float* x, void* yv, int64_t n) {
+  auto* y = static_cast<block_q8_k*>(yv);
+  quantize_q8_k_avx512(x, y, n);
+  const __m512i k128 = _mm512_set1_epi8(char(0x80));
+  for (int64_t b = 0; b < n / k_qk_k; ++b)
+    for (int q = 0; q < 4; ++q) {
+      int8_t* p = y[b].qs + 64 * q;
+      _mm512_storeu_si512(p, _mm512_xor_si512(_mm512_loadu_si512(p), k128));
+    }
 }
 
 // One super-block of one weight row, unpacked: 4 × 64 signed values in activation order, the

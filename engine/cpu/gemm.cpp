@@ -17,3 +17,16 @@ const gemm_kernel* gemm_kernel_for([[maybe_unused]] tensor_type t) {
 }
 
 }  // namespace hearth::cpu
+
+namespace hearth::cpu {
+
+const packed_format* packed_format_for([[maybe_unused]] tensor_type t) {
+#if defined(__x86_64__)
+  if (!cpu_has_avx512_vnni()) return nullptr;
+  return packed_format_k_avx512(t);
+#else
+  return nullptr;
+#endif
+}
+
+}  // namespace hearth::cpu

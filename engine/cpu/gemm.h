@@ -32,6 +32,26 @@ struct gemm_kernel {
                float* y, int64_t ldy, int nr, int nc);
 };
 
+// A weight layout of the kernel's own, built once from the stored rows (engine/cpu/
+// packed-weights.h): rows in groups of `group_rows`, interleaved so that one vector instruction
+// takes a few values from every row of a group, with the scales pre-expanded. Its kernel's tile
+// takes w at the start of a group and computes all of it (nr says how many rows are written),
+// for decoding (nc = 1) as well as prompts.
+struct packed_format {
+  int group_rows;
+  // Bytes of one group of rows of n values.
+  int64_t (*group_bytes)(int64_t n);
+  // Packs nr <= group_rows stored rows (at w + r * w_stride) into one group; rows past nr are
+  // zero and compute to zero.
+  void (*pack)(const uint8_t* w, int64_t w_stride, int64_t n, int nr, uint8_t* group);
+  gemm_kernel kernel;  // max_rows == group_rows; w_stride unused
+};
+
+// The packed layout for weights of type t on this CPU, or nullptr (HEARTH_CPU_PORTABLE=1 and
+// HEARTH_CPU_NO_AVX512=1 turn it off with the kernels it needs).
+const packed_format* packed_format_for(tensor_type t);
+const packed_format* packed_format_k_avx512(tensor_type t);
+
 // The tile kernel for weights of type t on this CPU, or nullptr (then vec_dot is used).
 // HEARTH_CPU_PORTABLE=1 turns them off, as it does the AVX2 paths.
 const gemm_kernel* gemm_kernel_for(tensor_type t);

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -46,48 +47,66 @@ struct reference {
 
 class gemm : public ::testing::TestWithParam<tensor_type> {};
 
+// `rows` random weight rows and `cols` activation rows of n values, quantized the reference way;
+// the activations in F32 in *xf.
+reference random_reference(std::mt19937& rng, tensor_type t, int64_t n, int rows, int cols,
+                           std::vector<float>* xf) {
+  const type_kernels* k = kernels_for(t);
+  reference ref{t, n, {}, {}};
+  const auto wf = random_values(rng, n * rows);
+  *xf = random_values(rng, n * cols);
+  ref.w.resize(size_t(tensor_type_row_bytes(t, n) * rows));
+  quantize_rows(t, wf.data(), ref.w.data(), rows, n);
+  const int64_t xb = tensor_type_row_bytes(k->vec_dot_type, n);
+  ref.x.resize(size_t(xb * cols));
+  for (int c = 0; c < cols; ++c)
+    kernels_for(k->vec_dot_type)->from_float(xf->data() + c * n, ref.x.data() + c * xb, n);
+  return ref;
+}
+
+// Runs one tile (run(y, ldy)) into a sentinel-filled output one row wider than `rows`, and checks
+// its nr x nc outputs against the reference dots and that it wrote nothing else.
+template <typename Run>
+void expect_tile(const reference& ref, int rows, int cols, int nr, int nc, Run run) {
+  const float sentinel = 12345.0f;
+  const int ldy = rows + 1;
+  std::vector<float> y(size_t(cols * ldy), sentinel);
+  run(y.data(), ldy);
+  for (int c = 0; c < cols; ++c) {
+    for (int r = 0; r < ldy; ++r) {
+      const float got = y[size_t(c * ldy + r)];
+      if (r >= nr || c >= nc) {
+        EXPECT_EQ(got, sentinel) << "wrote outside the tile at r=" << r << " c=" << c;
+        continue;
+      }
+      double mag = 0;
+      const double want = ref.dot(r, c, &mag);
+      EXPECT_NEAR(got, want, 1e-5 * mag + 1e-6)
+          << tensor_type_name(ref.t) << " n=" << ref.n << " tile " << nr << "x" << nc << " r=" << r
+          << " c=" << c;
+    }
+  }
+}
+
 TEST_P(gemm, tiles_of_every_size_match_the_dot_products) {
   const tensor_type t = GetParam();
   const gemm_kernel* g = gemm_kernel_for(t);
   if (!g) GTEST_SKIP() << "no tile kernel for " << tensor_type_name(t) << " on this CPU";
-  const type_kernels* k = kernels_for(t);
   const int64_t block = tensor_type_layout_of(uint32_t(t))->block_elems;
   std::mt19937 rng(11);
   for (int64_t n : {17, 32, 96, 256, 512, 768, 2048}) {
     if (n % block != 0) continue;
     const int rows = g->max_rows, cols = g->max_cols;
-    reference ref{t, n, {}, {}};
-    const auto wf = random_values(rng, n * rows), xf = random_values(rng, n * cols);
-    ref.w.resize(size_t(tensor_type_row_bytes(t, n) * rows));
-    quantize_rows(t, wf.data(), ref.w.data(), rows, n);
-    const int64_t xb = tensor_type_row_bytes(k->vec_dot_type, n);
-    ref.x.resize(size_t(xb * cols));
-    for (int c = 0; c < cols; ++c)
-      kernels_for(k->vec_dot_type)->from_float(xf.data() + c * n, ref.x.data() + c * xb, n);
-
+    std::vector<float> xf;
+    const reference ref = random_reference(rng, t, n, rows, cols, &xf);
     const int64_t gx = g->x_row_bytes(n);
     std::vector<uint8_t> xg(size_t(gx * cols));
     for (int c = 0; c < cols; ++c) g->x_from_float(xf.data() + c * n, xg.data() + c * gx, n);
     for (int nr = 1; nr <= rows; ++nr) {
       for (int nc = 1; nc <= cols; ++nc) {
-        const float sentinel = 12345.0f;
-        std::vector<float> y(size_t(cols * (rows + 1)), sentinel);
-        g->tile(n, ref.w.data(), tensor_type_row_bytes(t, n), xg.data(), gx, y.data(), rows + 1, nr,
-                nc);
-        for (int c = 0; c < cols; ++c) {
-          for (int r = 0; r <= rows; ++r) {
-            const float got = y[size_t(c * (rows + 1) + r)];
-            if (r >= nr || c >= nc) {
-              EXPECT_EQ(got, sentinel) << "wrote outside the tile at r=" << r << " c=" << c;
-              continue;
-            }
-            double mag = 0;
-            const double want = ref.dot(r, c, &mag);
-            EXPECT_NEAR(got, want, 1e-5 * mag + 1e-6)
-                << tensor_type_name(t) << " n=" << n << " tile " << nr << "x" << nc << " r=" << r
-                << " c=" << c;
-          }
-        }
+        expect_tile(ref, rows, cols, nr, nc, [&](float* y, int ldy) {
+          g->tile(n, ref.w.data(), tensor_type_row_bytes(t, n), xg.data(), gx, y, ldy, nr, nc);
+        });
       }
     }
   }
@@ -97,35 +116,118 @@ TEST_P(gemm, the_tiled_product_matches_per_output_dots_on_ragged_shapes) {
   const tensor_type t = GetParam();
   if (!gemm_kernel_for(t)) GTEST_SKIP() << "no tile kernel for " << tensor_type_name(t);
   const type_kernels* k = kernels_for(t);
-  const int64_t n_in = 512, n_out = 37, n_tok = 11;
-  std::mt19937 rng(5);
-  const auto wf = random_values(rng, n_in * n_out), xf = random_values(rng, n_in * n_tok),
-             bf = random_values(rng, n_out);
-  auto be = make_cpu_backend(2);
-  tensor w = be->alloc(t, n_in, n_out, "w"), x = be->alloc(tensor_type::f32, n_in, n_tok, "x");
-  tensor b = be->alloc(tensor_type::f32, n_out, 1, "b"),
-         y = be->alloc(tensor_type::f32, n_out, n_tok, "y");
-  quantize_rows(t, wf.data(), w.data, n_out, n_in);
-  be->upload(x, xf.data(), xf.size() * 4);
-  be->upload(b, bf.data(), bf.size() * 4);
-  be->mul_mat(w, x, &b, y);
-  const float* yd = static_cast<const float*>(y.data);
+  const int64_t n_in = 512, n_out = 37;
+  for (const int64_t n_tok : {1, 11}) {
+    std::mt19937 rng(5);
+    const auto wf = random_values(rng, n_in * n_out), xf = random_values(rng, n_in * n_tok),
+               bf = random_values(rng, n_out);
+    auto be = make_cpu_backend(2);
+    tensor w = be->alloc(t, n_in, n_out, "w"), x = be->alloc(tensor_type::f32, n_in, n_tok, "x");
+    tensor b = be->alloc(tensor_type::f32, n_out, 1, "b"),
+           y = be->alloc(tensor_type::f32, n_out, n_tok, "y");
+    quantize_rows(t, wf.data(), w.data, n_out, n_in);
+    be->upload(x, xf.data(), xf.size() * 4);
+    be->upload(b, bf.data(), bf.size() * 4);
+    be->mul_mat(w, x, &b, y);
+    const float* yd = static_cast<const float*>(y.data);
 
-  reference ref{t, n_in, {}, {}};
-  ref.w.assign(static_cast<const uint8_t*>(w.data),
-               static_cast<const uint8_t*>(w.data) + w.n_bytes());
-  const int64_t xb = tensor_type_row_bytes(k->vec_dot_type, n_in);
-  ref.x.resize(size_t(xb * n_tok));
-  for (int64_t c = 0; c < n_tok; ++c)
-    kernels_for(k->vec_dot_type)->from_float(xf.data() + c * n_in, ref.x.data() + c * xb, n_in);
-  for (int64_t c = 0; c < n_tok; ++c) {
-    for (int64_t r = 0; r < n_out; ++r) {
-      double mag = 0;
-      const double want = ref.dot(r, c, &mag) + bf[size_t(r)];
-      EXPECT_NEAR(yd[c * n_out + r], want, 1e-5 * mag + 1e-5) << "r=" << r << " c=" << c;
+    reference ref{t, n_in, {}, {}};
+    ref.w.assign(static_cast<const uint8_t*>(w.data),
+                 static_cast<const uint8_t*>(w.data) + w.n_bytes());
+    const int64_t xb = tensor_type_row_bytes(k->vec_dot_type, n_in);
+    ref.x.resize(size_t(xb * n_tok));
+    for (int64_t c = 0; c < n_tok; ++c)
+      kernels_for(k->vec_dot_type)->from_float(xf.data() + c * n_in, ref.x.data() + c * xb, n_in);
+    for (int64_t c = 0; c < n_tok; ++c) {
+      for (int64_t r = 0; r < n_out; ++r) {
+        double mag = 0;
+        const double want = ref.dot(r, c, &mag) + bf[size_t(r)];
+        EXPECT_NEAR(yd[c * n_out + r], want, 1e-5 * mag + 1e-5) << "r=" << r << " c=" << c;
+      }
+    }
+    for (auto* tt : {&w, &x, &b, &y}) be->free(*tt);
+  }
+}
+
+// The packed layouts (packed_format): every group fill (1 .. group_rows stored rows, the rest
+// zero) against every tile width, row lengths of one and several super-blocks.
+TEST_P(gemm, packed_groups_of_every_fill_match_the_dot_products) {
+  const tensor_type t = GetParam();
+  const packed_format* f = packed_format_for(t);
+  if (!f) GTEST_SKIP() << "no packed layout for " << tensor_type_name(t) << " on this CPU";
+  const gemm_kernel& g = f->kernel;
+  std::mt19937 rng(13);
+  for (int64_t n : {256, 512, 2048}) {
+    const int rows = f->group_rows, cols = g.max_cols;
+    std::vector<float> xf;
+    const reference ref = random_reference(rng, t, n, rows, cols, &xf);
+    const int64_t gx = g.x_row_bytes(n);
+    std::vector<uint8_t> xg(size_t(gx * cols));
+    for (int c = 0; c < cols; ++c) g.x_from_float(xf.data() + c * n, xg.data() + c * gx, n);
+    std::vector<uint8_t> group(size_t(f->group_bytes(n)), 0xAB);
+    for (int nr = 1; nr <= rows; ++nr) {
+      f->pack(ref.w.data(), tensor_type_row_bytes(t, n), n, nr, group.data());
+      for (int nc = 1; nc <= cols; ++nc) {
+        expect_tile(ref, rows, cols, nr, nc, [&](float* y, int ldy) {
+          g.tile(n, group.data(), 0, xg.data(), gx, y, ldy, nr, nc);
+        });
+      }
     }
   }
-  for (auto* tt : {&w, &x, &b, &y}) be->free(*tt);
+}
+
+// The backend packs a weight at its first product and keeps it: new bytes uploaded into the
+// tensor, or a freed tensor's memory reused for another, must not be served the old packing.
+TEST_P(gemm, a_weight_rewritten_after_a_product_is_repacked) {
+  const tensor_type t = GetParam();
+  if (!packed_format_for(t)) GTEST_SKIP() << "no packed layout for " << tensor_type_name(t);
+  const int64_t n_in = 512, n_out = 32;
+  std::mt19937 rng(17);
+  auto be = make_cpu_backend(2);
+  tensor x = be->alloc(tensor_type::f32, n_in, 1, "x"),
+         y = be->alloc(tensor_type::f32, n_out, 1, "y");
+  const auto xf = random_values(rng, n_in);
+  be->upload(x, xf.data(), xf.size() * 4);
+  auto product = [&](const tensor& w) {
+    be->mul_mat(w, x, nullptr, y);
+    const float* yd = static_cast<const float*>(y.data);
+    return std::vector<float>(yd, yd + n_out);
+  };
+  auto expected = [&](const std::vector<uint8_t>& wq) {
+    reference ref{t, n_in, wq, {}};
+    const type_kernels* k = kernels_for(t);
+    ref.x.resize(size_t(tensor_type_row_bytes(k->vec_dot_type, n_in)));
+    kernels_for(k->vec_dot_type)->from_float(xf.data(), ref.x.data(), n_in);
+    std::vector<double> out;
+    for (int64_t r = 0; r < n_out; ++r) {
+      double mag = 0;
+      out.push_back(ref.dot(r, 0, &mag));
+    }
+    return out;
+  };
+  auto quantized = [&](uint32_t seed) {
+    std::mt19937 r(seed);
+    const auto wf = random_values(r, n_in * n_out);
+    std::vector<uint8_t> wq(size_t(tensor_type_row_bytes(t, n_in) * n_out));
+    quantize_rows(t, wf.data(), wq.data(), n_out, n_in);
+    return wq;
+  };
+  const auto a = quantized(1), b = quantized(2);
+  tensor w = be->alloc(t, n_in, n_out, "w");
+  be->upload(w, a.data(), a.size());
+  product(w);
+  be->upload(w, b.data(), b.size());
+  auto got = product(w);
+  auto want = expected(b);
+  for (int64_t r = 0; r < n_out; ++r) EXPECT_NEAR(got[size_t(r)], want[size_t(r)], 1e-3) << r;
+
+  be->free(w);
+  tensor w2 = be->alloc(t, n_in, n_out, "w2");  // likely the same memory
+  std::memcpy(w2.data, a.data(), a.size());
+  got = product(w2);
+  want = expected(a);
+  for (int64_t r = 0; r < n_out; ++r) EXPECT_NEAR(got[size_t(r)], want[size_t(r)], 1e-3) << r;
+  for (auto* tt : {&w2, &x, &y}) be->free(*tt);
 }
 
 // The activation formats hold exactly the reference quantizers' values (the integer products are

@@ -4,6 +4,7 @@
 
 #include "engine/cpu/backend-cpu.h"
 #include "engine/cpu/gemm.h"
+#include "engine/cpu/packed-weights.h"
 #include "engine/cpu/vec-dot.h"
 
 namespace hearth::cpu {
@@ -58,16 +59,22 @@ const uint8_t* convert_rows(thread_pool& pool, scratch& s, const tensor& x, int6
 // from L3 for every tile of rows; the weights are read once per block.
 constexpr int64_t k_x_block_bytes = 256 << 10;
 
-void mul_mat_tiled(thread_pool& pool, scratch& s, const gemm_kernel& g, const tensor& w,
-                   const tensor& x, const tensor* bias, const tensor& out) {
+// The weights: tile i (rows i * max_rows ..) starts at wbase + i * tile_bytes, its rows w_stride
+// apart (stored rows), or it is one packed group (packed_format).
+struct tiled_weights {
+  const uint8_t* wbase;
+  int64_t tile_bytes;
+  int64_t w_stride;
+};
+
+void mul_mat_tiled(thread_pool& pool, scratch& s, const gemm_kernel& g, const tiled_weights& tw,
+                   const tensor& w, const tensor& x, const tensor* bias, const tensor& out) {
   const int64_t n_in = w.ne[0];
   const int64_t n_out = w.ne[1];
   const int64_t n_tok = x.ne[1];
   const int64_t x_row_bytes = g.x_row_bytes(n_in);
   const uint8_t* xbase = convert_rows(pool, s, x, x_row_bytes, g.x_from_float);
 
-  const int64_t w_row_bytes = w.row_bytes();
-  const auto* wbase = static_cast<const uint8_t*>(w.data);
   float* y = static_cast<float*>(out.data);
   const int64_t n_tiles = (n_out + g.max_rows - 1) / g.max_rows;
   const int64_t block =
@@ -77,12 +84,12 @@ void mul_mat_tiled(thread_pool& pool, scratch& s, const gemm_kernel& g, const te
       n_blocks * n_tiles, chunk_of(n_tiles, pool.n_threads()),
       [&](int64_t begin, int64_t end) {
         for (int64_t item = begin; item < end; ++item) {
-          const int64_t r0 = item % n_tiles * g.max_rows;
+          const int64_t tile = item % n_tiles, r0 = tile * g.max_rows;
           const int64_t t_end = std::min(n_tok, (item / n_tiles + 1) * block);
           const int nr = int(std::min<int64_t>(g.max_rows, n_out - r0));
           for (int64_t t0 = item / n_tiles * block; t0 < t_end; t0 += g.max_cols) {
             const int nc = int(std::min<int64_t>(g.max_cols, t_end - t0));
-            g.tile(n_in, wbase + r0 * w_row_bytes, w_row_bytes, xbase + t0 * x_row_bytes,
+            g.tile(n_in, tw.wbase + tile * tw.tile_bytes, tw.w_stride, xbase + t0 * x_row_bytes,
                    x_row_bytes, y + t0 * n_out + r0, n_out, nr, nc);
           }
         }
@@ -97,14 +104,22 @@ void mul_mat_tiled(thread_pool& pool, scratch& s, const gemm_kernel& g, const te
 
 }  // namespace
 
-void op_mul_mat(thread_pool& pool, scratch& s, const tensor& w, const tensor& x, const tensor* bias,
-                const tensor& out) {
+void op_mul_mat(thread_pool& pool, scratch& s, packed_weights& packed, const tensor& w,
+                const tensor& x, const tensor* bias, const tensor& out) {
+  assert(x.ne[0] == w.ne[0] && out.ne[0] == w.ne[1] && out.ne[1] == x.ne[1]);
+  // A packed layout serves every token count: its tiles do no per-row unpacking.
+  if (const packed_view p = packed.get(pool, w); p.format) {
+    mul_mat_tiled(pool, s, p.format->kernel, {p.data, p.group_bytes, 0}, w, x, bias, out);
+    return;
+  }
   // One token (decoding) streams each weight row once: the AVX2 dot products do that at memory
   // speed with less work per row than a tile's unpacking, which pays off from two tokens on.
   const gemm_kernel* g = x.ne[1] > 1 ? gemm_kernel_for(w.type) : nullptr;
   if (g) {
-    assert(x.ne[0] == w.ne[0] && out.ne[0] == w.ne[1] && out.ne[1] == x.ne[1]);
-    mul_mat_tiled(pool, s, *g, w, x, bias, out);
+    const int64_t row_bytes = w.row_bytes();
+    mul_mat_tiled(pool, s, *g,
+                  {static_cast<const uint8_t*>(w.data), g->max_rows * row_bytes, row_bytes}, w, x,
+                  bias, out);
     return;
   }
   const type_kernels* k = kernels_for(w.type);

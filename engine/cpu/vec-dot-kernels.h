@@ -60,6 +60,8 @@ float dot_f16_avx512(int64_t n, const void* w, const void* x);
 float dot_q4_k_q8_k_avx512(int64_t n, const void* w, const void* x);
 float dot_q5_k_q8_k_avx512(int64_t n, const void* w, const void* x);
 float dot_q6_k_q8_k_avx512(int64_t n, const void* w, const void* x);
+// quantize_row_q8_K_ref bit for bit, on 16 lanes (the K-quant tile kernels' activations).
+void quantize_q8_k_avx512(const float* x, block_q8_k* y, int64_t n);
 #elif defined(__aarch64__)
 // Puts in the NEON kernels (ASIMD, every arm64 CPU) unless HEARTH_CPU_PORTABLE=1, their 8-bit
 // dot products with SDOT where cpu_has_neon_dotprod() (vec-dot-neon.cpp).

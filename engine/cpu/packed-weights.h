@@ -1,0 +1,48 @@
+// Weights in a kernel's own layout (packed_format, engine/cpu/gemm.h), made from the stored rows
+// the first time a matrix product uses them and kept until the backend frees the tensor or ends.
+// Made on first use, not at load, because only the backend's products know a tensor is a matrix
+// of products: an embedding table that only get_rows reads is never packed, and a table tied to
+// the output projection is packed once, for the product. Packing is a pass over the weights with
+// every thread, done during the first forward pass (a few hundred milliseconds per GB).
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <unordered_map>
+
+#include "engine/backend.h"
+#include "engine/cpu/gemm.h"
+#include "engine/thread-pool.h"
+
+namespace hearth::cpu {
+
+// A packed weight: group g of `format->group_rows` rows starts at data + g * group_bytes.
+struct packed_view {
+  const packed_format* format = nullptr;
+  const uint8_t* data = nullptr;
+  int64_t group_bytes = 0;
+};
+
+class packed_weights {
+ public:
+  // w's packed copy, made now if there is none yet; format null when w's type has no packed
+  // layout on this CPU or w is not one matrix (experts: ne[2] > 1).
+  packed_view get(thread_pool& pool, const tensor& w);
+  // Drops the packed copy of the tensor at `data` (its memory is being freed or reused).
+  void forget(const void* data) { packed_.erase(data); }
+
+ private:
+  struct free_deleter {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  struct entry {
+    tensor_type type;
+    int64_t ne0, ne1;
+    packed_view view;
+    std::unique_ptr<uint8_t, free_deleter> bytes;
+  };
+  std::unordered_map<const void*, entry> packed_;
+};
+
+}  // namespace hearth::cpu
