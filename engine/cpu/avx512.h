@@ -23,4 +23,11 @@ HEARTH_AVX512 inline float hsum512(__m512 v) {
   return _mm_cvtss_f32(s);
 }
 
+// The 4 bytes at p in every 32-bit lane (a load with broadcast: vpbroadcastd from memory).
+HEARTH_AVX512 inline __m512i broadcast_i32(const void* p) {
+  int32_t v;
+  __builtin_memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
 }  // namespace hearth::cpu

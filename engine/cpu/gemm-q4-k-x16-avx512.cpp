@@ -10,9 +10,7 @@
 // activations' sub-block sums, two sub-blocks per vpdpwssd. All of it is integer arithmetic, exact
 // as the reference's; the float part (d · dx per super-block, the mins' dmin · dx) is the
 // reference's too. Decoding reads 148 bytes per row and super-block instead of 144.
-#include <array>
 #include <cstring>
-#include <utility>
 
 #include "engine/cpu/avx512.h"
 #include "engine/cpu/gemm.h"
@@ -85,99 +83,85 @@ HEARTH_AVX512 void x_from_float(const float* x, void* yv, int64_t n) {
   }
 }
 
-HEARTH_AVX512 inline __m512i broadcast_i32(const void* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
-}
-
 // C tokens against one group: y[c * ldy + r] for r < nr.
-template <int C>
-HEARTH_AVX512 void tile_c(int64_t n, const uint8_t* w, const uint8_t* x, int64_t x_stride, float* y,
-                          int64_t ldy, int nr) {
-  const auto* blk = reinterpret_cast<const q4_k_x16*>(w);
-  const __m512i low4 = _mm512_set1_epi8(0x0F);
-  __m512 acc[C];
+struct tiles {
+  template <int C>
+  HEARTH_AVX512 static void run(int64_t n, const uint8_t* w, const uint8_t* x, int64_t x_stride,
+                                float* y, int64_t ldy, int nr) {
+    const auto* blk = reinterpret_cast<const q4_k_x16*>(w);
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    __m512 acc[C];
 #pragma GCC unroll 8
-  for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < n / k_qk_k; ++b) {
-    const q4_k_x16& g = blk[b];
-    const x_block* xb[C];
+    for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < n / k_qk_k; ++b) {
+      const q4_k_x16& g = blk[b];
+      const x_block* xb[C];
 #pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) xb[c] = reinterpret_cast<const x_block*>(x + c * x_stride) + b;
-    __m512i isum[C];
+      for (int c = 0; c < C; ++c) xb[c] = reinterpret_cast<const x_block*>(x + c * x_stride) + b;
+      __m512i isum[C];
 #pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) isum[c] = _mm512_setzero_si512();
+      for (int c = 0; c < C; ++c) isum[c] = _mm512_setzero_si512();
 #pragma GCC unroll 4
-    for (int p = 0; p < 4; ++p) {
-      __m512i lo_sum[C], hi_sum[C];
+      for (int p = 0; p < 4; ++p) {
+        __m512i lo_sum[C], hi_sum[C];
 #pragma GCC unroll 8
-      for (int c = 0; c < C; ++c) lo_sum[c] = hi_sum[c] = _mm512_setzero_si512();
+        for (int c = 0; c < C; ++c) lo_sum[c] = hi_sum[c] = _mm512_setzero_si512();
 #pragma GCC unroll 8
-      for (int j = 0; j < 8; ++j) {
-        const __m512i v = _mm512_loadu_si512(g.qs[p][j]);
-        const __m512i lo = _mm512_and_si512(v, low4);
-        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+        for (int j = 0; j < 8; ++j) {
+          const __m512i v = _mm512_loadu_si512(g.qs[p][j]);
+          const __m512i lo = _mm512_and_si512(v, low4);
+          const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
 #pragma GCC unroll 8
-        for (int c = 0; c < C; ++c) {
-          lo_sum[c] = _mm512_dpbusd_epi32(lo_sum[c], lo, broadcast_i32(xb[c]->qs + 64 * p + 4 * j));
-          hi_sum[c] =
-              _mm512_dpbusd_epi32(hi_sum[c], hi, broadcast_i32(xb[c]->qs + 64 * p + 32 + 4 * j));
+          for (int c = 0; c < C; ++c) {
+            lo_sum[c] =
+                _mm512_dpbusd_epi32(lo_sum[c], lo, broadcast_i32(xb[c]->qs + 64 * p + 4 * j));
+            hi_sum[c] =
+                _mm512_dpbusd_epi32(hi_sum[c], hi, broadcast_i32(xb[c]->qs + 64 * p + 32 + 4 * j));
+          }
         }
+        const __m512i sc_lo = _mm512_cvtepu8_epi32(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(g.scales[2 * p])));
+        const __m512i sc_hi = _mm512_cvtepu8_epi32(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(g.scales[2 * p + 1])));
+#pragma GCC unroll 8
+        for (int c = 0; c < C; ++c)
+          isum[c] =
+              _mm512_add_epi32(isum[c], _mm512_add_epi32(_mm512_mullo_epi32(lo_sum[c], sc_lo),
+                                                         _mm512_mullo_epi32(hi_sum[c], sc_hi)));
       }
-      const __m512i sc_lo =
-          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g.scales[2 * p])));
-      const __m512i sc_hi = _mm512_cvtepu8_epi32(
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(g.scales[2 * p + 1])));
-#pragma GCC unroll 8
-      for (int c = 0; c < C; ++c)
-        isum[c] = _mm512_add_epi32(isum[c], _mm512_add_epi32(_mm512_mullo_epi32(lo_sum[c], sc_lo),
-                                                             _mm512_mullo_epi32(hi_sum[c], sc_hi)));
-    }
-    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.d)));
-    const __m512 dmin =
-        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.dmin)));
-    __m512i mins[4];
-#pragma GCC unroll 4
-    for (int q = 0; q < 4; ++q)
-      mins[q] =
-          _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.mins[q])));
-#pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) {
-      __m512i msum = _mm512_setzero_si512();
+      const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.d)));
+      const __m512 dmin =
+          _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.dmin)));
+      __m512i mins[4];
 #pragma GCC unroll 4
       for (int q = 0; q < 4; ++q)
-        msum = _mm512_dpwssd_epi32(msum, mins[q], broadcast_i32(xb[c]->bsum32 + 2 * q));
-      const __m512 dx = _mm512_set1_ps(xb[c]->d);
-      acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[c]), _mm512_mul_ps(d, dx), acc[c]);
-      acc[c] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(dmin, dx), acc[c]);
-    }
-  }
-  const __mmask16 rows = __mmask16((1u << nr) - 1);
+        mins[q] =
+            _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.mins[q])));
 #pragma GCC unroll 8
-  for (int c = 0; c < C; ++c) _mm512_mask_storeu_ps(y + c * ldy, rows, acc[c]);
-}
+      for (int c = 0; c < C; ++c) {
+        __m512i msum = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; ++q)
+          msum = _mm512_dpwssd_epi32(msum, mins[q], broadcast_i32(xb[c]->bsum32 + 2 * q));
+        const __m512 dx = _mm512_set1_ps(xb[c]->d);
+        acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[c]), _mm512_mul_ps(d, dx), acc[c]);
+        acc[c] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(dmin, dx), acc[c]);
+      }
+    }
+    const __mmask16 rows = __mmask16((1u << nr) - 1);
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) _mm512_mask_storeu_ps(y + c * ldy, rows, acc[c]);
+  }
+};
 
-using tile_fn = void (*)(int64_t, const uint8_t*, const uint8_t*, int64_t, float*, int64_t, int);
-
-template <int... Cs>
-constexpr std::array<tile_fn, sizeof...(Cs)> tiles_of(std::integer_sequence<int, Cs...>) {
-  return {&tile_c<Cs + 1>...};
-}
-
-HEARTH_AVX512 void tile(int64_t n, const uint8_t* w, int64_t, const uint8_t* x, int64_t x_stride,
-                        float* y, int64_t ldy, int nr, int nc) {
-  static constexpr auto by_cols = tiles_of(std::make_integer_sequence<int, k_cols>());
-  by_cols[size_t(nc - 1)](n, w, x, x_stride, y, ldy, nr);
-}
-
-const packed_format k_q4_k_x16{k_group, group_bytes, pack,
-                               gemm_kernel{k_group, k_cols, x_row_bytes, x_from_float, tile}};
+const packed_format k_q4_k_x16{
+    k_group, group_bytes, pack,
+    gemm_kernel{k_group, k_cols, x_row_bytes, x_from_float, packed_tile_dispatch<tiles, k_cols>}};
 
 }  // namespace
 
-const packed_format* packed_format_k_avx512(tensor_type t) {
-  return t == tensor_type::q4_k ? &k_q4_k_x16 : nullptr;
+const packed_format* packed_format_q4_k_avx512() {
+  return &k_q4_k_x16;
 }
 
 }  // namespace hearth::cpu

@@ -23,7 +23,14 @@ namespace hearth::cpu {
 const packed_format* packed_format_for([[maybe_unused]] tensor_type t) {
 #if defined(__x86_64__)
   if (!cpu_has_avx512_vnni()) return nullptr;
-  return packed_format_k_avx512(t);
+  switch (t) {
+    case tensor_type::q4_k:
+      return packed_format_q4_k_avx512();
+    case tensor_type::q6_k:
+      return packed_format_q6_k_avx512();
+    default:
+      return nullptr;
+  }
 #else
   return nullptr;
 #endif

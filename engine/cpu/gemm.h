@@ -50,7 +50,9 @@ struct packed_format {
 // The packed layout for weights of type t on this CPU, or nullptr (HEARTH_CPU_PORTABLE=1 and
 // HEARTH_CPU_NO_AVX512=1 turn it off with the kernels it needs).
 const packed_format* packed_format_for(tensor_type t);
-const packed_format* packed_format_k_avx512(tensor_type t);
+// The layouts, gathered by packed_format_for; x86 with AVX-512 VNNI only.
+const packed_format* packed_format_q4_k_avx512();
+const packed_format* packed_format_q6_k_avx512();
 
 // The tile kernel for weights of type t on this CPU, or nullptr (then vec_dot is used).
 // HEARTH_CPU_PORTABLE=1 turns them off, as it does the AVX2 paths.
@@ -84,6 +86,21 @@ void tile_dispatch(int64_t n, const uint8_t* w, int64_t w_stride, const uint8_t*
   }
   (std::make_integer_sequence<int, Rows>());
   table[size_t(nr - 1)][size_t(nc - 1)](n, w, w_stride, x, x_stride, y, ldy);
+}
+
+// gemm_kernel::tile for a packed layout's kernels: T::template run<C> computes C tokens against
+// every row of one group (writing nr of them), for C in 1..Cols, picked at run time.
+using packed_tile_fn = void (*)(int64_t n, const uint8_t* group, const uint8_t* x, int64_t x_stride,
+                                float* y, int64_t ldy, int nr);
+
+template <typename T, int Cols>
+void packed_tile_dispatch(int64_t n, const uint8_t* w, int64_t /*w_stride*/, const uint8_t* x,
+                          int64_t x_stride, float* y, int64_t ldy, int nr, int nc) {
+  static constexpr auto table = []<int... Cs>(std::integer_sequence<int, Cs...>) {
+    return std::array<packed_tile_fn, Cols>{&T::template run<Cs + 1>...};
+  }
+  (std::make_integer_sequence<int, Cols>());
+  table[size_t(nc - 1)](n, w, x, x_stride, y, ldy, nr);
 }
 
 }  // namespace hearth::cpu
