@@ -22,15 +22,18 @@ namespace {
 constexpr int k_group = 16;
 constexpr int k_cols = 4;
 
-// One super-block (256 values) of 16 rows.
+// One super-block (256 values) of 16 rows, each 64-value chunk's bytes contiguous in the order
+// the kernel reads them (one read stream for decoding).
 struct q4_k_x16 {
   uint16_t d[k_group];          // F16 per row
   uint16_t dmin[k_group];       // F16 per row
-  uint8_t scales[8][k_group];   // [sub-block][row]
   uint8_t mins[4][k_group][2];  // [sub-block pair q][row]: the mins of sub-blocks 2q and 2q + 1
-  // [64-value chunk p][step j][row]: the row's Q4_K bytes 32p + 4j .. 32p + 4j + 3, whose low
-  // nibbles are values 64p + 4j.. (sub-block 2p) and high nibbles 64p + 32 + 4j.. (2p + 1).
-  uint8_t qs[4][8][k_group][4];
+  struct chunk {
+    // [step j][row]: the row's Q4_K bytes 32p + 4j .. 32p + 4j + 3 (chunk p), whose low nibbles
+    // are values 64p + 4j.. (sub-block 2p) and high nibbles 64p + 32 + 4j.. (2p + 1).
+    uint8_t qs[8][k_group][4];
+    uint8_t scales[2][k_group];  // [sub-block 2p, 2p + 1][row]
+  } p[4];
 };
 static_assert(sizeof(q4_k_x16) == k_group * 148);
 
@@ -59,11 +62,11 @@ void pack(const uint8_t* w, int64_t w_stride, int64_t n, int nr, uint8_t* group)
       uint8_t sm[16];
       k_scales_mins(src[b].scales, sm);
       for (int s = 0; s < 8; ++s) {
-        g.scales[s][r] = sm[s];
+        g.p[s / 2].scales[s % 2][r] = sm[s];
         g.mins[s / 2][r][s % 2] = sm[8 + s];
       }
       for (int p = 0; p < 4; ++p)
-        for (int j = 0; j < 8; ++j) std::memcpy(g.qs[p][j][r], src[b].qs + 32 * p + 4 * j, 4);
+        for (int j = 0; j < 8; ++j) std::memcpy(g.p[p].qs[j][r], src[b].qs + 32 * p + 4 * j, 4);
     }
   }
 }
@@ -108,7 +111,7 @@ struct tiles {
         for (int c = 0; c < C; ++c) lo_sum[c] = hi_sum[c] = _mm512_setzero_si512();
 #pragma GCC unroll 8
         for (int j = 0; j < 8; ++j) {
-          const __m512i v = _mm512_loadu_si512(g.qs[p][j]);
+          const __m512i v = _mm512_loadu_si512(g.p[p].qs[j]);
           const __m512i lo = _mm512_and_si512(v, low4);
           const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
 #pragma GCC unroll 8
@@ -120,9 +123,9 @@ struct tiles {
           }
         }
         const __m512i sc_lo = _mm512_cvtepu8_epi32(
-            _mm_loadu_si128(reinterpret_cast<const __m128i*>(g.scales[2 * p])));
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(g.p[p].scales[0])));
         const __m512i sc_hi = _mm512_cvtepu8_epi32(
-            _mm_loadu_si128(reinterpret_cast<const __m128i*>(g.scales[2 * p + 1])));
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(g.p[p].scales[1])));
 #pragma GCC unroll 8
         for (int c = 0; c < C; ++c)
           isum[c] =
