@@ -3,7 +3,12 @@
 // Made on first use, not at load, because only the backend's products know a tensor is a matrix
 // of products: an embedding table that only get_rows reads is never packed, and a table tied to
 // the output projection is packed once, for the product. Packing is a pass over the weights with
-// every thread, done during the first forward pass (a few hundred milliseconds per GB).
+// every thread, during the first forward pass (TinyLlama-1.1B Q4_K_M, 636 MB: about 0.4 s of CPU
+// time in pack, measured with perf; the first pass also reads the mapped file).
+// Memory: the packed copy is anonymous memory the size of the stored rows (Q4_K: 148 bytes per
+// row and super-block instead of 144); the stored bytes of a mapped file, read once to pack,
+// stay mapped as clean page cache the kernel can reclaim. They are not handed back with madvise:
+// a weight may also live in heap memory (converted from safetensors), which that would zero.
 #pragma once
 
 #include <cstdint>
