@@ -1,5 +1,5 @@
 // Q6_K weights repacked 16 rows at a time for AVX-512 VNNI (a packed_format, engine/cpu/gemm.h),
-// as gemm-q4-k-x16-avx512.cpp does for Q4_K: one 32-bit lane is one row, and vpdpbusd multiplies
+// as gemm-q45-k-x16-avx512.cpp does for Q4_K: one 32-bit lane is one row, and vpdpbusd multiplies
 // 4 values of each of 16 rows by 4 activation bytes broadcast to every lane.
 //
 // Q6_K has 16 sub-blocks of 16 values with signed 8-bit scales, and values q in [0, 63] stored as

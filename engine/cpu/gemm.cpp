@@ -26,6 +26,8 @@ const packed_format* packed_format_for([[maybe_unused]] tensor_type t) {
   switch (t) {
     case tensor_type::q4_k:
       return packed_format_q4_k_avx512();
+    case tensor_type::q5_k:
+      return packed_format_q5_k_avx512();
     case tensor_type::q6_k:
       return packed_format_q6_k_avx512();
     default:

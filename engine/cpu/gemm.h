@@ -52,6 +52,7 @@ struct packed_format {
 const packed_format* packed_format_for(tensor_type t);
 // The layouts, gathered by packed_format_for; x86 with AVX-512 VNNI only.
 const packed_format* packed_format_q4_k_avx512();
+const packed_format* packed_format_q5_k_avx512();
 const packed_format* packed_format_q6_k_avx512();
 
 // The tile kernel for weights of type t on this CPU, or nullptr (then vec_dot is used).

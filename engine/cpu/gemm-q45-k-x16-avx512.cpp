@@ -1,4 +1,5 @@
-// Q4_K weights repacked 16 rows at a time for AVX-512 VNNI (a packed_format, engine/cpu/gemm.h).
+// Q4_K and Q5_K weights repacked 16 rows at a time for AVX-512 VNNI (a packed_format,
+// engine/cpu/gemm.h).
 //
 // The stored Q4_K kernel (gemm-k-avx512.cpp) unpacks each row's scales and mins from their 6-bit
 // fields for every super-block it reads, and multiplies in two steps (vpmaddubsw, then vpdpwssd
@@ -10,7 +11,14 @@
 // activations' sub-block sums, two sub-blocks per vpdpwssd. All of it is integer arithmetic, exact
 // as the reference's; the float part (d · dx per super-block, the mins' dmin · dx) is the
 // reference's too. Decoding reads 148 bytes per row and super-block instead of 144.
+//
+// Q5_K is Q4_K with a fifth bit per value. Its bits are regrouped per step: one byte per row and
+// step holds the fifth bits of that step's 8 values (bits 0-3 the low nibbles', 4-7 the high
+// ones'), four steps in one 64-byte load; vpshufb spreads a step's byte over its row's lane,
+// vptestmb picks each value's bit, and a masked add puts 16 into the value. 180 bytes per row and
+// super-block instead of 176.
 #include <cstring>
+#include <type_traits>
 
 #include "engine/cpu/avx512.h"
 #include "engine/cpu/gemm.h"
@@ -24,18 +32,31 @@ constexpr int k_cols = 4;
 
 // One super-block (256 values) of 16 rows, each 64-value chunk's bytes contiguous in the order
 // the kernel reads them (one read stream for decoding).
-struct q4_k_x16 {
+template <bool Q5>
+struct chunk_x16 {
+  // [step j][row]: the row's Q4_K/Q5_K bytes 32p + 4j .. 32p + 4j + 3 (chunk p), whose low
+  // nibbles are values 64p + 4j.. (sub-block 2p) and high nibbles 64p + 32 + 4j.. (2p + 1).
+  uint8_t qs[8][k_group][4];
+  uint8_t scales[2][k_group];  // [sub-block 2p, 2p + 1][row]
+};
+template <>
+struct chunk_x16<true> {
+  uint8_t qs[8][k_group][4];
+  // Q5_K: [steps 4h .. 4h + 3][row][step mod 4]: bit k the fifth bit of the step's low-nibble
+  // value k, bit 4 + k of its high-nibble value k.
+  uint8_t qh[2][k_group][4];
+  uint8_t scales[2][k_group];
+};
+
+template <bool Q5>
+struct k_x16 {
   uint16_t d[k_group];          // F16 per row
   uint16_t dmin[k_group];       // F16 per row
   uint8_t mins[4][k_group][2];  // [sub-block pair q][row]: the mins of sub-blocks 2q and 2q + 1
-  struct chunk {
-    // [step j][row]: the row's Q4_K bytes 32p + 4j .. 32p + 4j + 3 (chunk p), whose low nibbles
-    // are values 64p + 4j.. (sub-block 2p) and high nibbles 64p + 32 + 4j.. (2p + 1).
-    uint8_t qs[8][k_group][4];
-    uint8_t scales[2][k_group];  // [sub-block 2p, 2p + 1][row]
-  } p[4];
+  chunk_x16<Q5> p[4];
 };
-static_assert(sizeof(q4_k_x16) == k_group * 148);
+static_assert(sizeof(k_x16<false>) == k_group * 148);
+static_assert(sizeof(k_x16<true>) == k_group * 180);
 
 // One super-block of activations: Q8_K's values and scale (the reference's rounding), and the
 // sums of each 32-value sub-block for the mins.
@@ -45,18 +66,21 @@ struct x_block {
   float d;
 };
 
+template <bool Q5>
 int64_t group_bytes(int64_t n) {
-  return n / k_qk_k * int64_t(sizeof(q4_k_x16));
+  return n / k_qk_k * int64_t(sizeof(k_x16<Q5>));
 }
 
+template <bool Q5>
 void pack(const uint8_t* w, int64_t w_stride, int64_t n, int nr, uint8_t* group) {
-  auto* dst = reinterpret_cast<q4_k_x16*>(group);
+  using block = std::conditional_t<Q5, block_q5_k, block_q4_k>;
+  auto* dst = reinterpret_cast<k_x16<Q5>*>(group);
   const int64_t nb = n / k_qk_k;
-  std::memset(group, 0, size_t(group_bytes(n)));
+  std::memset(group, 0, size_t(group_bytes<Q5>(n)));
   for (int r = 0; r < nr; ++r) {
-    const auto* src = reinterpret_cast<const block_q4_k*>(w + r * w_stride);
+    const auto* src = reinterpret_cast<const block*>(w + r * w_stride);
     for (int64_t b = 0; b < nb; ++b) {
-      q4_k_x16& g = dst[b];
+      k_x16<Q5>& g = dst[b];
       g.d[r] = src[b].d;
       g.dmin[r] = src[b].dmin;
       uint8_t sm[16];
@@ -65,8 +89,21 @@ void pack(const uint8_t* w, int64_t w_stride, int64_t n, int nr, uint8_t* group)
         g.p[s / 2].scales[s % 2][r] = sm[s];
         g.mins[s / 2][r][s % 2] = sm[8 + s];
       }
-      for (int p = 0; p < 4; ++p)
-        for (int j = 0; j < 8; ++j) std::memcpy(g.p[p].qs[j][r], src[b].qs + 32 * p + 4 * j, 4);
+      for (int p = 0; p < 4; ++p) {
+        for (int j = 0; j < 8; ++j) {
+          std::memcpy(g.p[p].qs[j][r], src[b].qs + 32 * p + 4 * j, 4);
+          if constexpr (Q5) {
+            // Value 64p + l has its fifth bit at bit 2p of qh[l], value 64p + 32 + l at 2p + 1.
+            uint8_t bits = 0;
+            for (int k = 0; k < 4; ++k) {
+              const uint8_t h = src[b].qh[4 * j + k];
+              bits =
+                  uint8_t(bits | ((h >> (2 * p)) & 1) << k | ((h >> (2 * p + 1)) & 1) << (4 + k));
+            }
+            g.p[p].qh[j / 4][r][j % 4] = bits;
+          }
+        }
+      }
     }
   }
 }
@@ -87,17 +124,24 @@ HEARTH_AVX512 void x_from_float(const float* x, void* yv, int64_t n) {
 }
 
 // C tokens against one group: y[c * ldy + r] for r < nr.
+template <bool Q5>
 struct tiles {
   template <int C>
   HEARTH_AVX512 static void run(int64_t n, const uint8_t* w, const uint8_t* x, int64_t x_stride,
                                 float* y, int64_t ldy, int nr) {
-    const auto* blk = reinterpret_cast<const q4_k_x16*>(w);
+    const auto* blk = reinterpret_cast<const k_x16<Q5>*>(w);
     const __m512i low4 = _mm512_set1_epi8(0x0F);
+    // Q5_K: vpshufb indices that copy byte s of each 32-bit lane to all four of its bytes are
+    // spread(s) = (4 (lane mod 4) + s) in every byte; byte k tests bit k (low nibbles) or 4 + k.
+    const __m512i lane4 = _mm512_set4_epi32(0x0c0c0c0c, 0x08080808, 0x04040404, 0);
+    const __m512i bit_lo = _mm512_set1_epi32(0x08040201),
+                  bit_hi = _mm512_set1_epi32(int(0x80402010));
+    const __m512i k16 = _mm512_set1_epi8(16);
     __m512 acc[C];
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
     for (int64_t b = 0; b < n / k_qk_k; ++b) {
-      const q4_k_x16& g = blk[b];
+      const k_x16<Q5>& g = blk[b];
       const x_block* xb[C];
 #pragma GCC unroll 8
       for (int c = 0; c < C; ++c) xb[c] = reinterpret_cast<const x_block*>(x + c * x_stride) + b;
@@ -112,8 +156,15 @@ struct tiles {
 #pragma GCC unroll 8
         for (int j = 0; j < 8; ++j) {
           const __m512i v = _mm512_loadu_si512(g.p[p].qs[j]);
-          const __m512i lo = _mm512_and_si512(v, low4);
-          const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+          __m512i lo = _mm512_and_si512(v, low4);
+          __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+          if constexpr (Q5) {
+            const __m512i bits =
+                _mm512_shuffle_epi8(_mm512_loadu_si512(g.p[p].qh[j / 4]),
+                                    _mm512_add_epi8(lane4, _mm512_set1_epi8(char(j % 4))));
+            lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(bits, bit_lo), lo, k16);
+            hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(bits, bit_hi), hi, k16);
+          }
 #pragma GCC unroll 8
           for (int c = 0; c < C; ++c) {
             lo_sum[c] =
@@ -157,14 +208,19 @@ struct tiles {
   }
 };
 
-const packed_format k_q4_k_x16{
-    k_group, group_bytes, pack,
-    gemm_kernel{k_group, k_cols, x_row_bytes, x_from_float, packed_tile_dispatch<tiles, k_cols>}};
+template <bool Q5>
+const packed_format k_x16_format{k_group, group_bytes<Q5>, pack<Q5>,
+                                 gemm_kernel{k_group, k_cols, x_row_bytes, x_from_float,
+                                             packed_tile_dispatch<tiles<Q5>, k_cols>}};
 
 }  // namespace
 
 const packed_format* packed_format_q4_k_avx512() {
-  return &k_q4_k_x16;
+  return &k_x16_format<false>;
+}
+
+const packed_format* packed_format_q5_k_avx512() {
+  return &k_x16_format<true>;
 }
 
 }  // namespace hearth::cpu
