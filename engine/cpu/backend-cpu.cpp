@@ -100,7 +100,7 @@ class cpu_backend final : public backend {
     cpu::op_moe_route(scratch_, logits, normalize, ids, weights);
   }
   void mul_mat_id(const tensor& w, const tensor& x, const tensor& ids, const tensor& out) override {
-    cpu::op_mul_mat_id(pool_, scratch_, w, x, ids, out);
+    cpu::op_mul_mat_id(pool_, scratch_, packed_, w, x, ids, out);
   }
   void moe_combine(const tensor& x, const tensor& weights, const tensor& out) override {
     cpu::op_moe_combine(pool_, x, weights, out);

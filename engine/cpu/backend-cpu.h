@@ -49,8 +49,8 @@ void op_scale(thread_pool& pool, const tensor& x, float s, const tensor& out);
 void op_softcap(thread_pool& pool, const tensor& x, float cap, const tensor& out);
 void op_moe_route(scratch& s, const tensor& logits, bool normalize, const tensor& ids,
                   const tensor& weights);
-void op_mul_mat_id(thread_pool& pool, scratch& s, const tensor& w, const tensor& x,
-                   const tensor& ids, const tensor& out);
+void op_mul_mat_id(thread_pool& pool, scratch& s, packed_weights& packed, const tensor& w,
+                   const tensor& x, const tensor& ids, const tensor& out);
 void op_moe_combine(thread_pool& pool, const tensor& x, const tensor& weights, const tensor& out);
 
 }  // namespace hearth::cpu

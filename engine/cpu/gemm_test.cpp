@@ -230,6 +230,53 @@ TEST_P(gemm, a_weight_rewritten_after_a_product_is_repacked) {
   for (auto* tt : {&w2, &x, &y}) be->free(*tt);
 }
 
+// mul_mat_id through the CPU backend (packed or stored layout, whichever this CPU uses): each
+// output row is exactly mul_mat with the chosen expert's matrix, for tokens that share and that
+// do not share experts, one row per expert (decoding) and several.
+TEST_P(gemm, the_expert_product_gives_each_row_its_experts_product) {
+  const tensor_type t = GetParam();
+  const int64_t n_in = 512, n_out = 37, n_expert = 3, k = 2;
+  std::mt19937 rng(23);
+  auto be = make_cpu_backend(2);
+  tensor w = be->alloc(t, n_in, n_out * n_expert, "experts");
+  const auto wf = random_values(rng, n_in * n_out * n_expert);
+  quantize_rows(t, wf.data(), w.data, n_out * n_expert, n_in);
+  w.ne[1] = n_out;
+  w.ne[2] = n_expert;
+  for (const int64_t n_tok : {1, 5}) {
+    tensor x = be->alloc(tensor_type::f32, n_in, n_tok, "x");
+    tensor ids = be->alloc(tensor_type::i32, k, n_tok, "ids");
+    tensor out = be->alloc(tensor_type::f32, n_out, n_tok * k, "out");
+    tensor one = be->alloc(tensor_type::f32, n_out, n_tok, "one");
+    const auto xf = random_values(rng, n_in * n_tok);
+    be->upload(x, xf.data(), xf.size() * 4);
+    std::vector<int32_t> id;
+    for (int64_t i = 0; i < n_tok; ++i) id.insert(id.end(), {int32_t(i % 3), int32_t((i + 2) % 3)});
+    be->upload(ids, id.data(), id.size() * 4);
+    be->mul_mat_id(w, x, ids, out);
+    std::vector<float> got(static_cast<const float*>(out.data),
+                           static_cast<const float*>(out.data) + n_out * n_tok * k);
+    for (int64_t e = 0; e < n_expert; ++e) {
+      tensor we = w;
+      we.ne[2] = 1;
+      we.data = static_cast<uint8_t*>(w.data) + e * n_out * w.row_bytes();
+      be->mul_mat(we, x, nullptr, one);
+      const float* want = static_cast<const float*>(one.data);
+      for (int64_t i = 0; i < n_tok * k; ++i) {
+        if (id[size_t(i)] != e) continue;
+        for (int64_t r = 0; r < n_out; ++r)
+          ASSERT_EQ(got[size_t(i * n_out + r)], want[i / k * n_out + r])
+              << tensor_type_name(t) << " tokens " << n_tok << " row " << i << " expert " << e
+              << " output " << r;
+      }
+    }
+    for (auto* tt : {&x, &ids, &out, &one}) be->free(*tt);
+  }
+  w.ne[1] = n_out * n_expert;
+  w.ne[2] = 1;
+  be->free(w);
+}
+
 // The activation formats hold exactly the reference quantizers' values (the integer products are
 // then exact, so the tile kernels differ from the reference only in summation order). Rows with
 // exact ties (values at k + 1/2 steps of the scale) check the rounding rules.

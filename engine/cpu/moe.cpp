@@ -60,8 +60,8 @@ void op_moe_route(scratch& s, const tensor& logits, bool normalize, const tensor
   }
 }
 
-void op_mul_mat_id(thread_pool& pool, scratch& s, const tensor& w, const tensor& x,
-                   const tensor& ids, const tensor& out) {
+void op_mul_mat_id(thread_pool& pool, scratch& s, packed_weights& packed, const tensor& w,
+                   const tensor& x, const tensor& ids, const tensor& out) {
   const int64_t n_in = w.ne[0], n_out = w.ne[1], n_expert = w.ne[2];
   const int64_t k = ids.ne[0], n_tok = ids.ne[1], n_rows = n_tok * k;
   const bool shared_x = x.ne[1] == n_tok;  // one row per token, read by each of its k slots
@@ -89,8 +89,12 @@ void op_mul_mat_id(thread_pool& pool, scratch& s, const tensor& w, const tensor&
   for (int64_t r = 0; r < n_rows; ++r) rows[size_t(fill[size_t(id[r])]++)] = int32_t(r);
   auto src_row = [&](int64_t r) { return shared_x ? r / k : r; };
 
-  // As op_mul_mat: tiles when an expert has several rows, dot products when each has one.
-  const gemm_kernel* g = most > 1 ? gemm_kernel_for(w.type) : nullptr;
+  // As op_mul_mat: a packed layout's tiles for any count; otherwise tiles when an expert has
+  // several rows, dot products when each has one.
+  const packed_view pk = packed.get(pool, w);
+  const gemm_kernel* g = pk.format  ? &pk.format->kernel
+                         : most > 1 ? gemm_kernel_for(w.type)
+                                    : nullptr;
   const type_kernels* kern = kernels_for(w.type);
   const int64_t x_row_bytes =
       g ? g->x_row_bytes(n_in) : tensor_type_row_bytes(kern->vec_dot_type, n_in);
@@ -146,10 +150,14 @@ void op_mul_mat_id(thread_pool& pool, scratch& s, const tensor& w, const tensor&
           const uint8_t* we = wbase + e * w_expert_bytes;
           const int64_t first = start[e], count = start[e + 1] - start[e];
           if (g) {
+            // Packed: the band is one group of expert e's matrix; stored: rows w_row_bytes apart.
+            const uint8_t* wt = pk.format
+                                    ? pk.data + e * pk.matrix_bytes + r0 / band * pk.group_bytes
+                                    : we + r0 * w_row_bytes;
             for (int64_t c0 = 0; c0 < count; c0 += g->max_cols) {
               const int nc = int(std::min<int64_t>(g->max_cols, count - c0));
-              g->tile(n_in, we + r0 * w_row_bytes, w_row_bytes, gx + (first + c0) * x_row_bytes,
-                      x_row_bytes, gy + (first + c0) * n_out + r0, n_out, int(r1 - r0), nc);
+              g->tile(n_in, wt, w_row_bytes, gx + (first + c0) * x_row_bytes, x_row_bytes,
+                      gy + (first + c0) * n_out + r0, n_out, int(r1 - r0), nc);
             }
           } else {
             for (int64_t r = r0; r < r1; ++r) {

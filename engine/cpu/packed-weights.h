@@ -22,17 +22,19 @@
 
 namespace hearth::cpu {
 
-// A packed weight: group g of `format->group_rows` rows starts at data + g * group_bytes.
+// A packed weight: group g of `format->group_rows` rows starts at data + g * group_bytes; the
+// matrices of a stack (experts, ne[2] > 1) are packed one after another, matrix_bytes apart.
 struct packed_view {
   const packed_format* format = nullptr;
   const uint8_t* data = nullptr;
   int64_t group_bytes = 0;
+  int64_t matrix_bytes = 0;
 };
 
 class packed_weights {
  public:
   // w's packed copy, made now if there is none yet; format null when w's type has no packed
-  // layout on this CPU or w is not one matrix (experts: ne[2] > 1).
+  // layout on this CPU.
   packed_view get(thread_pool& pool, const tensor& w);
   // Drops the packed copy of the tensor at `data` (its memory is being freed or reused).
   void forget(const void* data) { packed_.erase(data); }
@@ -43,7 +45,7 @@ class packed_weights {
   };
   struct entry {
     tensor_type type;
-    int64_t ne0, ne1;
+    int64_t ne0, ne1, ne2;
     packed_view view;
     std::unique_ptr<uint8_t, free_deleter> bytes;
   };
