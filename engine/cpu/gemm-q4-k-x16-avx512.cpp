@@ -85,12 +85,6 @@ HEARTH_AVX512 void x_from_float(const float* x, void* yv, int64_t n) {
   }
 }
 
-HEARTH_AVX512 inline __m512i broadcast_i32(const void* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
-}
-
 // C tokens against one group: y[c * ldy + r] for r < nr.
 template <int C>
 HEARTH_AVX512 void tile_c(int64_t n, const uint8_t* w, const uint8_t* x, int64_t x_stride, float* y,

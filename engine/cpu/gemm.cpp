@@ -23,6 +23,7 @@ namespace hearth::cpu {
 const packed_format* packed_format_for([[maybe_unused]] tensor_type t) {
 #if defined(__x86_64__)
   if (!cpu_has_avx512_vnni()) return nullptr;
+  if (const auto* f = packed_format_q8_avx512(t)) return f;
   return packed_format_k_avx512(t);
 #else
   return nullptr;
