@@ -1,13 +1,19 @@
 // What the AVX-512 kernel files share: the target attribute their functions carry (they are
-// called only when cpu_has_avx512_vnni()), and a lane sum. Include it only from those files: it
-// turns off gcc 12's uninitialised-value warnings for the rest of the file, because its AVX-512
-// intrinsics pass an uninitialised placeholder operand (_mm512_undefined_*) and warn about it
-// inside the system header; nothing of ours is uninitialised.
+// called only when cpu_has_avx512_vnni()), a lane sum, and the Q8_0 activation quantizer. Include
+// it only from those files: it turns off gcc 12's uninitialised-value warnings for the rest of the
+// file, because its AVX-512 intrinsics pass an uninitialised placeholder operand
+// (_mm512_undefined_*) and warn about it inside the system header; nothing of ours is
+// uninitialised.
 #pragma once
 
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "engine/io/tensor-type.h"
 
 #define HEARTH_AVX512 \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
@@ -23,11 +29,39 @@ HEARTH_AVX512 inline float hsum512(__m512 v) {
   return _mm_cvtss_f32(s);
 }
 
-// The 4 bytes at p in every 32-bit lane (a load with broadcast: vpbroadcastd from memory).
+// The 4 bytes at p in every 32-bit lane (vpdpbusd's operand for 4 values of one row).
 HEARTH_AVX512 inline __m512i broadcast_i32(const void* p) {
   int32_t v;
-  __builtin_memcpy(&v, p, 4);
+  std::memcpy(&v, p, 4);
   return _mm512_set1_epi32(v);
+}
+
+// Round half away from zero (std::lround, as quantize_row_q8_0_ref) on 16 lanes:
+// trunc(v) plus ±1 where the dropped fraction is at least one half; v - trunc(v) is exact.
+HEARTH_AVX512 inline __m512i round_away(__m512 v) {
+  const __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  const __m512 frac = _mm512_abs_ps(_mm512_sub_ps(v, t));
+  const __mmask16 up = _mm512_cmp_ps_mask(frac, _mm512_set1_ps(0.5f), _CMP_GE_OQ);
+  const __m512 one = _mm512_castsi512_ps(_mm512_or_si512(
+      _mm512_castps_si512(_mm512_set1_ps(1.0f)),
+      _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(int32_t(0x80000000u)))));
+  return _mm512_cvttps_epi32(_mm512_mask_add_ps(t, up, t, one));
+}
+
+// 32 activations quantized exactly as the reference engine's Q8_0 (scale max|x|/127, values
+// rounded half away from zero): the 32 signed bytes, and in *d the scale as the reference
+// multiplies with it (it stores the scale as F16). The 32-value block kernels' activations.
+HEARTH_AVX512 inline __m256i quantize_q8_0_block(const float* x, float* d) {
+  const __m512 v0 = _mm512_loadu_ps(x);
+  const __m512 v1 = _mm512_loadu_ps(x + 16);
+  const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+  const float db = amax / 127.0f;
+  const float id = db != 0 ? 1.0f / db : 0.0f;
+  const __m512 vid = _mm512_set1_ps(id);
+  const __m128i b0 = _mm512_cvtepi32_epi8(round_away(_mm512_mul_ps(v0, vid)));
+  const __m128i b1 = _mm512_cvtepi32_epi8(round_away(_mm512_mul_ps(v1, vid)));
+  *d = fp16_to_fp32(fp32_to_fp16(db));
+  return _mm256_inserti128_si256(_mm256_castsi128_si256(b0), b1, 1);
 }
 
 }  // namespace hearth::cpu

@@ -6,6 +6,8 @@
 // the scales and accumulates. The 128 · Σ scale · w that the unsigned activations add depends on
 // the weights alone: it is computed once per row and super-block and starts every token's sum.
 // Q4_K/Q5_K's mins multiply the activation sums Q8_K carries (bsums), as the reference does.
+// Where the backend packs these types (gemm-q45-k-x16-avx512.cpp, gemm-q6-k-x16-avx512.cpp) the
+// tiles serve products only with HEARTH_CPU_NO_PACK=1, which compares the two layouts.
 #include <array>
 #include <cstring>
 

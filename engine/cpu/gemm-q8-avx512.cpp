@@ -4,6 +4,8 @@
 // load holds two blocks. vpdpbusd multiplies the unsigned activation bytes with the signed weight
 // bytes; the 128 · Σw it adds is taken off by starting each sum at -128 · Σw, which depends on
 // the weights alone and is computed once per row and block pair for all tokens of the tile.
+// Where the backend packs weights (gemm-q8-0-q4-0-x32-avx512.cpp) these serve nothing in a
+// model; they remain the kernels of HEARTH_CPU_NO_PACK=1, which compares the two layouts.
 #include <array>
 #include <cstring>
 
@@ -26,37 +28,14 @@ int64_t x_row_bytes(int64_t n) {
   return (padded(n) + padded(n) / k_block * 4 + 63) / 64 * 64;
 }
 
-// Round half away from zero (std::lround, as quantize_row_q8_0_ref) on 16 lanes:
-// trunc(v) plus ±1 where the dropped fraction is at least one half; v - trunc(v) is exact.
-HEARTH_AVX512 inline __m512i round_away(__m512 v) {
-  const __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-  const __m512 frac = _mm512_abs_ps(_mm512_sub_ps(v, t));
-  const __mmask16 up = _mm512_cmp_ps_mask(frac, _mm512_set1_ps(0.5f), _CMP_GE_OQ);
-  const __m512 one = _mm512_castsi512_ps(_mm512_or_si512(
-      _mm512_castps_si512(_mm512_set1_ps(1.0f)),
-      _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(int32_t(0x80000000u)))));
-  return _mm512_cvttps_epi32(_mm512_mask_add_ps(t, up, t, one));
-}
-
 HEARTH_AVX512 void x_from_float(const float* x, void* yv, int64_t n) {
   uint8_t* q = static_cast<uint8_t*>(yv);
   float* d = reinterpret_cast<float*>(q + padded(n));
   int64_t b = 0;
   for (; b < n / k_block; ++b) {
-    const __m512 v0 = _mm512_loadu_ps(x + b * k_block);
-    const __m512 v1 = _mm512_loadu_ps(x + b * k_block + 16);
-    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
-    const float db = amax / 127.0f;
-    const float id = db != 0 ? 1.0f / db : 0.0f;
-    const __m512 vid = _mm512_set1_ps(id);
-    const __m512i q0 = round_away(_mm512_mul_ps(v0, vid));
-    const __m512i q1 = round_away(_mm512_mul_ps(v1, vid));
-    const __m128i b0 = _mm512_cvtepi32_epi8(q0), b1 = _mm512_cvtepi32_epi8(q1);
-    const __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(b0), b1, 1);
+    const __m256i v = quantize_q8_0_block(x + b * k_block, &d[b]);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + b * k_block),
-                        _mm256_xor_si256(both, _mm256_set1_epi8(char(0x80))));
-    // The reference stores the scale as F16 and multiplies with it.
-    d[b] = fp16_to_fp32(fp32_to_fp16(db));
+                        _mm256_xor_si256(v, _mm256_set1_epi8(char(0x80))));
   }
   for (; b < padded(n) / k_block; ++b) {
     std::memset(q + b * k_block, 0x80, k_block);

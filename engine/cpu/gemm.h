@@ -6,7 +6,8 @@
 // Activations are first converted, once per product, to the kernel's own row format (F32
 // rounded as the reference engine rounds them, or 8-bit blocks stored unsigned); the integer
 // kernels take x + 128 as the unsigned operand of VNNI's u8 × s8 dot product and subtract
-// 128 · Σw, which depends on the weights alone and so is computed once per tile row.
+// 128 · Σw, which depends on the weights alone and so is computed once per tile row. (Packed
+// layouts, below, can make the weights the unsigned operand once, at packing, instead.)
 // Types and CPUs without a tile kernel use vec_dot (engine/cpu/vec-dot.h) per output.
 #pragma once
 
@@ -48,12 +49,13 @@ struct packed_format {
 };
 
 // The packed layout for weights of type t on this CPU, or nullptr (HEARTH_CPU_PORTABLE=1 and
-// HEARTH_CPU_NO_AVX512=1 turn it off with the kernels it needs).
+// HEARTH_CPU_NO_AVX512=1 turn it off with the kernels it needs; HEARTH_CPU_NO_PACK=1 alone).
 const packed_format* packed_format_for(tensor_type t);
 // The layouts, gathered by packed_format_for; x86 with AVX-512 VNNI only.
 const packed_format* packed_format_q4_k_avx512();
 const packed_format* packed_format_q5_k_avx512();
 const packed_format* packed_format_q6_k_avx512();
+const packed_format* packed_format_q8_avx512(tensor_type t);  // Q8_0, Q4_0; nullptr otherwise
 
 // The tile kernel for weights of type t on this CPU, or nullptr (then vec_dot is used).
 // HEARTH_CPU_PORTABLE=1 turns them off, as it does the AVX2 paths.
