@@ -1,5 +1,8 @@
 #include "engine/cpu/packed-weights.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <new>
 
 namespace hearth::cpu {
@@ -16,9 +19,16 @@ packed_view packed_weights::get(thread_pool& pool, const tensor& w) {
   const int64_t group_bytes = f->group_bytes(n_in);
   const int64_t groups_per_matrix = (n_out + f->group_rows - 1) / f->group_rows;
   const int64_t matrix_bytes = groups_per_matrix * group_bytes;
+  // Aligned to 2 MiB, and the whole 2 MiB pages inside asked to be huge pages before anything is
+  // written (transparent huge pages in "madvise" mode, Debian's default): decoding streams every
+  // weight once per token, and with 4 KiB pages that is a TLB miss every 4 KiB. The tail past the
+  // last whole huge page keeps small pages, so no memory is spent on rounding up.
+  constexpr size_t k_huge = size_t(2) << 20;
   const size_t bytes = (size_t(matrix_bytes * n_matrix) + 63) / 64 * 64;
-  std::unique_ptr<uint8_t, free_deleter> mem(static_cast<uint8_t*>(std::aligned_alloc(64, bytes)));
-  if (!mem) throw std::bad_alloc();
+  void* p = nullptr;
+  if (posix_memalign(&p, bytes >= k_huge ? k_huge : 64, bytes) != 0) throw std::bad_alloc();
+  std::unique_ptr<uint8_t, free_deleter> mem(static_cast<uint8_t*>(p));
+  if (1 && bytes >= k_huge) madvise(p, bytes / k_huge * k_huge, MADV_HUGEPAGE);
   const auto* src = static_cast<const uint8_t*>(w.data);
   const int64_t row_bytes = w.row_bytes();
   uint8_t* dst = mem.get();
@@ -32,6 +42,15 @@ packed_view packed_weights::get(thread_pool& pool, const tensor& w) {
         }
       },
       group_bytes);
+  // The stored bytes are not read for products any more: hand their pages back (MADV_PAGEOUT
+  // keeps the contents: a mapped file's pages are dropped and read again from the file if ever
+  // needed, e.g. by get_rows of a tied embedding table; heap pages go to swap, or stay without
+  // it). Otherwise the process holds the weights twice until the kernel needs the memory. Only
+  // the whole pages inside the tensor: its neighbours may be in use.
+  const auto page = uintptr_t(sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (uintptr_t(src) + page - 1) / page * page;
+  const uintptr_t last = (uintptr_t(src) + uintptr_t(w.n_bytes())) / page * page;
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_PAGEOUT);
   entry e{w.type,        n_in, n_out, n_matrix, packed_view{f, dst, group_bytes, matrix_bytes},
           std::move(mem)};
   const packed_view v = e.view;

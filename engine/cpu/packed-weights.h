@@ -6,9 +6,8 @@
 // every thread, during the first forward pass (TinyLlama-1.1B Q4_K_M, 636 MB: about 0.4 s of CPU
 // time in pack, measured with perf; the first pass also reads the mapped file).
 // Memory: the packed copy is anonymous memory the size of the stored rows (Q4_K: 148 bytes per
-// row and super-block instead of 144); the stored bytes of a mapped file, read once to pack,
-// stay mapped as clean page cache the kernel can reclaim. They are not handed back with madvise:
-// a weight may also live in heap memory (converted from safetensors), which that would zero.
+// row and super-block instead of 144), in transparent huge pages where it spans them; the stored
+// rows' pages are handed back once packed (MADV_PAGEOUT, which keeps their contents).
 #pragma once
 
 #include <cstdint>
