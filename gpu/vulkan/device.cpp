@@ -144,9 +144,11 @@ device::device(int index) {
   const char* no_subgroup = std::getenv("HEARTH_VULKAN_NO_SUBGROUP");
   subgroup_arithmetic_ =
       has_subgroup_arithmetic(physical_) && !(no_subgroup && std::string(no_subgroup) == "1");
-  subgroup_size_ = properties2<VkPhysicalDeviceSubgroupProperties>(
-                       physical_, VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES)
-                       .subgroupSize;
+  const auto sg = properties2<VkPhysicalDeviceSubgroupProperties>(
+      physical_, VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES);
+  subgroup_size_ = sg.subgroupSize;
+  subgroup_ballot_ =
+      subgroup_arithmetic_ && (sg.supportedOperations & VK_SUBGROUP_FEATURE_BALLOT_BIT);
   cpu_device_ = props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
   unified_memory_ = props.deviceType == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU ||
                     props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;

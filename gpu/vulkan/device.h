@@ -64,6 +64,8 @@ class device {
   const std::string& name() const { return name_; }
   bool subgroup_arithmetic() const { return subgroup_arithmetic_; }
   uint32_t subgroup_size() const { return subgroup_size_; }
+  // subgroupBroadcast (where subgroup_arithmetic() too: HEARTH_VULKAN_NO_SUBGROUP turns it off).
+  bool subgroup_ballot() const { return subgroup_ballot_; }
   // A CPU device (lavapipe): one SIMD vector per subgroup, so shaders whose loads are uniform over
   // a subgroup win there (mul_mat_vec.comp ROW_PER_LANE).
   bool cpu_device() const { return cpu_device_; }
@@ -99,6 +101,7 @@ class device {
   std::string name_;
   bool subgroup_arithmetic_ = false;
   uint32_t subgroup_size_ = 1;
+  bool subgroup_ballot_ = false;
   bool cpu_device_ = false;
   bool unified_memory_ = false;  // integrated or CPU: prefer host-visible device-local memory
   VkDeviceSize max_buffer_bytes_ = 0;

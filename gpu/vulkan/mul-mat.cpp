@@ -102,16 +102,16 @@ mat_vec_plan mat_vec_for(device& d, const char* shader, const tensor& w, int64_t
 
 // The tiled shader's variant for w on d and its workgroups for n_out rows and n_tok tokens: on
 // CPU devices a row per invocation (BLOCK of its ROW_PER_LANE layout, 64 rows) and TN_LANES (32)
-// tokens per workgroup, else 32 × 32 tiles. The
-// same condition as mat_vec_for's lanes, so HEARTH_VULKAN_NO_SUBGROUP keeps the tiles tested on
-// lavapipe.
+// tokens per workgroup, else 32 × 32 tiles. The lanes take their activations eight a load and
+// broadcast them (subgroupBroadcast, subgroups of at least 8 lanes); otherwise the same condition
+// as mat_vec_for's lanes, so HEARTH_VULKAN_NO_SUBGROUP keeps the tiles tested on lavapipe.
 struct mat_plan {
   std::string variant;
   uint32_t x, y;
 };
 mat_plan mat_for(device& d, const char* shader, const tensor& w, int64_t n_out, int64_t n_tok) {
   const std::string v = variant_of(shader, w);
-  if (d.subgroup_arithmetic() && d.cpu_device() && d.subgroup_size() <= 64)
+  if (d.subgroup_ballot() && d.cpu_device() && d.subgroup_size() >= 8 && d.subgroup_size() <= 64)
     return {v + "_lanes", uint32_t((n_out + 63) / 64), uint32_t((n_tok + 31) / 32)};
   return {v, uint32_t((n_out + 31) / 32), uint32_t((n_tok + 31) / 32)};
 }

@@ -7,8 +7,11 @@
 //   it, then each invocation sums 2 × 2 outputs.
 // - 1 (CPU devices such as lavapipe, which run a subgroup as one SIMD vector): a row per
 //   invocation (BLOCK rows per workgroup), TN_LANES tokens per workgroup y; an invocation keeps its
-//   dequantized chunk in registers and dots it with each token's activations, whose address is
-//   uniform over the subgroup, so the device loads each once for all lanes instead of once per lane.
+//   dequantized chunk in registers and dots it with each token's activations. lavapipe runs a
+//   buffer load lane by lane even where its address is uniform, so lanes 0-7 load a chunk's
+//   activations together (a vec4 each: 32 values in one load; 8 floats for F32/F16/BF16 and
+//   Q5_1 rows) and subgroupBroadcast hands each value to every lane; the terms are summed in the
+//   order of a plain loop over the chunk, so the results are unchanged.
 // Per weight type (WEIGHT_TYPE).
 // MUL_MAT_ID: the expert product (engine/backend.h mul_mat_id) for many tokens, its rows grouped
 // by expert (moe_group.comp): workgroup z is an expert, y a tile of that expert's rows, so an
@@ -21,6 +24,10 @@
 #define BLOCK 256
 #endif
 #include "common.glsl"
+#if ROW_PER_LANE
+#extension GL_KHR_shader_subgroup_basic : enable
+#extension GL_KHR_shader_subgroup_ballot : enable
+#endif
 
 #define TM 32
 #define TN 32
@@ -67,7 +74,26 @@ layout(push_constant) uniform Params {
 #endif
 
 #if ROW_PER_LANE
+// Value q + i of the chunk, from lane i of each group of eight (subgroups of at least 8 lanes),
+// met in the order of j as a plain loop would.
+#define TERM(i) \
+  if (q + i < n_val) s += w[q + i] * subgroupBroadcast(xl, i);
+
+// Quantized rows other than Q5_1's (whose rows of activations carry sums) come in 32-value
+// chunks at multiples of 32 values: values 4i..4i+3 of a chunk from lane i's vec4.
+#if WEIGHT_TYPE != TYPE_F32 && WEIGHT_TYPE != TYPE_F16 && WEIGHT_TYPE != TYPE_BF16 && \
+    WEIGHT_TYPE != TYPE_Q5_1
+#define X_VEC4 1
+layout(std430, binding = 1) readonly buffer X4 { vec4 x4[]; };
+#define TERM4(i)                                  \
+  s += w[4u * i] * subgroupBroadcast(xl.x, i);      \
+  s += w[4u * i + 1u] * subgroupBroadcast(xl.y, i); \
+  s += w[4u * i + 2u] * subgroupBroadcast(xl.z, i); \
+  s += w[4u * i + 3u] * subgroupBroadcast(xl.w, i);
+#endif
+
 void main() {
+  uint lane8 = gl_SubgroupInvocationID % 8u;
   uint r = gl_WorkGroupID.x * BLOCK + gl_LocalInvocationID.x;
 #if MUL_MAT_ID
   uint e = gl_WorkGroupID.z;
@@ -82,8 +108,6 @@ void main() {
   uint n_chunks = (p.n_in + 31u) / 32u;
   for (uint t0 = gl_WorkGroupID.y * TN_LANES; t0 < count; t0 += gl_NumWorkGroups.y * TN_LANES) {
     uint n_t = min(TN_LANES, count - t0);
-    uint xrow[TN_LANES];
-    for (uint t = 0u; t < n_t; ++t) xrow[t] = X_ROW(t0 + t) * X_COLS;
     float acc[TN_LANES];
     for (uint t = 0u; t < TN_LANES; ++t) acc[t] = 0.0;
     for (uint c = 0u; c < n_chunks; ++c) {
@@ -94,11 +118,24 @@ void main() {
       float m = chunk_min(row, c);
 #endif
       for (uint t = 0u; t < n_t; ++t) {
-        uint xr = xrow[t] + 32u * c;
+        uint xrow = X_ROW(t0 + t) * X_COLS;
+        uint xr = xrow + 32u * c;
         float s = 0.0;
-        for (uint j = 0u; j < n_val; ++j) s += w[j] * x[xr + j];
+#if X_VEC4
+        // The chunk's 32 activations in one load, four per lane, each broadcast to every lane.
+        vec4 xl = x4[(xr >> 2) + lane8];
+        TERM4(0u) TERM4(1u) TERM4(2u) TERM4(3u) TERM4(4u) TERM4(5u) TERM4(6u) TERM4(7u)
+#else
+        // Eight of the chunk's activations a load, one per lane, each then broadcast to every
+        // lane: an eighth as many loads as values (lavapipe runs a buffer load lane by lane).
+        for (uint q = 0u; q < 32u; q += 8u) {
+          uint k = q + lane8;
+          float xl = k < n_val ? x[xr + k] : 0.0;
+          TERM(0u) TERM(1u) TERM(2u) TERM(3u) TERM(4u) TERM(5u) TERM(6u) TERM(7u)
+        }
+#endif
 #ifdef CHUNK_MIN
-        s += m * x[xrow[t] + p.n_in + c];
+        s += m * x[xrow + p.n_in + c];
 #endif
         acc[t] += s;
       }
