@@ -18,10 +18,8 @@
 // the offset. Per block the integer sum is converted and multiplied by d_w · d_x and added up in
 // F32, as the reference's vec_dot does, the 16 rows' F16 scales converted by one vcvtph2ps.
 #include <algorithm>
-#include <array>
 #include <cstring>
 #include <type_traits>
-#include <utility>
 
 #include "engine/cpu/avx512.h"
 #include "engine/cpu/gemm.h"
@@ -177,24 +175,20 @@ HEARTH_AVX512 void tile_c(int64_t n, const uint8_t* w, const uint8_t* x, int64_t
   }
 }
 
-using tile_fn = void (*)(int64_t, const uint8_t*, const uint8_t*, int64_t, float*, int64_t, int);
-
-template <tensor_type W, int... Cs>
-constexpr std::array<tile_fn, sizeof...(Cs)> tiles_of(std::integer_sequence<int, Cs...>) {
-  return {&tile_c<W, Cs + 1>...};
-}
-
+// The tiles of one weight type, for packed_tile_dispatch (engine/cpu/gemm.h).
 template <tensor_type W>
-HEARTH_AVX512 void tile(int64_t n, const uint8_t* w, int64_t, const uint8_t* x, int64_t x_stride,
-                        float* y, int64_t ldy, int nr, int nc) {
-  static constexpr auto by_cols = tiles_of<W>(std::make_integer_sequence<int, k_cols>());
-  by_cols[size_t(nc - 1)](n, w, x, x_stride, y, ldy, nr);
-}
+struct tiles {
+  template <int C>
+  HEARTH_AVX512 static void run(int64_t n, const uint8_t* w, const uint8_t* x, int64_t x_stride,
+                                float* y, int64_t ldy, int nr) {
+    tile_c<W, C>(n, w, x, x_stride, y, ldy, nr);
+  }
+};
 
 template <tensor_type W, int Off>
-constexpr packed_format k_x32{
-    k_group, group_bytes<W>, pack<W>,
-    gemm_kernel{k_group, k_cols, x_row_bytes, x_from_float<Off>, tile<W>}};
+constexpr packed_format k_x32{k_group, group_bytes<W>, pack<W>,
+                              gemm_kernel{k_group, k_cols, x_row_bytes, x_from_float<Off>,
+                                          packed_tile_dispatch<tiles<W>, k_cols>}};
 
 }  // namespace
 
