@@ -40,10 +40,28 @@ std::string quote(const std::string& s) {
   return testing::shell_quote(s);
 }
 
-// Per process: `quantize` and `quantize_portable` run this binary at the same time under ctest -j.
-std::string temp_path(const std::string& name) {
-  return ::testing::TempDir() + "hearth_quantize_" + std::to_string(getpid()) + "_" + name;
+// Every file the tests write goes in one folder per process (`quantize` and `quantize_portable` run
+// this binary at the same time under ctest -j), removed when the tests end: left behind, each run
+// added about 10 MB to the temporary folder, and a few thousand runs filled a disk.
+std::string temp_dir() {
+  return ::testing::TempDir() + "hearth_quantize_" + std::to_string(getpid());
 }
+
+std::string temp_path(const std::string& name) {
+  static const bool made = std::filesystem::create_directories(temp_dir()) || true;
+  (void)made;
+  return temp_dir() + "/" + name;
+}
+
+class remove_temp_dir : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    std::error_code ec;
+    std::filesystem::remove_all(temp_dir(), ec);
+  }
+};
+[[maybe_unused]] ::testing::Environment* const k_remove_temp_dir =
+    ::testing::AddGlobalTestEnvironment(new remove_temp_dir);
 
 std::string synthetic(const std::string& family, const std::string& type) {
   return testing::testdata_path("models/synthetic/synthetic-" + family + "-a." + type + ".gguf");
