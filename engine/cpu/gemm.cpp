@@ -1,7 +1,5 @@
 #include "engine/cpu/gemm.h"
 
-#include <cstdlib>
-
 #include "engine/io/cpu-features.h"
 
 namespace hearth::cpu {
@@ -18,19 +16,9 @@ const gemm_kernel* gemm_kernel_for([[maybe_unused]] tensor_type t) {
 #endif
 }
 
-}  // namespace hearth::cpu
-
-namespace hearth::cpu {
-
 const packed_format* packed_format_for([[maybe_unused]] tensor_type t) {
 #if defined(__x86_64__)
-  // HEARTH_CPU_NO_PACK=1: the stored layouts' tiles and dot products serve every product, as on
-  // CPUs without the packed kernels (to measure one against the other in one binary).
-  static const bool off = [] {
-    const char* v = std::getenv("HEARTH_CPU_NO_PACK");
-    return v && *v && *v != '0';
-  }();
-  if (off || !cpu_has_avx512_vnni()) return nullptr;
+  if (!cpu_packed_weights()) return nullptr;
   switch (t) {
     case tensor_type::q4_k:
       return packed_format_q4_k_avx512();

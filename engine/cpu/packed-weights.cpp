@@ -8,12 +8,13 @@
 namespace hearth::cpu {
 
 packed_view packed_weights::get(thread_pool& pool, const tensor& w) {
+  // The type first: products on types with no packed layout (F16, F32) skip the lookup.
+  const packed_format* f = w.ne[3] == 1 ? packed_format_for(w.type) : nullptr;
+  if (!f) return {};
   auto it = packed_.find(w.data);
   if (it != packed_.end() && it->second.type == w.type && it->second.ne0 == w.ne[0] &&
       it->second.ne1 == w.ne[1] && it->second.ne2 == w.ne[2])
     return it->second.view;
-  const packed_format* f = w.ne[3] == 1 ? packed_format_for(w.type) : nullptr;
-  if (!f) return {};
 
   const int64_t n_in = w.ne[0], n_out = w.ne[1], n_matrix = w.ne[2];
   const int64_t group_bytes = f->group_bytes(n_in);
@@ -28,7 +29,7 @@ packed_view packed_weights::get(thread_pool& pool, const tensor& w) {
   void* p = nullptr;
   if (posix_memalign(&p, bytes >= k_huge ? k_huge : 64, bytes) != 0) throw std::bad_alloc();
   std::unique_ptr<uint8_t, free_deleter> mem(static_cast<uint8_t*>(p));
-  if (1 && bytes >= k_huge) madvise(p, bytes / k_huge * k_huge, MADV_HUGEPAGE);
+  if (bytes >= k_huge) madvise(p, bytes / k_huge * k_huge, MADV_HUGEPAGE);
   const auto* src = static_cast<const uint8_t*>(w.data);
   const int64_t row_bytes = w.row_bytes();
   uint8_t* dst = mem.get();

@@ -50,9 +50,18 @@ bool cpu_has_avx512_vnni() {
   return has;
 }
 
+bool cpu_packed_weights() {
+  static const bool on = cpu_has_avx512_vnni() && !env_set("HEARTH_CPU_NO_PACK");
+  return on;
+}
+
 #else
 
 bool cpu_has_avx2() {
+  return false;
+}
+
+bool cpu_packed_weights() {
   return false;
 }
 

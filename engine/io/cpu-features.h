@@ -15,6 +15,11 @@ bool cpu_has_avx2();
 // AVX2 kernels on AVX-512 machines this way). False on other architectures.
 bool cpu_has_avx512_vnni();
 
+// x86: whether the CPU backend repacks weights for its AVX-512 VNNI kernels (engine/cpu/
+// packed-weights.h): cpu_has_avx512_vnni(), unless HEARTH_CPU_NO_PACK=1, which keeps the stored
+// layouts' kernels (to measure one against the other in one binary). False elsewhere.
+bool cpu_packed_weights();
+
 // arm64: the NEON kernels (ASIMD, which every arm64 CPU has). False on other architectures.
 bool cpu_has_neon();
 
