@@ -48,6 +48,13 @@ struct tiles {
     int64_t k = 0;
     for (; k + 16 <= n; k += 16) {
       __m512 wv[R];
+      // The next tile's rows (usually this thread's next work item) are fetched into L2 while
+      // this one computes. With few tokens per row (several sequences decoding) the hardware
+      // prefetchers alone left the product well short of memory speed: on Zen 4, F16, 5632x2048,
+      // 4 tokens, 0.95 -> 0.70 ms, the same as 1 token; 16 tokens 2.13 -> 1.78 ms (kernels_bench).
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r)
+        _mm_prefetch(reinterpret_cast<const char*>(w + (R + r) * w_stride + k * eb), _MM_HINT_T1);
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) wv[r] = load_w<W>(w + r * w_stride + k * eb, 0xffff);
 #pragma GCC unroll 8
