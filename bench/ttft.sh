@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Time to first token through the broker against the engine alone, in one run on one machine:
 # a PROMPT_TOKENS-token prompt (default 1000) on MODEL.
-#   alone:   `hearth run -n 1 --json`: the prompt's forward pass as the engine times it (the model
-#            is loaded first and not counted).
+#   alone:   `hearth run -n 1 --json`: the prompt's forward pass as the engine times it (loading
+#            the model and its one-token warm-up, engine/context.h, come first and are not
+#            counted).
 #   broker:  `hearth up` (broker, node, gateway in one process, the model loaded once), then
 #            `hearth submit --json -n 1`: from the moment the CLI starts to the first token event
 #            it prints, so it counts what a user waits for: connecting, the job's commit, the

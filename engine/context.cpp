@@ -161,6 +161,18 @@ result<void> context::decode(std::span<const batch_token> batch) {
   return {};
 }
 
+result<void> context::warm_up() {
+  if (kv_->n_free() != kv_->size()) {
+    return error{"warm_up: the context already holds " +
+                 std::to_string(kv_->size() - kv_->n_free()) + " tokens"};
+  }
+  const batch_token t{0, 0, 0, true};  // token 0 is in every vocabulary
+  auto r = decode({&t, 1});
+  kv_->clear();
+  n_logits_ = 0;
+  return r;
+}
+
 result<void> context::decode_chunk(std::span<const batch_token> chunk) {
   const int32_t n = int32_t(chunk.size());
   int32_t n_out = 0;

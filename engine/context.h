@@ -60,6 +60,13 @@ class context {
   // more tokens than free cells) is an error that leaves the context as it was.
   result<void> decode(std::span<const batch_token> batch);
 
+  // Runs one token through the model, its logits included, and forgets it, so that what the
+  // backends make on a tensor's first use (the CPU's packed weight layouts, engine/cpu/
+  // packed-weights.h) is made now and not in the time to first token of the first request. For
+  // a context that holds no tokens yet (an error otherwise); it holds none afterwards, and what
+  // it computes from then on is exactly what a fresh context computes.
+  result<void> warm_up();
+
   // Logits of the i-th token that asked for them in the last decode() (in batch order).
   const float* logits(int32_t i) const { return logits_.data() + size_t(i) * size_t(n_vocab_); }
   int32_t n_logits() const { return n_logits_; }

@@ -337,9 +337,18 @@ class batch_engine final : public job_engine {
       error = "model '" + cm->name + "': " + e.what();
       return nullptr;
     }
+    // One token through the model now: what the backend prepares on first use is ready before
+    // the first attempt's prompt, and a model whose forward pass fails fails here, at load.
+    const auto warm_start = std::chrono::steady_clock::now();
+    if (auto w = cm->ctx->warm_up(); !w) {
+      error = "model '" + cm->name + "': " + w.message();
+      return nullptr;
+    }
+    const double warm_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - warm_start).count();
     cm->seqs.resize(cfg_.slots);
-    spdlog::info("loaded model {} on {} ({} slots of {} tokens, {})", cm->name, cm->backend,
-                 cfg_.slots, cm->n_ctx_per_slot, format_bytes(cm->bytes));
+    spdlog::info("loaded model {} on {} ({} slots of {} tokens, {}; warm-up {:.2f} s)", cm->name,
+                 cm->backend, cfg_.slots, cm->n_ctx_per_slot, format_bytes(cm->bytes), warm_s);
     models_.push_back(std::move(cm));
     {
       std::lock_guard lk(loaded_mu_);

@@ -1,6 +1,6 @@
 // End-to-end generation on the real stories260K model: the reference's greedy continuations token
-// for token, context reuse giving exactly a fresh context's results, several sequences in one
-// batch giving what each gives alone, and errors that leave the context untouched.
+// for token, context reuse and warm-up giving exactly a fresh context's results, several sequences
+// in one batch giving what each gives alone, and errors that leave the context untouched.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -84,6 +84,33 @@ TEST_F(stories, a_reused_context_gives_exactly_what_a_fresh_one_gives) {
     for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << "logit " << i;
     EXPECT_EQ(greedy(reused, then, 40), want_tokens);
   }
+}
+
+TEST_F(stories, a_warmed_up_context_gives_exactly_what_a_fresh_one_gives) {
+  const auto prompt = (*reference_)["cases"][2]["prompt_tokens"].get<std::vector<int32_t>>();
+  context fresh(*model_, {.n_ctx = 64});
+  const auto want = prompt_logits(fresh, prompt);
+  const auto want_tokens = greedy(fresh, prompt, 30);
+
+  context warmed(*model_, {.n_ctx = 64});
+  auto w = warmed.warm_up();
+  ASSERT_TRUE(w.ok()) << w.message();
+  EXPECT_EQ(warmed.n_free(), 64);
+  EXPECT_EQ(warmed.n_logits(), 0);
+  const auto got = prompt_logits(warmed, prompt);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << "logit " << i;
+
+  // A context holding tokens is not warmed up: that would drop them. It is left as it was.
+  const int32_t held = warmed.n_free();
+  w = warmed.warm_up();
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(w.message().find("already holds " + std::to_string(64 - held) + " tokens"),
+            std::string::npos)
+      << w.message();
+  EXPECT_EQ(warmed.n_free(), held);
+  warmed.seq_clear(0);
+  EXPECT_EQ(greedy(warmed, prompt, 30), want_tokens);
 }
 
 TEST_F(stories, a_kept_prefix_continued_with_n_past_gives_what_the_whole_prompt_gives) {

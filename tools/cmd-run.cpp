@@ -106,6 +106,8 @@ int run(const run_options& o) {
   context_params cp;
   cp.n_ctx = o.ctx;
   context ctx(*m, cp);
+  // Untimed: the prompt's figure is the engine's steady speed, as a node's warmed model runs.
+  if (auto w = ctx.warm_up(); !w) throw std::runtime_error(w.message());
   sampler smp(o.gen.sampling, m->hparams().n_vocab);
 
   generate_params gp;
