@@ -3,8 +3,9 @@
 // Made on first use, not at load, because only the backend's products know a tensor is a matrix
 // of products: an embedding table that only get_rows reads is never packed, and a table tied to
 // the output projection is packed once, for the product. Packing is a pass over the weights with
-// every thread, during the first forward pass (TinyLlama-1.1B Q4_K_M, 636 MB: perf put 11% of a
-// first `hearth run` of 4.2 s, file reading included, in the packing functions; not timed alone).
+// every thread, during the first forward pass, which context::warm_up runs at load (TinyLlama-1.1B
+// Q4_K_M, 636 MB: a whole one-token `hearth run` took 0.37-1.10 s packed against 0.44-0.53 s with
+// HEARTH_CPU_NO_PACK=1, four runs each, file in the page cache).
 // Memory: the packed copy is anonymous memory the size of the stored rows (Q4_K: 148 bytes per
 // row and super-block instead of 144), in transparent huge pages where it spans them; the stored
 // rows' pages are handed back once packed (MADV_PAGEOUT, which keeps their contents).
