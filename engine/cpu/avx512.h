@@ -33,10 +33,11 @@ HEARTH_AVX512 inline float hsum512(__m512 v) {
 // (gemm-q45-k-x16-avx512.cpp) read one contiguous stream per group, and the next group is usually
 // the same thread's next work item. With a few tokens per group (several sequences decoding at
 // once) the hardware prefetchers alone left them well short of memory speed. Measured with
-// kernels_bench on Zen 4, 2 threads, 5632 x 2048, ms per product before -> after: Q4_K at 4 tokens
-// 0.26 -> 0.21 and 16 tokens 0.72 -> 0.59; Q5_K 0.52 -> 0.28 and 1.06 -> 0.74. 4.7 and 9.5 KiB
-// ahead measured alike, 2.4 KiB gained less. The same prefetch in the Q6_K and Q8_0 tiles gained
-// nothing measurable (Q8_0 at 16 tokens lost 3-5%), and with one token it slowed Q6_K by 10%.
+// kernels_bench on Zen 4, 2 threads, 5632 x 2048, ms per product before -> after (medians of 3):
+// Q4_K at 4 tokens 0.256 -> 0.215 and 16 tokens 0.78 -> 0.61; Q5_K 0.56 -> 0.30 and 1.06 -> 0.78.
+// 4.7 and 9.5 KiB ahead measured alike, 2.4 KiB gained less. The same prefetch in the Q6_K and
+// Q8_0 tiles gained nothing measurable (Q8_0 at 16 tokens lost 1-7%), and with one token it
+// slowed Q6_K by 10%.
 constexpr int64_t k_prefetch_ahead = 8 << 10;
 
 // Asks for [p, p + bytes) in L2. Prefetches never fault, so p may run past the weights' end.
