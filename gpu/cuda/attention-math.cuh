@@ -1,8 +1,8 @@
 // The scalar math the attention, rope and elementwise kernels share with the host: the mask
-// rule, the score (scale, soft-cap), the online-softmax rescale and merge, the flash-decoding
-// split of the cells, the rope angle and the reference GELU. Each follows the CPU backend
-// (engine/cpu/*.cpp) expression for expression, so attention-math_test.cpp can check them on a
-// machine without a GPU against the CPU backend itself. Plain C++ when not compiled by nvcc.
+// rule, the score (scale, soft-cap), the softmax's running max and sum and its weights, the
+// flash-decoding split of the cells, the rope angle and the reference GELU. Each follows the CPU
+// backend (engine/cpu/*.cpp) expression for expression, so attention-math_test.cpp can check them
+// on a machine without a GPU against the CPU backend itself. Plain C++ when not compiled by nvcc.
 #pragma once
 
 #include <cmath>
@@ -106,6 +106,18 @@ HEARTH_HD float round_f16(float x) {
 #else
   return fp16_to_fp32(fp32_to_fp16(x));
 #endif
+}
+
+// The weight of a visible cell's score s once the whole softmax is known (its max m and the
+// inverse of its sum, inv): exp(s - m)·inv, rounded to F16 for an F16 V cache, as the CPU rounds
+// the weights before the V product. So the kernels take two passes over the cells (the max and
+// sum, then the weights and Σ w·v) rather than one online pass: an online pass never holds a
+// final weight to round, and its output then differed from the CPU's by F16's rounding (NMSE
+// ~1e-7), which the next product's rounded activations (Q8_0, Q8_K) turned into 1e-5 and a
+// mixture-of-experts router into a different expert (NMSE 0.07 in the logits, on an H200).
+HEARTH_HD float softmax_weight(float s, float m, float inv, bool round_to_f16) {
+  const float w = softmax_exp(s, m) * inv;
+  return round_to_f16 ? round_f16(w) : w;
 }
 
 // --- rope ---------------------------------------------------------------------------------

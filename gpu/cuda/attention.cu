@@ -3,17 +3,24 @@
 // device memory when the kernels run and only bounds loops: every launch configuration depends
 // on n_tok, the params and max_cells alone, so a captured graph stays valid as the cache grows.
 //
+// Both kernels take two passes over the cells: the softmax's max and sum, then each cell's final
+// weight (rounded to F16 for an F16 V cache, as the CPU rounds it) and Σ w·v. An online softmax
+// (one pass, the output rescaled as the max grows) reads K once, but never holds a final weight
+// to round; attention-math.cuh (softmax_weight) says what that cost.
+//
 // Decoding (n_tok <= k_attention_decode_max_tokens): flash-decoding. Grid (split, head, token);
 // split s scans its share of the cells (attention_split_range) with one warp per cell, lanes
-// over the head dimensions, an online softmax per warp, and writes its partial state (max,
-// sum, unnormalized output) to the scratch; attention_combine_kernel merges the splits. With a
-// single split the decode kernel writes the output itself.
+// over the head dimensions. With several splits the decode kernel runs twice: each split's max
+// and sum to the scratch, then each split's share of the output from the merged softmax, which
+// attention_combine_kernel adds up. With a single split one launch does both passes and writes
+// the output.
 //
-// Prompts: tiled flash attention. A block takes 16 tokens of one head (4 warps of 4 tokens) and
-// scans the cells in tiles of 32 (one per lane): the tile's K rows go to shared memory as float,
-// each lane scores its cell against the warp's 4 tokens, then the tile's V rows replace the K
-// rows and each lane accumulates its output dimensions. Tiles no token of the block sees are
-// skipped. Tokens of one block may belong to different sequences; the mask sorts them out.
+// Prompts: tiled attention. A block takes 16 tokens of one head (4 warps of 4 tokens) and scans
+// the cells in tiles of 32 (one per lane): the tile's K rows go to shared memory as float, each
+// lane scores its cell against the warp's 4 tokens; in the second pass the tile's V rows then
+// replace the K rows and each lane accumulates its output dimensions. Tiles no token of the
+// block sees are skipped. Tokens of one block may belong to different sequences; the mask sorts
+// them out.
 //
 // A cell a token does not see never reaches its output, not even as 0 × v: cells of other
 // sequences and empty cells may hold anything (NaN included), as on the CPU, which skips them.
@@ -75,21 +82,16 @@ constexpr int k_decode_warps = 4;
 constexpr int k_decode_block = k_decode_warps * k_warp;  // also the cells per mask tile
 constexpr int k_combine_block = 128;
 
-// One (split, head, token) per block. T: the caches' element type (float or __half).
-// part_o: F32 [n_tok, n_head, n_split, head_dim_v] and part_ml: F32 [n_tok, n_head, n_split, 2]
-// (max, sum), both null when n_split == 1 (the output is written directly).
-template <typename T>
-__global__ void __launch_bounds__(k_decode_block)
-    attention_decode_kernel(const attention_args a, int32_t n_split, float* part_o,
-                            float* part_ml) {
+// The decode kernel's pass over its cells: for each cell it sees (one warp per cell, in turn),
+// the score, then f(score, v_cell) with the cell's V row in registers (lane l holding dimensions
+// l, l + 32, ...). Both passes run through here, so the second computes the very scores of the
+// first.
+template <typename T, typename F>
+__device__ __forceinline__ void decode_cells(const attention_args& a, const cell_range range,
+                                             const float (&q)[k_dims_per_lane], int32_t h,
+                                             int64_t t, bool with_v, F&& f) {
   __shared__ unsigned char visible[k_decode_block];
-  __shared__ float warp_m[k_decode_warps], warp_l[k_decode_warps];
-  __shared__ float warp_o[k_decode_warps][k_attention_max_head_dim];
-
   const attention_params& p = a.p;
-  const int32_t split = int32_t(blockIdx.x);
-  const int32_t h = int32_t(blockIdx.y);
-  const int64_t t = blockIdx.z;
   const int warp = int(threadIdx.x) / k_warp;
   const int lane = int(threadIdx.x) % k_warp;
   const int32_t dk = p.head_dim_k, dv = p.head_dim_v;
@@ -97,20 +99,7 @@ __global__ void __launch_bounds__(k_decode_block)
   const int64_t k_row = int64_t(p.n_head_kv) * dk, v_row = int64_t(p.n_head_kv) * dv;
   const T* k_head = static_cast<const T*>(a.k) + int64_t(hk) * dk;
   const T* v_head = static_cast<const T*>(a.v) + int64_t(hk) * dv;
-  const cell_range range = attention_split_range(cells_to_scan(a), n_split, split);
   const int32_t tok_seq = a.tok_seq[t], tok_pos = a.tok_pos[t];
-
-  float q[k_dims_per_lane];
-  const float* q_head = a.q + t * p.n_head * dk + int64_t(h) * dk;
-#pragma unroll
-  for (int k = 0; k < k_dims_per_lane; ++k) {
-    const int d = lane + k * k_warp;
-    q[k] = d < dk ? q_value<T>(q_head[d]) : 0.0f;
-  }
-
-  // This warp's partial state over the cells it scored.
-  float m = -INFINITY, l = 0.0f;
-  float o[k_dims_per_lane] = {};
   for (int32_t c0 = range.begin; c0 < range.end; c0 += k_decode_block) {
     const int32_t c = c0 + int32_t(threadIdx.x);
     visible[threadIdx.x] = c < range.end && attention_visible(a.cell_seq[c], a.cell_pos[c], tok_seq,
@@ -127,80 +116,124 @@ __global__ void __launch_bounds__(k_decode_block)
       for (int k = 0; k < k_dims_per_lane; ++k) {
         const int d = lane + k * k_warp;
         kv[k] = d < dk ? to_float(k_cell[d]) : 0.0f;
-        vv[k] = d < dv ? to_float(v_cell[d]) : 0.0f;
+        vv[k] = with_v && d < dv ? to_float(v_cell[d]) : 0.0f;
       }
       float dot = 0.0f;
 #pragma unroll
       for (int k = 0; k < k_dims_per_lane; ++k) dot += q[k] * kv[k];
-      // The state so far merged with the cell's: (s, 1, v).
-      const softmax_merge_factors mf =
-          softmax_merge(m, attention_score(warp_sum(dot), p.scale, p.softcap));
-      l = l * mf.fa + mf.fb;
-#pragma unroll
-      for (int k = 0; k < k_dims_per_lane; ++k) o[k] = o[k] * mf.fa + mf.fb * vv[k];
-      m = mf.m;
+      f(attention_score(warp_sum(dot), p.scale, p.softcap), vv);
     }
     __syncthreads();  // before the next tile's mask overwrites this one's
   }
+}
 
-  // Merge the warps' states.
+// The softmax's max and sum over this block's cells: each warp's running (m, l), merged.
+template <typename T>
+__device__ __forceinline__ void decode_max_sum(const attention_args& a, const cell_range range,
+                                               const float (&q)[k_dims_per_lane], int32_t h,
+                                               int64_t t, float& m_all, float& l_all) {
+  __shared__ float warp_m[k_decode_warps], warp_l[k_decode_warps];
+  const int warp = int(threadIdx.x) / k_warp;
+  float m = -INFINITY, l = 0.0f;
+  decode_cells<T>(a, range, q, h, t, false, [&](float s, const float(&)[k_dims_per_lane]) {
+    const softmax_merge_factors mf = softmax_merge(m, s);
+    l = l * mf.fa + mf.fb;
+    m = mf.m;
+  });
+  if (threadIdx.x % k_warp == 0) {
+    warp_m[warp] = m;
+    warp_l[warp] = l;
+  }
+  __syncthreads();
+  m_all = -INFINITY;
+  for (int w = 0; w < k_decode_warps; ++w) m_all = fmaxf(m_all, warp_m[w]);
+  l_all = 0.0f;
+  for (int w = 0; w < k_decode_warps; ++w) l_all += warp_l[w] * softmax_exp(warp_m[w], m_all);
+}
+
+// One (split, head, token) per block. T: the caches' element type (float or __half). Two passes
+// over the split's cells (attention-math.cuh, softmax_weight): the softmax's max and sum, then
+// the weights and Σ w·v.
+// - One split: both passes here, the output written directly.
+// - Several: launched twice. First (stats_only) each split writes its max and sum to part_ml
+//   [n_tok, n_head, n_split, 2]; then each split merges all splits' into the softmax's and writes
+//   its share of the output, Σ w·v over its cells, to part_o [n_tok, n_head, n_split,
+//   head_dim_v], which attention_combine_kernel adds up.
+template <typename T>
+__global__ void __launch_bounds__(k_decode_block)
+    attention_decode_kernel(const attention_args a, int32_t n_split, bool stats_only, float* part_o,
+                            float* part_ml) {
+  __shared__ float warp_o[k_decode_warps][k_attention_max_head_dim];
+  const attention_params& p = a.p;
+  const int32_t split = int32_t(blockIdx.x);
+  const int32_t h = int32_t(blockIdx.y);
+  const int64_t t = blockIdx.z;
+  const int warp = int(threadIdx.x) / k_warp;
+  const int lane = int(threadIdx.x) % k_warp;
+  const int32_t dk = p.head_dim_k, dv = p.head_dim_v;
+  const cell_range range = attention_split_range(cells_to_scan(a), n_split, split);
+  const int64_t slot0 = (t * p.n_head + h) * n_split;
+
+  float q[k_dims_per_lane];
+  const float* q_head = a.q + t * p.n_head * dk + int64_t(h) * dk;
+#pragma unroll
+  for (int k = 0; k < k_dims_per_lane; ++k) {
+    const int d = lane + k * k_warp;
+    q[k] = d < dk ? q_value<T>(q_head[d]) : 0.0f;
+  }
+
+  float m_all = -INFINITY, l_all = 0.0f;
+  if (n_split == 1 || stats_only) {
+    decode_max_sum<T>(a, range, q, h, t, m_all, l_all);
+    if (stats_only) {
+      if (threadIdx.x == 0) {
+        part_ml[(slot0 + split) * 2] = m_all;
+        part_ml[(slot0 + split) * 2 + 1] = l_all;
+      }
+      return;
+    }
+  } else {
+    for (int32_t s = 0; s < n_split; ++s) m_all = fmaxf(m_all, part_ml[(slot0 + s) * 2]);
+    for (int32_t s = 0; s < n_split; ++s)
+      l_all += part_ml[(slot0 + s) * 2 + 1] * softmax_exp(part_ml[(slot0 + s) * 2], m_all);
+  }
+  // No visible cell (l_all == 0): no weight, zeros, as the CPU writes.
+  const float inv = l_all > 0.0f ? 1.0f / l_all : 0.0f;
+
+  float o[k_dims_per_lane] = {};
+  decode_cells<T>(a, range, q, h, t, true, [&](float s, const float(&vv)[k_dims_per_lane]) {
+    const float w = softmax_weight(s, m_all, inv, sizeof(T) == 2);
+#pragma unroll
+    for (int k = 0; k < k_dims_per_lane; ++k) o[k] += w * vv[k];
+  });
 #pragma unroll
   for (int k = 0; k < k_dims_per_lane; ++k) {
     const int d = lane + k * k_warp;
     if (d < dv) warp_o[warp][d] = o[k];
   }
-  if (lane == 0) {
-    warp_m[warp] = m;
-    warp_l[warp] = l;
-  }
   __syncthreads();
-  float m_all = -INFINITY;
-  for (int w = 0; w < k_decode_warps; ++w) m_all = fmaxf(m_all, warp_m[w]);
-  float f[k_decode_warps];
-  float l_all = 0.0f;
-  for (int w = 0; w < k_decode_warps; ++w) {
-    f[w] = softmax_exp(warp_m[w], m_all);
-    l_all += warp_l[w] * f[w];
-  }
-  const int64_t slot = (t * p.n_head + h) * n_split + split;
   for (int d = int(threadIdx.x); d < dv; d += k_decode_block) {
     float od = 0.0f;
-    for (int w = 0; w < k_decode_warps; ++w) od += warp_o[w][d] * f[w];
+    for (int w = 0; w < k_decode_warps; ++w) od += warp_o[w][d];
     if (n_split == 1) {
-      // No visible cell (l_all == 0): zeros, as the CPU writes.
-      a.out[t * p.n_head * dv + int64_t(h) * dv + d] = l_all > 0.0f ? od / l_all : 0.0f;
+      a.out[t * p.n_head * dv + int64_t(h) * dv + d] = od;
     } else {
-      part_o[slot * dv + d] = od;
+      part_o[(slot0 + split) * dv + d] = od;
     }
-  }
-  if (n_split > 1 && threadIdx.x == 0) {
-    part_ml[slot * 2] = m_all;
-    part_ml[slot * 2 + 1] = l_all;
   }
 }
 
-// Merges the n_split partial states of one (head, token) into the output: grid (head, token).
+// Adds the n_split shares of one (head, token)'s output: grid (head, token).
 __global__ void __launch_bounds__(k_combine_block)
-    attention_combine_kernel(const float* part_o, const float* part_ml, int32_t n_split,
-                             int32_t n_head, int32_t dv, float* out) {
-  __shared__ float factor[k_attention_max_splits];
-  __shared__ float l_all;
+    attention_combine_kernel(const float* part_o, int32_t n_split, int32_t n_head, int32_t dv,
+                             float* out) {
   const int32_t h = int32_t(blockIdx.x);
   const int64_t t = blockIdx.y;
   const int64_t slot0 = (t * n_head + h) * n_split;
-  if (threadIdx.x < k_warp) {
-    const int s = int(threadIdx.x);
-    const float m = s < n_split ? part_ml[(slot0 + s) * 2] : -INFINITY;
-    const float f = softmax_exp(m, warp_max(m));
-    factor[s] = f;
-    const float l = warp_sum(s < n_split ? part_ml[(slot0 + s) * 2 + 1] * f : 0.0f);
-    if (s == 0) l_all = l;
-  }
-  __syncthreads();
   for (int d = int(threadIdx.x); d < dv; d += k_combine_block) {
     float od = 0.0f;
-    for (int s = 0; s < n_split; ++s) od += part_o[(slot0 + s) * dv + d] * factor[s];
-    out[t * n_head * dv + int64_t(h) * dv + d] = l_all > 0.0f ? od / l_all : 0.0f;
+    for (int s = 0; s < n_split; ++s) od += part_o[(slot0 + s) * dv + d];
+    out[t * n_head * dv + int64_t(h) * dv + d] = od;
   }
 }
 
@@ -272,9 +305,10 @@ __global__ void __launch_bounds__(k_prompt_block) attention_prompt_kernel(const 
   const int32_t k_stride = attention_tile_stride(dk), k_x = attention_tile_xor(dk) & lane;
   const int32_t v_stride = attention_tile_stride(dv), v_xor = attention_tile_xor(dv);
 
-  // Per row: the running max (uniform over the warp), this lane's share of the running sum,
-  // and the unnormalized output for dimensions lane + 32 k.
-  float m[k_prompt_rows], l[k_prompt_rows];
+  // Two passes over the cells' tiles (attention-math.cuh, softmax_weight). The first finds each
+  // row's softmax max (uniform over the warp) and sum (this lane's share, then the warp's); the
+  // second computes the same scores again, their weights, and Σ w·v for dimensions lane + 32 k.
+  float m[k_prompt_rows], l[k_prompt_rows], inv[k_prompt_rows];
   float acc[k_prompt_rows][k_dims_per_lane];
 #pragma unroll
   for (int r = 0; r < k_prompt_rows; ++r) {
@@ -284,89 +318,100 @@ __global__ void __launch_bounds__(k_prompt_block) attention_prompt_kernel(const 
     for (int k = 0; k < k_dims_per_lane; ++k) acc[r][k] = 0.0f;
   }
 
-  for (int32_t c0 = 0; c0 < n_cells; c0 += k_prompt_cells) {
-    const int32_t c = c0 + lane;
-    bool visible[k_prompt_rows];
-    bool any = false;
-    const int32_t cell_seq = c < n_cells ? a.cell_seq[c] : -1;
-    const int32_t cell_pos = c < n_cells ? a.cell_pos[c] : 0;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int32_t c0 = 0; c0 < n_cells; c0 += k_prompt_cells) {
+      const int32_t c = c0 + lane;
+      bool visible[k_prompt_rows];
+      bool any = false;
+      const int32_t cell_seq = c < n_cells ? a.cell_seq[c] : -1;
+      const int32_t cell_pos = c < n_cells ? a.cell_pos[c] : 0;
 #pragma unroll
-    for (int r = 0; r < k_prompt_rows; ++r) {
-      visible[r] = valid[r] && c < n_cells &&
-                   attention_visible(cell_seq, cell_pos, tok_seq[r], tok_pos[r], p.window);
-      any = any || visible[r];
-    }
-    // Also the barrier that orders this tile's K stores after the previous tile's V reads (and
-    // the first tile's after the Q tile's stores).
-    if (!__syncthreads_or(any)) continue;
+      for (int r = 0; r < k_prompt_rows; ++r) {
+        visible[r] = valid[r] && c < n_cells &&
+                     attention_visible(cell_seq, cell_pos, tok_seq[r], tok_pos[r], p.window);
+        any = any || visible[r];
+      }
+      // Also the barrier that orders this tile's K stores after the previous tile's V reads (and
+      // the first tile's after the Q tile's stores).
+      if (!__syncthreads_or(any)) continue;
 
-    load_tile(kv_tile, k_head, k_row, dk, c0, n_cells);
-    __syncthreads();
-    float s[k_prompt_rows] = {};
-    const float* k_cell = kv_tile + lane * k_stride;
+      load_tile(kv_tile, k_head, k_row, dk, c0, n_cells);
+      __syncthreads();
+      float s[k_prompt_rows] = {};
+      const float* k_cell = kv_tile + lane * k_stride;
 #pragma unroll 4
-    for (int32_t d = 0; d < dk; ++d) {
-      const float kd = k_cell[d ^ k_x];
+      for (int32_t d = 0; d < dk; ++d) {
+        const float kd = k_cell[d ^ k_x];
 #pragma unroll
-      for (int r = 0; r < k_prompt_rows; ++r) s[r] += q_rows[r * dk + d] * kd;
-    }
-#pragma unroll
-    for (int r = 0; r < k_prompt_rows; ++r) {
-      s[r] = visible[r] ? attention_score(s[r], p.scale, p.softcap) : -INFINITY;
-    }
-    __syncthreads();  // all K reads done before V overwrites the tile
-    load_tile(kv_tile, v_head, v_row, dv, c0, n_cells);
-
-    // The online softmax update, while V loads. e: this lane's cell's weight per row.
-    float e[k_prompt_rows];
-#pragma unroll
-    for (int r = 0; r < k_prompt_rows; ++r) {
-      const softmax_merge_factors mf = softmax_merge(m[r], warp_max(s[r]));
-      e[r] = softmax_exp(s[r], mf.m);
-      l[r] = l[r] * mf.fa + e[r];
-#pragma unroll
-      for (int k = 0; k < k_dims_per_lane; ++k) acc[r][k] *= mf.fa;
-      m[r] = mf.m;
-    }
-    __syncthreads();
-
-    for (int j = 0; j < k_prompt_cells; ++j) {
-      float ej[k_prompt_rows];
-      bool used = false;
-#pragma unroll
-      for (int r = 0; r < k_prompt_rows; ++r) {
-        ej[r] = __shfl_sync(k_full_mask, e[r], j);
-        used = used || ej[r] != 0.0f;
-      }
-      if (!used) continue;  // uniform over the warp
-      const float* v_cell = kv_tile + j * v_stride;
-      const int32_t x = j & v_xor;
-      float vv[k_dims_per_lane];
-#pragma unroll
-      for (int k = 0; k < k_dims_per_lane; ++k) {
-        const int d = lane + k * k_warp;
-        vv[k] = d < dv ? v_cell[d ^ x] : 0.0f;
+        for (int r = 0; r < k_prompt_rows; ++r) s[r] += q_rows[r * dk + d] * kd;
       }
 #pragma unroll
       for (int r = 0; r < k_prompt_rows; ++r) {
-        if (ej[r] == 0.0f) continue;  // uniform; keeps an unseen cell's V out entirely
+        s[r] = visible[r] ? attention_score(s[r], p.scale, p.softcap) : -INFINITY;
+      }
+      if (pass == 0) {
+        // The running max raised once per tile, this lane's share of the sum rescaled with it.
 #pragma unroll
-        for (int k = 0; k < k_dims_per_lane; ++k) acc[r][k] += ej[r] * vv[k];
+        for (int r = 0; r < k_prompt_rows; ++r) {
+          const softmax_merge_factors mf = softmax_merge(m[r], warp_max(s[r]));
+          l[r] = l[r] * mf.fa + softmax_exp(s[r], mf.m);
+          m[r] = mf.m;
+        }
+        continue;  // the next tile's __syncthreads_or orders these K reads before its stores
+      }
+      __syncthreads();  // all K reads done before V overwrites the tile
+      load_tile(kv_tile, v_head, v_row, dv, c0, n_cells);
+      // e: this lane's cell's weight per row (0 where unseen), while V loads.
+      float e[k_prompt_rows];
+#pragma unroll
+      for (int r = 0; r < k_prompt_rows; ++r)
+        e[r] = visible[r] ? softmax_weight(s[r], m[r], inv[r], sizeof(T) == 2) : 0.0f;
+      __syncthreads();
+
+      for (int j = 0; j < k_prompt_cells; ++j) {
+        float ej[k_prompt_rows];
+        bool used = false;
+#pragma unroll
+        for (int r = 0; r < k_prompt_rows; ++r) {
+          ej[r] = __shfl_sync(k_full_mask, e[r], j);
+          used = used || ej[r] != 0.0f;
+        }
+        if (!used) continue;  // uniform over the warp
+        const float* v_cell = kv_tile + j * v_stride;
+        const int32_t x = j & v_xor;
+        float vv[k_dims_per_lane];
+#pragma unroll
+        for (int k = 0; k < k_dims_per_lane; ++k) {
+          const int d = lane + k * k_warp;
+          vv[k] = d < dv ? v_cell[d ^ x] : 0.0f;
+        }
+#pragma unroll
+        for (int r = 0; r < k_prompt_rows; ++r) {
+          if (ej[r] == 0.0f) continue;  // uniform; keeps an unseen cell's V out entirely
+#pragma unroll
+          for (int k = 0; k < k_dims_per_lane; ++k) acc[r][k] += ej[r] * vv[k];
+        }
+      }
+    }
+    if (pass == 0) {
+#pragma unroll
+      for (int r = 0; r < k_prompt_rows; ++r) {
+        const float l_all = warp_sum(l[r]);
+        // No visible cell (l_all == 0): no weight, zeros, as the CPU writes.
+        inv[r] = l_all > 0.0f ? 1.0f / l_all : 0.0f;
       }
     }
   }
 
 #pragma unroll
   for (int r = 0; r < k_prompt_rows; ++r) {
-    const float l_all = warp_sum(l[r]);
     if (!valid[r]) continue;
     const int64_t t = t0 + warp * k_prompt_rows + r;
     float* out = a.out + t * p.n_head * dv + int64_t(h) * dv;
 #pragma unroll
     for (int k = 0; k < k_dims_per_lane; ++k) {
       const int d = lane + k * k_warp;
-      // No visible cell (l_all == 0): zeros, as the CPU writes.
-      if (d < dv) out[d] = l_all > 0.0f ? acc[r][k] / l_all : 0.0f;
+      if (d < dv) out[d] = acc[r][k];
     }
   }
 }
@@ -379,10 +424,12 @@ void launch(cudaStream_t s, const attention_args& a) {
     float* part_o = n_split > 1 ? static_cast<float*>(a.scratch) : nullptr;
     float* part_ml = part_o ? part_o + a.n_tok * p.n_head * n_split * p.head_dim_v : nullptr;
     const dim3 grid(unsigned(n_split), unsigned(p.n_head), unsigned(a.n_tok));
-    attention_decode_kernel<T><<<grid, k_decode_block, 0, s>>>(a, n_split, part_o, part_ml);
+    if (n_split > 1)
+      attention_decode_kernel<T><<<grid, k_decode_block, 0, s>>>(a, n_split, true, part_o, part_ml);
+    attention_decode_kernel<T><<<grid, k_decode_block, 0, s>>>(a, n_split, false, part_o, part_ml);
     if (n_split > 1) {
       attention_combine_kernel<<<dim3(unsigned(p.n_head), unsigned(a.n_tok)), k_combine_block, 0,
-                                 s>>>(part_o, part_ml, n_split, p.n_head, p.head_dim_v, a.out);
+                                 s>>>(part_o, n_split, p.n_head, p.head_dim_v, a.out);
     }
   } else {
     const dim3 grid(unsigned((a.n_tok + k_prompt_tokens - 1) / k_prompt_tokens),

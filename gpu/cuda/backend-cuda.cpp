@@ -40,7 +40,7 @@ using cuda::op_record;
   } while (0)
 
 constexpr size_t k_staging_bytes = size_t(8) << 20;          // pinned host memory for small uploads
-constexpr size_t k_weight_scratch_bytes = size_t(64) << 20;  // dequantized F16 rows per GEMM chunk
+constexpr size_t k_weight_scratch_bytes = size_t(64) << 20;  // dequantized F32 rows per GEMM chunk
 constexpr size_t k_cublas_workspace_bytes = size_t(32) << 20;
 constexpr int32_t k_param_slots = 1024;  // dynamic parameters (attention cell counts) per step
 
@@ -177,6 +177,7 @@ class cuda_backend final : public backend {
             "shape mismatch");
     const int64_t n_tok = x.rows();
     if (n_tok > cuda::k_mmv_max_tokens) reserve_gemm_scratch(w, n_tok);
+    if (rounded_here(w.type, n_tok)) reserve_round_scratch(x);
     tensor none;
     record(op_kind::mul_mat, {&w, &x, bias && bias->present() ? bias : &none, &out});
   }
@@ -275,6 +276,7 @@ class cuda_backend final : public backend {
             "mul_mat_id", "shape mismatch");
     const size_t need = size_t(n_rows + w.ne[2] + 1) * sizeof(int32_t);
     if (need > moe_scratch_.bytes) grow(moe_scratch_, need, "the expert grouping");
+    if (cuda::rounds_activations(w.type)) reserve_round_scratch(x);
     record(op_kind::mul_mat_id, {&w, &x, &ids, &out});
   }
 
@@ -320,7 +322,8 @@ class cuda_backend final : public backend {
   void release() {
     if (cublas_) cublasDestroy(cublas_);
     cublas_ = nullptr;
-    for (scratch* s : {&act_scratch_, &weight_scratch_, &attn_scratch_, &moe_scratch_}) {
+    for (scratch* s :
+         {&act_scratch_, &weight_scratch_, &attn_scratch_, &moe_scratch_, &round_scratch_}) {
       cuda::device_free(s->ptr);
       *s = {};
     }
@@ -392,17 +395,39 @@ class cuda_backend final : public backend {
     s.bytes = want;
   }
 
+  // Whether mul_mat rounds its activations with round_activations first: every weight type
+  // but F32, except F16 and BF16 weights on the GEMM path, whose activations convert_f32 rounds
+  // on its way to cuBLAS.
+  static bool rounded_here(tensor_type w, int64_t n_tok) {
+    if (!cuda::rounds_activations(w)) return false;
+    return n_tok <= cuda::k_mmv_max_tokens || (w != tensor_type::f16 && w != tensor_type::bf16);
+  }
+
+  void reserve_round_scratch(const tensor& x) {
+    const size_t bytes = size_t(x.rows()) * size_t(x.ne[0]) * sizeof(float);
+    if (bytes > round_scratch_.bytes) grow(round_scratch_, bytes, "the rounded activations");
+  }
+
+  // x as a product with weights of type w takes it: rounded into round_scratch_ (sized at
+  // record time), or x itself.
+  const float* rounded_x(tensor_type w, const tensor& x, bool round) {
+    const float* xf = static_cast<const float*>(x.data);
+    if (!round) return xf;
+    float* r = static_cast<float*>(round_scratch_.ptr);
+    cuda::round_activations(stream_, w, xf, x.ne[0], x.rows(), r);
+    return r;
+  }
+
   void reserve_gemm_scratch(const tensor& w, int64_t n_tok) {
-    const size_t act = size_t(n_tok) * size_t(w.ne[0]) * 2;  // F16/BF16 activations
-    if (act > act_scratch_.bytes) grow(act_scratch_, act, "the prompt activations (F16)");
-    const bool dequantized =
-        w.type != tensor_type::f32 && w.type != tensor_type::f16 && w.type != tensor_type::bf16;
-    if (dequantized) {
-      const size_t row = size_t(w.ne[0]) * 2;
-      const size_t want = std::max(k_weight_scratch_bytes, row);
-      if (weight_scratch_.bytes < want)
-        grow(weight_scratch_, want, "the dequantized weights (F16)");
+    if (w.type == tensor_type::f32) return;  // SGEMM straight from the weights and activations
+    if (w.type == tensor_type::f16 || w.type == tensor_type::bf16) {
+      const size_t act = size_t(n_tok) * size_t(w.ne[0]) * 2;  // F16/BF16 activations
+      if (act > act_scratch_.bytes) grow(act_scratch_, act, "the prompt activations (F16)");
+      return;
     }
+    const size_t row = size_t(w.ne[0]) * sizeof(float);
+    const size_t want = std::max(k_weight_scratch_bytes, row);
+    if (weight_scratch_.bytes < want) grow(weight_scratch_, want, "the dequantized weights (F32)");
   }
 
   // Launches the recorded ops: from a cached graph when this step was seen before, else
@@ -515,40 +540,43 @@ class cuda_backend final : public backend {
     }
   }
 
-  // out = x · wᵀ: the decoding kernel for a few tokens, a tensor-core GEMM (cuBLAS) for more.
+  // out = x · wᵀ: the decoding kernel for a few tokens, a cuBLAS GEMM for more.
+  //
+  // Activations are rounded as the CPU rounds them, on both paths. The GEMM multiplies in the
+  // precision that keeps a prompt's products the CPU's to float rounding:
+  // - F16 and BF16 weights: on the tensor cores, the activations rounded to the weights' type
+  //   (as the CPU rounds them), products exact, F32 sums.
+  // - F32 and the quantized types: SGEMM in F32 (cuBLAS's default math mode never narrows it to
+  //   TF32) over weights dequantized to F32. F16 here would cut weights and rounded activations
+  //   to 11 bits, errors of up to 5e-4 per value where the CPU's are exact: larger than the
+  //   attention weights' F16 rounding that, left out, flipped mixture-of-experts routers
+  //   (attention-math.cuh, softmax_weight). The cost, measured on an H200: pp512 2.3x
+  //   (TinyLlama Q4_K_M) to 3.5x (Qwen3-8B shapes, 12 layers) slower than the F16 tensor cores;
+  //   integer tensor-core products over the Q8 activations would be both fast and exact.
   void mul_mat_now(const tensor& w, const tensor& x, const float* bias, const tensor& out) {
     const int64_t n_in = w.ne[0], n_out = w.rows(), n_tok = x.rows();
-    const float* xf = static_cast<const float*>(x.data);
+    const float* xf = rounded_x(w.type, x, rounded_here(w.type, n_tok));
     float* o = static_cast<float*>(out.data);
     if (n_tok <= cuda::k_mmv_max_tokens) {
       cuda::mul_mat_vec(stream_, w.type, w.data, n_in, n_out, xf, n_tok, bias, o);
       return;
     }
-    const float one = 1.0f, zero = 0.0f;
-    // Row-major out[t][o] = Σ_i x[t][i] w[o][i] is, column-major, out (n_out × n_tok) =
-    // wᵀ (w read as n_in × n_out) times x (n_in × n_tok).
-    if (w.type == tensor_type::f32) {
-      HEARTH_CUBLAS_CHECK(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, int(n_out), int(n_tok),
-                                      int(n_in), &one, static_cast<const float*>(w.data), int(n_in),
-                                      xf, int(n_in), &zero, o, int(n_out)));
-    } else {
-      // Activations rounded to the weights' 16-bit type, as the CPU rounds them.
+    if (w.type == tensor_type::f16 || w.type == tensor_type::bf16) {
       const bool bf16 = w.type == tensor_type::bf16;
-      const cudaDataType_t dt = bf16 ? CUDA_R_16BF : CUDA_R_16F;
       uint16_t* xh = static_cast<uint16_t*>(act_scratch_.ptr);
       cuda::convert_f32(stream_, xf, n_tok * n_in, bf16, xh);
-      if (w.type == tensor_type::f16 || bf16) {
-        gemm16(w.data, dt, xh, n_in, n_out, n_tok, o, n_out);
-      } else {
-        // Quantized: dequantize as many rows as the scratch holds, multiply, repeat.
-        const int64_t chunk =
-            std::max<int64_t>(1, int64_t(weight_scratch_.bytes / size_t(n_in * 2)));
-        uint16_t* wh = static_cast<uint16_t*>(weight_scratch_.ptr);
-        for (int64_t r0 = 0; r0 < n_out; r0 += chunk) {
-          const int64_t rows = std::min(chunk, n_out - r0);
-          cuda::dequantize_rows(stream_, w.type, w.data, n_in, r0, rows, wh);
-          gemm16(wh, CUDA_R_16F, xh, n_in, rows, n_tok, o + r0, n_out);
-        }
+      gemm16(w.data, bf16 ? CUDA_R_16BF : CUDA_R_16F, xh, n_in, n_out, n_tok, o, n_out);
+    } else if (w.type == tensor_type::f32) {
+      gemm32(static_cast<const float*>(w.data), xf, n_in, n_out, n_tok, o, n_out);
+    } else {
+      // Quantized: dequantize as many rows as the scratch holds, multiply, repeat.
+      const int64_t chunk =
+          std::max<int64_t>(1, int64_t(weight_scratch_.bytes / (size_t(n_in) * sizeof(float))));
+      float* wf = static_cast<float*>(weight_scratch_.ptr);
+      for (int64_t r0 = 0; r0 < n_out; r0 += chunk) {
+        const int64_t rows = std::min(chunk, n_out - r0);
+        cuda::dequantize_rows(stream_, w.type, w.data, n_in, r0, rows, wf);
+        gemm32(wf, xf, n_in, rows, n_tok, o + r0, n_out);
       }
     }
     if (bias) cuda::add_bias(stream_, o, bias, n_out, n_tok);
@@ -562,9 +590,9 @@ class cuda_backend final : public backend {
     auto* rows = static_cast<int32_t*>(moe_scratch_.ptr);
     int32_t* start = rows + n_rows;
     cuda::moe_group(stream_, static_cast<const int32_t*>(ids.data), n_rows, n_expert, rows, start);
-    cuda::mul_mat_id(stream_, w.type, w.data, w.ne[0], w.ne[1], n_expert,
-                     static_cast<const float*>(x.data), x.rows() == n_rows ? 1 : k, rows, start,
-                     static_cast<float*>(out.data));
+    const float* xf = rounded_x(w.type, x, cuda::rounds_activations(w.type));
+    cuda::mul_mat_id(stream_, w.type, w.data, w.ne[0], w.ne[1], n_expert, xf,
+                     x.rows() == n_rows ? 1 : k, rows, start, static_cast<float*>(out.data));
   }
 
   // out (rows × n_tok, leading dimension ldc) = w (rows of n_in, 16-bit) · x (16-bit) with F32
@@ -578,6 +606,17 @@ class cuda_backend final : public backend {
                                      CUBLAS_GEMM_DEFAULT));
   }
 
+  // The same in F32: w (rows of n_in, F32) · x (F32).
+  void gemm32(const float* w, const float* x, int64_t n_in, int64_t rows, int64_t n_tok, float* out,
+              int64_t ldc) {
+    const float one = 1.0f, zero = 0.0f;
+    // Row-major out[t][o] = Σ_i x[t][i] w[o][i] is, column-major, out (rows × n_tok) =
+    // wᵀ (w read as n_in × rows) times x (n_in × n_tok).
+    HEARTH_CUBLAS_CHECK(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, int(rows), int(n_tok),
+                                    int(n_in), &one, w, int(n_in), x, int(n_in), &zero, out,
+                                    int(ldc)));
+  }
+
   int device_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
@@ -589,6 +628,7 @@ class cuda_backend final : public backend {
   int32_t n_slots_ = 0;
   scratch act_scratch_, weight_scratch_, attn_scratch_;
   scratch moe_scratch_;  // I32: mul_mat_id's rows grouped by expert, then where each expert starts
+  scratch round_scratch_;  // F32 [rows, n_in]: a product's activations rounded (round-math.cuh)
   std::vector<void*> weights_;
   std::vector<op_record> records_;
   std::vector<int64_t> key_, last_key_;

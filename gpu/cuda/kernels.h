@@ -25,7 +25,7 @@ void get_rows(cudaStream_t s, tensor_type t, const void* table, int64_t cols, co
               int64_t n, float* out);
 
 // The most tokens mul_mat_vec takes at once; larger batches go through dequantize_rows and a
-// tensor-core GEMM (backend-cuda.cpp).
+// cuBLAS GEMM (backend-cuda.cpp).
 constexpr int k_mmv_max_tokens = 8;
 
 // out[t, o] = Σ_i w[o, i] · x[t, i] (+ bias[o]) for n_tok <= k_mmv_max_tokens: the decoding
@@ -35,15 +35,28 @@ constexpr int k_mmv_max_tokens = 8;
 void mul_mat_vec(cudaStream_t s, tensor_type t, const void* w, int64_t n_in, int64_t n_out,
                  const float* x, int64_t n_tok, const float* bias, float* out);
 
-// Rows [row0, row0 + n_rows) of w (rows of n_in values of type t) as F16 into out
-// [n_rows, n_in]: the prompt path's weights for cuBLAS. For t == bf16 the output is BF16 (the
-// caller multiplies in BF16); t == f16 needs no conversion and is not accepted.
+// Rows [row0, row0 + n_rows) of w (rows of n_in values of type t) into out [n_rows, n_in]: the
+// prompt path's weights for cuBLAS. Into uint16_t: F16 (BF16 for t == bf16, the bits unchanged:
+// the caller multiplies in BF16); t == f16 needs no conversion and is not accepted. Into float:
+// F32 (the quantized types' GEMM, so a prompt's products are the CPU's to F32 rounding).
 void dequantize_rows(cudaStream_t s, tensor_type t, const void* w, int64_t n_in, int64_t row0,
                      int64_t n_rows, uint16_t* out);
+void dequantize_rows(cudaStream_t s, tensor_type t, const void* w, int64_t n_in, int64_t row0,
+                     int64_t n_rows, float* out);
 
 // n floats to F16 (bf16 == false) or BF16 (bf16 == true), rounded to nearest even, as the CPU
 // rounds activations for F16/BF16 weights.
 void convert_f32(cudaStream_t s, const float* x, int64_t n, bool bf16, uint16_t* out);
+
+// Whether products with weights of type w round their activations first (round-math.cuh: F16,
+// BF16 and the quantized types; not F32).
+bool rounds_activations(tensor_type w);
+
+// x (F32 [rows, n_in]) rounded to the dot-product type of weights of type w and written back as
+// F32 into out (not overlapping x), as the CPU backend converts activations before a product with
+// w. n_in must be a whole number of the rounding's blocks (32 values for Q8_0, 256 for Q8_K).
+void round_activations(cudaStream_t s, tensor_type w, const float* x, int64_t n_in, int64_t rows,
+                       float* out);
 
 // out[t, o] += bias[o] for t < n_tok.
 void add_bias(cudaStream_t s, float* out, const float* bias, int64_t n_out, int64_t n_tok);

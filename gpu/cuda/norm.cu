@@ -1,5 +1,10 @@
-// rms_norm: one block per row. Sum of squares in float per thread, reduced across the warp by
-// shuffles and across warps through shared memory; then each thread scales the elements it read.
+// rms_norm: one block per row. Sum of squares in double per thread (as the CPU and the reference
+// sum them), reduced across the warp by shuffles and across warps through shared memory; then
+// each thread scales the elements it read. With a float sum 3 of 35 rows came out other than
+// the CPU's (synthetic test files, H200), and the next product's rounding of its activations
+// (F16, Q8) makes such a last-bit difference large wherever a value sits on a rounding boundary;
+// in double every row matched bit for bit. Double arithmetic is slow on consumer GPUs, but this
+// is one multiply-add per element.
 #include <cassert>
 
 #include "gpu/cuda/kernels.h"
@@ -9,7 +14,7 @@ namespace {
 
 constexpr int k_block = 256;
 
-__device__ __forceinline__ float warp_sum(float v) {
+__device__ __forceinline__ double warp_sum(double v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
@@ -18,22 +23,23 @@ __device__ __forceinline__ float warp_sum(float v) {
 // weight: F32 [cols] or null.
 __global__ void __launch_bounds__(k_block)
     rms_norm_kernel(const float* x, const float* weight, int64_t cols, float eps, float* out) {
-  __shared__ float warp_sums[k_block / 32];
+  __shared__ double warp_sums[k_block / 32];
   const float* xr = x + int64_t(blockIdx.x) * cols;
   float* yr = out + int64_t(blockIdx.x) * cols;
 
-  float sum = 0.0f;
-  for (int64_t i = threadIdx.x; i < cols; i += k_block) sum += xr[i] * xr[i];
+  double sum = 0.0;
+  for (int64_t i = threadIdx.x; i < cols; i += k_block) sum += double(xr[i]) * double(xr[i]);
   sum = warp_sum(sum);
   if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = sum;
   __syncthreads();
-  sum = threadIdx.x < k_block / 32 ? warp_sums[threadIdx.x] : 0.0f;
+  sum = threadIdx.x < k_block / 32 ? warp_sums[threadIdx.x] : 0.0;
   if (threadIdx.x < 32) sum = warp_sum(sum);
   if (threadIdx.x == 0) warp_sums[0] = sum;
   __syncthreads();
 
-  // As the CPU: the mean in float, + eps, 1 / sqrt (IEEE division and square root).
-  const float scale = 1.0f / sqrtf(warp_sums[0] / float(cols) + eps);
+  // As the CPU: the mean in double rounded to float, + eps, 1 / sqrt (IEEE division and square
+  // root).
+  const float scale = 1.0f / sqrtf(float(warp_sums[0] / double(cols)) + eps);
   if (weight) {
     for (int64_t i = threadIdx.x; i < cols; i += k_block) yr[i] = xr[i] * scale * weight[i];
   } else {
