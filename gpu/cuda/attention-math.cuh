@@ -1,12 +1,14 @@
 // The scalar math the attention, rope and elementwise kernels share with the host: the mask
-// rule, the score (scale, soft-cap), the softmax's running max and sum and its weights, the
-// flash-decoding split of the cells, the rope angle and the reference GELU. Each follows the CPU
-// backend (engine/cpu/*.cpp) expression for expression, so attention-math_test.cpp can check them
-// on a machine without a GPU against the CPU backend itself. Plain C++ when not compiled by nvcc.
+// rule, the score (its dot product in the CPU's order, scale, soft-cap), the softmax's exp, sum
+// and weights, the flash-decoding split of the cells, the rope angle and the reference GELU. Each
+// follows the CPU backend (engine/cpu/*.cpp) expression for expression, so
+// attention-math_test.cpp can check them on a machine without a GPU against the CPU backend
+// itself. Plain C++ when not compiled by nvcc.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "gpu/cuda/hd.h"
 
@@ -45,26 +47,87 @@ HEARTH_HD float attention_score(float dot, float scale, float softcap) {
   return s;
 }
 
-// exp(x - m) for x <= m: a softmax weight (x a score, m the running max) or the factor that
-// rescales a partial state with max x to the larger max m. x = -inf (a masked score, or a state
-// that has seen nothing) gives 0, also when m is still -inf (where exp(x - m) is NaN).
-HEARTH_HD float softmax_exp(float x, float m) {
-  return x == -INFINITY ? 0.0f : expf(x - m);
+// x rounded to F16 (nearest even) and back: q and the GELU input/output as the CPU rounds them.
+HEARTH_HD float round_f16(float x) {
+#ifdef __CUDACC__
+  return __half2float(__float2half_rn(x));
+#else
+  return fp16_to_fp32(fp32_to_fp16(x));
+#endif
 }
 
-// Merging two partial softmax states a and b over disjoint cells. A state is a running max m,
-// sum l = Σ exp(s - m) and unnormalized output o = Σ exp(s - m) · v; m = -inf, l = 0, o = 0 has
-// seen nothing, and one score s alone is the state (s, 1, v). With m = max(a.m, b.m) the merged
-// state is (m, a.l·fa + b.l·fb, a.o·fa + b.o·fb).
-struct softmax_merge_factors {
-  float m;
-  float fa;
-  float fb;
-};
+// The softmax the CPU computes (engine/cpu/attention.cpp, its AVX-512 path), operation for
+// operation, so that each weight it rounds to F16 rounds the same way:
+//   max M over the visible scores; e = attention_exp(s - M) for each; sum Σ e in double;
+//   inv = float(1 / sum); weight = e·inv, rounded to F16 for an F16 V cache.
+// The kernels take three passes over the cells for it (the max, the sum, the weights and Σ w·v).
+// An online softmax (one pass, rescaling as the max grows) computes other sums and never holds a
+// final weight to round: its output was F16's rounding (NMSE ~1e-7) from the CPU's, which the next
+// product's rounded activations (Q8_0, Q8_K) grew to 1e-5 and a mixture-of-experts router turned
+// into another expert (NMSE 0.07 in the logits, on an H200). Two passes with expf, a float sum
+// and the scores summed in another order still left a few weights rounding the other way
+// (attention output NMSE up to 1.5e-7 in a layer whose inputs were 1e-13 apart), enough to flip
+// a greedy token at a near-tie (the synthetic Mixtral F16 file). As it is now, the kernels'
+// algorithm is 5e-14 from the CPU backend (attention-math_test) and that token matches.
 
-HEARTH_HD softmax_merge_factors softmax_merge(float ma, float mb) {
-  const float m = fmaxf(ma, mb);
-  return {m, softmax_exp(ma, m), softmax_exp(mb, m)};
+// q·k as the CPU sums it: 16 partial sums, lane l over dimensions l, l + 16, ... in order (a
+// product, then fused multiply-adds), added pairwise (8 + 8, 4 + 4, 2 + 2, 1 + 1); dimensions
+// past the last whole 16 summed apart and added last. k(d) and q(d) give dimension d.
+template <typename K, typename Q>
+HEARTH_HD float attention_dot(const K& k, const Q& q, int32_t dk) {
+  const int32_t whole = dk / 16 * 16;
+  float p[16];
+  for (int l = 0; l < 16; ++l) p[l] = whole > 0 ? k(l) * q(l) : 0.0f;
+  for (int32_t c = 16; c < whole; c += 16) {
+    for (int l = 0; l < 16; ++l) p[l] = fmaf(k(c + l), q(c + l), p[l]);
+  }
+  float tail = 0.0f;
+  for (int32_t d = whole; d < dk; ++d) tail = fmaf(k(d), q(d), tail);
+  for (int w = 8; w >= 1; w /= 2) {
+    for (int l = 0; l < w; ++l) p[l] += p[l + w];
+  }
+  return p[0] + tail;
+}
+
+// exp(x) for x <= 0 as the CPU's exp_neg16: x = n·ln 2 + r (n to nearest, ln 2 in two parts),
+// Cephes' degree-6 polynomial in fused multiply-adds, 2^n put into the exponent bits; 0 below
+// -87 (and for x = -inf).
+HEARTH_HD float attention_exp(float x) {
+  constexpr float k_log2e = 1.44269504088896341f;
+  constexpr float k_ln2_hi = 0.693359375f, k_ln2_lo = -2.12194440e-4f;
+  constexpr float k_min = -87.0f;
+  const bool tiny = x < k_min;
+  x = tiny ? k_min : x;
+  const float n = rintf(x * k_log2e);
+  float r = fmaf(-n, k_ln2_hi, x);
+  r = fmaf(-n, k_ln2_lo, r);
+  float y = 1.9875691500e-4f;
+  y = fmaf(y, r, 1.3981999507e-3f);
+  y = fmaf(y, r, 8.3334519073e-3f);
+  y = fmaf(y, r, 4.1665795894e-2f);
+  y = fmaf(y, r, 1.6666665459e-1f);
+  y = fmaf(y, r, 5.0000001201e-1f);
+  y = fmaf(y * r, r, r + 1.0f);
+  const int32_t bits = (int32_t(n) + 127) << 23;
+#ifdef __CUDA_ARCH__
+  const float scale = __int_as_float(bits);
+#else
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+#endif
+  return tiny ? 0.0f : y * scale;
+}
+
+// 1 / sum, as the CPU takes it: in double, then float.
+HEARTH_HD float attention_inv_sum(double sum) {
+  return sum > 0.0 ? float(1.0 / sum) : 0.0f;
+}
+
+// The weight of a visible cell whose score s is e = attention_exp(s - M): e·inv, rounded to F16
+// for an F16 V cache as the CPU rounds it before the V product.
+HEARTH_HD float attention_weight(float e, float inv, bool round_to_f16) {
+  const float w = e * inv;
+  return round_to_f16 ? round_f16(w) : w;
 }
 
 // The cells [begin, end) that split `split` of `n_split` scans when the cache holds n_cells:
@@ -97,27 +160,6 @@ HEARTH_HD int32_t attention_tile_stride(int32_t d) {
 // The mask ANDed with the row index to swizzle columns: 31 for the swizzled layout, else 0.
 HEARTH_HD int32_t attention_tile_xor(int32_t d) {
   return d % 32 == 0 ? 31 : 0;
-}
-
-// x rounded to F16 (nearest even) and back: q and the GELU input/output as the CPU rounds them.
-HEARTH_HD float round_f16(float x) {
-#ifdef __CUDACC__
-  return __half2float(__float2half_rn(x));
-#else
-  return fp16_to_fp32(fp32_to_fp16(x));
-#endif
-}
-
-// The weight of a visible cell's score s once the whole softmax is known (its max m and the
-// inverse of its sum, inv): exp(s - m)·inv, rounded to F16 for an F16 V cache, as the CPU rounds
-// the weights before the V product. So the kernels take two passes over the cells (the max and
-// sum, then the weights and Σ w·v) rather than one online pass: an online pass never holds a
-// final weight to round, and its output then differed from the CPU's by F16's rounding (NMSE
-// ~1e-7), which the next product's rounded activations (Q8_0, Q8_K) turned into 1e-5 and a
-// mixture-of-experts router into a different expert (NMSE 0.07 in the logits, on an H200).
-HEARTH_HD float softmax_weight(float s, float m, float inv, bool round_to_f16) {
-  const float w = softmax_exp(s, m) * inv;
-  return round_to_f16 ? round_f16(w) : w;
 }
 
 // --- rope ---------------------------------------------------------------------------------

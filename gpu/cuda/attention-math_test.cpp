@@ -1,5 +1,5 @@
 // The CUDA kernels' shared math (attention-math.cuh) on the host, against the CPU backend: the
-// mask, score and two-pass softmax pieces put together the way the decode and prompt kernels put
+// mask, score and softmax pieces put together the way the decode and prompt kernels put
 // them together (splits, warps, tiles), the split ranges, the rope angles and the reference GELU.
 // Runs on any machine: nothing here needs a GPU.
 #include "gpu/cuda/attention-math.cuh"
@@ -8,13 +8,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <memory>
 #include <random>
+#include <string_view>
 #include <vector>
 
 #include "engine/backend.h"
+#include "engine/io/cpu-features.h"
 #include "engine/io/tensor-type.h"
 
 namespace hearth::cuda {
@@ -118,8 +121,9 @@ float case_score(const attention_case& c, int64_t t, int32_t h, int32_t cell) {
   const int32_t hk = h / (p.n_head / p.n_head_kv);
   const float* q = c.q.data() + t * p.n_head * p.head_dim_k + int64_t(h) * p.head_dim_k;
   const float* k = c.k.data() + (int64_t(cell) * p.n_head_kv + hk) * p.head_dim_k;
-  float dot = 0;
-  for (int32_t d = 0; d < p.head_dim_k; ++d) dot += (c.f16 ? round_f16(q[d]) : q[d]) * k[d];
+  const float dot =
+      attention_dot([&](int32_t d) { return k[d]; },
+                    [&](int32_t d) { return c.f16 ? round_f16(q[d]) : q[d]; }, p.head_dim_k);
   return attention_score(dot, p.scale, p.softcap);
 }
 
@@ -134,11 +138,28 @@ bool case_visible(const attention_case& c, int64_t t, int32_t cell) {
                            c.tok_pos[size_t(t)], c.p.window);
 }
 
-// The decode kernels' algorithm on the host. Pass 1, per split: 4 warps taking the cells of each
-// 128-cell tile in turn, one running (max, sum) merge per cell; the warps merged; the splits
-// merged into the softmax's max and sum. Pass 2: each cell's weight, Σ w·v per warp, the warps
-// added, the splits added (the combine kernel).
-std::vector<float> simulate_decode(const attention_case& c, bool f16) {
+// The softmax's max and sum and each visible cell's weight, as both kernels compute them (their
+// split of the work changes neither: a max is a max, the sum is in double).
+struct case_softmax {
+  float m = k_neg_inf;
+  float inv = 0;
+};
+
+case_softmax softmax_of(const attention_case& c, int64_t t, int32_t h) {
+  case_softmax sm;
+  for (int32_t cell = 0; cell < c.n_cells; ++cell)
+    if (case_visible(c, t, cell)) sm.m = std::max(sm.m, case_score(c, t, h, cell));
+  double sum = 0;
+  for (int32_t cell = 0; cell < c.n_cells; ++cell)
+    if (case_visible(c, t, cell)) sum += attention_exp(case_score(c, t, h, cell) - sm.m);
+  sm.inv = attention_inv_sum(sum);
+  return sm;
+}
+
+// The decode kernels' output on the host: per split, 4 warps taking the cells of each 128-cell
+// tile in turn, each Σ w·v over its cells; the warps' sums added; the splits' added (the combine
+// kernel).
+std::vector<float> simulate_decode(const attention_case& c) {
   constexpr int warps = 4, tile = 128;
   const attention_params& p = c.p;
   const int32_t dv = p.head_dim_v;
@@ -146,34 +167,7 @@ std::vector<float> simulate_decode(const attention_case& c, bool f16) {
   std::vector<float> out(size_t(c.n_tok * p.n_head * dv));
   for (int64_t t = 0; t < c.n_tok; ++t) {
     for (int32_t h = 0; h < p.n_head; ++h) {
-      std::vector<float> split_m(static_cast<size_t>(n_split)),
-          split_l(static_cast<size_t>(n_split));
-      for (int32_t s = 0; s < n_split; ++s) {
-        const cell_range r = attention_split_range(c.n_cells, n_split, s);
-        float m[warps], l[warps];
-        std::fill(m, m + warps, k_neg_inf);
-        std::fill(l, l + warps, 0.0f);
-        for (int32_t c0 = r.begin; c0 < r.end; c0 += tile) {
-          for (int32_t j = 0; j < std::min(tile, r.end - c0); ++j) {
-            const int32_t cell = c0 + j, w = j % warps;
-            if (!case_visible(c, t, cell)) continue;
-            const softmax_merge_factors mf = softmax_merge(m[w], case_score(c, t, h, cell));
-            l[w] = l[w] * mf.fa + mf.fb;
-            m[w] = mf.m;
-          }
-        }
-        float m_all = k_neg_inf, l_all = 0;
-        for (float mw : m) m_all = std::max(m_all, mw);
-        for (int w = 0; w < warps; ++w) l_all += l[w] * softmax_exp(m[w], m_all);
-        split_m[size_t(s)] = m_all;
-        split_l[size_t(s)] = l_all;
-      }
-      float m_all = k_neg_inf, l_all = 0;
-      for (float ms : split_m) m_all = std::max(m_all, ms);
-      for (int32_t s = 0; s < n_split; ++s) {
-        l_all += split_l[size_t(s)] * softmax_exp(split_m[size_t(s)], m_all);
-      }
-      const float inv = l_all > 0 ? 1.0f / l_all : 0.0f;
+      const case_softmax sm = softmax_of(c, t, h);
       std::vector<float> od(size_t(dv), 0.0f);
       for (int32_t s = 0; s < n_split; ++s) {
         const cell_range r = attention_split_range(c.n_cells, n_split, s);
@@ -182,8 +176,10 @@ std::vector<float> simulate_decode(const attention_case& c, bool f16) {
           for (int32_t j = 0; j < std::min(tile, r.end - c0); ++j) {
             const int32_t cell = c0 + j, w = j % warps;
             if (!case_visible(c, t, cell)) continue;
-            const float wt = softmax_weight(case_score(c, t, h, cell), m_all, inv, f16);
-            for (int32_t d = 0; d < dv; ++d) o[size_t(w * dv + d)] += wt * case_v(c, h, cell)[d];
+            const float wt =
+                attention_weight(attention_exp(case_score(c, t, h, cell) - sm.m), sm.inv, c.f16);
+            for (int32_t d = 0; d < dv; ++d)
+              o[size_t(w * dv + d)] = std::fma(wt, case_v(c, h, cell)[d], o[size_t(w * dv + d)]);
           }
         }
         for (int32_t d = 0; d < dv; ++d) {
@@ -198,38 +194,23 @@ std::vector<float> simulate_decode(const attention_case& c, bool f16) {
   return out;
 }
 
-// The prompt kernel's algorithm on the host. Pass 1: tiles of 32 cells, the running max raised
-// once per tile, each lane's share of the sum rescaled with it, the lanes' shares added. Pass 2:
-// each cell's weight, Σ w·v (unseen cells, weight 0, left out).
-std::vector<float> simulate_prompt(const attention_case& c, bool f16) {
-  constexpr int32_t tile = 32;
+// The prompt kernel's output on the host: Σ w·v over the cells in order, unseen cells (weight
+// 0) left out.
+std::vector<float> simulate_prompt(const attention_case& c) {
   const attention_params& p = c.p;
   const int32_t dv = p.head_dim_v;
   std::vector<float> out(size_t(c.n_tok * p.n_head * dv));
   for (int64_t t = 0; t < c.n_tok; ++t) {
     for (int32_t h = 0; h < p.n_head; ++h) {
-      const auto score = [&](int32_t cell) {
-        return cell < c.n_cells && case_visible(c, t, cell) ? case_score(c, t, h, cell) : k_neg_inf;
-      };
-      float m = k_neg_inf, lane_l[tile] = {};
-      for (int32_t c0 = 0; c0 < c.n_cells; c0 += tile) {
-        float tile_max = k_neg_inf;
-        for (int32_t j = 0; j < tile; ++j) tile_max = std::max(tile_max, score(c0 + j));
-        const softmax_merge_factors mf = softmax_merge(m, tile_max);
-        for (int32_t j = 0; j < tile; ++j)
-          lane_l[j] = lane_l[j] * mf.fa + softmax_exp(score(c0 + j), mf.m);
-        m = mf.m;
-      }
-      float l = 0;
-      for (float x : lane_l) l += x;
-      const float inv = l > 0 ? 1.0f / l : 0.0f;
+      const case_softmax sm = softmax_of(c, t, h);
       std::vector<float> acc(size_t(dv), 0.0f);
       for (int32_t cell = 0; cell < c.n_cells; ++cell) {
-        const float s = score(cell);
-        if (s == k_neg_inf) continue;
-        const float w = softmax_weight(s, m, inv, f16);
+        if (!case_visible(c, t, cell)) continue;
+        const float w =
+            attention_weight(attention_exp(case_score(c, t, h, cell) - sm.m), sm.inv, c.f16);
         if (w == 0.0f) continue;
-        for (int32_t d = 0; d < dv; ++d) acc[size_t(d)] += w * case_v(c, h, cell)[d];
+        for (int32_t d = 0; d < dv; ++d)
+          acc[size_t(d)] = std::fma(w, case_v(c, h, cell)[d], acc[size_t(d)]);
       }
       for (int32_t d = 0; d < dv; ++d) out[size_t((t * p.n_head + h) * dv + d)] = acc[size_t(d)];
     }
@@ -240,6 +221,7 @@ std::vector<float> simulate_prompt(const attention_case& c, bool f16) {
 TEST(CudaAttentionMath, KernelAlgorithmsMatchCpuBackend) {
   std::mt19937 rng(7);
   int checked = 0;
+  double worst[2] = {0, 0};  // F32, F16 caches
   for (bool f16 : {false, true}) {
     for (auto [n_head, n_head_kv] : {std::pair{4, 4}, std::pair{4, 1}}) {
       for (auto [dk, dv] : {std::pair{64, 64}, std::pair{80, 48}}) {
@@ -259,13 +241,14 @@ TEST(CudaAttentionMath, KernelAlgorithmsMatchCpuBackend) {
               p.window = window;
               const attention_case c = make_case(rng, p, f16, n_cells, max_cells, 5);
               const std::vector<float> ref = cpu_attention(c);
-              const std::vector<float> decode = simulate_decode(c, f16),
-                                       prompt = simulate_prompt(c, f16);
-              // The weights the CPU's to F32 rounding; with an F16 cache a weight near an F16
-              // rounding boundary may still round the other way (expf against the CPU's
-              // polynomial exp: measured 1.0e-9 at worst). An online softmax, never rounding its
-              // weights, was 1e-7 away.
-              const double bound = f16 ? 1e-8 : 1e-9;
+              const std::vector<float> decode = simulate_decode(c), prompt = simulate_prompt(c);
+              // The kernels follow the CPU's AVX-512 path operation for operation (attention-
+              // math.cuh), so there only the order of Σ w·v's terms differs (measured: 7e-14).
+              // Other paths use other exps and sums, and a weight can round to F16 the other way.
+              const double bound = std::string_view(cpu_kernel_path()) == "avx512-vnni" ? 1e-12
+                                   : f16                                                ? 1e-8
+                                                                                        : 1e-9;
+              worst[f16] = std::max({worst[f16], nmse(ref, decode), nmse(ref, prompt)});
               EXPECT_LE(nmse(ref, decode), bound)
                   << "decode f16=" << f16 << " heads " << n_head << "/" << n_head_kv << " dims "
                   << dk << "/" << dv << " window " << window << " cap " << softcap << " cells "
@@ -288,6 +271,8 @@ TEST(CudaAttentionMath, KernelAlgorithmsMatchCpuBackend) {
     }
   }
   EXPECT_EQ(checked, 96);
+  std::printf("worst NMSE against the CPU backend: F32 cache %.2e, F16 cache %.2e\n", worst[0],
+              worst[1]);
 }
 
 TEST(CudaAttentionMath, MaskIsTheCpuRule) {
@@ -324,62 +309,6 @@ TEST(CudaAttentionMath, SplitsCoverTheCellsOnce) {
     }
   }
 }
-
-TEST(CudaAttentionMath, MergedSplitsEqualOnePassSoftmax) {
-  std::mt19937 rng(3);
-  constexpr int dv = 8;
-  for (int trial = 0; trial < 200; ++trial) {
-    const int n = 1 + int(rng() % 300);
-    const bool none_visible = trial % 50 == 0;
-    std::vector<float> s = random_floats(rng, size_t(n), -30, 30);
-    for (float& x : s) {
-      if (none_visible || rng() % 4 == 0) x = k_neg_inf;  // masked
-    }
-    const std::vector<float> v = random_floats(rng, size_t(n * dv), -1, 1);
-
-    // One pass in double.
-    double mx = -std::numeric_limits<double>::infinity();
-    for (float x : s) mx = std::max(mx, double(x));
-    double sum = 0, want[dv] = {};
-    for (int i = 0; i < n; ++i) {
-      if (s[size_t(i)] == k_neg_inf) continue;
-      const double e = std::exp(double(s[size_t(i)]) - mx);
-      sum += e;
-      for (int d = 0; d < dv; ++d) want[d] += e * v[size_t(i * dv + d)];
-    }
-
-    // Splits of random size (some empty), each an online pass, merged pairwise in turn.
-    float m = k_neg_inf, l = 0, o[dv] = {};
-    for (int i = 0; i < n;) {
-      const int len = int(rng() % 40);
-      float sm = k_neg_inf, sl = 0, so[dv] = {};
-      for (int j = i; j < std::min(n, i + len); ++j) {
-        const softmax_merge_factors mf = softmax_merge(sm, s[size_t(j)]);
-        sl = sl * mf.fa + softmax_exp(s[size_t(j)], mf.m);
-        for (int d = 0; d < dv; ++d) {
-          so[d] = so[d] * mf.fa + softmax_exp(s[size_t(j)], mf.m) * v[size_t(j * dv + d)];
-        }
-        sm = mf.m;
-      }
-      const softmax_merge_factors mf = softmax_merge(m, sm);
-      l = l * mf.fa + sl * mf.fb;
-      for (int d = 0; d < dv; ++d) o[d] = o[d] * mf.fa + so[d] * mf.fb;
-      m = mf.m;
-      i += len;
-    }
-    ASSERT_FALSE(std::isnan(l)) << trial;
-    if (sum == 0) {
-      EXPECT_EQ(l, 0.0f) << trial;
-      for (float x : o) EXPECT_EQ(x, 0.0f) << trial;
-      continue;
-    }
-    for (int d = 0; d < dv; ++d) {
-      EXPECT_NEAR(o[d] / l, want[d] / sum, 1e-5) << trial << " " << d;
-    }
-  }
-}
-
-// --- rope and GELU --------------------------------------------------------------------------
 
 TEST(CudaAttentionMath, RopeAnglesMatchCpuBackend) {
   std::mt19937 rng(11);

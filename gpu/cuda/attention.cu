@@ -3,24 +3,25 @@
 // device memory when the kernels run and only bounds loops: every launch configuration depends
 // on n_tok, the params and max_cells alone, so a captured graph stays valid as the cache grows.
 //
-// Both kernels take two passes over the cells: the softmax's max and sum, then each cell's final
-// weight (rounded to F16 for an F16 V cache, as the CPU rounds it) and Σ w·v. An online softmax
-// (one pass, the output rescaled as the max grows) reads K once, but never holds a final weight
-// to round; attention-math.cuh (softmax_weight) says what that cost.
+// Both kernels compute the CPU's softmax (attention-math.cuh): scores summed in the CPU's order,
+// the max, the sum of the CPU's exp in double, each weight rounded to F16 for an F16 V cache,
+// in three passes over the cells (max, sum, weights with Σ w·v). An online softmax (one pass)
+// never holds a final weight to round; attention-math.cuh says what that cost.
 //
 // Decoding (n_tok <= k_attention_decode_max_tokens): flash-decoding. Grid (split, head, token);
-// split s scans its share of the cells (attention_split_range) with one warp per cell, lanes
-// over the head dimensions. With several splits the decode kernel runs twice: each split's max
-// and sum to the scratch, then each split's share of the output from the merged softmax, which
-// attention_combine_kernel adds up. With a single split one launch does both passes and writes
-// the output.
+// split s scans its share of the cells (attention_split_range). The first pass scores each cell
+// (one warp per cell) and keeps the score in the scratch, so K is read once and the other two
+// passes read a float per cell; the last reads each seen cell's V row. With several splits the
+// decode kernel runs once per pass (each split's max; its sum from the splits' max; its share
+// of the output) and attention_combine_kernel adds the shares up; with one split one launch
+// takes all three passes and writes the output.
 //
 // Prompts: tiled attention. A block takes 16 tokens of one head (4 warps of 4 tokens) and scans
 // the cells in tiles of 32 (one per lane): the tile's K rows go to shared memory as float, each
-// lane scores its cell against the warp's 4 tokens; in the second pass the tile's V rows then
-// replace the K rows and each lane accumulates its output dimensions. Tiles no token of the
-// block sees are skipped. Tokens of one block may belong to different sequences; the mask sorts
-// them out.
+// lane scores its cell against the warp's 4 tokens; in the last pass the tile's V rows then
+// replace the K rows and each lane accumulates its output dimensions over the cells in order.
+// Tiles no token of the block sees are skipped. Tokens of one block may belong to different
+// sequences; the mask sorts them out.
 //
 // A cell a token does not see never reaches its output, not even as 0 × v: cells of other
 // sequences and empty cells may hold anything (NaN included), as on the CPU, which skips them.
@@ -40,12 +41,6 @@ constexpr unsigned k_full_mask = 0xffffffffu;
 constexpr int k_warp = 32;
 // Head dimensions per lane when lane l holds dimensions l, l + 32, l + 64, ...
 constexpr int k_dims_per_lane = k_attention_max_head_dim / k_warp;
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(k_full_mask, v, o);
-  return v;
-}
 
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
@@ -82,87 +77,53 @@ constexpr int k_decode_warps = 4;
 constexpr int k_decode_block = k_decode_warps * k_warp;  // also the cells per mask tile
 constexpr int k_combine_block = 128;
 
-// The decode kernel's pass over its cells: for each cell it sees (one warp per cell, in turn),
-// the score, then f(score, v_cell) with the cell's V row in registers (lane l holding dimensions
-// l, l + 32, ...). Both passes run through here, so the second computes the very scores of the
-// first.
-template <typename T, typename F>
-__device__ __forceinline__ void decode_cells(const attention_args& a, const cell_range range,
-                                             const float (&q)[k_dims_per_lane], int32_t h,
-                                             int64_t t, bool with_v, F&& f) {
-  __shared__ unsigned char visible[k_decode_block];
-  const attention_params& p = a.p;
-  const int warp = int(threadIdx.x) / k_warp;
-  const int lane = int(threadIdx.x) % k_warp;
-  const int32_t dk = p.head_dim_k, dv = p.head_dim_v;
-  const int32_t hk = h / (p.n_head / p.n_head_kv);
-  const int64_t k_row = int64_t(p.n_head_kv) * dk, v_row = int64_t(p.n_head_kv) * dv;
-  const T* k_head = static_cast<const T*>(a.k) + int64_t(hk) * dk;
-  const T* v_head = static_cast<const T*>(a.v) + int64_t(hk) * dv;
-  const int32_t tok_seq = a.tok_seq[t], tok_pos = a.tok_pos[t];
-  for (int32_t c0 = range.begin; c0 < range.end; c0 += k_decode_block) {
-    const int32_t c = c0 + int32_t(threadIdx.x);
-    visible[threadIdx.x] = c < range.end && attention_visible(a.cell_seq[c], a.cell_pos[c], tok_seq,
-                                                              tok_pos, p.window);
-    __syncthreads();
-    const int32_t n_here = min(k_decode_block, range.end - c0);
-    for (int32_t j = warp; j < n_here; j += k_decode_warps) {
-      if (!visible[j]) continue;  // uniform over the warp
-      const T* k_cell = k_head + int64_t(c0 + j) * k_row;
-      const T* v_cell = v_head + int64_t(c0 + j) * v_row;
-      // V is loaded with K, before the score it does not depend on, to overlap the latencies.
-      float kv[k_dims_per_lane], vv[k_dims_per_lane];
-#pragma unroll
-      for (int k = 0; k < k_dims_per_lane; ++k) {
-        const int d = lane + k * k_warp;
-        kv[k] = d < dk ? to_float(k_cell[d]) : 0.0f;
-        vv[k] = with_v && d < dv ? to_float(v_cell[d]) : 0.0f;
-      }
-      float dot = 0.0f;
-#pragma unroll
-      for (int k = 0; k < k_dims_per_lane; ++k) dot += q[k] * kv[k];
-      f(attention_score(warp_sum(dot), p.scale, p.softcap), vv);
-    }
-    __syncthreads();  // before the next tile's mask overwrites this one's
+// The decode kernel's scratch, per (token, head): the scores of every cell, F32 [max_cells]
+// (-inf for a cell the token does not see); with several splits, per (token, head, split) also
+// part_o F32 [head_dim_v], part_m F32 and (8-aligned) part_l F64.
+struct decode_scratch {
+  float* scores;
+  float* part_o;
+  float* part_m;
+  double* part_l;
+};
+
+size_t decode_scratch_bytes(int64_t n_tok, const attention_params& p, int32_t max_cells,
+                            int32_t n_split, decode_scratch* out = nullptr, void* base = nullptr) {
+  const size_t heads = size_t(n_tok) * size_t(p.n_head);
+  const size_t slots = n_split > 1 ? heads * size_t(n_split) : 0;
+  const size_t scores = heads * size_t(max_cells) * sizeof(float);
+  const size_t part_o = scores, part_m = part_o + slots * size_t(p.head_dim_v) * sizeof(float);
+  const size_t part_l = (part_m + slots * sizeof(float) + 7) / 8 * 8;
+  if (out) {
+    auto* b = static_cast<unsigned char*>(base);
+    *out = {reinterpret_cast<float*>(b), reinterpret_cast<float*>(b + part_o),
+            reinterpret_cast<float*>(b + part_m), reinterpret_cast<double*>(b + part_l)};
   }
+  return part_l + slots * sizeof(double);
 }
 
-// The softmax's max and sum over this block's cells: each warp's running (m, l), merged.
-template <typename T>
-__device__ __forceinline__ void decode_max_sum(const attention_args& a, const cell_range range,
-                                               const float (&q)[k_dims_per_lane], int32_t h,
-                                               int64_t t, float& m_all, float& l_all) {
-  __shared__ float warp_m[k_decode_warps], warp_l[k_decode_warps];
-  const int warp = int(threadIdx.x) / k_warp;
-  float m = -INFINITY, l = 0.0f;
-  decode_cells<T>(a, range, q, h, t, false, [&](float s, const float(&)[k_dims_per_lane]) {
-    const softmax_merge_factors mf = softmax_merge(m, s);
-    l = l * mf.fa + mf.fb;
-    m = mf.m;
-  });
-  if (threadIdx.x % k_warp == 0) {
-    warp_m[warp] = m;
-    warp_l[warp] = l;
-  }
-  __syncthreads();
-  m_all = -INFINITY;
-  for (int w = 0; w < k_decode_warps; ++w) m_all = fmaxf(m_all, warp_m[w]);
-  l_all = 0.0f;
-  for (int w = 0; w < k_decode_warps; ++w) l_all += warp_l[w] * softmax_exp(warp_m[w], m_all);
-}
+// What a launch of the decode kernel computes, one (split, head, token) per block.
+enum class decode_phase : int {
+  all,     // one split: the scores and max, the sum, the output
+  max,     // the split's scores (kept) and their max, to part_m
+  sum,     // the split's sum from the splits' max, to part_l
+  output,  // the split's share of the output from the splits' max and sum, to part_o
+};
 
-// One (split, head, token) per block. T: the caches' element type (float or __half). Two passes
-// over the split's cells (attention-math.cuh, softmax_weight): the softmax's max and sum, then
-// the weights and Σ w·v.
-// - One split: both passes here, the output written directly.
-// - Several: launched twice. First (stats_only) each split writes its max and sum to part_ml
-//   [n_tok, n_head, n_split, 2]; then each split merges all splits' into the softmax's and writes
-//   its share of the output, Σ w·v over its cells, to part_o [n_tok, n_head, n_split,
-//   head_dim_v], which attention_combine_kernel adds up.
+// T: the caches' element type (float or __half). The softmax is the CPU's (attention-math.cuh),
+// in three passes; only the first reads K, the scores it keeps serve the other two. With several
+// splits the kernel runs once per phase and attention_combine_kernel adds the splits' shares.
+//
+// Scores: one warp per cell in turn. The dot product is attention_dot's: q16 holds, on lane
+// l < 16, q's dimensions l, l + 16, ...; the 16 partial sums are added by shuffles in its
+// pairwise order.
 template <typename T>
 __global__ void __launch_bounds__(k_decode_block)
-    attention_decode_kernel(const attention_args a, int32_t n_split, bool stats_only, float* part_o,
-                            float* part_ml) {
+    attention_decode_kernel(const attention_args a, int32_t n_split, decode_phase phase,
+                            decode_scratch ds) {
+  __shared__ unsigned char visible[k_decode_block];
+  __shared__ float warp_m[k_decode_warps];
+  __shared__ double warp_l[k_decode_warps];
   __shared__ float warp_o[k_decode_warps][k_attention_max_head_dim];
   const attention_params& p = a.p;
   const int32_t split = int32_t(blockIdx.x);
@@ -171,41 +132,103 @@ __global__ void __launch_bounds__(k_decode_block)
   const int warp = int(threadIdx.x) / k_warp;
   const int lane = int(threadIdx.x) % k_warp;
   const int32_t dk = p.head_dim_k, dv = p.head_dim_v;
+  const int32_t hk = h / (p.n_head / p.n_head_kv);
   const cell_range range = attention_split_range(cells_to_scan(a), n_split, split);
   const int64_t slot0 = (t * p.n_head + h) * n_split;
+  float* scores = ds.scores + (t * p.n_head + h) * int64_t(a.max_cells);
 
-  float q[k_dims_per_lane];
-  const float* q_head = a.q + t * p.n_head * dk + int64_t(h) * dk;
+  float m = -INFINITY;
+  if (phase == decode_phase::all || phase == decode_phase::max) {
+    const int32_t whole = dk / 16;  // whole 16s of dimensions
+    const float* q_head = a.q + t * p.n_head * dk + int64_t(h) * dk;
+    float q16[k_attention_max_head_dim / 16];
 #pragma unroll
-  for (int k = 0; k < k_dims_per_lane; ++k) {
-    const int d = lane + k * k_warp;
-    q[k] = d < dk ? q_value<T>(q_head[d]) : 0.0f;
-  }
-
-  float m_all = -INFINITY, l_all = 0.0f;
-  if (n_split == 1 || stats_only) {
-    decode_max_sum<T>(a, range, q, h, t, m_all, l_all);
-    if (stats_only) {
-      if (threadIdx.x == 0) {
-        part_ml[(slot0 + split) * 2] = m_all;
-        part_ml[(slot0 + split) * 2 + 1] = l_all;
+    for (int i = 0; i < k_attention_max_head_dim / 16; ++i)
+      q16[i] = i < whole ? q_value<T>(q_head[16 * i + (lane & 15)]) : 0.0f;
+    const int64_t k_row = int64_t(p.n_head_kv) * dk;
+    const T* k_head = static_cast<const T*>(a.k) + int64_t(hk) * dk;
+    const int32_t tok_seq = a.tok_seq[t], tok_pos = a.tok_pos[t];
+    for (int32_t c0 = range.begin; c0 < range.end; c0 += k_decode_block) {
+      const int32_t c = c0 + int32_t(threadIdx.x);
+      visible[threadIdx.x] = c < range.end && attention_visible(a.cell_seq[c], a.cell_pos[c],
+                                                                tok_seq, tok_pos, p.window);
+      __syncthreads();
+      const int32_t n_here = min(k_decode_block, range.end - c0);
+      for (int32_t j = warp; j < n_here; j += k_decode_warps) {
+        if (!visible[j]) {  // uniform over the warp
+          if (lane == 0) scores[c0 + j] = -INFINITY;
+          continue;
+        }
+        const T* k_cell = k_head + int64_t(c0 + j) * k_row;
+        float part = 0.0f;
+        if (lane < 16 && whole > 0) {
+          part = to_float(k_cell[lane]) * q16[0];
+#pragma unroll
+          for (int i = 1; i < k_attention_max_head_dim / 16; ++i)
+            if (i < whole) part = fmaf(to_float(k_cell[16 * i + lane]), q16[i], part);
+        }
+#pragma unroll
+        for (int w = 8; w >= 1; w /= 2) part += __shfl_down_sync(k_full_mask, part, w);
+        float dot = __shfl_sync(k_full_mask, part, 0);
+        if (whole * 16 < dk) {  // dimensions past the last whole 16, summed apart (rare)
+          float tail = 0.0f;
+          for (int32_t d = whole * 16; d < dk; ++d)
+            tail = fmaf(to_float(k_cell[d]), q_value<T>(q_head[d]), tail);
+          dot += tail;
+        }
+        const float sc = attention_score(dot, p.scale, p.softcap);
+        if (lane == 0) scores[c0 + j] = sc;
+        m = fmaxf(m, sc);
       }
+      __syncthreads();  // before the next tile's mask overwrites this one's
+    }
+    if (lane == 0) warp_m[warp] = m;
+    __syncthreads();  // also makes the scores written above visible to the whole block
+    for (int w = 0; w < k_decode_warps; ++w) m = fmaxf(m, warp_m[w]);
+    if (phase == decode_phase::max) {
+      if (threadIdx.x == 0) ds.part_m[slot0 + split] = m;
       return;
     }
   } else {
-    for (int32_t s = 0; s < n_split; ++s) m_all = fmaxf(m_all, part_ml[(slot0 + s) * 2]);
-    for (int32_t s = 0; s < n_split; ++s)
-      l_all += part_ml[(slot0 + s) * 2 + 1] * softmax_exp(part_ml[(slot0 + s) * 2], m_all);
+    for (int32_t s = 0; s < n_split; ++s) m = fmaxf(m, ds.part_m[slot0 + s]);
   }
-  // No visible cell (l_all == 0): no weight, zeros, as the CPU writes.
-  const float inv = l_all > 0.0f ? 1.0f / l_all : 0.0f;
 
-  float o[k_dims_per_lane] = {};
-  decode_cells<T>(a, range, q, h, t, true, [&](float s, const float(&vv)[k_dims_per_lane]) {
-    const float w = softmax_weight(s, m_all, inv, sizeof(T) == 2);
+  double sum = 0.0;
+  if (phase == decode_phase::all || phase == decode_phase::sum) {
+    double l = 0.0;
+    for (int32_t c = range.begin + int32_t(threadIdx.x); c < range.end; c += k_decode_block) {
+      const float sc = scores[c];
+      if (sc != -INFINITY) l += attention_exp(sc - m);
+    }
 #pragma unroll
-    for (int k = 0; k < k_dims_per_lane; ++k) o[k] += w * vv[k];
-  });
+    for (int o = 16; o > 0; o >>= 1) l += __shfl_xor_sync(k_full_mask, l, o);
+    if (lane == 0) warp_l[warp] = l;
+    __syncthreads();
+    for (int w = 0; w < k_decode_warps; ++w) sum += warp_l[w];
+    if (phase == decode_phase::sum) {
+      if (threadIdx.x == 0) ds.part_l[slot0 + split] = sum;
+      return;
+    }
+  } else {
+    for (int32_t s = 0; s < n_split; ++s) sum += ds.part_l[slot0 + s];
+  }
+  const float inv = attention_inv_sum(sum);  // 0 when no cell is visible: zeros, as the CPU
+
+  // Σ w·v: one warp per cell in turn, lane l holding dimensions l, l + 32, ...
+  const int64_t v_row = int64_t(p.n_head_kv) * dv;
+  const T* v_head = static_cast<const T*>(a.v) + int64_t(hk) * dv;
+  float o[k_dims_per_lane] = {};
+  for (int32_t c = range.begin + warp; c < range.end; c += k_decode_warps) {
+    const float sc = scores[c];
+    if (sc == -INFINITY) continue;  // unseen: its V never read, as on the CPU
+    const float w = attention_weight(attention_exp(sc - m), inv, sizeof(T) == 2);
+    const T* v_cell = v_head + int64_t(c) * v_row;
+#pragma unroll
+    for (int k = 0; k < k_dims_per_lane; ++k) {
+      const int d = lane + k * k_warp;
+      if (d < dv) o[k] = fmaf(w, to_float(v_cell[d]), o[k]);
+    }
+  }
 #pragma unroll
   for (int k = 0; k < k_dims_per_lane; ++k) {
     const int d = lane + k * k_warp;
@@ -218,7 +241,7 @@ __global__ void __launch_bounds__(k_decode_block)
     if (n_split == 1) {
       a.out[t * p.n_head * dv + int64_t(h) * dv + d] = od;
     } else {
-      part_o[(slot0 + split) * dv + d] = od;
+      ds.part_o[(slot0 + split) * dv + d] = od;
     }
   }
 }
@@ -305,20 +328,22 @@ __global__ void __launch_bounds__(k_prompt_block) attention_prompt_kernel(const 
   const int32_t k_stride = attention_tile_stride(dk), k_x = attention_tile_xor(dk) & lane;
   const int32_t v_stride = attention_tile_stride(dv), v_xor = attention_tile_xor(dv);
 
-  // Two passes over the cells' tiles (attention-math.cuh, softmax_weight). The first finds each
-  // row's softmax max (uniform over the warp) and sum (this lane's share, then the warp's); the
-  // second computes the same scores again, their weights, and Σ w·v for dimensions lane + 32 k.
-  float m[k_prompt_rows], l[k_prompt_rows], inv[k_prompt_rows];
+  // Three passes over the cells' tiles, the CPU's softmax (attention-math.cuh): each row's max
+  // (uniform over the warp), its sum (this lane's cells in double, then the warp's), then the
+  // weights and Σ w·v, each lane accumulating dimensions lane + 32 k over the cells in order.
+  float m[k_prompt_rows], inv[k_prompt_rows];
+  double l[k_prompt_rows];
   float acc[k_prompt_rows][k_dims_per_lane];
 #pragma unroll
   for (int r = 0; r < k_prompt_rows; ++r) {
     m[r] = -INFINITY;
-    l[r] = 0.0f;
+    l[r] = 0.0;
+    inv[r] = 0.0f;
 #pragma unroll
     for (int k = 0; k < k_dims_per_lane; ++k) acc[r][k] = 0.0f;
   }
 
-  for (int pass = 0; pass < 2; ++pass) {
+  for (int pass = 0; pass < 3; ++pass) {
     for (int32_t c0 = 0; c0 < n_cells; c0 += k_prompt_cells) {
       const int32_t c = c0 + lane;
       bool visible[k_prompt_rows];
@@ -331,41 +356,41 @@ __global__ void __launch_bounds__(k_prompt_block) attention_prompt_kernel(const 
                      attention_visible(cell_seq, cell_pos, tok_seq[r], tok_pos[r], p.window);
         any = any || visible[r];
       }
-      // Also the barrier that orders this tile's K stores after the previous tile's V reads (and
-      // the first tile's after the Q tile's stores).
+      // Also the barrier that orders this tile's K stores after the previous tile's K or V
+      // reads (and the first tile's after the Q tile's stores).
       if (!__syncthreads_or(any)) continue;
 
       load_tile(kv_tile, k_head, k_row, dk, c0, n_cells);
       __syncthreads();
-      float s[k_prompt_rows] = {};
+      float s[k_prompt_rows];
       const float* k_cell = kv_tile + lane * k_stride;
-#pragma unroll 4
-      for (int32_t d = 0; d < dk; ++d) {
-        const float kd = k_cell[d ^ k_x];
-#pragma unroll
-        for (int r = 0; r < k_prompt_rows; ++r) s[r] += q_rows[r * dk + d] * kd;
-      }
 #pragma unroll
       for (int r = 0; r < k_prompt_rows; ++r) {
-        s[r] = visible[r] ? attention_score(s[r], p.scale, p.softcap) : -INFINITY;
+        const float* q_row = q_rows + r * dk;
+        const float dot = attention_dot([&](int32_t d) { return k_cell[d ^ k_x]; },
+                                        [&](int32_t d) { return q_row[d]; }, dk);
+        s[r] = visible[r] ? attention_score(dot, p.scale, p.softcap) : -INFINITY;
       }
       if (pass == 0) {
-        // The running max raised once per tile, this lane's share of the sum rescaled with it.
 #pragma unroll
-        for (int r = 0; r < k_prompt_rows; ++r) {
-          const softmax_merge_factors mf = softmax_merge(m[r], warp_max(s[r]));
-          l[r] = l[r] * mf.fa + softmax_exp(s[r], mf.m);
-          m[r] = mf.m;
-        }
+        for (int r = 0; r < k_prompt_rows; ++r) m[r] = fmaxf(m[r], warp_max(s[r]));
         continue;  // the next tile's __syncthreads_or orders these K reads before its stores
+      }
+      if (pass == 1) {
+#pragma unroll
+        for (int r = 0; r < k_prompt_rows; ++r)
+          if (visible[r]) l[r] += attention_exp(s[r] - m[r]);
+        continue;
       }
       __syncthreads();  // all K reads done before V overwrites the tile
       load_tile(kv_tile, v_head, v_row, dv, c0, n_cells);
       // e: this lane's cell's weight per row (0 where unseen), while V loads.
       float e[k_prompt_rows];
 #pragma unroll
-      for (int r = 0; r < k_prompt_rows; ++r)
-        e[r] = visible[r] ? softmax_weight(s[r], m[r], inv[r], sizeof(T) == 2) : 0.0f;
+      for (int r = 0; r < k_prompt_rows; ++r) {
+        e[r] = visible[r] ? attention_weight(attention_exp(s[r] - m[r]), inv[r], sizeof(T) == 2)
+                          : 0.0f;
+      }
       __syncthreads();
 
       for (int j = 0; j < k_prompt_cells; ++j) {
@@ -387,18 +412,19 @@ __global__ void __launch_bounds__(k_prompt_block) attention_prompt_kernel(const 
         }
 #pragma unroll
         for (int r = 0; r < k_prompt_rows; ++r) {
-          if (ej[r] == 0.0f) continue;  // uniform; keeps an unseen cell's V out entirely
+          if (ej[r] == 0.0f) continue;  // uniform; keeps an unseen cell's V out, as the CPU
 #pragma unroll
-          for (int k = 0; k < k_dims_per_lane; ++k) acc[r][k] += ej[r] * vv[k];
+          for (int k = 0; k < k_dims_per_lane; ++k) acc[r][k] = fmaf(ej[r], vv[k], acc[r][k]);
         }
       }
     }
-    if (pass == 0) {
+    if (pass == 1) {
 #pragma unroll
       for (int r = 0; r < k_prompt_rows; ++r) {
-        const float l_all = warp_sum(l[r]);
-        // No visible cell (l_all == 0): no weight, zeros, as the CPU writes.
-        inv[r] = l_all > 0.0f ? 1.0f / l_all : 0.0f;
+        double sum = l[r];
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(k_full_mask, sum, o);
+        inv[r] = attention_inv_sum(sum);  // 0 when no cell is visible: zeros, as the CPU
       }
     }
   }
@@ -421,16 +447,17 @@ void launch(cudaStream_t s, const attention_args& a) {
   const attention_params& p = a.p;
   if (a.n_tok <= k_attention_decode_max_tokens) {
     const int32_t n_split = attention_split_count(a.max_cells);
-    float* part_o = n_split > 1 ? static_cast<float*>(a.scratch) : nullptr;
-    float* part_ml = part_o ? part_o + a.n_tok * p.n_head * n_split * p.head_dim_v : nullptr;
+    decode_scratch ds;
+    decode_scratch_bytes(a.n_tok, p, a.max_cells, n_split, &ds, a.scratch);
     const dim3 grid(unsigned(n_split), unsigned(p.n_head), unsigned(a.n_tok));
-    if (n_split > 1)
-      attention_decode_kernel<T><<<grid, k_decode_block, 0, s>>>(a, n_split, true, part_o, part_ml);
-    attention_decode_kernel<T><<<grid, k_decode_block, 0, s>>>(a, n_split, false, part_o, part_ml);
-    if (n_split > 1) {
-      attention_combine_kernel<<<dim3(unsigned(p.n_head), unsigned(a.n_tok)), k_combine_block, 0,
-                                 s>>>(part_o, n_split, p.n_head, p.head_dim_v, a.out);
+    if (n_split == 1) {
+      attention_decode_kernel<T><<<grid, k_decode_block, 0, s>>>(a, 1, decode_phase::all, ds);
+      return;
     }
+    for (decode_phase ph : {decode_phase::max, decode_phase::sum, decode_phase::output})
+      attention_decode_kernel<T><<<grid, k_decode_block, 0, s>>>(a, n_split, ph, ds);
+    attention_combine_kernel<<<dim3(unsigned(p.n_head), unsigned(a.n_tok)), k_combine_block, 0,
+                               s>>>(ds.part_o, n_split, p.n_head, p.head_dim_v, a.out);
   } else {
     const dim3 grid(unsigned((a.n_tok + k_prompt_tokens - 1) / k_prompt_tokens),
                     unsigned(p.n_head));
@@ -443,11 +470,7 @@ void launch(cudaStream_t s, const attention_args& a) {
 
 size_t attention_scratch_bytes(int64_t n_tok, const attention_params& p, int32_t max_cells) {
   if (n_tok <= 0 || n_tok > k_attention_decode_max_tokens) return 0;
-  const int32_t n_split = attention_split_count(max_cells);
-  if (n_split == 1) return 0;
-  // part_o [n_tok, n_head, n_split, head_dim_v], then part_ml [n_tok, n_head, n_split, 2].
-  return size_t(n_tok) * size_t(p.n_head) * size_t(n_split) * (size_t(p.head_dim_v) + 2) *
-         sizeof(float);
+  return decode_scratch_bytes(n_tok, p, max_cells, attention_split_count(max_cells));
 }
 
 void attention(cudaStream_t s, const attention_args& a) {

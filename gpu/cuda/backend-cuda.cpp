@@ -550,7 +550,7 @@ class cuda_backend final : public backend {
   //   TF32) over weights dequantized to F32. F16 here would cut weights and rounded activations
   //   to 11 bits, errors of up to 5e-4 per value where the CPU's are exact: larger than the
   //   attention weights' F16 rounding that, left out, flipped mixture-of-experts routers
-  //   (attention-math.cuh, softmax_weight). The cost, measured on an H200: pp512 2.3x
+  //   (attention-math.cuh). The cost, measured on an H200: pp512 2.3x
   //   (TinyLlama Q4_K_M) to 3.5x (Qwen3-8B shapes, 12 layers) slower than the F16 tensor cores;
   //   integer tensor-core products over the Q8 activations would be both fast and exact.
   void mul_mat_now(const tensor& w, const tensor& x, const float* bias, const tensor& out) {

@@ -121,11 +121,12 @@ struct attention_args {
   int64_t n_tok = 0;
   attention_params p;
   float* out = nullptr;  // F32 [n_tok, n_head * head_dim_v]
-  // Scratch for split work (flash-decoding partial results): attention_scratch_bytes() bytes.
+  // Scratch for decoding (each cell's score, and the splits' partial results):
+  // attention_scratch_bytes() bytes.
   void* scratch = nullptr;
 };
 
-// Scratch bytes attention() needs for these shapes (0 when it splits no work).
+// Scratch bytes attention() needs for these shapes (0 for prompts, which keep no scores).
 size_t attention_scratch_bytes(int64_t n_tok, const attention_params& p, int32_t max_cells);
 
 void attention(cudaStream_t s, const attention_args& a);
