@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "gpu/cuda/hd.h"
+#include "gpu/cuda/quant.cuh"
 
 #ifdef __CUDACC__
 #include <cuda_fp16.h>
@@ -108,13 +109,7 @@ HEARTH_HD float attention_exp(float x) {
   y = fmaf(y, r, 1.6666665459e-1f);
   y = fmaf(y, r, 5.0000001201e-1f);
   y = fmaf(y * r, r, r + 1.0f);
-  const int32_t bits = (int32_t(n) + 127) << 23;
-#ifdef __CUDA_ARCH__
-  const float scale = __int_as_float(bits);
-#else
-  float scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-#endif
+  const float scale = f32_bits_to_float(uint32_t(int32_t(n) + 127) << 23);
   return tiny ? 0.0f : y * scale;
 }
 

@@ -1,4 +1,4 @@
-// The prompt path's conversions around cuBLAS: weight rows dequantized to F16 or F32
+// The prompt path's conversions around cuBLAS: quantized weight rows dequantized to F32
 // (dequantize_rows), activations rounded to F16/BF16 (convert_f32), and the bias added after the
 // GEMM (add_bias). Grid-stride loops over the elements (or groups of 8 of them) with 256-thread
 // blocks.
@@ -26,53 +26,32 @@ __device__ __forceinline__ uint32_t half_bits(float f) {
   return __half_as_ushort(__float2half_rn(f));
 }
 
-// One dequantized value as the GEMM takes it: F16 bits (uint16_t) or F32 (float).
-template <typename Out>
-__device__ __forceinline__ Out out_value(float v) {
-  if constexpr (sizeof(Out) == 2)
-    return Out(half_bits(v));
-  else
-    return v;
-}
-
-// Eight values at out (16-byte aligned).
-__device__ __forceinline__ void store8(uint16_t* out, const float (&v)[8]) {
-  uint4 h;
-  h.x = half_bits(v[0]) | (half_bits(v[1]) << 16);
-  h.y = half_bits(v[2]) | (half_bits(v[3]) << 16);
-  h.z = half_bits(v[4]) | (half_bits(v[5]) << 16);
-  h.w = half_bits(v[6]) | (half_bits(v[7]) << 16);
-  *reinterpret_cast<uint4*>(out) = h;
-}
-__device__ __forceinline__ void store8(float* out, const float (&v)[8]) {
-  reinterpret_cast<float4*>(out)[0] = make_float4(v[0], v[1], v[2], v[3]);
-  reinterpret_cast<float4*>(out)[1] = make_float4(v[4], v[5], v[6], v[7]);
-}
-
-// out: [n_rows, n_in] F16 or F32, 16-aligned; n_in % 8 == 0; w at row 0 of the range.
-template <tensor_type T, typename Out>
+// out: [n_rows, n_in] F32, 16-aligned; n_in % 8 == 0; w at row 0 of the range.
+template <tensor_type T>
 __global__ void __launch_bounds__(k_block)
     dequantize_group_kernel(const uint8_t* w, int64_t row_bytes, int64_t n_in, int64_t n_rows,
-                            Out* out) {
+                            float* out) {
   const int64_t groups = n_in / 8, total = n_rows * groups;
   for (int64_t i = int64_t(blockIdx.x) * k_block + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * k_block) {
     const int64_t r = i / groups, g = i % groups;
     float v[8];
     weight_traits<T>::group8(w + r * row_bytes, g, v);
-    store8(out + r * n_in + 8 * g, v);
+    float4* o = reinterpret_cast<float4*>(out + r * n_in + 8 * g);
+    o[0] = make_float4(v[0], v[1], v[2], v[3]);
+    o[1] = make_float4(v[4], v[5], v[6], v[7]);
   }
 }
 
-template <tensor_type T, typename Out>
+template <tensor_type T>
 __global__ void __launch_bounds__(k_block)
     dequantize_value_kernel(const uint8_t* w, int64_t row_bytes, int64_t n_in, int64_t n_rows,
-                            Out* out) {
+                            float* out) {
   const int64_t total = n_rows * n_in;
   for (int64_t i = int64_t(blockIdx.x) * k_block + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * k_block) {
     const int64_t r = i / n_in, c = i % n_in;
-    out[i] = out_value<Out>(weight_traits<T>::value(w + r * row_bytes, c));
+    out[i] = weight_traits<T>::value(w + r * row_bytes, c);
   }
 }
 
@@ -93,12 +72,13 @@ __global__ void __launch_bounds__(k_block)
     out[i] += bias[i % n_out];
 }
 
-// dequantize_rows for either output: F16 bits (BF16 bits for BF16 weights) or F32.
-template <typename Out>
-void dequantize_rows_as(cudaStream_t s, tensor_type t, const void* w, int64_t n_in, int64_t row0,
-                        int64_t n_rows, Out* out) {
-  if (t == tensor_type::f16)
-    throw std::invalid_argument("dequantize_rows: F16 weights need no conversion");
+}  // namespace
+
+void dequantize_rows(cudaStream_t s, tensor_type t, const void* w, int64_t n_in, int64_t row0,
+                     int64_t n_rows, float* out) {
+  if (t == tensor_type::f32 || t == tensor_type::f16 || t == tensor_type::bf16)
+    throw std::invalid_argument(
+        "dequantize_rows: F32, F16 and BF16 weights are multiplied as they are");
   if (n_rows <= 0 || n_in <= 0) return;
   dispatch_weight_type(t, "dequantize_rows", [&](auto tag) {
     constexpr tensor_type T = decltype(tag)::value;
@@ -107,38 +87,20 @@ void dequantize_rows_as(cudaStream_t s, tensor_type t, const void* w, int64_t n_
       throw std::invalid_argument("dequantize_rows: rows are not whole blocks");
     const int64_t row_bytes = n_in / traits::block_elems * traits::block_bytes;
     const auto* first = static_cast<const uint8_t*>(w) + row0 * row_bytes;
-    if constexpr (T == tensor_type::bf16 && sizeof(Out) == 2) {
-      // BF16 stays BF16 (the caller multiplies in BF16): the bits, unchanged.
-      HEARTH_CUDA_CHECK(
-          cudaMemcpyAsync(out, first, size_t(n_rows * row_bytes), cudaMemcpyDeviceToDevice, s));
-    } else if constexpr (T != tensor_type::f16) {  // (F16 is refused above)
-      const auto base = reinterpret_cast<uintptr_t>(first);
-      if (traits::block_elems > 1 && base % traits::align != 0)
-        throw std::invalid_argument("dequantize_rows: misaligned weights");
-      const bool grouped = n_in % 8 == 0 && base % traits::align == 0 &&
-                           row_bytes % traits::align == 0 &&
-                           reinterpret_cast<uintptr_t>(out) % 16 == 0;
-      if (grouped) {
-        dequantize_group_kernel<T, Out>
-            <<<grid_for(n_rows * (n_in / 8)), k_block, 0, s>>>(first, row_bytes, n_in, n_rows, out);
-      } else {
-        dequantize_value_kernel<T, Out>
-            <<<grid_for(n_rows * n_in), k_block, 0, s>>>(first, row_bytes, n_in, n_rows, out);
-      }
+    const auto base = reinterpret_cast<uintptr_t>(first);
+    if (traits::block_elems > 1 && base % traits::align != 0)
+      throw std::invalid_argument("dequantize_rows: misaligned weights");
+    const bool grouped = n_in % 8 == 0 && base % traits::align == 0 &&
+                         row_bytes % traits::align == 0 &&
+                         reinterpret_cast<uintptr_t>(out) % 16 == 0;
+    if (grouped) {
+      dequantize_group_kernel<T>
+          <<<grid_for(n_rows * (n_in / 8)), k_block, 0, s>>>(first, row_bytes, n_in, n_rows, out);
+    } else {
+      dequantize_value_kernel<T>
+          <<<grid_for(n_rows * n_in), k_block, 0, s>>>(first, row_bytes, n_in, n_rows, out);
     }
   });
-}
-
-}  // namespace
-
-void dequantize_rows(cudaStream_t s, tensor_type t, const void* w, int64_t n_in, int64_t row0,
-                     int64_t n_rows, uint16_t* out) {
-  dequantize_rows_as(s, t, w, n_in, row0, n_rows, out);
-}
-
-void dequantize_rows(cudaStream_t s, tensor_type t, const void* w, int64_t n_in, int64_t row0,
-                     int64_t n_rows, float* out) {
-  dequantize_rows_as(s, t, w, n_in, row0, n_rows, out);
 }
 
 void convert_f32(cudaStream_t s, const float* x, int64_t n, bool bf16, uint16_t* out) {

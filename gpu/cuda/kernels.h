@@ -35,12 +35,9 @@ constexpr int k_mmv_max_tokens = 8;
 void mul_mat_vec(cudaStream_t s, tensor_type t, const void* w, int64_t n_in, int64_t n_out,
                  const float* x, int64_t n_tok, const float* bias, float* out);
 
-// Rows [row0, row0 + n_rows) of w (rows of n_in values of type t) into out [n_rows, n_in]: the
-// prompt path's weights for cuBLAS. Into uint16_t: F16 (BF16 for t == bf16, the bits unchanged:
-// the caller multiplies in BF16); t == f16 needs no conversion and is not accepted. Into float:
-// F32 (the quantized types' GEMM, so a prompt's products are the CPU's to F32 rounding).
-void dequantize_rows(cudaStream_t s, tensor_type t, const void* w, int64_t n_in, int64_t row0,
-                     int64_t n_rows, uint16_t* out);
+// Rows [row0, row0 + n_rows) of w (rows of n_in values of quantized type t) as F32 into out
+// [n_rows, n_in]: the prompt path's weights for cuBLAS's SGEMM, so a prompt's products are the
+// CPU's to F32 rounding. F32, F16 and BF16 weights are multiplied as they are (refused here).
 void dequantize_rows(cudaStream_t s, tensor_type t, const void* w, int64_t n_in, int64_t row0,
                      int64_t n_rows, float* out);
 

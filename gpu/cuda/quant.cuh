@@ -69,6 +69,17 @@ HEARTH_HD float f32_bits_to_float(uint32_t u) {
 #endif
 }
 
+// The bits of a float (f32_bits_to_float's inverse).
+HEARTH_HD uint32_t float_to_f32_bits(float f) {
+#ifdef __CUDA_ARCH__
+  return __float_as_uint(f);
+#else
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+#endif
+}
+
 HEARTH_HD float bf16_bits_to_float(uint32_t h) {
   return f32_bits_to_float(h << 16);
 }

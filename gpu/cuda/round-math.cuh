@@ -59,16 +59,6 @@ constexpr int activation_rounding_block(activation_rounding r) {
 
 namespace round_detail {
 
-HEARTH_HD uint32_t bits_of(float f) {
-#ifdef __CUDA_ARCH__
-  return __float_as_uint(f);
-#else
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-#endif
-}
-
 HEARTH_HD float div(float a, float b) {
 #ifdef __CUDA_ARCH__
   return __fdiv_rn(a, b);  // correctly rounded whatever -prec-div says
@@ -78,7 +68,7 @@ HEARTH_HD float div(float a, float b) {
 }
 
 HEARTH_HD float magnitude(float x) {
-  return f32_bits_to_float(bits_of(x) & 0x7fffffffu);
+  return f32_bits_to_float(float_to_f32_bits(x) & 0x7fffffffu);
 }
 
 // Round half away from zero (C's roundf), as q8_0_from_float's std::round.
@@ -93,7 +83,7 @@ HEARTH_HD float round_away(float x) {
 // ggml's nearest_int: round to nearest even through the mantissa of 1.5 * 2^23 (|x| < 2^22).
 HEARTH_HD int32_t nearest_int(float x) {
   const float biased = quant_detail::add(x, 12582912.f);
-  return int32_t(bits_of(biased) & 0x007fffffu) - 0x00400000;
+  return int32_t(float_to_f32_bits(biased) & 0x007fffffu) - 0x00400000;
 }
 
 }  // namespace round_detail
@@ -101,7 +91,7 @@ HEARTH_HD int32_t nearest_int(float x) {
 // float -> IEEE half bits, round to nearest even: engine/io/tensor-type.cpp fp32_to_fp16, step
 // for step (NaN becomes the quiet NaN 0x7e00 with the sign kept).
 HEARTH_HD uint16_t float_to_half_bits(float f) {
-  const uint32_t x = round_detail::bits_of(f);
+  const uint32_t x = float_to_f32_bits(f);
   const uint32_t sign = (x >> 16) & 0x8000u;
   const uint32_t a = x & 0x7fffffffu;
   if (a > 0x7f800000u) return uint16_t(sign | 0x7e00u);

@@ -17,11 +17,9 @@
 namespace hearth::cuda {
 namespace {
 
-using round_detail::bits_of;
-
 // Equal bits, or both NaN (the CPU's F16C conversion keeps NaN payloads the portable one drops).
 bool same_float(float a, float b) {
-  return bits_of(a) == bits_of(b) || (std::isnan(a) && std::isnan(b));
+  return float_to_f32_bits(a) == float_to_f32_bits(b) || (std::isnan(a) && std::isnan(b));
 }
 
 // x as the CPU converts it for a product with weights of type w, read back as F32.
