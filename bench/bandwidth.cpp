@@ -10,16 +10,15 @@
 //   bandwidth [--threads 1,2] [--mib 1024] [--passes 5] [--json]
 #include <algorithm>
 #include <atomic>
-#include <barrier>
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "bench/ceiling-tools.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -91,14 +90,8 @@ options parse(int argc, char** argv) {
       return argv[++i];
     };
     if (a == "--threads") {
-      o.threads.clear();
-      std::stringstream s(value());
-      for (std::string t; std::getline(s, t, ',');) {
-        const int n = std::atoi(t.c_str());
-        if (n < 1 || n > 1024) usage("--threads takes a list of counts such as 1,2");
-        o.threads.push_back(n);
-      }
-      if (o.threads.empty()) usage("--threads takes a list of counts such as 1,2");
+      o.threads = hearth::bench::parse_thread_counts(value());
+      if (o.threads.empty()) usage("--threads takes a list of counts from 1 to 1024, such as 1,2");
     } else if (a == "--mib") {
       o.mib = size_t(std::atoll(value().c_str()));
       if (o.mib < 16) usage("--mib must be at least 16");
@@ -120,26 +113,14 @@ options parse(int argc, char** argv) {
 double measure(const uint64_t* buf, size_t n_words, int nth, int passes, sum_fn sum,
                uint64_t* sink) {
   const size_t per = (n_words / size_t(nth)) & ~size_t(15);  // whole 128-byte groups
-  std::vector<std::chrono::steady_clock::time_point> finish(static_cast<size_t>(nth));
   std::atomic<uint64_t> total{0};
   double best = 0;
   for (int p = 0; p < passes; ++p) {
-    std::barrier start(nth + 1);
-    std::vector<std::thread> threads;
-    for (int t = 0; t < nth; ++t) {
-      threads.emplace_back([&, t] {
-        const size_t begin = size_t(t) * per;
-        const size_t count = t + 1 == nth ? n_words - begin : per;
-        start.arrive_and_wait();
-        total += sum(buf + begin, count);
-        finish[size_t(t)] = std::chrono::steady_clock::now();
-      });
-    }
-    start.arrive_and_wait();
-    const auto t0 = std::chrono::steady_clock::now();
-    for (auto& th : threads) th.join();
-    const auto t1 = *std::max_element(finish.begin(), finish.end());
-    const double s = std::chrono::duration<double>(t1 - t0).count();
+    const double s = hearth::bench::seconds_together(nth, [&](int t) {
+      const size_t begin = size_t(t) * per;
+      const size_t count = t + 1 == nth ? n_words - begin : per;
+      total += sum(buf + begin, count);
+    });
     best = std::max(best, double(n_words * sizeof(uint64_t)) / s / 1e9);
   }
   *sink += total;

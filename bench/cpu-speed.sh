@@ -8,9 +8,13 @@
 #
 # Sections (SECTIONS, default "single batched depth"):
 #   single   `llama-bench -p 128,512 -n 64` against `hearth bench -p 128|512 -n 64`: pp128, pp512
-#            and tg64, and tg as a share of the decode ceiling: the streaming-read bandwidth
-#            bench/bandwidth measures in the same round, divided by the file's size (decoding one
-#            token reads every weight once).
+#            and tg64, each engine's figure as a share of its ceiling. tg: the streaming-read
+#            bandwidth bench/bandwidth measures in the same round, divided by the file's size
+#            (decoding one token reads every weight once). pp: the multiply-add peak
+#            bench/compute_peak measures in the same round (int8 VNNI for quantized weights where
+#            the CPU has it, else F32 FMA; F32 FMA for attention) over a prompt token's
+#            multiply-adds (hearth bench's pp_layer_macs and pp_attention_macs): a token can not
+#            be processed faster than its products can be computed.
 #   batched  many users at once: `llama-batched-bench -npp 128 -ntg 32 -npl 1,4,16` against
 #            `hearth bench -p 0 -n 32 -s N -d 128` (N sequences, each holding a 128-token prompt,
 #            decoded together): aggregate generation tokens/s.
@@ -30,6 +34,8 @@
 #                        bench run (default 2)
 #   HEARTH_BUILD_DIR     build folder (default build/release)
 #   HEARTH_BENCH_MODELS  where the model files are made once and kept (default build/bench-models)
+#   RUNS_FILE            keep every figure in this file, a line each; with TABLES_ONLY=1 nothing
+#                        runs and the tables are printed from it
 # Nothing passes or fails on a timing; the exit status is non-zero only when something could not
 # run.
 set -euo pipefail
@@ -46,9 +52,10 @@ reps=${REPS:-2}
 sections=${SECTIONS:-single batched depth}
 hearth=$build/tools/hearth
 bandwidth=$build/bench/bandwidth
+peak=$build/bench/compute_peak
 peer=${PEER_BENCH:-}
 peer_batched=${PEER_BATCHED_BENCH:-${peer:+$(dirname "$peer")/llama-batched-bench}}
-for bin in "$hearth" "$bandwidth"; do
+for bin in "$hearth" "$bandwidth" "$peak"; do
   [ -x "$bin" ] || {
     echo "missing $bin: cmake --preset release && cmake --build --preset release" >&2
     exit 1
@@ -74,8 +81,14 @@ for t in $(printf '%s\n' $types $depth_types | sort -u); do
 done
 
 # Every figure goes to one list, a line each: "section type test engine round value".
-runs=$(mktemp)
-trap 'rm -f "$runs"' EXIT
+# RUNS_FILE keeps it (the tables can be made again from it with TABLES_ONLY=1).
+if [ -n "${RUNS_FILE:-}" ]; then
+  runs=$RUNS_FILE
+  [ -n "${TABLES_ONLY:-}" ] || : >"$runs"
+else
+  runs=$(mktemp)
+  trap 'rm -f "$runs"' EXIT
+fi
 note() { printf '%s %s %s %s %s %.2f\n' "$1" "$2" "$3" "$4" "$5" "$6" >>"$runs"; }
 
 single() {  # type round
@@ -83,6 +96,14 @@ single() {  # type round
   f=$(file_of "$1")
   note single "$1" bytes - "$2" "$(stat -c %s "$f")"
   note single "$1" gbps - "$2" "$(field gbps "$("$bandwidth" --threads "$threads" --json)")"
+  # The peak the file's products run at: int8 (VNNI) for quantized weights, F32 for float ones.
+  j=$("$peak" --threads "$threads" --json)
+  local f32 i8
+  f32=$(sed -n 's/.*"what": "f32"[^}]*"gmacs": \([0-9.]*\).*/\1/p' <<<"$j")
+  i8=$(sed -n 's/.*"what": "i8"[^}]*"gmacs": \([0-9.]*\).*/\1/p' <<<"$j")
+  case $1 in f16 | bf16 | f32) i8= ;; esac
+  note single "$1" f32peak - "$2" "$f32"
+  note single "$1" wpeak - "$2" "${i8:-$f32}"
   if [ -n "$peer" ]; then
     while read -r j; do
       local p n
@@ -98,8 +119,12 @@ single() {  # type round
   j=$("$hearth" bench -m "$f" -t "$threads" -p 128 -n 64 -r "$reps" --json)
   note single "$1" pp128 hearth "$2" "$(field pp_tps "$j")"
   note single "$1" tg64 hearth "$2" "$(field tg_tps "$j")"
+  note single "$1" lmacs128 - "$2" "$(field pp_layer_macs "$j")"
+  note single "$1" amacs128 - "$2" "$(field pp_attention_macs "$j")"
   j=$("$hearth" bench -m "$f" -t "$threads" -p 512 -n 0 -r "$reps" --json)
   note single "$1" pp512 hearth "$2" "$(field pp_tps "$j")"
+  note single "$1" lmacs512 - "$2" "$(field pp_layer_macs "$j")"
+  note single "$1" amacs512 - "$2" "$(field pp_attention_macs "$j")"
 }
 
 batched() {  # type round
@@ -140,6 +165,7 @@ cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 echo "machine: ${cpu:-unknown CPU}, $(nproc) cores; $threads threads; $rounds rounds, -r $reps"
 echo "reference: ${peer:-none, PEER_BENCH is unset: hearth only}"
 [ -n "$peer" ] && [ -z "$peer_batched" ] && echo "reference batched: none (no llama-batched-bench)"
+[ -n "${TABLES_ONLY:-}" ] && rounds=0
 for r in $(seq 1 "$rounds"); do
   for sec in $sections; do
     case $sec in
@@ -183,14 +209,14 @@ awk -v rounds="$rounds" '
       header = 0
       for (i = 1; i <= nrows; ++i) {
         split(rows[i], k, SUBSEP)
-        if (k[1] != sec || k[3] == "bytes" || k[3] == "gbps") continue
+        if (k[1] != sec || k[3] ~ /^(bytes|gbps|f32peak|wpeak|[la]macs)/) continue
         if (!header) {
           title = sec == "single" ? "one sequence (tokens/s)" : \
                   sec == "batched" ? "many sequences, 128-token prompts: aggregate tg32 tokens/s" : \
                   "generation at depth: tg32 tokens/s with D tokens in the cache"
           printf "\n### %s\n\n| file | test | reference runs | hearth runs | reference | hearth | hearth / reference |", title
-          if (sec == "single") printf " tg ceiling | hearth share |"
-          printf "\n| --- | --- | --- | --- | ---: | ---: | ---: |%s\n", sec == "single" ? " ---: | ---: |" : ""
+          if (sec == "single") printf " ceiling | reference share | hearth share |"
+          printf "\n| --- | --- | --- | --- | ---: | ---: | ---: |%s\n", sec == "single" ? " ---: | ---: | ---: |" : ""
           header = 1
         }
         r = median(rows[i] SUBSEP "ref")
@@ -199,13 +225,17 @@ awk -v rounds="$rounds" '
                vals[rows[i] SUBSEP "ref"] == "" ? "-" : vals[rows[i] SUBSEP "ref"], \
                vals[rows[i] SUBSEP "hearth"], cell(r), cell(h), ratio(h, r)
         if (sec == "single") {
+          m = "single" SUBSEP k[2] SUBSEP
           if (k[3] ~ /^tg/) {
-            ceiling = median("single" SUBSEP k[2] SUBSEP "gbps" SUBSEP "-") * 1e9 / \
-                      median("single" SUBSEP k[2] SUBSEP "bytes" SUBSEP "-")
-            printf " %.1f | %.0f%% |", ceiling, 100 * h / ceiling
+            ceiling = median(m "gbps" SUBSEP "-") * 1e9 / median(m "bytes" SUBSEP "-")
           } else {
-            printf " | |"
+            # Seconds per prompt token at the peaks: the layer products, then attention.
+            n = substr(k[3], 3)
+            ceiling = 1 / (median(m "lmacs" n SUBSEP "-") / (median(m "wpeak" SUBSEP "-") * 1e9) + \
+                           median(m "amacs" n SUBSEP "-") / (median(m "f32peak" SUBSEP "-") * 1e9))
           }
+          printf " %.1f | %s | %.0f%% |", ceiling, r == "" ? "-" : sprintf("%.0f%%", 100 * r / ceiling), \
+                 100 * h / ceiling
         }
         printf "\n"
       }
@@ -215,4 +245,9 @@ awk -v rounds="$rounds" '
       if (k[3] == "gbps") bw = bw " " toupper(k[2]) ": " vals[rows[i] SUBSEP "-"]
     }
     if (bw != "") printf "\nstreaming read (GB/s) per round, before each file:%s\n", bw
+    for (i = 1; i <= nrows; ++i) {
+      split(rows[i], k, SUBSEP)
+      if (k[3] == "wpeak") pk = pk " " toupper(k[2]) ": " vals[rows[i] SUBSEP "-"]
+    }
+    if (pk != "") printf "multiply-add peak of the products (GMAC/s) per round, before each file:%s\n", pk
   }' "$runs"

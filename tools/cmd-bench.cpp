@@ -47,6 +47,29 @@ stats summarize(const std::vector<double>& v) {
   return s;
 }
 
+// Multiply-adds of one prompt token in the layers' matrix products: each weight matrix once, an
+// expert stack's n_expert_used matrices of n_expert. The ceiling bench/cpu-speed.sh divides the
+// multiply-add peak by (the output product runs for the prompt's last token only, and attention's
+// products are counted apart, by attention_macs).
+uint64_t layer_product_macs(const model& m) {
+  const model_hparams& hp = m.hparams();
+  uint64_t macs = 0;
+  for (const layer_weights& l : m.weights().layers) {
+    for (const tensor* t :
+         {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down, &l.ffn_gate_inp})
+      if (t->present()) macs += uint64_t(t->ne[0] * t->ne[1]);
+    for (const tensor* t : {&l.ffn_gate_exps, &l.ffn_up_exps, &l.ffn_down_exps})
+      if (t->present()) macs += uint64_t(t->ne[0] * t->ne[1]) * uint64_t(hp.n_expert_used);
+  }
+  return macs;
+}
+
+// Multiply-adds of attention's two products (q·k and the weighted sum of v) for one token that
+// sees `cells` cache cells, summed over layers (sliding windows not subtracted: a bound).
+double attention_macs(const model_hparams& hp, double cells) {
+  return double(hp.n_layer) * hp.n_head * (hp.head_dim_k + hp.head_dim_v) * cells;
+}
+
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
@@ -140,24 +163,28 @@ int bench(const bench_options& o) {
   const int threads = o.threads > 0 ? o.threads : system_info_read().n_threads;
 
   if (o.json) {
-    nlohmann::json j = {{"model", o.model},
-                        {"type", m->dominant_type()},
-                        {"weight_bytes", m->weight_bytes()},
-                        {"threads", threads},
-                        {"backend", loaded.backend},
-                        {"device", loaded.device_name},
-                        {"device_index", loaded.device},
-                        {"requested_backend", o.backend.backend},
-                        {"fallback", loaded.note},
-                        {"n_prompt", o.n_prompt},
-                        {"n_gen", o.n_gen},
-                        {"sequences", o.sequences},
-                        {"depth", o.depth},
-                        {"reps", o.reps},
-                        {"pp_tps", pps.mean},
-                        {"pp_tps_stdev", pps.stdev},
-                        {"tg_tps", tgs.mean},
-                        {"tg_tps_stdev", tgs.stdev}};
+    nlohmann::json j = {
+        {"model", o.model},
+        {"type", m->dominant_type()},
+        {"weight_bytes", m->weight_bytes()},
+        {"threads", threads},
+        {"backend", loaded.backend},
+        {"device", loaded.device_name},
+        {"device_index", loaded.device},
+        {"requested_backend", o.backend.backend},
+        {"fallback", loaded.note},
+        {"n_prompt", o.n_prompt},
+        {"n_gen", o.n_gen},
+        {"sequences", o.sequences},
+        {"depth", o.depth},
+        {"reps", o.reps},
+        {"pp_tps", pps.mean},
+        {"pp_tps_stdev", pps.stdev},
+        {"tg_tps", tgs.mean},
+        {"tg_tps_stdev", tgs.stdev},
+        // Per prompt token of a pp run: token i sees depth + i + 1 cells.
+        {"pp_layer_macs", layer_product_macs(*m)},
+        {"pp_attention_macs", attention_macs(m->hparams(), o.depth + (o.n_prompt + 1) / 2.0)}};
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf(

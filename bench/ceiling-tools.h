@@ -1,0 +1,51 @@
+// What the ceiling tools (bandwidth, compute_peak) share: their `--threads 1,2` list, and timing
+// one pass of work on several threads that start together.
+#pragma once
+
+#include <algorithm>
+#include <barrier>
+#include <chrono>
+#include <cstdlib>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace hearth::bench {
+
+// Counts from 1 to 1024, comma-separated. Empty when the text is not such a list, so the caller
+// prints its usage.
+inline std::vector<int> parse_thread_counts(const std::string& text) {
+  std::vector<int> out;
+  std::stringstream s(text);
+  for (std::string t; std::getline(s, t, ',');) {
+    char* end = nullptr;
+    const long n = std::strtol(t.c_str(), &end, 10);
+    if (t.empty() || *end != '\0' || n < 1 || n > 1024) return {};
+    out.push_back(int(n));
+  }
+  return out;
+}
+
+// Runs work(t) on threads t = 0 .. nth - 1, all released by one barrier, and returns the seconds
+// from that common start to the last thread's end (a pass is as slow as its slowest thread).
+inline double seconds_together(int nth, const std::function<void(int)>& work) {
+  std::vector<std::chrono::steady_clock::time_point> finish(static_cast<size_t>(nth));
+  std::barrier start(nth + 1);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < nth; ++t) {
+    threads.emplace_back([&, t] {
+      start.arrive_and_wait();
+      work(t);
+      finish[size_t(t)] = std::chrono::steady_clock::now();
+    });
+  }
+  start.arrive_and_wait();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (auto& th : threads) th.join();
+  return std::chrono::duration<double>(*std::max_element(finish.begin(), finish.end()) - t0)
+      .count();
+}
+
+}  // namespace hearth::bench
