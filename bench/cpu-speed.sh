@@ -9,8 +9,9 @@
 # Sections (SECTIONS, default "single batched depth"):
 #   single   `llama-bench -p 128,512 -n 64` against `hearth bench -p 128|512 -n 64`: pp128, pp512
 #            and tg64, each engine's figure as a share of its ceiling. tg: the streaming-read
-#            bandwidth bench/bandwidth measures in the same round, divided by the file's size
-#            (decoding one token reads every weight once). pp: the multiply-add peak
+#            bandwidth bench/bandwidth measures in the same round, divided by the bytes one
+#            decoding step reads (hearth bench's decode_bytes: every weight once, an untied
+#            embedding table left out, as a token reads one row of it). pp: the multiply-add peak
 #            bench/compute_peak measures in the same round (int8 VNNI for quantized weights where
 #            the CPU has it, else F32 FMA; F32 FMA for attention) over a prompt token's
 #            multiply-adds (hearth bench's pp_layer_macs and pp_attention_macs): a token can not
@@ -94,7 +95,6 @@ note() { printf '%s %s %s %s %s %.2f\n' "$1" "$2" "$3" "$4" "$5" "$6" >>"$runs";
 single() {  # type round
   local f j
   f=$(file_of "$1")
-  note single "$1" bytes - "$2" "$(stat -c %s "$f")"
   note single "$1" gbps - "$2" "$(field gbps "$("$bandwidth" --threads "$threads" --json)")"
   # The peak the file's products run at: int8 (VNNI) for quantized weights, F32 for float ones.
   j=$("$peak" --threads "$threads" --json)
@@ -119,6 +119,7 @@ single() {  # type round
   j=$("$hearth" bench -m "$f" -t "$threads" -p 128 -n 64 -r "$reps" --json)
   note single "$1" pp128 hearth "$2" "$(field pp_tps "$j")"
   note single "$1" tg64 hearth "$2" "$(field tg_tps "$j")"
+  note single "$1" bytes - "$2" "$(field decode_bytes "$j")"
   note single "$1" lmacs128 - "$2" "$(field pp_layer_macs "$j")"
   note single "$1" amacs128 - "$2" "$(field pp_attention_macs "$j")"
   j=$("$hearth" bench -m "$f" -t "$threads" -p 512 -n 0 -r "$reps" --json)

@@ -195,6 +195,14 @@ TEST_F(cli, bench_json_reports_both_speeds) {
   auto j = nlohmann::json::parse(r.out);
   EXPECT_GT(j["pp_tps"].get<double>(), 0);
   EXPECT_GT(j["tg_tps"].get<double>(), 0);
+  // The figures bench/cpu-speed.sh divides its ceilings by, from stories260K's shapes (n_embd 64,
+  // 5 layers, 8 heads of 8, 4 KV heads, n_ff 172, 512 F32 embedding rows, output untied):
+  // q, k, v, o, gate, up, down = 64·64 + 2·64·32 + 64·64 + 3·64·172 = 45,312 per layer; the 32
+  // prompt tokens see 16.5 cells on average, 5 · 8 · (8 + 8) each; decode_bytes leaves out the
+  // embedding table, 512 · 64 · 4 = 131,072 bytes (a token reads one row of it).
+  EXPECT_EQ(j["pp_layer_macs"].get<uint64_t>(), 5u * 45312u);
+  EXPECT_DOUBLE_EQ(j["pp_attention_macs"].get<double>(), 5.0 * 8 * (8 + 8) * 16.5);
+  EXPECT_EQ(j["weight_bytes"].get<uint64_t>() - j["decode_bytes"].get<uint64_t>(), 131072u);
 }
 
 // Whether `hearth devices` lists a Vulkan device this build can run on.

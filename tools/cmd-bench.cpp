@@ -70,6 +70,16 @@ double attention_macs(const model_hparams& hp, double cells) {
   return double(hp.n_layer) * hp.n_head * (hp.head_dim_k + hp.head_dim_v) * cells;
 }
 
+// Weight bytes one decoding step reads (the ceiling bench/cpu-speed.sh divides bandwidth by):
+// every tensor, the used experts' share of expert stacks, less the embedding table (a token reads
+// one row of it) unless it is tied to the output product.
+uint64_t decode_bytes(const model& m) {
+  const uint64_t touched = model_weights_counted(m.file(), m.hparams()).bytes_touched(1);
+  const model_weights& w = m.weights();
+  const bool tied = w.output.data == w.tok_embd.data;
+  return tied ? touched : touched - uint64_t(w.tok_embd.n_bytes());
+}
+
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
@@ -167,6 +177,7 @@ int bench(const bench_options& o) {
         {"model", o.model},
         {"type", m->dominant_type()},
         {"weight_bytes", m->weight_bytes()},
+        {"decode_bytes", decode_bytes(*m)},
         {"threads", threads},
         {"backend", loaded.backend},
         {"device", loaded.device_name},
