@@ -39,6 +39,11 @@
 #                        runs and the tables are printed from it
 # Nothing passes or fails on a timing; the exit status is non-zero only when something could not
 # run.
+# The whole script is one compound command, read before any of it runs: bash reads a script as it
+# goes, so editing this file during a run (which takes tens of minutes) would change the run.
+# (shellcheck takes the section functions, called by name through "$sec", for unreachable.)
+# shellcheck disable=SC2317
+{
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${HEARTH_BUILD_DIR:-build/release}
@@ -252,3 +257,5 @@ awk -v rounds="$rounds" '
     }
     if (pk != "") printf "multiply-add peak of the products (GMAC/s) per round, before each file:%s\n", pk
   }' "$runs"
+exit
+}
