@@ -56,6 +56,15 @@ depths=${DEPTHS:-2048 8192}
 rounds=${ROUNDS:-3}
 reps=${REPS:-2}
 sections=${SECTIONS:-single batched depth}
+# TABLES_ONLY: no runs (and no model files made), the tables from RUNS_FILE's figures.
+tables_only=${TABLES_ONLY:-}
+if [ -n "$tables_only" ]; then
+  [ -n "${RUNS_FILE:-}" ] || {
+    echo "TABLES_ONLY=1 prints the tables of RUNS_FILE's figures: set RUNS_FILE" >&2
+    exit 1
+  }
+  rounds=0
+fi
 hearth=$build/tools/hearth
 bandwidth=$build/bench/bandwidth
 peak=$build/bench/compute_peak
@@ -77,8 +86,8 @@ fi
 field() { sed -n "s/.*\"$1\": *\([-0-9.eE+]*\).*/\1/p" <<<"$2"; }
 
 file_of() { echo "$cache/tinyllama-1.1b.$1.gguf"; }
-mkdir -p "$cache"
-for t in $(printf '%s\n' $types $depth_types | sort -u); do
+[ -n "$tables_only" ] || mkdir -p "$cache"
+[ -n "$tables_only" ] || for t in $(printf '%s\n' $types $depth_types | sort -u); do
   f=$(file_of "$t")
   if [ ! -s "$f" ]; then
     echo "making $f" >&2
@@ -90,7 +99,7 @@ done
 # RUNS_FILE keeps it (the tables can be made again from it with TABLES_ONLY=1).
 if [ -n "${RUNS_FILE:-}" ]; then
   runs=$RUNS_FILE
-  [ -n "${TABLES_ONLY:-}" ] || : >"$runs"
+  [ -n "$tables_only" ] || : >"$runs"
 else
   runs=$(mktemp)
   trap 'rm -f "$runs"' EXIT
@@ -171,7 +180,6 @@ cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 echo "machine: ${cpu:-unknown CPU}, $(nproc) cores; $threads threads; $rounds rounds, -r $reps"
 echo "reference: ${peer:-none, PEER_BENCH is unset: hearth only}"
 [ -n "$peer" ] && [ -z "$peer_batched" ] && echo "reference batched: none (no llama-batched-bench)"
-[ -n "${TABLES_ONLY:-}" ] && rounds=0
 for r in $(seq 1 "$rounds"); do
   for sec in $sections; do
     case $sec in

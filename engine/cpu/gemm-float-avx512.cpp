@@ -88,11 +88,10 @@ constexpr auto tile_any = tile_dispatch<tiles<W>, k_rows, k_cols>;
 
 // Rows padded to whole cache lines, and one line more when that is a multiple of 4 KiB. A tile
 // reads its C activation rows at the same offset, and rows a multiple of 4 KiB apart fall in the
-// same L1 set (the likely cause; it was not measured with cache counters, which this machine's
-// perf lacks). F32 weights at n = 2048 (8 KiB
-// rows, as the activations') went from 34-37 to 45-47 GMAC/s on one thread at 128 tokens
-// (kernels_bench, 5632 x 2048, three alternations); F16 and BF16 (4 KiB weight rows) measured
-// the same either way.
+// same L1 set (the likely cause; not checked with cache counters, which this machine's perf
+// lacks). F32 weights at n = 2048 (8 KiB rows, as the activations') went from 34-37 to 45-47
+// GMAC/s on one thread at 128 tokens (kernels_bench, 5632 x 2048, three alternations); F16 and
+// BF16 (4 KiB weight rows) measured the same either way.
 int64_t x_row_bytes(int64_t n) {
   const int64_t b = (n * 4 + 63) / 64 * 64;
   return b % 4096 == 0 ? b + 64 : b;
