@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "engine/io/tensor-type.h"
@@ -138,6 +139,20 @@ class backend {
   // bias F32 [n_out] or absent; out F32 [n_tok, n_out]. Activations may be rounded to the
   // weight's dot-product type first (F16, BF16 or 8-bit blocks), as the reference engine does.
   virtual void mul_mat(const tensor& w, const tensor& x, const tensor* bias, const tensor& out) = 0;
+
+  // Several products of the same activations (q, k and v; gate and up): each
+  // products[i].out = x · products[i].wᵀ (+ bias), exactly as mul_mat computes it. A backend may
+  // run them as one job: the CPU backend rounds x once per dot-product type and splits all the
+  // products' rows among its threads in one pass, which a decoding step, made of short
+  // products, each ending in a wait for the slowest thread, feels. By default, mul_mat in turn.
+  struct product {
+    const tensor* w;
+    const tensor* bias;  // or nullptr
+    const tensor* out;
+  };
+  virtual void mul_mats(const tensor& x, std::span<const product> products) {
+    for (const product& p : products) mul_mat(*p.w, x, p.bias, *p.out);
+  }
 
   // out[i] = x[i] / sqrt(mean(x[i]²) + eps) * weight. x, out: F32 [n, cols]; weight F32 [cols].
   virtual void rms_norm(const tensor& x, const tensor& weight, float eps, const tensor& out) = 0;

@@ -63,6 +63,9 @@ class cpu_backend final : public backend {
   void mul_mat(const tensor& w, const tensor& x, const tensor* bias, const tensor& out) override {
     cpu::op_mul_mat(pool_, scratch_, packed_, w, x, bias, out);
   }
+  void mul_mats(const tensor& x, std::span<const product> products) override {
+    cpu::op_mul_mats(pool_, scratch_, packed_, x, products);
+  }
   void rms_norm(const tensor& x, const tensor& weight, float eps, const tensor& out) override {
     cpu::op_rms_norm(pool_, x, weight, eps, out);
   }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "engine/backend.h"
@@ -16,6 +17,8 @@ namespace hearth::cpu {
 struct scratch {
   std::vector<std::vector<float>> per_thread;  // attention scores, dequantized rows
   std::vector<uint8_t> converted;              // activations in a weight's dot-product type
+  // mul_mats: the activations in each format its products' tile kernels take.
+  std::vector<std::vector<uint8_t>> converted_sets;
   // mul_mat_id: converted activation rows gathered by expert, their products, the order.
   std::vector<uint8_t> grouped_x;
   std::vector<float> grouped_y;
@@ -33,6 +36,8 @@ struct scratch {
 void op_get_rows(thread_pool& pool, const tensor& table, const tensor& ids, const tensor& out);
 void op_mul_mat(thread_pool& pool, scratch& s, packed_weights& packed, const tensor& w,
                 const tensor& x, const tensor* bias, const tensor& out);
+void op_mul_mats(thread_pool& pool, scratch& s, packed_weights& packed, const tensor& x,
+                 std::span<const backend::product> products);
 void op_rms_norm(thread_pool& pool, const tensor& x, const tensor& weight, float eps,
                  const tensor& out);
 void op_rope(thread_pool& pool, const tensor& x, int32_t n_head, int32_t head_dim,

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <random>
 #include <vector>
 
@@ -231,6 +232,56 @@ TEST_P(gemm, a_weight_rewritten_after_a_product_is_repacked) {
   want = expected(a);
   for (int64_t r = 0; r < n_out; ++r) EXPECT_NEAR(got[size_t(r)], want[size_t(r)], 1e-3) << r;
   for (auto* tt : {&w2, &x, &y}) be->free(*tt);
+}
+
+// mul_mats (several products of one activation matrix, run as one job) gives each product
+// exactly what mul_mat gives it alone: products of different types (activations converted
+// once per format, shared where formats match: Q4_K and Q6_K both take Q8_K rows), one token and
+// several, a bias on one product, more products than one job takes, and ragged row counts.
+TEST_P(gemm, several_products_of_one_input_equal_each_product_alone) {
+  const tensor_type t = GetParam();
+  const int64_t n_in = 512;
+  const tensor_type types[] = {t, tensor_type::q6_k, t, tensor_type::f32, t, tensor_type::q8_0};
+  const int64_t rows[] = {37, 64, 5, 19, 130, 33};
+  constexpr size_t n = std::size(types);
+  std::mt19937 rng(29);
+  auto be = make_cpu_backend(2);
+  std::vector<tensor> w, alone, fused;
+  for (size_t i = 0; i < n; ++i) {
+    w.push_back(be->alloc(types[i], n_in, rows[i], "w"));
+    const auto wf = random_values(rng, n_in * rows[i]);
+    quantize_rows(types[i], wf.data(), w.back().data, rows[i], n_in);
+  }
+  tensor b = be->alloc(tensor_type::f32, rows[2], 1, "b");
+  const auto bf = random_values(rng, rows[2]);
+  be->upload(b, bf.data(), bf.size() * 4);
+  for (const int64_t n_tok : {1, 11}) {
+    tensor x = be->alloc(tensor_type::f32, n_in, n_tok, "x");
+    const auto xf = random_values(rng, n_in * n_tok);
+    be->upload(x, xf.data(), xf.size() * 4);
+    std::vector<backend::product> ps;
+    for (size_t i = 0; i < n; ++i) {
+      alone.push_back(be->alloc(tensor_type::f32, rows[i], n_tok, "alone"));
+      fused.push_back(be->alloc(tensor_type::f32, rows[i], n_tok, "fused"));
+      be->mul_mat(w[i], x, i == 2 ? &b : nullptr, alone.back());
+    }
+    for (size_t i = 0; i < n; ++i) ps.push_back({&w[i], i == 2 ? &b : nullptr, &fused[i]});
+    be->mul_mats(x, ps);
+    for (size_t i = 0; i < n; ++i) {
+      const float* want = static_cast<const float*>(alone[i].data);
+      const float* got = static_cast<const float*>(fused[i].data);
+      for (int64_t j = 0; j < rows[i] * n_tok; ++j)
+        ASSERT_EQ(got[j], want[j]) << tensor_type_name(types[i]) << " product " << i << " tokens "
+                                   << n_tok << " output " << j;
+    }
+    for (auto& tt : alone) be->free(tt);
+    for (auto& tt : fused) be->free(tt);
+    alone.clear();
+    fused.clear();
+    be->free(x);
+  }
+  for (auto& tt : w) be->free(tt);
+  be->free(b);
 }
 
 // mul_mat_id through the CPU backend (packed or stored layout, whichever this CPU uses): each

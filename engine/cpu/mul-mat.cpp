@@ -1,6 +1,8 @@
 // Matrix products on stored weight types, and embedding-row lookup.
 #include <algorithm>
+#include <array>
 #include <cassert>
+#include <span>
 
 #include "engine/cpu/backend-cpu.h"
 #include "engine/cpu/gemm.h"
@@ -35,93 +37,126 @@ int64_t chunk_of(int64_t n_items, int n_threads) {
   return std::max<int64_t>(1, n_items / (16 * int64_t(n_threads)));
 }
 
-// Each activation row of x converted once, by `convert`, into rows of `row_bytes` in the scratch.
-const uint8_t* convert_rows(thread_pool& pool, scratch& s, const tensor& x, int64_t row_bytes,
-                            from_float_fn convert) {
+// Each activation row of x converted once, by `convert`, into rows of `row_bytes` in `dst`.
+const uint8_t* convert_rows(thread_pool& pool, std::vector<uint8_t>& dst, const tensor& x,
+                            int64_t row_bytes, from_float_fn convert) {
   const int64_t n_in = x.ne[0], n_tok = x.ne[1];
-  if (s.converted.size() < size_t(row_bytes * n_tok)) s.converted.resize(size_t(row_bytes * n_tok));
+  if (dst.size() < size_t(row_bytes * n_tok)) dst.resize(size_t(row_bytes * n_tok));
   pool.parallel_for(
       n_tok,
       [&](int64_t begin, int64_t end) {
         for (int64_t t = begin; t < end; ++t) {
-          convert(static_cast<const float*>(x.data) + t * n_in, s.converted.data() + t * row_bytes,
-                  n_in);
+          convert(static_cast<const float*>(x.data) + t * n_in, dst.data() + t * row_bytes, n_in);
         }
       },
       n_in * 4);
-  return s.converted.data();
+  return dst.data();
 }
 
-// The product through a tile kernel (engine/cpu/gemm.h): work items are (block of tokens, tile of
+// Products through a tile kernel (engine/cpu/gemm.h): work items are (block of tokens, tile of
 // weight rows); for its tile a thread walks the block's tokens in tiles of max_cols, so a tile's
 // rows stay in L1 while the block's tokens pass over them. A block of tokens is what fits in
 // about a quarter of a core's L2 (k_x_block_bytes), so long prompts do not stream activations
 // from L3 for every tile of rows; the weights are read once per block.
 constexpr int64_t k_x_block_bytes = 256 << 10;
 
-// The weights: tile i (rows i * max_rows ..) starts at wbase + i * tile_bytes, its rows w_stride
-// apart (stored rows), or it is one packed group (packed_format).
-struct tiled_weights {
-  const uint8_t* wbase;
-  int64_t tile_bytes;
-  int64_t w_stride;
+// One product of a tiled call. The weights: tile i (rows i * max_rows ..) starts at
+// wbase + i * tile_bytes, its rows w_stride apart (stored rows), or it is one packed group.
+struct tiled_product {
+  const gemm_kernel* g = nullptr;
+  const uint8_t* wbase = nullptr;
+  int64_t tile_bytes = 0;
+  int64_t w_stride = 0;
+  const tensor* w = nullptr;
+  const tensor* bias = nullptr;
+  const tensor* out = nullptr;
+  // Filled by mul_mat_tiled: the converted activations, the tiling, the first work item.
+  const uint8_t* xbase = nullptr;
+  int64_t x_row_bytes = 0, n_tiles = 0, block = 0, first_item = 0;
 };
 
-void mul_mat_tiled(thread_pool& pool, scratch& s, const gemm_kernel& g, const tiled_weights& tw,
-                   const tensor& w, const tensor& x, const tensor* bias, const tensor& out) {
-  const int64_t n_in = w.ne[0];
-  const int64_t n_out = w.ne[1];
-  const int64_t n_tok = x.ne[1];
-  const int64_t x_row_bytes = g.x_row_bytes(n_in);
-  const uint8_t* xbase = convert_rows(pool, s, x, x_row_bytes, g.x_from_float);
+// w's tile kernel and weights when a tile kernel takes it for n_tok tokens (g stays null when
+// not). A packed layout serves every token count: its tiles do no per-row unpacking. Stored rows
+// go through a tile kernel from two tokens on; one token (decoding) streams each row once, and
+// the AVX2 dot products do that at memory speed with less work per row than a tile's unpacking.
+tiled_product tiled_for(thread_pool& pool, packed_weights& packed, const tensor& w, int64_t n_tok) {
+  tiled_product p;
+  p.w = &w;
+  if (const packed_view v = packed.get(pool, w); v.format) {
+    p.g = &v.format->kernel;
+    p.wbase = v.data;
+    p.tile_bytes = v.group_bytes;
+  } else if (const gemm_kernel* g = n_tok > 1 ? gemm_kernel_for(w.type) : nullptr) {
+    p.g = g;
+    p.wbase = static_cast<const uint8_t*>(w.data);
+    p.w_stride = w.row_bytes();
+    p.tile_bytes = g->max_rows * p.w_stride;
+  }
+  return p;
+}
 
-  float* y = static_cast<float*>(out.data);
-  const int64_t n_tiles = (n_out + g.max_rows - 1) / g.max_rows;
-  const int64_t block =
-      std::max<int64_t>(g.max_cols, k_x_block_bytes / x_row_bytes / g.max_cols * g.max_cols);
-  const int64_t n_blocks = (n_tok + block - 1) / block;
+// The products of x in `ps` (each with a tile kernel) as one pass of the thread pool: the
+// activations converted once per kernel format, then every product's work items from one shared
+// counter, so the threads wait once for the slowest, not once per product.
+void mul_mat_tiled(thread_pool& pool, scratch& s, const tensor& x, std::span<tiled_product> ps) {
+  const int64_t n_tok = x.ne[1];
+  int64_t n_items = 0, n_tiles = 0, work = 0;
+  for (size_t i = 0; i < ps.size(); ++i) {
+    tiled_product& p = ps[i];
+    const gemm_kernel& g = *p.g;
+    const int64_t n_in = p.w->ne[0];
+    p.x_row_bytes = g.x_row_bytes(n_in);
+    for (size_t j = 0; j < i && !p.xbase; ++j) {
+      if (ps[j].g->x_from_float == g.x_from_float && ps[j].x_row_bytes == p.x_row_bytes)
+        p.xbase = ps[j].xbase;
+    }
+    if (!p.xbase) {
+      if (s.converted_sets.size() <= i) s.converted_sets.resize(i + 1);
+      p.xbase = convert_rows(pool, s.converted_sets[i], x, p.x_row_bytes, g.x_from_float);
+    }
+    p.n_tiles = (p.w->ne[1] + g.max_rows - 1) / g.max_rows;
+    p.block =
+        std::max<int64_t>(g.max_cols, k_x_block_bytes / p.x_row_bytes / g.max_cols * g.max_cols);
+    p.first_item = n_items;
+    n_items += (n_tok + p.block - 1) / p.block * p.n_tiles;
+    n_tiles += p.n_tiles;
+    work += p.n_tiles * g.max_rows * n_in * n_tok;
+  }
   pool.parallel_for_dynamic(
-      n_blocks * n_tiles, chunk_of(n_tiles, pool.n_threads()),
+      n_items, chunk_of(n_tiles, pool.n_threads()),
       [&](int64_t begin, int64_t end) {
+        size_t i = 0;
         for (int64_t item = begin; item < end; ++item) {
-          const int64_t tile = item % n_tiles, r0 = tile * g.max_rows;
-          const int64_t t_end = std::min(n_tok, (item / n_tiles + 1) * block);
+          while (i + 1 < ps.size() && item >= ps[i + 1].first_item) ++i;
+          const tiled_product& p = ps[i];
+          const gemm_kernel& g = *p.g;
+          const int64_t n_in = p.w->ne[0], n_out = p.w->ne[1];
+          const int64_t local = item - p.first_item;
+          const int64_t tile = local % p.n_tiles, r0 = tile * g.max_rows;
+          const int64_t t_end = std::min(n_tok, (local / p.n_tiles + 1) * p.block);
           const int nr = int(std::min<int64_t>(g.max_rows, n_out - r0));
-          for (int64_t t0 = item / n_tiles * block; t0 < t_end; t0 += g.max_cols) {
+          float* y = static_cast<float*>(p.out->data);
+          for (int64_t t0 = local / p.n_tiles * p.block; t0 < t_end; t0 += g.max_cols) {
             const int nc = int(std::min<int64_t>(g.max_cols, t_end - t0));
-            g.tile(n_in, tw.wbase + tile * tw.tile_bytes, tw.w_stride, xbase + t0 * x_row_bytes,
-                   x_row_bytes, y + t0 * n_out + r0, n_out, nr, nc);
+            g.tile(n_in, p.wbase + tile * p.tile_bytes, p.w_stride, p.xbase + t0 * p.x_row_bytes,
+                   p.x_row_bytes, y + t0 * n_out + r0, n_out, nr, nc);
           }
         }
       },
-      g.max_rows * n_in * std::min(n_tok, block));
-  if (bias) {
-    const float* b = static_cast<const float*>(bias->data);
+      (work + n_items - 1) / n_items);
+  for (const tiled_product& p : ps) {
+    if (!p.bias) continue;
+    const int64_t n_out = p.w->ne[1];
+    const float* b = static_cast<const float*>(p.bias->data);
+    float* y = static_cast<float*>(p.out->data);
     for (int64_t t = 0; t < n_tok; ++t)
       for (int64_t r = 0; r < n_out; ++r) y[t * n_out + r] += b[r];
   }
 }
 
-}  // namespace
-
-void op_mul_mat(thread_pool& pool, scratch& s, packed_weights& packed, const tensor& w,
-                const tensor& x, const tensor* bias, const tensor& out) {
-  assert(x.ne[0] == w.ne[0] && out.ne[0] == w.ne[1] && out.ne[1] == x.ne[1]);
-  // A packed layout serves every token count: its tiles do no per-row unpacking.
-  if (const packed_view p = packed.get(pool, w); p.format) {
-    mul_mat_tiled(pool, s, p.format->kernel, {p.data, p.group_bytes, 0}, w, x, bias, out);
-    return;
-  }
-  // One token (decoding) streams each weight row once: the AVX2 dot products do that at memory
-  // speed with less work per row than a tile's unpacking, which pays off from two tokens on.
-  const gemm_kernel* g = x.ne[1] > 1 ? gemm_kernel_for(w.type) : nullptr;
-  if (g) {
-    const int64_t row_bytes = w.row_bytes();
-    mul_mat_tiled(pool, s, *g,
-                  {static_cast<const uint8_t*>(w.data), g->max_rows * row_bytes, row_bytes}, w, x,
-                  bias, out);
-    return;
-  }
+// The product through vec_dot, one output at a time: types and CPUs without a tile kernel.
+void mul_mat_vec_dot(thread_pool& pool, scratch& s, const tensor& w, const tensor& x,
+                     const tensor* bias, const tensor& out) {
   const type_kernels* k = kernels_for(w.type);
   const type_kernels* xk = kernels_for(k->vec_dot_type);
   const int64_t n_in = w.ne[0];
@@ -133,7 +168,7 @@ void op_mul_mat(thread_pool& pool, scratch& s, packed_weights& packed, const ten
   const int64_t x_row_bytes = tensor_type_row_bytes(k->vec_dot_type, n_in);
   const void* xq = k->vec_dot_type == tensor_type::f32
                        ? x.data
-                       : convert_rows(pool, s, x, x_row_bytes, xk->from_float);
+                       : convert_rows(pool, s.converted, x, x_row_bytes, xk->from_float);
 
   const int64_t w_row_bytes = w.row_bytes();
   const auto* wbase = static_cast<const uint8_t*>(w.data);
@@ -163,6 +198,37 @@ void op_mul_mat(thread_pool& pool, scratch& s, packed_weights& packed, const ten
   const int64_t n_blocks = (n_out + k_row_block - 1) / k_row_block;
   pool.parallel_for_dynamic(n_blocks, chunk_of(n_blocks, pool.n_threads()), row_blocks,
                             k_row_block * n_in * n_tok);
+}
+
+}  // namespace
+
+void op_mul_mat(thread_pool& pool, scratch& s, packed_weights& packed, const tensor& w,
+                const tensor& x, const tensor* bias, const tensor& out) {
+  const backend::product p{&w, bias, &out};
+  op_mul_mats(pool, s, packed, x, {&p, 1});
+}
+
+void op_mul_mats(thread_pool& pool, scratch& s, packed_weights& packed, const tensor& x,
+                 std::span<const backend::product> products) {
+  // At most a few products (q, k, v) share activations; more run in batches of that many.
+  constexpr size_t k_max = 4;
+  for (size_t first = 0; first < products.size(); first += k_max) {
+    std::array<tiled_product, k_max> tiled;
+    size_t n_tiled = 0;
+    for (size_t i = first; i < std::min(products.size(), first + k_max); ++i) {
+      const backend::product& p = products[i];
+      assert(x.ne[0] == p.w->ne[0] && p.out->ne[0] == p.w->ne[1] && p.out->ne[1] == x.ne[1]);
+      tiled_product t = tiled_for(pool, packed, *p.w, x.ne[1]);
+      if (t.g) {
+        t.bias = p.bias;
+        t.out = p.out;
+        tiled[n_tiled++] = t;
+      } else {
+        mul_mat_vec_dot(pool, s, *p.w, x, p.bias, *p.out);
+      }
+    }
+    if (n_tiled) mul_mat_tiled(pool, s, x, {tiled.data(), n_tiled});
+  }
 }
 
 }  // namespace hearth::cpu

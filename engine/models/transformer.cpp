@@ -91,9 +91,10 @@ void self_attention(const model& m, const layer_weights& l, int32_t il, const fo
   const tensor* freq_factors = m.weights().rope_freqs.present() ? &m.weights().rope_freqs : nullptr;
   backend& be = m.backend();
   kv_cache& kv = *fb.kv;
-  be.mul_mat(l.wq, b.cur, l.bq.present() ? &l.bq : nullptr, b.q);
-  be.mul_mat(l.wk, b.cur, l.bk.present() ? &l.bk : nullptr, b.k);
-  be.mul_mat(l.wv, b.cur, l.bv.present() ? &l.bv : nullptr, b.v);
+  const backend::product qkv[] = {{&l.wq, l.bq.present() ? &l.bq : nullptr, &b.q},
+                                  {&l.wk, l.bk.present() ? &l.bk : nullptr, &b.k},
+                                  {&l.wv, l.bv.present() ? &l.bv : nullptr, &b.v}};
+  be.mul_mats(b.cur, qkv);
   if (l.attn_q_norm.present()) {
     head_norm(be, b.q, l.attn_q_norm, hp.head_dim_k, hp.norm_eps);
     name_intermediate(fb, be, b.q, "Qcur_normed", il, hp.head_dim_k);
@@ -230,9 +231,10 @@ void forward_decoder(const model& m, forward_batch& fb, const block_style& style
     if (l.ffn_gate_inp.present()) {
       moe_feed_forward(m, l, il, fb, b);
     } else {
-      be.mul_mat(l.ffn_gate, b.cur, nullptr, b.gate);
+      const backend::product gate_up[] = {{&l.ffn_gate, nullptr, &b.gate},
+                                          {&l.ffn_up, nullptr, &b.up}};
+      be.mul_mats(b.cur, gate_up);
       name_intermediate(fb, be, b.gate, "ffn_gate", il);
-      be.mul_mat(l.ffn_up, b.cur, nullptr, b.up);
       name_intermediate(fb, be, b.up, "ffn_up", il);
       if (style.gelu) {
         be.geglu(b.gate, b.up, b.gate);
