@@ -29,6 +29,31 @@ HEARTH_AVX512 inline float hsum512(__m512 v) {
   return _mm_cvtss_f32(s);
 }
 
+// Lane j of the result is hsum512(v[j]), bit for bit: the 16 sums are taken together, each
+// pair of additions hsum512 makes done in the same order (lane i + lane i+8, then + i+4, then
+// (0 + 2) + (1 + 3)), with 4 shuffles per 2 vectors instead of 4 per vector and no scalar stores.
+HEARTH_AVX512 inline __m512 hsum512_x16(const __m512 v[16]) {
+  __m512 r1[8], r2[4], r3[2];
+  for (int m = 0; m < 8; ++m) {  // quads 0,1: v[2m]'s lane i + i+8; quads 2,3: v[2m+1]'s
+    const __m512 a = v[2 * m], b = v[2 * m + 1];
+    r1[m] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xEE));
+  }
+  for (int m = 0; m < 4; ++m) {  // quad k: v[4m + k]'s lanes j + j+4 of the above
+    const __m512 x = r1[2 * m], y = r1[2 * m + 1];
+    r2[m] = _mm512_add_ps(_mm512_shuffle_f32x4(x, y, 0x88), _mm512_shuffle_f32x4(x, y, 0xDD));
+  }
+  for (int m = 0; m < 2; ++m) {  // quad k: (0 + 2, 1 + 3) of v[8m + k], then of v[8m + 4 + k]
+    const __m512d p = _mm512_castps_pd(r2[2 * m]), q = _mm512_castps_pd(r2[2 * m + 1]);
+    r3[m] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(p, q)),
+                          _mm512_castpd_ps(_mm512_unpackhi_pd(p, q)));
+  }
+  // Quad k: v[k], v[4 + k], v[8 + k], v[12 + k]; lane 4k + j holds v[4j + k].
+  const __m512 sums =
+      _mm512_add_ps(_mm512_shuffle_ps(r3[0], r3[1], 0x88), _mm512_shuffle_ps(r3[0], r3[1], 0xDD));
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  return _mm512_permutexvar_ps(order, sums);
+}
+
 // How far ahead a tile asks for weights in L2 (prefetch_l2). The packed Q4_K/Q5_K tiles
 // (gemm-q45-k-x16-avx512.cpp) read one contiguous stream per group, and the next group is usually
 // the same thread's next work item. With a few tokens per group (several sequences decoding at
