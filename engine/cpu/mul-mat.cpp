@@ -122,6 +122,7 @@ void mul_mat_tiled(thread_pool& pool, scratch& s, const tensor& x, std::span<til
     n_tiles += p.n_tiles;
     work += p.n_tiles * g.max_rows * n_in * n_tok;
   }
+  if (n_items == 0) return;  // no tokens
   pool.parallel_for_dynamic(
       n_items, chunk_of(n_tiles, pool.n_threads()),
       [&](int64_t begin, int64_t end) {
