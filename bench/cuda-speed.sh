@@ -13,6 +13,9 @@
 #   HEARTH_BENCH_MODELS  where the model files are made once and kept (default build/bench-models)
 # Needs an NVIDIA GPU. Nothing passes or fails on a timing; the exit status is non-zero only when
 # something could not run (no GPU, a model that fell back to the CPU).
+# The whole script is one compound command, read before any of it runs: bash reads a script as it
+# goes, so editing this file during a run would change the run (as bench/cpu-speed.sh says).
+{
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${HEARTH_BUILD_DIR:-build/release}
@@ -63,3 +66,5 @@ for shape in $shapes; do
       }'
   done
 done
+exit
+}

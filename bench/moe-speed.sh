@@ -20,6 +20,9 @@
 #   HEARTH_BENCH_MODELS  where the model files are made once and kept (default build/bench-models)
 # Nothing passes or fails on a timing; the exit status is non-zero only when something could not
 # run. On a shared machine single runs vary by 20% or more: compare the medians' ratios.
+# The whole script is one compound command, read before any of it runs: bash reads a script as it
+# goes, so editing this file during a run would change the run (as bench/cpu-speed.sh says).
+{
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${HEARTH_BUILD_DIR:-build/release}
@@ -143,3 +146,5 @@ printf '%s\n' "${runs[@]}" | awk '
     printf "| pp128 MoE / pp128 dense twin | %.2f | %.2f |\n", mp["moe peer"] / mp["dense peer"],
            mp["moe hearth"] / mp["dense hearth"]
   }'
+exit
+}

@@ -8,6 +8,9 @@
 # Usage: bench/run.sh [threads]             both
 #        bench/run.sh broker [flags...]     only broker_bench, flags passed on (--jobs, --json ...)
 # HEARTH_BUILD_DIR picks the build folder (default build/release).
+# The whole script is one compound command, read before any of it runs: bash reads a script as it
+# goes, so editing this file during a run would change the run (as bench/cpu-speed.sh says).
+{
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${HEARTH_BUILD_DIR:-build/release}
@@ -41,3 +44,5 @@ done
 
 echo
 run_broker
+exit
+}

@@ -21,6 +21,9 @@
 #   HEARTH_BUILD_DIR     build folder (default build/release)
 # Nothing passes or fails on a timing; the exit status is non-zero only when something could not
 # run.
+# The whole script is one compound command, read before any of it runs: bash reads a script as it
+# goes, so editing this file during a run would change the run (as bench/cpu-speed.sh says).
+{
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${HEARTH_BUILD_DIR:-build/release}
@@ -99,3 +102,5 @@ echo "| --- | --- | ---: |"
 echo "| hearth run (the forward pass) | ${alone[*]} | $ma |"
 echo "| hearth submit through the broker (to the first token event) | ${broker[*]} | $mb |"
 awk -v a="$ma" -v b="$mb" 'BEGIN { printf "\nbroker / alone: **%.2fx**\n", b / a }'
+exit
+}

@@ -23,6 +23,9 @@
 # both engines on the same cores. Nothing passes or fails on a timing; the exit status is
 # non-zero only when something could not run. Single runs vary on a shared machine: compare
 # the medians' ratio.
+# The whole script is one compound command, read before any of it runs: bash reads a script as it
+# goes, so editing this file during a run would change the run (as bench/cpu-speed.sh says).
+{
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${HEARTH_BUILD_DIR:-build/release}
@@ -130,3 +133,5 @@ printf '%s\n' "${runs[@]}" | awk -v pp="$pp" -v tg="$tg" -v engines="$engines" '
              tg, mg["hearth"] / mg["peer"]
     }
   }'
+exit
+}
