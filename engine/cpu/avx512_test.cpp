@@ -29,7 +29,15 @@ HEARTH_AVX512 void expect_sums_of_16_equal_each_sum(const float (&values)[16][16
   }
 }
 
+}  // namespace
+}  // namespace hearth::cpu
+#endif
+
+namespace hearth::cpu {
+namespace {
+
 TEST(avx512, sixteen_lane_sums_taken_together_equal_each_taken_alone) {
+#if defined(__x86_64__)
   if (!cpu_has_avx512_vnni()) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
   // Magnitudes from 2^-20 to 2^20 and both signs, so that any other order of the additions
   // rounds differently somewhere.
@@ -47,8 +55,10 @@ TEST(avx512, sixteen_lane_sums_taken_together_equal_each_taken_alone) {
   for (int j = 0; j < 16; ++j)
     for (int l = 0; l < 16; ++l) values[j][l] = l == j ? float(j + 1) : 0.0f;
   expect_sums_of_16_equal_each_sum(values);
+#else
+  GTEST_SKIP() << "AVX-512 is x86 only";
+#endif
 }
 
 }  // namespace
 }  // namespace hearth::cpu
-#endif
