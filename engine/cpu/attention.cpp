@@ -165,29 +165,33 @@ HEARTH_AVX512 inline __m512 load16(const uint8_t* p, int32_t c) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p) + c));
 }
 
-// The scores of cells i .. i + 15 for every head, K rows converted to F32 once for all heads:
-// a head's 16 scores are 16 registers of multiply-adds summed across lanes together. NK: the
-// head size in 16-lane chunks (0: a.dk / 16, known at run time only).
+// The scores of cells i .. i + nb - 1 (nb <= 16) for every head, K rows converted to F32 once for
+// all heads: a head's scores are up to 16 registers of multiply-adds summed across lanes together
+// (the missing cells of a last, partial block are zero and not stored). NK: the head size in
+// 16-lane chunks (0: a.dk / 16, known at run time only).
 template <int NK>
-HEARTH_AVX512 void scores_block(const group_args& a, int32_t i) {
+HEARTH_AVX512 void scores_block(const group_args& a, int32_t i, int32_t nb) {
   const int32_t nk = NK ? NK : a.dk / 16;
-  for (int32_t j = 0; j < 16; ++j) {
+  for (int32_t j = 0; j < nb; ++j) {
     const uint8_t* kr = a.k_base + int64_t(a.cells[i + j]) * a.k_row_bytes;
     for (int32_t c = 0; c < nk; ++c) _mm512_storeu_ps(a.block + (j * nk + c) * 16, load16(kr, c));
   }
+  const __mmask16 cells = __mmask16((1u << nb) - 1);
   for (int32_t h = 0; h < a.n_heads; ++h) {
     const float* q = a.q + int64_t(h) * a.dk;
     __m512 acc[16];
 #pragma GCC unroll 16
     for (int32_t j = 0; j < 16; ++j) {
+      acc[j] = _mm512_setzero_ps();
+      if (j >= nb) continue;
       const float* k = a.block + j * nk * 16;
       acc[j] = _mm512_mul_ps(_mm512_loadu_ps(k), _mm512_loadu_ps(q));
 #pragma GCC unroll 16
       for (int32_t c = 1; c < nk; ++c)
         acc[j] = _mm512_fmadd_ps(_mm512_loadu_ps(k + 16 * c), _mm512_loadu_ps(q + 16 * c), acc[j]);
     }
-    _mm512_storeu_ps(a.scores + int64_t(h) * a.n_vis + i,
-                     _mm512_mul_ps(hsum512_x16(acc), _mm512_set1_ps(a.scale)));
+    _mm512_mask_storeu_ps(a.scores + int64_t(h) * a.n_vis + i, cells,
+                          _mm512_mul_ps(hsum512_x16(acc), _mm512_set1_ps(a.scale)));
   }
 }
 
@@ -239,36 +243,29 @@ HEARTH_AVX512 void values_block(const group_args& a, int32_t i0, int32_t nb) {
 }
 
 // attend_group for an F16 cache and head sizes in multiples of 16 (up to 256), in AVX-512
-// registers: cells in blocks of 16 (scores_block, values_block), the softmax 16 cells at a time.
+// registers: cells in blocks of 16, the last one partial (scores_block, values_block), the
+// softmax 16 cells at a time.
 // Against one cell at a time (the version before), per cell and head about half the
 // instructions and a quarter of the stores, with the same results bit for bit.
 template <int NK, int NVD>
 HEARTH_AVX512 void attend_group_avx512_f16(const group_args& a) {
-  const int32_t nv = a.n_vis, nk = a.dk / 16;
-  int32_t cell = 0;
-  for (; cell + 16 <= nv; cell += 16) scores_block<NK>(a, cell);
-  for (; cell < nv; ++cell) {
-    const uint8_t* kr = a.k_base + int64_t(a.cells[cell]) * a.k_row_bytes;
-    __m512 k[16];
-    for (int32_t c = 0; c < nk; ++c) k[c] = load16(kr, c);
-    for (int32_t h = 0; h < a.n_heads; ++h) {
-      const float* q = a.q + int64_t(h) * a.dk;
-      __m512 acc = _mm512_mul_ps(k[0], _mm512_loadu_ps(q));
-      for (int32_t c = 1; c < nk; ++c)
-        acc = _mm512_fmadd_ps(k[c], _mm512_loadu_ps(q + 16 * c), acc);
-      a.scores[int64_t(h) * nv + cell] = hsum512(acc) * a.scale;
-    }
-  }
+  const int32_t nv = a.n_vis;
+  for (int32_t i0 = 0; i0 < nv; i0 += 16) scores_block<NK>(a, i0, std::min(16, nv - i0));
   for (int32_t h = 0; h < a.n_heads; ++h) {
     float* sc = a.scores + int64_t(h) * nv;
-    // The largest score, 16 lanes at a time (a maximum does not depend on the order).
-    if (a.softcap > 0) softcap_and_max(sc, nv, a.softcap);
-    __m512 vmax = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-    int32_t m = 0;
-    for (; m + 16 <= nv; m += 16) vmax = _mm512_max_ps(vmax, _mm512_loadu_ps(sc + m));
-    float max = _mm512_reduce_max_ps(vmax);
-    for (; m < nv; ++m) max = std::max(max, sc[m]);
-    vmax = _mm512_set1_ps(max);
+    // The largest score; without a soft-cap 16 lanes at a time (a maximum does not depend on
+    // the order).
+    float max = -std::numeric_limits<float>::infinity();
+    if (a.softcap > 0) {
+      max = softcap_and_max(sc, nv, a.softcap);
+    } else {
+      __m512 lanes = _mm512_set1_ps(max);
+      int32_t m = 0;
+      for (; m + 16 <= nv; m += 16) lanes = _mm512_max_ps(lanes, _mm512_loadu_ps(sc + m));
+      max = _mm512_reduce_max_ps(lanes);
+      for (; m < nv; ++m) max = std::max(max, sc[m]);
+    }
+    const __m512 vmax = _mm512_set1_ps(max);
     __m512d sum_lo = _mm512_setzero_pd(), sum_hi = _mm512_setzero_pd();
     int32_t i = 0;
     for (; i + 16 <= nv; i += 16) {
