@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "schema/zmq-io.h"
+
 namespace hearth::broker {
 namespace {
 
@@ -15,17 +17,17 @@ uint64_t message_bytes(const std::string& body) {
 send_status router_send(zmq::socket_t& router, std::string_view routing_id, wire::command cmd,
                         std::string_view body) {
   try {
-    if (!router.send(zmq::buffer(routing_id), zmq::send_flags::sndmore | zmq::send_flags::dontwait))
+    if (!net::send_part(router, zmq::buffer(routing_id),
+                        zmq::send_flags::sndmore | zmq::send_flags::dontwait))
       return send_status::would_block;
   } catch (const zmq::error_t& e) {
     if (e.num() == EHOSTUNREACH) return send_status::unreachable;
-    if (e.num() == EAGAIN || e.num() == EINTR) return send_status::would_block;
     throw;
   }
   const char code = char(uint8_t(cmd));
-  router.send(zmq::buffer(wire::signature), zmq::send_flags::sndmore);
-  router.send(zmq::buffer(&code, 1), zmq::send_flags::sndmore);
-  router.send(zmq::buffer(body), zmq::send_flags::none);
+  net::send_part(router, zmq::buffer(wire::signature), zmq::send_flags::sndmore);
+  net::send_part(router, zmq::buffer(&code, 1), zmq::send_flags::sndmore);
+  net::send_part(router, zmq::buffer(body), zmq::send_flags::none);
   return send_status::sent;
 }
 

@@ -8,6 +8,8 @@
 
 #include <array>
 
+#include "schema/zmq-io.h"
+
 namespace hearth::broker {
 
 namespace {
@@ -70,13 +72,13 @@ void zap_handler::serve() {
   for (int i = 0; i < k_requests_per_serve; ++i) {
     std::vector<zmq::message_t> request;
     zmq::message_t part;
-    if (!rep_.recv(part, zmq::recv_flags::dontwait)) return;
+    if (!net::recv_part(rep_, part, zmq::recv_flags::dontwait)) return;
     while (true) {
       const bool more = part.more();
       request.push_back(std::move(part));
       if (!more || request.size() > 16) break;
       part = zmq::message_t();
-      (void)rep_.recv(part, zmq::recv_flags::none);
+      (void)net::recv_part(rep_, part, zmq::recv_flags::none);
     }
     answer(request);
   }
@@ -122,12 +124,13 @@ void zap_handler::answer(const std::vector<zmq::message_t>& req) {
     }
   }
   const std::string version = "1.0";
-  rep_.send(zmq::buffer(version), zmq::send_flags::sndmore);
-  rep_.send(zmq::buffer(request_id), zmq::send_flags::sndmore);
-  rep_.send(zmq::buffer(status), zmq::send_flags::sndmore);
-  rep_.send(zmq::buffer(text), zmq::send_flags::sndmore);
-  rep_.send(zmq::buffer(user_id), zmq::send_flags::sndmore);
-  rep_.send(zmq::message_t(), zmq::send_flags::none);  // no metadata
+  net::send_part(rep_, zmq::buffer(version), zmq::send_flags::sndmore);
+  net::send_part(rep_, zmq::buffer(request_id), zmq::send_flags::sndmore);
+  net::send_part(rep_, zmq::buffer(status), zmq::send_flags::sndmore);
+  net::send_part(rep_, zmq::buffer(text), zmq::send_flags::sndmore);
+  net::send_part(rep_, zmq::buffer(user_id), zmq::send_flags::sndmore);
+  zmq::message_t no_metadata;
+  net::send_part(rep_, no_metadata, zmq::send_flags::none);
 }
 
 void zap_handler::log_refusal(const char* reason, const std::string& key,

@@ -72,11 +72,12 @@ std::optional<result<std::pair<uint64_t, job_event>>> decode_job_event(wire::com
 bool send_now(zmq::socket_t& s, wire::command cmd, std::string_view body) {
   const char code = char(uint8_t(cmd));
   try {
-    if (!s.send(zmq::buffer(wire::signature), zmq::send_flags::sndmore | zmq::send_flags::dontwait))
+    if (!net::send_part(s, zmq::buffer(wire::signature),
+                        zmq::send_flags::sndmore | zmq::send_flags::dontwait))
       return false;
     // The rest of a multipart message is queued with its first part.
-    s.send(zmq::buffer(&code, 1), zmq::send_flags::sndmore);
-    s.send(zmq::buffer(body), zmq::send_flags::none);
+    net::send_part(s, zmq::buffer(&code, 1), zmq::send_flags::sndmore);
+    net::send_part(s, zmq::buffer(body), zmq::send_flags::none);
     return true;
   } catch (const zmq::error_t&) {
     return false;

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <string>
 
+#include "schema/zmq-io.h"
+
 namespace hearth::net {
 
 socket_events::socket_events(zmq::context_t& ctx, zmq::socket_t& watched, int mask)
@@ -24,8 +26,8 @@ std::optional<socket_event> socket_events::next() {
   while (true) {
     // Each event is two frames: 6 bytes (uint16 event, uint32 value), then an endpoint.
     zmq::message_t head, address;
-    if (!pair_.recv(head, zmq::recv_flags::dontwait)) return std::nullopt;
-    if (head.more()) (void)pair_.recv(address, zmq::recv_flags::none);
+    if (!recv_part(pair_, head, zmq::recv_flags::dontwait)) return std::nullopt;
+    if (head.more()) (void)recv_part(pair_, address, zmq::recv_flags::none);
     if (head.size() < 6) continue;  // not a version-1 event
     socket_event e;
     std::memcpy(&e.event, head.data(), 2);

@@ -20,15 +20,36 @@ std::vector<std::string_view> received::views() const {
   return v;
 }
 
+namespace {
+// Makes `call` again for as long as a signal interrupts it (zmq-io.h says why).
+template <class F>
+auto again_on_eintr(F&& call) {
+  while (true) {
+    try {
+      return call();
+    } catch (const zmq::error_t& e) {
+      if (e.num() != EINTR) throw;
+    }
+  }
+}
+}  // namespace
+
+std::optional<size_t> recv_part(zmq::socket_t& s, zmq::message_t& part, zmq::recv_flags flags) {
+  return again_on_eintr([&] { return s.recv(part, flags); });
+}
+
+bool send_part(zmq::socket_t& s, zmq::const_buffer frame, zmq::send_flags flags) {
+  return again_on_eintr([&] { return s.send(frame, flags).has_value(); });
+}
+
+bool send_part(zmq::socket_t& s, zmq::message_t& frame, zmq::send_flags flags) {
+  return again_on_eintr([&] { return s.send(frame, flags).has_value(); });
+}
+
 std::optional<received> try_recv(zmq::socket_t& s, bool router) {
   received r;
   zmq::message_t part;
-  try {
-    if (!s.recv(part, zmq::recv_flags::dontwait)) return std::nullopt;
-  } catch (const zmq::error_t& e) {
-    if (e.num() == EINTR) return std::nullopt;  // a signal; the caller's loop checks its flag
-    throw;
-  }
+  if (!recv_part(s, part, zmq::recv_flags::dontwait)) return std::nullopt;
   bool first = true;
   while (true) {
     const bool more = part.more();
@@ -47,7 +68,7 @@ std::optional<received> try_recv(zmq::socket_t& s, bool router) {
     if (!more) break;
     part = zmq::message_t();
     // The rest of a multipart message is always there once its first part arrived.
-    (void)s.recv(part, zmq::recv_flags::none);
+    (void)recv_part(s, part, zmq::recv_flags::none);
   }
   return r;
 }
@@ -56,13 +77,14 @@ bool send_raw(zmq::socket_t& s, std::string_view routing_id, wire::command cmd,
               std::string_view body) {
   try {
     if (!routing_id.empty()) {
-      if (!s.send(zmq::buffer(routing_id), zmq::send_flags::sndmore | zmq::send_flags::dontwait))
+      if (!send_part(s, zmq::buffer(routing_id),
+                     zmq::send_flags::sndmore | zmq::send_flags::dontwait))
         return false;
     }
     const char code = char(uint8_t(cmd));
-    s.send(zmq::buffer(wire::signature), zmq::send_flags::sndmore);
-    s.send(zmq::buffer(&code, 1), zmq::send_flags::sndmore);
-    s.send(zmq::buffer(body), zmq::send_flags::none);
+    send_part(s, zmq::buffer(wire::signature), zmq::send_flags::sndmore);
+    send_part(s, zmq::buffer(&code, 1), zmq::send_flags::sndmore);
+    send_part(s, zmq::buffer(body), zmq::send_flags::none);
     return true;
   } catch (const zmq::error_t&) {
     return false;

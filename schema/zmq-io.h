@@ -19,6 +19,16 @@ namespace hearth::net {
 // peer is dropped, not an error).
 zmq::socket_t make_socket(zmq::context_t& ctx, zmq::socket_type type);
 
+// One frame received or sent, the call made again when a signal interrupts it. libzmq fails any
+// call that looks at its command mailbox with EINTR while a signal is pending, non-blocking ones
+// included (poll() with a zero timeout reports a pending signal), also between the frames of one
+// message. The daemons' handlers only set a flag that their loops read, so calling again loses
+// nothing, and a message is never left half sent. recv_part: nullopt when nothing is waiting
+// (EAGAIN); send_part: false when the frame cannot be queued (EAGAIN). Other errors throw.
+std::optional<size_t> recv_part(zmq::socket_t& s, zmq::message_t& part, zmq::recv_flags flags);
+bool send_part(zmq::socket_t& s, zmq::const_buffer frame, zmq::send_flags flags);
+bool send_part(zmq::socket_t& s, zmq::message_t& frame, zmq::send_flags flags);
+
 // One received message: the routing id (ROUTER sockets only) and the three protocol frames.
 struct received {
   std::string routing_id;
