@@ -130,6 +130,29 @@ TEST_F(cuda_backend_test, a_batch_of_sequences_gives_each_its_own_logits) {
   std::printf("batch of %d sequences against each alone: worst NMSE %.2e\n", n_seq, worst);
 }
 
+// Up to 16 tokens of quantized weights stay on the decoding kernel, 8 tokens at a time
+// (backend-cuda.cpp, on_mmv): a step of 12 sequences, a token each, is then each sequence's own
+// step bit for bit, the second chunk's 4 tokens included.
+TEST_F(cuda_backend_test, a_decoding_step_of_twelve_sequences_is_each_alone_bit_for_bit) {
+  auto m = load("models/synthetic/synthetic-qwen2-a.q4_k_m.gguf", true);
+  const int32_t n_seq = 12;
+  context together(*m, {.n_ctx = 16 * n_seq, .n_seq_max = n_seq});
+  std::vector<batch_token> step;
+  for (int32_t s = 0; s < n_seq; ++s) step.push_back({s * 23 % 300 + 1, 0, s, true});
+  ASSERT_TRUE(together.decode(step).ok());
+  context alone(*m, {.n_ctx = 16});
+  for (int32_t s = 0; s < n_seq; ++s) {
+    alone.clear();
+    const batch_token one{step[size_t(s)].token, 0, 0, true};
+    ASSERT_TRUE(alone.decode({&one, 1}).ok());
+    const float* a = together.logits(s);
+    const float* b = alone.logits(0);
+    int32_t differ = 0;
+    for (int32_t v = 0; v < alone.n_vocab(); ++v) differ += a[v] != b[v];
+    EXPECT_EQ(differ, 0) << "sequence " << s << ": logits that differ from its step alone";
+  }
+}
+
 TEST_F(cuda_backend_test, out_of_memory_names_what_did_not_fit_and_the_backend_survives) {
   auto b = make_cuda_backend({});
   const int64_t huge = int64_t(1) << 40;  // 4 TiB of F32

@@ -24,8 +24,8 @@ bool has_weight_kernels(tensor_type t);
 void get_rows(cudaStream_t s, tensor_type t, const void* table, int64_t cols, const int32_t* ids,
               int64_t n, float* out);
 
-// The most tokens mul_mat_vec takes at once; larger batches go through dequantize_rows and a
-// cuBLAS GEMM (backend-cuda.cpp).
+// The most tokens mul_mat_vec takes at once; larger batches take it that many at a time or go
+// through dequantize_rows and a cuBLAS GEMM (backend-cuda.cpp's on_mmv says which).
 constexpr int k_mmv_max_tokens = 8;
 
 // out[t, o] = Σ_i w[o, i] · x[t, i] (+ bias[o]) for n_tok <= k_mmv_max_tokens: the decoding
