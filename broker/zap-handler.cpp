@@ -129,8 +129,7 @@ void zap_handler::answer(const std::vector<zmq::message_t>& req) {
   net::send_part(rep_, zmq::buffer(status), zmq::send_flags::sndmore);
   net::send_part(rep_, zmq::buffer(text), zmq::send_flags::sndmore);
   net::send_part(rep_, zmq::buffer(user_id), zmq::send_flags::sndmore);
-  zmq::message_t no_metadata;
-  net::send_part(rep_, no_metadata, zmq::send_flags::none);
+  net::send_part(rep_, zmq::const_buffer(), zmq::send_flags::none);  // no metadata
 }
 
 void zap_handler::log_refusal(const char* reason, const std::string& key,

@@ -42,10 +42,6 @@ bool send_part(zmq::socket_t& s, zmq::const_buffer frame, zmq::send_flags flags)
   return again_on_eintr([&] { return s.send(frame, flags).has_value(); });
 }
 
-bool send_part(zmq::socket_t& s, zmq::message_t& frame, zmq::send_flags flags) {
-  return again_on_eintr([&] { return s.send(frame, flags).has_value(); });
-}
-
 std::optional<received> try_recv(zmq::socket_t& s, bool router) {
   received r;
   zmq::message_t part;

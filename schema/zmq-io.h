@@ -27,7 +27,6 @@ zmq::socket_t make_socket(zmq::context_t& ctx, zmq::socket_type type);
 // (EAGAIN); send_part: false when the frame cannot be queued (EAGAIN). Other errors throw.
 std::optional<size_t> recv_part(zmq::socket_t& s, zmq::message_t& part, zmq::recv_flags flags);
 bool send_part(zmq::socket_t& s, zmq::const_buffer frame, zmq::send_flags flags);
-bool send_part(zmq::socket_t& s, zmq::message_t& frame, zmq::send_flags flags);
 
 // One received message: the routing id (ROUTER sockets only) and the three protocol frames.
 struct received {
