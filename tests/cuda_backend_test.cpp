@@ -7,7 +7,8 @@
 // the grouping of a prompt's rows by expert on the device, many rows per expert taken 8 at a time,
 // and a routed step replayed from a graph with new ids; matrix products round their activations
 // as the CPU does (to the weight's dot-product type), so they agree with the CPU's nearly bit for
-// bit. Without an NVIDIA GPU the binary reports itself skipped.
+// bit, and several products of one input, rounded once, are each the product alone. Without an
+// NVIDIA GPU the binary reports itself skipped.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -421,6 +422,41 @@ TEST_F(cuda_moe_test, products_round_activations_as_the_cpu_does) {
     std::printf("mul_mat %s n_in %lld n_out %lld tokens %lld: NMSE vs CPU %.2e (unrounded %.2e)\n",
                 std::string(tensor_type_name(s.t)).c_str(), (long long)s.n_in, (long long)s.n_out,
                 (long long)s.n_tok, e, unrounded);
+  }
+}
+
+// mul_mats rounds x once for the products whose weights round it alike (backend-cuda.cpp); each
+// product must still be what mul_mat alone gives, bit for bit: the K-quants after a Q8_0
+// product round afresh, F32 weights and F16 on the GEMM path (20 tokens) round nothing between.
+TEST_F(cuda_moe_test, several_products_of_one_input_equal_each_product_alone_bit_for_bit) {
+  const int64_t n_in = 512;
+  const tensor_type types[] = {tensor_type::q4_k, tensor_type::q6_k, tensor_type::q8_0,
+                               tensor_type::q4_k, tensor_type::f32,  tensor_type::q4_0,
+                               tensor_type::f16,  tensor_type::q5_k, tensor_type::q8_0};
+  constexpr size_t n = std::size(types);
+  for (const int64_t n_tok : {1, 11, 20}) {
+    const std::vector<float> x = random(size_t(n_tok * n_in), -1.0f, 1.0f);
+    tensor cx, gx;
+    both(tensor_type::f32, n_in, n_tok, x.data(), cx, gx);
+    std::vector<tensor> w(n), bias(n), alone(n), together(n), unused(3);
+    std::vector<backend::product> products;
+    for (size_t k = 0; k < n; ++k) {
+      const int64_t n_out = 32 + 8 * int64_t(k);
+      experts(types[k], n_in, n_out, 1, unused[0], w[k]);
+      const std::vector<float> zeros(size_t(n_out * n_tok)), b = random(size_t(n_out), -1, 1);
+      both(tensor_type::f32, n_out, n_tok, zeros.data(), unused[1], alone[k]);
+      both(tensor_type::f32, n_out, n_tok, zeros.data(), unused[2], together[k]);
+      both(tensor_type::f32, n_out, 1, b.data(), unused[0], bias[k]);
+      products.push_back({&w[k], k % 3 == 1 ? &bias[k] : nullptr, &together[k]});
+    }
+    for (size_t k = 0; k < n; ++k) gpu_->mul_mat(w[k], gx, products[k].bias, alone[k]);
+    gpu_->mul_mats(gx, products);
+    for (size_t k = 0; k < n; ++k) {
+      const std::vector<float> a = read<float>(*gpu_, alone[k]),
+                               t = read<float>(*gpu_, together[k]);
+      EXPECT_EQ(0, std::memcmp(a.data(), t.data(), a.size() * sizeof(float)))
+          << tensor_type_name(types[k]) << ", product " << k << ", " << n_tok << " tokens";
+    }
   }
 }
 

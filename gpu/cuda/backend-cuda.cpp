@@ -20,6 +20,7 @@
 #include "gpu/cuda/graph-cache.h"
 #include "gpu/cuda/kernels.h"
 #include "gpu/cuda/op-record.h"
+#include "gpu/cuda/round-math.cuh"
 
 #ifndef HEARTH_CUDA_ARCHITECTURES_BUILT
 #define HEARTH_CUDA_ARCHITECTURES_BUILT "?"
@@ -180,6 +181,22 @@ class cuda_backend final : public backend {
     if (rounded_here(w.type, n_tok)) reserve_round_scratch(x);
     tensor none;
     record(op_kind::mul_mat, {&w, &x, bias && bias->present() ? bias : &none, &out});
+  }
+
+  // Products of one input whose weights round activations alike (q, k and v of a K-quant file,
+  // Q4_K and Q6_K alike to Q8_K; gate and up) round them once: the later ones read the first
+  // one's rounded rows from round_scratch_, which nothing between them writes. On an H200 the
+  // rounding kernel was a quarter of a TinyLlama decoding step's launches (bench/README.md).
+  void mul_mats(const tensor& x, std::span<const product> products) override {
+    const int64_t n_tok = x.rows();
+    cuda::activation_rounding in_scratch = cuda::activation_rounding::none;
+    for (const product& p : products) {
+      mul_mat(*p.w, x, p.bias, *p.out);
+      if (!rounded_here(p.w->type, n_tok)) continue;
+      const cuda::activation_rounding r = cuda::activation_rounding_for(p.w->type);
+      if (r == in_scratch) records_.back().i[0] = 1;  // launch: x is already in round_scratch_
+      in_scratch = r;
+    }
   }
 
   void rms_norm(const tensor& x, const tensor& weight, float eps, const tensor& out) override {
@@ -409,12 +426,13 @@ class cuda_backend final : public backend {
   }
 
   // x as a product with weights of type w takes it: rounded into round_scratch_ (sized at
-  // record time), or x itself.
-  const float* rounded_x(tensor_type w, const tensor& x, bool round) {
+  // record time; already there when `rounded` says the product before it rounded x alike), or x
+  // itself.
+  const float* rounded_x(tensor_type w, const tensor& x, bool round, bool rounded = false) {
     const float* xf = static_cast<const float*>(x.data);
     if (!round) return xf;
     float* r = static_cast<float*>(round_scratch_.ptr);
-    cuda::round_activations(stream_, w, xf, x.ne[0], x.rows(), r);
+    if (!rounded) cuda::round_activations(stream_, w, xf, x.ne[0], x.rows(), r);
     return r;
   }
 
@@ -489,7 +507,7 @@ class cuda_backend final : public backend {
         cuda::get_rows(stream_, t[0].type, t[0].data, t[0].ne[0], i32(t[1]), t[1].ne[0], f32(t[2]));
         break;
       case op_kind::mul_mat:
-        mul_mat_now(t[0], t[1], t[2].present() ? f32(t[2]) : nullptr, t[3]);
+        mul_mat_now(t[0], t[1], t[2].present() ? f32(t[2]) : nullptr, t[3], r.i[0] != 0);
         break;
       case op_kind::rms_norm:
         cuda::rms_norm(stream_, f32(t[0]), t[1].present() ? f32(t[1]) : nullptr, t[0].ne[0],
@@ -567,9 +585,10 @@ class cuda_backend final : public backend {
   //   (attention-math.cuh). The cost, measured on an H200: pp512 2.3x
   //   (TinyLlama Q4_K_M) to 3.5x (Qwen3-8B shapes, 12 layers) slower than the F16 tensor cores;
   //   integer tensor-core products over the Q8 activations would be both fast and exact.
-  void mul_mat_now(const tensor& w, const tensor& x, const float* bias, const tensor& out) {
+  void mul_mat_now(const tensor& w, const tensor& x, const float* bias, const tensor& out,
+                   bool rounded) {
     const int64_t n_in = w.ne[0], n_out = w.rows(), n_tok = x.rows();
-    const float* xf = rounded_x(w.type, x, rounded_here(w.type, n_tok));
+    const float* xf = rounded_x(w.type, x, rounded_here(w.type, n_tok), rounded);
     float* o = static_cast<float*>(out.data);
     if (on_mmv(w.type, n_tok)) {
       for (int64_t t0 = 0; t0 < n_tok; t0 += cuda::k_mmv_max_tokens) {

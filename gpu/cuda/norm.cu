@@ -1,10 +1,10 @@
-// rms_norm: one block per row. Sum of squares in double per thread (as the CPU and the reference
-// sum them), reduced across the warp by shuffles and across warps through shared memory; then
-// each thread scales the elements it read. With a float sum 32 and 33 of 35 rows of layer 0's
-// attn_norm were bit-equal to the CPU's (two synthetic test files on an H200); in double, 51 of
-// 51 (a third file). The next product's rounding of its activations (F16, Q8) makes such a
-// last-bit difference large wherever a value sits on a rounding boundary. Double arithmetic is
-// slow on consumer GPUs, but this is one multiply-add per element.
+// rms_norm: one block per row, its values kept in registers. Sum of squares in double per thread
+// (as the CPU and the reference sum them), reduced across the warp by shuffles and across warps
+// through shared memory; then each thread scales the elements it read. With a float sum 32 and 33
+// of 35 rows of layer 0's attn_norm were bit-equal to the CPU's (two synthetic test files on an
+// H200); in double, 51 of 51 (a third file). The next product's rounding of its activations (F16,
+// Q8) makes such a last-bit difference large wherever a value sits on a rounding boundary. Double
+// arithmetic is slow on consumer GPUs, but this is one multiply-add per element.
 #include <cassert>
 
 #include "gpu/cuda/kernels.h"
@@ -19,6 +19,11 @@ __device__ __forceinline__ double warp_sum(double v) {
   return v;
 }
 
+// The values a thread keeps in registers between the sum and the scaling: rows of up to
+// k_cached * k_block = 4096 values are read once, their weights loaded before the sum is reduced
+// rather than after it (one memory latency less on the single block a decoding step launches).
+constexpr int k_cached = 16;
+
 // x, out: F32 [rows, cols] (may alias: each thread writes only the elements it read itself);
 // weight: F32 [cols] or null.
 __global__ void __launch_bounds__(k_block)
@@ -27,8 +32,18 @@ __global__ void __launch_bounds__(k_block)
   const float* xr = x + int64_t(blockIdx.x) * cols;
   float* yr = out + int64_t(blockIdx.x) * cols;
 
+  // Thread t sums values t, t + k_block, ... in that order, cached or not.
+  float xv[k_cached], wv[k_cached];
   double sum = 0.0;
-  for (int64_t i = threadIdx.x; i < cols; i += k_block) sum += double(xr[i]) * double(xr[i]);
+#pragma unroll
+  for (int m = 0; m < k_cached; ++m) {
+    const int64_t i = threadIdx.x + int64_t(m) * k_block;
+    xv[m] = i < cols ? xr[i] : 0.0f;
+    wv[m] = weight && i < cols ? weight[i] : 1.0f;
+    sum += double(xv[m]) * double(xv[m]);
+  }
+  for (int64_t i = threadIdx.x + int64_t(k_cached) * k_block; i < cols; i += k_block)
+    sum += double(xr[i]) * double(xr[i]);
   sum = warp_sum(sum);
   if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = sum;
   __syncthreads();
@@ -38,13 +53,15 @@ __global__ void __launch_bounds__(k_block)
   __syncthreads();
 
   // As the CPU: the mean in double rounded to float, + eps, 1 / sqrt (IEEE division and square
-  // root).
+  // root); then x * scale * weight, in that order.
   const float scale = 1.0f / sqrtf(float(warp_sums[0] / double(cols)) + eps);
-  if (weight) {
-    for (int64_t i = threadIdx.x; i < cols; i += k_block) yr[i] = xr[i] * scale * weight[i];
-  } else {
-    for (int64_t i = threadIdx.x; i < cols; i += k_block) yr[i] = xr[i] * scale;
+#pragma unroll
+  for (int m = 0; m < k_cached; ++m) {
+    const int64_t i = threadIdx.x + int64_t(m) * k_block;
+    if (i < cols) yr[i] = weight ? xv[m] * scale * wv[m] : xv[m] * scale;
   }
+  for (int64_t i = threadIdx.x + int64_t(k_cached) * k_block; i < cols; i += k_block)
+    yr[i] = weight ? xr[i] * scale * weight[i] : xr[i] * scale;
 }
 
 }  // namespace

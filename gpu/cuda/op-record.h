@@ -30,7 +30,7 @@ struct op_record {
   tensor t[8];
   int n_t = 0;
   float f[2] = {0, 0};
-  int32_t i[2] = {0, 0};
+  int32_t i[2] = {0, 0};  // mul_mat: i[0] = 1 when x is already rounded in the round scratch
   rope_params rope;
   attention_params attn;
   elementwise_op ew = elementwise_op::add;
