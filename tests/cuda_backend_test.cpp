@@ -394,7 +394,9 @@ TEST_F(cuda_moe_test, products_round_activations_as_the_cpu_does) {
         shape{tensor_type::q6_k, 768, 80, 8, 1e-9}, shape{tensor_type::q4_0, 256, 40, 2, 1e-9},
         shape{tensor_type::f16, 256, 40, 2, 1e-9}, shape{tensor_type::q8_0, 512, 96, 40, 1e-9},
         shape{tensor_type::q4_k, 1024, 64, 33, 1e-9}, shape{tensor_type::q6_k, 768, 80, 20, 1e-9},
-        shape{tensor_type::f16, 256, 40, 24, 1e-9}}) {
+        shape{tensor_type::f16, 256, 40, 24, 1e-9}, shape{tensor_type::q4_k, 768, 51, 5, 1e-9},
+        shape{tensor_type::q4_k, 4096, 33, 8, 1e-9}, shape{tensor_type::q6_k, 4096, 33, 3, 1e-9},
+        shape{tensor_type::q6_k, 256, 7, 1, 1e-9}}) {
     tensor cw, gw;
     experts(s.t, s.n_in, s.n_out, 1, cw, gw);
     const std::vector<float> x = random(size_t(s.n_tok * s.n_in), -1.0f, 1.0f);

@@ -178,24 +178,36 @@ class cuda_backend final : public backend {
             "shape mismatch");
     const int64_t n_tok = x.rows();
     if (!on_mmv(w.type, n_tok)) reserve_gemm_scratch(w, n_tok);
-    if (rounded_here(w.type, n_tok)) reserve_round_scratch(x);
+    if (on_q8k(w.type, n_tok)) {
+      const size_t bytes = cuda::q8k_bytes(x.ne[0], n_tok);
+      if (bytes > q8k_scratch_.bytes) grow(q8k_scratch_, bytes, "the activations (Q8_K)");
+    } else if (rounded_here(w.type, n_tok)) {
+      reserve_round_scratch(x);
+    }
     tensor none;
     record(op_kind::mul_mat, {&w, &x, bias && bias->present() ? bias : &none, &out});
   }
 
-  // Products of one input whose weights round activations alike (q, k and v of a K-quant file,
-  // Q4_K and Q6_K alike to Q8_K; gate and up) round them once: the later ones read the first
-  // one's rounded rows from round_scratch_, which nothing between them writes. On an H200 the
-  // rounding kernel was a quarter of a TinyLlama decoding step's launches (bench/README.md).
+  // Products of one input whose weights round activations alike (q, k and v; gate and up) round
+  // them once: the later ones read the first one's rounded rows from its scratch (Q8_K integers
+  // in q8k_scratch_ for the integer kernel, F32 in round_scratch_ otherwise), which nothing
+  // between them writes. On an H200 the rounding kernel was a quarter of a TinyLlama decoding
+  // step's launches (bench/README.md).
   void mul_mats(const tensor& x, std::span<const product> products) override {
     const int64_t n_tok = x.rows();
-    cuda::activation_rounding in_scratch = cuda::activation_rounding::none;
+    cuda::activation_rounding in_round = cuda::activation_rounding::none;
+    bool in_q8k = false;
     for (const product& p : products) {
       mul_mat(*p.w, x, p.bias, *p.out);
-      if (!rounded_here(p.w->type, n_tok)) continue;
-      const cuda::activation_rounding r = cuda::activation_rounding_for(p.w->type);
-      if (r == in_scratch) records_.back().i[0] = 1;  // launch: x is already in round_scratch_
-      in_scratch = r;
+      int32_t& rounded = records_.back().i[0];  // launch: x is already in the scratch
+      if (on_q8k(p.w->type, n_tok)) {
+        rounded = in_q8k;
+        in_q8k = true;
+      } else if (rounded_here(p.w->type, n_tok)) {
+        const cuda::activation_rounding r = cuda::activation_rounding_for(p.w->type);
+        rounded = r == in_round;
+        in_round = r;
+      }
     }
   }
 
@@ -339,8 +351,8 @@ class cuda_backend final : public backend {
   void release() {
     if (cublas_) cublasDestroy(cublas_);
     cublas_ = nullptr;
-    for (scratch* s :
-         {&act_scratch_, &weight_scratch_, &attn_scratch_, &moe_scratch_, &round_scratch_}) {
+    for (scratch* s : {&act_scratch_, &weight_scratch_, &attn_scratch_, &moe_scratch_,
+                       &round_scratch_, &q8k_scratch_}) {
       cuda::device_free(s->ptr);
       *s = {};
     }
@@ -572,9 +584,16 @@ class cuda_backend final : public backend {
     return !gemm_as_stored && n_tok <= 2 * cuda::k_mmv_max_tokens;
   }
 
-  // out = x · wᵀ: the decoding kernel for a few tokens, a cuBLAS GEMM for more.
+  // Whether that product takes the integer decoding kernel (Q4_K, Q6_K) over activations quantized
+  // to Q8_K's integers, rather than the float one over activations rounded as floats.
+  static bool on_q8k(tensor_type w, int64_t n_tok) {
+    return on_mmv(w, n_tok) && cuda::has_q8k_kernel(w);
+  }
+
+  // out = x · wᵀ: the decoding kernel for a few tokens (Q4_K, Q6_K: the integer one, over the
+  // activations as Q8_K's integers, each block's term the CPU's), a cuBLAS GEMM for more.
   //
-  // Activations are rounded as the CPU rounds them, on both paths. The GEMM multiplies in the
+  // Activations are rounded as the CPU rounds them, on every path. The GEMM multiplies in the
   // precision that keeps a prompt's products the CPU's to float rounding:
   // - F16 and BF16 weights: on the tensor cores, the activations rounded to the weights' type
   //   (as the CPU rounds them), products exact, F32 sums.
@@ -588,8 +607,19 @@ class cuda_backend final : public backend {
   void mul_mat_now(const tensor& w, const tensor& x, const float* bias, const tensor& out,
                    bool rounded) {
     const int64_t n_in = w.ne[0], n_out = w.rows(), n_tok = x.rows();
-    const float* xf = rounded_x(w.type, x, rounded_here(w.type, n_tok), rounded);
     float* o = static_cast<float*>(out.data);
+    if (on_q8k(w.type, n_tok)) {
+      const cuda::q8k_rows xq = cuda::q8k_at(q8k_scratch_.ptr, n_in, n_tok);
+      if (!rounded) cuda::quantize_q8k(stream_, static_cast<const float*>(x.data), n_in, n_tok, xq);
+      for (int64_t t0 = 0; t0 < n_tok; t0 += cuda::k_mmv_max_tokens) {
+        const int64_t nt = std::min<int64_t>(cuda::k_mmv_max_tokens, n_tok - t0);
+        const cuda::q8k_rows at{xq.qs + t0 * n_in, xq.d + t0 * (n_in / 256),
+                                xq.sums + t0 * (n_in / 16)};
+        cuda::mul_mat_vec_q8k(stream_, w.type, w.data, n_in, n_out, at, nt, bias, o + t0 * n_out);
+      }
+      return;
+    }
+    const float* xf = rounded_x(w.type, x, rounded_here(w.type, n_tok), rounded);
     if (on_mmv(w.type, n_tok)) {
       for (int64_t t0 = 0; t0 < n_tok; t0 += cuda::k_mmv_max_tokens) {
         const int64_t nt = std::min<int64_t>(cuda::k_mmv_max_tokens, n_tok - t0);
@@ -666,6 +696,7 @@ class cuda_backend final : public backend {
   scratch act_scratch_, weight_scratch_, attn_scratch_;
   scratch moe_scratch_;  // I32: mul_mat_id's rows grouped by expert, then where each expert starts
   scratch round_scratch_;  // F32 [rows, n_in]: a product's activations rounded (round-math.cuh)
+  scratch q8k_scratch_;    // a product's activations as Q8_K integers (cuda::quantize_q8k)
   std::vector<void*> weights_;
   std::vector<op_record> records_;
   std::vector<int64_t> key_, last_key_;

@@ -55,6 +55,31 @@ bool rounds_activations(tensor_type w);
 void round_activations(cudaStream_t s, tensor_type w, const float* x, int64_t n_in, int64_t rows,
                        float* out);
 
+// Activations as the CPU's Q8_K blocks hold them, for the integer decoding product: rows of n_in
+// values (a multiple of 256) in three arrays, qs int8 [rows, n_in], d F32 [rows, n_in / 256] (a
+// block's scale) and sums I32 [rows, n_in / 16] (Σ qs over each 16 values: the CPU's bsums). One
+// allocation of q8k_bytes(n_in, rows) bytes (256-aligned) holds them; q8k_at says where each array
+// starts.
+struct q8k_rows {
+  int8_t* qs;
+  float* d;
+  int32_t* sums;
+};
+size_t q8k_bytes(int64_t n_in, int64_t rows);
+q8k_rows q8k_at(void* p, int64_t n_in, int64_t rows);
+
+// x (F32 [rows, n_in]) rounded as the CPU's q8_k from_float rounds it (round-math.cuh's Q8_K),
+// into out.
+void quantize_q8k(cudaStream_t s, const float* x, int64_t n_in, int64_t rows, const q8k_rows& out);
+
+// Whether mul_mat_vec_q8k takes weights of type t (Q4_K, Q6_K).
+bool has_q8k_kernel(tensor_type t);
+
+// mul_mat_vec for weights of a type has_q8k_kernel takes, over activations quantize_q8k wrote:
+// integer products, each 256-value block's term as the CPU computes it (mmvq-math.cuh).
+void mul_mat_vec_q8k(cudaStream_t s, tensor_type t, const void* w, int64_t n_in, int64_t n_out,
+                     const q8k_rows& x, int64_t n_tok, const float* bias, float* out);
+
 // out[t, o] += bias[o] for t < n_tok.
 void add_bias(cudaStream_t s, float* out, const float* bias, int64_t n_out, int64_t n_tok);
 

@@ -188,6 +188,23 @@ HEARTH_HD u32x2 load_u32x2_a2(const uint8_t* p) {
   return {load_u32_a2(p), load_u32_a2(p + 4)};
 #endif
 }
+// 32 bytes at a 2-aligned address as 8 words: 9 aligned words funnel-shifted on the device (the
+// ninth read only when p is not 4-aligned).
+HEARTH_HD void load_u32x8_a2(const uint8_t* p, uint32_t (&v)[8]) {
+#ifdef __CUDA_ARCH__
+  const auto* a =
+      reinterpret_cast<const unsigned int*>(reinterpret_cast<uintptr_t>(p) & ~uintptr_t(3));
+  const uint32_t sh = (reinterpret_cast<uintptr_t>(p) & 2) * 8;
+  uint32_t w[9];
+  HEARTH_UNROLL
+  for (int k = 0; k < 8; ++k) w[k] = __ldg(a + k);
+  w[8] = __ldg(a + (sh ? 8 : 7));
+  HEARTH_UNROLL
+  for (int k = 0; k < 8; ++k) v[k] = __funnelshift_r(w[k], w[k + 1], sh);
+#else
+  std::memcpy(v, p, 32);
+#endif
+}
 HEARTH_HD u32x2 load_u32x2_a4(const uint8_t* p) {
   return {load_u32_a4(p), load_u32_a4(p + 4)};
 }
@@ -221,20 +238,25 @@ HEARTH_HD uint32_t byte_of(uint32_t w, int k) {
 // Sub-block s (of 32 values) of a Q4_K/Q5_K block: its scale and min as the CPU computes them
 // (the 6-bit packing is described at block_q4_k; engine/io/tensor-type.h k_scales_mins).
 // hdr: the block's first 16 bytes (d, dmin, the 12 scale bytes) as 4 words.
-struct k_sub_scale {
-  float d1, m1;  // d * scale[s], dmin * min[s]
+struct k_sub_bits {
+  uint32_t sc, mn;  // the 6-bit scale[s] and min[s]
 };
-HEARTH_HD k_sub_scale k_scale_min(const u32x4& hdr, int s) {
-  const float d = half_bits_to_float(hdr.w[0] & 0xffffu), dmin = half_bits_to_float(hdr.w[0] >> 16);
+HEARTH_HD k_sub_bits k_scale_min_bits(const u32x4& hdr, int s) {
   const int k = s & 3;
   const uint32_t a = byte_of(hdr.w[1], k);  // scales[s & 3]
   const uint32_t b = byte_of(hdr.w[2], k);  // scales[4 + (s & 3)]
   const uint32_t c = byte_of(hdr.w[3], k);  // scales[8 + (s & 3)]
   // Selects, not branches: lanes of a warp decode different sub-blocks.
   const bool low = s < 4;
-  const uint32_t sc = low ? a & 63 : (c & 0xf) | ((a >> 6) << 4);
-  const uint32_t mn = low ? b & 63 : (c >> 4) | ((b >> 6) << 4);
-  return {mul(d, int_to_float(int32_t(sc))), mul(dmin, int_to_float(int32_t(mn)))};
+  return {low ? a & 63 : (c & 0xf) | ((a >> 6) << 4), low ? b & 63 : (c >> 4) | ((b >> 6) << 4)};
+}
+struct k_sub_scale {
+  float d1, m1;  // d * scale[s], dmin * min[s]
+};
+HEARTH_HD k_sub_scale k_scale_min(const u32x4& hdr, int s) {
+  const float d = half_bits_to_float(hdr.w[0] & 0xffffu), dmin = half_bits_to_float(hdr.w[0] >> 16);
+  const k_sub_bits q = k_scale_min_bits(hdr, s);
+  return {mul(d, int_to_float(int32_t(q.sc))), mul(dmin, int_to_float(int32_t(q.mn)))};
 }
 
 }  // namespace quant_detail

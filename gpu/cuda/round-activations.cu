@@ -25,6 +25,36 @@ __global__ void __launch_bounds__(k_block)
     round_activation_block<R>(x + i, out + i);
 }
 
+// The Q8_K scale of a block of 256 held by a warp, each lane's 8 values v[m] at index
+// i0 + Stride · m: its value of largest magnitude is the first of equals in index order, as the
+// CPU scans (the largest magnitude alone is the same float whatever the order).
+template <int Stride>
+__device__ __forceinline__ q8_k_scale q8_k_warp_scale(const float (&v)[8], int i0) {
+  float amax = 0.0f, mx = 0.0f;
+  int first = i0;
+#pragma unroll
+  for (int m = 0; m < 8; ++m) {
+    const float ax = round_detail::magnitude(v[m]);
+    if (ax > amax) {
+      amax = ax;
+      mx = v[m];
+      first = i0 + Stride * m;
+    }
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float a2 = __shfl_xor_sync(0xffffffffu, amax, o);
+    const float m2 = __shfl_xor_sync(0xffffffffu, mx, o);
+    const int f2 = __shfl_xor_sync(0xffffffffu, first, o);
+    if (a2 > amax || (a2 == amax && f2 < first)) {
+      amax = a2;
+      mx = m2;
+      first = f2;
+    }
+  }
+  return q8_k_scale_of(mx, amax);
+}
+
 // Q8_0, Q8_K: a warp per block. The largest magnitude is the same float whatever the order it is
 // found in; Q8_K's value of largest magnitude is the first of equals in index order, as the CPU
 // scans.
@@ -48,32 +78,37 @@ __global__ void __launch_bounds__(k_block)
       const q8_0_scale s = q8_0_scale_of(amax);
       yb[lane] = q8_0_value(v[0], s);
     } else {
-      float amax = 0.0f, mx = 0.0f;
-      int first = lane;
-#pragma unroll
-      for (int m = 0; m < per_lane; ++m) {
-        const float ax = round_detail::magnitude(v[m]);
-        if (ax > amax) {
-          amax = ax;
-          mx = v[m];
-          first = lane + 32 * m;
-        }
-      }
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) {
-        const float a2 = __shfl_xor_sync(0xffffffffu, amax, o);
-        const float m2 = __shfl_xor_sync(0xffffffffu, mx, o);
-        const int f2 = __shfl_xor_sync(0xffffffffu, first, o);
-        if (a2 > amax || (a2 == amax && f2 < first)) {
-          amax = a2;
-          mx = m2;
-          first = f2;
-        }
-      }
-      const q8_k_scale s = q8_k_scale_of(mx, amax);
+      const q8_k_scale s = q8_k_warp_scale<32>(v, lane);
 #pragma unroll
       for (int m = 0; m < per_lane; ++m) yb[lane + 32 * m] = q8_k_value(v[m], s);
     }
+  }
+}
+
+// Q8_K as integers (quantize_q8k): a warp per block of 256, lane l holding values 8l .. 8l + 7,
+// so that two lanes hold a 16-value sum and a lane's 8 bytes are one store.
+__global__ void __launch_bounds__(k_block)
+    quantize_q8k_kernel(const float* __restrict__ x, int64_t n_blocks, q8k_rows out) {
+  constexpr int warps = k_block / 32;
+  const int lane = int(threadIdx.x % 32);
+  for (int64_t b = int64_t(blockIdx.x) * warps + threadIdx.x / 32; b < n_blocks;
+       b += int64_t(gridDim.x) * warps) {  // the same b for a whole warp
+    const float4* xp = reinterpret_cast<const float4*>(x + b * 256 + 8 * lane);
+    const float4 p0 = xp[0], p1 = xp[1];
+    const float v[8] = {p0.x, p0.y, p0.z, p0.w, p1.x, p1.y, p1.z, p1.w};
+    const q8_k_scale s = q8_k_warp_scale<1>(v, 8 * lane);
+    uint32_t word[2] = {0, 0};
+    int32_t sum = 0;
+#pragma unroll
+    for (int m = 0; m < 8; ++m) {
+      const int32_t q = q8_k_int(v[m], s);
+      sum += q;
+      word[m / 4] |= uint32_t(q & 0xff) << (8 * (m % 4));
+    }
+    *reinterpret_cast<uint2*>(out.qs + b * 256 + 8 * lane) = make_uint2(word[0], word[1]);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    if (lane % 2 == 0) out.sums[b * 16 + lane / 2] = sum;
+    if (lane == 0) out.d[b] = s.d;
   }
 }
 
@@ -90,6 +125,28 @@ void launch(cudaStream_t s, const float* x, int64_t n, float* out) {
 }
 
 }  // namespace
+
+size_t q8k_bytes(int64_t n_in, int64_t rows) {
+  const auto up = [](size_t n) { return (n + 255) / 256 * 256; };
+  const size_t n = size_t(n_in) * size_t(rows);
+  return up(n) + up(n / 256 * sizeof(float)) + up(n / 16 * sizeof(int32_t));
+}
+
+q8k_rows q8k_at(void* p, int64_t n_in, int64_t rows) {
+  const auto up = [](size_t n) { return (n + 255) / 256 * 256; };
+  const size_t n = size_t(n_in) * size_t(rows);
+  auto* base = static_cast<uint8_t*>(p);
+  return {reinterpret_cast<int8_t*>(base), reinterpret_cast<float*>(base + up(n)),
+          reinterpret_cast<int32_t*>(base + up(n) + up(n / 256 * sizeof(float)))};
+}
+
+void quantize_q8k(cudaStream_t s, const float* x, int64_t n_in, int64_t rows, const q8k_rows& out) {
+  if (n_in % 256 != 0) throw std::invalid_argument("quantize_q8k: rows are not whole blocks");
+  const int64_t n_blocks = n_in / 256 * rows, warps = k_block / 32;
+  if (n_blocks <= 0) return;
+  const int grid = int(std::min<int64_t>((n_blocks + warps - 1) / warps, k_max_blocks));
+  quantize_q8k_kernel<<<grid, k_block, 0, s>>>(x, n_blocks, out);
+}
 
 bool rounds_activations(tensor_type w) {
   return activation_rounding_for(w) != activation_rounding::none;

@@ -133,10 +133,12 @@ HEARTH_HD q8_k_scale q8_k_scale_of(float mx, float amax) {
   const float iscale = round_detail::div(-127.0f, mx);
   return {iscale, round_detail::div(1.0f, iscale)};
 }
+HEARTH_HD int32_t q8_k_int(float x, const q8_k_scale& s) {
+  const int32_t q = round_detail::nearest_int(quant_detail::mul(s.iscale, x));
+  return q < 127 ? q : 127;
+}
 HEARTH_HD float q8_k_value(float x, const q8_k_scale& s) {
-  int32_t q = round_detail::nearest_int(quant_detail::mul(s.iscale, x));
-  q = q < 127 ? q : 127;
-  return quant_detail::mul(s.d, quant_detail::int_to_float(q));
+  return quant_detail::mul(s.d, quant_detail::int_to_float(q8_k_int(x, s)));
 }
 
 // One block of activations rounded: x and y hold activation_rounding_block(R) values; y may be x.
