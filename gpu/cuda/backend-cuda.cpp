@@ -178,7 +178,7 @@ class cuda_backend final : public backend {
             "shape mismatch");
     const int64_t n_tok = x.rows();
     if (!on_mmv(w.type, n_tok)) reserve_gemm_scratch(w, n_tok);
-    if (on_q8k(w.type, n_tok)) {
+    if (on_q8k(w.type, x)) {
       const size_t bytes = cuda::q8k_bytes(x.ne[0], n_tok);
       if (bytes > q8k_scratch_.bytes) grow(q8k_scratch_, bytes, "the activations (Q8_K)");
     } else if (rounded_here(w.type, n_tok)) {
@@ -200,7 +200,7 @@ class cuda_backend final : public backend {
     for (const product& p : products) {
       mul_mat(*p.w, x, p.bias, *p.out);
       int32_t& rounded = records_.back().i[0];  // launch: x is already in the scratch
-      if (on_q8k(p.w->type, n_tok)) {
+      if (on_q8k(p.w->type, x)) {
         rounded = in_q8k;
         in_q8k = true;
       } else if (rounded_here(p.w->type, n_tok)) {
@@ -584,10 +584,13 @@ class cuda_backend final : public backend {
     return !gemm_as_stored && n_tok <= 2 * cuda::k_mmv_max_tokens;
   }
 
-  // Whether that product takes the integer decoding kernel (Q4_K, Q6_K) over activations quantized
-  // to Q8_K's integers, rather than the float one over activations rounded as floats.
-  static bool on_q8k(tensor_type w, int64_t n_tok) {
-    return on_mmv(w, n_tok) && cuda::has_q8k_kernel(w);
+  // Whether a product with weights of type w takes the integer decoding kernel (Q4_K, Q6_K) over
+  // activations quantized to Q8_K's integers, rather than the float one over activations rounded
+  // as floats. quantize_q8k reads x 16 bytes at a time; a view that starts elsewhere (none in the
+  // models we run) takes the float kernel, which has a value-by-value fallback.
+  static bool on_q8k(tensor_type w, const tensor& x) {
+    return on_mmv(w, x.rows()) && cuda::has_q8k_kernel(w) &&
+           reinterpret_cast<uintptr_t>(x.data) % 16 == 0;
   }
 
   // out = x · wᵀ: the decoding kernel for a few tokens (Q4_K, Q6_K: the integer one, over the
@@ -608,7 +611,7 @@ class cuda_backend final : public backend {
                    bool rounded) {
     const int64_t n_in = w.ne[0], n_out = w.rows(), n_tok = x.rows();
     float* o = static_cast<float*>(out.data);
-    if (on_q8k(w.type, n_tok)) {
+    if (on_q8k(w.type, x)) {
       const cuda::q8k_rows xq = cuda::q8k_at(q8k_scratch_.ptr, n_in, n_tok);
       if (!rounded) cuda::quantize_q8k(stream_, static_cast<const float*>(x.data), n_in, n_tok, xq);
       for (int64_t t0 = 0; t0 < n_tok; t0 += cuda::k_mmv_max_tokens) {
