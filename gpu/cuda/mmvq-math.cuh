@@ -62,7 +62,8 @@ struct q8k_lane;
 template <>
 struct q8k_lane<tensor_type::q4_k> {
   static constexpr int block_bytes = 144;
-  uint32_t q[8];  // the 32 nibbles as bytes
+  static constexpr bool has_mins = true;  // summ is not always 0
+  uint32_t q[8];                          // the 32 nibbles as bytes
   int32_t sc, mn;
   uint32_t dbits;  // d, dmin (F16)
 
@@ -103,6 +104,7 @@ struct q8k_lane<tensor_type::q4_k> {
 template <>
 struct q8k_lane<tensor_type::q6_k> {
   static constexpr int block_bytes = 210;
+  static constexpr bool has_mins = false;
   uint32_t q[8];  // the 32 six-bit values (before - 32) as bytes
   int32_t sc0, sc1;
   uint32_t dbits;  // d (F16)

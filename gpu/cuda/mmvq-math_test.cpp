@@ -1,16 +1,19 @@
-// mmvq-math.cuh compiled by the host compiler against the CPU's portable Q4_K × Q8_K dot product:
-// a block's 8 lanes, their integers summed and turned into the block's term as the integer
-// decoding kernel does, must give the CPU's float for that block, bit for bit.
+// mmvq-math.cuh compiled by the host compiler against the CPU's portable Q4_K × Q8_K and
+// Q6_K × Q8_K dot products: a block's 8 lanes, their integers summed and turned into the block's
+// term as the integer decoding kernel does, must give the CPU's float for that block, bit for
+// bit. And the layout of the activations those products read (kernels.h q8k_rows).
 #include "gpu/cuda/mmvq-math.cuh"
 
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "engine/convert/quantize.h"
 #include "engine/cpu/vec-dot-kernels.h"
+#include "gpu/cuda/kernels.h"
 
 namespace hearth::cuda {
 namespace {
@@ -68,6 +71,25 @@ TEST(CudaMmvqMath, Q4KBlocksAgainstQ8KActivationsAreTheCpusBitForBit) {
 // device's funnel-shifted loads handle (the host reads bytes as they are).
 TEST(CudaMmvqMath, Q6KBlocksAgainstQ8KActivationsAreTheCpusBitForBit) {
   expect_the_cpus<tensor_type::q6_k, block_q6_k>(cpu::dot_q6_k_q8_k_generic);
+}
+
+// The three arrays of quantize_q8k's output lie one after the other in q8k_bytes, each 256-aligned
+// (the kernels read them 16 and 8 bytes at a time) and each as long as kernels.h says.
+TEST(CudaMmvqMath, Q8kArraysAreAlignedAndDisjointWithinTheirAllocation) {
+  for (const auto& [n_in, rows] :
+       {std::pair<int64_t, int64_t>{256, 1}, {2048, 1}, {4096, 8}, {768, 13}, {14336, 16}}) {
+    const size_t bytes = q8k_bytes(n_in, rows);
+    const q8k_rows r = q8k_at(nullptr, n_in, rows);
+    const auto at = [](const void* p) { return reinterpret_cast<uintptr_t>(p); };
+    const size_t n = size_t(n_in * rows);
+    EXPECT_EQ(at(r.qs), 0u);
+    EXPECT_EQ(at(r.d) % 256, 0u);
+    EXPECT_EQ(at(r.sums) % 256, 0u);
+    EXPECT_GE(at(r.d), n);
+    EXPECT_GE(at(r.sums), at(r.d) + n / 256 * sizeof(float));
+    EXPECT_GE(bytes, at(r.sums) + n / 16 * sizeof(int32_t)) << n_in << " x " << rows;
+    EXPECT_LT(bytes, at(r.sums) + n / 16 * sizeof(int32_t) + 256) << n_in << " x " << rows;
+  }
 }
 
 TEST(CudaMmvqMath, Dot4IsTheSignedByteDotProduct) {

@@ -50,7 +50,6 @@ __global__ void __launch_bounds__(k_threads)
     mmvq_kernel(const uint8_t* __restrict__ w, int64_t n_in, int64_t n_out, q8k_rows x,
                 const float* __restrict__ bias, float* __restrict__ out) {
   using lane_t = q8k_lane<T>;
-  constexpr bool k_mins = T == tensor_type::q4_k;  // a summ to reduce too
   const int lane = int(threadIdx.x % 32);
   const int64_t row0 = (int64_t(blockIdx.x) * k_warps + threadIdx.x / 32) * k_rows;
   if (row0 >= n_out) return;  // whole warps only: no block-wide synchronization follows
@@ -86,7 +85,7 @@ __global__ void __launch_bounds__(k_threads)
 #pragma unroll
       for (int r = 0; r < k_rows; ++r) {
         const k_lane_sums s = l[r].sums(a, s16.x, s16.y);
-        const int32_t sumi = block_sum(s.sumi), summ = k_mins ? block_sum(s.summ) : 0;
+        const int32_t sumi = block_sum(s.sumi), summ = lane_t::has_mins ? block_sum(s.summ) : 0;
         if (live && j == 0) acc[r][t] += lane_t::term(xd, l[r].dbits, sumi, summ);
       }
     }

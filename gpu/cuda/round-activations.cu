@@ -126,18 +126,31 @@ void launch(cudaStream_t s, const float* x, int64_t n, float* out) {
 
 }  // namespace
 
-size_t q8k_bytes(int64_t n_in, int64_t rows) {
+namespace {
+
+// Where q8k_rows' arrays start in their allocation, each 256-aligned, and its size: written once
+// for q8k_bytes and q8k_at.
+struct q8k_layout {
+  size_t d, sums, bytes;
+};
+q8k_layout q8k_layout_of(int64_t n_in, int64_t rows) {
   const auto up = [](size_t n) { return (n + 255) / 256 * 256; };
   const size_t n = size_t(n_in) * size_t(rows);
-  return up(n) + up(n / 256 * sizeof(float)) + up(n / 16 * sizeof(int32_t));
+  const size_t d = up(n), sums = d + up(n / 256 * sizeof(float));
+  return {d, sums, sums + up(n / 16 * sizeof(int32_t))};
+}
+
+}  // namespace
+
+size_t q8k_bytes(int64_t n_in, int64_t rows) {
+  return q8k_layout_of(n_in, rows).bytes;
 }
 
 q8k_rows q8k_at(void* p, int64_t n_in, int64_t rows) {
-  const auto up = [](size_t n) { return (n + 255) / 256 * 256; };
-  const size_t n = size_t(n_in) * size_t(rows);
+  const q8k_layout l = q8k_layout_of(n_in, rows);
   auto* base = static_cast<uint8_t*>(p);
-  return {reinterpret_cast<int8_t*>(base), reinterpret_cast<float*>(base + up(n)),
-          reinterpret_cast<int32_t*>(base + up(n) + up(n / 256 * sizeof(float)))};
+  return {reinterpret_cast<int8_t*>(base), reinterpret_cast<float*>(base + l.d),
+          reinterpret_cast<int32_t*>(base + l.sums)};
 }
 
 void quantize_q8k(cudaStream_t s, const float* x, int64_t n_in, int64_t rows, const q8k_rows& out) {
