@@ -71,6 +71,20 @@ inline void prefetch_l2(const void* p, int64_t bytes) {
     _mm_prefetch(static_cast<const char*>(p) + o, _MM_HINT_T1);
 }
 
+// A packed tile's outputs (engine/cpu/gemm.h): acc[h][c] holds rows 16h .. 16h + 15 of token c,
+// one row per lane; stored to y[c * ldy + r] for the group's first nr rows only.
+template <int H, int C>
+HEARTH_AVX512 inline void store_group_rows(const __m512 (&acc)[H][C], float* y, int64_t ldy,
+                                           int nr) {
+#pragma GCC unroll 8
+  for (int h = 0; h < H; ++h) {
+    const int left = nr - 16 * h < 0 ? 0 : nr - 16 * h > 16 ? 16 : nr - 16 * h;
+    const __mmask16 rows = __mmask16((1u << left) - 1);
+#pragma GCC unroll 16
+    for (int c = 0; c < C; ++c) _mm512_mask_storeu_ps(y + c * ldy + 16 * h, rows, acc[h][c]);
+  }
+}
+
 // The 4 bytes at p in every 32-bit lane (vpdpbusd's operand for 4 values of one row).
 HEARTH_AVX512 inline __m512i broadcast_i32(const void* p) {
   int32_t v;

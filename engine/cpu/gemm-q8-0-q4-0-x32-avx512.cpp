@@ -17,7 +17,6 @@
 // the bytes they take stored (34 and 18 per row and block) and the tile does no work per row for
 // the offset. Per block the integer sum is converted and multiplied by d_w · d_x and added up in
 // F32, as the reference's vec_dot does, the 16 rows' F16 scales converted by one vcvtph2ps.
-#include <algorithm>
 #include <cstring>
 #include <type_traits>
 
@@ -166,13 +165,7 @@ HEARTH_AVX512 void tile_c(int64_t n, const uint8_t* w, const uint8_t* x, int64_t
             _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[h][c]), _mm512_mul_ps(d[h], dx), acc[h][c]);
     }
   }
-#pragma GCC unroll 8
-  for (int h = 0; h < H; ++h) {
-    const int left = std::clamp(nr - 16 * h, 0, 16);
-    const __mmask16 rows = __mmask16((1u << left) - 1);
-#pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) _mm512_mask_storeu_ps(y + c * ldy + 16 * h, rows, acc[h][c]);
-  }
+  store_group_rows(acc, y, ldy, nr);
 }
 
 // The tiles of one weight type, for packed_tile_dispatch (engine/cpu/gemm.h).

@@ -26,6 +26,9 @@ const packed_format* packed_format_for([[maybe_unused]] tensor_type t) {
       return packed_format_q5_k_avx512();
     case tensor_type::q6_k:
       return packed_format_q6_k_avx512();
+    case tensor_type::f16:
+    case tensor_type::bf16:
+      return packed_format_float_avx512(t);
     default:
       return packed_format_q8_avx512(t);
   }

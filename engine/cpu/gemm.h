@@ -55,7 +55,8 @@ const packed_format* packed_format_for(tensor_type t);
 const packed_format* packed_format_q4_k_avx512();
 const packed_format* packed_format_q5_k_avx512();
 const packed_format* packed_format_q6_k_avx512();
-const packed_format* packed_format_q8_avx512(tensor_type t);  // Q8_0, Q4_0; nullptr otherwise
+const packed_format* packed_format_q8_avx512(tensor_type t);     // Q8_0, Q4_0; nullptr otherwise
+const packed_format* packed_format_float_avx512(tensor_type t);  // F16, BF16; nullptr otherwise
 
 // The tile kernel for weights of type t on this CPU, or nullptr (then vec_dot is used).
 // HEARTH_CPU_PORTABLE=1 turns them off, as it does the AVX2 paths.

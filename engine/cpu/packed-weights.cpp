@@ -8,7 +8,7 @@
 namespace hearth::cpu {
 
 packed_view packed_weights::get(thread_pool& pool, const tensor& w) {
-  // The type first: products on types with no packed layout (F16, F32) skip the lookup.
+  // The type first: products on types with no packed layout (F32, Q5_0, ...) skip the lookup.
   const packed_format* f = w.ne[3] == 1 ? packed_format_for(w.type) : nullptr;
   if (!f) return {};
   auto it = packed_.find(w.data);
