@@ -10,6 +10,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -78,7 +79,7 @@ HEARTH_AVX512 inline void store_group_rows(const __m512 (&acc)[H][C], float* y, 
                                            int nr) {
 #pragma GCC unroll 8
   for (int h = 0; h < H; ++h) {
-    const int left = nr - 16 * h < 0 ? 0 : nr - 16 * h > 16 ? 16 : nr - 16 * h;
+    const int left = std::clamp(nr - 16 * h, 0, 16);
     const __mmask16 rows = __mmask16((1u << left) - 1);
 #pragma GCC unroll 16
     for (int c = 0; c < C; ++c) _mm512_mask_storeu_ps(y + c * ldy + 16 * h, rows, acc[h][c]);

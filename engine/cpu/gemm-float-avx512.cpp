@@ -4,8 +4,8 @@
 // the same products without a conversion in the inner loop). The inner loop converts 16 weights
 // of each row to F32 once and multiplies them with 16 values of each token: NR + NC loads feed
 // NR × NC fused multiply-adds.
-// Where the backend packs weights (gemm-f16-x64-avx512.cpp) the F16 and BF16 tiles and the F16 dot
-// serve nothing in a model; they remain the kernels of HEARTH_CPU_NO_PACK=1, and F32's tile serves.
+// Where the backend packs weights (gemm-f16-x64-avx512.cpp) the F16 and BF16 tiles serve nothing
+// in a model; they remain the kernels of HEARTH_CPU_NO_PACK=1. F32's tile still serves.
 #include <array>
 #include <cstring>
 
