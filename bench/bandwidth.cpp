@@ -4,7 +4,7 @@
 // A buffer far larger than the last-level cache (1 GiB by default) is split into one contiguous
 // slice per thread; each thread sums its slice with 256-bit loads (AVX2 when the CPU has it,
 // chosen at run time, else plain 64-bit loads), all threads starting together. A pass's figure is
-// the buffer's bytes over the time from the common start to the last thread's end; the best of
+// the buffer's bytes over the time from the first thread's start to the last one's end; the best of
 // several passes is reported, for each thread count asked for (default 1 and 2).
 //
 //   bandwidth [--threads 1,2] [--mib 1024] [--passes 5] [--json]
