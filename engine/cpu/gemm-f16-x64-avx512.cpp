@@ -17,8 +17,11 @@
 // broadcast per token for 24 multiply-adds. 2 x 16 rows by 12 tokens, with 12 broadcasts and 2
 // conversions, ran at 50-52 GMAC/s with everything in L1 against 56 for this shape and 57 for the
 // stored-layout 4 x 6 tile, on one core whose bare multiply-adds reach 64 (a microbenchmark).
-// Prefetching the group ahead (as the packed Q4_K tiles do) measured no faster at 1, 4 or 16
-// tokens, and slower at 1, so the tile leaves it to the hardware.
+// Prefetching 8 KiB ahead in the group (as the packed Q4_K tiles do) measured no faster on Zen 4
+// at 1, 4 or 16 tokens, and slower at 1. On Zen 5 (family 26, 2 threads, 6 alternations) it
+// gained at 4 tokens (33-38 -> 35-44 GB/s of weights) and 16 (17-18 -> 18-20), and lost at 1
+// (48-53 -> 41-49), so tiles of two or more tokens prefetch and decoding leaves it to the
+// hardware. TinyLlama F16 with 16 sequences decoding: 97-114 -> 116-131 t/s (3 alternations).
 //
 // Each output is the sum of its products in the order of k, one multiply-add after another; the
 // products are exact in F32 (F16 weights times F16-rounded activations: 11 x 11 significant bits;
@@ -80,6 +83,7 @@ struct tiles {
 #pragma GCC unroll 16
       for (int c = 0; c < C; ++c) acc[h][c] = _mm512_setzero_ps();
     for (int64_t k = 0; k < n; ++k) {
+      if constexpr (C > 1) prefetch_l2(w + k * 2 * k_group + k_prefetch_ahead, 2 * k_group);
       __m512 v[H];
 #pragma GCC unroll 16
       for (int h = 0; h < H; ++h) v[h] = step_values<W>(w, k, h);

@@ -142,8 +142,7 @@ struct tiles {
     for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
     for (int64_t b = 0; b < n / k_qk_k; ++b) {
       const k_x16<Q5>& g = blk[b];
-      if constexpr (C > 1)
-        prefetch_l2(reinterpret_cast<const uint8_t*>(&g) + k_prefetch_ahead, sizeof(g));
+      prefetch_l2(reinterpret_cast<const uint8_t*>(&g) + k_prefetch_ahead, sizeof(g));
       const x_block* xb[C];
 #pragma GCC unroll 8
       for (int c = 0; c < C; ++c) xb[c] = reinterpret_cast<const x_block*>(x + c * x_stride) + b;
