@@ -65,9 +65,9 @@ HEARTH_AVX512 inline __m512 hsum512_x16(const __m512 v[16]) {
 // Q8_0 tiles gained nothing measurable (Q8_0 at 16 tokens lost 1-7%), and with one token it
 // slowed Q6_K by 10%. With one token (decoding) the Q4_K/Q5_K tiles prefetch too: no gain on
 // Zen 4, but on Zen 5 (family 26, 2 threads, 8 alternations) Q4_K at one token went from 28-40
-// to 43-52 GB/s of weights, and TinyLlama Q4_K_M tg64 from 43-52 to 59-64 t/s (4 alternations).
-// Q6_K and Q8_0 at one token measured no gain there either (42 -> 40 and 50 -> 45 GB/s, medians
-// of 6) and are still left alone.
+// to 33-52 GB/s of weights (medians 33 -> 46), and TinyLlama Q4_K_M tg64 from 43-52 to 59-64 t/s (4
+// alternations). Q6_K and Q8_0 at one token measured no gain there either (42 -> 40 and 50 -> 45
+// GB/s, medians of 6) and are still left alone.
 constexpr int64_t k_prefetch_ahead = 8 << 10;
 
 // Asks for [p, p + bytes) in L2. Prefetches never fault, so p may run past the weights' end.
