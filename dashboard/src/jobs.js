@@ -70,10 +70,7 @@ function JobRows({ jobs, now, watched, setWatched, onCancel }) {
         <td>${duration(now - (j.started_ms || j.created_ms))}</td>
         <td class="num">${j.n_gen}</td>
         <td><${CancelButton} id=${j.job_id} onDone=${onCancel} /></td>
-      </tr>
-      ${open
-        ? html`<tr class="detail-row"><td colspan="7"><${TokenStream} id=${j.job_id} /></td></tr>`
-        : null}`;
+      </tr>`;
   });
 }
 
@@ -83,6 +80,10 @@ export function ActiveJobs({ snapshot }) {
   const jobs = [...(snapshot?.running ?? []), ...(snapshot?.queued ?? [])];
   const now = snapshot?.time_ms ?? Date.now();
   const onCancel = (err) => setMessage(err ? `cancel failed: ${err}` : 'cancel sent');
+  // The watched job's stream sits below the table, not in its row: the row goes with the next
+  // snapshot once the job ends, which can come before the stream's own `done` event, and the
+  // stream has to stay to show how the job ended and its whole text.
+  const gone = watched != null && !jobs.some((j) => j.job_id === watched);
   return html`<section class="panel" id="active">
     <h2>Running and queued jobs <span class="muted">${snapshot?.caller?.admin ? 'every owner' : 'yours'}</span></h2>
     ${message ? html`<p class="note" data-testid="active-message">${message}</p>` : null}
@@ -92,6 +93,13 @@ export function ActiveJobs({ snapshot }) {
           <thead><tr><th>job</th><th>model</th><th>state</th><th>node</th><th>for</th><th>tokens</th><th></th></tr></thead>
           <tbody><${JobRows} jobs=${jobs} now=${now} watched=${watched} setWatched=${setWatched} onCancel=${onCancel} /></tbody>
         </table>`}
+    ${watched != null
+      ? html`<div data-testid="watched-job" data-job=${watched}>
+          <h3>Job ${watched}${gone ? html` <span class="muted">(no longer running)</span>` : null}
+            <button data-testid="watched-close" onClick=${() => setWatched(null)}>close</button></h3>
+          <${TokenStream} key=${watched} id=${watched} />
+        </div>`
+      : null}
   </section>`;
 }
 

@@ -148,6 +148,11 @@ try {
     await row.getByTestId('cancel').click();
     await stream.getByTestId('stream-status').filter({ hasText: /^cancelled/ }).waitFor();
     await row.waitFor({ state: 'detached' });
+    // The job left the list; its stream stays, with how it ended and what it wrote, until closed.
+    assert.match(await stream.getByTestId('stream-status').innerText(), /^cancelled/);
+    assert.ok((await pre.innerText()).length >= before, 'the cancelled job\'s text went');
+    await page.getByTestId('watched-job').getByTestId('watched-close').click();
+    await stream.waitFor({ state: 'detached' });
     await page.getByTestId('submit-status').filter({ hasText: /cancel|done|error/ }).waitFor();
     await page.getByTestId('history-refresh').click();
     await page.locator(`[data-testid=history-job][data-job="${slowId}"][data-state=cancelled]`).waitFor();
