@@ -284,6 +284,45 @@ TEST_P(gemm, several_products_of_one_input_equal_each_product_alone) {
   be->free(b);
 }
 
+// A token's outputs do not depend on the tokens beside it: the node decodes many sequences in
+// one step, and a job must give what it gives alone (node/batch-engine_test.cpp). One token goes
+// through a packed tile or a dot product (vec_dot), several through a tile kernel; both must add
+// in the same order, row tails shorter than a vector included (stories260K's n_ff is 172).
+TEST_P(gemm, a_tokens_outputs_are_the_same_bits_whatever_tokens_share_its_product) {
+  const tensor_type t = GetParam();
+  const int64_t block = tensor_type_layout_of(uint32_t(t))->block_elems;
+  std::mt19937 rng(31);
+  auto be = make_cpu_backend(2);
+  for (const int64_t n_in : {int64_t(172), int64_t(200), int64_t(512), int64_t(2048)}) {
+    if (n_in % block != 0) continue;
+    const int64_t n_out = 70;
+    tensor w = be->alloc(t, n_in, n_out, "w");
+    const auto wf = random_values(rng, n_in * n_out);
+    quantize_rows(t, wf.data(), w.data, n_out, n_in);
+    for (const int64_t n_tok : {2, 7, 13}) {
+      tensor x = be->alloc(tensor_type::f32, n_in, n_tok, "x");
+      tensor y = be->alloc(tensor_type::f32, n_out, n_tok, "y");
+      const auto xf = random_values(rng, n_in * n_tok);
+      be->upload(x, xf.data(), xf.size() * 4);
+      be->mul_mat(w, x, nullptr, y);
+      tensor x1 = be->alloc(tensor_type::f32, n_in, 1, "x1");
+      tensor y1 = be->alloc(tensor_type::f32, n_out, 1, "y1");
+      for (int64_t c = 0; c < n_tok; ++c) {
+        be->upload(x1, xf.data() + c * n_in, size_t(n_in) * 4);
+        be->mul_mat(w, x1, nullptr, y1);
+        const float* alone = static_cast<const float*>(y1.data);
+        const float* together = static_cast<const float*>(y.data) + c * n_out;
+        for (int64_t r = 0; r < n_out; ++r)
+          ASSERT_EQ(std::memcmp(&alone[r], &together[r], 4), 0)
+              << tensor_type_name(t) << " n_in " << n_in << ": token " << c << " of " << n_tok
+              << ", output " << r << ": " << alone[r] << " alone, " << together[r] << " together";
+      }
+      for (tensor* u : {&x, &y, &x1, &y1}) be->free(*u);
+    }
+    be->free(w);
+  }
+}
+
 // mul_mat_id through the CPU backend (packed or stored layout, whichever this CPU uses): each
 // output row is exactly mul_mat with the chosen expert's matrix, for tokens that share and that
 // do not share experts, one row per expert (decoding) and several.

@@ -79,22 +79,16 @@ void op_mul_mat_id(thread_pool& pool, scratch& s, packed_weights& packed, const 
     assert(id[r] >= 0 && id[r] < n_expert);
     ++start[id[r] + 1];
   }
-  int64_t most = 0;
-  for (int64_t e = 0; e < n_expert; ++e) {
-    most = std::max<int64_t>(most, start[e + 1]);
-    start[e + 1] += start[e];
-  }
+  for (int64_t e = 0; e < n_expert; ++e) start[e + 1] += start[e];
   std::vector<int32_t>& fill = s.group_fill;
   fill.assign(start, start + n_expert);
   for (int64_t r = 0; r < n_rows; ++r) rows[size_t(fill[size_t(id[r])]++)] = int32_t(r);
   auto src_row = [&](int64_t r) { return shared_x ? r / k : r; };
 
-  // As op_mul_mat: a packed layout's tiles for any count; otherwise tiles when an expert has
-  // several rows, dot products when each has one.
+  // As op_mul_mat (tiled_for in mul-mat.cpp): a packed layout's tiles, else the stored layout's,
+  // for any count, so a row's outputs are those of mul_mat with its expert's matrix.
   const packed_view pk = packed.get(pool, w);
-  const gemm_kernel* g = pk.format  ? &pk.format->kernel
-                         : most > 1 ? gemm_kernel_for(w.type)
-                                    : nullptr;
+  const gemm_kernel* g = pk.format ? &pk.format->kernel : gemm_kernel_for(w.type);
   const type_kernels* kern = kernels_for(w.type);
   const int64_t x_row_bytes =
       g ? g->x_row_bytes(n_in) : tensor_type_row_bytes(kern->vec_dot_type, n_in);

@@ -75,18 +75,20 @@ struct tiled_product {
   int64_t x_row_bytes = 0, n_tiles = 0, block = 0, first_item = 0;
 };
 
-// w's tile kernel and weights when a tile kernel takes it for n_tok tokens (g stays null when
-// not). A packed layout serves every token count: its tiles do no per-row unpacking. Stored rows
-// go through a tile kernel from two tokens on; one token (decoding) streams each row once, and
-// the AVX2 dot products do that at memory speed with less work per row than a tile's unpacking.
-tiled_product tiled_for(thread_pool& pool, packed_weights& packed, const tensor& w, int64_t n_tok) {
+// w's tile kernel and weights when a tile kernel takes it (g stays null when not): its packed
+// layout's, else its stored layout's, for every token count. One token through the same kernel
+// as several keeps a token's outputs the same bits whatever shares its step (the node decodes
+// many sequences at once, and a job gives what it gives alone): the dot products (vec_dot) add
+// in another order. They did for F32 rows with a tail shorter than a vector (stories260K's n_ff
+// is 172), by up to 4e-3 in its logits after 82 tokens, which changed a sampled continuation.
+tiled_product tiled_for(thread_pool& pool, packed_weights& packed, const tensor& w) {
   tiled_product p;
   p.w = &w;
   if (const packed_view v = packed.get(pool, w); v.format) {
     p.g = &v.format->kernel;
     p.wbase = v.data;
     p.tile_bytes = v.group_bytes;
-  } else if (const gemm_kernel* g = n_tok > 1 ? gemm_kernel_for(w.type) : nullptr) {
+  } else if (const gemm_kernel* g = gemm_kernel_for(w.type)) {
     p.g = g;
     p.wbase = static_cast<const uint8_t*>(w.data);
     p.w_stride = w.row_bytes();
@@ -219,7 +221,7 @@ void op_mul_mats(thread_pool& pool, scratch& s, packed_weights& packed, const te
     for (size_t i = first; i < std::min(products.size(), first + k_max); ++i) {
       const backend::product& p = products[i];
       assert(x.ne[0] == p.w->ne[0] && p.out->ne[0] == p.w->ne[1] && p.out->ne[1] == x.ne[1]);
-      tiled_product t = tiled_for(pool, packed, *p.w, x.ne[1]);
+      tiled_product t = tiled_for(pool, packed, *p.w);
       if (t.g) {
         t.bias = p.bias;
         t.out = p.out;
