@@ -1,9 +1,8 @@
-// AVX-512 kernels for F32, F16 and BF16 weights: tiles for prompts, and the F16 dot for single
-// tokens. The tiles' activations are F32 values rounded to the weight's type first (the reference
-// engine converts them to F16/BF16 and multiplies exactly in F32; rounding once up front gives
-// the same products without a conversion in the inner loop). The inner loop converts 16 weights
-// of each row to F32 once and multiplies them with 16 values of each token: NR + NC loads feed
-// NR × NC fused multiply-adds.
+// AVX-512 kernels for F32, F16 and BF16 weights: tiles, for every token count. The tiles'
+// activations are F32 values rounded to the weight's type first (the reference engine converts them
+// to F16/BF16 and multiplies exactly in F32; rounding once up front gives the same products without
+// a conversion in the inner loop). The inner loop converts 16 weights of each row to F32 once and
+// multiplies them with 16 values of each token: NR + NC loads feed NR × NC fused multiply-adds.
 // Where the backend packs weights (gemm-f16-x64-avx512.cpp) the F16 and BF16 tiles serve nothing
 // in a model; they remain the kernels of HEARTH_CPU_NO_PACK=1. F32's tile still serves.
 #include <array>
@@ -122,31 +121,6 @@ const gemm_kernel k_f16{k_rows, k_cols, x_row_bytes, x_f16_rounded, tile_any<ten
 const gemm_kernel k_bf16{k_rows, k_cols, x_row_bytes, x_bf16_rounded, tile_any<tensor_type::bf16>};
 
 }  // namespace
-
-// A single F16 weight row against F16 activations (decoding): 32 values per step, converted in
-// registers, with two accumulators so the additions overlap.
-HEARTH_AVX512 float dot_f16_avx512(int64_t n, const void* wv, const void* xv) {
-  const auto* w = static_cast<const uint16_t*>(wv);
-  const auto* x = static_cast<const uint16_t*>(xv);
-  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    const __m512 w0 = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + i)));
-    const __m512 w1 =
-        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + i + 16)));
-    const __m512 x0 = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i)));
-    const __m512 x1 =
-        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i + 16)));
-    acc0 = _mm512_fmadd_ps(w0, x0, acc0);
-    acc1 = _mm512_fmadd_ps(w1, x1, acc1);
-  }
-  for (; i < n; i += 16) {
-    const __mmask16 m = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
-    acc0 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, w + i)),
-                           _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, x + i)), acc0);
-  }
-  return hsum512(_mm512_add_ps(acc0, acc1));
-}
 
 const gemm_kernel* gemm_kernel_float_avx512(tensor_type t) {
   switch (t) {

@@ -285,9 +285,9 @@ TEST_P(gemm, several_products_of_one_input_equal_each_product_alone) {
 }
 
 // A token's outputs do not depend on the tokens beside it: the node decodes many sequences in
-// one step, and a job must give what it gives alone (node/batch-engine_test.cpp). One token goes
-// through a packed tile or a dot product (vec_dot), several through a tile kernel; both must add
-// in the same order, row tails shorter than a vector included (stories260K's n_ff is 172).
+// one step, and a job must give what it gives alone (node/batch-engine_test.cpp). One token and
+// several must add in the same order, row tails shorter than a vector included (stories260K's
+// n_ff is 172): a dot product (vec_dot) for one token and a tile for several did not.
 TEST_P(gemm, a_tokens_outputs_are_the_same_bits_whatever_tokens_share_its_product) {
   const tensor_type t = GetParam();
   const int64_t block = tensor_type_layout_of(uint32_t(t))->block_elems;

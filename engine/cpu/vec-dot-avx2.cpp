@@ -1,6 +1,7 @@
 // The AVX2 kernels of vec-dot.cpp's types (F32, F16, BF16, Q8_0, Q4_0) and the F16C row
 // conversions (x86 only), and which of x86's kernels kernels_for() hands out: AVX2 where the CPU
-// has AVX2 + FMA + F16C, AVX-512 VNNI for F16 and the K-quants where it has that too.
+// has AVX2 + FMA + F16C. Where it has AVX-512 VNNI too, products of the types with a tile kernel
+// go through the tiles at every token count (mul-mat.cpp, tiled_for), not through these.
 #include "engine/cpu/avx2.h"
 #include "engine/cpu/vec-dot-kernels.h"
 #include "engine/io/cpu-features.h"
@@ -157,12 +158,6 @@ void use_x86_kernels(kernel_table& t) {
     t.q5_1.vec_dot = dot_q5_1_q8_1_avx2;
     t.q8_1.vec_dot = dot_q8_1_q8_1_avx2;
     t.q8_1.from_float = q8_1_from_float_avx2;
-  }
-  if (cpu_has_avx512_vnni()) {
-    t.f16.vec_dot = dot_f16_avx512;
-    t.q4_k.vec_dot = dot_q4_k_q8_k_avx512;
-    t.q5_k.vec_dot = dot_q5_k_q8_k_avx512;
-    t.q6_k.vec_dot = dot_q6_k_q8_k_avx512;
   }
 }
 

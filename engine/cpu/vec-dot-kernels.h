@@ -55,11 +55,7 @@ float dot_q5_0_q8_0_avx2(int64_t n, const void* w, const void* x);
 float dot_q5_1_q8_1_avx2(int64_t n, const void* w, const void* x);
 float dot_q8_1_q8_1_avx2(int64_t n, const void* w, const void* x);
 void q8_1_from_float_avx2(const float* x, void* y, int64_t n);  // the same bytes as portable
-// AVX-512 VNNI (gemm-float-avx512.cpp, gemm-k-avx512.cpp).
-float dot_f16_avx512(int64_t n, const void* w, const void* x);
-float dot_q4_k_q8_k_avx512(int64_t n, const void* w, const void* x);
-float dot_q5_k_q8_k_avx512(int64_t n, const void* w, const void* x);
-float dot_q6_k_q8_k_avx512(int64_t n, const void* w, const void* x);
+// AVX-512 VNNI (gemm-k-avx512.cpp).
 // quantize_row_q8_K_ref bit for bit, on 16 lanes (the K-quant tile kernels' activations).
 void quantize_q8_k_avx512(const float* x, block_q8_k* y, int64_t n);
 #elif defined(__aarch64__)
