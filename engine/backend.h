@@ -110,6 +110,12 @@ class backend {
   // Short name for logs and errors ("cpu", "vulkan", "cuda").
   virtual std::string name() const = 0;
 
+  // Whether a token's results are the same bits whatever other tokens share the call: every op
+  // adds each token's terms in one order at every token count, so a sequence's logits, and what
+  // it samples, do not depend on what runs beside it in a batch. The CPU backend, and Vulkan on
+  // CPU devices, promise it; tests/backend_ops_test.cpp holds a device backend that does to it.
+  virtual bool batch_invariant() const { return false; }
+
   // Whether mul_mat and get_rows accept weights of this type. Models check every weight with it
   // at load so an unsupported type is reported before any work starts.
   virtual bool supports_weight_type(tensor_type t) const = 0;

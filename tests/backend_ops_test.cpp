@@ -182,6 +182,14 @@ class harness {
     report(nmse(y, exact), sentinel_ok, op, type, shape, std::max(max_nmse, 2 * cpu_nmse), cpu);
   }
 
+  // The backend under test's output rows as floats; fails the test if it wrote past them.
+  std::vector<float> dut_output(const tensor_pair& out) {
+    bool sentinel_ok = true;
+    std::vector<float> y = download(dut_, out.dut, out.rows, &sentinel_ok);
+    EXPECT_TRUE(sentinel_ok) << "wrote past its output";
+    return y;
+  }
+
   // A weight's values as the backends see them, row after row.
   static std::vector<float> dequantized(const tensor_pair& w, int64_t ne0) {
     const std::vector<uint8_t>& bytes = *w.bytes;
@@ -447,6 +455,93 @@ TEST_F(BackendOps, MulMat) {
                 t == tensor_type::f32 ? 1e-9 : 5e-4);
           }
         }
+      }
+    }
+  }
+}
+
+// Where the backend promises it (backend::batch_invariant: Vulkan on CPU devices), a token's
+// product is the same bits whether it is alone or shares the call with others: counts on both
+// sides of where a backend may change shaders (Vulkan on GPUs: 8 tokens, 4 for mul_mat_id), rows
+// of several tiles and of a partial one, every weight type. Each of the first tokens alone is
+// compared with the same token among 2, 7, 9 and 40.
+std::string first_difference(const std::vector<float>& alone, const std::vector<float>& together,
+                             size_t offset) {
+  for (size_t o = 0; o < alone.size(); ++o) {
+    const float a = alone[o], b = together[offset + o];
+    if (std::memcmp(&a, &b, sizeof a) != 0) {
+      char why[96];
+      std::snprintf(why, sizeof why, "output %zu: %.9g alone, %.9g together", o, double(a),
+                    double(b));
+      return why;
+    }
+  }
+  return "";
+}
+
+TEST_F(BackendOps, MulMatGivesATokenTheSameBitsWhateverSharesIt) {
+  if (!dut_->batch_invariant())
+    GTEST_SKIP() << dut_->name() << " does not promise it on this device";
+  constexpr int64_t k_alone = 3, k_most = 40;
+  for (tensor_type t : weight_types()) {
+    for (int64_t n_in : widths(t, {352, 2048})) {
+      const int64_t n_out = 70;  // a tile of 64 rows and part of another
+      tensor_pair w = weight(t, n_in, n_out, -0.5f, 1.0f);
+      const std::vector<float> xv = random_floats(rng_, size_t(n_in * k_most), -0.5f, 1.0f);
+      tensor_pair b = h_->input_f32(n_out, 1, random_floats(rng_, size_t(n_out)));
+      std::vector<std::vector<float>> alone;
+      for (int64_t i = 0; i < k_alone; ++i) {
+        tensor_pair x = h_->input_f32(
+            n_in, 1, std::vector<float>(xv.begin() + i * n_in, xv.begin() + (i + 1) * n_in));
+        tensor_pair out = h_->output(tensor_type::f32, n_out, 1);
+        dut_->mul_mat(w.dut, x.dut, &b.dut, out.dut);
+        alone.push_back(h_->dut_output(out));
+      }
+      for (int64_t n_tok : {int64_t(2), int64_t(7), int64_t(9), k_most}) {
+        tensor_pair x =
+            h_->input_f32(n_in, n_tok, std::vector<float>(xv.begin(), xv.begin() + n_tok * n_in));
+        tensor_pair out = h_->output(tensor_type::f32, n_out, n_tok);
+        dut_->mul_mat(w.dut, x.dut, &b.dut, out.dut);
+        const std::vector<float> together = h_->dut_output(out);
+        for (int64_t i = 0; i < std::min(n_tok, k_alone); ++i) {
+          EXPECT_EQ(first_difference(alone[size_t(i)], together, size_t(i * n_out)), "")
+              << tensor_type_name(t) << " n_in " << n_in << ": token " << i << " of " << n_tok;
+        }
+      }
+    }
+  }
+}
+
+TEST_F(BackendOps, MulMatIdGivesATokenTheSameBitsWhateverSharesIt) {
+  if (!dut_->batch_invariant())
+    GTEST_SKIP() << dut_->name() << " does not promise it on this device";
+  constexpr int64_t k_alone = 3, k_most = 40, n_expert = 4, k = 2, n_out = 70;
+  for (tensor_type t : weight_types()) {
+    const int64_t n_in = widths(t, {352}).front();
+    tensor_pair w = experts(t, n_in, n_out, n_expert, {});
+    const std::vector<float> xv = random_floats(rng_, size_t(n_in * k_most), -0.5f, 1.0f);
+    std::vector<int32_t> idv;
+    for (int64_t i = 0; i < k_most; ++i) {
+      std::vector<int32_t> pick = {0, 1, 2, 3};
+      std::shuffle(pick.begin(), pick.end(), rng_);
+      idv.insert(idv.end(), pick.begin(), pick.begin() + k);
+    }
+    auto product = [&](int64_t first, int64_t n_tok) {
+      tensor_pair x = h_->input_f32(
+          n_in, n_tok,
+          std::vector<float>(xv.begin() + first * n_in, xv.begin() + (first + n_tok) * n_in));
+      tensor_pair ids = h_->input(tensor_type::i32, k, n_tok, idv.data() + first * k);
+      tensor_pair out = h_->output(tensor_type::f32, n_out, n_tok * k);
+      dut_->mul_mat_id(w.dut, x.dut, ids.dut, out.dut);
+      return h_->dut_output(out);
+    };
+    std::vector<std::vector<float>> alone;
+    for (int64_t i = 0; i < k_alone; ++i) alone.push_back(product(i, 1));
+    for (int64_t n_tok : {int64_t(2), int64_t(5), int64_t(9), k_most}) {
+      const std::vector<float> together = product(0, n_tok);
+      for (int64_t i = 0; i < std::min(n_tok, k_alone); ++i) {
+        EXPECT_EQ(first_difference(alone[size_t(i)], together, size_t(i * k * n_out)), "")
+            << tensor_type_name(t) << ": token " << i << " of " << n_tok;
       }
     }
   }

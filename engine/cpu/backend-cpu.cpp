@@ -18,6 +18,8 @@ class cpu_backend final : public backend {
   }
 
   std::string name() const override { return "cpu"; }
+  // Every weight type with a tile kernel takes it at every token count (cpu/mul-mat.cpp tiled_for).
+  bool batch_invariant() const override { return true; }
 
   bool supports_weight_type(tensor_type t) const override { return cpu::kernels_for(t) != nullptr; }
 

@@ -66,8 +66,8 @@ class device {
   uint32_t subgroup_size() const { return subgroup_size_; }
   // subgroupBroadcast (where subgroup_arithmetic() too: HEARTH_VULKAN_NO_SUBGROUP turns it off).
   bool subgroup_ballot() const { return subgroup_ballot_; }
-  // A CPU device (lavapipe): one SIMD vector per subgroup, so shaders whose loads are uniform over
-  // a subgroup win there (mul_mat_vec.comp ROW_PER_LANE).
+  // A CPU device (lavapipe): one SIMD vector per subgroup, so a row per lane wins there
+  // (mul_mat.comp ROW_PER_LANE, mul-mat.cpp mul_mat_row_per_lane).
   bool cpu_device() const { return cpu_device_; }
   VkDeviceSize max_buffer_bytes() const { return max_buffer_bytes_; }
 

@@ -1,6 +1,7 @@
 // Matrix products and embedding-row lookup on stored weight types: mul_mat_vec.comp for few
-// tokens, the tiled mul_mat.comp for many, get_rows.comp; all dequantize with dequant.glsl. The
-// expert product (mul_mat_id) is the same two shaders' MUL_MAT_ID variants.
+// tokens and the tiled mul_mat.comp for many on GPUs, the tiled shader's row-per-lane layout for
+// every token count on CPU devices; get_rows.comp; all dequantize with dequant.glsl. The expert
+// product (mul_mat_id) is the same two shaders' MUL_MAT_ID variants.
 #include <stdexcept>
 #include <string>
 
@@ -37,8 +38,8 @@ const char* weight_variant(tensor_type t) {
 
 namespace {
 
-// The matrix-vector shader's variant for w on d and its workgroups for n_out rows: a row per lane
-// on CPU devices with subgroups of at most BLOCK (64) lanes, else ROWS rows per workgroup.
+// The matrix-vector shader's variant for w on d and its workgroups for n_out rows (ROWS rows per
+// workgroup).
 struct mat_vec_plan {
   std::string variant;
   groups g;
@@ -53,7 +54,7 @@ std::string variant_of(const char* shader, const tensor& w) {
   return std::string(shader) + "_" + v;
 }
 
-// Up to this many tokens the matrix-vector shader reads each weight once for all of them
+// On GPUs, up to this many tokens the matrix-vector shader reads each weight once for all of them
 // (MAX_TOK of mul_mat_vec.comp); above, tiles.
 constexpr int64_t k_mat_vec_max_tokens = 8;
 // The expert product's matrix-vector path reads one expert matrix per output row (token × k), so
@@ -92,26 +93,20 @@ rounding rounding_for(tensor_type t) {
 
 mat_vec_plan mat_vec_for(device& d, const char* shader, const tensor& w, int64_t n_out) {
   std::string v = variant_of(shader, w);
-  if (d.subgroup_arithmetic() && d.cpu_device() && d.subgroup_size() <= 64) {
-    const int64_t lanes = d.subgroup_size();
-    return {v + "_lanes", groups_for((n_out + lanes - 1) / lanes)};
-  }
   if (d.subgroup_arithmetic()) v += "_sg";
   return {v, groups_for((n_out + k_mat_vec_rows - 1) / k_mat_vec_rows)};
 }
 
-// The tiled shader's variant for w on d and its workgroups for n_out rows and n_tok tokens: on
-// CPU devices a row per invocation (BLOCK of its ROW_PER_LANE layout, 64 rows) and TN_LANES (32)
-// tokens per workgroup, else 32 × 32 tiles. The lanes take their activations eight a load and
-// broadcast them (subgroupBroadcast, subgroups of at least 8 lanes); otherwise the same condition
-// as mat_vec_for's lanes, so HEARTH_VULKAN_NO_SUBGROUP keeps the tiles tested on lavapipe.
+// The tiled shader's variant for w on d and its workgroups for n_out rows and n_tok tokens: in
+// the row-per-lane layout a row per invocation (64 rows) and TN_LANES (32) tokens per workgroup,
+// else 32 × 32 tiles.
 struct mat_plan {
   std::string variant;
   uint32_t x, y;
 };
 mat_plan mat_for(device& d, const char* shader, const tensor& w, int64_t n_out, int64_t n_tok) {
   const std::string v = variant_of(shader, w);
-  if (d.subgroup_ballot() && d.cpu_device() && d.subgroup_size() >= 8 && d.subgroup_size() <= 64)
+  if (mul_mat_row_per_lane(d))
     return {v + "_lanes", uint32_t((n_out + 63) / 64), uint32_t((n_tok + 31) / 32)};
   return {v, uint32_t((n_out + 31) / 32), uint32_t((n_tok + 31) / 32)};
 }
@@ -133,6 +128,22 @@ const buffer* rounded_x(device& d, scratch& rounded, const tensor& w, const tens
 
 }  // namespace
 
+// Whether the tiled shader's row-per-lane layout (ROW_PER_LANE of mul_mat.comp) runs on d: CPU
+// devices such as lavapipe, whose subgroups are SIMD vectors of 8 to 64 lanes (BLOCK, 64) and
+// which broadcast a load over them (subgroupBroadcast; HEARTH_VULKAN_NO_SUBGROUP turns it off, so
+// the GPU layouts stay tested on lavapipe). There it takes every token count, one token too:
+// - a token's outputs are then the same bits whatever tokens share its product (one order of
+//   additions, a chain over the row's chunks, as the CPU backend's tiles), so a sequence's text
+//   does not depend on what else a node runs beside it; the matrix-vector shader sums strided
+//   chunks and the tiles a chain, which differed by up to 6e-3 in F16 logits;
+// - and it is faster there at every count (lavapipe runs a buffer load lane by lane even where
+//   its address is uniform, which the matrix-vector shader's layout relied on): TinyLlama's
+//   shapes cut to 2 layers, Q4_K_M, decoding 4.14 tokens/s against 3.10 (medians of 3, 2 threads).
+// On GPUs, few tokens take the matrix-vector shader, which spreads a row over many invocations.
+bool mul_mat_row_per_lane(const device& d) {
+  return d.subgroup_ballot() && d.cpu_device() && d.subgroup_size() >= 8 && d.subgroup_size() <= 64;
+}
+
 void op_get_rows(device& d, const tensor& table, const tensor& ids, const tensor& out) {
   struct {
     uint32_t cols, n, row_bytes;
@@ -151,7 +162,7 @@ void op_mul_mat(device& d, scratch& rounded, const tensor& w, const tensor& x, c
        bias && bias->present() ? 1u : 0u};
   const std::vector<const buffer*> bindings = {buf(w), rounded_x(d, rounded, w, x),
                                                buf_or_null(bias), buf(out)};
-  if (n_tok <= k_mat_vec_max_tokens) {
+  if (n_tok <= k_mat_vec_max_tokens && !mul_mat_row_per_lane(d)) {
     const mat_vec_plan m = mat_vec_for(d, "mul_mat_vec", w, w.ne[1]);
     d.dispatch(m.variant.c_str(), bindings, &pc, sizeof(pc), m.g.x, m.g.y, 1);
   } else {
@@ -182,7 +193,7 @@ void op_mul_mat_id(device& d, scratch& rounded, scratch& group_rows, const tenso
        uint32_t(w.row_bytes() * n_out),
        uint32_t(n_expert)};
   const buffer* xb = rounded_x(d, rounded, w, x);
-  if (n_tok <= k_mat_vec_id_max_tokens) {
+  if (n_tok <= k_mat_vec_id_max_tokens && !mul_mat_row_per_lane(d)) {
     // Each output row reads its expert's matrix: at most n_tok * k matrices, all chosen ones.
     const mat_vec_plan m = mat_vec_for(d, "mul_mat_vec_id", w, n_out);
     d.dispatch(m.variant.c_str(), {buf(w), xb, nullptr, buf(out), buf(ids)}, &pc, sizeof(pc), m.g.x,

@@ -5,8 +5,9 @@
 // - 0 (GPUs): 32 weight rows × 32 tokens per workgroup; per step of one chunk, 32 invocations
 //   dequantize a chunk of each row into shared memory and all load the tile of activations beside
 //   it, then each invocation sums 2 × 2 outputs.
-// - 1 (CPU devices such as lavapipe, which run a subgroup as one SIMD vector): a row per
-//   invocation (BLOCK rows per workgroup), TN_LANES tokens per workgroup y; an invocation keeps its
+// - 1 (CPU devices such as lavapipe, which run a subgroup as one SIMD vector; every token count,
+//   one token too): a row per invocation (BLOCK rows per workgroup), TN_LANES tokens per
+//   workgroup y, each output a chain over the row's chunks in order; an invocation keeps its
 //   dequantized chunk in registers and dots it with each token's activations. lavapipe runs a
 //   buffer load lane by lane even where its address is uniform, so lanes 0-7 load a chunk's
 //   activations together (a vec4 each: 32 values in one load; 8 floats for F32/F16/BF16 and

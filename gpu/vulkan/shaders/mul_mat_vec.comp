@@ -1,14 +1,11 @@
-// out = x · wᵀ (+ bias) for few tokens (up to MAX_TOK), every token at once, so each weight is
-// read and dequantized once per call: an invocation takes whole 32-value chunks of a row
+// out = x · wᵀ (+ bias) on GPUs for few tokens (up to MAX_TOK), every token at once, so each
+// weight is read and dequantized once per call: an invocation takes whole 32-value chunks of a row
 // (dequant_chunk: a block, or a K-quant sub-block, its scales read once) and dots each with every
-// token's activations. Two layouts (ROW_PER_LANE):
-// - 0 (GPUs): ROWS rows per workgroup, the invocations spread over each row's chunks (neighbours
-//   read neighbouring bytes); all (row, token) sums reduced together, behind one barrier.
-// - 1 (CPU devices such as lavapipe, which run a subgroup as one SIMD vector): a row per lane of
-//   a subgroup (gl_SubgroupSize rows per workgroup), the subgroups spread over the chunks. Every
-//   lane then reads the same activations, an address uniform over the subgroup that the device
-//   loads once instead of once per lane; the subgroups' sums meet in shared memory.
-// Per weight type (WEIGHT_TYPE) and reduction (USE_SUBGROUP; ROW_PER_LANE needs it).
+// token's activations. ROWS rows per workgroup, the invocations spread over each row's chunks
+// (neighbours read neighbouring bytes); all (row, token) sums reduced together, behind one
+// barrier. CPU devices (lavapipe) take mul_mat.comp's row-per-lane layout at every token count
+// instead (gpu/vulkan/mul-mat.cpp mul_mat_row_per_lane).
+// Per weight type (WEIGHT_TYPE) and reduction (USE_SUBGROUP).
 // MUL_MAT_ID: the expert product (engine/backend.h mul_mat_id) for few tokens: workgroup z is
 // output row t, which reads the matrix of expert ids[t] of the stacked weights, and x's row t / k
 // (shared_x) or t.
@@ -69,18 +66,10 @@ layout(push_constant) uniform Params {
 #define ACCUMULATE_MIN(s, row, c, t)
 #endif
 
-#if ROW_PER_LANE
-shared float partial[MAX_TOK][BLOCK];  // [token][subgroup * gl_SubgroupSize + lane]
-#else
 shared float partial[ROWS * MAX_TOK][BLOCK];  // [row * MAX_TOK + token][subgroup or invocation]
-#endif
 
 void main() {
-#if ROW_PER_LANE
-  uint r0 = group_index() * gl_SubgroupSize;
-#else
   uint r0 = group_index() * ROWS;
-#endif
   if (r0 >= p.n_out) return;  // whole workgroup: before any barrier
   uint tid = gl_LocalInvocationID.x;
 #if MUL_MAT_ID
@@ -94,23 +83,6 @@ void main() {
   uint w0 = 0u, x0 = 0u, out0 = 0u;
 #endif
   uint n_chunks = (p.n_in + 31u) / 32u;
-#if ROW_PER_LANE
-  uint lane = gl_SubgroupInvocationID;
-  uint row = w0 + min(r0 + lane, p.n_out - 1u) * p.row_bytes;  // past the end: never written
-  float acc[MAX_TOK];
-  for (uint t = 0u; t < MAX_TOK; ++t) acc[t] = 0.0;
-  for (uint c = gl_SubgroupID; c < n_chunks; c += gl_NumSubgroups) ACCUMULATE_CHUNK(acc, 0u, row, c)
-  for (uint t = 0u; t < n_tok; ++t) partial[t][gl_SubgroupID * gl_SubgroupSize + lane] = acc[t];
-  barrier();
-  if (gl_SubgroupID == 0u && r0 + lane < p.n_out) {
-    uint r = r0 + lane;
-    for (uint t = 0u; t < n_tok; ++t) {
-      float s = 0.0;
-      for (uint g = 0u; g < gl_NumSubgroups; ++g) s += partial[t][g * gl_SubgroupSize + lane];
-      dst[out0 + t * p.n_out + r] = s + (p.has_bias != 0u ? bias[r] : 0.0);
-    }
-  }
-#else
   float acc[ROWS * MAX_TOK];
   for (uint i = 0u; i < ROWS * MAX_TOK; ++i) acc[i] = 0.0;
   for (uint i = 0u; i < ROWS; ++i) {
@@ -139,5 +111,4 @@ void main() {
     for (uint g = 0u; g < n_part; ++g) s += partial[v][g];
     dst[out0 + t * p.n_out + r] = s + (p.has_bias != 0u ? bias[r] : 0.0);
   }
-#endif
 }
