@@ -113,7 +113,7 @@ class backend {
   // Whether a token's results are the same bits whatever other tokens share the call: every op
   // adds each token's terms in one order at every token count, so a sequence's logits, and what
   // it samples, do not depend on what runs beside it in a batch. The CPU backend, and Vulkan on
-  // CPU devices, promise it; tests/backend_ops_test.cpp holds a device backend that does to it.
+  // CPU devices, promise it; tests/backend_ops_test.cpp checks it on a device backend that does.
   virtual bool batch_invariant() const { return false; }
 
   // Whether mul_mat and get_rows accept weights of this type. Models check every weight with it
