@@ -16,6 +16,7 @@
 #include <cstring>
 #include <ctime>
 #include <functional>
+#include <iomanip>
 #include <map>
 #include <memory>
 #include <random>
@@ -463,51 +464,51 @@ TEST_F(BackendOps, MulMat) {
 // Where the backend promises it (backend::batch_invariant: Vulkan on CPU devices), a token's
 // product is the same bits whether it is alone or shares the call with others: counts on both
 // sides of where a backend may change shaders (Vulkan on GPUs: 8 tokens, 4 for mul_mat_id), rows
-// of several tiles and of a partial one, every weight type. Each of the first tokens alone is
-// compared with the same token among 2, 7, 9 and 40.
-std::string first_difference(const std::vector<float>& alone, const std::vector<float>& together,
-                             size_t offset) {
-  for (size_t o = 0; o < alone.size(); ++o) {
-    const float a = alone[o], b = together[offset + o];
-    if (std::memcmp(&a, &b, sizeof a) != 0) {
-      char why[96];
-      std::snprintf(why, sizeof why, "output %zu: %.9g alone, %.9g together", o, double(a),
-                    double(b));
-      return why;
+// of several tiles and of a partial one, every weight type.
+//
+// product(first, n) runs the op on tokens first .. first + n - 1 and returns its output, rows of
+// `per_token` values per token. Each of the first 3 tokens alone is compared, bit for bit, with
+// the same token among each of `counts` (from token 0).
+void expect_alone_as_together(const std::function<std::vector<float>(int64_t, int64_t)>& product,
+                              size_t per_token, std::initializer_list<int64_t> counts,
+                              const std::string& what) {
+  constexpr int64_t k_alone = 3;
+  std::vector<std::vector<float>> alone;
+  for (int64_t i = 0; i < k_alone; ++i) alone.push_back(product(i, 1));
+  for (int64_t n_tok : counts) {
+    const std::vector<float> together = product(0, n_tok);
+    for (int64_t i = 0; i < std::min(n_tok, k_alone); ++i) {
+      for (size_t o = 0; o < per_token; ++o) {
+        const float a = alone[size_t(i)][o], b = together[size_t(i) * per_token + o];
+        if (std::memcmp(&a, &b, sizeof a) != 0) {
+          ADD_FAILURE() << what << ": token " << i << " of " << n_tok << ", output " << o << ": "
+                        << std::setprecision(9) << a << " alone, " << b << " together";
+          break;
+        }
+      }
     }
   }
-  return "";
 }
 
 TEST_F(BackendOps, MulMatGivesATokenTheSameBitsWhateverSharesIt) {
   if (!dut_->batch_invariant())
     GTEST_SKIP() << dut_->name() << " does not promise it on this device";
-  constexpr int64_t k_alone = 3, k_most = 40;
+  constexpr int64_t k_most = 40, n_out = 70;  // a tile of 64 rows and part of another
   for (tensor_type t : weight_types()) {
     for (int64_t n_in : widths(t, {352, 2048})) {
-      const int64_t n_out = 70;  // a tile of 64 rows and part of another
       tensor_pair w = weight(t, n_in, n_out, -0.5f, 1.0f);
       const std::vector<float> xv = random_floats(rng_, size_t(n_in * k_most), -0.5f, 1.0f);
       tensor_pair b = h_->input_f32(n_out, 1, random_floats(rng_, size_t(n_out)));
-      std::vector<std::vector<float>> alone;
-      for (int64_t i = 0; i < k_alone; ++i) {
+      auto product = [&](int64_t first, int64_t n_tok) {
         tensor_pair x = h_->input_f32(
-            n_in, 1, std::vector<float>(xv.begin() + i * n_in, xv.begin() + (i + 1) * n_in));
-        tensor_pair out = h_->output(tensor_type::f32, n_out, 1);
-        dut_->mul_mat(w.dut, x.dut, &b.dut, out.dut);
-        alone.push_back(h_->dut_output(out));
-      }
-      for (int64_t n_tok : {int64_t(2), int64_t(7), int64_t(9), k_most}) {
-        tensor_pair x =
-            h_->input_f32(n_in, n_tok, std::vector<float>(xv.begin(), xv.begin() + n_tok * n_in));
+            n_in, n_tok,
+            std::vector<float>(xv.begin() + first * n_in, xv.begin() + (first + n_tok) * n_in));
         tensor_pair out = h_->output(tensor_type::f32, n_out, n_tok);
         dut_->mul_mat(w.dut, x.dut, &b.dut, out.dut);
-        const std::vector<float> together = h_->dut_output(out);
-        for (int64_t i = 0; i < std::min(n_tok, k_alone); ++i) {
-          EXPECT_EQ(first_difference(alone[size_t(i)], together, size_t(i * n_out)), "")
-              << tensor_type_name(t) << " n_in " << n_in << ": token " << i << " of " << n_tok;
-        }
-      }
+        return h_->dut_output(out);
+      };
+      expect_alone_as_together(product, size_t(n_out), {2, 7, 9, k_most},
+                               std::string(tensor_type_name(t)) + " n_in " + std::to_string(n_in));
     }
   }
 }
@@ -515,7 +516,7 @@ TEST_F(BackendOps, MulMatGivesATokenTheSameBitsWhateverSharesIt) {
 TEST_F(BackendOps, MulMatIdGivesATokenTheSameBitsWhateverSharesIt) {
   if (!dut_->batch_invariant())
     GTEST_SKIP() << dut_->name() << " does not promise it on this device";
-  constexpr int64_t k_alone = 3, k_most = 40, n_expert = 4, k = 2, n_out = 70;
+  constexpr int64_t k_most = 40, n_expert = 4, k = 2, n_out = 70;
   for (tensor_type t : weight_types()) {
     const int64_t n_in = widths(t, {352}).front();
     tensor_pair w = experts(t, n_in, n_out, n_expert, {});
@@ -535,15 +536,8 @@ TEST_F(BackendOps, MulMatIdGivesATokenTheSameBitsWhateverSharesIt) {
       dut_->mul_mat_id(w.dut, x.dut, ids.dut, out.dut);
       return h_->dut_output(out);
     };
-    std::vector<std::vector<float>> alone;
-    for (int64_t i = 0; i < k_alone; ++i) alone.push_back(product(i, 1));
-    for (int64_t n_tok : {int64_t(2), int64_t(5), int64_t(9), k_most}) {
-      const std::vector<float> together = product(0, n_tok);
-      for (int64_t i = 0; i < std::min(n_tok, k_alone); ++i) {
-        EXPECT_EQ(first_difference(alone[size_t(i)], together, size_t(i * k * n_out)), "")
-            << tensor_type_name(t) << ": token " << i << " of " << n_tok;
-      }
-    }
+    expect_alone_as_together(product, size_t(k * n_out), {2, 5, 9, k_most},
+                             std::string(tensor_type_name(t)));
   }
 }
 
