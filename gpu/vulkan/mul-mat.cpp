@@ -98,8 +98,8 @@ mat_vec_plan mat_vec_for(device& d, const char* shader, const tensor& w, int64_t
 }
 
 // The tiled shader's variant for w on d and its workgroups for n_out rows and n_tok tokens: in
-// the row-per-lane layout a row per invocation (64 rows) and TN_LANES (32) tokens per workgroup,
-// else 32 × 32 tiles.
+// the row-per-lane layout 64 rows (LANE_ROWS per invocation) and TN_LANES (32) tokens per
+// workgroup, else 32 × 32 tiles.
 struct mat_plan {
   std::string variant;
   uint32_t x, y;
@@ -129,7 +129,8 @@ const buffer* rounded_x(device& d, scratch& rounded, const tensor& w, const tens
 }  // namespace
 
 // Whether the tiled shader's row-per-lane layout (ROW_PER_LANE of mul_mat.comp) runs on d: CPU
-// devices such as lavapipe, whose subgroups are SIMD vectors of 8 to 64 lanes (BLOCK, 64) and
+// devices such as lavapipe, whose subgroups are SIMD vectors of 8 to 64 lanes (a workgroup is 8
+// or 16 invocations, BLOCK: wider subgroups run partly filled; lavapipe's are 8 lanes on x86) and
 // which broadcast a load over them (subgroupBroadcast; HEARTH_VULKAN_NO_SUBGROUP turns it off, so
 // the GPU layouts stay tested on lavapipe). There it takes every token count, one token too:
 // - a token's outputs are then the same bits whatever tokens share its product (one order of
@@ -138,7 +139,8 @@ const buffer* rounded_x(device& d, scratch& rounded, const tensor& w, const tens
 //   chunks and the tiles a chain, which differed by up to 6e-3 in F16 logits;
 // - and it is faster there at every count (lavapipe runs a buffer load lane by lane even where
 //   its address is uniform, which the matrix-vector shader's layout relied on): TinyLlama's
-//   shapes cut to 2 layers, Q4_K_M, decoding 4.14 tokens/s against 3.10 (medians of 3, 2 threads).
+//   shapes cut to 2 layers, Q4_K_M, decoding 4.14 tokens/s against 3.10 (medians of 3, 2 threads),
+//   and 5.87 against 4.69 once each invocation took 8 rows (prompts of 32: 81.3 against 25.0).
 // On GPUs, few tokens take the matrix-vector shader, which spreads a row over many invocations.
 bool mul_mat_row_per_lane(const device& d) {
   return d.subgroup_ballot() && d.cpu_device() && d.subgroup_size() >= 8 && d.subgroup_size() <= 64;

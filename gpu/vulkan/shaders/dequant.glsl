@@ -5,16 +5,7 @@
 // row), so m meets s as in the CPU's dot product. One #if block per weight type (WEIGHT_TYPE, set by the build: gpu/vulkan/CMakeLists.txt);
 // a new type is a new block here plus its name in the build's weight type list. Block layouts:
 // engine/io/tensor-type.h.
-#define TYPE_F32 0
-#define TYPE_F16 1
-#define TYPE_BF16 30
-#define TYPE_Q8_0 8
-#define TYPE_Q4_0 2
-#define TYPE_Q5_0 6
-#define TYPE_Q5_1 7
-#define TYPE_Q4_K 12
-#define TYPE_Q5_K 13
-#define TYPE_Q6_K 14
+#include "weight-types.glsl"
 
 // Blocks are byte-packed (Q4_0 18 bytes, Q5_0 22, Q5_1 24, Q4_K 144, Q5_K 176, Q6_K 210: Q4_0,
 // Q5_0 and Q6_K blocks and rows start at any even byte), so every field is read with LOAD_U8 / LOAD_U16 from the

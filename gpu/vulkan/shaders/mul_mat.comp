@@ -6,21 +6,39 @@
 //   dequantize a chunk of each row into shared memory and all load the tile of activations beside
 //   it, then each invocation sums 2 × 2 outputs.
 // - 1 (CPU devices such as lavapipe, which run a subgroup as one SIMD vector; every token count,
-//   one token too): a row per invocation (BLOCK rows per workgroup), TN_LANES tokens per
+//   one token too): LANE_ROWS rows per invocation (64 rows per workgroup), TN_LANES tokens per
 //   workgroup y, each output a chain over the row's chunks in order; an invocation keeps its
-//   dequantized chunk in registers and dots it with each token's activations. lavapipe runs a
-//   buffer load lane by lane even where its address is uniform, so lanes 0-7 load a chunk's
-//   activations together (a vec4 each: 32 values in one load; 8 floats for F32/F16/BF16 and
-//   Q5_1 rows) and subgroupBroadcast hands each value to every lane; the terms are summed in the
-//   order of a plain loop over the chunk, so the results are unchanged.
+//   rows' dequantized chunks in registers and dots them with each token's activations. lavapipe
+//   runs a buffer load lane by lane even where its address is uniform, so lanes 0-7 load a
+//   chunk's activations together (a vec4 each: 32 values in one load; 8 floats for F32/F16/BF16
+//   and Q5_1 rows) and subgroupBroadcast hands each value to every lane, where it meets each of
+//   the invocation's rows; the terms are summed in the order of a plain loop over the chunk, so
+//   the results are unchanged.
 // Per weight type (WEIGHT_TYPE).
 // MUL_MAT_ID: the expert product (engine/backend.h mul_mat_id) for many tokens, its rows grouped
 // by expert (moe_group.comp): workgroup z is an expert, y a tile of that expert's rows, so an
 // expert's weight tile is read once per tile of its rows and experts no row chose are never read
 // (their workgroups, like tiles past an expert's count, do nothing).
 #version 450
+#include "weight-types.glsl"
 #if ROW_PER_LANE
-#define BLOCK 64
+// Quantized rows other than Q5_1's (whose rows of activations carry sums) come in 32-value
+// chunks at multiples of 32 values: values 4i..4i+3 of a chunk from lane i's vec4.
+#if WEIGHT_TYPE != TYPE_F32 && WEIGHT_TYPE != TYPE_F16 && WEIGHT_TYPE != TYPE_BF16 && \
+    WEIGHT_TYPE != TYPE_Q5_1
+#define X_VEC4 1
+#endif
+// Rows per invocation, 64 rows per workgroup (the host's grid). Each broadcast activation meets
+// LANE_ROWS rows, and on lavapipe a broadcast or a load costs far more than a multiply-add (a
+// loop over the lanes each), so more rows per invocation amortize them: Q4_K 2048 × 5632 at 32
+// tokens took 155 ms with 1 row, 45 with 4, 31 with 8. The float and Q5_1 rows, which read their
+// activations one at a time with a guard per value, slow down past 4 (F16: 55 ms at 4, 90 at 8).
+#if X_VEC4
+#define LANE_ROWS 8
+#else
+#define LANE_ROWS 4
+#endif
+#define BLOCK (64 / LANE_ROWS)
 #else
 #define BLOCK 256
 #endif
@@ -75,27 +93,33 @@ layout(push_constant) uniform Params {
 #endif
 
 #if ROW_PER_LANE
-// Value q + i of the chunk, from lane i of each group of eight (subgroups of at least 8 lanes),
-// met in the order of j as a plain loop would.
-#define TERM(i) \
-  if (q + i < n_val) s += w[q + i] * subgroupBroadcast(xl, i);
-
-// Quantized rows other than Q5_1's (whose rows of activations carry sums) come in 32-value
-// chunks at multiples of 32 values: values 4i..4i+3 of a chunk from lane i's vec4.
-#if WEIGHT_TYPE != TYPE_F32 && WEIGHT_TYPE != TYPE_F16 && WEIGHT_TYPE != TYPE_BF16 && \
-    WEIGHT_TYPE != TYPE_Q5_1
-#define X_VEC4 1
+#if X_VEC4
 layout(std430, binding = 1) readonly buffer X4 { vec4 x4[]; };
-#define TERM4(i)                                  \
-  s += w[4u * i] * subgroupBroadcast(xl.x, i);      \
-  s += w[4u * i + 1u] * subgroupBroadcast(xl.y, i); \
-  s += w[4u * i + 2u] * subgroupBroadcast(xl.z, i); \
-  s += w[4u * i + 3u] * subgroupBroadcast(xl.w, i);
+// Values 4i..4i+3 of the chunk, from lane i's vec4 (one broadcast for the four), met by each of
+// the invocation's rows in the order of a plain loop over the chunk.
+#define TERM4(i)                                      \
+  {                                                   \
+    vec4 b = subgroupBroadcast(xl, i);                \
+    for (uint j = 0u; j < LANE_ROWS; ++j) {           \
+      s[j] += w[j][4u * i] * b.x;                     \
+      s[j] += w[j][4u * i + 1u] * b.y;                \
+      s[j] += w[j][4u * i + 2u] * b.z;                \
+      s[j] += w[j][4u * i + 3u] * b.w;                \
+    }                                                 \
+  }
+#else
+// Value q + i of the chunk, from lane i of each group of eight.
+#define TERM(i)                                                            \
+  {                                                                        \
+    float b = subgroupBroadcast(xl, i);                                    \
+    if (q + i < n_val)                                                     \
+      for (uint j = 0u; j < LANE_ROWS; ++j) s[j] += w[j][q + i] * b;       \
+  }
 #endif
 
 void main() {
   uint lane8 = gl_SubgroupInvocationID % 8u;
-  uint r = gl_WorkGroupID.x * BLOCK + gl_LocalInvocationID.x;
+  uint r0 = gl_WorkGroupID.x * (BLOCK * LANE_ROWS) + gl_LocalInvocationID.x;  // rows r0 + BLOCK j
 #if MUL_MAT_ID
   uint e = gl_WorkGroupID.z;
   uint count = groups[e];
@@ -105,25 +129,30 @@ void main() {
   uint count = p.n_tok;
   uint w0 = 0u;
 #endif
-  uint row = w0 + min(r, p.n_out - 1u) * p.row_bytes;  // past the end: never written
+  uint rows[LANE_ROWS];
+  for (uint j = 0u; j < LANE_ROWS; ++j)
+    rows[j] = w0 + min(r0 + BLOCK * j, p.n_out - 1u) * p.row_bytes;  // past the end: never written
   uint n_chunks = (p.n_in + 31u) / 32u;
   for (uint t0 = gl_WorkGroupID.y * TN_LANES; t0 < count; t0 += gl_NumWorkGroups.y * TN_LANES) {
     uint n_t = min(TN_LANES, count - t0);
-    float acc[TN_LANES];
-    for (uint t = 0u; t < TN_LANES; ++t) acc[t] = 0.0;
+    float acc[LANE_ROWS * TN_LANES];
+    for (uint t = 0u; t < LANE_ROWS * TN_LANES; ++t) acc[t] = 0.0;
     for (uint c = 0u; c < n_chunks; ++c) {
-      float w[32];
-      dequant_chunk(row, c, p.n_in, w);
+      float w[LANE_ROWS][32];
+      for (uint j = 0u; j < LANE_ROWS; ++j) dequant_chunk(rows[j], c, p.n_in, w[j]);
       uint n_val = CHUNK_VALUES(c);
 #ifdef CHUNK_MIN
-      float m = chunk_min(row, c);
+      float m[LANE_ROWS];
+      for (uint j = 0u; j < LANE_ROWS; ++j) m[j] = chunk_min(rows[j], c);
 #endif
       for (uint t = 0u; t < n_t; ++t) {
         uint xrow = X_ROW(t0 + t) * X_COLS;
         uint xr = xrow + 32u * c;
-        float s = 0.0;
+        float s[LANE_ROWS];
+        for (uint j = 0u; j < LANE_ROWS; ++j) s[j] = 0.0;
 #if X_VEC4
-        // The chunk's 32 activations in one load, four per lane, each broadcast to every lane.
+        // The chunk's 32 activations in one load, four per lane, each lane's four then broadcast
+        // to every lane at once and met by each of the invocation's rows.
         vec4 xl = x4[(xr >> 2) + lane8];
         TERM4(0u) TERM4(1u) TERM4(2u) TERM4(3u) TERM4(4u) TERM4(5u) TERM4(6u) TERM4(7u)
 #else
@@ -135,15 +164,20 @@ void main() {
           TERM(0u) TERM(1u) TERM(2u) TERM(3u) TERM(4u) TERM(5u) TERM(6u) TERM(7u)
         }
 #endif
+        for (uint j = 0u; j < LANE_ROWS; ++j) {
 #ifdef CHUNK_MIN
-        s += m * x[xrow + p.n_in + c];
+          s[j] += m[j] * x[xrow + p.n_in + c];
 #endif
-        acc[t] += s;
+          acc[j * TN_LANES + t] += s[j];
+        }
       }
     }
-    if (r < p.n_out) {
-      float b = p.has_bias != 0u ? bias[r] : 0.0;
-      for (uint t = 0u; t < n_t; ++t) dst[DST_ROW(t0 + t) * p.n_out + r] = acc[t] + b;
+    for (uint j = 0u; j < LANE_ROWS; ++j) {
+      uint r = r0 + BLOCK * j;
+      if (r < p.n_out) {
+        float b = p.has_bias != 0u ? bias[r] : 0.0;
+        for (uint t = 0u; t < n_t; ++t) dst[DST_ROW(t0 + t) * p.n_out + r] = acc[j * TN_LANES + t] + b;
+      }
     }
   }
 }
