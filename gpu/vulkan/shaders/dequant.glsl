@@ -10,16 +10,31 @@
 // Blocks are byte-packed (Q4_0 18 bytes, Q5_0 22, Q5_1 24, Q4_K 144, Q5_K 176, Q6_K 210: Q4_0,
 // Q5_0 and Q6_K blocks and rows start at any even byte), so every field is read with LOAD_U8 / LOAD_U16 from the
 // uint-addressed buffer, which needs no 8/16-bit storage feature; 16-bit fields sit at even
-// offsets because every block size and so every row's byte length is even.
+// offsets because every block size and so every row's byte length is even. Q4_K and Q5_K blocks
+// start at multiples of 16 bytes and are read as 16-byte words (weights4).
 
 #if WEIGHT_TYPE == TYPE_Q4_K || WEIGHT_TYPE == TYPE_Q5_K
-// Scale and min of sub-block s (of 8) of a Q4_K/Q5_K block whose 12 packed scale bytes start at
-// byte `sc`: the packing of engine/io/tensor-type.h block_q4_k (k_scales_mins there).
-uvec2 k_scale_min(uint sc, uint s) {
-  if (s < 4u) return uvec2(LOAD_U8(weights, sc + s) & 63u, LOAD_U8(weights, sc + s + 4u) & 63u);
-  uint lo = LOAD_U8(weights, sc + s + 4u);
-  return uvec2((lo & 0xfu) | ((LOAD_U8(weights, sc + s - 4u) >> 6) << 4),
-               (lo >> 4) | ((LOAD_U8(weights, sc + s) >> 6) << 4));
+// The weights as 16-byte words, aliasing `weights` (binding 0 of every shader that includes
+// this). Q4_K and Q5_K super-blocks are 144 and 176 bytes, multiples of 16, and each tensor has a
+// buffer of its own, so a block's head (F16 d and dmin, then 12 scale bytes) and a chunk's 32
+// quant bytes are whole 16-byte words. lavapipe runs a load as a loop over the lanes: a uvec4 is
+// one loop, four uints four (Q4_K 2048 × 5632 for one token on lavapipe, alternating runs: 8.9
+// and 10.8 ms with uints, 5.5 and 5.9 with uvec4s).
+layout(std430, binding = 0) readonly buffer Weights4 { uvec4 weights4[]; };
+
+// Scale d and minimum m of sub-block s (of 8) of the Q4_K/Q5_K super-block at byte b: the block's
+// F16 d and dmin times the 6-bit scale and min packed in its 12 scale bytes, the packing of
+// engine/io/tensor-type.h block_q4_k (k_scales_mins there).
+vec2 k_scale_min(uint b, uint s) {
+  uvec4 head = weights4[b >> 4];
+#define K_SCALE_BYTE(k) \
+  ((((k) < 4u ? head.y : (k) < 8u ? head.z : head.w) >> (8u * ((k) % 4u))) & 0xffu)
+  uint lo = K_SCALE_BYTE(s + 4u);
+  uvec2 q = s < 4u ? uvec2(K_SCALE_BYTE(s) & 63u, lo & 63u)
+                   : uvec2((lo & 0xfu) | ((K_SCALE_BYTE(s & 3u) >> 6) << 4),  // s & 3: s - 4
+                           (lo >> 4) | ((K_SCALE_BYTE(s) >> 6) << 4));
+#undef K_SCALE_BYTE
+  return vec2(f16_bits_to_f32(head.x) * float(q.x), f16_bits_to_f32(head.x >> 16) * float(q.y));
 }
 #endif
 
@@ -86,9 +101,8 @@ float dequant(uint row, uint j) {
   uint b = row + (j / 256u) * 144u;
   uint k = j % 256u;
   uint s = k / 32u;
-  uvec2 sm = k_scale_min(b + 4u, s);
-  float d = f16_bits_to_f32(LOAD_U16(weights, b)) * float(sm.x);
-  float m = f16_bits_to_f32(LOAD_U16(weights, b + 2u)) * float(sm.y);
+  vec2 dm = k_scale_min(b, s);
+  float d = dm.x, m = dm.y;
   uint q = LOAD_U8(weights, b + 16u + 32u * (k / 64u) + k % 32u);
   q = (s & 1u) == 0u ? (q & 0xfu) : (q >> 4);
   return d * float(q) - m;
@@ -99,9 +113,8 @@ float dequant(uint row, uint j) {
   uint k = j % 256u;
   uint s = k / 32u;
   uint l = k % 32u;
-  uvec2 sm = k_scale_min(b + 4u, s);
-  float d = f16_bits_to_f32(LOAD_U16(weights, b)) * float(sm.x);
-  float m = f16_bits_to_f32(LOAD_U16(weights, b + 2u)) * float(sm.y);
+  vec2 dm = k_scale_min(b, s);
+  float d = dm.x, m = dm.y;
   uint q = LOAD_U8(weights, b + 48u + 32u * (k / 64u) + l);
   q = (s & 1u) == 0u ? (q & 0xfu) : (q >> 4);
   q |= ((LOAD_U8(weights, b + 16u + l) >> s) & 1u) << 4;
@@ -232,15 +245,18 @@ void dequant_chunk(uint row, uint c, uint n_in, out float w[32]) {
   uint qs = b + 48u;
 #endif
   uint s = c % 8u;
-  uvec2 sm = k_scale_min(b + 4u, s);
-  float d = f16_bits_to_f32(LOAD_U16(weights, b)) * float(sm.x);
-  float m = f16_bits_to_f32(LOAD_U16(weights, b + 2u)) * float(sm.y);
+  vec2 dm = k_scale_min(b, s);
+  float d = dm.x, m = dm.y;
   uint shift = 4u * (s & 1u);
-  uint base = (qs + 32u * (s / 2u)) >> 2;  // 4-aligned: 144 and 176 are multiples of 4
-  for (uint i = 0u; i < 8u; ++i) {
-    uint u = weights[base + i];
+  uint base = (qs + 32u * (s / 2u)) >> 4;  // 16-aligned: 144 and 176 are multiples of 16
+  uvec4 q0 = weights4[base], q1 = weights4[base + 1u];
 #if WEIGHT_TYPE == TYPE_Q5_K
-    uint h = weights[((b + 16u) >> 2) + i];
+  uvec4 h0 = weights4[(b + 16u) >> 4], h1 = weights4[((b + 16u) >> 4) + 1u];
+#endif
+  for (uint i = 0u; i < 8u; ++i) {
+    uint u = i < 4u ? q0[i & 3u] : q1[i & 3u];
+#if WEIGHT_TYPE == TYPE_Q5_K
+    uint h = i < 4u ? h0[i & 3u] : h1[i & 3u];
 #endif
     for (uint k = 0u; k < 4u; ++k) {
       uint q = (u >> (8u * k + shift)) & 0xfu;
