@@ -145,19 +145,13 @@ float dequant(uint row, uint j) {
 // bit for bit. Float types: values past n_in (the row's length) are 0. Q5_1 (MIN_APART): the values without the
 // minimum; chunk_min() is the minimum, met by column n_in + c.
 
-// The 4 bytes at an even byte offset (rows of 18-, 22-, 34- and 210-byte blocks start at any even
-// byte).
-uint load_u32(uint off) {
-  uint i = off >> 2;
-  if ((off & 2u) == 0u) return weights[i];
-  return (weights[i] >> 16) | (weights[i + 1u] << 16);
-}
-
-// load_u32(off + 4 i) for i < n (n ≤ 8, a constant at each call) in u, from n + 1 aligned uints
-// and one shift for all. lavapipe runs every load as a loop over the lanes and both sides of a
-// branch, so n calls of load_u32 cost up to 3 n loads there; this takes n + 1 (Q6_K's chunk: 18
-// instead of up to 48; Q6_K 2048 × 32000 for one token took 96 ms, now 66). Where off is
-// 4-aligned the last load repeats word n - 1, so nothing past the chunk's own bytes is read.
+// The 4-byte words at even byte offsets off + 4 i, i < n (n ≤ 8, a constant at each call), in u:
+// rows of 18-, 22-, 34- and 210-byte blocks start at any even byte. They come from n + 1 aligned
+// loads and one shift for all. lavapipe runs every load as a loop over the lanes and both sides
+// of a branch, so reading each word on its own (a branch on alignment, then one or two loads)
+// cost up to 3 n loads there (Q6_K's chunk: 48 where it is now 18; Q6_K 2048 × 32000 for one
+// token took 96 ms, now 66). Where off is 4-aligned the last load repeats word n - 1, so nothing
+// past the chunk's own bytes is read.
 void load_u32s(uint off, uint n, out uint u[8]) {
   uint i0 = off >> 2;
   uint sh = (off & 2u) * 8u;  // 0 or 16
@@ -206,18 +200,20 @@ void dequant_chunk(uint row, uint c, uint n_in, out float w[32]) {
     }
   }
 #elif WEIGHT_TYPE == TYPE_Q5_0 || WEIGHT_TYPE == TYPE_Q5_1
+  // The 4 bytes of fifth bits (qh), then the 16 nibble bytes: 5 words in a row.
 #if WEIGHT_TYPE == TYPE_Q5_0
   uint b = row + c * 22u;
-  uint qh = load_u32(b + 2u);
-  uint qs = b + 6u;
+  uint words[8];
+  load_u32s(b + 2u, 5u, words);
 #else
   uint b = row + c * 24u;
-  uint qh = load_u32(b + 4u);
-  uint qs = b + 8u;
+  uint words[8];
+  load_u32s(b + 4u, 5u, words);
 #endif
+  uint qh = words[0];
   float d = f16_bits_to_f32(LOAD_U16(weights, b));
   for (uint i = 0u; i < 4u; ++i) {
-    uint u = load_u32(qs + 4u * i);
+    uint u = words[1u + i];
     for (uint k = 0u; k < 4u; ++k) {
       uint l = 4u * i + k;
       uint q = (u >> (8u * k)) & 0xffu;
