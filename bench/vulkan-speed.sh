@@ -2,8 +2,8 @@
 # Vulkan speed against the reference engine's Vulkan backend, side by side on one device (issue
 # 21; lavapipe in CI): TinyLlama's shapes cut to LAYERS blocks (hearth mkmodel --shape
 # tinyllama-1.1b --layers N, default 2: lavapipe is slow) in TYPE. Each round runs
-# `llama-bench -ngl 99 -t THREADS -p PP -n TG -r REPS` and
-# `hearth bench --backend vulkan -p PP -n TG -r REPS -t THREADS`, the engine that goes first
+# `llama-bench -ngl 99 -t THREADS -p PP -n TG -d DEPTH -r REPS` and
+# `hearth bench --backend vulkan -p PP -n TG -d DEPTH -r REPS -t THREADS`, the engine that goes first
 # alternating; ROUNDS rounds, every run printed, then the medians and hearth / reference for pp
 # and tg. Without PEER_BENCH only hearth's column is printed (and the script says so).
 #
@@ -12,6 +12,8 @@
 #   LAYERS               blocks of TinyLlama's 22 to keep (default 2: 137 MiB in Q4_K_M)
 #   TYPE                 file type (default q4_k_m)
 #   PP, TG               prompt and generated tokens (default 32 and 16)
+#   DEPTH                tokens in the cache before each test (default 0; -d of both benches:
+#                        attention over a long context)
 #   THREADS              CPU threads of both engines (default 2)
 #   ROUNDS               rounds of both engines (default 3)
 #   REPS                 repetitions within each run, -r of both benches (default 2)
@@ -34,6 +36,7 @@ layers=${LAYERS:-2}
 type=${TYPE:-q4_k_m}
 pp=${PP:-32}
 tg=${TG:-16}
+depth=${DEPTH:-0}
 threads=${THREADS:-2}
 rounds=${ROUNDS:-3}
 reps=${REPS:-2}
@@ -66,7 +69,7 @@ cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 device=$("$hearth" devices 2>/dev/null | grep -i vulkan | head -n 1 || true)
 echo "machine: ${cpu:-unknown CPU}, $(nproc) cores; $threads threads; LP_NUM_THREADS=${LP_NUM_THREADS:-unset}"
 echo "device: ${device:-no Vulkan device listed by hearth devices}"
-echo "file: TinyLlama 1.1B shapes, $layers of 22 layers, $type ($(du -m "$f" | cut -f1) MiB)"
+echo "file: TinyLlama 1.1B shapes, $layers of 22 layers, $type ($(du -m "$f" | cut -f1) MiB); depth $depth"
 if [ -n "$peer" ]; then
   echo "reference: $peer on $("$peer" --list-devices 2>/dev/null | grep Vulkan0 | sed 's/^ *//')"
 else
@@ -85,12 +88,13 @@ for r in $(seq 1 "$rounds"); do
   [ -n "$peer" ] && [ $((r % 2)) -eq 0 ] && order="hearth peer"
   for engine in $order; do
     if [ "$engine" = peer ]; then
-      j=$("$peer" -m "$f" -ngl 99 -t "$threads" -p "$pp" -n "$tg" -r "$reps" -o jsonl 2>/dev/null)
+      j=$("$peer" -m "$f" -ngl 99 -t "$threads" -p "$pp" -n "$tg" -d "$depth" -r "$reps" -o jsonl \
+        2>/dev/null)
       p=$(peer_ts "$pp" 0 "$j")
       g=$(peer_ts 0 "$tg" "$j")
     else
-      j=$("$hearth" bench -m "$f" --backend vulkan -p "$pp" -n "$tg" -r "$reps" -t "$threads" \
-        --json 2>/dev/null)
+      j=$("$hearth" bench -m "$f" --backend vulkan -p "$pp" -n "$tg" -d "$depth" -r "$reps" \
+        -t "$threads" --json 2>/dev/null)
       if [ "$(sed -n 's/.*"backend": *"\([a-z]*\)".*/\1/p' <<<"$j")" != vulkan ]; then
         echo "hearth did not run on Vulkan: $j" >&2
         exit 1

@@ -743,6 +743,72 @@ TEST_F(BackendOps, Attention) {
   }
 }
 
+// Where the backend promises it, a token's attention is the same bits alone as beside other
+// tokens (of its sequence and of another, at other positions), and whatever cells past those it
+// sees are scanned: head sizes with a lane-layout variant on Vulkan's CPU devices (64, 128) and
+// one without (32, the GPU layout), both cache types, a window and a soft-cap.
+TEST_F(BackendOps, AttentionGivesATokenTheSameBitsWhateverSharesIt) {
+  if (!dut_->batch_invariant())
+    GTEST_SKIP() << dut_->name() << " does not promise it on this device";
+  constexpr int64_t k_most = 24, n_cells = 61;
+  for (tensor_type t : {tensor_type::f16, tensor_type::f32}) {
+    for (int32_t head_dim : {32, 64, 128}) {
+      for (auto [window, softcap] : {std::pair{0, 0.0f}, std::pair{6, 3.0f}}) {
+        attention_params p;
+        p.n_head = 8;
+        p.n_head_kv = 2;
+        p.head_dim_k = p.head_dim_v = head_dim;
+        p.scale = 1.0f / std::sqrt(float(head_dim));
+        p.softcap = softcap;
+        p.window = window;
+        const int64_t kv_row = int64_t(p.n_head_kv) * head_dim,
+                      q_row = int64_t(p.n_head) * head_dim;
+        tensor_pair k = h_->input(
+            t, kv_row, n_cells,
+            to_type(t, random_floats(rng_, size_t(kv_row * n_cells), -2, 2), kv_row).data());
+        tensor_pair v =
+            h_->input(t, kv_row, n_cells,
+                      to_type(t, random_floats(rng_, size_t(kv_row * n_cells)), kv_row).data());
+        // Sequence 0 fills cells 0-39 at positions 0-39, sequence 1 the rest at 0-20; the tokens
+        // alternate between them at the positions of their last cells.
+        std::vector<int32_t> cseq, cpos, tseq, tpos;
+        for (int64_t c = 0; c < n_cells; ++c) {
+          cseq.push_back(c < 40 ? 0 : 1);
+          cpos.push_back(int32_t(c < 40 ? c : c - 40));
+        }
+        for (int64_t i = 0; i < k_most; ++i) {
+          tseq.push_back(int32_t(i % 2));
+          tpos.push_back(int32_t(i % 2 ? 20 - i / 2 : 39 - i / 2));
+        }
+        const std::vector<float> qv = random_floats(rng_, size_t(q_row * k_most), -2, 2);
+        tensor_pair cs = h_->input_i32(cseq), cp = h_->input_i32(cpos);
+        // Tokens first .. first + n_tok - 1, scanning the first `scanned` cells.
+        auto attend = [&](int64_t first, int64_t n_tok, int32_t scanned) {
+          tensor_pair q = h_->input_f32(
+              q_row, n_tok,
+              std::vector<float>(qv.begin() + first * q_row, qv.begin() + (first + n_tok) * q_row));
+          tensor_pair ts = h_->input_i32(
+              std::vector<int32_t>(tseq.begin() + first, tseq.begin() + first + n_tok));
+          tensor_pair tp = h_->input_i32(
+              std::vector<int32_t>(tpos.begin() + first, tpos.begin() + first + n_tok));
+          tensor_pair out = h_->output(tensor_type::f32, q_row, n_tok);
+          dut_->attention(q.dut, k.dut, v.dut, ts.dut, tp.dut, cs.dut, cp.dut, scanned, p, out.dut);
+          return h_->dut_output(out);
+        };
+        const std::string what = std::string(tensor_type_name(t)) + " hd " +
+                                 std::to_string(head_dim) + " window " + std::to_string(window);
+        expect_alone_as_together(
+            [&](int64_t first, int64_t n_tok) { return attend(first, n_tok, int32_t(n_cells)); },
+            size_t(q_row), {2, 5, 9, k_most}, what);
+        // Token 0 (sequence 0, position 39) sees cells 0-39: scanning them only, as when it was
+        // the newest, gives the bits that scanning every cell does.
+        const std::vector<float> newest = attend(0, 1, 40), all = attend(0, 1, int32_t(n_cells));
+        EXPECT_EQ(0, std::memcmp(newest.data(), all.data(), newest.size() * sizeof(float))) << what;
+      }
+    }
+  }
+}
+
 TEST_F(BackendOps, Elementwise) {
   for (const char* op : {"add", "swiglu", "geglu", "scale", "softcap"}) {
     for (int64_t n : {1, 1000, 70001}) {

@@ -20,7 +20,7 @@ class vulkan_backend final : public backend {
 
   std::string name() const override { return "vulkan"; }
   // The matrix products decide it; every other op treats each token alike at every count.
-  bool batch_invariant() const override { return vk::mul_mat_row_per_lane(dev_); }
+  bool batch_invariant() const override { return dev_.lane_layouts(); }
 
   bool supports_weight_type(tensor_type t) const override {
     return vk::weight_variant(t) != nullptr;

@@ -66,9 +66,17 @@ class device {
   uint32_t subgroup_size() const { return subgroup_size_; }
   // subgroupBroadcast (where subgroup_arithmetic() too: HEARTH_VULKAN_NO_SUBGROUP turns it off).
   bool subgroup_ballot() const { return subgroup_ballot_; }
-  // A CPU device (lavapipe): one SIMD vector per subgroup, so a row per lane wins there
-  // (mul_mat.comp ROW_PER_LANE, mul-mat.cpp mul_mat_row_per_lane).
+  // A CPU device (lavapipe): one SIMD vector per subgroup.
   bool cpu_device() const { return cpu_device_; }
+  // Whether the shaders' lane layouts run here (mul_mat.comp ROW_PER_LANE, attention.comp
+  // LANES): CPU devices such as lavapipe, whose subgroups are SIMD vectors of 8 to 64 lanes
+  // (wider ones run partly filled; lavapipe's are 8 lanes on x86), which broadcast a load over
+  // them (HEARTH_VULKAN_NO_SUBGROUP turns it off, so the GPU layouts stay tested on lavapipe).
+  // They sum each token's terms in one order at every token count (backend::batch_invariant),
+  // and they are faster there (mul-mat.cpp and attention.cpp say by how much).
+  bool lane_layouts() const {
+    return subgroup_ballot_ && cpu_device_ && subgroup_size_ >= 8 && subgroup_size_ <= 64;
+  }
   VkDeviceSize max_buffer_bytes() const { return max_buffer_bytes_; }
 
   // --- buffer.cpp: device-local buffers for tensors (host-visible where the device's local

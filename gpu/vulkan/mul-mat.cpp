@@ -106,7 +106,7 @@ struct mat_plan {
 };
 mat_plan mat_for(device& d, const char* shader, const tensor& w, int64_t n_out, int64_t n_tok) {
   const std::string v = variant_of(shader, w);
-  if (mul_mat_row_per_lane(d))
+  if (d.lane_layouts())
     return {v + "_lanes", uint32_t((n_out + 63) / 64), uint32_t((n_tok + 31) / 32)};
   return {v, uint32_t((n_out + 31) / 32), uint32_t((n_tok + 31) / 32)};
 }
@@ -128,11 +128,9 @@ const buffer* rounded_x(device& d, scratch& rounded, const tensor& w, const tens
 
 }  // namespace
 
-// Whether the tiled shader's row-per-lane layout (ROW_PER_LANE of mul_mat.comp) runs on d: CPU
-// devices such as lavapipe, whose subgroups are SIMD vectors of 8 to 64 lanes (a workgroup is 8
-// or 16 invocations, BLOCK: wider subgroups run partly filled; lavapipe's are 8 lanes on x86) and
-// which broadcast a load over them (subgroupBroadcast; HEARTH_VULKAN_NO_SUBGROUP turns it off, so
-// the GPU layouts stay tested on lavapipe). There it takes every token count, one token too:
+// Where the device has lane layouts (device::lane_layouts: CPU devices such as lavapipe), the
+// tiled shader's row-per-lane layout (ROW_PER_LANE of mul_mat.comp; a workgroup is 8 or 16
+// invocations) takes every token count, one token too:
 // - a token's outputs are then the same bits whatever tokens share its product (one order of
 //   additions, a chain over the row's chunks, as the CPU backend's tiles), so a sequence's text
 //   does not depend on what else a node runs beside it; the matrix-vector shader sums strided
@@ -142,9 +140,6 @@ const buffer* rounded_x(device& d, scratch& rounded, const tensor& w, const tens
 //   shapes cut to 2 layers, Q4_K_M, decoding 4.14 tokens/s against 3.10 (medians of 3, 2 threads),
 //   and 5.87 against 4.69 once each invocation took 8 rows (prompts of 32: 81.3 against 25.0).
 // On GPUs, few tokens take the matrix-vector shader, which spreads a row over many invocations.
-bool mul_mat_row_per_lane(const device& d) {
-  return d.subgroup_ballot() && d.cpu_device() && d.subgroup_size() >= 8 && d.subgroup_size() <= 64;
-}
 
 void op_get_rows(device& d, const tensor& table, const tensor& ids, const tensor& out) {
   struct {
@@ -164,7 +159,7 @@ void op_mul_mat(device& d, scratch& rounded, const tensor& w, const tensor& x, c
        bias && bias->present() ? 1u : 0u};
   const std::vector<const buffer*> bindings = {buf(w), rounded_x(d, rounded, w, x),
                                                buf_or_null(bias), buf(out)};
-  if (n_tok <= k_mat_vec_max_tokens && !mul_mat_row_per_lane(d)) {
+  if (n_tok <= k_mat_vec_max_tokens && !d.lane_layouts()) {
     const mat_vec_plan m = mat_vec_for(d, "mul_mat_vec", w, w.ne[1]);
     d.dispatch(m.variant.c_str(), bindings, &pc, sizeof(pc), m.g.x, m.g.y, 1);
   } else {
@@ -195,7 +190,7 @@ void op_mul_mat_id(device& d, scratch& rounded, scratch& group_rows, const tenso
        uint32_t(w.row_bytes() * n_out),
        uint32_t(n_expert)};
   const buffer* xb = rounded_x(d, rounded, w, x);
-  if (n_tok <= k_mat_vec_id_max_tokens && !mul_mat_row_per_lane(d)) {
+  if (n_tok <= k_mat_vec_id_max_tokens && !d.lane_layouts()) {
     // Each output row reads its expert's matrix: at most n_tok * k matrices, all chosen ones.
     const mat_vec_plan m = mat_vec_for(d, "mul_mat_vec_id", w, n_out);
     d.dispatch(m.variant.c_str(), {buf(w), xb, nullptr, buf(out), buf(ids)}, &pc, sizeof(pc), m.g.x,

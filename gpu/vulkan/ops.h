@@ -57,9 +57,6 @@ void op_get_rows(device& d, const tensor& table, const tensor& ids, const tensor
 // `rounded`.
 void op_mul_mat(device& d, scratch& rounded, const tensor& w, const tensor& x, const tensor* bias,
                 const tensor& out);
-// Whether the products run the tiled shader's row-per-lane layout at every token count (CPU
-// devices), which makes a token's outputs the same bits whatever tokens share the product.
-bool mul_mat_row_per_lane(const device& d);
 // The expert product, x rounded as op_mul_mat rounds it: on GPUs the matrix-vector shader for few
 // tokens, else rows grouped by expert into `group_rows` (moe_group.comp) and the tiled shader over
 // (expert, tile of its rows).

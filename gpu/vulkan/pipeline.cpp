@@ -11,9 +11,7 @@ namespace hearth::vk {
 VkPipeline device::pipeline(const char* variant) {
   auto it = pipelines_.find(variant);
   if (it != pipelines_.end()) return it->second;
-  const spirv_module* m = nullptr;
-  for (const spirv_module& s : spirv_modules())
-    if (std::strcmp(s.name, variant) == 0) m = &s;
+  const spirv_module* m = find_spirv(variant);
   if (!m) throw std::runtime_error(std::string("vulkan: no shader variant ") + variant);
   VkShaderModuleCreateInfo smci{};
   smci.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO;

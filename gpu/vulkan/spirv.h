@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 namespace hearth::vk {
@@ -15,5 +16,12 @@ struct spirv_module {
 };
 
 const std::vector<spirv_module>& spirv_modules();
+
+// The variant called `name`, or nullptr where the build compiled none.
+inline const spirv_module* find_spirv(const char* name) {
+  for (const spirv_module& s : spirv_modules())
+    if (std::strcmp(s.name, name) == 0) return &s;
+  return nullptr;
+}
 
 }  // namespace hearth::vk

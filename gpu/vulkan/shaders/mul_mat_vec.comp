@@ -4,7 +4,7 @@
 // token's activations. ROWS rows per workgroup, the invocations spread over each row's chunks
 // (neighbours read neighbouring bytes); all (row, token) sums reduced together, behind one
 // barrier. CPU devices (lavapipe) take mul_mat.comp's row-per-lane layout at every token count
-// instead (gpu/vulkan/mul-mat.cpp mul_mat_row_per_lane).
+// instead (device::lane_layouts).
 // Per weight type (WEIGHT_TYPE) and reduction (USE_SUBGROUP).
 // MUL_MAT_ID: the expert product (engine/backend.h mul_mat_id) for few tokens: workgroup z is
 // output row t, which reads the matrix of expert ids[t] of the stacked weights, and x's row t / k
