@@ -425,7 +425,8 @@ TEST_F(BackendOps, GetRows) {
 
 TEST_F(BackendOps, MulMat) {
   for (tensor_type t : weight_types()) {
-    for (int64_t n_in : widths(t, {64, 352, 768, 2048})) {
+    // 100: float rows that end inside a 32-value chunk (others take whole chunks on Vulkan).
+    for (int64_t n_in : widths(t, {64, 100, 352, 768, 2048})) {
       for (int64_t n_out : {1, 33, 130}) {
         for (int64_t n_tok : {1, 3, 8, 17, 70}) {
           for (bool with_bias : {false, true}) {
@@ -495,7 +496,7 @@ TEST_F(BackendOps, MulMatGivesATokenTheSameBitsWhateverSharesIt) {
     GTEST_SKIP() << dut_->name() << " does not promise it on this device";
   constexpr int64_t k_most = 40, n_out = 70;  // a tile of 64 rows and part of another
   for (tensor_type t : weight_types()) {
-    for (int64_t n_in : widths(t, {352, 2048})) {
+    for (int64_t n_in : widths(t, {100, 352, 2048})) {
       tensor_pair w = weight(t, n_in, n_out, -0.5f, 1.0f);
       const std::vector<float> xv = random_floats(rng_, size_t(n_in * k_most), -0.5f, 1.0f);
       tensor_pair b = h_->input_f32(n_out, 1, random_floats(rng_, size_t(n_out)));
@@ -862,7 +863,7 @@ TEST_F(BackendOps, MoeRoute) {
 TEST_F(BackendOps, MulMatId) {
   const int64_t n_expert = 6;
   for (tensor_type t : weight_types()) {
-    for (int64_t n_in : widths(t, {64, 352})) {
+    for (int64_t n_in : widths(t, {100, 352})) {
       for (int64_t n_out : {33, 130}) {
         for (int64_t n_tok : {1, 3, 8, 17, 70}) {
           for (int64_t k : {1, 2, 4}) {

@@ -13,11 +13,13 @@
 // offsets because every block size and so every row's byte length is even. Q4_K and Q5_K blocks
 // start at multiples of 16 bytes and are read as 16-byte words (weights4).
 
-#if WEIGHT_TYPE == TYPE_Q4_K || WEIGHT_TYPE == TYPE_Q5_K
+#if WEIGHT_TYPE == TYPE_Q4_K || WEIGHT_TYPE == TYPE_Q5_K || WHOLE_CHUNKS
 // The weights as 16-byte words, aliasing `weights` (binding 0 of every shader that includes
 // this). Q4_K and Q5_K super-blocks are 144 and 176 bytes, multiples of 16, and each tensor has a
 // buffer of its own, so a block's head (F16 d and dmin, then 12 scale bytes) and a chunk's 32
-// quant bytes are whole 16-byte words. lavapipe runs a load as a loop over the lanes: a uvec4 is
+// quant bytes are whole 16-byte words. WHOLE_CHUNKS (float rows whose length is a multiple of 32,
+// which the host checks): every chunk is 64 bytes (F16, BF16) or 128 (F32) of a row that starts
+// at a multiple of them. lavapipe runs a load as a loop over the lanes: a uvec4 is
 // one loop, four uints four (Q4_K 2048 × 5632 for one token on lavapipe, alternating runs: 8.9
 // and 10.8 ms with uints, 5.5 and 5.9 with uvec4s).
 layout(std430, binding = 0) readonly buffer Weights4 { uvec4 weights4[]; };
@@ -171,7 +173,31 @@ float chunk_min(uint row, uint c) { return f16_bits_to_f32(LOAD_U16(weights, row
 #endif
 
 void dequant_chunk(uint row, uint c, uint n_in, out float w[32]) {
-#if WEIGHT_TYPE == TYPE_F32
+#if WHOLE_CHUNKS && WEIGHT_TYPE == TYPE_F32
+  uint b4 = (row >> 4) + 8u * c;
+  for (uint i = 0u; i < 8u; ++i) {
+    vec4 v = uintBitsToFloat(weights4[b4 + i]);
+    w[4u * i] = v.x;
+    w[4u * i + 1u] = v.y;
+    w[4u * i + 2u] = v.z;
+    w[4u * i + 3u] = v.w;
+  }
+#elif WHOLE_CHUNKS
+  uint b4 = (row >> 4) + 4u * c;
+  for (uint i = 0u; i < 4u; ++i) {
+    uvec4 u = weights4[b4 + i];
+    for (uint k = 0u; k < 4u; ++k) {
+#if WEIGHT_TYPE == TYPE_F16
+      vec2 h = unpackHalf2x16(u[k]);
+      w[8u * i + 2u * k] = h.x;
+      w[8u * i + 2u * k + 1u] = h.y;
+#else
+      w[8u * i + 2u * k] = uintBitsToFloat(u[k] << 16);
+      w[8u * i + 2u * k + 1u] = uintBitsToFloat(u[k] & 0xffff0000u);
+#endif
+    }
+  }
+#elif WEIGHT_TYPE == TYPE_F32
   uint j0 = 32u * c;
   for (uint i = 0u; i < 32u; ++i)
     w[i] = j0 + i < n_in ? uintBitsToFloat(weights[(row >> 2) + j0 + i]) : 0.0;

@@ -10,8 +10,9 @@
 //   workgroup y, each output a chain over the row's chunks in order; an invocation keeps its
 //   rows' dequantized chunks in registers and dots them with each token's activations. lavapipe
 //   runs a buffer load lane by lane even where its address is uniform, so lanes 0-7 load a
-//   chunk's activations together (a vec4 each: 32 values in one load; 8 floats for F32/F16/BF16
-//   and Q5_1 rows) and subgroupBroadcast hands each value to every lane, where it meets each of
+//   chunk's activations together (a vec4 each: 32 values in one load; 8 floats for Q5_1 rows and
+//   for F32/F16/BF16 rows of any length, whose variants without WHOLE_CHUNKS read their weights a
+//   value at a time too) and subgroupBroadcast hands each value to every lane, where it meets each of
 //   the invocation's rows; the terms are summed in the order of a plain loop over the chunk, so
 //   the results are unchanged.
 // Per weight type (WEIGHT_TYPE).
@@ -24,15 +25,17 @@
 #if ROW_PER_LANE
 // Quantized rows other than Q5_1's (whose rows of activations carry sums) come in 32-value
 // chunks at multiples of 32 values: values 4i..4i+3 of a chunk from lane i's vec4.
-#if WEIGHT_TYPE != TYPE_F32 && WEIGHT_TYPE != TYPE_F16 && WEIGHT_TYPE != TYPE_BF16 && \
-    WEIGHT_TYPE != TYPE_Q5_1
+// So do float rows of whole chunks (WHOLE_CHUNKS: the row length a multiple of 32).
+#if (WEIGHT_TYPE != TYPE_F32 && WEIGHT_TYPE != TYPE_F16 && WEIGHT_TYPE != TYPE_BF16 && \
+     WEIGHT_TYPE != TYPE_Q5_1) || WHOLE_CHUNKS
 #define X_VEC4 1
 #endif
 // Rows per invocation, 64 rows per workgroup (the host's grid). Each broadcast activation meets
 // LANE_ROWS rows, and on lavapipe a broadcast or a load costs far more than a multiply-add (a
 // loop over the lanes each), so more rows per invocation amortize them: Q4_K 2048 × 5632 at 32
-// tokens took 155 ms with 1 row, 45 with 4, 31 with 8. The float and Q5_1 rows, which read their
-// activations one at a time with a guard per value, slow down past 4 (F16: 55 ms at 4, 90 at 8).
+// tokens took 155 ms with 1 row, 45 with 4, 31 with 8. Rows that read their activations one at a
+// time with a guard per value (Q5_1, floats of any length) slow down past 4 (F16: 55 ms at 4, 90
+// at 8).
 #if X_VEC4
 #define LANE_ROWS 8
 #else
@@ -77,7 +80,8 @@ layout(push_constant) uniform Params {
 #define MIN_APART
 #include "dequant.glsl"
 
-#if WEIGHT_TYPE == TYPE_F32 || WEIGHT_TYPE == TYPE_F16 || WEIGHT_TYPE == TYPE_BF16
+#if (WEIGHT_TYPE == TYPE_F32 || WEIGHT_TYPE == TYPE_F16 || WEIGHT_TYPE == TYPE_BF16) && \
+    !WHOLE_CHUNKS
 #define CHUNK_VALUES(c) min(32u, p.n_in - 32u * (c))  // float rows: any length
 #else
 #define CHUNK_VALUES(c) 32u
