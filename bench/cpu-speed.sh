@@ -15,7 +15,9 @@
 #            bench/compute_peak measures in the same round (int8 VNNI for quantized weights where
 #            the CPU has it, else F32 FMA; F32 FMA for attention) over a prompt token's
 #            multiply-adds (hearth bench's pp_layer_macs and pp_attention_macs): a token can not
-#            be processed faster than its products can be computed.
+#            be processed faster than its products can be computed. A share is the median over
+#            rounds of the run's figure over its own round's ceiling (the read bandwidth of a
+#            shared machine swings between rounds); the ceiling column is the rounds' median.
 #   batched  many users at once: `llama-batched-bench -npp 128 -ntg 32 -npl 1,4,16` against
 #            `hearth bench -p 0 -n 32 -s N -d 128` (N sequences, each holding a 128-token prompt,
 #            decoded together): aggregate generation tokens/s.
@@ -208,10 +210,34 @@ awk -v rounds="$rounds" '
     return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
   }
   function cell(x) { return x == "" ? "-" : sprintf("%.2f", x) }
+  # The single section'"'"'s ceiling of test t of file prefix m in round r (tokens/s).
+  function ceiling_of(m, t, r,   n) {
+    if (t ~ /^tg/) return at[m "gbps" SUBSEP "-" SUBSEP r] * 1e9 / at[m "bytes" SUBSEP "-" SUBSEP r]
+    # Seconds per prompt token at the peaks: the layer products, then attention.
+    n = substr(t, 3)
+    return 1 / (at[m "lmacs" n SUBSEP "-" SUBSEP r] / (at[m "wpeak" SUBSEP "-" SUBSEP r] * 1e9) + \
+                at[m "amacs" n SUBSEP "-" SUBSEP r] / (at[m "f32peak" SUBSEP "-" SUBSEP r] * 1e9))
+  }
+  # Median over the rounds of engine e'"'"'s figure over that round'"'"'s ceiling, "-" without figures.
+  function share(m, t, e,   r, c, list, n, v, i, j, tmp) {
+    n = 0
+    for (r = 1; r <= maxround; ++r) {
+      if (!((m t SUBSEP e SUBSEP r) in at)) continue
+      c = ceiling_of(m, t, r)
+      if (c > 0) v[++n] = at[m t SUBSEP e SUBSEP r] / c
+    }
+    if (n == 0) return "-"
+    for (i = 2; i <= n; ++i) for (j = i; j > 1 && v[j - 1] > v[j]; --j) {
+      tmp = v[j]; v[j] = v[j - 1]; v[j - 1] = tmp
+    }
+    return sprintf("%.0f%%", 100 * (n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2))
+  }
   function ratio(a, b) { return (a == "" || b == "" || b == 0) ? "-" : sprintf("**%.2fx**", a / b) }
   {
     key = $1 SUBSEP $2 SUBSEP $3 SUBSEP $4
     vals[key] = vals[key] (vals[key] == "" ? "" : " ") $6
+    at[key SUBSEP $5] = $6
+    if ($5 > maxround) maxround = $5
     if (!(($1 SUBSEP $2 SUBSEP $3) in seen)) {
       seen[$1 SUBSEP $2 SUBSEP $3] = 1
       rows[++nrows] = $1 SUBSEP $2 SUBSEP $3
@@ -240,16 +266,12 @@ awk -v rounds="$rounds" '
                vals[rows[i] SUBSEP "hearth"], cell(r), cell(h), ratio(h, r)
         if (sec == "single") {
           m = "single" SUBSEP k[2] SUBSEP
-          if (k[3] ~ /^tg/) {
-            ceiling = median(m "gbps" SUBSEP "-") * 1e9 / median(m "bytes" SUBSEP "-")
-          } else {
-            # Seconds per prompt token at the peaks: the layer products, then attention.
-            n = substr(k[3], 3)
-            ceiling = 1 / (median(m "lmacs" n SUBSEP "-") / (median(m "wpeak" SUBSEP "-") * 1e9) + \
-                           median(m "amacs" n SUBSEP "-") / (median(m "f32peak" SUBSEP "-") * 1e9))
-          }
-          printf " %.1f | %s | %.0f%% |", ceiling, r == "" ? "-" : sprintf("%.0f%%", 100 * r / ceiling), \
-                 100 * h / ceiling
+          nc = 0
+          delete cs
+          for (rr = 1; rr <= maxround; ++rr) if ((m "gbps" SUBSEP "-" SUBSEP rr) in at) cs[++nc] = ceiling_of(m, k[3], rr)
+          for (a = 2; a <= nc; ++a) for (b = a; b > 1 && cs[b - 1] > cs[b]; --b) { tmp = cs[b]; cs[b] = cs[b - 1]; cs[b - 1] = tmp }
+          ceiling = nc == 0 ? 0 : nc % 2 ? cs[(nc + 1) / 2] : (cs[nc / 2] + cs[nc / 2 + 1]) / 2
+          printf " %.1f | %s | %s |", ceiling, share(m, k[3], "ref"), share(m, k[3], "hearth")
         }
         printf "\n"
       }
