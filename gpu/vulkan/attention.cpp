@@ -42,8 +42,9 @@ void op_attention(device& d, const tensor& q, const tensor& k_cache, const tenso
   // The lane layout (attention.comp LANES) runs where the device has lane layouts, in a variant
   // per head size (gpu/vulkan/CMakeLists.txt lists them); other sizes take the GPU layout. On
   // lavapipe (2 threads, TinyLlama's 32 heads over 4 KV heads, F16 cache) it took 32 tokens over
-  // 512 cells from 245 ms to 28, one token over 512 cells from 8.3 ms to 1.3, and a 512-token
-  // prompt through TinyLlama's shapes cut to 2 layers (Q4_K_M) from 39.9 tokens/s to 76.8.
+  // 512 cells from 250 ms to 28, one token over 512 cells from 8.5-9.3 ms to 1.3, and a
+  // 512-token prompt through TinyLlama's shapes cut to 2 layers (Q4_K_M) from 44.6 and 43.6
+  // tokens/s to 96.3 and 92.9 (old and new module alternating).
   const std::string lanes = variant + "_lanes_" + std::to_string(p.head_dim_k);
   if (d.lane_layouts() && p.head_dim_k == p.head_dim_v && find_spirv(lanes.c_str())) {
     const groups g = groups_for((int64_t(p.n_head) * q.ne[1] + 7) / 8);  // BLOCK of LANES: 8

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "gpu/vulkan/ops.h"
+#include "gpu/vulkan/spirv.h"
 
 namespace hearth::vk {
 
@@ -111,11 +112,10 @@ mat_plan mat_for(device& d, const char* shader, const tensor& w, int64_t n_out, 
     // vec4s, 8 rows per invocation (mul_mat.comp WHOLE_CHUNKS), not a value at a time behind a
     // guard: on lavapipe F16 2048 x 2048 took 2.1 ms for one token and 13.7 for 32, not 8.3 and
     // 31.6 (F32: 5.4 and 18.9, not 8.7 and 32.8). The same sums in the same order, so the same
-    // bits.
-    const bool whole =
-        (w.type == tensor_type::f32 || w.type == tensor_type::f16 || w.type == tensor_type::bf16) &&
-        w.ne[0] % 32 == 0;
-    return {v + (whole ? "_lanes_whole" : "_lanes"), uint32_t((n_out + 63) / 64),
+    // bits. The build compiles that variant for the float types (gpu/vulkan/CMakeLists.txt).
+    const std::string whole = v + "_lanes_whole";
+    const bool take_whole = w.ne[0] % 32 == 0 && find_spirv(whole.c_str());
+    return {take_whole ? whole : v + "_lanes", uint32_t((n_out + 63) / 64),
             uint32_t((n_tok + 31) / 32)};
   }
   return {v, uint32_t((n_out + 31) / 32), uint32_t((n_tok + 31) / 32)};

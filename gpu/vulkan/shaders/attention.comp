@@ -52,7 +52,7 @@ layout(push_constant) uniform Params {
 
 #if LANES
 // The loops over a head's values are unrolled ([[unroll]]), so q and the output are indexed by
-// constants and can stay in registers (without it, 55 ms against 28 for 32 tokens over 512 cells).
+// constants and can stay in registers (without it, 50-57 ms against 28 for 32 tokens over 512 cells).
 #extension GL_EXT_control_flow_attributes : enable
 // A cache row's values 8 at a time, from one 16-byte word (F16) or two (F32): rows start at
 // multiples of 8 values (HEAD_DIM and the row lengths are), and each cache is a buffer of its own.
