@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Vulkan speed against the reference engine's Vulkan backend, side by side on one device (issue
-# 21; lavapipe in CI): TinyLlama's shapes cut to LAYERS blocks (hearth mkmodel --shape
+# 21; lavapipe in CI): TinyLlama's shapes (or SHAPE's) cut to LAYERS blocks (hearth mkmodel --shape
 # tinyllama-1.1b --layers N, default 2: lavapipe is slow) in TYPE. Each round runs
 # `llama-bench -ngl 99 -t THREADS -p PP -n TG -d DEPTH -r REPS` and
 # `hearth bench --backend vulkan -p PP -n TG -d DEPTH -r REPS -t THREADS`, the engine that goes first
@@ -9,7 +9,9 @@
 #
 # Usage: [PEER_BENCH=/path/to/llama-bench] bench/vulkan-speed.sh
 #   PEER_BENCH           the reference's llama-bench built with -DGGML_VULKAN=ON (optional)
-#   LAYERS               blocks of TinyLlama's 22 to keep (default 2: 137 MiB in Q4_K_M)
+#   SHAPE                hearth mkmodel --shape (default tinyllama-1.1b; llama-3.2-1b: an
+#                        embedding table larger than lavapipe's 128 MiB buffers)
+#   LAYERS               blocks of the shape's to keep (default 2: 137 MiB of TinyLlama in Q4_K_M)
 #   TYPE                 file type (default q4_k_m)
 #   PP, TG               prompt and generated tokens (default 32 and 16)
 #   DEPTH                tokens in the cache before each test (default 0; -d of both benches:
@@ -32,6 +34,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${HEARTH_BUILD_DIR:-build/release}
 cache=${HEARTH_BENCH_MODELS:-build/bench-models}
+shape=${SHAPE:-tinyllama-1.1b}
 layers=${LAYERS:-2}
 type=${TYPE:-q4_k_m}
 pp=${PP:-32}
@@ -59,17 +62,17 @@ if [ -n "$peer" ] && ! "$peer" --list-devices 2>/dev/null | grep -q 'Vulkan0'; t
 fi
 
 mkdir -p "$cache"
-f=$cache/tinyllama-1.1b.${layers}l.$type.gguf
+f=$cache/$shape.${layers}l.$type.gguf
 if [ ! -s "$f" ]; then
   echo "making $f" >&2
-  "$hearth" mkmodel --shape tinyllama-1.1b --type "$type" --layers "$layers" --seed 1 -o "$f" >&2
+  "$hearth" mkmodel --shape "$shape" --type "$type" --layers "$layers" --seed 1 -o "$f" >&2
 fi
 
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 device=$("$hearth" devices 2>/dev/null | grep -i vulkan | head -n 1 || true)
 echo "machine: ${cpu:-unknown CPU}, $(nproc) cores; $threads threads; LP_NUM_THREADS=${LP_NUM_THREADS:-unset}"
 echo "device: ${device:-no Vulkan device listed by hearth devices}"
-echo "file: TinyLlama 1.1B shapes, $layers of 22 layers, $type ($(du -m "$f" | cut -f1) MiB); depth $depth"
+echo "file: $shape shapes, $layers layers, $type ($(du -m "$f" | cut -f1) MiB); depth $depth"
 if [ -n "$peer" ]; then
   echo "reference: $peer on $("$peer" --list-devices 2>/dev/null | grep Vulkan0 | sed 's/^ *//')"
 else

@@ -127,6 +127,10 @@ class backend {
   virtual tensor weight(const gguf_tensor& t) = 0;
   // A new tensor in backend memory, contents undefined.
   virtual tensor alloc(tensor_type type, int64_t ne0, int64_t ne1, const char* name) = 0;
+  // The most bytes one tensor from alloc() may have: a device's largest buffer (128 MiB on
+  // lavapipe and on some ARM GPUs), less than a large vocabulary's logits for a whole batch, so
+  // the context keeps its logits within it. Weights may be larger (a device holds them in parts).
+  virtual uint64_t max_alloc_bytes() const { return UINT64_MAX; }
   // Releases a tensor from alloc() (weights are released with the backend).
   virtual void free(tensor& t) = 0;
   // Host -> tensor and tensor -> host copies of the first `bytes` bytes.

@@ -107,7 +107,10 @@ context::context(const hearth::model& m, const context_params& p) : model_(m), p
   }
   alloc(act_.ffn_out, tensor_type::f32, hp.n_embd, "ffn_out");
   alloc(act_.out_sel, tensor_type::f32, hp.n_embd, "out_sel");
-  alloc(act_.logits, tensor_type::f32, hp.n_vocab, "logits");
+  logit_rows_ = int32_t(
+      std::clamp<uint64_t>(be.max_alloc_bytes() / (uint64_t(hp.n_vocab) * 4), 1, uint64_t(nb)));
+  act_.logits = be.alloc(tensor_type::f32, hp.n_vocab, logit_rows_, "logits");
+  owned_.push_back(&act_.logits);
   // Per-token inputs are I32 vectors: one row of nb values.
   auto alloc_vec = [&](tensor& t, const char* name) {
     t = be.alloc(tensor_type::i32, nb, 1, name);
@@ -153,8 +156,14 @@ result<void> context::decode(std::span<const batch_token> batch) {
 
   logits_.resize(size_t(n_wanted) * size_t(n_vocab_));
   n_logits_ = 0;
-  for (size_t begin = 0; begin < batch.size(); begin += size_t(params_.n_batch)) {
-    const size_t end = std::min(batch.size(), begin + size_t(params_.n_batch));
+  // Chunks of up to n_batch tokens, of which at most logit_rows_ want logits.
+  for (size_t begin = 0, end = 0; begin < batch.size(); begin = end) {
+    int32_t wanted = 0;
+    for (end = begin; end < batch.size() && end - begin < size_t(params_.n_batch); ++end) {
+      if (!batch[end].logits) continue;
+      if (wanted == logit_rows_) break;
+      ++wanted;
+    }
     auto r = decode_chunk(batch.subspan(begin, end - begin));
     if (!r) return r;
   }

@@ -100,6 +100,9 @@ class context {
   std::vector<tensor*> owned_;
   std::vector<float> logits_;
   int32_t n_logits_ = 0;
+  // Rows of act_.logits: n_batch, fewer where a batch's logits would pass the backend's largest
+  // tensor (backend::max_alloc_bytes); a chunk then holds at most that many tokens wanting logits.
+  int32_t logit_rows_ = 0;
   // Host staging of the per-token inputs (reused; no allocation per decode).
   std::vector<int32_t> ids_, pos_, seq_, cell_, rows_;
 };

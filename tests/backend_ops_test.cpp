@@ -566,6 +566,66 @@ TEST_F(BackendOps, MulMatRoundsActivationsAsTheCpu) {
 }
 #endif
 
+#ifdef HEARTH_BACKEND_OPS_VULKAN
+// A weight larger than one buffer (vk::device::weight_part_bytes: 128 MiB on lavapipe and on some
+// ARM GPUs) is held in row parts: its products and row lookups give the same bits as the weight in
+// one buffer, and write nothing past their output. A second backend made while
+// HEARTH_VULKAN_WEIGHT_PART_BYTES asks for parts of 3 × 2,048 F32 rows (per type and width: 3 to
+// 256 rows a part), weights of 2.5 parts (the last one partial), every weight type, token counts on
+// both sides of the GPU layouts' switch (8), with and without a bias; row lookups of ids in every
+// part, the first and last rows too.
+TEST_F(BackendOps, WeightsInRowPartsGiveTheSameBitsAsInOneBuffer) {
+  const int64_t part_bytes = 3 * tensor_type_row_bytes(tensor_type::f32, 2048);
+  ::setenv("HEARTH_VULKAN_WEIGHT_PART_BYTES", std::to_string(part_bytes).c_str(), 1);
+  std::unique_ptr<backend> split = factory_under_test().make();
+  ::unsetenv("HEARTH_VULKAN_WEIGHT_PART_BYTES");
+  ASSERT_NE(split, nullptr);
+  {
+    harness h(*dut_, *split);  // "ref": the weight in one buffer; "dut": in parts
+    for (tensor_type t : weight_types()) {
+      for (int64_t n_in : widths(t, {64, 352, 2048})) {
+        const int64_t rows_per_part = part_bytes / 16 * 16 / tensor_type_row_bytes(t, n_in);
+        const int64_t n_out = rows_per_part * 5 / 2;
+        const std::string type(tensor_type_name(t));
+        const std::vector<uint8_t> bytes =
+            real_blocks::file_for(t)
+                ? real_blocks::cut(t, n_in, n_out, rng_)
+                : to_type(t, random_floats(rng_, size_t(n_in * n_out), -0.5f, 1.0f), n_in);
+        tensor_pair w = h.weight_bytes(t, n_in, n_out, bytes);
+        for (int64_t n_tok : {1, 3, 8, 17, 70}) {
+          const bool with_bias = n_tok == 3 || n_tok == 17;
+          tensor_pair x = h.input_f32(n_in, n_tok, random_floats(rng_, size_t(n_in * n_tok)));
+          tensor_pair b = h.input_f32(n_out, 1, random_floats(rng_, size_t(n_out)));
+          tensor_pair out = h.output(tensor_type::f32, n_out, n_tok);
+          dut_->mul_mat(w.ref, x.ref, with_bias ? &b.ref : nullptr, out.ref);
+          split->mul_mat(w.dut, x.dut, with_bias ? &b.dut : nullptr, out.dut);
+          h.compare(out, "mul_mat", type,
+                    shape_of({{"in", n_in},
+                              {"out", n_out},
+                              {"part", rows_per_part},
+                              {"tok", n_tok},
+                              {"bias", with_bias}}),
+                    0.0);
+        }
+        std::vector<int32_t> ids = {0, int32_t(n_out - 1), int32_t(rows_per_part - 1),
+                                    int32_t(rows_per_part), int32_t(2 * rows_per_part)};
+        for (int i = 0; i < 6; ++i) ids.push_back(int32_t(rng_() % uint64_t(n_out)));
+        tensor_pair id = h.input_i32(ids);
+        tensor_pair out = h.output(tensor_type::f32, n_in, int64_t(ids.size()));
+        dut_->get_rows(w.ref, id.ref, out.ref);
+        split->get_rows(w.dut, id.dut, out.dut);
+        h.compare(out, "get_rows", type,
+                  shape_of({{"cols", n_in},
+                            {"rows", n_out},
+                            {"part", rows_per_part},
+                            {"n", int64_t(ids.size())}}),
+                  0.0);
+      }
+    }
+  }
+}
+#endif
+
 TEST_F(BackendOps, RmsNorm) {
   for (int64_t cols : {1, 7, 511, 4096}) {
     for (int64_t n : {1, 5}) {

@@ -1,6 +1,10 @@
 // The Vulkan backend: memory through vk::device, one dispatch switch to the ops (ops.h).
 #include "gpu/vulkan/backend-vulkan.h"
 
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
 #include "engine/io/gguf.h"
 #include "gpu/vulkan/device.h"
 #include "gpu/vulkan/ops.h"
@@ -26,16 +30,52 @@ class vulkan_backend final : public backend {
     return vk::weight_variant(t) != nullptr;
   }
 
+  // A matrix larger than one buffer (vk::device::weight_part_bytes: 128 MiB on lavapipe and on
+  // some ARM GPUs, less than Llama 3.2 1B's embedding table) is held in row parts, which the
+  // products and row lookups take a dispatch each (vk::for_each_row_part).
   tensor weight(const gguf_tensor& g) override {
     tensor t;
     t.type = g.type;
     for (int d = 0; d < 4; ++d) t.ne[d] = g.ne[d];
     t.name = g.name.c_str();
-    vk::buffer* b = dev_.alloc(g.n_bytes, g.name.c_str());
-    weights_.push_back(b);
-    dev_.upload(b, g.data, g.n_bytes);
-    t.data = b;
+    const VkDeviceSize cap = dev_.weight_part_bytes() / 16 * 16;  // alloc rounds up to 16
+    if (g.n_bytes <= cap) {
+      t.data = upload_part(g.name, g.data, g.n_bytes, 0, g.ne[1]);  // stacked experts too
+      return t;
+    }
+    const uint64_t row_bytes = uint64_t(t.row_bytes());
+    const int64_t rows_per_part = int64_t(cap / row_bytes);
+    if (g.ne[2] != 1 || g.ne[3] != 1 || rows_per_part == 0) {
+      throw std::runtime_error("vulkan: " + g.name + " needs " + std::to_string(g.n_bytes) +
+                               " bytes, more than the " + std::to_string(cap) +
+                               " one buffer may hold on " + dev_.name() +
+                               (rows_per_part == 0 ? ", and one of its rows is larger"
+                                                   : ", and only a matrix is held in row parts"));
+    }
+    vk::buffer* last = nullptr;
+    for (int64_t r = 0; r < g.ne[1]; r += rows_per_part) {
+      const int64_t n = std::min(rows_per_part, g.ne[1] - r);
+      vk::buffer* b =
+          upload_part(g.name + " rows [" + std::to_string(r) + ", " + std::to_string(r + n) + ")",
+                      g.data + uint64_t(r) * row_bytes, uint64_t(n) * row_bytes, r, n);
+      if (last)
+        last->next_part = b;
+      else
+        t.data = b;
+      last = b;
+    }
     return t;
+  }
+
+  // A buffer holding a weight's rows [first_row, first_row + n_rows), `bytes` from `data`.
+  vk::buffer* upload_part(const std::string& what, const uint8_t* data, uint64_t bytes,
+                          int64_t first_row, int64_t n_rows) {
+    vk::buffer* b = dev_.alloc(bytes, what.c_str());
+    weights_.push_back(b);
+    b->first_row = first_row;
+    b->n_rows = n_rows;
+    dev_.upload(b, data, bytes);
+    return b;
   }
 
   tensor alloc(tensor_type type, int64_t ne0, int64_t ne1, const char* name) override {
@@ -47,6 +87,8 @@ class vulkan_backend final : public backend {
     t.data = dev_.alloc(VkDeviceSize(t.n_bytes()), name);
     return t;
   }
+
+  uint64_t max_alloc_bytes() const override { return dev_.max_buffer_bytes(); }
 
   void free(tensor& t) override {
     dev_.free(static_cast<vk::buffer*>(t.data));

@@ -1,5 +1,6 @@
 #include "gpu/vulkan/device.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -153,6 +154,15 @@ device::device(int index) {
   unified_memory_ = props.deviceType == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU ||
                     props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
   max_buffer_bytes_ = props.limits.maxStorageBufferRange;
+  weight_part_bytes_ = max_buffer_bytes_;
+  if (const char* cap = std::getenv("HEARTH_VULKAN_WEIGHT_PART_BYTES")) {
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(cap, &end, 10);
+    if (end == cap || *end != '\0' || v < 16)
+      throw std::runtime_error(std::string("vulkan: HEARTH_VULKAN_WEIGHT_PART_BYTES is '") + cap +
+                               "', expected a number of bytes of at least 16");
+    weight_part_bytes_ = std::min<VkDeviceSize>(weight_part_bytes_, v);
+  }
   vkGetPhysicalDeviceMemoryProperties(physical_, &memory_);
 
   const float priority = 1.0f;

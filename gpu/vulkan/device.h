@@ -50,6 +50,12 @@ struct buffer {
   VkDeviceMemory memory = VK_NULL_HANDLE;
   VkDeviceSize size = 0;
   void* mapped = nullptr;
+  // A weight larger than one storage buffer (device::max_buffer_bytes) is held in row parts, a
+  // buffer each: this one holds its rows [first_row, first_row + n_rows), `next_part` the rows
+  // after them (null: the last part, or a weight in one buffer, whose n_rows is 0).
+  int64_t first_row = 0;
+  int64_t n_rows = 0;
+  buffer* next_part = nullptr;
 };
 
 class device {
@@ -77,7 +83,13 @@ class device {
   bool lane_layouts() const {
     return subgroup_ballot_ && cpu_device_ && subgroup_size_ >= 8 && subgroup_size_ <= 64;
   }
+  // The most bytes one buffer may have: maxStorageBufferRange (128 MiB on lavapipe and on some
+  // ARM GPUs).
   VkDeviceSize max_buffer_bytes() const { return max_buffer_bytes_; }
+  // The most bytes of a weight one buffer holds (larger ones are held in row parts):
+  // max_buffer_bytes(), or less where HEARTH_VULKAN_WEIGHT_PART_BYTES says (the tests' way to
+  // split weights on any device).
+  VkDeviceSize weight_part_bytes() const { return weight_part_bytes_; }
 
   // --- buffer.cpp: device-local buffers for tensors (host-visible where the device's local
   // memory is, as on lavapipe and integrated GPUs), and copies through a staging buffer.
@@ -113,6 +125,7 @@ class device {
   bool cpu_device_ = false;
   bool unified_memory_ = false;  // integrated or CPU: prefer host-visible device-local memory
   VkDeviceSize max_buffer_bytes_ = 0;
+  VkDeviceSize weight_part_bytes_ = 0;
   VkPhysicalDeviceMemoryProperties memory_{};
 
   VkCommandPool command_pool_ = VK_NULL_HANDLE;

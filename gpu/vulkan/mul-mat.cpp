@@ -151,31 +151,45 @@ const buffer* rounded_x(device& d, scratch& rounded, const tensor& w, const tens
 //   and 5.87 against 4.69 once each invocation took 8 rows (prompts of 32: 81.3 against 25.0).
 // On GPUs, few tokens take the matrix-vector shader, which spreads a row over many invocations.
 
+// A table in row parts (buffer::next_part) takes a dispatch per part, each writing the rows whose
+// ids fall in its part.
 void op_get_rows(device& d, const tensor& table, const tensor& ids, const tensor& out) {
-  struct {
-    uint32_t cols, n, row_bytes;
-  } pc{uint32_t(table.ne[0]), uint32_t(ids.ne[0]), uint32_t(table.row_bytes())};
+  const std::string variant = variant_of("get_rows", table);
   const groups g = groups_for(ids.ne[0]);
-  d.dispatch(variant_of("get_rows", table).c_str(), {buf(table), buf(ids), buf(out)}, &pc,
-             sizeof(pc), g.x, g.y, 1);
+  for_each_row_part(table, [&](const buffer* part, int64_t first, int64_t n_rows) {
+    struct {
+      uint32_t cols, n, row_bytes, first_row, n_rows;
+    } pc{uint32_t(table.ne[0]), uint32_t(ids.ne[0]), uint32_t(table.row_bytes()), uint32_t(first),
+         uint32_t(n_rows)};
+    d.dispatch(variant.c_str(), {part, buf(ids), buf(out)}, &pc, sizeof(pc), g.x, g.y, 1);
+  });
 }
 
+// A weight in row parts takes a dispatch per part, each writing its rows' columns of the output
+// (dst_first on): a row's sums are the same whichever part holds it.
 void op_mul_mat(device& d, scratch& rounded, const tensor& w, const tensor& x, const tensor* bias,
                 const tensor& out) {
   const int64_t n_tok = x.ne[1];
-  struct {
-    uint32_t n_in, n_out, n_tok, row_bytes, has_bias;
-  } pc{uint32_t(w.ne[0]), uint32_t(w.ne[1]), uint32_t(n_tok), uint32_t(w.row_bytes()),
-       bias && bias->present() ? 1u : 0u};
-  const std::vector<const buffer*> bindings = {buf(w), rounded_x(d, rounded, w, x),
-                                               buf_or_null(bias), buf(out)};
-  if (n_tok <= k_mat_vec_max_tokens && !d.lane_layouts()) {
-    const mat_vec_plan m = mat_vec_for(d, "mul_mat_vec", w, w.ne[1]);
-    d.dispatch(m.variant.c_str(), bindings, &pc, sizeof(pc), m.g.x, m.g.y, 1);
-  } else {
-    const mat_plan m = mat_for(d, "mul_mat", w, w.ne[1], n_tok);
-    d.dispatch(m.variant.c_str(), bindings, &pc, sizeof(pc), m.x, m.y, 1);
-  }
+  const buffer* xb = rounded_x(d, rounded, w, x);
+  for_each_row_part(w, [&](const buffer* part, int64_t first, int64_t n_out) {
+    struct {
+      uint32_t n_in, n_out, n_tok, row_bytes, has_bias, dst_cols, dst_first;
+    } pc{uint32_t(w.ne[0]),
+         uint32_t(n_out),
+         uint32_t(n_tok),
+         uint32_t(w.row_bytes()),
+         bias && bias->present() ? 1u : 0u,
+         uint32_t(w.ne[1]),
+         uint32_t(first)};
+    const std::vector<const buffer*> bindings = {part, xb, buf_or_null(bias), buf(out)};
+    if (n_tok <= k_mat_vec_max_tokens && !d.lane_layouts()) {
+      const mat_vec_plan m = mat_vec_for(d, "mul_mat_vec", w, n_out);
+      d.dispatch(m.variant.c_str(), bindings, &pc, sizeof(pc), m.g.x, m.g.y, 1);
+    } else {
+      const mat_plan m = mat_for(d, "mul_mat", w, n_out, n_tok);
+      d.dispatch(m.variant.c_str(), bindings, &pc, sizeof(pc), m.x, m.y, 1);
+    }
+  });
 }
 
 void op_mul_mat_id(device& d, scratch& rounded, scratch& group_rows, const tensor& w,

@@ -17,6 +17,20 @@ inline const buffer* buf_or_null(const tensor* t) {
   return t && t->present() ? buf(*t) : nullptr;
 }
 
+// Calls f(part, first_row, n_rows) for each buffer holding rows of weight w, in row order: one
+// call unless w is larger than one buffer (buffer::next_part). Rows past w.ne[1] (a view of fewer
+// rows) are left out.
+template <class F>
+void for_each_row_part(const tensor& w, F&& f) {
+  const buffer* b = buf(w);
+  if (b->n_rows == 0) {  // not a weight: the tensor's own buffer
+    f(b, int64_t(0), w.ne[1]);
+    return;
+  }
+  for (; b && b->first_row < w.ne[1]; b = b->next_part)
+    f(b, b->first_row, std::min(b->n_rows, w.ne[1] - b->first_row));
+}
+
 // n workgroups spread over x and y (65535 at most per dimension); shaders use group_index().
 struct groups {
   uint32_t x, y;

@@ -74,6 +74,9 @@ layout(push_constant) uniform Params {
   uint shared_x;      // x has one row per token, not one per output row
   uint expert_bytes;  // n_out * row_bytes
   uint n_expert;
+#else
+  uint dst_cols;   // the output's row length: n_out, more where w is a row part of a weight
+  uint dst_first;  // the output column of w's first row (buffer::first_row)
 #endif
 } p;
 
@@ -94,6 +97,13 @@ layout(push_constant) uniform Params {
 #else
 #define X_ROW(t) (t)
 #define DST_ROW(t) (t)
+#endif
+#if MUL_MAT_ID
+#define DST_COLS p.n_out
+#define DST_FIRST 0u
+#else
+#define DST_COLS p.dst_cols
+#define DST_FIRST p.dst_first
 #endif
 
 #if ROW_PER_LANE
@@ -179,8 +189,9 @@ void main() {
     for (uint j = 0u; j < LANE_ROWS; ++j) {
       uint r = r0 + BLOCK * j;
       if (r < p.n_out) {
-        float b = p.has_bias != 0u ? bias[r] : 0.0;
-        for (uint t = 0u; t < n_t; ++t) dst[DST_ROW(t0 + t) * p.n_out + r] = acc[j * TN_LANES + t] + b;
+        float b = p.has_bias != 0u ? bias[DST_FIRST + r] : 0.0;
+        for (uint t = 0u; t < n_t; ++t)
+          dst[DST_ROW(t0 + t) * DST_COLS + DST_FIRST + r] = acc[j * TN_LANES + t] + b;
       }
     }
   }
@@ -253,7 +264,8 @@ void main() {
         if (r < p.n_out && t < count) dst[DST_ROW(t) * p.n_out + r] = acc[i * 2u + j];
 #else
         if (r < p.n_out && t < count)
-          dst[t * p.n_out + r] = acc[i * 2u + j] + (p.has_bias != 0u ? bias[r] : 0.0);
+          dst[t * DST_COLS + DST_FIRST + r] =
+              acc[i * 2u + j] + (p.has_bias != 0u ? bias[DST_FIRST + r] : 0.0);
 #endif
       }
     }

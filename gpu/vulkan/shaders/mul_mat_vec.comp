@@ -33,6 +33,9 @@ layout(push_constant) uniform Params {
   uint k;
   uint shared_x;      // x has one row per token, not one per output row
   uint expert_bytes;  // n_out * row_bytes
+#else
+  uint dst_cols;   // the output's row length: n_out, more where w is a row part of a weight
+  uint dst_first;  // the output column of w's first row (buffer::first_row)
 #endif
 } p;
 
@@ -78,9 +81,11 @@ void main() {
   uint w0 = uint(ids[z]) * p.expert_bytes;
   uint x0 = (p.shared_x != 0u ? z / p.k : z) * X_COLS;
   uint out0 = z * p.n_out;
+  uint dst_cols = p.n_out, dst_first = 0u;
 #else
   uint n_tok = p.n_tok;
   uint w0 = 0u, x0 = 0u, out0 = 0u;
+  uint dst_cols = p.dst_cols, dst_first = p.dst_first;
 #endif
   uint n_chunks = (p.n_in + 31u) / 32u;
   float acc[ROWS * MAX_TOK];
@@ -109,6 +114,6 @@ void main() {
     if (r >= p.n_out || t >= n_tok) continue;
     float s = 0.0;
     for (uint g = 0u; g < n_part; ++g) s += partial[v][g];
-    dst[out0 + t * p.n_out + r] = s + (p.has_bias != 0u ? bias[r] : 0.0);
+    dst[out0 + t * dst_cols + dst_first + r] = s + (p.has_bias != 0u ? bias[dst_first + r] : 0.0);
   }
 }
