@@ -13,7 +13,7 @@
 // offsets because every block size and so every row's byte length is even. Q4_K and Q5_K blocks
 // start at multiples of 16 bytes and are read as 16-byte words (weights4).
 
-#if WEIGHT_TYPE == TYPE_Q4_K || WEIGHT_TYPE == TYPE_Q5_K || WHOLE_CHUNKS
+#if WEIGHT_TYPE == TYPE_Q4_K || WEIGHT_TYPE == TYPE_Q5_K || WEIGHT_TYPE == TYPE_Q6_K || WHOLE_CHUNKS
 // The weights as 16-byte words, aliasing `weights` (binding 0 of every shader that includes
 // this). Q4_K and Q5_K super-blocks are 144 and 176 bytes, multiples of 16, and each tensor has a
 // buffer of its own, so a block's head (F16 d and dmin, then 12 scale bytes) and a chunk's 32
@@ -166,6 +166,89 @@ void load_u32s(uint off, uint n, out uint u[8]) {
     }
   }
 }
+
+#if WEIGHT_TYPE == TYPE_Q6_K
+#extension GL_EXT_control_flow_attributes : enable
+// Words i < nw (nw ≤ 16, a constant at each call) of the bytes from `off` (even) on, read as the
+// 16-byte words that hold bytes [off, off + nb): at most 5 loads for 16 words, where load_u32s
+// takes 17 (lavapipe runs every load, of 4 bytes or 16, as a loop over the lanes). Loads past
+// the range repeat its last 16-byte word (nothing past it is read); words past it are garbage.
+// Every index is a constant of an unrolled loop, the alignment chosen by selects (lavapipe keeps a
+// dynamically indexed private array in memory, a load per lane).
+void load_words(uint off, uint nb, uint nw, out uint u[16]) {
+  uint q0 = off >> 4, last = (off + nb - 1u) >> 4;
+  uint n_loads = (4u * nw + 14u) / 16u + 1u;
+  uint v[20];
+  [[unroll]] for (uint k = 0u; k < 5u; ++k) {
+    uvec4 x = k < n_loads ? weights4[min(q0 + k, last)] : uvec4(0u);
+    v[4u * k] = x.x;
+    v[4u * k + 1u] = x.y;
+    v[4u * k + 2u] = x.z;
+    v[4u * k + 3u] = x.w;
+  }
+  uint w0 = (off & 15u) >> 2;
+  uint sh = (off & 2u) * 8u;  // 0 or 16
+  [[unroll]] for (uint i = 0u; i < 16u; ++i) {
+    if (i < nw) {
+      uint a = w0 == 0u ? v[i] : w0 == 1u ? v[i + 1u] : w0 == 2u ? v[i + 2u] : v[i + 3u];
+      uint b = w0 == 0u ? v[i + 1u] : w0 == 1u ? v[i + 2u] : w0 == 2u ? v[i + 3u] : v[min(i + 4u, 19u)];
+      u[i] = (a >> sh) | ((b << 16) << (16u - sh));  // two shifts: 32 is not a valid shift
+    } else {
+      u[i] = 0u;
+    }
+  }
+}
+
+// Half a Q6_K super-block (128 values, 4 chunks) read at once, for a layout whose invocation takes
+// a row's chunks in order (mul_mat.comp ROW_PER_LANE): chunk g of the half reads ql[32 (g & 1)]
+// on (its low nibbles for g < 2, high ones after), all 32 bytes of qh (2 bits each) and 2 scales,
+// so 4 dequant_chunk calls load 84 words (21 each) where this loads 11 16-byte words. Every array
+// is indexed by constants of unrolled loops. The values are dequant_chunk's bit for bit. On
+// lavapipe, one token, alternating runs: Q6_K 2048 x 32000 75 and 70 ms -> 57 and 51; 2048 x 2048
+// 6.2 and 8.0 -> 4.6 and 4.6. (Reading the half with load_u32s, 30 loads, gained little; the
+// same with the constant weights of an ablation took 1.4 ms: the loads were most of the time.)
+struct q6k_half {
+  uint ql0[8], ql1[8];  // ql[0..31] and ql[32..63] of the half
+  uint qh[8];           // qh[0..31] of the half
+  float ds[8];          // d times each of the half's 8 scales (16 values each)
+};
+// c: the half's first chunk (a multiple of 4).
+void q6k_load_half(uint row, uint c, out q6k_half hb) {
+  uint b = row + (c / 8u) * 210u;
+  uint h = (c % 8u) / 4u;
+  uint u[16];
+  load_words(b + 64u * h, 64u, 16u, u);
+  [[unroll]] for (uint i = 0u; i < 8u; ++i) {
+    hb.ql0[i] = u[i];
+    hb.ql1[i] = u[8u + i];
+  }
+  load_words(b + 128u + 32u * h, 32u, 8u, u);
+  [[unroll]] for (uint i = 0u; i < 8u; ++i) hb.qh[i] = u[i];
+  // The block's 16 scales and d: bytes 192..209, words 0-3 and the low half of word 4.
+  load_words(b + 192u, 18u, 5u, u);
+  float d = f16_bits_to_f32(u[4] & 0xffffu);
+  uint s0 = h == 0u ? u[0] : u[2], s1 = h == 0u ? u[1] : u[3];
+  [[unroll]] for (uint i = 0u; i < 8u; ++i)
+    hb.ds[i] = d * float(int(((i < 4u ? s0 : s1) >> (8u * (i % 4u))) << 24) >> 24);
+}
+// Chunk g (of 4) of a half read by q6k_load_half.
+void q6k_chunk(in q6k_half hb, uint g, out float w[32]) {
+  uint lo_shift = g < 2u ? 0u : 4u;
+  bool odd = (g & 1u) != 0u;
+  // The chunk's two scales, chosen without indexing by g.
+  float ds0 = g == 0u ? hb.ds[0] : g == 1u ? hb.ds[2] : g == 2u ? hb.ds[4] : hb.ds[6];
+  float ds1 = g == 0u ? hb.ds[1] : g == 1u ? hb.ds[3] : g == 2u ? hb.ds[5] : hb.ds[7];
+  [[unroll]] for (uint i = 0u; i < 8u; ++i) {
+    uint ul = odd ? hb.ql1[i] : hb.ql0[i];
+    uint uh = hb.qh[i];
+    [[unroll]] for (uint k = 0u; k < 4u; ++k) {
+      uint lo = (ul >> (8u * k + lo_shift)) & 0xfu;
+      uint hi = (uh >> (8u * k + 2u * g)) & 3u;
+      w[4u * i + k] = (i < 4u ? ds0 : ds1) * float(int(lo | (hi << 4)) - 32);
+    }
+  }
+}
+#endif
 
 #if WEIGHT_TYPE == TYPE_Q5_1 && defined(MIN_APART)
 #define CHUNK_MIN 1

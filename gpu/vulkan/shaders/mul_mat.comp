@@ -14,7 +14,8 @@
 //   for F32/F16/BF16 rows of any length, whose variants without WHOLE_CHUNKS read their weights a
 //   value at a time too) and subgroupBroadcast hands each value to every lane, where it meets each of
 //   the invocation's rows; the terms are summed in the order of a plain loop over the chunk, so
-//   the results are unchanged.
+//   the results are unchanged. Q6_K rows read half a super-block (4 chunks) at a time
+//   (dequant.glsl q6k_load_half), in 16-byte words.
 // Per weight type (WEIGHT_TYPE).
 // MUL_MAT_ID: the expert product (engine/backend.h mul_mat_id) for many tokens, its rows grouped
 // by expert (moe_group.comp): workgroup z is an expert, y a tile of that expert's rows, so an
@@ -151,9 +152,18 @@ void main() {
     uint n_t = min(TN_LANES, count - t0);
     float acc[LANE_ROWS * TN_LANES];
     for (uint t = 0u; t < LANE_ROWS * TN_LANES; ++t) acc[t] = 0.0;
+#if WEIGHT_TYPE == TYPE_Q6_K
+    q6k_half half_blocks[LANE_ROWS];  // each row's current half super-block (q6k_load_half)
+#endif
     for (uint c = 0u; c < n_chunks; ++c) {
       float w[LANE_ROWS][32];
+#if WEIGHT_TYPE == TYPE_Q6_K
+      if (c % 4u == 0u)
+        [[unroll]] for (uint j = 0u; j < LANE_ROWS; ++j) q6k_load_half(rows[j], c, half_blocks[j]);
+      [[unroll]] for (uint j = 0u; j < LANE_ROWS; ++j) q6k_chunk(half_blocks[j], c % 4u, w[j]);
+#else
       for (uint j = 0u; j < LANE_ROWS; ++j) dequant_chunk(rows[j], c, p.n_in, w[j]);
+#endif
       uint n_val = CHUNK_VALUES(c);
 #ifdef CHUNK_MIN
       float m[LANE_ROWS];
