@@ -239,12 +239,13 @@ void q6k_chunk(in q6k_half hb, uint g, out float w[32]) {
   float ds0 = g == 0u ? hb.ds[0] : g == 1u ? hb.ds[2] : g == 2u ? hb.ds[4] : hb.ds[6];
   float ds1 = g == 0u ? hb.ds[1] : g == 1u ? hb.ds[3] : g == 2u ? hb.ds[5] : hb.ds[7];
   [[unroll]] for (uint i = 0u; i < 8u; ++i) {
-    uint ul = odd ? hb.ql1[i] : hb.ql0[i];
-    uint uh = hb.qh[i];
+    // Four 6-bit quants at once, a byte each; then q - 32 exactly as (2^23 + q) - (2^23 + 32),
+    // from the float whose mantissa is q (no integer-to-float conversion).
+    uint q = (((odd ? hb.ql1[i] : hb.ql0[i]) >> lo_shift) & 0x0f0f0f0fu) |
+             (((hb.qh[i] >> (2u * g)) & 0x03030303u) << 4);
     [[unroll]] for (uint k = 0u; k < 4u; ++k) {
-      uint lo = (ul >> (8u * k + lo_shift)) & 0xfu;
-      uint hi = (uh >> (8u * k + 2u * g)) & 3u;
-      w[4u * i + k] = (i < 4u ? ds0 : ds1) * float(int(lo | (hi << 4)) - 32);
+      float v = uintBitsToFloat(0x4b000000u | ((q >> (8u * k)) & 0xffu)) - 8388640.0;
+      w[4u * i + k] = (i < 4u ? ds0 : ds1) * v;
     }
   }
 }
