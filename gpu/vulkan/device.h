@@ -50,9 +50,9 @@ struct buffer {
   VkDeviceMemory memory = VK_NULL_HANDLE;
   VkDeviceSize size = 0;
   void* mapped = nullptr;
-  // A weight larger than one storage buffer (device::max_buffer_bytes) is held in row parts, a
-  // buffer each: this one holds its rows [first_row, first_row + n_rows), `next_part` the rows
-  // after them (null: the last part, or a weight in one buffer, whose n_rows is 0).
+  // A weight's rows [first_row, first_row + n_rows) (n_rows 0: not a weight, a buffer from
+  // alloc()). A weight larger than device::weight_part_bytes is held in row parts, a buffer each,
+  // `next_part` holding the rows after this one's (null: the last part, or the only one).
   int64_t first_row = 0;
   int64_t n_rows = 0;
   buffer* next_part = nullptr;

@@ -19,7 +19,8 @@
 // buffer of its own, so a block's head (F16 d and dmin, then 12 scale bytes) and a chunk's 32
 // quant bytes are whole 16-byte words. WHOLE_CHUNKS (float rows whose length is a multiple of 32,
 // which the host checks): every chunk is 64 bytes (F16, BF16) or 128 (F32) of a row that starts
-// at a multiple of them. lavapipe runs a load as a loop over the lanes: a uvec4 is
+// at a multiple of them. Q6_K blocks (210 bytes) start at any even byte: load_words reads the
+// 16-byte words around a range and shifts. lavapipe runs a load as a loop over the lanes: a uvec4 is
 // one loop, four uints four (Q4_K 2048 × 5632 for one token on lavapipe, alternating runs: 8.9
 // and 10.8 ms with uints, 5.5 and 5.9 with uvec4s).
 layout(std430, binding = 0) readonly buffer Weights4 { uvec4 weights4[]; };
@@ -170,8 +171,8 @@ void load_u32s(uint off, uint n, out uint u[8]) {
 #if WEIGHT_TYPE == TYPE_Q6_K
 #extension GL_EXT_control_flow_attributes : enable
 // Words i < nw (nw ≤ 16, a constant at each call) of the bytes from `off` (even) on, read as the
-// 16-byte words that hold bytes [off, off + nb): at most 5 loads for 16 words, where load_u32s
-// takes 17 (lavapipe runs every load, of 4 bytes or 16, as a loop over the lanes). Loads past
+// 16-byte words that hold bytes [off, off + nb): at most 5 loads for 16 words, where two
+// load_u32s calls take 18 (lavapipe runs every load, of 4 bytes or 16, as a loop over the lanes). Loads past
 // the range repeat its last 16-byte word (nothing past it is read); words past it are garbage.
 // Every index is a constant of an unrolled loop, the alignment chosen by selects (lavapipe keeps a
 // dynamically indexed private array in memory, a load per lane).
@@ -191,7 +192,7 @@ void load_words(uint off, uint nb, uint nw, out uint u[16]) {
   [[unroll]] for (uint i = 0u; i < 16u; ++i) {
     if (i < nw) {
       uint a = w0 == 0u ? v[i] : w0 == 1u ? v[i + 1u] : w0 == 2u ? v[i + 2u] : v[i + 3u];
-      uint b = w0 == 0u ? v[i + 1u] : w0 == 1u ? v[i + 2u] : w0 == 2u ? v[i + 3u] : v[min(i + 4u, 19u)];
+      uint b = w0 == 0u ? v[i + 1u] : w0 == 1u ? v[i + 2u] : w0 == 2u ? v[i + 3u] : v[i + 4u];
       u[i] = (a >> sh) | ((b << 16) << (16u - sh));  // two shifts: 32 is not a valid shift
     } else {
       u[i] = 0u;
@@ -205,7 +206,7 @@ void load_words(uint off, uint nb, uint nw, out uint u[16]) {
 // so 4 dequant_chunk calls load 84 words (21 each) where this loads 11 16-byte words. Every array
 // is indexed by constants of unrolled loops. The values are dequant_chunk's bit for bit. On
 // lavapipe, one token, alternating runs: Q6_K 2048 x 32000 75 and 70 ms -> 57 and 51; 2048 x 2048
-// 6.2 and 8.0 -> 4.6 and 4.6. (Reading the half with load_u32s, 30 loads, gained little; the
+// 6.2 and 8.0 -> 4.6 and 4.6. (Reading the half with load_u32s, 31 loads, gained little; the
 // same with the constant weights of an ablation took 1.4 ms: the loads were most of the time.)
 struct q6k_half {
   uint ql0[8], ql1[8];  // ql[0..31] and ql[32..63] of the half
