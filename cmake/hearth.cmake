@@ -11,16 +11,36 @@ function(hearth_target_options target)
   target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR})
 endfunction()
 
+# The optimisation of the code that does the work at test time, where it differs from the build
+# type's: the engine and the GPU backends' host code (kernels, quantization, tokenizers, loading,
+# mkmodel's generator). The asan preset builds these at -O1 and the daemons, the CLI and the
+# gateway at -O0, which wait on each other and on the engine in the tests: at -O0 they compile in
+# two thirds of the time (tools/cmd-cancel.cpp under the sanitizers: 8.8 s, 13.8 s at -O1).
+set(HEARTH_ENGINE_OPT "" CACHE STRING "Optimisation flag for the engine and GPU backends (empty: the build type's)")
+
+# The engine's optimisation (HEARTH_ENGINE_OPT) for one of its libraries.
+function(hearth_engine_options target)
+  if(HEARTH_ENGINE_OPT)
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX,C>:${HEARTH_ENGINE_OPT}>)
+  endif()
+endfunction()
+
+# Compile options for test code (test binaries and the libraries only tests link). It is compiled
+# at -O1 in every optimised build, the asan preset's -O0 included: the code under test comes
+# optimised from its library. Test code was 44% of a clean release build's compile time; at -O1
+# it took 535 CPU-seconds instead of 652 (schema/codec_test.cpp: 40 s -> 29 s). Under the
+# sanitizers at -O0 it compiled in 220 fewer CPU-seconds, and the tests ran 123 s longer.
+function(hearth_test_code_options target)
+  hearth_target_options(${target})
+  target_compile_options(${target} PRIVATE $<$<NOT:$<CONFIG:Debug>>:-O1>)
+endfunction()
+
 # hearth_test(NAME name SOURCES a.cpp ... LABELS unit|model|vulkan|cuda|slow [LIBS ...] [TIMEOUT s])
 # Registers a GoogleTest binary with ctest under the given labels (../shared/STYLE.md 16).
 function(hearth_test)
   cmake_parse_arguments(T "" "NAME;TIMEOUT" "SOURCES;LABELS;LIBS" ${ARGN})
   add_executable(${T_NAME} ${T_SOURCES})
-  hearth_target_options(${T_NAME})
-  # A test's own code is compiled at -O1 in every optimised build: the code under test comes
-  # optimised from its library. Test code was 44% of a clean release build's compile time; at
-  # -O1 it took 535 CPU-seconds instead of 652 (schema/codec_test.cpp: 40 s -> 29 s).
-  target_compile_options(${T_NAME} PRIVATE $<$<NOT:$<CONFIG:Debug>>:-O1>)
+  hearth_test_code_options(${T_NAME})
   target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} hearth_testing GTest::gtest GTest::gtest_main)
   # Where the tree is, for tests that read files of it (example configs, test data). Not
   # __FILE__: ccache's base_dir makes that relative to the build folder.
