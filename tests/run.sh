@@ -33,8 +33,8 @@ echo "tests/run.sh: package test done at ${SECONDS} s"
 # The asan preset compiles the engine and test code at -O1 and the rest (daemons, CLI, gateway)
 # at -O0, all with -g1 (line tables: enough for the sanitizers' stack traces). At
 # RelWithDebInfo's -O2 -g this build took 4,960 CPU-seconds on a clean 2-core machine, the
-# largest step of CI by far; at -O1 -g1 throughout 2,319 to 2,376 (20 minutes); so 1,775, while
-# its tests took 636 s against 576 (cmake/hearth.cmake: HEARTH_ENGINE_OPT).
+# largest step of CI by far; at -O1 -g1 throughout 2,319 to 2,376 (20 minutes); split as above
+# 1,775 (14 minutes), while its tests took 636 s instead of 576 (cmake/hearth.cmake).
 cmake --preset asan
 cmake --build --preset asan -j "$jobs"
 echo "tests/run.sh: asan build done at ${SECONDS} s"
