@@ -9,7 +9,7 @@
 namespace hearth {
 namespace {
 
-[[noreturn]] void fail(const std::string& what) {
+[[noreturn]] void fail_load(const std::string& what) {
   throw std::runtime_error(what);
 }
 
@@ -39,19 +39,19 @@ void model_loader::check(const gguf_tensor& g, bool matrix_type, int64_t ne0, in
   const int64_t want[4] = {ne0, ne1, ne2, 1};
   for (int d = 0; d < 4; ++d) {
     if (g.ne[d] != want[d]) {
-      fail("tensor '" + g.name + "' has shape " + g.shape_string() + ", expected " +
-           shape(ne0, ne1, ne2));
+      fail_load("tensor '" + g.name + "' has shape " + g.shape_string() + ", expected " +
+                shape(ne0, ne1, ne2));
     }
   }
   if (matrix_type) {
     if (!backend_.supports_weight_type(g.type)) {
-      fail("tensor '" + g.name + "' has type " + std::string(tensor_type_name(g.type)) +
-           ", which the " + backend_.name() +
-           " backend does not support yet (supported: " + supported_types(backend_) + ")");
+      fail_load("tensor '" + g.name + "' has type " + std::string(tensor_type_name(g.type)) +
+                ", which the " + backend_.name() +
+                " backend does not support yet (supported: " + supported_types(backend_) + ")");
     }
   } else if (g.type != tensor_type::f32) {
-    fail("tensor '" + g.name + "' has type " + std::string(tensor_type_name(g.type)) +
-         ", expected f32");
+    fail_load("tensor '" + g.name + "' has type " + std::string(tensor_type_name(g.type)) +
+              ", expected f32");
   }
 }
 
@@ -64,7 +64,7 @@ tensor model_loader::bind(const gguf_tensor& g, bool matrix_type, int64_t ne0, i
 
 tensor model_loader::matrix(const std::string& name, int64_t n_in, int64_t n_out) {
   const gguf_tensor* g = file_.find_tensor(name);
-  if (!g) fail("tensor '" + name + "' is missing (expected shape " + shape(n_in, n_out) + ")");
+  if (!g) fail_load("tensor '" + name + "' is missing (expected shape " + shape(n_in, n_out) + ")");
   return bind(*g, true, n_in, n_out);
 }
 
@@ -77,7 +77,8 @@ tensor model_loader::experts(const std::string& name, int64_t n_in, int64_t n_ou
                              int64_t n_expert) {
   const gguf_tensor* g = file_.find_tensor(name);
   if (!g) {
-    fail("tensor '" + name + "' is missing (expected shape " + shape(n_in, n_out, n_expert) + ")");
+    fail_load("tensor '" + name + "' is missing (expected shape " + shape(n_in, n_out, n_expert) +
+              ")");
   }
   return bind(*g, true, n_in, n_out, n_expert);
 }
@@ -86,12 +87,13 @@ tensor model_loader::matrix_rows(const std::string& name, int64_t n_in, int64_t 
                                  int64_t first, int64_t n) {
   const gguf_tensor* g = file_.find_tensor(name);
   if (!g) {
-    fail("tensor '" + name + "' is missing (expected shape " + shape(n_in, n_out_total) + ")");
+    fail_load("tensor '" + name + "' is missing (expected shape " + shape(n_in, n_out_total) + ")");
   }
   check(*g, true, n_in, n_out_total);
   if (first < 0 || n <= 0 || first + n > n_out_total) {
-    fail("tensor '" + name + "': rows [" + std::to_string(first) + ", " +
-         std::to_string(first + n) + ") are outside its " + std::to_string(n_out_total) + " rows");
+    fail_load("tensor '" + name + "': rows [" + std::to_string(first) + ", " +
+              std::to_string(first + n) + ") are outside its " + std::to_string(n_out_total) +
+              " rows");
   }
   gguf_tensor& part = parts_.emplace_back(*g);
   const uint64_t row_bytes = uint64_t(tensor_type_row_bytes(g->type, n_in));
@@ -106,7 +108,8 @@ tensor model_loader::matrix_rows(const std::string& name, int64_t n_in, int64_t 
 
 tensor model_loader::vector(const std::string& name, int64_t n) {
   const gguf_tensor* g = file_.find_tensor(name);
-  if (!g) fail("tensor '" + name + "' is missing (expected shape [" + std::to_string(n) + "])");
+  if (!g)
+    fail_load("tensor '" + name + "' is missing (expected shape [" + std::to_string(n) + "])");
   return bind(*g, false, n, 1);
 }
 
@@ -139,16 +142,16 @@ std::unique_ptr<model> model::load(model_file file, const model_params& params) 
     m->arch_ = architecture_for(m->hparams_.arch);  // model_hparams_read checked it is supported
     {
       auto v = vocab::from_gguf(m->file_.gguf);
-      if (!v) fail("loading vocabulary: " + v.message());
+      if (!v) fail_load("loading vocabulary: " + v.message());
       m->vocab_ = std::move(v).value();
     }
     if (m->hparams_.n_vocab != m->vocab_.n_tokens()) {
-      fail(m->hparams_.arch + ".vocab_size is " + std::to_string(m->hparams_.n_vocab) +
-           " but the vocabulary has " + std::to_string(m->vocab_.n_tokens()) + " tokens");
+      fail_load(m->hparams_.arch + ".vocab_size is " + std::to_string(m->hparams_.n_vocab) +
+                " but the vocabulary has " + std::to_string(m->vocab_.n_tokens()) + " tokens");
     }
 
     m->backend_ = params.make_backend ? params.make_backend() : make_cpu_backend(params.n_threads);
-    if (!m->backend_) fail("no backend to load the weights onto");
+    if (!m->backend_) fail_load("no backend to load the weights onto");
     model_loader ld(m->file_.gguf, *m->backend_, m->weights_.parts);
     m->arch_->load(ld, m->hparams_, m->weights_);
     m->weight_bytes_ = ld.bound_bytes();
@@ -160,8 +163,8 @@ std::unique_ptr<model> model::load(model_file file, const model_params& params) 
     const system_info sys = system_info_read();
     const uint64_t resident = model_weights_counted(m->file_.gguf, m->hparams_).bytes_touched(1);
     if (!params.make_backend && sys.mem_available > 0 && resident > sys.mem_available) {
-      fail("the weights need " + format_bytes(resident) + " of memory but only " +
-           format_bytes(sys.mem_available) + " is available");
+      fail_load("the weights need " + format_bytes(resident) + " of memory but only " +
+                format_bytes(sys.mem_available) + " is available");
     }
     // Paged in ahead only when the whole file fits: a larger mixture of experts pages its experts
     // in as tokens choose them.

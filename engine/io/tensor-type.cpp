@@ -8,13 +8,13 @@
 namespace hearth {
 namespace {
 
-struct type_row {
+struct layout_row {
   uint32_t id;
   tensor_type_layout layout;
 };
 
 // Block sizes and byte counts from the GGUF specification (ggml.c type_traits).
-constexpr std::array<type_row, 31> k_types = {{
+constexpr std::array<layout_row, 31> k_types = {{
     {0, {"f32", 1, 4}},         {1, {"f16", 1, 2}},         {2, {"q4_0", 32, 18}},
     {3, {"q4_1", 32, 20}},      {6, {"q5_0", 32, 22}},      {7, {"q5_1", 32, 24}},
     {8, {"q8_0", 32, 34}},      {9, {"q8_1", 32, 36}},      {10, {"q2_k", 256, 84}},

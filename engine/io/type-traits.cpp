@@ -34,14 +34,14 @@ void bf16_from_float(const float* x, void* yv, int64_t n) {
 
 namespace {
 
-struct type_row {
+struct traits_row {
   tensor_type type;
   tensor_type_traits traits;
 };
 
 // Q8_1 and Q8_K are activation types: read back here, written only by the CPU backend's own
 // activation quantizers.
-constexpr type_row k_rows[] = {
+constexpr traits_row k_rows[] = {
     {tensor_type::f32, {f32_to_float, f32_from_float}},
     {tensor_type::f16, {f16_to_float, f16_from_float}},
     {tensor_type::bf16, {bf16_to_float, bf16_from_float}},
