@@ -109,19 +109,18 @@ class stmt {
   stmt(const stmt&) = delete;
   stmt& operator=(const stmt&) = delete;
 
+  // An empty view may have no data(), which would bind NULL: "" is bound instead. Sizes go in
+  // whole (the 64-bit calls), and a value longer than SQLite takes (SQLITE_LIMIT_LENGTH,
+  // 1,000,000,000 bytes by default) is an error here, not a NULL that a constraint later names.
   stmt& bind(std::string_view v) {
-    // An empty view may have no data(): bound as NULL, which no column takes.
-    sqlite3_bind_text(s_, ++n_, v.empty() ? "" : v.data(), int(v.size()), SQLITE_TRANSIENT);
-    return *this;
+    return check(sqlite3_bind_text64(s_, ++n_, v.empty() ? "" : v.data(), v.size(),
+                                     SQLITE_TRANSIENT, SQLITE_UTF8));
   }
   stmt& bind_blob(std::string_view v) {
-    sqlite3_bind_blob(s_, ++n_, v.empty() ? "" : v.data(), int(v.size()), SQLITE_TRANSIENT);
-    return *this;
+    return check(
+        sqlite3_bind_blob64(s_, ++n_, v.empty() ? "" : v.data(), v.size(), SQLITE_TRANSIENT));
   }
-  stmt& bind(int64_t v) {
-    sqlite3_bind_int64(s_, ++n_, v);
-    return *this;
-  }
+  stmt& bind(int64_t v) { return check(sqlite3_bind_int64(s_, ++n_, v)); }
   // Whether a row came; false at the end.
   bool next() {
     int rc = sqlite3_step(s_);
@@ -137,6 +136,14 @@ class stmt {
   int64_t integer(int col) { return sqlite3_column_int64(s_, col); }
 
  private:
+  stmt& check(int rc) {
+    if (rc != SQLITE_OK) {
+      throw std::runtime_error("gateway database: binding parameter " + std::to_string(n_) +
+                               " of " + sqlite3_sql(s_) + ": " + sqlite3_errstr(rc));
+    }
+    return *this;
+  }
+
   sqlite3* db_;
   sqlite3_stmt* s_ = nullptr;
   int n_ = 0;

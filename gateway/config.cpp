@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "common/yaml-settings.h"
+#include "gateway/batch-store.h"
 
 namespace hearth::gateway {
 namespace {
@@ -65,6 +66,11 @@ result<void> gateway_config_load(const std::string& path, gateway_config& out) {
   if (o.max_body_bytes < 1024) return error{path + ": max_body_bytes must be at least 1024"};
   if (o.max_upload_bytes < o.max_body_bytes) {
     return error{path + ": max_upload_bytes must be at least max_body_bytes"};
+  }
+  if (o.max_upload_bytes > max_file_bytes) {
+    return error{path + ": max_upload_bytes is " + std::to_string(o.max_upload_bytes) +
+                 ", at most " + std::to_string(max_file_bytes) +
+                 " (an uploaded file is kept as one SQLite value)"};
   }
   if (o.max_total_body_bytes < o.max_upload_bytes) {
     return error{path + ": max_total_body_bytes must be at least max_upload_bytes"};

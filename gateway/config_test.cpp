@@ -60,6 +60,8 @@ TEST(GatewayConfig, BadFilesAreErrorsNamingTheKeyAndChangeNothing) {
                         bad{"broker: 127.0.0.1:5555\n", "expected tcp://HOST:PORT"},
                         bad{"idle_timeout_ms: 5\n", "idle_timeout_ms must be at least 100"},
                         bad{"max_body_bytes: 10\n", "max_body_bytes must be at least 1024"},
+                        bad{"max_upload_bytes: 4294967297\nmax_total_body_bytes: 8589934592\n",
+                            "max_upload_bytes is 4294967297, at most 1000000000"},
                         bad{"log_level: loud\n", "log_level must be one of"},
                         bad{"cors: 7\n", "'cors' has the wrong type"}}) {
     gateway_config cfg;
