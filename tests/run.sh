@@ -36,9 +36,9 @@ echo "tests/run.sh: package test done at ${SECONDS} s"
 # largest step of CI by far; at -O1 -g1 throughout 2,319 to 2,376 (20 minutes); split as above
 # 1,775 (14 minutes), while its tests took 636 s instead of 576 (cmake/hearth.cmake). It is also a
 # unity build (CMAKE_UNITY_BUILD: each target's sources compiled in batches of 8, so the heavy
-# headers are parsed and their inline code generated once per batch): 1,533 CPU-seconds, 724 s
-# on a clean 2-core machine instead of 840, tests unchanged (597 s). The release build is not,
-# so that it still catches a source that leans on another's includes.
+# headers are parsed and their inline code generated once per batch): 1,533 CPU-seconds, and 651 s
+# in a cold CI run instead of 840; its tests took 602 s instead of 627. The release build is
+# not, so that it still catches a source that leans on another's includes.
 cmake --preset asan
 cmake --build --preset asan -j "$jobs"
 echo "tests/run.sh: asan build done at ${SECONDS} s"
