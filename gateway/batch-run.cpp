@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "gateway/batch-input.h"
 #include "gateway/batch-service.h"
 
 namespace hearth::gateway {
@@ -25,6 +26,16 @@ bool retryable(const link_failure& f) {
   return f.no_reply || f.code == wire::error_code::limit_reached ||
          f.code == wire::error_code::queue_full || f.code == wire::error_code::storage_unavailable;
 }
+
+// A failed line's error body is at most this long (a node's or the broker's message may be a
+// wire string of up to 4 MiB), so that every line of a batch failing fits in one error file.
+constexpr size_t max_error_body_bytes = 8192;
+// An error file line beyond its body: the line's JSON (about 100 bytes, with its id and job id)
+// and its custom_id, JSON-escaped (at most 6 bytes a byte, as \u00XX).
+constexpr uint64_t max_error_line_bytes =
+    max_error_body_bytes + 6 * batch_max_custom_id_bytes + 256;
+static_assert(uint64_t(batch_max_lines) * max_error_line_bytes <= max_file_bytes,
+              "every line of a batch failing must fit in its error file");
 
 // One line of the output or error file, as OpenAI writes them.
 std::string result_line(const line_row& l) {
@@ -71,12 +82,16 @@ void batch_run::start() {
     store_.batch_update(b_);
   }
   if (b_.status == batch_status::finalizing) return finalize();
+  output_bytes_ = 0;
   for (line_row& l : store_.lines(b_.id)) {
-    if (l.state == line_state::pending) {
-      pending_.emplace_back(l.index, std::move(l.body));
+    if (l.state == line_state::completed) {
+      output_bytes_ += result_line(l).size();
+    } else if (l.state == line_state::pending) {
+      pending_.emplace_back(l.index, flight{std::move(l.custom_id), std::move(l.body)});
     } else if (l.state == line_state::submitted) {
       auto parsed = parse_openai_request(endpoint_, l.body);
       flight& f = flights_[l.index];
+      f.custom_id = std::move(l.custom_id);
       f.body = std::move(l.body);
       f.job_id = l.job_id;
       // Validated when the batch was made; the same parser says the same again.
@@ -124,9 +139,9 @@ void batch_run::restart() {
 void batch_run::pump() {
   if (b_.status != batch_status::in_progress) return;
   while (!retry_scheduled_ && flights_.size() < batch_window && !pending_.empty()) {
-    auto [index, body] = std::move(pending_.front());
+    auto [index, f] = std::move(pending_.front());
     pending_.pop_front();
-    flights_[index].body = std::move(body);
+    flights_[index] = std::move(f);
     submit(index);
   }
 }
@@ -173,7 +188,8 @@ void batch_run::on_accepted(uint32_t index, const link_result<wire::accepted>& r
   }
   if (retryable(failure)) {
     // "Later", not "no": the line goes back to the front of the queue.
-    pending_.emplace_front(index, std::move(it->second.body));
+    pending_.emplace_front(index,
+                           flight{std::move(it->second.custom_id), std::move(it->second.body)});
     flights_.erase(it);
     return retry_later();
   }
@@ -241,11 +257,34 @@ void batch_run::on_lost(uint32_t index, const link_failure& failure) {
 }
 
 void batch_run::finish_line(uint32_t index, line_state state, int32_t status_code,
-                            const std::string& result) {
+                            std::string result) {
+  auto it = flights_.find(index);
+  uint64_t output_line_bytes = 0;
+  if (state == line_state::completed && it != flights_.end()) {
+    line_row l;
+    l.custom_id = it->second.custom_id;
+    l.job_id = it->second.job_id;
+    l.status_code = status_code;
+    l.result_json = result;
+    output_line_bytes = result_line(l).size();
+    const uint64_t limit = s_.options().max_batch_output_bytes;
+    if (output_bytes_ + output_line_bytes > limit) {
+      const std::string message =
+          "the batch's output file has " + std::to_string(output_bytes_) + " bytes and may have " +
+          std::to_string(limit) + " (the gateway's max_batch_output_bytes): this response of " +
+          std::to_string(output_line_bytes) + " bytes was not added. Job " +
+          std::to_string(l.job_id) + " completed and the broker's job history keeps its output";
+      state = line_state::failed;
+      status_code = 0;
+      result = json{{"code", "batch_output_full"}, {"message", message}}.dump();
+    }
+  }
+  if (state == line_state::failed) result = error_body_bounded(result, max_error_body_bytes);
   if (store_.line_finished(b_.id, index, state, status_code, result)) {
     ++(state == line_state::completed ? b_.completed : b_.failed);
+    if (state == line_state::completed) output_bytes_ += output_line_bytes;
   }
-  if (auto it = flights_.find(index); it != flights_.end()) {
+  if (it != flights_.end()) {
     if (it->second.follower) s_.broker().unfollow(it->second.follower);
     flights_.erase(it);
   }

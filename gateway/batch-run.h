@@ -39,7 +39,9 @@ class batch_run : public std::enable_shared_from_this<batch_run> {
   const batch_row& row() const { return b_; }
 
  private:
+  // A line without a job yet (pending_), or whose job is being submitted or followed (flights_).
   struct flight {
+    std::string custom_id;  // for its size in the output file
     std::string body;
     openai_request request;
     uint64_t job_id = 0;  // 0 until accepted
@@ -60,8 +62,10 @@ class batch_run : public std::enable_shared_from_this<batch_run> {
   void follow(uint32_t index);
   void on_event(uint32_t index, const job_event& e);
   void on_lost(uint32_t index, const link_failure& f);
-  void finish_line(uint32_t index, line_state state, int32_t status_code,
-                   const std::string& result);
+  // Records the line's end. A response that would take the output file past
+  // max_batch_output_bytes, or an error body longer than the error file has room for per line,
+  // is recorded as a shorter error instead.
+  void finish_line(uint32_t index, line_state state, int32_t status_code, std::string result);
   void cancel_job(uint32_t index);
   void retry_later();
   void maybe_finalize();
@@ -73,8 +77,9 @@ class batch_run : public std::enable_shared_from_this<batch_run> {
   batch_row b_;
   std::function<void()> on_final_;
   openai_endpoint endpoint_ = openai_endpoint::chat_completions;
-  std::deque<std::pair<uint32_t, std::string>> pending_;  // line, body: no job yet
-  std::map<uint32_t, flight> flights_;                    // submitting or followed
+  std::deque<std::pair<uint32_t, flight>> pending_;  // line, its custom_id and body: no job yet
+  std::map<uint32_t, flight> flights_;               // submitting or followed
+  uint64_t output_bytes_ = 0;    // of the output file, from the lines completed so far
   uint32_t retry_delay_ms_ = 0;  // grows while the broker says "later", back to 0 on success
   bool retry_scheduled_ = false;
   bool finalized_ = false;

@@ -24,7 +24,8 @@ int64_t batch_time_now();
 
 // The largest file the store keeps: a file is one SQLite value, and SQLite takes none longer
 // (SQLITE_MAX_LENGTH as Debian's libsqlite3 is built). The gateway's max_upload_bytes may not
-// exceed it (config.cpp); a larger value is refused when it is bound, not stored cut short.
+// exceed it, nor may max_batch_output_bytes (config.cpp); a larger value is refused when it is
+// bound, not stored cut short.
 constexpr uint64_t max_file_bytes = 1'000'000'000;
 
 struct file_row {

@@ -5,6 +5,8 @@
 
 #include <charconv>
 #include <filesystem>
+#include <set>
+#include <type_traits>
 
 #include "common/yaml-settings.h"
 #include "gateway/batch-store.h"
@@ -17,48 +19,70 @@ std::string path_beside(const std::string& yaml_path, const std::string& p) {
   return (std::filesystem::path(yaml_path).parent_path() / p).lexically_normal().string();
 }
 
-// A duration in milliseconds from the file, at least `min`.
-result<void> read_ms(const YAML::Node& root, const char* key, std::chrono::milliseconds& out,
-                     uint64_t min, const std::string& path) {
-  uint64_t ms = uint64_t(out.count());
-  if (auto r = yaml_setting(root, key, ms, path); !r) return r;
-  if (ms < min) return error{path + ": " + key + " must be at least " + std::to_string(min)};
-  out = std::chrono::milliseconds(ms);
-  return {};
+// A duration in the file, in milliseconds: the member it fills and its least value.
+struct ms_setting {
+  std::chrono::milliseconds& out;
+  uint64_t min;
+};
+
+// Every setting of the YAML file and the member it fills, written once: the loader accepts these
+// names and no others, and reads each into its member.
+template <class F>
+void gateway_settings(gateway_config& cfg, F&& f) {
+  auto& o = cfg.options;
+  f("listen", o.listen);
+  f("broker", o.broker);
+  f("broker_key", o.broker_key);
+  f("key", o.key);
+  f("insecure", o.insecure);
+  f("tls_cert", o.tls_cert);
+  f("tls_key", o.tls_key);
+  f("cors", o.cors_origins);
+  f("db", o.db);
+  f("max_body_bytes", o.max_body_bytes);
+  f("max_upload_bytes", o.max_upload_bytes);
+  f("max_batch_output_bytes", o.max_batch_output_bytes);
+  f("max_total_body_bytes", o.max_total_body_bytes);
+  f("max_connections", o.max_connections);
+  f("max_unsent_bytes", o.max_unsent_bytes);
+  f("max_live_subscribers", o.max_live_subscribers);
+  f("log_level", cfg.log_level);
+  f("header_timeout_ms", ms_setting{o.header_timeout, 100});
+  f("idle_timeout_ms", ms_setting{o.idle_timeout, 100});
+  f("write_timeout_ms", ms_setting{o.write_timeout, 100});
+}
+
+template <class T>
+result<void> read_setting(const YAML::Node& root, const char* key, T&& member,
+                          const std::string& path) {
+  if constexpr (std::is_same_v<std::decay_t<T>, ms_setting>) {
+    uint64_t ms = uint64_t(member.out.count());
+    if (auto r = yaml_setting(root, key, ms, path); !r) return r;
+    if (ms < member.min) {
+      return error{path + ": " + key + " must be at least " + std::to_string(member.min)};
+    }
+    member.out = std::chrono::milliseconds(ms);
+    return {};
+  } else {
+    return yaml_setting(root, key, member, path);
+  }
 }
 
 }  // namespace
 
 // Loads into a copy so that a bad file changes nothing.
 result<void> gateway_config_load(const std::string& path, gateway_config& out) {
-  auto root = yaml_settings_open(
-      path, {"listen", "broker", "broker_key", "key", "insecure", "tls_cert", "tls_key", "cors",
-             "db", "max_body_bytes", "max_upload_bytes", "max_total_body_bytes", "max_connections",
-             "header_timeout_ms", "idle_timeout_ms", "write_timeout_ms", "max_unsent_bytes",
-             "max_live_subscribers", "log_level"});
-  if (!root) return root.err();
   gateway_config cfg = out;
+  std::set<std::string> known;
+  gateway_settings(cfg, [&](const char* name, auto&&) { known.insert(name); });
+  auto root = yaml_settings_open(path, known);
+  if (!root) return root.err();
+  result<void> read;
+  gateway_settings(cfg, [&](const char* name, auto&& member) {
+    if (read) read = read_setting(*root, name, member, path);
+  });
+  if (!read) return read;
   auto& o = cfg.options;
-  for (auto r :
-       {yaml_setting(*root, "listen", o.listen, path),
-        yaml_setting(*root, "broker", o.broker, path),
-        yaml_setting(*root, "broker_key", o.broker_key, path),
-        yaml_setting(*root, "key", o.key, path), yaml_setting(*root, "insecure", o.insecure, path),
-        yaml_setting(*root, "tls_cert", o.tls_cert, path),
-        yaml_setting(*root, "tls_key", o.tls_key, path),
-        yaml_setting(*root, "cors", o.cors_origins, path), yaml_setting(*root, "db", o.db, path),
-        yaml_setting(*root, "max_body_bytes", o.max_body_bytes, path),
-        yaml_setting(*root, "max_upload_bytes", o.max_upload_bytes, path),
-        yaml_setting(*root, "max_total_body_bytes", o.max_total_body_bytes, path),
-        yaml_setting(*root, "max_connections", o.max_connections, path),
-        yaml_setting(*root, "max_unsent_bytes", o.max_unsent_bytes, path),
-        yaml_setting(*root, "max_live_subscribers", o.max_live_subscribers, path),
-        yaml_setting(*root, "log_level", cfg.log_level, path),
-        read_ms(*root, "header_timeout_ms", o.header_timeout, 100, path),
-        read_ms(*root, "idle_timeout_ms", o.idle_timeout, 100, path),
-        read_ms(*root, "write_timeout_ms", o.write_timeout, 100, path)}) {
-    if (!r) return r;
-  }
   if (listen_host(o.listen).empty()) {
     return error{path + ": listen '" + o.listen + "': expected HOST:PORT, such as 127.0.0.1:8080"};
   }
@@ -71,6 +95,11 @@ result<void> gateway_config_load(const std::string& path, gateway_config& out) {
     return error{path + ": max_upload_bytes is " + std::to_string(o.max_upload_bytes) +
                  ", at most " + std::to_string(max_file_bytes) +
                  " (an uploaded file is kept as one SQLite value)"};
+  }
+  if (o.max_batch_output_bytes < 1 || o.max_batch_output_bytes > max_file_bytes) {
+    return error{path + ": max_batch_output_bytes is " + std::to_string(o.max_batch_output_bytes) +
+                 ", expected 1 to " + std::to_string(max_file_bytes) +
+                 " (an output file is kept as one SQLite value)"};
   }
   if (o.max_total_body_bytes < o.max_upload_bytes) {
     return error{path + ": max_total_body_bytes must be at least max_upload_bytes"};

@@ -24,6 +24,7 @@ TEST(GatewayConfig, TheExampleFileIsValidAndSaysTheDefaults) {
   EXPECT_EQ(cfg.options.broker, defaults.broker);
   EXPECT_EQ(cfg.options.max_body_bytes, defaults.max_body_bytes);
   EXPECT_EQ(cfg.options.max_upload_bytes, defaults.max_upload_bytes);
+  EXPECT_EQ(cfg.options.max_batch_output_bytes, defaults.max_batch_output_bytes);
   EXPECT_EQ(cfg.options.max_connections, defaults.max_connections);
   EXPECT_EQ(cfg.options.header_timeout, defaults.header_timeout);
   EXPECT_EQ(cfg.options.idle_timeout, defaults.idle_timeout);
@@ -62,6 +63,9 @@ TEST(GatewayConfig, BadFilesAreErrorsNamingTheKeyAndChangeNothing) {
                         bad{"max_body_bytes: 10\n", "max_body_bytes must be at least 1024"},
                         bad{"max_upload_bytes: 4294967297\nmax_total_body_bytes: 8589934592\n",
                             "max_upload_bytes is 4294967297, at most 1000000000"},
+                        bad{"max_batch_output_bytes: 1000000001\n",
+                            "max_batch_output_bytes is 1000000001, expected 1 to 1000000000"},
+                        bad{"max_batch_output_bytes: 0\n", "max_batch_output_bytes is 0"},
                         bad{"log_level: loud\n", "log_level must be one of"},
                         bad{"cors: 7\n", "'cors' has the wrong type"}}) {
     gateway_config cfg;

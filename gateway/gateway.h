@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "gateway/batch-store.h"
 #include "gateway/broker-link.h"
 #include "gateway/dashboard-files.h"
 
@@ -32,7 +33,10 @@ struct gateway_options {
   std::string db = "gateway.db";             // batches and uploaded files
   uint64_t max_body_bytes = 8ull << 20;      // requests other than file uploads
   uint64_t max_upload_bytes = 256ull << 20;  // POST /v1/files
-  uint32_t max_connections = 4096;           // more are refused (503) and closed
+  // A batch's output file: a response that would make it longer goes to the error file instead,
+  // naming its job (whose output the broker's history keeps). At most max_file_bytes.
+  uint64_t max_batch_output_bytes = max_file_bytes;
+  uint32_t max_connections = 4096;  // more are refused (503) and closed
   // Request bodies held at once by all connections together (each counted at its Content-Length,
   // or its route's limit when chunked, from its headers until it is answered): one more is
   // answered 503, so a flood of large uploads cannot take the gateway's memory.

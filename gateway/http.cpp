@@ -42,4 +42,25 @@ http_response error_response(int status, std::string_view message, std::string_v
   return r;
 }
 
+std::string error_body_bounded(std::string body, size_t max) {
+  if (body.size() <= max) return body;
+  const size_t bytes = body.size();
+  auto j = nlohmann::json::parse(body, nullptr, false);
+  nlohmann::json* holder = &j;
+  if (j.is_object() && j.contains("error") && j["error"].is_object()) holder = &j["error"];
+  if (holder->is_object() && holder->contains("message") && (*holder)["message"].is_string()) {
+    auto& m = (*holder)["message"].get_ref<std::string&>();
+    size_t keep = std::min<size_t>(m.size(), 512);
+    while (keep > 0 && keep < m.size() && (uint8_t(m[keep]) & 0xC0) == 0x80) --keep;
+    m = m.substr(0, keep) + "... (cut from " + std::to_string(m.size()) + " bytes)";
+    body = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    if (body.size() <= max) return body;
+  }
+  return error_response(500,
+                        "an error of " + std::to_string(bytes) + " bytes, more than " +
+                            std::to_string(max) + " are kept",
+                        "server_error")
+      .body;
+}
+
 }  // namespace hearth::gateway

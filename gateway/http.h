@@ -41,6 +41,12 @@ struct http_response {
 http_response error_response(int status, std::string_view message, std::string_view type,
                              std::string_view param = {}, std::string_view code = {});
 
+// `body`, an error in OpenAI's shape ({"error": {"message", ...}}) or a batch line's
+// ({"code", "message"}), at most `max` bytes (at least 1024): a longer one has its message cut to
+// its first 512 bytes (whole characters), saying how long it was; failing that, it is replaced by
+// a server_error naming its size. Keeps what a peer's long message makes the gateway store bounded.
+std::string error_body_bounded(std::string body, size_t max);
+
 // One request's way back to its client. Every method is called on the gateway's I/O thread (the
 // thread handlers run on; the broker link delivers its callbacks there too).
 class responder {

@@ -49,5 +49,34 @@ TEST(http_request, error_response_has_openai_shape) {
   EXPECT_TRUE(nlohmann::json::accept(r.body));
 }
 
+TEST(http_request, long_error_bodies_are_cut_to_their_bound) {
+  const std::string short_body = error_response(500, "short", "server_error").body;
+  EXPECT_EQ(error_body_bounded(short_body, 1024), short_body);
+
+  // A node's 100 KB message, ending in a 3-byte character that the cut falls inside.
+  std::string message(510, 'a');
+  message += "\xe2\x82\xac" + std::string(100000, 'b');
+  auto cut = nlohmann::json::parse(
+      error_body_bounded(error_response(500, message, "server_error", {}, "x").body, 2048));
+  EXPECT_EQ(cut["error"]["message"], std::string(510, 'a') + "... (cut from 100513 bytes)");
+  EXPECT_EQ(cut["error"]["code"], "x") << "the rest of the error is kept";
+
+  // A batch line's own shape.
+  cut = nlohmann::json::parse(error_body_bounded(
+      nlohmann::json{{"code", "c"}, {"message", std::string(5000, 'm')}}.dump(), 1024));
+  EXPECT_EQ(cut["code"], "c");
+  EXPECT_EQ(cut["message"].get<std::string>().size(), 512u + 25u);
+
+  // No message to cut (or not JSON): replaced, naming the size.
+  for (const std::string& body :
+       {nlohmann::json{{"error", {{"type", std::string(5000, 't')}}}}.dump(),
+        std::string(5000, '{')}) {
+    const std::string out = error_body_bounded(body, 1024);
+    EXPECT_LE(out.size(), 1024u);
+    EXPECT_EQ(nlohmann::json::parse(out)["error"]["message"],
+              "an error of " + std::to_string(body.size()) + " bytes, more than 1024 are kept");
+  }
+}
+
 }  // namespace
 }  // namespace hearth::gateway

@@ -52,9 +52,11 @@ class gateway_batch_test : public ::testing::Test {
     ASSERT_TRUE(nodes_online(*admin_, 1)) << broker_.log() << node_.log();
   }
 
-  void start_gateway(uint64_t max_upload_bytes = 256ull << 20) {
+  void start_gateway(uint64_t max_upload_bytes = 256ull << 20,
+                     uint64_t max_batch_output_bytes = gateway::max_file_bytes) {
     gateway::gateway_options o;
     o.max_upload_bytes = max_upload_bytes;
+    o.max_batch_output_bytes = max_batch_output_bytes;
     o.listen = "127.0.0.1:0";
     o.broker = c_.endpoint();
     o.broker_key = c_.broker_public();
@@ -363,6 +365,56 @@ TEST_F(gateway_batch_test, a_restarted_gateway_resumes_the_batch) {
   gw_.reset();
   start_gateway();  // the same database
   expect_fifty_completed(key, id);
+}
+
+TEST_F(gateway_batch_test, a_full_output_file_sends_the_rest_to_the_error_file_naming_jobs) {
+  start_node(1, 50);  // 10 tokens: 0.2 s per line, one at a time
+  start_gateway();
+  const std::string key = api_key("alice");
+  // The size of one line's response in an output file, to set the limit by.
+  json one = wait_status(key, create_batch(key, lines(1, 10))["id"], "completed");
+  ASSERT_EQ(one["status"], "completed") << one.dump();
+  const size_t line_bytes =
+      get(key, "/v1/files/" + one["output_file_id"].get<std::string>() + "/content").body.size();
+  ASSERT_GT(line_bytes, 100u);
+  const uint64_t limit = 8 * line_bytes + line_bytes / 2;  // room for about 8 of 20
+  gw_.reset();
+  start_gateway(256ull << 20, limit);
+
+  // Restarted after 3 lines: what the output file already holds is counted from the database.
+  const std::string id = batch_under_way(key, 20, 10, 3);
+  gw_.reset();
+  start_gateway(256ull << 20, limit);
+  json done = wait_status(key, id, "completed");
+  ASSERT_EQ(done["status"], "completed") << done.dump();
+  const int completed = done["request_counts"]["completed"];
+  const int failed = done["request_counts"]["failed"];
+  EXPECT_EQ(completed + failed, 20);
+  EXPECT_GE(completed, 7);
+  EXPECT_LE(completed, 9);
+
+  auto output = get(key, "/v1/files/" + done["output_file_id"].get<std::string>() + "/content");
+  EXPECT_LE(output.body.size(), limit);
+  EXPECT_GT(output.body.size() + line_bytes, limit) << "filled, not stopped early";
+  EXPECT_EQ(file_lines(key, done["output_file_id"]).size(), size_t(completed));
+  auto errors = file_lines(key, done["error_file_id"]);
+  ASSERT_EQ(errors.size(), size_t(failed));
+  for (const json& e : errors) {
+    EXPECT_TRUE(e["response"].is_null()) << e.dump();
+    EXPECT_EQ(e["error"]["code"], "batch_output_full") << e.dump();
+    // The message names the job; the broker has its whole output.
+    const std::string message = e["error"]["message"];
+    const auto at = message.find("Job ");
+    ASSERT_NE(at, std::string::npos) << message;
+    wire::get_job g;
+    g.job_id = std::stoull(message.substr(at + 4));
+    auto detail = admin_->request<wire::job_reply>(g);
+    ASSERT_TRUE(detail) << message;
+    EXPECT_EQ(detail->job.summary.state, wire::job_state::completed);
+    EXPECT_FALSE(detail->job.output.empty());
+    EXPECT_EQ(detail->job.messages.at(0).content,
+              "story " + e["custom_id"].get<std::string>().substr(4));
+  }
 }
 
 TEST_F(gateway_batch_test, a_bad_input_file_fails_validation_with_openais_errors) {
