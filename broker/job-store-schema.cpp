@@ -188,43 +188,17 @@ constexpr const char* migrations[] = {
 };
 static_assert(std::size(migrations) == hearth_schema_version - 1);
 
-// Reads one value of a pragma or query. The first read of the file: one that is not SQLite
-// fails here.
-std::string read_value(sqlite3* db, const char* sql) {
-  sqlite3_stmt* s = nullptr;
-  if (int rc = sqlite3_prepare_v2(db, sql, -1, &s, nullptr); rc != SQLITE_OK) {
-    throw store_error(std::string(sql) + ": " + sqlite3_errmsg(db), rc);
-  }
-  int rc = sqlite3_step(s);
-  auto* t = rc == SQLITE_ROW ? reinterpret_cast<const char*>(sqlite3_column_text(s, 0)) : nullptr;
-  std::string v = t ? t : "";
-  sqlite3_finalize(s);
-  if (rc != SQLITE_ROW) throw store_error(std::string(sql) + ": " + sqlite3_errmsg(db), rc);
-  return v;
-}
+using sqlite::exec;
+using sqlite::read_value;
 
 // Runs `sql` in one transaction: on failure nothing of it is kept.
 void exec_atomically(sqlite3* db, const std::string& sql) {
-  store_exec(db, "BEGIN IMMEDIATE");
-  try {
-    store_exec(db, sql.c_str());
-    store_exec(db, "COMMIT");
-  } catch (...) {
-    sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
-    throw;
-  }
+  sqlite::transaction t(db);
+  exec(db, sql);
+  t.commit();
 }
 
 }  // namespace
-
-void store_exec(sqlite3* db, const char* sql) {
-  char* msg = nullptr;
-  if (int rc = sqlite3_exec(db, sql, nullptr, nullptr, &msg); rc != SQLITE_OK) {
-    std::string m = msg ? msg : sqlite3_errmsg(db);
-    sqlite3_free(msg);
-    throw store_error(std::string(sql) + ": " + m, sqlite3_extended_errcode(db));
-  }
-}
 
 std::string store_schema_prepare(sqlite3* db, const store_options& options) {
   // Read before anything is written, so another application's file is left as it was.
@@ -246,18 +220,18 @@ std::string store_schema_prepare(sqlite3* db, const store_options& options) {
   }
   // Pages freed by prune() go back to the file system (incremental_vacuum). It can only be set
   // before the first table exists; an older file gets it from the VACUUM after its migration.
-  if (fresh) store_exec(db, "PRAGMA auto_vacuum=INCREMENTAL");
+  if (fresh) exec(db, "PRAGMA auto_vacuum=INCREMENTAL");
   std::string mode = read_value(db, "PRAGMA journal_mode=WAL");
   if (mode != "wal" && mode != "memory") return "cannot use WAL mode (journal mode " + mode + ")";
   // FULL: each commit fsyncs the WAL before it returns. NORMAL: only checkpoints sync.
-  store_exec(db, options.sync == store_options::durability::full ? "PRAGMA synchronous=FULL"
-                                                                 : "PRAGMA synchronous=NORMAL");
-  store_exec(db, ("PRAGMA journal_size_limit=" + std::to_string(options.wal_limit_bytes)).c_str());
+  exec(db, options.sync == store_options::durability::full ? "PRAGMA synchronous=FULL"
+                                                           : "PRAGMA synchronous=NORMAL");
+  exec(db, ("PRAGMA journal_size_limit=" + std::to_string(options.wal_limit_bytes)).c_str());
   // Checkpoints run on wal_checkpointer's thread, not inside the broker's commits.
-  store_exec(db, "PRAGMA wal_autocheckpoint=0");
+  exec(db, "PRAGMA wal_autocheckpoint=0");
   // Temporary tables (an IN list, a sort) stay in memory: a temporary file can fail to be written
   // on a full disk, and the reload after a storage failure must still read the jobs.
-  store_exec(db, "PRAGMA temp_store=MEMORY");
+  exec(db, "PRAGMA temp_store=MEMORY");
   const std::string set_version = "PRAGMA user_version=" + std::to_string(hearth_schema_version);
   if (fresh) {
     exec_atomically(db, schema_sql + ("PRAGMA application_id=" +
@@ -265,16 +239,16 @@ std::string store_schema_prepare(sqlite3* db, const store_options& options) {
   } else if (version < hearth_schema_version) {
     // A migration rebuilds tables, which foreign key checks would refuse halfway; the pragma
     // cannot change inside a transaction.
-    store_exec(db, "PRAGMA foreign_keys=OFF");
+    exec(db, "PRAGMA foreign_keys=OFF");
     std::string steps;
     for (int64_t v = version; v < hearth_schema_version; ++v) steps += migrations[v - 1];
     exec_atomically(db, steps + set_version);
     if (read_value(db, "PRAGMA auto_vacuum") != "2") {
-      store_exec(db, "PRAGMA auto_vacuum=INCREMENTAL");
-      store_exec(db, "VACUUM");
+      exec(db, "PRAGMA auto_vacuum=INCREMENTAL");
+      exec(db, "VACUUM");
     }
   }
-  store_exec(db, "PRAGMA foreign_keys=ON");
+  exec(db, "PRAGMA foreign_keys=ON");
   return "";
 }
 

@@ -10,9 +10,6 @@
 
 namespace hearth::broker {
 
-// Runs one or more SQL statements; throws store_error naming them.
-void store_exec(sqlite3* db, const char* sql);
-
 // Checks that the file is empty or a hearth database of a version this broker reads, sets the
 // connection up (WAL, synchronous, journal size limit), creates the tables of a new file and
 // migrates an older one. Returns "" or what is wrong; throws store_error when SQLite fails.

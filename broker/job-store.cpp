@@ -60,99 +60,13 @@ std::vector<std::string> decode_stop(std::string_view s, uint64_t id) {
   return stop;
 }
 
-struct db_closer {
-  void operator()(sqlite3* db) const { sqlite3_close_v2(db); }
-};
-using db_ptr = std::unique_ptr<sqlite3, db_closer>;
+using sqlite::db_ptr;
+using sqlite::query;
 
-// A statement prepared once and kept for the life of the store.
-class statement {
+// The store's statements are prepared once and kept for its life.
+class statement : public sqlite::statement {
  public:
-  statement(sqlite3* db, std::string sql) : db_(db), sql_(std::move(sql)) {
-    if (int rc = sqlite3_prepare_v3(db, sql_.c_str(), -1, SQLITE_PREPARE_PERSISTENT, &s_, nullptr);
-        rc != SQLITE_OK) {
-      throw store_error("preparing " + sql_ + ": " + sqlite3_errmsg(db), rc);
-    }
-  }
-  ~statement() { sqlite3_finalize(s_); }
-  statement(const statement&) = delete;
-  statement& operator=(const statement&) = delete;
-
- private:
-  friend class query;
-  sqlite3* db_;
-  std::string sql_;
-  sqlite3_stmt* s_ = nullptr;
-};
-
-// One execution of a statement: parameters bound in order, then stepped. The statement is reset
-// when the query ends, because one left mid-SELECT keeps a read transaction open, which pins the
-// WAL against checkpoints and, outside begin(), holds an implicit transaction.
-// Text is bound without a copy, so it must outlive the query (temporary strings are refused).
-class query {
- public:
-  explicit query(statement& st) : st_(st) {}
-  ~query() {
-    sqlite3_reset(st_.s_);
-    sqlite3_clear_bindings(st_.s_);
-  }
-  query(const query&) = delete;
-  query& operator=(const query&) = delete;
-
-  template <std::integral T>
-  query& bind(T v) {
-    return check(sqlite3_bind_int64(st_.s_, ++n_, static_cast<sqlite3_int64>(v)));
-  }
-  query& bind(double v) { return check(sqlite3_bind_double(st_.s_, ++n_, v)); }
-  query& bind(std::string_view v) {
-    // A null pointer would bind SQL NULL; an empty string_view may carry one.
-    const char* p = v.data() ? v.data() : "";
-    return check(sqlite3_bind_text64(st_.s_, ++n_, p, v.size(), SQLITE_STATIC, SQLITE_UTF8));
-  }
-  query& bind(const char* v) { return bind(std::string_view(v)); }
-  query& bind_blob(std::string_view v) {
-    const char* p = v.data() ? v.data() : "";
-    return check(sqlite3_bind_blob64(st_.s_, ++n_, p, v.size(), SQLITE_STATIC));
-  }
-  query& bind_null() { return check(sqlite3_bind_null(st_.s_, ++n_)); }
-  query& bind(std::string&&) = delete;
-
-  // Steps once: true with a row to read, false when done.
-  bool next() {
-    int rc = sqlite3_step(st_.s_);
-    if (rc == SQLITE_ROW) return true;
-    if (rc == SQLITE_DONE) return false;
-    fail(rc);
-  }
-  void run() {
-    while (next()) {
-    }
-  }
-
-  int64_t i64(int col) { return sqlite3_column_int64(st_.s_, col); }
-  double real(int col) { return sqlite3_column_double(st_.s_, col); }
-  std::string text(int col) {
-    auto* t = reinterpret_cast<const char*>(sqlite3_column_text(st_.s_, col));
-    return t ? std::string(t, static_cast<size_t>(sqlite3_column_bytes(st_.s_, col))) : "";
-  }
-  std::string_view blob(int col) {
-    auto* b = static_cast<const char*>(sqlite3_column_blob(st_.s_, col));
-    return b ? std::string_view(b, static_cast<size_t>(sqlite3_column_bytes(st_.s_, col)))
-             : std::string_view();
-  }
-
- private:
-  query& check(int rc) {
-    if (rc != SQLITE_OK) fail(rc);
-    return *this;
-  }
-  [[noreturn]] void fail(int rc) {
-    // sqlite3_step returns the extended code (extended result codes are on).
-    throw store_error(st_.sql_ + ": " + sqlite3_errmsg(st_.db_), rc);
-  }
-
-  statement& st_;
-  int n_ = 0;
+  statement(sqlite3* db, std::string sql) : sqlite::statement(db, std::move(sql), true) {}
 };
 
 // Reads a row of select_jobs(), or of select_jobs_with_prompt() when `with_prompt`.

@@ -29,21 +29,14 @@
 #include <vector>
 
 #include "common/result.h"
+#include "common/sqlite.h"
 #include "schema/messages.h"
 
 namespace hearth::broker {
 
 // A statement or commit failed (SQLite's message and extended code). The broker treats every kind
 // alike (a full disk, a file-size limit, an I/O error): the turn is undone and retried later.
-class store_error : public std::runtime_error {
- public:
-  store_error(const std::string& what, int sqlite_code)
-      : std::runtime_error(what), code_(sqlite_code) {}
-  int sqlite_code() const { return code_; }
-
- private:
-  int code_;
-};
+using store_error = sqlite::failure;
 
 // A job as stored, without its output (read_output pages through that). Row ids are the job ids
 // shown to users (1, 2, 3 ...).

@@ -4,6 +4,8 @@
 
 #include <string_view>
 
+#include "common/sqlite.h"
+
 namespace hearth::broker {
 namespace {
 
@@ -16,18 +18,12 @@ std::string prepare(sqlite3* db, const wal_checkpointer::settings& s, uint64_t& 
   const std::string sql = std::string("PRAGMA synchronous=") + (s.full_sync ? "FULL" : "NORMAL") +
                           "; PRAGMA journal_size_limit=" + std::to_string(s.wal_limit_bytes) +
                           "; SELECT count(*) FROM sqlite_master;";
-  char* msg = nullptr;
-  if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &msg) != SQLITE_OK) {
-    std::string m = msg ? msg : sqlite3_errmsg(db);
-    sqlite3_free(msg);
-    return m;
+  try {
+    sqlite::exec(db, sql);
+    page_size = static_cast<uint64_t>(std::stoll(sqlite::read_value(db, "PRAGMA page_size")));
+  } catch (const sqlite::failure& e) {
+    return e.what();
   }
-  sqlite3_stmt* st = nullptr;
-  if (sqlite3_prepare_v2(db, "PRAGMA page_size", -1, &st, nullptr) == SQLITE_OK &&
-      sqlite3_step(st) == SQLITE_ROW) {
-    page_size = static_cast<uint64_t>(sqlite3_column_int64(st, 0));
-  }
-  sqlite3_finalize(st);
   return "";
 }
 

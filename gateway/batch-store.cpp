@@ -1,12 +1,13 @@
 #include "gateway/batch-store.h"
 
 #include <openssl/rand.h>
-#include <sqlite3.h>
 #include <sys/stat.h>
 
 #include <array>
 #include <chrono>
 #include <stdexcept>
+
+#include "common/sqlite.h"
 
 namespace hearth::gateway {
 namespace {
@@ -79,97 +80,14 @@ constexpr std::array<std::string_view, 8> status_names = {"validating", "failed"
 constexpr std::array<std::string_view, 4> line_state_names = {"pending", "submitted", "completed",
                                                               "failed"};
 
-struct db_close {
-  void operator()(sqlite3* db) const { sqlite3_close_v2(db); }
-};
-using db_ptr = std::unique_ptr<sqlite3, db_close>;
-
-// SQLite failing under the gateway (disk full, I/O error) is thrown; the HTTP handler that
-// called answers 500 and the state on disk is what the last commit left.
-[[noreturn]] void fail(sqlite3* db, std::string_view what) {
-  throw std::runtime_error("gateway database: " + std::string(what) + ": " + sqlite3_errmsg(db));
-}
-
-void exec(sqlite3* db, const std::string& sql) {
-  char* msg = nullptr;
-  if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &msg) != SQLITE_OK) {
-    std::string m = msg ? msg : sqlite3_errmsg(db);
-    sqlite3_free(msg);
-    throw std::runtime_error("gateway database: " + sql.substr(0, 60) + ": " + m);
-  }
-}
-
-// One prepared statement, run once.
-class stmt {
- public:
-  stmt(sqlite3* db, const char* sql) : db_(db) {
-    if (sqlite3_prepare_v2(db, sql, -1, &s_, nullptr) != SQLITE_OK) fail(db, sql);
-  }
-  ~stmt() { sqlite3_finalize(s_); }
-  stmt(const stmt&) = delete;
-  stmt& operator=(const stmt&) = delete;
-
-  // An empty view may have no data(), which would bind NULL: "" is bound instead. Sizes go in
-  // whole (the 64-bit calls), and a value longer than SQLite takes (SQLITE_LIMIT_LENGTH,
-  // 1,000,000,000 bytes by default) is an error here, not a NULL that a constraint later names.
-  stmt& bind(std::string_view v) {
-    return check(sqlite3_bind_text64(s_, ++n_, v.empty() ? "" : v.data(), v.size(),
-                                     SQLITE_TRANSIENT, SQLITE_UTF8));
-  }
-  stmt& bind_blob(std::string_view v) {
-    return check(
-        sqlite3_bind_blob64(s_, ++n_, v.empty() ? "" : v.data(), v.size(), SQLITE_TRANSIENT));
-  }
-  stmt& bind(int64_t v) { return check(sqlite3_bind_int64(s_, ++n_, v)); }
-  // Whether a row came; false at the end.
-  bool next() {
-    int rc = sqlite3_step(s_);
-    if (rc == SQLITE_ROW) return true;
-    if (rc != SQLITE_DONE) fail(db_, sqlite3_sql(s_));
-    return false;
-  }
-  void run() { next(); }
-  std::string text(int col) {
-    auto* p = reinterpret_cast<const char*>(sqlite3_column_blob(s_, col));
-    return p ? std::string(p, size_t(sqlite3_column_bytes(s_, col))) : std::string();
-  }
-  int64_t integer(int col) { return sqlite3_column_int64(s_, col); }
-
- private:
-  stmt& check(int rc) {
-    if (rc != SQLITE_OK) {
-      throw std::runtime_error("gateway database: binding parameter " + std::to_string(n_) +
-                               " of " + sqlite3_sql(s_) + ": " + sqlite3_errstr(rc));
-    }
-    return *this;
-  }
-
-  sqlite3* db_;
-  sqlite3_stmt* s_ = nullptr;
-  int n_ = 0;
-};
-
-// BEGIN IMMEDIATE ... COMMIT, rolled back when the scope ends without commit().
-class transaction {
- public:
-  explicit transaction(sqlite3* db) : db_(db) { exec(db, "BEGIN IMMEDIATE"); }
-  ~transaction() {
-    if (!done_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-  }
-  void commit() {
-    exec(db_, "COMMIT");
-    done_ = true;
-  }
-
- private:
-  sqlite3* db_;
-  bool done_ = false;
-};
-
-std::string read_value(sqlite3* db, const char* sql) {
-  stmt s(db, sql);
-  return s.next() ? s.text(0) : std::string();
-}
+using sqlite::db_ptr;
+using sqlite::exec;
+using sqlite::read_value;
+using sqlite::transaction;
+// Each statement is prepared when it runs: microseconds, beside the fsync of every commit.
+// SQLite failing under the gateway (disk full, I/O error) throws sqlite::failure; the HTTP handler
+// that called answers 500, and the file holds what the last commit left.
+using stmt = sqlite::query_once;
 
 // Returns "" or why the file cannot be used.
 std::string prepare_schema(sqlite3* db) {
@@ -222,17 +140,17 @@ batch_row read_batch(stmt& s) {
   int64_t* times[] = {&b.created_at,    &b.in_progress_at, &b.expires_at,
                       &b.finalizing_at, &b.completed_at,   &b.failed_at,
                       &b.expired_at,    &b.cancelling_at,  &b.cancelled_at};
-  for (int i = 0; i < 9; ++i) *times[i] = s.integer(11 + i);
-  b.total = uint32_t(s.integer(20));
-  b.completed = uint32_t(s.integer(21));
-  b.failed = uint32_t(s.integer(22));
+  for (int i = 0; i < 9; ++i) *times[i] = s.i64(11 + i);
+  b.total = uint32_t(s.i64(20));
+  b.completed = uint32_t(s.i64(21));
+  b.failed = uint32_t(s.i64(22));
   return b;
 }
 
 constexpr const char* file_columns = "id, owner, filename, purpose, bytes, created_at";
 
 file_row read_file(stmt& s) {
-  return {s.text(0), s.text(1), s.text(2), s.text(3), uint64_t(s.integer(4)), s.integer(5)};
+  return {s.text(0), s.text(1), s.text(2), s.text(3), uint64_t(s.i64(4)), s.i64(5)};
 }
 
 void insert_file(sqlite3* db, const file_row& f, std::string_view content) {
@@ -315,9 +233,8 @@ void batch_store::file_insert(const file_row& f, std::string_view content) {
 }
 
 std::optional<file_row> batch_store::file_get(std::string_view owner, std::string_view id) {
-  stmt s(
-      p_->db.get(),
-      (std::string("SELECT ") + file_columns + " FROM files WHERE id = ? AND owner = ?").c_str());
+  stmt s(p_->db.get(),
+         (std::string("SELECT ") + file_columns + " FROM files WHERE id = ? AND owner = ?"));
   s.bind(id).bind(owner);
   if (!s.next()) return std::nullopt;
   return read_file(s);
@@ -327,7 +244,7 @@ std::optional<std::string> batch_store::file_content(std::string_view owner, std
   stmt s(p_->db.get(), "SELECT content FROM files WHERE id = ? AND owner = ?");
   s.bind(id).bind(owner);
   if (!s.next()) return std::nullopt;
-  return s.text(0);
+  return std::string(s.blob(0));
 }
 
 std::vector<file_row> batch_store::file_list(std::string_view owner, std::string_view purpose,
@@ -337,8 +254,7 @@ std::vector<file_row> batch_store::file_list(std::string_view owner, std::string
          (std::string("SELECT ") + file_columns +
           " FROM files WHERE owner = ?1 AND (?2 = '' OR purpose = ?2) AND (?3 = '' OR seq < "
           "coalesce((SELECT seq FROM files WHERE id = ?3 AND owner = ?1), 9223372036854775807)) "
-          "ORDER BY seq DESC LIMIT ?4")
-             .c_str());
+          "ORDER BY seq DESC LIMIT ?4"));
   s.bind(owner).bind(purpose).bind(after).bind(int64_t(limit) + 1);
   std::vector<file_row> out;
   while (s.next()) out.push_back(read_file(s));
@@ -362,16 +278,15 @@ owner_usage batch_store::usage(std::string_view owner) {
     stmt s(p_->db.get(), "SELECT count(*), coalesce(sum(bytes), 0) FROM files WHERE owner = ?");
     s.bind(owner);
     if (s.next()) {
-      u.files = uint32_t(s.integer(0));
-      u.bytes = uint64_t(s.integer(1));
+      u.files = uint32_t(s.i64(0));
+      u.bytes = uint64_t(s.i64(1));
     }
   }
   stmt s(p_->db.get(),
          (std::string("SELECT count(*) FROM batches WHERE owner = ? AND status NOT IN ") +
-          final_statuses)
-             .c_str());
+          final_statuses));
   s.bind(owner);
-  if (s.next()) u.batches_unfinished = uint32_t(s.integer(0));
+  if (s.next()) u.batches_unfinished = uint32_t(s.i64(0));
   return u;
 }
 
@@ -380,8 +295,7 @@ void batch_store::batch_insert(const batch_row& b, const std::vector<line_row>& 
   transaction t(db);
   {
     stmt s(db, (std::string("INSERT INTO batches (") + batch_columns +
-                ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
-                   .c_str());
+                ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
     s.bind(b.id).bind(b.owner).bind(b.api_key).bind(b.endpoint).bind(b.input_file_id);
     s.bind(b.completion_window).bind(b.metadata_json).bind(b.errors_json);
     s.bind(batch_status_name(b.status)).bind(b.output_file_id).bind(b.error_file_id);
@@ -390,34 +304,22 @@ void batch_store::batch_insert(const batch_row& b, const std::vector<line_row>& 
       s.bind(v);
     s.bind(int64_t(b.total)).bind(int64_t(b.completed)).bind(int64_t(b.failed)).run();
   }
-  sqlite3_stmt* raw = nullptr;
-  if (sqlite3_prepare_v2(db,
-                         "INSERT INTO batch_lines (batch_id, line, custom_id, body, state, job_id, "
-                         "status_code, result) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                         -1, &raw, nullptr) != SQLITE_OK)
-    fail(db, "insert batch_lines");
-  std::unique_ptr<sqlite3_stmt, int (*)(sqlite3_stmt*)> ins(raw, sqlite3_finalize);
   // One statement reused for every line: a 50,000-line batch is one transaction of resets.
+  sqlite::statement insert_line(db,
+                                "INSERT INTO batch_lines (batch_id, line, custom_id, body, state, "
+                                "job_id, status_code, result) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
   for (const line_row& l : lines) {
-    sqlite3_reset(raw);
-    sqlite3_bind_text(raw, 1, b.id.data(), int(b.id.size()), SQLITE_TRANSIENT);
-    sqlite3_bind_int64(raw, 2, l.index);
-    sqlite3_bind_text(raw, 3, l.custom_id.data(), int(l.custom_id.size()), SQLITE_TRANSIENT);
-    sqlite3_bind_text(raw, 4, l.body.data(), int(l.body.size()), SQLITE_TRANSIENT);
-    auto st = line_state_names[size_t(l.state)];
-    sqlite3_bind_text(raw, 5, st.data(), int(st.size()), SQLITE_STATIC);
-    sqlite3_bind_int64(raw, 6, int64_t(l.job_id));
-    sqlite3_bind_int64(raw, 7, l.status_code);
-    sqlite3_bind_text(raw, 8, l.result_json.data(), int(l.result_json.size()), SQLITE_TRANSIENT);
-    if (sqlite3_step(raw) != SQLITE_DONE) fail(db, "insert batch_lines");
+    sqlite::query q(insert_line);
+    q.bind(b.id).bind(l.index).bind(l.custom_id).bind(l.body);
+    q.bind(line_state_names[size_t(l.state)]).bind(l.job_id).bind(l.status_code);
+    q.bind(l.result_json).run();
   }
   t.commit();
 }
 
 std::optional<batch_row> batch_store::batch_get(std::string_view owner, std::string_view id) {
   stmt s(p_->db.get(),
-         (std::string("SELECT ") + batch_columns + " FROM batches WHERE id = ? AND owner = ?")
-             .c_str());
+         (std::string("SELECT ") + batch_columns + " FROM batches WHERE id = ? AND owner = ?"));
   s.bind(id).bind(owner);
   if (!s.next()) return std::nullopt;
   return read_batch(s);
@@ -425,11 +327,11 @@ std::optional<batch_row> batch_store::batch_get(std::string_view owner, std::str
 
 std::vector<batch_row> batch_store::batch_list(std::string_view owner, uint32_t limit,
                                                std::string_view after, bool& has_more) {
-  stmt s(p_->db.get(), (std::string("SELECT ") + batch_columns +
-                        " FROM batches WHERE owner = ?1 AND (?2 = '' OR seq < coalesce((SELECT seq "
-                        "FROM batches WHERE "
-                        "id = ?2 AND owner = ?1), 9223372036854775807)) ORDER BY seq DESC LIMIT ?3")
-                           .c_str());
+  stmt s(p_->db.get(),
+         (std::string("SELECT ") + batch_columns +
+          " FROM batches WHERE owner = ?1 AND (?2 = '' OR seq < coalesce((SELECT seq "
+          "FROM batches WHERE "
+          "id = ?2 AND owner = ?1), 9223372036854775807)) ORDER BY seq DESC LIMIT ?3"));
   s.bind(owner).bind(after).bind(int64_t(limit) + 1);
   std::vector<batch_row> out;
   while (s.next()) out.push_back(read_batch(s));
@@ -440,8 +342,7 @@ std::vector<batch_row> batch_store::batch_list(std::string_view owner, uint32_t 
 
 std::vector<batch_row> batch_store::batches_unfinished() {
   stmt s(p_->db.get(), (std::string("SELECT ") + batch_columns +
-                        " FROM batches WHERE status NOT IN " + final_statuses + " ORDER BY seq")
-                           .c_str());
+                        " FROM batches WHERE status NOT IN " + final_statuses + " ORDER BY seq"));
   std::vector<batch_row> out;
   while (s.next()) out.push_back(read_batch(s));
   return out;
@@ -488,15 +389,15 @@ std::vector<line_row> batch_store::lines(std::string_view batch_id) {
   std::vector<line_row> out;
   while (s.next()) {
     line_row l;
-    l.index = uint32_t(s.integer(0));
+    l.index = uint32_t(s.i64(0));
     l.custom_id = s.text(1);
     l.body = s.text(2);
     std::string st = s.text(3);
     for (size_t i = 0; i < line_state_names.size(); ++i) {
       if (line_state_names[i] == st) l.state = line_state(i);
     }
-    l.job_id = uint64_t(s.integer(4));
-    l.status_code = int32_t(s.integer(5));
+    l.job_id = uint64_t(s.i64(4));
+    l.status_code = int32_t(s.i64(5));
     l.result_json = s.text(6);
     out.push_back(std::move(l));
   }
