@@ -499,9 +499,14 @@ TEST_F(cli_keys, a_wrong_broker_key_or_a_broker_without_curve_gets_no_curve_hand
   const std::string endpoint = plain.get(zmq::sockopt::last_endpoint);
   auto r =
       testing::run_command(std::string(HEARTH_BIN) + " nodes --broker " + endpoint + " " + flags());
-  expect_error(r, "the broker at " + endpoint + no_answer +
-                      " (handshake failed: security "
-                      "mechanism mismatch");
+  expect_error(r, "the broker at " + endpoint + no_answer + " (handshake failed: ");
+  // libzmq's detail: the mismatch when the client reads the plain socket's greeting first; the
+  // socket closing on it (EPIPE, ECONNRESET) when its close comes first, as under load.
+  bool named = false;
+  for (const char* detail : {"security mechanism mismatch", "Broken pipe", "Connection reset"}) {
+    named = named || r.err.find(detail) != std::string::npos;
+  }
+  EXPECT_TRUE(named) << r.err;
 }
 
 // run, eval, tokenize and bench on every synthetic file: each family in each quantization.
