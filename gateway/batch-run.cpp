@@ -273,13 +273,17 @@ void batch_run::finish_line(uint32_t index, line_state state, int32_t status_cod
           "the batch's output file has " + std::to_string(output_bytes_) + " bytes and may have " +
           std::to_string(limit) + " (the gateway's max_batch_output_bytes): this response of " +
           std::to_string(output_line_bytes) + " bytes was not added. Job " +
-          std::to_string(l.job_id) + " completed and the broker's job history keeps its output";
+          std::to_string(l.job_id) +
+          " completed and the broker's job history keeps its output (hearth job " +
+          std::to_string(l.job_id) + ")";
       state = line_state::failed;
       status_code = 0;
       result = json{{"code", "batch_output_full"}, {"message", message}}.dump();
     }
   }
-  if (state == line_state::failed) result = error_body_bounded(result, max_error_body_bytes);
+  if (state == line_state::failed) {
+    result = error_body_bounded(std::move(result), max_error_body_bytes);
+  }
   if (store_.line_finished(b_.id, index, state, status_code, result)) {
     ++(state == line_state::completed ? b_.completed : b_.failed);
     if (state == line_state::completed) output_bytes_ += output_line_bytes;

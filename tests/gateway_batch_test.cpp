@@ -408,6 +408,8 @@ TEST_F(gateway_batch_test, a_full_output_file_sends_the_rest_to_the_error_file_n
     ASSERT_NE(at, std::string::npos) << message;
     wire::get_job g;
     g.job_id = std::stoull(message.substr(at + 4));
+    EXPECT_NE(message.find("(hearth job " + std::to_string(g.job_id) + ")"), std::string::npos)
+        << message;
     auto detail = admin_->request<wire::job_reply>(g);
     ASSERT_TRUE(detail) << message;
     EXPECT_EQ(detail->job.summary.state, wire::job_state::completed);
