@@ -226,7 +226,7 @@ std::string store_schema_prepare(sqlite3* db, const store_options& options) {
   // FULL: each commit fsyncs the WAL before it returns. NORMAL: only checkpoints sync.
   exec(db, options.sync == store_options::durability::full ? "PRAGMA synchronous=FULL"
                                                            : "PRAGMA synchronous=NORMAL");
-  exec(db, ("PRAGMA journal_size_limit=" + std::to_string(options.wal_limit_bytes)).c_str());
+  exec(db, "PRAGMA journal_size_limit=" + std::to_string(options.wal_limit_bytes));
   // Checkpoints run on wal_checkpointer's thread, not inside the broker's commits.
   exec(db, "PRAGMA wal_autocheckpoint=0");
   // Temporary tables (an IN list, a sort) stay in memory: a temporary file can fail to be written

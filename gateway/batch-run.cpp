@@ -265,8 +265,9 @@ void batch_run::finish_line(uint32_t index, line_state state, int32_t status_cod
     l.custom_id = it->second.custom_id;
     l.job_id = it->second.job_id;
     l.status_code = status_code;
-    l.result_json = result;
+    l.result_json = std::move(result);  // lent for the size, not copied: a response can be long
     output_line_bytes = result_line(l).size();
+    result = std::move(l.result_json);
     const uint64_t limit = s_.options().max_batch_output_bytes;
     if (output_bytes_ + output_line_bytes > limit) {
       const std::string message =

@@ -234,7 +234,7 @@ void batch_store::file_insert(const file_row& f, std::string_view content) {
 
 std::optional<file_row> batch_store::file_get(std::string_view owner, std::string_view id) {
   stmt s(p_->db.get(),
-         (std::string("SELECT ") + file_columns + " FROM files WHERE id = ? AND owner = ?"));
+         std::string("SELECT ") + file_columns + " FROM files WHERE id = ? AND owner = ?");
   s.bind(id).bind(owner);
   if (!s.next()) return std::nullopt;
   return read_file(s);
@@ -251,10 +251,10 @@ std::vector<file_row> batch_store::file_list(std::string_view owner, std::string
                                              uint32_t limit, std::string_view after,
                                              bool& has_more) {
   stmt s(p_->db.get(),
-         (std::string("SELECT ") + file_columns +
-          " FROM files WHERE owner = ?1 AND (?2 = '' OR purpose = ?2) AND (?3 = '' OR seq < "
-          "coalesce((SELECT seq FROM files WHERE id = ?3 AND owner = ?1), 9223372036854775807)) "
-          "ORDER BY seq DESC LIMIT ?4"));
+         std::string("SELECT ") + file_columns +
+             " FROM files WHERE owner = ?1 AND (?2 = '' OR purpose = ?2) AND (?3 = '' OR seq < "
+             "coalesce((SELECT seq FROM files WHERE id = ?3 AND owner = ?1), 9223372036854775807)) "
+             "ORDER BY seq DESC LIMIT ?4");
   s.bind(owner).bind(purpose).bind(after).bind(int64_t(limit) + 1);
   std::vector<file_row> out;
   while (s.next()) out.push_back(read_file(s));
@@ -283,8 +283,8 @@ owner_usage batch_store::usage(std::string_view owner) {
     }
   }
   stmt s(p_->db.get(),
-         (std::string("SELECT count(*) FROM batches WHERE owner = ? AND status NOT IN ") +
-          final_statuses));
+         std::string("SELECT count(*) FROM batches WHERE owner = ? AND status NOT IN ") +
+             final_statuses);
   s.bind(owner);
   if (s.next()) u.batches_unfinished = uint32_t(s.i64(0));
   return u;
@@ -294,8 +294,8 @@ void batch_store::batch_insert(const batch_row& b, const std::vector<line_row>& 
   sqlite3* db = p_->db.get();
   transaction t(db);
   {
-    stmt s(db, (std::string("INSERT INTO batches (") + batch_columns +
-                ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
+    stmt s(db, std::string("INSERT INTO batches (") + batch_columns +
+                   ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
     s.bind(b.id).bind(b.owner).bind(b.api_key).bind(b.endpoint).bind(b.input_file_id);
     s.bind(b.completion_window).bind(b.metadata_json).bind(b.errors_json);
     s.bind(batch_status_name(b.status)).bind(b.output_file_id).bind(b.error_file_id);
@@ -319,7 +319,7 @@ void batch_store::batch_insert(const batch_row& b, const std::vector<line_row>& 
 
 std::optional<batch_row> batch_store::batch_get(std::string_view owner, std::string_view id) {
   stmt s(p_->db.get(),
-         (std::string("SELECT ") + batch_columns + " FROM batches WHERE id = ? AND owner = ?"));
+         std::string("SELECT ") + batch_columns + " FROM batches WHERE id = ? AND owner = ?");
   s.bind(id).bind(owner);
   if (!s.next()) return std::nullopt;
   return read_batch(s);
@@ -328,10 +328,10 @@ std::optional<batch_row> batch_store::batch_get(std::string_view owner, std::str
 std::vector<batch_row> batch_store::batch_list(std::string_view owner, uint32_t limit,
                                                std::string_view after, bool& has_more) {
   stmt s(p_->db.get(),
-         (std::string("SELECT ") + batch_columns +
-          " FROM batches WHERE owner = ?1 AND (?2 = '' OR seq < coalesce((SELECT seq "
-          "FROM batches WHERE "
-          "id = ?2 AND owner = ?1), 9223372036854775807)) ORDER BY seq DESC LIMIT ?3"));
+         std::string("SELECT ") + batch_columns +
+             " FROM batches WHERE owner = ?1 AND (?2 = '' OR seq < coalesce((SELECT seq "
+             "FROM batches WHERE "
+             "id = ?2 AND owner = ?1), 9223372036854775807)) ORDER BY seq DESC LIMIT ?3");
   s.bind(owner).bind(after).bind(int64_t(limit) + 1);
   std::vector<batch_row> out;
   while (s.next()) out.push_back(read_batch(s));
@@ -341,8 +341,8 @@ std::vector<batch_row> batch_store::batch_list(std::string_view owner, uint32_t 
 }
 
 std::vector<batch_row> batch_store::batches_unfinished() {
-  stmt s(p_->db.get(), (std::string("SELECT ") + batch_columns +
-                        " FROM batches WHERE status NOT IN " + final_statuses + " ORDER BY seq"));
+  stmt s(p_->db.get(), std::string("SELECT ") + batch_columns +
+                           " FROM batches WHERE status NOT IN " + final_statuses + " ORDER BY seq");
   std::vector<batch_row> out;
   while (s.next()) out.push_back(read_batch(s));
   return out;
