@@ -63,11 +63,14 @@ HEARTH_AVX512 inline __m512 hsum512_x16(const __m512 v[16]) {
 // Q4_K at 4 tokens 0.256 -> 0.215 and 16 tokens 0.78 -> 0.61; Q5_K 0.56 -> 0.30 and 1.06 -> 0.78.
 // 4.7 and 9.5 KiB ahead measured alike, 2.4 KiB gained less. The same prefetch in the Q6_K and
 // Q8_0 tiles gained nothing measurable (Q8_0 at 16 tokens lost 1-7%), and with one token it
-// slowed Q6_K by 10%. With one token (decoding) the Q4_K/Q5_K tiles prefetch too: no gain on
-// Zen 4, but on Zen 5 (family 26, 2 threads, 8 alternations) Q4_K at one token went from 28-40
-// to 33-52 GB/s of weights (medians 33 -> 46), and TinyLlama Q4_K_M tg64 from 43-52 to 59-64 t/s (4
-// alternations). Q6_K and Q8_0 at one token measured no gain there either (42 -> 40 and 50 -> 45
-// GB/s, medians of 6) and are still left alone.
+// slowed Q6_K by 10%. With one token (decoding) the Q4_K/Q5_K tiles prefetch only where
+// cpu_decode_prefetch() says (engine/io/cpu-features.h), because the processors disagree. On Zen 5
+// (family 26, 2 threads, 8 alternations) Q4_K at one token went from 28-40 to 33-52 GB/s of
+// weights (medians 33 -> 46), and TinyLlama Q4_K_M tg64 from 43-52 to 59-64 t/s (4 alternations).
+// On Zen 4 (family 25) it went the other way: 1 thread 25.3-26.4 -> 19.7-20.4 GB/s (3
+// alternations), and tg64 47.5-64.7 -> 44.5-55.5 t/s, medians 58.2 -> 49.1, slower in each of 7
+// alternations. Q5_K at one token measured alike either way on Zen 4. Q6_K and Q8_0 at one token
+// measured no gain on Zen 5 either (42 -> 40 and 50 -> 45 GB/s, medians of 6) and are left alone.
 constexpr int64_t k_prefetch_ahead = 8 << 10;
 
 // Asks for [p, p + bytes) in L2. Prefetches never fault, so p may run past the weights' end.

@@ -23,6 +23,7 @@
 #include "engine/cpu/avx512.h"
 #include "engine/cpu/gemm.h"
 #include "engine/cpu/vec-dot-kernels.h"
+#include "engine/io/cpu-features.h"
 
 namespace hearth::cpu {
 namespace {
@@ -140,9 +141,10 @@ struct tiles {
     __m512 acc[C];
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
+    const bool prefetch = C > 1 || cpu_decode_prefetch();
     for (int64_t b = 0; b < n / k_qk_k; ++b) {
       const k_x16<Q5>& g = blk[b];
-      prefetch_l2(reinterpret_cast<const uint8_t*>(&g) + k_prefetch_ahead, sizeof(g));
+      if (prefetch) prefetch_l2(reinterpret_cast<const uint8_t*>(&g) + k_prefetch_ahead, sizeof(g));
       const x_block* xb[C];
 #pragma GCC unroll 8
       for (int c = 0; c < C; ++c) xb[c] = reinterpret_cast<const x_block*>(x + c * x_stride) + b;

@@ -55,6 +55,20 @@ bool cpu_packed_weights() {
   return on;
 }
 
+bool cpu_decode_prefetch() {
+  static const bool on = [] {
+    if (const char* v = std::getenv("HEARTH_CPU_DECODE_PREFETCH"); v && *v) return *v != '0';
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx)) return false;
+    const bool amd = ebx == 0x68747541 && edx == 0x69746e65 && ecx == 0x444d4163;  // AuthenticAMD
+    if (!amd || !__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
+    // The family is the base field, plus the extended field when the base one is 15.
+    const unsigned base = (eax >> 8) & 0xF, extended = (eax >> 20) & 0xFF;
+    return (base == 0xF ? base + extended : base) == 26;
+  }();
+  return on;
+}
+
 #else
 
 bool cpu_has_avx2() {
@@ -66,6 +80,10 @@ bool cpu_packed_weights() {
 }
 
 bool cpu_has_avx512_vnni() {
+  return false;
+}
+
+bool cpu_decode_prefetch() {
   return false;
 }
 

@@ -20,6 +20,13 @@ bool cpu_has_avx512_vnni();
 // layouts' kernels (to measure one against the other in one binary). False elsewhere.
 bool cpu_packed_weights();
 
+// x86: whether the packed Q4_K/Q5_K tiles also prefetch when decoding (one token per product,
+// engine/cpu/avx512.h says what was measured): on AMD family 26 (Zen 5), where it was faster, and
+// not elsewhere (Zen 4 decoded slower with it; other processors are unmeasured, and keep the
+// hardware prefetchers alone). HEARTH_CPU_DECODE_PREFETCH=1 or 0 decides instead (to measure one
+// against the other in one binary). False on other architectures.
+bool cpu_decode_prefetch();
+
 // arm64: the NEON kernels (ASIMD, which every arm64 CPU has). False on other architectures.
 bool cpu_has_neon();
 
