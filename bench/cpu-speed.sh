@@ -10,12 +10,12 @@
 #   single   `llama-bench -p 128,512` against `hearth bench -p 128|512`: pp128 and pp512; then
 #            tg64 (`-p 0 -n 64`), run reference, hearth, hearth, reference back to back, each
 #            engine's round figure the mean of its two; each engine's figure as a share of its
-#            ceiling. tg: the streaming-read
-#            bandwidth bench/bandwidth measures in the same round, divided by the bytes one
-#            decoding step reads (hearth bench's decode_bytes: every weight once, an untied
-#            embedding table left out, as a token reads one row of it). pp: the multiply-add peak
-#            bench/compute_peak measures in the same round (int8 VNNI for quantized weights where
-#            the CPU has it, else F32 FMA; F32 FMA for attention) over a prompt token's
+#            ceiling. tg: the streaming-read bandwidth bench/bandwidth measures in the same
+#            round, divided by the bytes one decoding step reads (hearth bench's decode_bytes:
+#            every weight once, an untied embedding table left out, as a token reads one row of
+#            it). pp: the multiply-add peak bench/compute_peak measures in the same round (int8
+#            VNNI for quantized weights where the CPU has it, else F32 FMA; F32 FMA for
+#            attention) over a prompt token's
 #            multiply-adds (hearth bench's pp_layer_macs and pp_attention_macs): a token can not
 #            be processed faster than its products can be computed. A share is the median over
 #            rounds of the run's figure over its own round's ceiling (the read bandwidth of a
@@ -124,14 +124,7 @@ single() {  # type round
   note single "$1" wpeak - "$2" "${i8:-$f32}"
   if [ -n "$peer" ]; then
     while read -r j; do
-      local p n
-      p=$(field n_prompt "$j")
-      n=$(field n_gen "$j")
-      if [ "$p" -gt 0 ]; then
-        note single "$1" "pp$p" ref "$2" "$(field avg_ts "$j")"
-      else
-        note single "$1" "tg$n" ref "$2" "$(field avg_ts "$j")"
-      fi
+      note single "$1" "pp$(field n_prompt "$j")" ref "$2" "$(field avg_ts "$j")"
     done < <("$peer" -m "$f" -t "$threads" -p 128,512 -n 0 -r "$reps" -o jsonl 2>/dev/null)
   fi
   j=$("$hearth" bench -m "$f" -t "$threads" -p 128 -n 0 -r "$reps" --json)

@@ -58,10 +58,9 @@ bool cpu_packed_weights() {
 bool cpu_decode_prefetch() {
   static const bool on = [] {
     if (const char* v = std::getenv("HEARTH_CPU_DECODE_PREFETCH"); v && *v) return *v != '0';
+    __builtin_cpu_init();
     unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx)) return false;
-    const bool amd = ebx == 0x68747541 && edx == 0x69746e65 && ecx == 0x444d4163;  // AuthenticAMD
-    if (!amd || !__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
+    if (!__builtin_cpu_is("amd") || !__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
     // The family is the base field, plus the extended field when the base one is 15.
     const unsigned base = (eax >> 8) & 0xF, extended = (eax >> 20) & 0xFF;
     return (base == 0xF ? base + extended : base) == 26;
