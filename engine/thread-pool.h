@@ -1,6 +1,8 @@
 // A fixed pool of worker threads for the CPU backend. The calling thread takes part as thread 0,
 // so a pool of N threads starts N-1 workers. Workers spin on an atomic generation counter for a
-// short while before sleeping, because the forward pass dispatches many short jobs back to back.
+// short while before sleeping, because the forward pass dispatches many short jobs back to back;
+// a wait longer than a few microseconds yields the core while it spins, so a peer that another
+// program's work left without a core can run (thread-pool.cpp).
 #pragma once
 
 #include <atomic>
