@@ -52,7 +52,6 @@ stop_loops() {
   [ "${#loops[@]}" -eq 0 ] || wait "${loops[@]}" 2>/dev/null || true
   loops=()
 }
-trap stop_loops EXIT
 start_loops() {
   for _ in $(seq "$busy"); do
     yes >/dev/null &

@@ -12,18 +12,31 @@ namespace {
 constexpr auto k_spin_time = std::chrono::microseconds(2000);
 // The caller's wait for the last worker spins this many polls before blocking.
 constexpr int k_caller_spin = 1 << 20;
-// A thread that has waited this long yields its core at every clock check (1,024 polls) while
-// it goes on spinning. A late peer is usually a peer without a core: when another program keeps
-// one busy, the peer waits in a run queue, maybe this core's, while this thread spins. TinyLlama
-// Q4_K_M on 2 cores, 2 threads, with `yes` busy on one core (Zen 5): tg32 19-24 -> 37-38 t/s,
-// pp64 142-182 -> 206-235; alone, unchanged (80-84 and 433-440 either way). Yielding from the
-// first check measured the same, and checking every 128 polls from the first was slower (24 t/s).
+// A thread that has waited this long yields its core at every clock check while it goes on
+// spinning. A late peer is usually a peer without a core: when another program keeps one busy,
+// the peer waits in a run queue, maybe this core's, while this thread spins. TinyLlama Q4_K_M on
+// 2 cores, 2 threads, with `yes` busy on one core (Zen 5), `hearth bench -p 64 -n 32`: tg32
+// 18-24 -> 37.5-38.5 t/s, pp64 142-190 -> 206-236; alone unchanged in alternation (the host's read
+// level moved both between 65 and 84). Yielding from the first check measured 36.6-36.7 t/s,
+// after 100 us 29-33, and checking every 128 polls from the first 24-25.
 constexpr auto k_yield_after = std::chrono::microseconds(20);
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
 #endif
+}
+
+// Poll `spin` (from 1) of a spin wait that began at `start`: a pause, and at every 1,024th poll
+// a clock check that yields the core past k_yield_after. Returns how long the wait has lasted at
+// a clock check, zero between them.
+std::chrono::steady_clock::duration spin_poll(int spin,
+                                              std::chrono::steady_clock::time_point start) {
+  cpu_relax();
+  if (spin % 1024 != 0) return {};
+  const auto waited = std::chrono::steady_clock::now() - start;
+  if (waited > k_yield_after) std::this_thread::yield();
+  return waited;
 }
 }  // namespace
 
@@ -52,13 +65,9 @@ void thread_pool::worker(int ith) {
     if (gen == seen) {
       const auto start = std::chrono::steady_clock::now();
       for (int spin = 1; gen == seen; ++spin) {
-        cpu_relax();
+        const bool long_enough = spin_poll(spin, start) > k_spin_time;
         gen = generation_.load(std::memory_order_acquire);
-        if (spin % 1024 == 0) {
-          const auto waited = std::chrono::steady_clock::now() - start;
-          if (waited > k_spin_time) break;
-          if (waited > k_yield_after) std::this_thread::yield();
-        }
+        if (long_enough) break;
       }
     }
     if (gen == seen) {
@@ -95,12 +104,8 @@ void thread_pool::run(function_ref<void(int, int)> fn) {
   }
   fn(0, n_threads_);
   const auto start = std::chrono::steady_clock::now();
-  for (int spin = 1; pending_.load(std::memory_order_acquire) != 0 && spin < k_caller_spin;
-       ++spin) {
-    cpu_relax();
-    if (spin % 1024 == 0 && std::chrono::steady_clock::now() - start > k_yield_after)
-      std::this_thread::yield();
-  }
+  for (int spin = 1; pending_.load(std::memory_order_acquire) != 0 && spin < k_caller_spin; ++spin)
+    spin_poll(spin, start);
   if (pending_.load() != 0) {
     std::unique_lock<std::mutex> lock(mu_);
     caller_sleeping_.store(true);
