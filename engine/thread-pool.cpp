@@ -71,9 +71,9 @@ void thread_pool::worker(int ith) {
       }
     }
     if (gen == seen) {
-      // Sleep. Counting sleepers lets run() skip the mutex and the notify while every worker is
-      // spinning, which is the common case; seq_cst on both sides makes it safe: either run()
-      // sees this sleeper, or the predicate below sees run()'s new generation.
+      // Sleep. Counting sleepers lets dispatch() skip the mutex and the notify while every worker
+      // is spinning, which is the common case; seq_cst on both sides makes it safe: either
+      // dispatch() sees this sleeper, or the predicate below sees its new generation.
       std::unique_lock<std::mutex> lock(mu_);
       sleepers_.fetch_add(1);
       wake_.wait(lock, [&] { return generation_.load() != seen; });
@@ -82,12 +82,52 @@ void thread_pool::worker(int ith) {
     }
     seen = gen;
     if (stop_) return;
+    // A worker that arrives after a shared job was closed skips it; the caller did not wait.
+    if (!join(gen)) continue;
     (*job_)(ith, n_threads_);
-    if (pending_.fetch_sub(1) == 1 && caller_sleeping_.load()) {
+    finished_.fetch_add(1);
+    if (caller_sleeping_.load()) {
       std::lock_guard<std::mutex> lock(mu_);
       done_.notify_one();
     }
   }
+}
+
+bool thread_pool::join(uint64_t gen) {
+  uint64_t e = entry_.load(std::memory_order_acquire);
+  // A newer job than the one this worker saw has replaced it: the worker will see that one next.
+  while ((e >> 32) == (gen & 0xffffffffu) && !(e & k_closed)) {
+    if (entry_.compare_exchange_weak(e, e + 1, std::memory_order_acq_rel)) return true;
+  }
+  return false;
+}
+
+void thread_pool::dispatch(function_ref<void(int, int)> fn, bool all) {
+  job_ = &fn;
+  finished_.store(0, std::memory_order_relaxed);
+  // Whoever sees the new generation sees the open entry and the job (seq_cst store after both).
+  const uint64_t gen = generation_.load(std::memory_order_relaxed) + 1;
+  entry_.store((gen & 0xffffffffu) << 32, std::memory_order_relaxed);
+  generation_.store(gen);
+  if (sleepers_.load() > 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    wake_.notify_all();
+  }
+  fn(0, n_threads_);
+  // The workers to wait for. A shared job closes here: a worker that has not joined yet will
+  // find no work left, so it is not waited for (it may be waiting for a core).
+  const int expected = all ? n_threads_ - 1 : int(entry_.fetch_or(k_closed) & k_joined_mask);
+  const auto start = std::chrono::steady_clock::now();
+  for (int spin = 1; finished_.load(std::memory_order_acquire) != expected && spin < k_caller_spin;
+       ++spin)
+    spin_poll(spin, start);
+  if (finished_.load() != expected) {
+    std::unique_lock<std::mutex> lock(mu_);
+    caller_sleeping_.store(true);
+    done_.wait(lock, [&] { return finished_.load() == expected; });
+    caller_sleeping_.store(false);
+  }
+  job_ = nullptr;
 }
 
 void thread_pool::run(function_ref<void(int, int)> fn) {
@@ -95,48 +135,29 @@ void thread_pool::run(function_ref<void(int, int)> fn) {
     fn(0, 1);
     return;
   }
-  job_ = &fn;
-  pending_.store(n_threads_ - 1);
-  generation_.fetch_add(1);
-  if (sleepers_.load() > 0) {
-    std::lock_guard<std::mutex> lock(mu_);
-    wake_.notify_all();
-  }
-  fn(0, n_threads_);
-  const auto start = std::chrono::steady_clock::now();
-  for (int spin = 1; pending_.load(std::memory_order_acquire) != 0 && spin < k_caller_spin; ++spin)
-    spin_poll(spin, start);
-  if (pending_.load() != 0) {
-    std::unique_lock<std::mutex> lock(mu_);
-    caller_sleeping_.store(true);
-    done_.wait(lock, [&] { return pending_.load() == 0; });
-    caller_sleeping_.store(false);
-  }
-  job_ = nullptr;
+  dispatch(fn, true);
 }
 
-void thread_pool::run_sized(int64_t work, function_ref<void(int, int)> fn) {
+void thread_pool::share(function_ref<void(int, int)> fn) {
+  if (n_threads_ == 1) {
+    fn(0, 1);
+    return;
+  }
+  dispatch(fn, false);
+}
+
+void thread_pool::share_sized(int64_t work, function_ref<void(int, int)> fn) {
   if (work < k_min_parallel_work) {
     fn(0, 1);
   } else {
-    run(fn);
+    share(fn);
   }
 }
 
 void thread_pool::parallel_for(int64_t n, function_ref<void(int64_t, int64_t)> fn, int64_t cost) {
   if (n <= 0) return;
-  const int nth = n * cost < k_min_parallel_work ? 1 : int(std::min<int64_t>(n_threads_, n));
-  if (nth == 1) {
-    fn(0, n);
-    return;
-  }
-  run([&](int ith, int) {
-    if (ith >= nth) return;
-    const int64_t per = (n + nth - 1) / nth;
-    const int64_t begin = ith * per;
-    const int64_t end = std::min(n, begin + per);
-    if (begin < end) fn(begin, end);
-  });
+  const int64_t nth = std::min<int64_t>(n_threads_, n);
+  parallel_for_dynamic(n, (n + nth - 1) / nth, fn, cost);
 }
 
 void thread_pool::parallel_for_dynamic(int64_t n, int64_t chunk,
@@ -148,7 +169,7 @@ void thread_pool::parallel_for_dynamic(int64_t n, int64_t chunk,
     return;
   }
   std::atomic<int64_t> next{0};
-  run([&](int, int) {
+  share([&](int, int) {
     for (;;) {
       const int64_t begin = next.fetch_add(chunk, std::memory_order_relaxed);
       if (begin >= n) return;

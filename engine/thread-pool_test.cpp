@@ -1,5 +1,7 @@
 // The thread pool: every item runs exactly once whatever the split, jobs back to back reuse the
-// spinning workers, and jobs after an idle pause (workers asleep) still run on every thread.
+// spinning workers, and jobs after an idle pause (workers asleep) still run on every thread. A
+// shared job is done whoever joins it, waits for the workers that did, and never runs on a worker
+// after it has returned.
 #include "engine/thread-pool.h"
 
 #include <gtest/gtest.h>
@@ -68,6 +70,65 @@ TEST(thread_pool, a_slow_worker_is_waited_for) {
     done.fetch_add(1);
   });
   EXPECT_EQ(done.load(), 2);
+}
+
+TEST(thread_pool, a_shared_job_is_done_whoever_joins_it) {
+  thread_pool pool(3);
+  for (int round = 0; round < 3000; ++round) {
+    const int64_t n = 1 + round % 50;
+    std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+    std::atomic<int64_t> next{0};
+    std::atomic<int> threads{0};
+    bool caller_ran = false;
+    const auto caller = std::this_thread::get_id();
+    pool.share([&](int ith, int nth) {
+      EXPECT_EQ(nth, 3);
+      ASSERT_TRUE(ith >= 0 && ith < nth);
+      EXPECT_EQ(ith == 0, std::this_thread::get_id() == caller);
+      if (ith == 0) caller_ran = true;
+      EXPECT_EQ(threads.fetch_or(1 << ith) & (1 << ith), 0) << "ith " << ith << " twice";
+      for (int64_t i = next++; i < n; i = next++) hits[size_t(i)].fetch_add(1);
+    });
+    EXPECT_TRUE(caller_ran);
+    expect_each_once(hits);
+    // Now and then let the workers fall asleep, so they arrive late for the next job.
+    if (round % 300 == 299) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+TEST(thread_pool, a_shared_job_waits_for_the_workers_that_joined_it) {
+  thread_pool pool(2);
+  for (int round = 0; round < 20; ++round) {
+    std::atomic<int> next{0};
+    std::atomic<int> done{0};
+    pool.share([&](int ith, int) {
+      // The caller leaves the first item to a worker for up to a second (it has joined by then
+      // unless it was kept from its core), and a worker is slow with its item; the caller must
+      // not return before it is done.
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+      while (ith == 0 && next.load() == 0 && std::chrono::steady_clock::now() < until) {
+      }
+      for (int i = next++; i < 2; i = next++) {
+        if (ith != 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        done.fetch_add(1);
+      }
+    });
+    EXPECT_EQ(done.load(), 2) << "round " << round;
+  }
+}
+
+TEST(thread_pool, a_late_worker_never_runs_a_finished_job) {
+  // Each job's function checks that its job is the one in progress. Workers asleep or busy
+  // joining arrive late for short jobs; they must skip those, not run them after share() has
+  // returned (their function and its captures are gone by then).
+  thread_pool pool(3);
+  std::atomic<int> current{-1};
+  for (int round = 0; round < 2000; ++round) {
+    current = round;
+    pool.share([&, round](int, int) { EXPECT_EQ(current.load(), round); });
+    current = -1;
+    if (round % 100 == 99) std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  }
 }
 
 TEST(thread_pool, one_thread_runs_on_the_caller) {

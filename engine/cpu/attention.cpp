@@ -377,11 +377,12 @@ void op_attention(thread_pool& pool, scratch& s, const tensor& q, const tensor& 
   const group_kernel attend = group_kernel_for_cpu();
   std::atomic<int64_t> next{0};
   const int64_t work = n_tok * p.n_head * int64_t(n_cells) * (p.head_dim_k + p.head_dim_v);
-  pool.run_sized(work, [&](int ith, int) {
-    const size_t dk = size_t(p.head_dim_k), dv = size_t(p.head_dim_v), g = size_t(per_job);
-    const size_t nc = size_t(n_cells);
-    float* buf = s.thread_floats(
-        ith, g * nc + nc + g * dk + 2 * dk + dk + dv + g * dv + 16 * std::max(dk, dv) + 64);
+  const size_t dk = size_t(p.head_dim_k), dv = size_t(p.head_dim_v), g = size_t(per_job);
+  const size_t nc = size_t(n_cells);
+  float* const* bufs = s.thread_floats(g * nc + nc + g * dk + 2 * dk + dk + dv + g * dv +
+                                       16 * std::max(dk, dv) + 64);
+  pool.share_sized(work, [&](int ith, int) {
+    float* buf = bufs[ith];
     group_args a;
     a.scores = buf;
     a.weights16 = buf + g * nc;
