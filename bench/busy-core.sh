@@ -19,6 +19,7 @@
 {
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/median.sh
 build=${HEARTH_BUILD_DIR:-build/release}
 cache=${HEARTH_BENCH_MODELS:-build/bench-models}
 threads=${THREADS:-$(nproc)}
@@ -82,7 +83,6 @@ for r in $(seq "$rounds"); do
   stop_loops
 done
 
-median() { sort -g | awk '{v[NR] = $1} END {if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2)}'; }
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores; $rounds rounds, -r $reps;" \
   "busy: $busy \`yes\` loop(s)"
 echo

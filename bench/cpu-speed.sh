@@ -50,6 +50,7 @@
 {
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/median.sh
 build=${HEARTH_BUILD_DIR:-build/release}
 cache=${HEARTH_BENCH_MODELS:-build/bench-models}
 threads=${THREADS:-2}
@@ -211,15 +212,7 @@ for r in $(seq 1 "$rounds"); do
 done
 
 # Tables from the list: every run, then per row the medians and hearth / reference.
-awk -v rounds="$rounds" '
-  function median(key,   n, i, j, v, tmp) {
-    n = split(vals[key], v, " ")
-    if (n == 0) return ""
-    for (i = 2; i <= n; ++i) for (j = i; j > 1 && v[j - 1] + 0 > v[j] + 0; --j) {
-      tmp = v[j]; v[j] = v[j - 1]; v[j - 1] = tmp
-    }
-    return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
-  }
+awk -v rounds="$rounds" "$median_awk"'
   function cell(x) { return x == "" ? "-" : sprintf("%.2f", x) }
   # The single section'"'"'s ceiling of test t of file prefix m in round r (tokens/s).
   function ceiling_of(m, t, r,   n) {
@@ -230,18 +223,14 @@ awk -v rounds="$rounds" '
                 at[m "amacs" n SUBSEP "-" SUBSEP r] / (at[m "f32peak" SUBSEP "-" SUBSEP r] * 1e9))
   }
   # Median over the rounds of engine e'"'"'s figure over that round'"'"'s ceiling, "-" without figures.
-  function share(m, t, e,   r, c, list, n, v, i, j, tmp) {
-    n = 0
+  function share(m, t, e,   r, c, list) {
+    list = ""
     for (r = 1; r <= maxround; ++r) {
       if (!((m t SUBSEP e SUBSEP r) in at)) continue
       c = ceiling_of(m, t, r)
-      if (c > 0) v[++n] = at[m t SUBSEP e SUBSEP r] / c
+      if (c > 0) list = list " " sprintf("%.6f", at[m t SUBSEP e SUBSEP r] / c)
     }
-    if (n == 0) return "-"
-    for (i = 2; i <= n; ++i) for (j = i; j > 1 && v[j - 1] > v[j]; --j) {
-      tmp = v[j]; v[j] = v[j - 1]; v[j - 1] = tmp
-    }
-    return sprintf("%.0f%%", 100 * (n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2))
+    return list == "" ? "-" : sprintf("%.0f%%", 100 * median(list))
   }
   function ratio(a, b) { return (a == "" || b == "" || b == 0) ? "-" : sprintf("**%.2fx**", a / b) }
   {
@@ -270,18 +259,16 @@ awk -v rounds="$rounds" '
           printf "\n| --- | --- | --- | --- | ---: | ---: | ---: |%s\n", sec == "single" ? " ---: | ---: | ---: |" : ""
           header = 1
         }
-        r = median(rows[i] SUBSEP "ref")
-        h = median(rows[i] SUBSEP "hearth")
+        r = median(vals[rows[i] SUBSEP "ref"])
+        h = median(vals[rows[i] SUBSEP "hearth"])
         printf "| %s | %s | %s | %s | %s | %s | %s |", toupper(k[2]), k[3], \
                vals[rows[i] SUBSEP "ref"] == "" ? "-" : vals[rows[i] SUBSEP "ref"], \
                vals[rows[i] SUBSEP "hearth"], cell(r), cell(h), ratio(h, r)
         if (sec == "single") {
           m = "single" SUBSEP k[2] SUBSEP
-          nc = 0
-          delete cs
-          for (rr = 1; rr <= maxround; ++rr) if ((m "gbps" SUBSEP "-" SUBSEP rr) in at) cs[++nc] = ceiling_of(m, k[3], rr)
-          for (a = 2; a <= nc; ++a) for (b = a; b > 1 && cs[b - 1] > cs[b]; --b) { tmp = cs[b]; cs[b] = cs[b - 1]; cs[b - 1] = tmp }
-          ceiling = nc == 0 ? 0 : nc % 2 ? cs[(nc + 1) / 2] : (cs[nc / 2] + cs[nc / 2 + 1]) / 2
+          cs = ""
+          for (rr = 1; rr <= maxround; ++rr) if ((m "gbps" SUBSEP "-" SUBSEP rr) in at) cs = cs " " sprintf("%.6f", ceiling_of(m, k[3], rr))
+          ceiling = cs == "" ? 0 : median(cs)
           printf " %.1f | %s | %s |", ceiling, share(m, k[3], "ref"), share(m, k[3], "hearth")
         }
         printf "\n"

@@ -25,6 +25,7 @@
 {
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/median.sh
 build=${HEARTH_BUILD_DIR:-build/release}
 cache=${HEARTH_BENCH_MODELS:-build/bench-models}
 layers=${LAYERS:-8}
@@ -113,12 +114,7 @@ for r in $(seq 1 "$rounds"); do
   done
 done
 
-printf '%s\n' "${runs[@]}" | awk '
-  function median(list,    n, a, i, j, t) {
-    n = split(list, a, " ")
-    for (i = 2; i <= n; ++i) for (j = i; j > 1 && a[j - 1] > a[j]; --j) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
-    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-  }
+printf '%s\n' "${runs[@]}" | awk "$median_awk"'
   {
     k = $1 " " $2
     pp[k] = pp[k] (pp[k] == "" ? "" : " ") $3

@@ -26,6 +26,7 @@
 {
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/median.sh
 build=${HEARTH_BUILD_DIR:-build/release}
 hearth=$build/tools/hearth
 model=${MODEL:-build/bench-models/tinyllama-1.1b.q4_k_m.gguf}
@@ -90,10 +91,8 @@ for r in $(seq 1 "$rounds"); do
   echo "round $r/$rounds: alone ${alone[-1]} s, through the broker ${broker[-1]} s" >&2
 done
 
-median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END {
-  print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-ma=$(median "${alone[@]}")
-mb=$(median "${broker[@]}")
+ma=$(printf '%s\n' "${alone[@]}" | median)
+mb=$(printf '%s\n' "${broker[@]}" | median)
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 echo "machine: ${cpu:-unknown CPU}, $(nproc) cores; $threads threads; $(basename "$model")"
 echo

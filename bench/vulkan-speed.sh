@@ -32,6 +32,7 @@
 {
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/median.sh
 build=${HEARTH_BUILD_DIR:-build/release}
 cache=${HEARTH_BENCH_MODELS:-build/bench-models}
 shape=${SHAPE:-tinyllama-1.1b}
@@ -115,12 +116,7 @@ for r in $(seq 1 "$rounds"); do
 done
 echo
 
-printf '%s\n' "${runs[@]}" | awk -v pp="$pp" -v tg="$tg" -v engines="$engines" '
-  function median(list,    n, a, i, j, t) {
-    n = split(list, a, " ")
-    for (i = 2; i <= n; ++i) for (j = i; j > 1 && a[j - 1] > a[j]; --j) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
-    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-  }
+printf '%s\n' "${runs[@]}" | awk -v pp="$pp" -v tg="$tg" -v engines="$engines" "$median_awk"'
   {
     p[$1] = p[$1] (p[$1] == "" ? "" : " ") $2
     g[$1] = g[$1] (g[$1] == "" ? "" : " ") $3
