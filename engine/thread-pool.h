@@ -84,7 +84,7 @@ class thread_pool {
   std::atomic<int> finished_{0};  // workers that joined this job and have finished it
   std::atomic<bool> stop_{false};
   std::atomic<int> sleepers_{0};              // workers blocked on wake_
-  std::atomic<bool> caller_sleeping_{false};  // run() blocked on done_
+  std::atomic<bool> caller_sleeping_{false};  // dispatch() blocked on done_
   std::mutex mu_;
   std::condition_variable wake_;
   std::condition_variable done_;
