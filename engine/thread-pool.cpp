@@ -160,20 +160,34 @@ void thread_pool::parallel_for(int64_t n, function_ref<void(int64_t, int64_t)> f
   parallel_for_dynamic(n, (n + nth - 1) / nth, fn, cost);
 }
 
-void thread_pool::parallel_for_dynamic(int64_t n, int64_t chunk,
+int64_t thread_pool::tail_chunk(int64_t n) const {
+  return std::max<int64_t>(1, n / (64 * int64_t(n_threads_)));
+}
+
+void thread_pool::parallel_for_dynamic(int64_t n, int64_t min_chunk,
                                        function_ref<void(int64_t, int64_t)> fn, int64_t cost) {
   if (n <= 0) return;
-  chunk = std::max<int64_t>(1, chunk);
-  if (n * cost < k_min_parallel_work || n_threads_ == 1 || n <= chunk) {
+  min_chunk = std::max<int64_t>(1, min_chunk);
+  if (n * cost < k_min_parallel_work || n_threads_ == 1 || n <= min_chunk) {
     fn(0, n);
     return;
   }
+  // Guided: each claim takes a (2 * threads)-th of what is left, at least min_chunk. A thread
+  // claims a few times per job and the last chunks are small, so the threads finish together.
+  // Against fixed chunks of a 16th of a thread's share (the products' before), TinyLlama
+  // `hearth bench -p 128 -n 64` on 2 threads (Zen 5), 3 alternations per file: tg64 faster in
+  // all 9, Q4_K_M 66.2 / 68.2 / 67.7 -> 67.4 / 70.2 / 70.5 t/s, Q8_0 41.7 / 41.1 / 41.5 ->
+  // 41.9 / 41.8 / 41.7, F16 22.9 / 22.8 / 23.0 -> 23.4 / 23.4 / 23.6; pp128 level or faster.
+  const int64_t spread = 2 * int64_t(n_threads_);
   std::atomic<int64_t> next{0};
   share([&](int, int) {
-    for (;;) {
-      const int64_t begin = next.fetch_add(chunk, std::memory_order_relaxed);
-      if (begin >= n) return;
-      fn(begin, std::min(n, begin + chunk));
+    int64_t begin = next.load(std::memory_order_relaxed);
+    while (begin < n) {
+      const int64_t size = std::max(min_chunk, (n - begin) / spread);
+      if (next.compare_exchange_weak(begin, begin + size, std::memory_order_relaxed)) {
+        fn(begin, std::min(n, begin + size));
+        begin = next.load(std::memory_order_relaxed);
+      }
     }
   });
 }

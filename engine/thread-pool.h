@@ -48,11 +48,16 @@ class thread_pool {
   // hundreds of microsecond-sized ops).
   void parallel_for(int64_t n, function_ref<void(int64_t begin, int64_t end)> fn, int64_t cost = 1);
 
-  // Like parallel_for, but threads take chunks of `chunk` items from a shared counter until none
-  // are left, so a thread that was descheduled or runs on a busier core does less, instead of
-  // everyone waiting for it (machines here are shared and noisy). Chunks run in no fixed order.
-  void parallel_for_dynamic(int64_t n, int64_t chunk,
+  // Like parallel_for, but threads take chunks from a shared counter until none are left, so a
+  // thread that was descheduled or runs on a busier core does less, instead of everyone waiting
+  // for it (machines here are shared and noisy). Chunks shrink as the work runs out: each is a
+  // (2 * nth)-th of what is left, at least min_chunk items. Chunks run in no fixed order.
+  void parallel_for_dynamic(int64_t n, int64_t min_chunk,
                             function_ref<void(int64_t begin, int64_t end)> fn, int64_t cost = 1);
+
+  // The smallest chunk for parallel_for_dynamic over n items: a 64th of one thread's share. The
+  // last chunks of a product decide how long the first thread done waits for the others.
+  int64_t tail_chunk(int64_t n) const;
 
   // Like share(), but on the calling thread alone (fn(0, 1)) when `work` is below the threshold.
   void share_sized(int64_t work, function_ref<void(int ith, int nth)> fn);

@@ -34,17 +34,23 @@ TEST(thread_pool, parallel_for_runs_every_item_once) {
 
 TEST(thread_pool, dynamic_chunks_run_every_item_once) {
   thread_pool pool(2);
-  for (int64_t chunk : {1, 3, 64, 1000}) {
+  for (int64_t min_chunk : {1, 3, 64, 1000}) {
     const int64_t n = 9999;
     std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+    std::atomic<int> chunks{0};
     pool.parallel_for_dynamic(
-        n, chunk,
+        n, min_chunk,
         [&](int64_t b, int64_t e) {
-          EXPECT_LE(e - b, chunk);
+          // A quarter (2 threads) of what was left when it was taken, at least min_chunk, and
+          // only the last chunk shorter.
+          EXPECT_EQ(e - b, std::min(n - b, std::max(min_chunk, (n - b) / 4))) << "from " << b;
+          chunks.fetch_add(1);
           for (int64_t i = b; i < e; ++i) hits[size_t(i)].fetch_add(1);
         },
         thread_pool::k_min_parallel_work);
     expect_each_once(hits);
+    // Shrinking chunks: far fewer claims than n / min_chunk for a small min_chunk.
+    EXPECT_LE(chunks.load(), min_chunk == 1 ? 40 : n / min_chunk + 1) << "min_chunk " << min_chunk;
   }
 }
 

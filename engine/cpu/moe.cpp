@@ -136,7 +136,7 @@ void op_mul_mat_id(thread_pool& pool, scratch& s, packed_weights& packed, const 
   const uint8_t* gx = s.grouped_x.data();
 
   pool.parallel_for_dynamic(
-      n_items, std::max<int64_t>(1, n_items / (16 * int64_t(pool.n_threads()))),
+      n_items, pool.tail_chunk(n_items),
       [&](int64_t begin, int64_t end) {
         for (int64_t item = begin; item < end; ++item) {
           const int32_t e = active[size_t(item / bands)];

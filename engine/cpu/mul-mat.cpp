@@ -30,13 +30,6 @@ void op_get_rows(thread_pool& pool, const tensor& table, const tensor& ids, cons
 
 namespace {
 
-// Work items per chunk of parallel_for_dynamic: about 16 chunks per thread, so a slow thread
-// costs at most a sixteenth of the product, and each chunk is long enough that taking it from
-// the shared counter costs nothing.
-int64_t chunk_of(int64_t n_items, int n_threads) {
-  return std::max<int64_t>(1, n_items / (16 * int64_t(n_threads)));
-}
-
 // Each activation row of x converted once, by `convert`, into rows of `row_bytes` in `dst`.
 const uint8_t* convert_rows(thread_pool& pool, std::vector<uint8_t>& dst, const tensor& x,
                             int64_t row_bytes, from_float_fn convert) {
@@ -126,7 +119,7 @@ void mul_mat_tiled(thread_pool& pool, scratch& s, const tensor& x, std::span<til
   }
   if (n_items == 0) return;  // no tokens
   pool.parallel_for_dynamic(
-      n_items, chunk_of(n_tiles, pool.n_threads()),
+      n_items, pool.tail_chunk(n_tiles),
       [&](int64_t begin, int64_t end) {
         size_t i = 0;
         for (int64_t item = begin; item < end; ++item) {
@@ -199,7 +192,7 @@ void mul_mat_vec_dot(thread_pool& pool, scratch& s, const tensor& w, const tenso
     }
   };
   const int64_t n_blocks = (n_out + k_row_block - 1) / k_row_block;
-  pool.parallel_for_dynamic(n_blocks, chunk_of(n_blocks, pool.n_threads()), row_blocks,
+  pool.parallel_for_dynamic(n_blocks, pool.tail_chunk(n_blocks), row_blocks,
                             k_row_block * n_in * n_tok);
 }
 
