@@ -103,6 +103,10 @@ bool thread_pool::join(uint64_t gen) {
 }
 
 void thread_pool::dispatch(function_ref<void(int, int)> fn, bool all) {
+  if (n_threads_ == 1) {
+    fn(0, 1);
+    return;
+  }
   job_ = &fn;
   finished_.store(0, std::memory_order_relaxed);
   // Whoever sees the new generation sees the open entry and the job (seq_cst store after both).
@@ -131,18 +135,10 @@ void thread_pool::dispatch(function_ref<void(int, int)> fn, bool all) {
 }
 
 void thread_pool::run(function_ref<void(int, int)> fn) {
-  if (n_threads_ == 1) {
-    fn(0, 1);
-    return;
-  }
   dispatch(fn, true);
 }
 
 void thread_pool::share(function_ref<void(int, int)> fn) {
-  if (n_threads_ == 1) {
-    fn(0, 1);
-    return;
-  }
   dispatch(fn, false);
 }
 

@@ -70,7 +70,7 @@ class thread_pool {
  private:
   void worker(int ith);
   // Publishes fn as the next job, runs it as thread 0, then waits for every worker (`all`) or for
-  // the workers that joined it before it was closed.
+  // the workers that joined it before it was closed. With one thread, just fn(0, 1).
   void dispatch(function_ref<void(int, int)> fn, bool all);
   // Whether a worker that saw generation `gen` may run it: the job is still open, and then it
   // counts itself in.

@@ -379,10 +379,10 @@ void op_attention(thread_pool& pool, scratch& s, const tensor& q, const tensor& 
   const int64_t work = n_tok * p.n_head * int64_t(n_cells) * (p.head_dim_k + p.head_dim_v);
   const size_t dk = size_t(p.head_dim_k), dv = size_t(p.head_dim_v), g = size_t(per_job);
   const size_t nc = size_t(n_cells);
-  float* const* bufs = s.thread_floats(g * nc + nc + g * dk + 2 * dk + dk + dv + g * dv +
-                                       16 * std::max(dk, dv) + 64);
+  s.grow_thread_floats(g * nc + nc + g * dk + 2 * dk + dk + dv + g * dv + 16 * std::max(dk, dv) +
+                       64);
   pool.share_sized(work, [&](int ith, int) {
-    float* buf = bufs[ith];
+    float* buf = s.per_thread[size_t(ith)].data();
     group_args a;
     a.scores = buf;
     a.weights16 = buf + g * nc;

@@ -16,7 +16,6 @@ namespace hearth::cpu {
 // largest batch has been seen.
 struct scratch {
   std::vector<std::vector<float>> per_thread;  // attention scores, dequantized rows
-  std::vector<float*> per_thread_data;         // their data, as thread_floats() returns it
   std::vector<uint8_t> converted;              // activations in a weight's dot-product type
   // mul_mats: the activations in each format its products' tile kernels take.
   std::vector<std::vector<uint8_t>> converted_sets;
@@ -27,16 +26,12 @@ struct scratch {
   std::vector<float> route_probs;  // moe_route: one token's probabilities and their order
   std::vector<int32_t> route_order;
 
-  // Grows every thread's floats to n before a shared job: a worker may join only some of the
-  // jobs (thread_pool::share), so growing only the ones that ran would leave another to grow
-  // during a later step.
-  float* const* thread_floats(size_t n) {
-    per_thread_data.resize(per_thread.size());
-    for (size_t i = 0; i < per_thread.size(); ++i) {
-      if (per_thread[i].size() < n) per_thread[i].resize(n);
-      per_thread_data[i] = per_thread[i].data();
-    }
-    return per_thread_data.data();
+  // Grows every thread's floats (per_thread) to n before a shared job: a worker may join only
+  // some of the jobs (thread_pool::share), so growing only the ones that ran would leave another
+  // to grow during a later step.
+  void grow_thread_floats(size_t n) {
+    for (auto& v : per_thread)
+      if (v.size() < n) v.resize(n);
   }
 };
 
