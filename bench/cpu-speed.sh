@@ -9,22 +9,28 @@
 # Sections (SECTIONS, default "single batched depth"):
 #   single   `llama-bench -p 128,512` against `hearth bench -p 128|512`: pp128 and pp512; then
 #            tg64 (`-p 0 -n 64`), run reference, hearth, hearth, reference back to back, each
-#            engine's round figure the mean of its two; each engine's figure as a share of its
-#            ceiling. tg: the streaming-read bandwidth bench/bandwidth measures in the same
-#            round, divided by the bytes one decoding step reads (hearth bench's decode_bytes:
-#            every weight once, an untied embedding table left out, as a token reads one row of
-#            it). pp: the multiply-add peak bench/compute_peak measures in the same round (int8
-#            VNNI for quantized weights where the CPU has it, else F32 FMA; F32 FMA for
-#            attention) over a prompt token's
-#            multiply-adds (hearth bench's pp_layer_macs and pp_attention_macs): a token can not
-#            be processed faster than its products can be computed. A share is the median over
-#            rounds of the run's figure over its own round's ceiling (the read bandwidth of a
-#            shared machine swings between rounds); the ceiling column is the rounds' median.
+#            engine's round figure the mean of its two.
 #   batched  many users at once: `llama-batched-bench -npp 128 -ntg 32 -npl 1,4,16` against
 #            `hearth bench -p 0 -n 32 -s N -d 128` (N sequences, each holding a 128-token prompt,
 #            decoded together): aggregate generation tokens/s.
 #   depth    long contexts: `llama-bench -p 0 -n 32 -d 2048,8192` against
 #            `hearth bench -p 0 -n 32 -d D`: generation with D tokens already in the cache.
+# Every row also gives each engine's figure as a share of the machine's ceiling for it, from
+# the streaming-read bandwidth (bench/bandwidth) and the multiply-add peaks (bench/compute_peak:
+# int8 VNNI for quantized weights where the CPU has it, else F32 FMA; F32 FMA for attention)
+# measured in the same round before each file's runs (the read also after them; the higher of
+# the two counts), and the work hearth bench --json counts:
+#   pp       a prompt token's multiply-adds at the peaks (pp_layer_macs, pp_attention_macs): a
+#            token can not be processed faster than its products can be computed.
+#   tg, x, d a roofline per decoding step of N sequences whose tokens see c cache cells each:
+#            the longer of reading the weights (step_bytes: every weight once, an untied
+#            embedding table left out, as a token reads one row of it) and N · c cells of K and V
+#            (kv_bytes_per_cell) at the bandwidth, and computing N tokens' products
+#            (tg_token_macs) and attention (attention_macs_per_cell · c) at the peaks; summed
+#            over the run's steps, c growing from the depth. One sequence decoding is bound by
+#            the read, 16 together can be bound by the products.
+# A share is the median over rounds of the run's figure over its own round's ceiling (the read
+# bandwidth of a shared machine swings between rounds); the ceiling column is the rounds' median.
 #
 # Usage: PEER_BENCH=/path/to/llama-bench bench/cpu-speed.sh
 #   PEER_BENCH           the reference's llama-bench, already built (../shared/BENCHMARKS.md).
@@ -111,18 +117,30 @@ else
 fi
 note() { printf '%s %s %s %s %s %.2f\n' "$1" "$2" "$3" "$4" "$5" "$6" >>"$runs"; }
 
+bandwidth_now() { field gbps "$("$bandwidth" --threads "$threads" --json)"; }
+
+ceilings() {  # section type round: the machine's read bandwidth and multiply-add peaks now
+  local j f32 i8
+  note "$1" "$2" gbps - "$3" "$(bandwidth_now)"
+  # The peak the file's products run at: int8 (VNNI) for quantized weights, F32 for float ones.
+  j=$("$peak" --threads "$threads" --json)
+  f32=$(sed -n 's/.*"what": "f32"[^}]*"gmacs": \([0-9.]*\).*/\1/p' <<<"$j")
+  i8=$(sed -n 's/.*"what": "i8"[^}]*"gmacs": \([0-9.]*\).*/\1/p' <<<"$j")
+  case $2 in f16 | bf16 | f32) i8= ;; esac
+  note "$1" "$2" f32peak - "$3" "$f32"
+  note "$1" "$2" wpeak - "$3" "${i8:-$f32}"
+}
+
+step_work() {  # section type test round json: what a decoding step of the test's run costs
+  note "$1" "$2" "bytes@$3" - "$4" "$(field step_bytes "$5")"
+  note "$1" "$2" kvcell - "$4" "$(field kv_bytes_per_cell "$5")"
+  note "$1" "$2" acell - "$4" "$(field attention_macs_per_cell "$5")"
+  note "$1" "$2" tmacs - "$4" "$(field tg_token_macs "$5")"
+}
+
 single() {  # type round
   local f j
   f=$(file_of "$1")
-  note single "$1" gbps - "$2" "$(field gbps "$("$bandwidth" --threads "$threads" --json)")"
-  # The peak the file's products run at: int8 (VNNI) for quantized weights, F32 for float ones.
-  j=$("$peak" --threads "$threads" --json)
-  local f32 i8
-  f32=$(sed -n 's/.*"what": "f32"[^}]*"gmacs": \([0-9.]*\).*/\1/p' <<<"$j")
-  i8=$(sed -n 's/.*"what": "i8"[^}]*"gmacs": \([0-9.]*\).*/\1/p' <<<"$j")
-  case $1 in f16 | bf16 | f32) i8= ;; esac
-  note single "$1" f32peak - "$2" "$f32"
-  note single "$1" wpeak - "$2" "${i8:-$f32}"
   if [ -n "$peer" ]; then
     while read -r j; do
       note single "$1" "pp$(field n_prompt "$j")" ref "$2" "$(field avg_ts "$j")"
@@ -130,7 +148,7 @@ single() {  # type round
   fi
   j=$("$hearth" bench -m "$f" -t "$threads" -p 128 -n 0 -r "$reps" --json)
   note single "$1" pp128 hearth "$2" "$(field pp_tps "$j")"
-  note single "$1" bytes - "$2" "$(field decode_bytes "$j")"
+  step_work single "$1" tg64 "$2" "$j"
   note single "$1" lmacs128 - "$2" "$(field pp_layer_macs "$j")"
   note single "$1" amacs128 - "$2" "$(field pp_attention_macs "$j")"
   j=$("$hearth" bench -m "$f" -t "$threads" -p 512 -n 0 -r "$reps" --json)
@@ -172,6 +190,7 @@ batched() {  # type round
   for s in $seqs; do
     j=$("$hearth" bench -m "$f" -t "$threads" -p 0 -n 32 -s "$s" -d 128 -r "$reps" --json)
     note batched "$1" "x$s" hearth "$2" "$(field tg_tps "$j")"
+    step_work batched "$1" "x$s" "$2" "$j"
   done
 }
 
@@ -187,6 +206,7 @@ depth() {  # type round
   for d in $depths; do
     j=$("$hearth" bench -m "$f" -t "$threads" -p 0 -n 32 -d "$d" -r "$reps" --json)
     note depth "$1" "d$d" hearth "$2" "$(field tg_tps "$j")"
+    step_work depth "$1" "d$d" "$2" "$j"
   done
 }
 
@@ -206,7 +226,11 @@ for r in $(seq 1 "$rounds"); do
     esac
     for t in $list; do
       echo "round $r/$rounds: $sec $t" >&2
+      ceilings "$sec" "$t" "$r"
       "$sec" "$t" "$r"
+      # The read again after the runs: a shared host can switch its read level within a minute,
+      # and the ceiling takes the higher of the two.
+      note "$sec" "$t" gbpsafter - "$r" "$(bandwidth_now)"
     done
   done
 done
@@ -214,13 +238,40 @@ done
 # Tables from the list: every run, then per row the medians and hearth / reference.
 awk -v rounds="$rounds" "$median_awk"'
   function cell(x) { return x == "" ? "-" : sprintf("%.2f", x) }
-  # The single section'"'"'s ceiling of test t of file prefix m in round r (tokens/s).
-  function ceiling_of(m, t, r,   n) {
-    if (t ~ /^tg/) return at[m "gbps" SUBSEP "-" SUBSEP r] * 1e9 / at[m "bytes" SUBSEP "-" SUBSEP r]
+  # Figure `name` of file prefix m (section, type) in round r; 0 when not measured.
+  function got(m, name, r) { return at[m name SUBSEP "-" SUBSEP r] + 0 }
+  # The round'"'"'s read bandwidth: the higher of the reads before and after the file'"'"'s runs.
+  function gbps(m, r) { return got(m, "gbps", r) > got(m, "gbpsafter", r) ? got(m, "gbps", r) : got(m, "gbpsafter", r) }
+  # Tokens/s at most of g decoding steps of n sequences after d cells each (the roofline of the
+  # script'"'"'s header); bytes: the weights one step reads.
+  function gen_ceiling(m, r, n, d, g, bytes,   s, c, mem, comp, total) {
+    n += 0; d += 0; g += 0  # numbers, not the strings substr gives (else s < g compares text)
+    for (s = 0; s < g; ++s) {
+      c = d + s + 1
+      mem = (bytes + n * c * got(m, "kvcell", r)) / (gbps(m, r) * 1e9)
+      comp = n * got(m, "tmacs", r) / (got(m, "wpeak", r) * 1e9) + \
+             n * c * got(m, "acell", r) / (got(m, "f32peak", r) * 1e9)
+      total += mem > comp ? mem : comp
+    }
+    return n * g / total
+  }
+  # The ceiling of test t of file prefix m in round r (tokens/s), 0 without the round'"'"'s figures.
+  # (Runs files of before the batched and depth ceilings have "bytes" for tg and no step
+  # figures; their tg ceiling is then the read alone, as it was.)
+  function ceiling_of(m, t, r,   n, b) {
+    if (gbps(m, r) <= 0 || got(m, "wpeak", r) <= 0 || got(m, "f32peak", r) <= 0) return 0
+    if (t ~ /^(tg|x|d)/) {
+      b = got(m, "bytes@" t, r)
+      if (b <= 0) b = got(m, "bytes", r)
+      if (b <= 0) return 0
+      if (t ~ /^tg/) return gen_ceiling(m, r, 1, 0, substr(t, 3), b)
+      if (t ~ /^x/) return gen_ceiling(m, r, substr(t, 2), 128, 32, b)
+      return gen_ceiling(m, r, 1, substr(t, 2), 32, b)
+    }
     # Seconds per prompt token at the peaks: the layer products, then attention.
     n = substr(t, 3)
-    return 1 / (at[m "lmacs" n SUBSEP "-" SUBSEP r] / (at[m "wpeak" SUBSEP "-" SUBSEP r] * 1e9) + \
-                at[m "amacs" n SUBSEP "-" SUBSEP r] / (at[m "f32peak" SUBSEP "-" SUBSEP r] * 1e9))
+    return 1 / (got(m, "lmacs" n, r) / (got(m, "wpeak", r) * 1e9) + \
+                got(m, "amacs" n, r) / (got(m, "f32peak", r) * 1e9))
   }
   # Median over the rounds of engine e'"'"'s figure over that round'"'"'s ceiling, "-" without figures.
   function share(m, t, e,   r, c, list) {
@@ -249,14 +300,14 @@ awk -v rounds="$rounds" "$median_awk"'
       header = 0
       for (i = 1; i <= nrows; ++i) {
         split(rows[i], k, SUBSEP)
-        if (k[1] != sec || k[3] ~ /^(bytes|gbps|f32peak|wpeak|[la]macs)/) continue
+        if (k[1] != sec || k[3] ~ /^(bytes|gbps|f32peak|wpeak|[la]macs|kvcell|acell|tmacs)/) continue
         if (!header) {
           title = sec == "single" ? "one sequence (tokens/s)" : \
                   sec == "batched" ? "many sequences, 128-token prompts: aggregate tg32 tokens/s" : \
                   "generation at depth: tg32 tokens/s with D tokens in the cache"
           printf "\n### %s\n\n| file | test | reference runs | hearth runs | reference | hearth | hearth / reference |", title
-          if (sec == "single") printf " ceiling | reference share | hearth share |"
-          printf "\n| --- | --- | --- | --- | ---: | ---: | ---: |%s\n", sec == "single" ? " ---: | ---: | ---: |" : ""
+          printf " ceiling | reference share | hearth share |"
+          printf "\n| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n"
           header = 1
         }
         r = median(vals[rows[i] SUBSEP "ref"])
@@ -264,26 +315,27 @@ awk -v rounds="$rounds" "$median_awk"'
         printf "| %s | %s | %s | %s | %s | %s | %s |", toupper(k[2]), k[3], \
                vals[rows[i] SUBSEP "ref"] == "" ? "-" : vals[rows[i] SUBSEP "ref"], \
                vals[rows[i] SUBSEP "hearth"], cell(r), cell(h), ratio(h, r)
-        if (sec == "single") {
-          m = "single" SUBSEP k[2] SUBSEP
-          cs = ""
-          for (rr = 1; rr <= maxround; ++rr) if ((m "gbps" SUBSEP "-" SUBSEP rr) in at) cs = cs " " sprintf("%.6f", ceiling_of(m, k[3], rr))
-          ceiling = cs == "" ? 0 : median(cs)
-          printf " %.1f | %s | %s |", ceiling, share(m, k[3], "ref"), share(m, k[3], "hearth")
+        m = sec SUBSEP k[2] SUBSEP
+        cs = ""
+        for (rr = 1; rr <= maxround; ++rr) {
+          c = ceiling_of(m, k[3], rr)
+          if (c > 0) cs = cs " " sprintf("%.6f", c)
         }
-        printf "\n"
+        printf " %s | %s | %s |\n", cs == "" ? "-" : sprintf("%.1f", median(cs)), \
+               share(m, k[3], "ref"), share(m, k[3], "hearth")
       }
     }
     for (i = 1; i <= nrows; ++i) {
       split(rows[i], k, SUBSEP)
-      if (k[3] == "gbps") bw = bw " " toupper(k[2]) ": " vals[rows[i] SUBSEP "-"]
+      if (k[3] == "gbps") bw = bw " " k[1] " " toupper(k[2]) ": " vals[rows[i] SUBSEP "-"]
+      if (k[3] == "gbpsafter") bw = bw " (after: " vals[rows[i] SUBSEP "-"] ")"
     }
-    if (bw != "") printf "\nstreaming read (GB/s) per round, before each file:%s\n", bw
+    if (bw != "") printf "\nstreaming read (GB/s) per round, before (and after) each section'"'"'s file:%s\n", bw
     for (i = 1; i <= nrows; ++i) {
       split(rows[i], k, SUBSEP)
-      if (k[3] == "wpeak") pk = pk " " toupper(k[2]) ": " vals[rows[i] SUBSEP "-"]
+      if (k[3] == "wpeak") pk = pk " " k[1] " " toupper(k[2]) ": " vals[rows[i] SUBSEP "-"]
     }
-    if (pk != "") printf "multiply-add peak of the products (GMAC/s) per round, before each file:%s\n", pk
+    if (pk != "") printf "multiply-add peak of the products (GMAC/s) per round, before each section'"'"'s file:%s\n", pk
   }' "$runs"
 exit
 }

@@ -203,6 +203,14 @@ TEST_F(cli, bench_json_reports_both_speeds) {
   EXPECT_EQ(j["pp_layer_macs"].get<uint64_t>(), 5u * 45312u);
   EXPECT_DOUBLE_EQ(j["pp_attention_macs"].get<double>(), 5.0 * 8 * (8 + 8) * 16.5);
   EXPECT_EQ(j["weight_bytes"].get<uint64_t>() - j["decode_bytes"].get<uint64_t>(), 131072u);
+  // The generation ceilings' figures: a generated token adds the output product, 512 · 64; a
+  // cache cell holds K and V of 4 heads of 8 in F16 in each of 5 layers, 5 · 2 · 32 · 2 bytes,
+  // and costs 5 · 8 · (8 + 8) multiply-adds of attention; one sequence's step reads the weights
+  // decode_bytes counts.
+  EXPECT_EQ(j["tg_token_macs"].get<uint64_t>(), 5u * 45312u + 512u * 64u);
+  EXPECT_EQ(j["kv_bytes_per_cell"].get<uint64_t>(), 640u);
+  EXPECT_DOUBLE_EQ(j["attention_macs_per_cell"].get<double>(), 640.0);
+  EXPECT_EQ(j["step_bytes"].get<uint64_t>(), j["decode_bytes"].get<uint64_t>());
 }
 
 // Whether `hearth devices` lists a Vulkan device this build can run on.

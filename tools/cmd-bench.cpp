@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include "engine/context.h"
+#include "engine/kv-cache.h"
 #include "engine/sequence.h"
 #include "engine/system-info.h"
 #include "tools/commands.h"
@@ -70,11 +71,18 @@ double attention_macs(const model_hparams& hp, double cells) {
   return double(hp.n_layer) * hp.n_head * (hp.head_dim_k + hp.head_dim_v) * cells;
 }
 
-// Weight bytes one decoding step reads (the ceiling bench/cpu-speed.sh divides bandwidth by):
-// every tensor, the used experts' share of expert stacks, less the embedding table (a token reads
-// one row of it) unless it is tied to the output product.
-uint64_t decode_bytes(const model& m) {
-  const uint64_t touched = model_weights_counted(m.file(), m.hparams()).bytes_touched(1);
+// Multiply-adds of one generated token's products: the layers' and the output product's.
+uint64_t token_product_macs(const model& m) {
+  const tensor& out = m.weights().output;
+  return layer_product_macs(m) + uint64_t(out.ne[0] * out.ne[1]);
+}
+
+// Weight bytes one decoding step of n_seq tokens reads (the ceiling bench/cpu-speed.sh divides
+// bandwidth by): every tensor, the used experts' share of expert stacks (more of them with more
+// tokens), less the embedding table (a token reads one row of it) unless it is tied to the
+// output product.
+uint64_t decode_bytes(const model& m, int32_t n_seq) {
+  const uint64_t touched = model_weights_counted(m.file(), m.hparams()).bytes_touched(n_seq);
   const model_weights& w = m.weights();
   const bool tied = w.output.data == w.tok_embd.data;
   return tied ? touched : touched - uint64_t(w.tok_embd.n_bytes());
@@ -177,7 +185,14 @@ int bench(const bench_options& o) {
         {"model", o.model},
         {"type", m->dominant_type()},
         {"weight_bytes", m->weight_bytes()},
-        {"decode_bytes", decode_bytes(*m)},
+        {"decode_bytes", decode_bytes(*m, 1)},
+        // For the ceilings of --sequences and --depth runs: a step's weight bytes at this many
+        // sequences, the cache bytes and attention multiply-adds per token and cell it sees, a
+        // generated token's product multiply-adds.
+        {"step_bytes", decode_bytes(*m, o.sequences)},
+        {"kv_bytes_per_cell", kv_cache::bytes_per_cell(m->hparams())},
+        {"attention_macs_per_cell", attention_macs(m->hparams(), 1)},
+        {"tg_token_macs", token_product_macs(*m)},
         {"threads", threads},
         {"backend", loaded.backend},
         {"device", loaded.device_name},
