@@ -31,6 +31,9 @@ struct group_args {
   const type_kernels* vk = nullptr;
   float scale = 1, softcap = 0;
   bool round_weights = false;  // softmax weights rounded to F16 before the V product
+  // Ask for K and V rows ahead (prefetch_cells): for a token alone of its sequence in the batch
+  // (decoding). A prompt's tokens read the same cells one after another, found in cache.
+  bool prefetch = false;
   // Scratch: scores [n_heads][n_vis], weights in F16 (n_vis / 2 + 1 floats), one K row, one V
   // row, accumulators [n_heads][dv], a block of rows.
   float* scores = nullptr;
@@ -165,6 +168,25 @@ HEARTH_AVX512 inline __m512 load16(const uint8_t* p, int32_t c) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p) + c));
 }
 
+// How many cells ahead the K and V rows are asked for (prefetch_cells). A KV head's slice of a
+// cache row is 2 cache lines of every 8 (64 F16 values of 4 heads' rows) at cells in any order,
+// which the hardware prefetchers do not follow: decoding at depth 4,096 (TinyLlama Q4_K_M, Zen 5)
+// spent 43% of its time in attention, most of it waiting for the loads of K and V rows. With
+// the rows asked for 32 cells ahead, tg64 at depth 2,048 went from 61.1 / 63.1 / 60.9 to 67.4 /
+// 67.6 / 65.5 t/s (alternating), and at depth 4,096 from 45.8 to 51.5. 64 cells ahead, or into
+// L2 only, measured no better.
+constexpr int32_t k_cells_ahead = 32;
+
+// Asks for the rows (their first `bytes`) of visible cells from .. to - 1 (clamped to n_vis).
+inline void prefetch_cells(const group_args& a, const uint8_t* base, int64_t row_bytes,
+                           int32_t bytes, int32_t from, int32_t to) {
+  if (!a.prefetch) return;
+  for (int32_t j = from; j < std::min(to, a.n_vis); ++j) {
+    const char* r = reinterpret_cast<const char*>(base + int64_t(a.cells[j]) * row_bytes);
+    for (int32_t o = 0; o < bytes; o += 64) _mm_prefetch(r + o, _MM_HINT_T0);
+  }
+}
+
 // The scores of cells i .. i + nb - 1 (nb <= 16) for every head, K rows converted to F32 once for
 // all heads: a head's scores are up to 16 registers of multiply-adds summed across lanes together
 // (the missing cells of a last, partial block are zero and not stored). NK: the head size in
@@ -172,6 +194,7 @@ HEARTH_AVX512 inline __m512 load16(const uint8_t* p, int32_t c) {
 template <int NK>
 HEARTH_AVX512 void scores_block(const group_args& a, int32_t i, int32_t nb) {
   const int32_t nk = NK ? NK : a.dk / 16;
+  prefetch_cells(a, a.k_base, a.k_row_bytes, a.dk * 2, i + k_cells_ahead, i + k_cells_ahead + 16);
   for (int32_t j = 0; j < nb; ++j) {
     const uint8_t* kr = a.k_base + int64_t(a.cells[i + j]) * a.k_row_bytes;
     for (int32_t c = 0; c < nk; ++c) _mm512_storeu_ps(a.block + (j * nk + c) * 16, load16(kr, c));
@@ -231,6 +254,7 @@ HEARTH_AVX512 void values_heads(const group_args& a, int32_t i0, int32_t nb, int
 template <int NVD>
 HEARTH_AVX512 void values_block(const group_args& a, int32_t i0, int32_t nb) {
   const int32_t nvd = NVD ? NVD : a.dv / 16;
+  prefetch_cells(a, a.v_base, a.v_row_bytes, a.dv * 2, i0 + k_cells_ahead, i0 + k_cells_ahead + 16);
   for (int32_t j = 0; j < nb; ++j) {
     const uint8_t* vr = a.v_base + int64_t(a.cells[i0 + j]) * a.v_row_bytes;
     for (int32_t c = 0; c < nvd; ++c) _mm512_storeu_ps(a.block + (j * nvd + c) * 16, load16(vr, c));
@@ -250,6 +274,7 @@ HEARTH_AVX512 void values_block(const group_args& a, int32_t i0, int32_t nb) {
 template <int NK, int NVD>
 HEARTH_AVX512 void attend_group_avx512_f16(const group_args& a) {
   const int32_t nv = a.n_vis;
+  prefetch_cells(a, a.k_base, a.k_row_bytes, a.dk * 2, 0, k_cells_ahead);
   for (int32_t i0 = 0; i0 < nv; i0 += 16) scores_block<NK>(a, i0, std::min(16, nv - i0));
   for (int32_t h = 0; h < a.n_heads; ++h) {
     float* sc = a.scores + int64_t(h) * nv;
@@ -287,6 +312,7 @@ HEARTH_AVX512 void attend_group_avx512_f16(const group_args& a) {
     for (; i < nv; ++i) sc[i] = _cvtsh_ss(_cvtss_sh(sc[i] * _mm512_cvtss_f32(inv), 0));
   }
   std::fill(a.acc, a.acc + int64_t(a.n_heads) * a.dv, 0.0f);
+  prefetch_cells(a, a.v_base, a.v_row_bytes, a.dv * 2, 0, k_cells_ahead);
   for (int32_t i0 = 0; i0 < nv; i0 += 16) values_block<NVD>(a, i0, std::min(16, nv - i0));
   std::copy(a.acc, a.acc + int64_t(a.n_heads) * a.dv, a.out);
 }
@@ -417,6 +443,7 @@ void op_attention(thread_pool& pool, scratch& s, const tensor& q, const tensor& 
       }
       a.cells = visible.data() + first[size_t(t)];
       a.n_vis = int32_t(first[size_t(t) + 1] - first[size_t(t)]);
+      a.prefetch = (t == 0 || tseq[t - 1] != tseq[t]) && (t + 1 == n_tok || tseq[t + 1] != tseq[t]);
       a.k_base = static_cast<const uint8_t*>(k_cache.data) + hk * k_head_bytes;
       a.v_base = static_cast<const uint8_t*>(v_cache.data) + hk * v_head_bytes;
       a.out = static_cast<float*>(out.data) + t * out.ne[0] + int64_t(h0) * p.head_dim_v;
