@@ -213,6 +213,36 @@ TEST_F(cli, bench_json_reports_both_speeds) {
   EXPECT_EQ(j["step_bytes"].get<uint64_t>(), j["decode_bytes"].get<uint64_t>());
 }
 
+// With several sequences a step of a mixture of experts reads more experts: step_bytes counts
+// n_expert_used of them per sequence, at most all (the bound bench/cpu-speed.sh's ceilings use);
+// one sequence's step reads decode_bytes.
+TEST_F(cli, bench_json_counts_the_experts_a_step_of_several_sequences_reads) {
+  const std::string moe =
+      testing::testdata_path("models/synthetic2/synthetic-qwen3moe-a.q4_k_m.gguf");
+  ASSERT_FALSE(moe.empty());
+  auto f = gguf_file::open(moe);
+  ASSERT_TRUE(f.ok()) << f.message();
+  const uint64_t n_expert = **f->get_uint("qwen3moe.expert_count");
+  const uint64_t n_used = **f->get_uint("qwen3moe.expert_used_count");
+  uint64_t expert_bytes = 0;
+  for (const auto& t : f->tensors())
+    if (t.name.find("_exps.weight") != std::string::npos) expert_bytes += t.n_bytes;
+  ASSERT_GT(expert_bytes, 0u);
+  auto step = [&](int seqs) {
+    auto r =
+        hearth("bench -m " + quote(moe) + " -p 0 -n 2 -r 1 -s " + std::to_string(seqs) + " --json");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out);
+  };
+  const auto one = step(1), three = step(3);
+  EXPECT_EQ(one["step_bytes"].get<uint64_t>(), one["decode_bytes"].get<uint64_t>());
+  EXPECT_EQ(three["decode_bytes"].get<uint64_t>(), one["decode_bytes"].get<uint64_t>());
+  const uint64_t more = std::min(n_expert, 3 * n_used) - n_used;
+  ASSERT_GT(more, 0u);
+  EXPECT_EQ(three["step_bytes"].get<uint64_t>() - one["step_bytes"].get<uint64_t>(),
+            expert_bytes / n_expert * more);
+}
+
 // Whether `hearth devices` lists a Vulkan device this build can run on.
 bool has_vulkan_device() {
   auto r = hearth("devices --json");
