@@ -168,13 +168,16 @@ HEARTH_AVX512 inline __m512 load16(const uint8_t* p, int32_t c) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p) + c));
 }
 
-// How many cells ahead the K and V rows are asked for (prefetch_cells). A KV head's slice of a
-// cache row is 2 cache lines of every 8 (64 F16 values of 4 heads' rows) at cells in any order,
-// which the hardware prefetchers do not follow: decoding at depth 4,096 (TinyLlama Q4_K_M, Zen 5)
-// spent 43% of its time in attention, most of it waiting for the loads of K and V rows. With
-// the rows asked for 32 cells ahead, tg64 at depth 2,048 went from 61.1 / 63.1 / 60.9 to 67.4 /
-// 67.6 / 65.5 t/s (alternating), and at depth 4,096 from 45.8 to 51.5. 64 cells ahead, or into
-// L2 only, measured no better.
+// How many cells ahead the K and V rows are asked for (prefetch_cells). A job reads its KV
+// head's slice of each cache row (2 cache lines of every 8 for 64-value heads of 4 KV heads), at
+// cells in any order. Decoding at depth 4,096 (TinyLlama Q4_K_M, Zen 5) spent 43% of its time in
+// attention, most of it on the loads of K and V rows. With the rows asked for 32 cells ahead,
+// tg64 at depth 2,048 went from 61.1 / 63.1 / 60.9 to 67.4 / 67.6 / 65.5 t/s (alternating), and
+// at depth 4,096 from 45.8 to 51.5. 64 cells ahead, or a second prefetch into L2 96 or 224
+// cells ahead, measured no better. Neither did reading whole rows in order (every KV head's
+// scores of a block of cells by one thread, then the softmax and V per head): the pass is then
+// bound inside the core (one thread spends 11.6 ms per token at depth 4,096 on 92 MB of K and V,
+// 8 GB/s), by the loads and horizontal sums of scores_block and values_heads.
 constexpr int32_t k_cells_ahead = 32;
 
 // Asks for the rows (their first `bytes`) of visible cells from .. to - 1 (clamped to n_vis).
