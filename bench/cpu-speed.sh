@@ -131,7 +131,10 @@ ceilings() {  # section type round: the machine's read bandwidth and multiply-ad
   note "$1" "$2" wpeak - "$3" "${i8:-$f32}"
 }
 
-step_work() {  # section type test round json: what a decoding step of the test's run costs
+step_work() {  # section type test round json: the generation run's shape and what a step costs
+  note "$1" "$2" "seqs@$3" - "$4" "$(field sequences "$5")"
+  note "$1" "$2" "depth@$3" - "$4" "$(field depth "$5")"
+  note "$1" "$2" "gen@$3" - "$4" "$(field n_gen "$5")"
   note "$1" "$2" "bytes@$3" - "$4" "$(field step_bytes "$5")"
   note "$1" "$2" kvcell - "$4" "$(field kv_bytes_per_cell "$5")"
   note "$1" "$2" acell - "$4" "$(field attention_macs_per_cell "$5")"
@@ -148,7 +151,6 @@ single() {  # type round
   fi
   j=$("$hearth" bench -m "$f" -t "$threads" -p 128 -n 0 -r "$reps" --json)
   note single "$1" pp128 hearth "$2" "$(field pp_tps "$j")"
-  step_work single "$1" tg64 "$2" "$j"
   note single "$1" lmacs128 - "$2" "$(field pp_layer_macs "$j")"
   note single "$1" amacs128 - "$2" "$(field pp_attention_macs "$j")"
   j=$("$hearth" bench -m "$f" -t "$threads" -p 512 -n 0 -r "$reps" --json)
@@ -162,7 +164,9 @@ single() {  # type round
   # (F16 tg64 0.74x in one run, 1.30x in the run before and 1.32x over 8 alternations).
   local h1 h2 r1 r2
   [ -z "$peer" ] || r1=$(peer_tg "$f")
-  h1=$(field tg_tps "$("$hearth" bench -m "$f" -t "$threads" -p 0 -n 64 -r "$reps" --json)")
+  j=$("$hearth" bench -m "$f" -t "$threads" -p 0 -n 64 -r "$reps" --json)
+  h1=$(field tg_tps "$j")
+  step_work single "$1" tg64 "$2" "$j"
   h2=$(field tg_tps "$("$hearth" bench -m "$f" -t "$threads" -p 0 -n 64 -r "$reps" --json)")
   [ -z "$peer" ] || r2=$(peer_tg "$f")
   note single "$1" tg64 hearth "$2" "$(awk -v a="$h1" -v b="$h2" 'BEGIN { print (a + b) / 2 }')"
@@ -245,7 +249,6 @@ awk -v rounds="$rounds" "$median_awk"'
   # Tokens/s at most of g decoding steps of n sequences after d cells each (the roofline of the
   # script'"'"'s header); bytes: the weights one step reads.
   function gen_ceiling(m, r, n, d, g, bytes,   s, c, mem, comp, total) {
-    n += 0; d += 0; g += 0  # numbers, not the strings substr gives (else s < g compares text)
     for (s = 0; s < g; ++s) {
       c = d + s + 1
       mem = (bytes + n * c * got(m, "kvcell", r)) / (gbps(m, r) * 1e9)
@@ -256,18 +259,16 @@ awk -v rounds="$rounds" "$median_awk"'
     return n * g / total
   }
   # The ceiling of test t of file prefix m in round r (tokens/s), 0 without the round'"'"'s figures.
-  # (Runs files of before the batched and depth ceilings have "bytes" for tg and no step
-  # figures; their tg ceiling is then the read alone, as it was.)
-  function ceiling_of(m, t, r,   n, b) {
+  # A generation test'"'"'s shape (sequences, depth, tokens) is what its hearth run reported.
+  # (Runs files of before the batched and depth ceilings have only tg64 with "bytes": one
+  # sequence from an empty cache, the read alone, as it was.)
+  function ceiling_of(m, t, r,   n) {
     if (gbps(m, r) <= 0 || got(m, "wpeak", r) <= 0 || got(m, "f32peak", r) <= 0) return 0
-    if (t ~ /^(tg|x|d)/) {
-      b = got(m, "bytes@" t, r)
-      if (b <= 0) b = got(m, "bytes", r)
-      if (b <= 0) return 0
-      if (t ~ /^tg/) return gen_ceiling(m, r, 1, 0, substr(t, 3), b)
-      if (t ~ /^x/) return gen_ceiling(m, r, substr(t, 2), 128, 32, b)
-      return gen_ceiling(m, r, 1, substr(t, 2), 32, b)
-    }
+    if (got(m, "gen@" t, r) > 0)
+      return gen_ceiling(m, r, got(m, "seqs@" t, r), got(m, "depth@" t, r), got(m, "gen@" t, r),
+                         got(m, "bytes@" t, r))
+    if (t ~ /^tg/) return got(m, "bytes", r) > 0 ? gen_ceiling(m, r, 1, 0, substr(t, 3) + 0, got(m, "bytes", r)) : 0
+    if (t !~ /^pp/) return 0
     # Seconds per prompt token at the peaks: the layer products, then attention.
     n = substr(t, 3)
     return 1 / (got(m, "lmacs" n, r) / (got(m, "wpeak", r) * 1e9) + \
@@ -300,7 +301,7 @@ awk -v rounds="$rounds" "$median_awk"'
       header = 0
       for (i = 1; i <= nrows; ++i) {
         split(rows[i], k, SUBSEP)
-        if (k[1] != sec || k[3] ~ /^(bytes|gbps|f32peak|wpeak|[la]macs|kvcell|acell|tmacs)/) continue
+        if (k[1] != sec || k[3] ~ /^(bytes|seqs@|depth@|gen@|gbps|f32peak|wpeak|[la]macs|kvcell|acell|tmacs)/) continue
         if (!header) {
           title = sec == "single" ? "one sequence (tokens/s)" : \
                   sec == "batched" ? "many sequences, 128-token prompts: aggregate tg32 tokens/s" : \

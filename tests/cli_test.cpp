@@ -222,8 +222,11 @@ TEST_F(cli, bench_json_counts_the_experts_a_step_of_several_sequences_reads) {
   ASSERT_FALSE(moe.empty());
   auto f = gguf_file::open(moe);
   ASSERT_TRUE(f.ok()) << f.message();
-  const uint64_t n_expert = **f->get_uint("qwen3moe.expert_count");
-  const uint64_t n_used = **f->get_uint("qwen3moe.expert_used_count");
+  auto expert_count = f->get_uint("qwen3moe.expert_count");
+  auto expert_used = f->get_uint("qwen3moe.expert_used_count");
+  ASSERT_TRUE(expert_count.ok() && expert_count->has_value() && expert_used.ok() &&
+              expert_used->has_value());
+  const uint64_t n_expert = **expert_count, n_used = **expert_used;
   uint64_t expert_bytes = 0;
   for (const auto& t : f->tensors())
     if (t.name.find("_exps.weight") != std::string::npos) expert_bytes += t.n_bytes;
