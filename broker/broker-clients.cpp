@@ -67,8 +67,10 @@ uint32_t page_bytes(uint32_t requested) {
 constexpr size_t k_list_reply_bytes = 1 << 20;
 constexpr size_t k_list_error_bytes = 4096;
 
-// What a lagging watcher is sent per turn once its pipe has room again.
+// What a lagging watcher is sent per turn once its pipe has room again (at most: its pipe's room,
+// peer-outbox.h), and the least room worth sending a page into.
 constexpr uint64_t k_catch_up_bytes = 1 << 20;
+constexpr uint64_t k_catch_up_min_bytes = 16 << 10;
 
 // Bytes read past a page of stored output, so that the page can end on a character boundary
 // (a UTF-8 character has at most 4 bytes).
@@ -309,7 +311,10 @@ output_mark broker::send_output_window(const std::string& rid, uint64_t job_id, 
   do {
     std::string_view page;
     if (offset < usable_end) {
-      const uint64_t room = std::min<uint64_t>(wire::job_page_bytes_default, usable_end - offset);
+      // At least 4 bytes, so that a page always holds a whole character.
+      const uint64_t room =
+          std::min<uint64_t>({wire::job_page_bytes_default, usable_end - offset,
+                              std::max<uint64_t>(max_bytes - sent, k_utf8_lookahead)});
       page = utf8_page(window, offset - base, room);
     }
     offset += page.size();
@@ -361,17 +366,33 @@ void broker::deliver(const live_job& j, const std::string& rid, wire::command cm
 }
 
 void broker::catch_up_lagging() {
+  // What each watcher's pipe has room for this turn, shared by the jobs it lags behind on.
+  std::unordered_map<std::string, uint64_t> room;
+  const auto now = net::steady::now();
   for (auto it = lagging_.begin(); it != lagging_.end();) {
     const auto& [job_id, rid] = it->first;
-    if (outboxes_.bytes_of(rid) > 0) {
+    auto r = room.find(rid);
+    if (r == room.end()) {
+      r = room.emplace(rid, outboxes_.room(*router_, rid, k_catch_up_bytes, now)).first;
+    }
+    // Too little room to be worth a page: its pipe is nearly full, it is sent more later.
+    if (r->second < k_catch_up_min_bytes) {
       ++it;
       continue;
     }
+    const uint64_t budget = std::min(k_catch_up_bytes, r->second);
+    const uint64_t queued_before = turn_bytes_[rid];
     watcher_lag& l = it->second;
+    const auto spent = [&] {
+      const uint64_t queued = turn_bytes_[rid];
+      r->second =
+          queued == k_peer_dropped ? 0 : r->second - std::min(r->second, queued - queued_before);
+    };
     if (l.finished) {
       // The job's output is in the store: it finished in a turn that has committed.
       l.has = send_stored_output_from(rid, job_id, l.attempt, l.has, l.final_seq, l.final_bytes,
-                                      k_catch_up_bytes);
+                                      budget);
+      spent();
       if (l.has.seq == l.final_seq) {
         queue_out(rid, wire::command::job_done, std::move(l.done_body));
         it = lagging_.erase(it);
@@ -386,8 +407,9 @@ void broker::catch_up_lagging() {
       continue;
     }
     const live_job& live = j->second;
-    l.has = send_output_from(rid, job_id, live.row.attempts, l.has, live.next_seq, live.output,
-                             k_catch_up_bytes);
+    l.has =
+        send_output_from(rid, job_id, live.row.attempts, l.has, live.next_seq, live.output, budget);
+    spent();
     if (l.has.seq == live.next_seq) {
       it = lagging_.erase(it);
     } else {

@@ -13,14 +13,12 @@ constexpr int k_burst = 512;
 
 // ZMQ_SNDHWM of the ROUTER, in messages, per peer: what ZeroMQ itself may hold for one peer that
 // stopped reading. Twice a turn's burst, so that a reading peer rarely meets it while the
-// messages of one turn stream out (at 256 messages the bench's token relay fell behind at once);
-// what it holds in bytes is bounded by what the broker sends a peer before dropping it
-// (queue_out: twice max_peer_outbox_bytes in a turn).
+// messages of one turn stream out (at 256 messages the bench's token relay fell behind at once;
+// at 32 the jobs/s acknowledged fell from 22,500 to 7,900); what it holds in bytes the outboxes
+// bound (peer-outbox.h).
 constexpr int k_peer_sndhwm = 1024;
 // How often the outboxes are retried while one is non-empty.
 constexpr std::chrono::milliseconds k_outbox_retry{1};
-// turn_bytes_ of a peer that gets nothing more this turn.
-constexpr uint64_t k_peer_dropped = UINT64_MAX;
 // hearth_broker_peers counts the peers heard from within this long, and at most so many (each
 // needs a connection, but the count is bounded here too).
 constexpr auto k_recent_peer = std::chrono::seconds(60);
@@ -70,7 +68,7 @@ broker::broker(broker_config cfg, std::unique_ptr<job_store> store)
     : cfg_(std::move(cfg)),
       store_(std::move(store)),
       outboxes_(outbox_limits{cfg_.max_peer_outbox_bytes, cfg_.max_outbox_bytes,
-                              std::chrono::milliseconds(cfg_.peer_stall_ms)}) {}
+                              std::chrono::milliseconds(cfg_.peer_stall_ms), k_peer_sndhwm}) {}
 
 broker::~broker() {
   // The ZAP handler monitors the ROUTER: it goes first, also when run() ends by an exception.

@@ -8,17 +8,20 @@
 //
 // Sending: no peer can make the broker buffer without bound. The ROUTER has ZMQ_ROUTER_MANDATORY
 // and a modest ZMQ_SNDHWM (k_peer_sndhwm messages; ZeroMQ counts messages, not bytes), and every
-// send is non-blocking. A message ZeroMQ refuses (EAGAIN: the peer's pipe is full because the
-// peer stopped reading) waits in that peer's outbox (peer-outbox.h), behind which later messages
-// to the peer queue up in order; outboxes are retried every turn, and the loop polls every
-// millisecond while one is non-empty. A peer whose outbox passes max_peer_outbox_bytes, or that
-// has not taken a message for peer_stall_ms, is dropped: its outbox is freed, it stops watching
-// jobs, and a node is treated as lost (its attempts are requeued). When all outboxes together
-// pass max_outbox_bytes, the peer holding the most is dropped; a dropped peer's messages are
-// discarded unread for peer_stall_ms. A message to a peer that is gone
-// (EHOSTUNREACH) is dropped. A peer is also dropped when one turn's messages to it pass twice
-// max_peer_outbox_bytes (queue_out), so what one peer holds in ZeroMQ and its outbox together
-// stays within a few times max_peer_outbox_bytes (replies are paged: one is at most ~1 MiB).
+// send is non-blocking. The outboxes (peer-outbox.h) count the bytes of each peer's last
+// k_peer_sndhwm sends, which bound what its pipe holds, and keep that within
+// max_peer_outbox_bytes. A message ZeroMQ refuses (EAGAIN: the peer's pipe is full because the
+// peer stopped reading), or that would pass that count, waits in that peer's outbox, behind which
+// later messages to the peer queue up in order; outboxes are retried every turn, and the loop
+// polls every millisecond while one is non-empty. A peer whose outbox passes
+// max_peer_outbox_bytes, or that has not taken a message for peer_stall_ms, is dropped: its
+// outbox is freed, it stops watching jobs, and a node is treated as lost (its attempts are
+// requeued). When all outboxes together pass max_outbox_bytes, the peer holding the most is
+// dropped; a dropped peer's messages are discarded unread for peer_stall_ms. A message to a peer
+// that is gone (EHOSTUNREACH) is dropped. A peer is also dropped when one turn's messages to it
+// pass twice max_peer_outbox_bytes (queue_out). So what one peer holds in ZeroMQ's pipe, its
+// outbox and one turn's messages stays within about four times max_peer_outbox_bytes (and
+// k_peer_sndhwm small messages), plus what the kernel's socket buffers take.
 // A watcher of a fast stream whose pipe is full is not sent every token chunk: it lags, and
 // catches up from the job's output in pages when it reads again (deliver()).
 //
@@ -412,6 +415,7 @@ class broker {
   peer_outboxes outboxes_;
   std::vector<peer_outboxes::overflow> to_drop_;  // peers to drop at the start of the next turn
   std::unordered_map<std::string, uint64_t> turn_bytes_;  // queued this turn, by routing id
+  static constexpr uint64_t k_peer_dropped = UINT64_MAX;  // turn_bytes_: it gets nothing more
   std::unordered_map<std::string, net::steady::time_point> dropped_until_;  // ignored till then
   // A watcher behind on a job's stream: what it has, and once the job finished, its output and
   // job_done, sent after the rest of the output.

@@ -57,6 +57,7 @@ struct broker_config {
   // handshake (admin keys are let in anyway).
   uint32_t max_connections_per_address = 256;
   // What one peer or client may hold of the broker's memory (broker.h says how each is used).
+  // max_peer_outbox_bytes also bounds the bytes a peer's ZeroMQ pipe holds (peer-outbox.h).
   uint64_t max_peer_outbox_bytes = 8 << 20;      // unsent messages to one peer; beyond: dropped
   uint32_t peer_stall_ms = 10000;                // a peer blocked this long is dropped
   uint64_t max_outbox_bytes = 256 << 20;         // unsent messages to all peers together

@@ -12,6 +12,11 @@ uint64_t message_bytes(const std::string& body) {
   return body.size() + 64;
 }
 
+const std::string& heartbeat_body() {
+  static const std::string body = wire::encode(wire::heartbeat{});
+  return body;
+}
+
 }  // namespace
 
 send_status router_send(zmq::socket_t& router, std::string_view routing_id, wire::command cmd,
@@ -35,7 +40,7 @@ bool peer_outboxes::send(zmq::socket_t& router, const std::string& routing_id, w
                          std::string body, clock::time_point now) {
   auto it = peers_.find(routing_id);
   if (it == peers_.end()) {
-    switch (router_send(router, routing_id, cmd, body)) {
+    switch (send_counted(router, routing_id, cmd, body, now)) {
       case send_status::sent:
         return true;
       case send_status::unreachable:
@@ -59,8 +64,15 @@ void peer_outboxes::flush(zmq::socket_t& router, clock::time_point now) {
     bool gone = false;
     while (!p.queue.empty()) {
       const message& m = p.queue.front();
-      const send_status s = router_send(router, it->first, m.cmd, m.body);
-      if (s == send_status::would_block) break;
+      const auto w = pipes_.find(it->first);
+      const uint64_t sends_before = w == pipes_.end() ? 0 : w->second.sends;
+      const send_status s = send_counted(router, it->first, m.cmd, m.body, now);
+      if (s == send_status::would_block) {
+        // Heartbeats it took make room: it reads, so the stall clock restarts.
+        const auto after = pipes_.find(it->first);
+        if (after != pipes_.end() && after->second.sends > sends_before) p.blocked_since = now;
+        break;
+      }
       if (s == send_status::unreachable) {
         gone = true;
         break;
@@ -79,6 +91,92 @@ void peer_outboxes::flush(zmq::socket_t& router, clock::time_point now) {
       ++it;
     }
   }
+  // A peer's counted bytes are forgotten once later sends push them out; one that is sent nothing
+  // more may have gone away. A heartbeat finds out (and counts as a send when it is taken).
+  for (auto it = pipes_.begin(); it != pipes_.end();) {
+    pipe_window& w = it->second;
+    if (now - w.last_send < limits_.max_stall || peers_.contains(it->first)) {
+      ++it;
+      continue;
+    }
+    const send_status s =
+        router_send(router, it->first, wire::command::heartbeat, heartbeat_body());
+    w.last_send = now;
+    if (s == send_status::sent) ++w.sends;
+    forget_old(w);
+    if (s == send_status::unreachable || w.counted.empty()) {
+      it = pipes_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+uint64_t peer_outboxes::room(zmq::socket_t& router, const std::string& routing_id, uint64_t want,
+                             clock::time_point now) {
+  if (peers_.contains(routing_id)) return 0;
+  const uint64_t asked = std::clamp<uint64_t>(want, k_small_message_bytes, limits_.max_peer_bytes);
+  if (make_room(router, routing_id, asked, now) == send_status::unreachable) return 0;
+  const uint64_t held = pipe_bytes_of(routing_id);
+  return held >= limits_.max_peer_bytes ? 0 : limits_.max_peer_bytes - held;
+}
+
+send_status peer_outboxes::send_counted(zmq::socket_t& router, const std::string& routing_id,
+                                        wire::command cmd, const std::string& body,
+                                        clock::time_point now) {
+  const uint64_t bytes = message_bytes(body);
+  if (const send_status s = make_room(router, routing_id, bytes, now); s != send_status::sent)
+    return s;
+  const send_status s = router_send(router, routing_id, cmd, body);
+  if (s == send_status::sent) count_send(routing_id, bytes, now);
+  if (s == send_status::unreachable) pipes_.erase(routing_id);
+  return s;
+}
+
+send_status peer_outboxes::make_room(zmq::socket_t& router, const std::string& routing_id,
+                                     uint64_t bytes, clock::time_point now) {
+  while (!fits(routing_id, bytes)) {
+    const send_status s =
+        router_send(router, routing_id, wire::command::heartbeat, heartbeat_body());
+    if (s == send_status::unreachable) pipes_.erase(routing_id);
+    if (s != send_status::sent) return s;
+    count_send(routing_id, 0, now);
+  }
+  return send_status::sent;
+}
+
+void peer_outboxes::count_send(const std::string& routing_id, uint64_t bytes,
+                               clock::time_point now) {
+  const bool counted = bytes >= k_small_message_bytes;
+  auto it = pipes_.find(routing_id);
+  if (it == pipes_.end()) {
+    if (!counted) return;  // nothing of its is counted: an uncounted send changes nothing
+    it = pipes_.try_emplace(routing_id).first;
+  }
+  pipe_window& w = it->second;
+  ++w.sends;
+  w.last_send = now;
+  if (counted) {
+    w.counted.emplace_back(w.sends, bytes);
+    w.bytes += bytes;
+  }
+  forget_old(w);
+  if (w.counted.empty()) pipes_.erase(it);
+}
+
+void peer_outboxes::forget_old(pipe_window& w) const {
+  // ZeroMQ took send number `sends`, so the pipe holds at most the last pipe_messages sends.
+  while (!w.counted.empty() && w.counted.front().first + limits_.pipe_messages <= w.sends) {
+    w.bytes -= w.counted.front().second;
+    w.counted.pop_front();
+  }
+}
+
+bool peer_outboxes::fits(const std::string& routing_id, uint64_t bytes) const {
+  if (bytes < k_small_message_bytes) return true;
+  const uint64_t held = pipe_bytes_of(routing_id);
+  // One message larger than the limit alone still goes, once nothing counted is held.
+  return held == 0 || held + bytes <= limits_.max_peer_bytes;
 }
 
 std::vector<peer_outboxes::overflow> peer_outboxes::take_overflowing(clock::time_point now) {
@@ -118,6 +216,11 @@ std::vector<peer_outboxes::overflow> peer_outboxes::take_overflowing(clock::time
 uint64_t peer_outboxes::bytes_of(const std::string& routing_id) const {
   auto it = peers_.find(routing_id);
   return it == peers_.end() ? 0 : it->second.bytes;
+}
+
+uint64_t peer_outboxes::pipe_bytes_of(const std::string& routing_id) const {
+  auto it = pipes_.find(routing_id);
+  return it == pipes_.end() ? 0 : it->second.bytes;
 }
 
 void peer_outboxes::drop(const std::string& routing_id) {

@@ -1,5 +1,13 @@
 // Messages the broker could not hand to ZeroMQ yet, per peer, with their bytes counted, so that a
 // peer that stops reading costs the broker a bounded amount of memory (broker.h: "Sending").
+//
+// ZeroMQ bounds what it holds for a peer in messages (ZMQ_SNDHWM), not bytes: 1024 pages of
+// output are 256 MiB. So the outboxes also bound the bytes a peer's pipe can hold. A send that
+// ZeroMQ accepts proves that the pipe holds at most `pipe_messages` messages, the newest ones:
+// the bytes of a peer's last `pipe_messages` sends bound what its pipe holds. A message that
+// would take that past max_peer_bytes waits in the outbox, and the outbox first sends the peer
+// empty heartbeats (which every peer ignores, PROTOCOL.md section 9.4): each one ZeroMQ accepts
+// pushes one older message out of the count, and a peer that does not read stops accepting them.
 #pragma once
 
 #include <chrono>
@@ -28,10 +36,17 @@ send_status router_send(zmq::socket_t& router, std::string_view routing_id, wire
                         std::string_view body);
 
 struct outbox_limits {
+  // A peer's outbox, and again what its ZeroMQ pipe may hold in messages of k_small_message_bytes
+  // or more.
   uint64_t max_peer_bytes = 8 << 20;
   uint64_t max_total_bytes = 256 << 20;
   std::chrono::milliseconds max_stall{10000};
+  uint64_t pipe_messages = 1024;  // the ROUTER's ZMQ_SNDHWM
 };
+
+// Messages smaller than this are not counted against a pipe's bytes (there is no need: the pipe
+// holds at most pipe_messages of them), so that token chunks cost no bookkeeping.
+inline constexpr uint64_t k_small_message_bytes = 1024;
 
 class peer_outboxes {
  public:
@@ -42,8 +57,14 @@ class peer_outboxes {
   // Returns false when the message was dropped because the peer is gone.
   bool send(zmq::socket_t& router, const std::string& routing_id, wire::command cmd,
             std::string body, clock::time_point now);
-  // Retries every waiting message, oldest first per peer, until its peer blocks again.
+  // Retries every waiting message, oldest first per peer, until its peer blocks again; probes
+  // peers that hold counted bytes and were sent nothing for max_stall, to forget those gone.
   void flush(zmq::socket_t& router, clock::time_point now);
+
+  // Bytes the peer can be sent now without waiting in its outbox (0 while it has messages
+  // waiting). Asks the peer's pipe with heartbeats, as a send would, for up to `want`.
+  uint64_t room(zmq::socket_t& router, const std::string& routing_id, uint64_t want,
+                clock::time_point now);
 
   // A peer over a limit, and which one: its outbox has been freed.
   struct overflow {
@@ -54,12 +75,14 @@ class peer_outboxes {
   // together are over the total limit, the peer holding the most. Their outboxes are freed.
   std::vector<overflow> take_overflowing(clock::time_point now);
 
-  // Frees the peer's outbox (nothing when it has none).
+  // Frees the peer's outbox (nothing when it has none). What its pipe holds is still counted.
   void drop(const std::string& routing_id);
 
   bool empty() const { return peers_.empty(); }
   uint64_t total_bytes() const { return total_bytes_; }
   uint64_t bytes_of(const std::string& routing_id) const;
+  // The counted bytes its ZeroMQ pipe may still hold.
+  uint64_t pipe_bytes_of(const std::string& routing_id) const;
 
  private:
   struct message {
@@ -71,11 +94,29 @@ class peer_outboxes {
     uint64_t bytes = 0;
     clock::time_point blocked_since;  // when its oldest waiting message was last refused or sent
   };
+  // A peer's recent sends that count: the pipe holds at most the last pipe_messages sends.
+  struct pipe_window {
+    uint64_t sends = 0;  // messages ZeroMQ accepted for it since the window was opened
+    std::deque<std::pair<uint64_t, uint64_t>> counted;  // (send number, bytes), oldest first
+    uint64_t bytes = 0;                                 // the sum of `counted`
+    clock::time_point last_send;
+  };
   void free_peer(std::unordered_map<std::string, peer>::iterator it);
+  // Sends one message if its bytes fit the peer's pipe (asking with heartbeats as needed) and
+  // ZeroMQ takes it, and counts it.
+  send_status send_counted(zmq::socket_t& router, const std::string& routing_id, wire::command cmd,
+                           const std::string& body, clock::time_point now);
+  // Sends heartbeats until `bytes` more fit the peer's pipe; would_block when they do not.
+  send_status make_room(zmq::socket_t& router, const std::string& routing_id, uint64_t bytes,
+                        clock::time_point now);
+  void count_send(const std::string& routing_id, uint64_t bytes, clock::time_point now);
+  void forget_old(pipe_window& w) const;
+  bool fits(const std::string& routing_id, uint64_t bytes) const;
 
   outbox_limits limits_;
   std::unordered_map<std::string, peer> peers_;  // only peers with something waiting
   uint64_t total_bytes_ = 0;
+  std::unordered_map<std::string, pipe_window> pipes_;  // only peers with counted bytes
 };
 
 }  // namespace hearth::broker

@@ -12,21 +12,28 @@ namespace {
 using clock = peer_outboxes::clock;
 using namespace std::chrono_literals;
 
-// A ROUTER as the broker configures it and one DEALER peer "d1" over inproc, where a pipe holds
-// about sndhwm + rcvhwm messages: with both at 1, a peer that does not read blocks at once.
+// A ROUTER as the broker configures it and one DEALER peer "d1". Over inproc (the default) a
+// pipe holds about sndhwm + rcvhwm messages: with both at 1, a peer that does not read blocks at
+// once. Over TCP, as the broker's clients connect, the kernel's socket buffers are at their
+// smallest, so that what the peer does not read stays in ZeroMQ's pipe (at most `hwm` messages).
+enum class transport { inproc, tcp };
 struct router_and_peer {
   zmq::context_t ctx;
   zmq::socket_t router{ctx, zmq::socket_type::router};
   zmq::socket_t dealer{ctx, zmq::socket_type::dealer};
-  router_and_peer() {
+  explicit router_and_peer(transport t = transport::inproc, int hwm = 1) {
     router.set(zmq::sockopt::router_mandatory, 1);
-    router.set(zmq::sockopt::sndhwm, 1);
+    router.set(zmq::sockopt::sndhwm, hwm);
     router.set(zmq::sockopt::linger, 0);
-    router.bind("inproc://outbox-test");
+    if (t == transport::tcp) {
+      router.set(zmq::sockopt::sndbuf, 4096);
+      dealer.set(zmq::sockopt::rcvbuf, 4096);
+    }
+    router.bind(t == transport::tcp ? "tcp://127.0.0.1:*" : "inproc://outbox-test");
     dealer.set(zmq::sockopt::routing_id, "d1");
     dealer.set(zmq::sockopt::rcvhwm, 1);
     dealer.set(zmq::sockopt::linger, 0);
-    dealer.connect("inproc://outbox-test");
+    dealer.connect(router.get(zmq::sockopt::last_endpoint));
     // The router knows the peer once it has heard from it.
     dealer.send(zmq::str_buffer("hi"), zmq::send_flags::none);
     zmq::message_t m;
@@ -101,6 +108,68 @@ TEST(PeerOutbox, OverTheTotalTheLargestOutboxGoes) {
   ASSERT_EQ(over.size(), 1u);
   EXPECT_NE(over[0].why.find("max_outbox_bytes"), std::string::npos) << over[0].why;
   EXPECT_LE(o.total_bytes(), 5000u);
+}
+
+// ZeroMQ counts messages: with a pipe of 64 messages it would take all eight 64 KiB messages of a
+// peer that does not read. The outboxes count bytes: no more than max_peer_bytes of them go to
+// the pipe (and one more, that ZeroMQ's I/O thread took out of it to write), the rest wait, and
+// all arrive in order, between heartbeats, once the peer reads.
+TEST(PeerOutbox, WhatAPipeHoldsIsBoundedInBytesAndHeartbeatsMakeRoomWhenThePeerReads) {
+  router_and_peer s(transport::tcp, 64);
+  const uint64_t limit = 256 << 10;
+  peer_outboxes o(outbox_limits{limit, 4 << 20, 10s, 64});
+  const auto now = clock::now();
+  for (int i = 0; i < 8; ++i) {
+    std::string body(64 << 10, char('a' + i));
+    ASSERT_TRUE(o.send(s.router, "d1", wire::command::ok, std::move(body), now));
+  }
+  EXPECT_LE(o.pipe_bytes_of("d1"), limit);
+  // Three fit the count (each is 64 KiB and its frames); the pipe may also have handed one to
+  // the I/O thread, and a heartbeat then counts it out.
+  const uint64_t waiting = o.bytes_of("d1") / (64 << 10);
+  EXPECT_GE(waiting, 8u - 4u) << "bytes waiting " << o.bytes_of("d1");
+  EXPECT_EQ(o.room(s.router, "d1", 64 << 10, now), 0u);  // messages wait: no room
+
+  std::string got;
+  int heartbeats = 0;
+  for (int round = 0; round < 2000 && got.size() < 8; ++round) {
+    while (auto r = net::try_recv(s.dealer, false)) {
+      const auto views = r->views();
+      auto env = wire::open_envelope(views);
+      ASSERT_TRUE(env.ok);
+      if (env.env.cmd == wire::command::heartbeat) {
+        ++heartbeats;
+        continue;
+      }
+      ASSERT_EQ(env.env.cmd, wire::command::ok);
+      got += env.env.body[0];
+    }
+    std::this_thread::sleep_for(1ms);
+    o.flush(s.router, clock::now());
+    EXPECT_LE(o.pipe_bytes_of("d1"), limit);
+  }
+  EXPECT_EQ(got, "abcdefgh");
+  EXPECT_GT(heartbeats, 0);
+  EXPECT_TRUE(o.empty());
+  EXPECT_EQ(o.room(s.router, "d1", 64 << 10, clock::now()) + o.pipe_bytes_of("d1"), limit);
+}
+
+// A peer that was sent large messages and then left is forgotten: once nothing was sent to it
+// for max_stall, a heartbeat finds it gone.
+TEST(PeerOutbox, APipeCountOfAPeerThatLeftIsForgotten) {
+  router_and_peer s(transport::tcp, 64);
+  peer_outboxes o(outbox_limits{1 << 20, 4 << 20, 1s, 64});
+  const auto now = clock::now();
+  ASSERT_TRUE(o.send(s.router, "d1", wire::command::ok, std::string(100 << 10, 'x'), now));
+  EXPECT_GT(o.pipe_bytes_of("d1"), 100u << 10);
+  s.dealer.close();
+  o.flush(s.router, now + 500ms);  // too soon to ask
+  EXPECT_GT(o.pipe_bytes_of("d1"), 0u);
+  for (int i = 0; i < 1000 && o.pipe_bytes_of("d1") > 0; ++i) {
+    std::this_thread::sleep_for(5ms);
+    o.flush(s.router, clock::now() + 2s);
+  }
+  EXPECT_EQ(o.pipe_bytes_of("d1"), 0u);
 }
 
 }  // namespace

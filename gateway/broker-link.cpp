@@ -498,6 +498,9 @@ void broker_link::impl::on_message(const net::received& msg) {
                  env.err.message);
     return;
   }
+  // The broker's heartbeats only make room in its count of what our pipe holds (PROTOCOL.md
+  // section 9.4).
+  if (env.env.cmd == wire::command::heartbeat) return;
   auto ev = decode_job_event(env.env.cmd, env.env.body);
   if (!ev) return on_reply(env.env.cmd, env.env.body);
   if (!*ev) {

@@ -191,6 +191,9 @@ TEST(BrokerClientLimits, a_job_larger_than_a_message_reads_back_whole_in_pages) 
   }
   EXPECT_GE(pages, 20);
   EXPECT_TRUE(paged == text);
+  // The stream and the pages, 10 MiB to one client, pass what the broker lets its pipe hold
+  // (max_peer_outbox_bytes, 8 MiB): heartbeats made room as it read.
+  EXPECT_GT(client->heartbeats(), 0u);
   // A page size of the client's choice, capped.
   wire::get_job small{0, acc->job_id};
   small.max_output_bytes = 1000;
@@ -264,15 +267,19 @@ TEST(BrokerClientLimits, a_client_that_never_reads_is_dropped_and_the_broker_sta
     wire::get_job g{uint64_t(i + 1), acc->job_id};
     net::send(reader->socket(), "", g);
     net::send(reader->socket(), "", wire::watch{uint64_t(10000 + i), acc->job_id});
-    // Spread over many turns of the broker, so that the outbox rather than one turn's share
-    // decides.
-    if (i % 10 == 0) std::this_thread::sleep_for(5ms);
+    // Spread over many turns of the broker, a few requests each, so that what ZeroMQ's pipe may
+    // hold decides rather than one turn's share (CI once ran this where the broker kept up: the
+    // reader was never dropped and its pipe held 150 MiB).
+    std::this_thread::sleep_for(1ms);
   }
 
-  // Meanwhile another client is answered, and the broker stays small: before it
-  // is dropped the reader is sent at most twice max_peer_outbox_bytes (16 MiB) in one turn,
-  // held by ZeroMQ or its outbox (8 MiB), and its requests are then ignored for peer_stall_ms:
-  // some tens of MiB, well under 200 MiB on top of what the broker held before.
+  // Meanwhile another client is answered, and the broker stays small. What it holds for the
+  // reader (PROTOCOL.md section 10.6, broker.h "Sending"): in ZeroMQ's pipe at most
+  // max_peer_outbox_bytes (8 MiB) of its last 1024 messages, which the broker counts, then at
+  // most that again in its outbox, and one turn's messages, at most twice that: 32 MiB. ZeroMQ
+  // itself counts messages, not bytes: without the broker's count the pipe would take 1024 of
+  // these 256 KiB pages, 256 MiB. The 75 MiB the reader asks for cannot fit: whatever the timing
+  // of the broker's turns, its outbox fills and it is dropped.
   // The first request waits for the turn that answers the reader until it is dropped: reading
   // and encoding 16 MiB of pages, a tenth of a second in a release build and several times that
   // under AddressSanitizer (1.1 s alone, 2 s on a loaded machine). A broker that waited for the
@@ -295,11 +302,13 @@ TEST(BrokerClientLimits, a_client_that_never_reads_is_dropped_and_the_broker_sta
     rss_max = std::max(rss_max, rss_bytes(broker.pid()));
     std::this_thread::sleep_for(50ms);
   }
-  // Under AddressSanitizer freed memory stays resident in its quarantine (256 MiB by default),
-  // so the bound there is that much looser; it is still a bound.
-  uint64_t allowed = 200u << 20;
+  // 32 MiB, the message ZeroMQ's I/O thread is writing, and the allocator's slack. Under
+  // AddressSanitizer freed memory stays resident in its quarantine (256 MiB by default, and an
+  // eighth of that again in shadow memory), so the bound there is that much looser; it is still
+  // a bound (the broker before its pipe count reached 250 MiB without it).
+  uint64_t allowed = 48u << 20;
 #if defined(__SANITIZE_ADDRESS__)
-  allowed += 256u << 20;
+  allowed += 288u << 20;
 #endif
   EXPECT_LT(rss_max, rss_before + allowed)
       << "broker RSS before " << rss_before << ", at most " << rss_max;

@@ -304,6 +304,10 @@ test_client::reply test_client::request_raw(wire::command cmd, const std::string
       const auto frames = msg->views();
       auto env = wire::open_envelope(frames);
       if (!env.ok) continue;
+      if (env.env.cmd == wire::command::heartbeat) {
+        ++heartbeats_;
+        continue;
+      }
       reply r{env.env.cmd, std::string(env.env.body)};
       // Replies carry request_id; events do not. Peek at it through the error format, which
       // every reply shares the first field name with.
@@ -322,14 +326,22 @@ std::optional<test_client::reply> test_client::next_event(std::chrono::milliseco
     events_.erase(events_.begin());
     return r;
   }
-  zmq::pollitem_t items[] = {{sock_.handle(), 0, ZMQ_POLLIN, 0}};
-  zmq::poll(items, 1, timeout);
-  auto msg = net::try_recv(sock_, false);
-  if (!msg) return std::nullopt;
-  const auto frames = msg->views();
-  auto env = wire::open_envelope(frames);
-  if (!env.ok) return std::nullopt;
-  return reply{env.env.cmd, std::string(env.env.body)};
+  // The broker's heartbeats are not events (PROTOCOL.md section 9.4): skipped.
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    const auto left =
+        std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+    zmq::pollitem_t items[] = {{sock_.handle(), 0, ZMQ_POLLIN, 0}};
+    zmq::poll(items, 1, std::max(left, std::chrono::milliseconds(0)));
+    auto msg = net::try_recv(sock_, false);
+    if (!msg) return std::nullopt;
+    const auto frames = msg->views();
+    auto env = wire::open_envelope(frames);
+    if (!env.ok) return std::nullopt;
+    if (env.env.cmd != wire::command::heartbeat)
+      return reply{env.env.cmd, std::string(env.env.body)};
+    ++heartbeats_;
+  }
 }
 
 test_client::outcome test_client::follow(uint64_t job_id, std::chrono::milliseconds timeout) {

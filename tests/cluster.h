@@ -178,12 +178,15 @@ class test_client {
       uint64_t job_id, std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
   zmq::socket_t& socket() { return sock_; }
+  // Heartbeats the broker sent (to make room in its count of our pipe); they are skipped.
+  uint64_t heartbeats() const { return heartbeats_; }
 
  private:
   zmq::context_t ctx_;
   zmq::socket_t sock_;
   uint64_t next_id_ = 1000;
   std::vector<reply> events_;
+  uint64_t heartbeats_ = 0;
 };
 
 // A greedy (temperature 0) job for `model`: the submit the cluster tests send.
