@@ -12,6 +12,10 @@ uint64_t message_bytes(const std::string& body) {
   return body.size() + 64;
 }
 
+// A peer that room() found without room is taken as still waiting for this long after it last
+// asked (room() is asked every turn while a watcher lags, turns are at most 100 ms apart).
+constexpr std::chrono::seconds k_starved_forgotten{1};
+
 const std::string& heartbeat_body() {
   static const std::string body = wire::encode(wire::heartbeat{});
   return body;
@@ -116,8 +120,16 @@ uint64_t peer_outboxes::room(zmq::socket_t& router, const std::string& routing_i
                              clock::time_point now) {
   if (peers_.contains(routing_id)) return 0;
   const uint64_t asked = std::clamp<uint64_t>(want, k_small_message_bytes, limits_.max_peer_bytes);
-  if (make_room(router, routing_id, asked, now) == send_status::unreachable) return 0;
-  const uint64_t held = pipe_bytes_of(routing_id);
+  const send_status s = make_room(router, routing_id, asked, now);
+  if (s == send_status::unreachable) return 0;
+  const auto w = pipes_.find(routing_id);
+  if (w == pipes_.end()) return limits_.max_peer_bytes;
+  if (s == send_status::would_block) {
+    // Each send ZeroMQ takes restarts the clock (count_send).
+    if (!w->second.starved_since) w->second.starved_since = now;
+    w->second.starved_last = now;
+  }
+  const uint64_t held = w->second.bytes;
   return held >= limits_.max_peer_bytes ? 0 : limits_.max_peer_bytes - held;
 }
 
@@ -156,6 +168,7 @@ void peer_outboxes::count_send(const std::string& routing_id, uint64_t bytes,
   pipe_window& w = it->second;
   ++w.sends;
   w.last_send = now;
+  w.starved_since.reset();  // its pipe moved
   if (counted) {
     w.counted.emplace_back(w.sends, bytes);
     w.bytes += bytes;
@@ -199,6 +212,16 @@ std::vector<peer_outboxes::overflow> peer_outboxes::take_overflowing(clock::time
     auto next = std::next(it);
     free_peer(it);
     it = next;
+  }
+  for (auto& [routing_id, w] : pipes_) {
+    if (!w.starved_since) continue;
+    // Nothing asks for room for it any more (a watch ended): it is not waiting.
+    if (now - w.starved_last > k_starved_forgotten) w.starved_since.reset();
+    if (!w.starved_since || now - *w.starved_since <= limits_.max_stall) continue;
+    w.starved_since.reset();  // reported once; its pipe's count stays
+    out.push_back({routing_id, "not reading for over peer_stall_ms (" +
+                                   std::to_string(limits_.max_stall.count()) +
+                                   " ms) while it waits for room"});
   }
   while (total_bytes_ > limits_.max_total_bytes) {
     auto largest = std::max_element(peers_.begin(), peers_.end(), [](const auto& a, const auto& b) {

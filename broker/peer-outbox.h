@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -71,8 +72,9 @@ class peer_outboxes {
     std::string routing_id;
     std::string why;
   };
-  // Peers over their byte limit or blocked longer than the stall limit, then, while all outboxes
-  // together are over the total limit, the peer holding the most. Their outboxes are freed.
+  // Peers over their byte limit or blocked longer than the stall limit (their outbox not
+  // moving, or room() finding no room), then, while all outboxes together are over the total
+  // limit, the peer holding the most. Their outboxes are freed.
   std::vector<overflow> take_overflowing(clock::time_point now);
 
   // Frees the peer's outbox (nothing when it has none). What its pipe holds is still counted.
@@ -100,6 +102,11 @@ class peer_outboxes {
     std::deque<std::pair<uint64_t, uint64_t>> counted;  // (send number, bytes), oldest first
     uint64_t bytes = 0;                                 // the sum of `counted`
     clock::time_point last_send;
+    // Since when room() finds no room, ZeroMQ taking nothing more (and when it last asked): a
+    // peer that waits for room without reading is dropped after max_stall, as one whose outbox
+    // does not move.
+    std::optional<clock::time_point> starved_since;
+    clock::time_point starved_last;
   };
   void free_peer(std::unordered_map<std::string, peer>::iterator it);
   // Sends one message if its bytes fit the peer's pipe (asking with heartbeats as needed) and

@@ -110,20 +110,27 @@ TEST(PeerOutbox, OverTheTotalTheLargestOutboxGoes) {
   EXPECT_LE(o.total_bytes(), 5000u);
 }
 
+// max_peer_bytes of the TCP tests: four 64 KiB messages and their frames do not fit.
+constexpr uint64_t k_pipe_limit = 256 << 10;
+
+// Sends the peer `n` messages of 64 KiB, the i-th filled with 'a' + i.
+void send_64k(peer_outboxes& o, router_and_peer& s, int n, clock::time_point now) {
+  for (int i = 0; i < n; ++i) {
+    ASSERT_TRUE(
+        o.send(s.router, "d1", wire::command::ok, std::string(64 << 10, char('a' + i)), now));
+  }
+}
+
 // ZeroMQ counts messages: with a pipe of 64 messages it would take all eight 64 KiB messages of a
 // peer that does not read. The outboxes count bytes: no more than max_peer_bytes of them go to
 // the pipe (and one more, that ZeroMQ's I/O thread took out of it to write), the rest wait, and
 // all arrive in order, between heartbeats, once the peer reads.
 TEST(PeerOutbox, WhatAPipeHoldsIsBoundedInBytesAndHeartbeatsMakeRoomWhenThePeerReads) {
   router_and_peer s(transport::tcp, 64);
-  const uint64_t limit = 256 << 10;
-  peer_outboxes o(outbox_limits{limit, 4 << 20, 10s, 64});
+  peer_outboxes o(outbox_limits{k_pipe_limit, 4 << 20, 10s, 64});
   const auto now = clock::now();
-  for (int i = 0; i < 8; ++i) {
-    std::string body(64 << 10, char('a' + i));
-    ASSERT_TRUE(o.send(s.router, "d1", wire::command::ok, std::move(body), now));
-  }
-  EXPECT_LE(o.pipe_bytes_of("d1"), limit);
+  send_64k(o, s, 8, now);
+  EXPECT_LE(o.pipe_bytes_of("d1"), k_pipe_limit);
   // Three fit the count (each is 64 KiB and its frames); the pipe may also have handed one to
   // the I/O thread, and a heartbeat then counts it out.
   const uint64_t waiting = o.bytes_of("d1") / (64 << 10);
@@ -146,12 +153,12 @@ TEST(PeerOutbox, WhatAPipeHoldsIsBoundedInBytesAndHeartbeatsMakeRoomWhenThePeerR
     }
     std::this_thread::sleep_for(1ms);
     o.flush(s.router, clock::now());
-    EXPECT_LE(o.pipe_bytes_of("d1"), limit);
+    EXPECT_LE(o.pipe_bytes_of("d1"), k_pipe_limit);
   }
   EXPECT_EQ(got, "abcdefgh");
   EXPECT_GT(heartbeats, 0);
   EXPECT_TRUE(o.empty());
-  EXPECT_EQ(o.room(s.router, "d1", 64 << 10, clock::now()) + o.pipe_bytes_of("d1"), limit);
+  EXPECT_EQ(o.room(s.router, "d1", 64 << 10, clock::now()) + o.pipe_bytes_of("d1"), k_pipe_limit);
 }
 
 // A peer that was sent large messages and then left is forgotten: once nothing was sent to it
@@ -170,6 +177,45 @@ TEST(PeerOutbox, APipeCountOfAPeerThatLeftIsForgotten) {
     o.flush(s.router, clock::now() + 2s);
   }
   EXPECT_EQ(o.pipe_bytes_of("d1"), 0u);
+}
+
+// A peer that waits for room (a lagging watcher's catch-up asks room() every turn) and does not
+// read is dropped after the stall limit, as one whose outbox does not move; one that nothing
+// asks room for any more, or that reads, is not.
+TEST(PeerOutbox, APeerWaitingForRoomWithoutReadingIsDroppedAfterTheStallLimit) {
+  router_and_peer s(transport::tcp, 64);
+  peer_outboxes o(outbox_limits{k_pipe_limit, 4 << 20, 1s, 64});
+  const auto t0 = clock::now();
+  send_64k(o, s, 3, t0);
+  ASSERT_TRUE(o.empty());  // all three fit the count
+  EXPECT_LT(o.room(s.router, "d1", 128 << 10, t0), 128u << 10);
+  // Asked again within a second each time, never room: dropped once past the stall limit.
+  EXPECT_TRUE(o.take_overflowing(t0 + 500ms).empty());
+  EXPECT_LT(o.room(s.router, "d1", 128 << 10, t0 + 900ms), 128u << 10);
+  auto over = o.take_overflowing(t0 + 1500ms);
+  ASSERT_EQ(over.size(), 1u);
+  EXPECT_EQ(over[0].routing_id, "d1");
+  EXPECT_NE(over[0].why.find("waits for room"), std::string::npos) << over[0].why;
+  EXPECT_TRUE(o.take_overflowing(t0 + 1600ms).empty());  // reported once
+
+  // Asked once, then never again: not waiting, not dropped.
+  const auto t1 = t0 + 10s;
+  EXPECT_LT(o.room(s.router, "d1", 128 << 10, t1), 128u << 10);
+  EXPECT_TRUE(o.take_overflowing(t1 + 1500ms).empty());
+  EXPECT_TRUE(o.take_overflowing(t1 + 3s).empty());
+
+  // Once it reads, room comes back and the clock stops.
+  const auto t2 = t0 + 20s;
+  EXPECT_LT(o.room(s.router, "d1", 128 << 10, t2), 128u << 10);
+  uint64_t room = 0;
+  for (int i = 0; i < 2000 && room < (128u << 10); ++i) {
+    while (net::try_recv(s.dealer, false)) {
+    }
+    std::this_thread::sleep_for(1ms);
+    room = o.room(s.router, "d1", 128 << 10, t2 + 500ms);
+  }
+  EXPECT_GE(room, 128u << 10);
+  EXPECT_TRUE(o.take_overflowing(t2 + 1200ms).empty());
 }
 
 }  // namespace
