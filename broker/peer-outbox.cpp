@@ -97,21 +97,22 @@ void peer_outboxes::flush(zmq::socket_t& router, clock::time_point now) {
   }
   // A peer's counted bytes are forgotten once later sends push them out; one that is sent nothing
   // more may have gone away. A heartbeat finds out (and counts as a send when it is taken).
-  for (auto it = pipes_.begin(); it != pipes_.end();) {
-    pipe_window& w = it->second;
-    if (now - w.last_send < limits_.max_stall || peers_.contains(it->first)) {
-      ++it;
-      continue;
-    }
-    const send_status s =
-        router_send(router, it->first, wire::command::heartbeat, heartbeat_body());
-    w.last_send = now;
-    if (s == send_status::sent) ++w.sends;
-    forget_old(w);
-    if (s == send_status::unreachable || w.counted.empty()) {
-      it = pipes_.erase(it);
-    } else {
-      ++it;
+  std::vector<std::string> idle;
+  for (const auto& [routing_id, w] : pipes_) {
+    if (now - w.last_send >= limits_.max_stall && !peers_.contains(routing_id))
+      idle.push_back(routing_id);
+  }
+  for (const std::string& routing_id : idle) {
+    switch (router_send(router, routing_id, wire::command::heartbeat, heartbeat_body())) {
+      case send_status::sent:
+        count_send(routing_id, 0, now);
+        break;
+      case send_status::would_block:
+        pipes_[routing_id].last_send = now;  // asked again after max_stall
+        break;
+      case send_status::unreachable:
+        pipes_.erase(routing_id);
+        break;
     }
   }
 }
