@@ -7,6 +7,8 @@
 // A session's life:      [handshake] -> idle -> header -> body -> answering -> idle ...
 //                          any state -> closed (error, timeout, peer gone, server stops)
 //  answering with an early error (400, 408, 413, 431) -> draining -> closed
+// What keeps a session alive is its outstanding I/O (each completion handler holds it), and
+// while it answers with none outstanding (a pipelined request waits in its buffer), hold_.
 #include "gateway/http-server.h"
 
 #include <spdlog/spdlog.h>
@@ -235,6 +237,7 @@ class session_base : public std::enable_shared_from_this<session_base> {
   // Closes the socket; the client's request, if one is being answered, gets on_close.
   void close(std::string_view why) {
     if (phase_ == phase::closed) return;
+    const auto hold = std::move(hold_);  // the session lives to the end of this call
     spdlog::debug("http {}: connection closed ({})", remote_, why);
     phase_ = phase::closed;
     release_body();
@@ -694,6 +697,7 @@ class session_base : public std::enable_shared_from_this<session_base> {
     responder_ = r;
     ex->out = r;
     watch_for_close();
+    if (!reading_) hold_ = shared_from_this();
     spdlog::debug("http {}: {} {}", remote_, method_, target_);
 
     const handler* h = match_.h;
@@ -746,6 +750,7 @@ class session_base : public std::enable_shared_from_this<session_base> {
   // Every byte of an answer is written: the next request, or the end of the connection.
   void maybe_answer_done() {
     if (!answering_ || !final_queued_ || writing_ || !out_.empty()) return;
+    const auto hold = std::move(hold_);  // what comes next holds the session, or it ends
     answering_ = false;
     responder_.reset();
     if (phase_ == phase::draining || !keep_alive_) return linger();
@@ -785,6 +790,10 @@ class session_base : public std::enable_shared_from_this<session_base> {
   std::weak_ptr<server_responder> responder_;
 
   bool reading_ = false, writing_ = false;
+  // The session itself, while it answers with no read or write of its own outstanding: a
+  // pipelined request waits in buffer_ (watch_for_close), and the responder holds the session
+  // weakly, so nothing else keeps it until the answer is queued.
+  std::shared_ptr<session_base> hold_;
   std::deque<std::string> out_;
   size_t out_offset_ = 0;  // bytes of out_.front() already written
   uint64_t unsent_ = 0;

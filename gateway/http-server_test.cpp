@@ -362,6 +362,29 @@ TEST(http_server, answers_pipelined_requests_in_order) {
   EXPECT_EQ(body_of(c.read_response()), "GET /a/2 n=2;  ");
 }
 
+// As above, with answers that come later (from the broker, in the gateway): while the next
+// request waits in the buffer no read is outstanding, and the session must live on until its
+// answer is written. (GET /v1/models twice in one packet once got no answer and an EOF.)
+TEST(http_server, answers_pipelined_requests_that_are_answered_later_in_order) {
+  test_server s;
+  s.routes.add("GET", "/later/{n}", [&](std::shared_ptr<exchange> ex) {
+    s.server->after(20ms, [ex] { ex->out->reply(text("later " + ex->params.at("n"))); });
+  });
+  s.routes.add("GET", "/a/{n}", echo());
+  s.start();
+  raw_client c(s.port());
+  c.send("GET /later/1 HTTP/1.1\r\nHost: x\r\n\r\nGET /a/2 HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(body_of(c.read_response()), "later 1");
+  EXPECT_EQ(body_of(c.read_response()), "GET /a/2 n=2;  ");
+  // Part of the next request only, then the rest once the first is answered.
+  c.send("GET /later/3 HTTP/1.1\r\nHost: x\r\n\r\nGET /later/4 HTTP/1.1\r\n");
+  EXPECT_EQ(body_of(c.read_response()), "later 3");
+  c.send("Host: x\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(body_of(c.read_response()), "later 4");
+  c.read_to_eof(5s);
+  EXPECT_TRUE(c.eof());
+}
+
 TEST(http_server, body_over_the_limit_by_content_length_is_413_before_it_is_sent) {
   gateway_options o;
   o.max_body_bytes = 1000;
