@@ -18,6 +18,7 @@
 #include <optional>
 
 #include "common/think-filter.h"
+#include "engine/tokenizer/chat-template.h"
 #include "gateway/openai-json.h"
 #include "schema/job-params.h"
 
@@ -365,6 +366,26 @@ void read_thinking(request_reader& rr, openai_request& r) {
   }
 }
 
+// `chat_template`: one of hearth's template names instead of the model's own (as the CLI's
+// --template), for a model whose file has none or one hearth does not recognise. The broker
+// names this field when it refuses a chat job for want of a template. A name, not Jinja text
+// (vLLM's field of the same name takes a template's text): an unknown one is refused here with
+// the names there are, before a job exists.
+void read_chat_template(request_reader& rr, wire::job_params& p) {
+  auto name = rr.string("chat_template");
+  if (!name) return;
+  if (auto t = chat_template_from_name(*name); !t) {
+    // A template's text is not echoed back whole.
+    if (name->size() > 32 || name->find_first_of("{%\n") != std::string::npos) {
+      return rr.refuse(
+          refusal("chat_template", "chat_template must name one of hearth's templates (" +
+                                       chat_template_names() + "), not be a template's text"));
+    }
+    return rr.refuse(refusal("chat_template", t.message()));
+  }
+  p.chat_template = std::move(*name);
+}
+
 // The parameter a job_params_check message is about: the words before " must be".
 std::string param_of_check(const std::string& message) {
   for (const char* p :
@@ -452,7 +473,10 @@ std::variant<openai_request, request_refusal> parse_openai_request(openai_endpoi
     }
   }
   if (auto u = rr.string("user")) r.user = std::move(*u);
-  if (endpoint == openai_endpoint::chat_completions) read_thinking(rr, r);
+  if (endpoint == openai_endpoint::chat_completions) {
+    read_thinking(rr, r);
+    read_chat_template(rr, p);
+  }
   if (rr.refused()) return *rr.refused();
 
   if (auto msg = wire::job_params_check(p); !msg.empty()) {

@@ -199,6 +199,31 @@ test('a chat goes through the model template and equals hearth run --chat', asyn
   for (const c of streamed.chunks.slice(0, -1)) assert.equal(c.choices[0].finish_reason, null);
 });
 
+test('a model without a template is refused for chat until the request names one', async () => {
+  const messages = [{ role: 'user', content: question }];
+  await assert.rejects(
+    client.chat.completions.create({ model: textModel, messages, max_tokens: 8 }),
+    (e) =>
+      e.status === 400 && /has no chat template/.test(e.message) && /chat_template/.test(e.message),
+  );
+  await assert.rejects(
+    client.chat.completions.create({ model: textModel, messages, chat_template: 'chatm' }),
+    (e) => e.status === 400 && e.param === 'chat_template' && /known: chatml/.test(e.message),
+  );
+  const local = hearthRun(
+    ['-m', textPath, '--chat', question, '--template', 'chatml', '-n', '24', '--temp', '0'],
+  );
+  const r = await client.chat.completions.create({
+    model: textModel,
+    messages,
+    chat_template: 'chatml',
+    max_tokens: 24,
+    temperature: 0,
+  });
+  assert.equal(r.choices[0].message.content, local.text);
+  assert.equal(r.usage.prompt_tokens, local.nPrompt);
+});
+
 test('stop ends the text before the stop sequence', async () => {
   const free = await greedy();
   const text = free.choices[0].text;
