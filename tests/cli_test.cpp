@@ -393,6 +393,21 @@ TEST_F(cli, errors_are_one_line_on_stderr_with_a_nonzero_exit_code) {
   expect_error(hearth("run -m " + quote(model_) + " -p hi --device 0"), "--device needs");
 }
 
+// The prompt as `hearth submit` takes it: the last argument, or `-` for standard input.
+TEST_F(cli, run_takes_the_prompt_as_its_last_argument_or_from_stdin) {
+  const auto& c = reference_["cases"][0];
+  const std::string expected = c["greedy_text"].get<std::string>() + "\n";
+  auto r = hearth("run -m " + quote(model_) + " -n 64 --temp 0 " + quote(c["prompt"]));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, expected);
+  r = testing::run_command("printf %s " + quote(c["prompt"]) + " | " + HEARTH_BIN + " run -m " +
+                           quote(model_) + " -n 64 --temp 0 -");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, expected);
+  expect_error(hearth("run -m " + quote(model_) + " -p a b"), "--prompt excludes text");
+  expect_error(hearth("run -m " + quote(model_) + " -n 4"), "no prompt: hearth run -m MODEL TEXT");
+}
+
 // A mistyped flag is named alone, with the closest one its command has; the prompt after it is
 // not blamed.
 TEST_F(cli, a_mistyped_flag_is_named_with_the_closest_one) {

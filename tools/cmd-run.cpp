@@ -10,17 +10,17 @@
 #include "engine/tokenizer/chat-template.h"
 #include "tools/commands.h"
 #include "tools/load.h"
+#include "tools/prompt-arg.h"
 
 namespace hearth::cli {
 namespace {
 
 struct run_options {
   std::string model;
-  std::string prompt;
+  prompt_arg prompt;
   std::string chat;           // a user message, formatted with the chat template
   std::string system;         // a system message before it
   std::string template_name;  // instead of the model's own template
-  CLI::Option* prompt_opt = nullptr;
   CLI::Option* chat_opt = nullptr;
   CLI::Option* system_opt = nullptr;
   CLI::Option* template_opt = nullptr;
@@ -41,14 +41,15 @@ std::string dump(const nlohmann::json& j) {
 // The flags that choose between a raw prompt and a chat message, checked before the model loads.
 void check_prompt_flags(const run_options& o) {
   const bool chat = o.chat_opt->count() > 0;
-  if (chat && o.prompt_opt->count() > 0) {
+  if (chat && o.prompt.given()) {
     throw std::runtime_error(
-        "--chat and --prompt cannot be used together: --chat MESSAGE formats a message with the "
-        "model's chat template, --prompt TEXT is used as it is");
+        "--chat and a prompt cannot be used together: --chat MESSAGE formats a message with the "
+        "model's chat template, a prompt is used as it is");
   }
-  if (!chat && o.prompt_opt->count() == 0) {
+  if (!chat && !o.prompt.given()) {
     throw std::runtime_error(
-        "no prompt: give --prompt TEXT, or --chat MESSAGE to talk to a chat model");
+        "no prompt: hearth run -m MODEL TEXT (or -p TEXT, or - for stdin, or --chat MESSAGE to "
+        "talk to a chat model)");
   }
   if (!chat && o.system_opt->count() > 0) throw std::runtime_error("--system needs --chat");
   if (!chat && o.template_opt->count() > 0) throw std::runtime_error("--template needs --chat");
@@ -86,10 +87,11 @@ std::string chat_prompt(const run_options& o, const model& m, std::string& used,
   return std::move(*text);
 }
 
-int run(const run_options& o) {
+int run(run_options& o) {
   if (auto msg = generation_params_check(o.gen); !msg.empty()) throw std::runtime_error(msg);
   check_prompt_flags(o);
   const bool chat = o.chat_opt->count() > 0;
+  if (!chat) o.prompt.read();
 
   const auto loaded = load_model(o.model, o.backend, o.threads, o.ctx);
   const auto& m = loaded.model;
@@ -99,7 +101,7 @@ int run(const run_options& o) {
   bool thinks = false;
   const auto prompt =
       chat ? m->vocab().tokenize(chat_prompt(o, *m, template_used, thinks), true, true)
-           : m->vocab().tokenize(o.prompt, true, o.parse_special);
+           : m->vocab().tokenize(o.prompt.text, true, o.parse_special);
   // A thinking model's reasoning is not part of the answer unless asked for (as the node does).
   std::optional<think_filter> hide_thinking;
   if (thinks && !o.show_thinking) hide_thinking.emplace();
@@ -170,7 +172,7 @@ action add_run(CLI::App& app) {
   cmd->add_option("-m,--model", o->model, "GGUF model file or Hugging Face model directory")
       ->required()
       ->check(CLI::ExistingPath);
-  o->prompt_opt = cmd->add_option("-p,--prompt", o->prompt, "Prompt text (or --chat)");
+  o->prompt.add_to(cmd);
   o->chat_opt = cmd->add_option("--chat", o->chat,
                                 "A message to a chat model, formatted with its chat template");
   o->system_opt = cmd->add_option("--system", o->system, "A system message before --chat");

@@ -2,8 +2,6 @@
 // --chat the job carries messages, which the node formats with the model's chat template.
 
 #include <cstdio>
-#include <iostream>
-#include <iterator>
 #include <random>
 #include <stdexcept>
 
@@ -14,6 +12,7 @@
 #include "tools/commands.h"
 #include "tools/follow-job.h"
 #include "tools/interrupt.h"
+#include "tools/prompt-arg.h"
 
 namespace hearth::cli {
 namespace {
@@ -21,16 +20,14 @@ namespace {
 struct submit_options {
   broker_options broker;
   std::string model;
-  std::string text;
+  prompt_arg prompt;
   wire::job_params params;  // its defaults are the CLI's
   int32_t priority = 0;
   bool wait_model = false;
   bool stream = false;
   CLI::Option* stream_flag = nullptr;  // given or not: the default depends on stdout
-  CLI::Option* text_arg = nullptr;
-  CLI::Option* prompt_flag = nullptr;
-  std::string chat;    // a user message
-  std::string system;  // a system message before it
+  std::string chat;                    // a user message
+  std::string system;                  // a system message before it
   CLI::Option* chat_flag = nullptr;
   CLI::Option* system_flag = nullptr;
   CLI::Option* template_flag = nullptr;       // --template NAME: params.chat_template
@@ -56,12 +53,12 @@ std::string fresh_request_key() {
 int submit(submit_options& o) {
   const auto& p = o.params;
   const bool chat = o.chat_flag->count() > 0;
-  if (chat && o.text_arg->count() + o.prompt_flag->count() > 0) {
+  if (chat && o.prompt.given()) {
     throw std::runtime_error(
         "--chat and a prompt cannot be used together: --chat MESSAGE is formatted with the "
         "model's chat template on the node, a prompt is used as it is");
   }
-  if (!chat && o.text_arg->count() + o.prompt_flag->count() == 0) {
+  if (!chat && !o.prompt.given()) {
     throw std::runtime_error(
         "no prompt: hearth submit -m MODEL TEXT (or -p TEXT, or - for stdin, or --chat MESSAGE)");
   }
@@ -77,9 +74,6 @@ int submit(submit_options& o) {
   // The broker checks too; checking here refuses a bad job before a round trip, with the same
   // message.
   if (auto msg = wire::job_params_check(p); !msg.empty()) throw std::runtime_error(msg);
-  if (o.text == "-") {
-    o.text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-  }
   // The text, to a terminal or a pipe alike (as every CLI does); --id-only (or --no-stream)
   // prints just the job id, for scripts.
   const bool stream = o.stream_flag->count() > 0 ? o.stream : true;
@@ -90,7 +84,7 @@ int submit(submit_options& o) {
     if (o.system_flag->count() > 0) s.messages.push_back({"system", o.system});
     s.messages.push_back({"user", o.chat});
   } else {
-    s.prompt = o.text;
+    s.prompt = o.prompt.read();
   }
   s.params = o.params;
   s.priority = o.priority;
@@ -184,10 +178,7 @@ action add_submit(CLI::App& app) {
                 "JSON lines: accepted, then (streaming) queued/running/tokens/restarted/done");
   add_broker_options(cmd, o->broker);
   add_retry_option(cmd, o->retry_for_s);
-  // -p as in `hearth run`, or the text as the last argument.
-  o->prompt_flag = cmd->add_option("-p,--prompt", o->text, "Prompt text; - reads it from stdin");
-  o->text_arg = cmd->add_option("text", o->text, "Prompt text (instead of -p)");
-  o->text_arg->excludes(o->prompt_flag);
+  o->prompt.add_to(cmd);
   o->chat_flag = cmd->add_option(
       "--chat", o->chat, "A message to a chat model (the node applies the model's chat template)");
   o->system_flag = cmd->add_option("--system", o->system, "A system message before --chat");
