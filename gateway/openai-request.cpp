@@ -18,7 +18,6 @@
 #include <optional>
 
 #include "common/think-filter.h"
-#include "engine/tokenizer/chat-template.h"
 #include "gateway/openai-json.h"
 #include "schema/job-params.h"
 
@@ -367,29 +366,19 @@ void read_thinking(request_reader& rr, openai_request& r) {
 }
 
 // `chat_template`: one of hearth's template names instead of the model's own (as the CLI's
-// --template), for a model whose file has none or one hearth does not recognise. The broker
+// --template), for a model whose file has none or one hearth does not recognise; the broker
 // names this field when it refuses a chat job for want of a template. A name, not Jinja text
-// (vLLM's field of the same name takes a template's text): an unknown one is refused here with
-// the names there are, before a job exists.
+// (vLLM's field of the same name takes a template's text): job_params_check refuses what is not
+// shaped as a name, and the node a name it does not know (a 400 with the names there are; the
+// gateway does not depend on the engine, which knows them).
 void read_chat_template(request_reader& rr, wire::job_params& p) {
-  auto name = rr.string("chat_template");
-  if (!name) return;
-  if (auto t = chat_template_from_name(*name); !t) {
-    // A template's text is not echoed back whole.
-    if (name->size() > 32 || name->find_first_of("{%\n") != std::string::npos) {
-      return rr.refuse(
-          refusal("chat_template", "chat_template must name one of hearth's templates (" +
-                                       chat_template_names() + "), not be a template's text"));
-    }
-    return rr.refuse(refusal("chat_template", t.message()));
-  }
-  p.chat_template = std::move(*name);
+  if (auto name = rr.string("chat_template")) p.chat_template = std::move(*name);
 }
 
 // The parameter a job_params_check message is about: the words before " must be".
 std::string param_of_check(const std::string& message) {
-  for (const char* p :
-       {"max_tokens", "temperature", "top_p", "frequency_penalty", "presence_penalty"}) {
+  for (const char* p : {"max_tokens", "temperature", "top_p", "frequency_penalty",
+                        "presence_penalty", "chat_template"}) {
     if (message.starts_with(p)) return p;
   }
   if (message.find("stop") != std::string::npos) return "stop";
