@@ -22,6 +22,7 @@
 
 #include "engine/io/gguf.h"
 #include "schema/curve-cert.h"
+#include "schema/handshake-monitor.h"
 #include "tests/cluster.h"
 #include "tests/curve-server.h"
 #include "tests/process.h"
@@ -501,6 +502,28 @@ class cli_keys : public ::testing::Test {
     zap_ = std::make_unique<testing::zap_handler>(ctx_, status);
     server_ =
         std::make_unique<testing::curve_server>(ctx_, *net::curve_cert_load(dir_ + "/broker.key"));
+    ASSERT_TRUE(answers_a_handshake()) << "the stand-in broker at " << server_->endpoint
+                                       << " did not answer a CURVE handshake within 20 s";
+  }
+  // Waits until the stand-in answers (completes or refuses) a handshake with the client's keys,
+  // as the other tests wait for their broker to be up before a command: a command's first try
+  // then meets a server that is answering. (Twice in CI, under load, the first `hearth nodes`
+  // of this fixture saw no connection in 5 s and said "no reply"; the next three, a moment
+  // later, were answered. The probe tells a slow stand-in from a slow command.)
+  bool answers_a_handshake() {
+    auto keys = net::curve_client_keys_load(dir_ + "/broker.pub", dir_ + "/client.key");
+    if (!keys) return false;
+    zmq::socket_t probe(ctx_, zmq::socket_type::dealer);
+    probe.set(zmq::sockopt::linger, 0);
+    net::curve_client_apply(probe, *keys);
+    net::handshake_monitor monitor(ctx_, probe);
+    probe.connect(server_->endpoint);
+    return testing::wait_until(
+        [&] {
+          monitor.update();
+          return monitor.succeeded() || monitor.failure().has_value();
+        },
+        std::chrono::seconds(20));
   }
   // `hearth nodes` against the stand-in, with `env` and `args` before it; no keys from $HOME.
   process_result nodes(const std::string& env, const std::string& args = "") {
