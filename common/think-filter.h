@@ -83,6 +83,8 @@ class think_filter {
 
   // Inside a think block now.
   bool thinking() const { return state_ == state::reasoning_start || state_ == state::reasoning; }
+  // push() holds back text that may still become a tag (flush() gives it).
+  bool holds_back() const { return !held_.empty(); }
 
  private:
   static constexpr std::string_view k_open = "<think>";

@@ -34,11 +34,19 @@ result<generation> generate(context& ctx, std::span<const int32_t> prompt, sampl
   const auto t1 = clock::now();
   g.prompt_seconds = std::chrono::duration<double>(t1 - t0).count();
 
+  std::vector<generated_piece> held;  // pieces whose callback waits for the held-back text
+  auto pass_on = [&] {
+    for (const auto& p : held)
+      if (on_piece && !on_piece(p)) s.cancel();
+    held.clear();
+  };
   for (;;) {
     if (auto piece = s.step(ctx.logits(0))) {
       g.tokens.push_back(piece->token);
       g.text += piece->text;
-      if (on_piece && !on_piece(*piece)) s.cancel();
+      const bool wait = piece->holds_back;
+      held.push_back(std::move(*piece));
+      if (!wait) pass_on();
     }
     if (s.done()) break;
     batch.clear();
@@ -46,10 +54,11 @@ result<generation> generate(context& ctx, std::span<const int32_t> prompt, sampl
     if (auto r = ctx.decode(batch); !r) return r.err();
     s.decoded();
   }
-  if (std::string rest = s.finish(); !rest.empty()) {
-    g.text += rest;
-    if (on_piece) on_piece({-1, std::move(rest)});
-  }
+  // Text is held back only after a held piece, so the rest always has a token to go with.
+  std::string rest = s.finish();
+  g.text += rest;
+  if (!held.empty()) held.back().text += rest;
+  pass_on();
   g.reason = s.reason();
   g.generate_seconds = std::chrono::duration<double>(clock::now() - t1).count();
   return g;

@@ -32,9 +32,12 @@ struct generation {
   double generate_seconds = 0;  // sampling and decoding the generated tokens
 };
 
-// Runs prompt + generation on `ctx` sequence gp.seq. `on_piece` is called per generated token;
-// returning false cancels (reason cancelled). Errors (prompt too long for the context,
-// max_tokens < 1, ...) are returned before any token is generated.
+// Runs prompt + generation on `ctx` sequence gp.seq. `on_piece` is called once per generated
+// token, in order; returning false cancels (reason cancelled). A token after which the streams
+// hold text back (generated_piece::holds_back) is passed on with the next token, or at the end
+// with what the streams held back appended (an unfinished UTF-8 character as U+FFFD): all the
+// text comes with a token. Errors (prompt too long for the context, max_tokens < 1, ...) are
+// returned before any token is generated.
 result<generation> generate(context& ctx, std::span<const int32_t> prompt, sampler& smp,
                             const generate_params& gp,
                             const std::function<bool(const generated_piece&)>& on_piece);

@@ -76,7 +76,7 @@ std::optional<generated_piece> sequence::step(const float* logits) {
   } else if (n_cells_ >= params_.n_ctx) {
     end(stop_reason::context_full);
   }
-  return generated_piece{tok, std::move(text)};
+  return generated_piece{tok, std::move(text), utf8_.holds_back() || stops_.holds_back()};
 }
 
 void sequence::cancel() {

@@ -41,11 +41,15 @@ enum class stop_reason { end_of_generation, max_tokens, stop_string, cancelled, 
 std::string_view stop_reason_name(stop_reason r);
 
 // One step of streaming: the token just sampled and the text it makes printable now. `text`
-// may be empty (an incomplete UTF-8 character, or text that might start a stop string). The
-// held-back rest at the end comes with token -1.
+// may be empty (an incomplete UTF-8 character, or text that might start a stop string).
+// `holds_back`: the streams hold text back after this token, so if no other token is generated,
+// finish()'s text (an unfinished character as U+FFFD, a stop string's possible start) is this
+// token's. A caller whose every text must come with a token (a node's chunks, PROTOCOL.md
+// section 11) holds such a piece back until the next piece or the end; generate() does.
 struct generated_piece {
   int32_t token;
   std::string text;
+  bool holds_back = false;
 };
 
 struct sequence_params {

@@ -17,6 +17,8 @@ class stop_string_filter {
   // What is still held back, once generation ended without a stop string.
   std::string flush();
   bool stopped() const { return stopped_; }
+  // push() holds back text that may start a stop string.
+  bool holds_back() const { return !held_.empty(); }
 
  private:
   std::vector<std::string> stops_;

@@ -36,6 +36,7 @@
 
 #include "common/think-filter.h"
 #include "engine/context.h"
+#include "engine/io/mapped-file.h"
 #include "engine/model.h"
 #include "engine/sampler.h"
 #include "engine/sequence.h"
@@ -86,6 +87,12 @@ struct batch_attempt {
     if (last) out += thinking_hidden->flush().answer;
     return out;
   }
+  // Text is held back after the last token (an unfinished character, a possible stop string or
+  // think tag): that token is not reported yet, so the text it may end with has a token to come
+  // with (a chunk with text and no tokens is refused, PROTOCOL.md section 11).
+  bool holds_back(const generated_piece& p) const {
+    return p.holds_back || (thinking_hidden && thinking_hidden->holds_back());
+  }
 
   wire::job_ref ref;
   // A thinking model's chat job that did not ask for show_thinking (PROTOCOL.md job_params).
@@ -95,6 +102,10 @@ struct batch_attempt {
   sampler smp;
   std::optional<sequence> gen;  // once it holds a sequence
 
+  // Generated tokens not reported yet and their visible text (see holds_back).
+  uint32_t held_tokens = 0;
+  std::string held_text;
+
   int32_t row = -1;  // its logits row in the current step
   double prompt_ms = 0;
   clock::time_point t_gen;  // generation began (the prompt's logits were ready)
@@ -102,6 +113,9 @@ struct batch_attempt {
 
 struct batch_model {
   std::string name;
+  std::string path;      // its file or folder
+  uint64_t stamp = 0;    // model_file_stamp(path) before it was read
+  bool changed = false;  // the file changed under it: unloaded after this step
   std::unique_ptr<model> weights;
   std::string backend;  // where it runs: "cpu", "cuda", "vulkan"
   std::unique_ptr<context> ctx;
@@ -125,6 +139,9 @@ class batch_engine final : public job_engine {
         catalog_(cfg.models_dir, std::chrono::milliseconds(cfg.models_rescan_ms),
                  [this] { sink_.models_changed(); }) {
     if (cfg_.slots < 1) cfg_.slots = 1;
+    // A model file truncated or rewritten while loaded (CPU weights are mapped) costs the jobs
+    // using it, not the node: see file_changed().
+    mapped_file_survive_truncation();
     budget_ = cfg_.memory_budget > 0 ? cfg_.memory_budget : system_info_read().mem_available;
     plan_backend();
     worker_ = std::thread([this] { run(); });
@@ -196,10 +213,20 @@ class batch_engine final : public job_engine {
     report_failed(ref, std::move(error), wire::stop_reason_invalid_request);
   }
 
+  // Reports the attempt's held tokens and their text.
+  void report_held(batch_attempt& a) {
+    if (a.held_tokens == 0) return;
+    sink_.tokens(a.ref, uint64_t(a.gen->n_generated()) - a.held_tokens, a.held_tokens,
+                 std::move(a.held_text));
+    a.held_tokens = 0;
+    a.held_text.clear();
+  }
+
   // Ends an attempt that holds sequence `seq` of `cm` (or none, seq < 0) and frees it.
   void finish(batch_model& cm, std::unique_ptr<batch_attempt> a, int32_t seq, wire::job_state state,
               std::string_view reason, std::string error = {}) {
     if (seq >= 0) cm.ctx->seq_clear(seq);
+    report_held(*a);  // n_gen counts them
     wire::job_final f;
     f.job_id = a->ref.job_id;
     f.attempt = a->ref.attempt;
@@ -213,12 +240,12 @@ class batch_engine final : public job_engine {
     sink_.finished(f);
   }
 
-  // A normal end: what the text streams still hold back is reported first, as generate() does.
+  // A normal end: what the text streams still hold back (an unfinished character as U+FFFD) goes
+  // with the held tokens, which exist whenever there is such text, as generate() passes it on.
   void complete(batch_model& cm, int32_t seq) {
     std::unique_ptr<batch_attempt> a = std::move(cm.seqs[size_t(seq)]);
     sequence& gen = *a->gen;
-    if (std::string rest = a->visible(gen.finish(), true); !rest.empty())
-      sink_.tokens(a->ref, uint64_t(gen.n_generated()), 0, std::move(rest));
+    a->held_text += a->visible(gen.finish(), true);
     finish(cm, std::move(a), seq, wire::job_state::completed, stop_reason_name(gen.reason()));
   }
 
@@ -287,14 +314,65 @@ class batch_engine final : public job_engine {
     return {};
   }
 
+  // Why the model's file is not what was loaded any more ("" when it is): replaced, rewritten or
+  // truncated (the mapped weights then read zeros past the new end, mapped-file.h), so what the
+  // model computes from it is not the model's.
+  static std::string file_changed(const batch_model& cm) {
+    const uint64_t now = model_file_stamp(cm.path);
+    if (now == cm.stamp) return {};
+    return "model '" + cm.name + "': its file " + cm.path +
+           (now == 0 ? " was removed" : " changed on disk (rewritten, truncated or replaced)") +
+           " while loaded; the model is unloaded and read again for the next job";
+  }
+
+  // Fails every attempt of `cm` (running or waiting) because its file changed, and marks it for
+  // unloading.
+  void fail_changed(batch_model& cm, const std::string& why) {
+    size_t n = 0;
+    for (size_t s = 0; s < cm.seqs.size(); ++s) {
+      if (!cm.seqs[s]) continue;
+      finish(cm, std::move(cm.seqs[s]), int32_t(s), wire::job_state::failed, "", why);
+      ++n;
+    }
+    for (auto& a : cm.waiting) {
+      finish(cm, std::move(a), -1, wire::job_state::failed, "", why);
+      ++n;
+    }
+    cm.waiting.clear();
+    cm.changed = true;
+    // Read the directory now rather than at the next rescan: a file that no longer parses stops
+    // being advertised, so the broker does not send more attempts here to fail on it.
+    catalog_.rescan();
+    if (n == 0) {
+      spdlog::info("{}", why);
+    } else {
+      spdlog::error("{} ({} attempts using it failed; {} reads past a file's end survived)", why, n,
+                    mapped_file_faults());
+    }
+  }
+
+  void unload(const batch_model& cm) {
+    for (size_t i = 0; i < models_.size(); ++i)
+      if (models_[i].get() == &cm) return unload(i);
+  }
+
   // The loaded model of that catalog entry, loading it first if needed; nullptr and `error` set
   // when it cannot be loaded.
   batch_model* ensure_loaded(const model_catalog_entry& entry, std::string& error) {
-    for (auto& cm : models_)
-      if (cm->name == entry.info.name) return cm.get();
+    for (auto& cm : models_) {
+      if (cm->name != entry.info.name) continue;
+      const std::string why = file_changed(*cm);
+      if (why.empty()) return cm.get();
+      // A new file under the model's name: the new one loads.
+      fail_changed(*cm, why);
+      unload(*cm);
+      break;
+    }
 
     auto cm = std::make_unique<batch_model>();
     cm->name = entry.info.name;
+    cm->path = entry.path;
+    cm->stamp = model_file_stamp(entry.path);
     int32_t fitted_ctx = 0;  // what the device has room for, when less than the default
     try {
       gpu::backend_choice choice;
@@ -460,9 +538,11 @@ class batch_engine final : public job_engine {
   // After a decode gave attempt `seq` its logits: one token of its sequence, streamed.
   void advance(batch_model& cm, int32_t seq, const float* logits) {
     batch_attempt& a = *cm.seqs[size_t(seq)];
-    if (auto piece = a.gen->step(logits))
-      sink_.tokens(a.ref, uint64_t(a.gen->n_generated() - 1), 1,
-                   a.visible(std::move(piece->text), false));
+    if (auto piece = a.gen->step(logits)) {
+      a.held_text += a.visible(std::move(piece->text), false);
+      ++a.held_tokens;
+      if (!a.holds_back(*piece)) report_held(a);
+    }
     if (a.gen->done()) complete(cm, seq);
   }
 
@@ -485,7 +565,11 @@ class batch_engine final : public job_engine {
     if (batch_.empty()) return;
 
     const auto t0 = clock::now();
-    if (auto r = cm.ctx->decode(batch_); !r) {
+    auto r = cm.ctx->decode(batch_);
+    // Checked after the pass that read the weights: a change during it shows here, before any
+    // of its tokens is streamed.
+    if (const std::string why = file_changed(cm); !why.empty()) return fail_changed(cm, why);
+    if (!r) {
       for (size_t s = 0; s < cm.seqs.size(); ++s) {
         if (cm.seqs[s]) {
           finish(cm, std::move(cm.seqs[s]), int32_t(s), wire::job_state::failed, "",
@@ -563,6 +647,7 @@ class batch_engine final : public job_engine {
             finish(*cm, std::move(cm->seqs[s]), int32_t(s), wire::job_state::failed, "", e.what());
         }
       }
+      if (cm->changed) unload(*cm);
     }
   }
 

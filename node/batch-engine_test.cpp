@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -71,6 +72,10 @@ class batch_engine_test : public ::testing::Test {
         "node_eos",
         {.metadata = [](gguf_writer& w) { w.set_u32("tokenizer.ggml.eos_token_id", 426); }}));
     fs::copy_file(*eos_path_, *dir_ / "stories-eos.gguf");
+    // Random weights over a vocabulary with byte tokens: sampled runs end inside a character.
+    const std::string synthetic =
+        hearth::testing::testdata_path("models/synthetic/synthetic-llama-a.q8_0.gguf");
+    if (!synthetic.empty()) fs::create_symlink(fs::absolute(synthetic), *dir_ / "synthetic.gguf");
     // Chat models: the same weights with a chat template in the metadata (chatml, and llama2
     // with <s> inside the history, which only parse_special turns into BOS).
     auto with_template = [](const std::string& name, const char* tmpl) {
@@ -169,6 +174,7 @@ class batch_engine_test : public ::testing::Test {
     EXPECT_EQ(r.n_prompt, want.n_prompt) << "job " << id;
     EXPECT_EQ(r.final->stop_reason, want.stop_reason) << "job " << id;
     EXPECT_TRUE(r.started && r.started_before_tokens && r.seq_ok) << "job " << id;
+    EXPECT_TRUE(r.text_with_tokens) << "job " << id << ": text came without tokens";
   }
 
   static std::string failure_of(const fake_job_sink& sink, uint64_t id) {
@@ -340,6 +346,97 @@ TEST_F(batch_engine_test, a_job_gives_what_generate_gives_for_the_same_params_an
   EXPECT_EQ(sink.record(0).final->stop_reason, "max_tokens");
   EXPECT_EQ(sink.record(3).final->stop_reason, "stop_string");
   EXPECT_EQ(sink.record(4).final->stop_reason, "stop_string");
+}
+
+// A generation cut by max_tokens inside a UTF-8 character ends with U+FFFD, reported with its
+// last token (a chunk of text without tokens makes the broker requeue the job and blame the node).
+TEST_F(batch_engine_test, a_job_ending_inside_a_character_ends_with_u_fffd_on_its_last_token) {
+  const std::string path =
+      hearth::testing::testdata_path("models/synthetic/synthetic-llama-a.q8_0.gguf");
+  ASSERT_FALSE(path.empty()) << "synthetic-llama-a test data missing";
+  auto synthetic = model::load(path, {});
+  const std::string k_replacement = "\xEF\xBF\xBD";
+  std::vector<uint64_t> seeds;
+  std::vector<expected_run> want;
+  for (uint64_t seed = 1; seed <= 40 && seeds.size() < 4; ++seed) {
+    auto w = alone("hi", sampled(8, seed), 64, *synthetic);
+    if (w.text.ends_with(k_replacement)) {
+      seeds.push_back(seed);
+      want.push_back(w);
+    }
+  }
+  ASSERT_FALSE(seeds.empty()) << "no seed of 40 ends inside a character";
+  fake_job_sink sink;
+  auto engine = make_batch_engine(config(2, 64), sink);
+  std::vector<uint64_t> ids;
+  for (uint64_t i = 0; i < seeds.size(); ++i) {
+    engine->submit(job(i, "hi", sampled(8, seeds[i]), "synthetic"));
+    ids.push_back(i);
+  }
+  ASSERT_TRUE(sink.wait_all_finished(ids));
+  for (uint64_t i = 0; i < seeds.size(); ++i) {
+    expect_matches(sink, i, want[i]);
+    EXPECT_EQ(sink.record(i).final->stop_reason, "max_tokens") << "seed " << seeds[i];
+    EXPECT_EQ(sink.record(i).n_tokens, 8u) << "seed " << seeds[i];
+  }
+}
+
+// A model file truncated while a job runs on it (its weights are mapped): the engine survives
+// (reads past the new end find zeros, engine/io/mapped-file.h), the job fails saying why before
+// any token computed from the changed file is streamed, the truncated file fails to load, and a
+// good copy written over it (`cp` keeps the inode) is loaded for the next job.
+TEST_F(batch_engine_test, a_model_file_truncated_under_a_job_fails_the_job_not_the_engine) {
+  // F32: weights read from the mapping by every product (no packed copy of them).
+  const std::string src =
+      hearth::testing::testdata_path("models/synthetic/synthetic-llama-a.f32.gguf");
+  ASSERT_FALSE(src.empty()) << "synthetic-llama-a test data missing";
+  const fs::path sub = *dir_ / "changing";
+  fs::create_directories(sub);
+  const fs::path file = sub / "model.gguf";
+  // Written over below: writable, whatever the test data's mode.
+  auto copy_model = [&] {
+    if (fs::exists(file)) fs::permissions(file, fs::perms::owner_write, fs::perm_options::add);
+    fs::copy_file(src, file, fs::copy_options::overwrite_existing);
+    fs::permissions(file, fs::perms::owner_write, fs::perm_options::add);
+  };
+  copy_model();
+
+  fake_job_sink sink;
+  std::atomic<uint64_t> truncated_at{0};
+  sink.on_tokens = [&](const wire::job_ref& ref, uint64_t seq, uint32_t n) {
+    if (ref.job_id == 1 && seq + n >= 4 && truncated_at.load() == 0) {
+      truncated_at = seq + n;
+      fs::resize_file(file, 4096);  // on the engine's thread, between two steps
+    }
+  };
+  auto engine = make_batch_engine(config(2, 256, "changing"), sink);
+  engine->submit(job(0, "hi", sampled(4, 1), "model"));  // loads it
+  ASSERT_TRUE(sink.wait_all_finished({0}));
+  ASSERT_EQ(sink.record(0).final->state, wire::job_state::completed) << sink.record(0).final->error;
+
+  engine->submit(job(1, "hi", sampled(200, 3), "model"));
+  ASSERT_TRUE(sink.wait_all_finished({1}));
+  const auto r1 = sink.record(1);
+  ASSERT_GT(truncated_at.load(), 0u) << "the job ended before the file was truncated";
+  EXPECT_EQ(r1.final->state, wire::job_state::failed);
+  EXPECT_NE(r1.final->error.find("changed on disk"), std::string::npos) << r1.final->error;
+  // No token is sampled from a pass that ran after the change (tokens held back for their text
+  // before it come with the failure).
+  EXPECT_GE(r1.n_tokens, truncated_at.load());
+  EXPECT_LE(r1.n_tokens, truncated_at.load() + 3);
+  EXPECT_EQ(r1.final->n_gen, r1.n_tokens);
+
+  engine->submit(job(2, "hi", sampled(4, 1), "model"));
+  ASSERT_TRUE(sink.wait_all_finished({2}));
+  EXPECT_EQ(sink.record(2).final->state, wire::job_state::failed);
+
+  copy_model();
+  engine->submit(job(3, "hi", sampled(4, 1), "model"));
+  ASSERT_TRUE(sink.wait_all_finished({3}));
+  EXPECT_EQ(sink.record(3).final->state, wire::job_state::completed) << sink.record(3).final->error;
+  EXPECT_EQ(sink.record(3).text, sink.record(0).text);  // the same file again, the same job
+  engine.reset();
+  fs::remove_all(sub);
 }
 
 TEST_F(batch_engine_test, a_job_the_broker_refuses_fails_with_the_brokers_message) {

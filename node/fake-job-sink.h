@@ -24,7 +24,8 @@ struct fake_attempt_record {
   uint64_t n_tokens = 0;  // sum of n_tokens over tokens() calls
   uint64_t n_calls = 0;   // tokens() calls
   std::string text;
-  bool seq_ok = true;  // every tokens() call continued where the previous one ended
+  bool seq_ok = true;            // every tokens() call continued where the previous one ended
+  bool text_with_tokens = true;  // no tokens() call had text without tokens (PROTOCOL.md 11)
   bool started_before_tokens = true;
   int n_finished = 0;
   std::optional<wire::job_final> final;
@@ -49,6 +50,7 @@ class fake_job_sink final : public job_sink {
       auto& r = records_[{ref.job_id, ref.attempt}];
       if (!r.started) r.started_before_tokens = false;
       if (seq != r.n_tokens) r.seq_ok = false;
+      if (n_tokens == 0 && !text.empty()) r.text_with_tokens = false;
       r.n_tokens += n_tokens;
       ++r.n_calls;
       r.text += text;

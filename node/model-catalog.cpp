@@ -71,9 +71,11 @@ uint64_t stamp_of_file(const fs::path& p) {
   return stamp_mix(stamp_mix(0xcbf29ce484222325ull, size), uint64_t(mtime));
 }
 
+}  // namespace
+
 // A file (through links) by its size and modification time; a Hugging Face folder by those of
 // every file in it, so a shard still being copied counts as a change.
-uint64_t file_stamp(const fs::path& p) {
+uint64_t model_file_stamp(const fs::path& p) {
   std::error_code ec;
   if (!fs::is_directory(p, ec)) return stamp_of_file(p);
   uint64_t h = 0xcbf29ce484222325ull;
@@ -83,8 +85,6 @@ uint64_t file_stamp(const fs::path& p) {
   }
   return h;
 }
-
-}  // namespace
 
 model_catalog model_catalog::scan(const std::string& dir, const model_catalog* previous) {
   model_catalog cat;
@@ -120,7 +120,7 @@ model_catalog model_catalog::scan(const std::string& dir, const model_catalog* p
   }
   for (const auto& p : files) {
     const std::string path = p.string();
-    const uint64_t stamp = file_stamp(p);
+    const uint64_t stamp = model_file_stamp(p);
     if (auto e = seen_entries.find(path);
         stamp != 0 && e != seen_entries.end() && e->second->stamp == stamp) {
       cat.entries_.push_back(*e->second);

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -26,13 +27,13 @@ namespace hearth::node {
 struct model_catalog_error {
   std::string path;
   std::string error;
-  uint64_t stamp = 0;  // file_stamp() when it was read
+  uint64_t stamp = 0;  // model_file_stamp() when it was read
 };
 
 struct model_catalog_entry {
   wire::model_info info;  // loaded is always false here; engines set it
   std::string path;
-  uint64_t stamp = 0;  // file_stamp() when it was read
+  uint64_t stamp = 0;  // model_file_stamp() when it was read
 };
 
 class model_catalog {
@@ -102,6 +103,11 @@ class model_catalog_watch {
   bool stop_ = false;
   std::thread thread_;
 };
+
+// A model file (through links) by its size and modification time, a Hugging Face folder by those
+// of every file in it: what changes when the file is replaced, rewritten or truncated. 0 when it
+// cannot be read.
+uint64_t model_file_stamp(const std::filesystem::path& p);
 
 // A model's description from its handle (engine/model-file.h, opened without a Hugging Face
 // directory's weights); an error naming the file when it does not parse, its

@@ -117,25 +117,33 @@ int run(run_options& o) {
   gp.stop = o.gen.stop;
   auto print_piece = [&](const generated_piece& p) {
     if (o.json) {
-      if (p.token >= 0)
-        std::printf("%s\n", dump({{"token", p.token}, {"text", p.text}}).c_str());
-      else if (!p.text.empty())
-        std::printf("%s\n", dump({{"text", p.text}}).c_str());
+      std::printf("%s\n", dump({{"token", p.token}, {"text", p.text}}).c_str());
     } else {
       std::fwrite(p.text.data(), 1, p.text.size(), stdout);
     }
     std::fflush(stdout);
   };
+  // generate() passes on every text with its token; the think filter may hold some back too, so
+  // a token after which it does waits for the next one or the filter's rest (an unfinished tag is
+  // answer text): every line of --json has its token.
+  std::optional<generated_piece> held;
   auto g = generate(ctx, prompt, smp, gp, [&](const generated_piece& p) {
     if (!hide_thinking) {
       print_piece(p);
-    } else {
-      print_piece({p.token, hide_thinking->push(p.text).answer});
+      return true;
+    }
+    if (held) print_piece(*held);
+    held = generated_piece{p.token, hide_thinking->push(p.text).answer};
+    if (!hide_thinking->holds_back()) {
+      print_piece(*held);
+      held.reset();
     }
     return true;
   });
-  // What the think filter still holds (an unfinished tag) is answer text, printed last.
-  if (hide_thinking) print_piece({-1, hide_thinking->flush().answer});
+  if (held) {
+    held->text += hide_thinking->flush().answer;
+    print_piece(*held);
+  }
   if (!g) throw std::runtime_error(g.message());
 
   const double pp_tps = g->prompt_seconds > 0 ? g->n_prompt / g->prompt_seconds : 0;

@@ -1,5 +1,12 @@
 // A whole file mapped read-only into memory: how model files (GGUF, safetensors) are read, so
 // weights are paged in on demand and shared with the page cache instead of copied.
+//
+// A mapped file that is truncated (or rewritten by `cp`, which truncates first) makes a read of a
+// page past its new end raise SIGBUS, which kills the process. A program that must outlive such a
+// change (the node) calls mapped_file_survive_truncation() once: a read past the end then finds
+// zeros (the rest of that mapping is replaced by zero pages), mapped_file_faults() counts it, and
+// the program is expected to notice the change (the node compares the file's size and time after
+// each step) and to drop what it computed from it.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +33,14 @@ class mapped_file {
   mapped_file() = default;
   void* addr_ = nullptr;
   size_t size_ = 0;
+  int region_ = -1;  // its slot in the table the SIGBUS handler reads, -1: none
 };
+
+// Installs the SIGBUS handler described above (once; later calls do nothing). A fault outside every
+// mapped_file goes to the handler that was there before (the default kills the process).
+void mapped_file_survive_truncation();
+
+// Reads past the end of a mapped file survived so far, in the whole process.
+uint64_t mapped_file_faults();
 
 }  // namespace hearth

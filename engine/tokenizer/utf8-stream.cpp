@@ -67,9 +67,11 @@ std::string utf8_stream::push(std::string_view bytes) {
 }
 
 std::string utf8_stream::flush() {
-  std::string out;
-  out.swap(pending_);
-  return out;
+  // pending_ is always the beginning of one valid character (push passes invalid bytes on), so it
+  // is one "maximal subpart" and Unicode's practice replaces it by a single U+FFFD.
+  if (pending_.empty()) return {};
+  pending_.clear();
+  return "\xEF\xBF\xBD";
 }
 
 }  // namespace hearth

@@ -17,8 +17,12 @@ class utf8_stream {
   // (invalid bytes included, see above). What remains is an incomplete character, at most 3
   // bytes.
   std::string push(std::string_view bytes);
-  // Returns whatever is buffered, complete or not, and empties the buffer (end of stream).
+  // The end of the stream: an unfinished character (what push() held back) becomes one U+FFFD,
+  // as llama-server and Ollama end such a stream, so the text is valid UTF-8; "" when nothing
+  // is held back. Empties the buffer.
   std::string flush();
+  // push() holds back part of a character.
+  bool holds_back() const { return !pending_.empty(); }
 
  private:
   std::string pending_;

@@ -52,11 +52,15 @@ TEST(Utf8Stream, ReleasesALeadByteOnceItsSequenceIsBroken) {
   EXPECT_EQ(s.flush(), "");
 }
 
-TEST(Utf8Stream, FlushReturnsAnUnfinishedCharacter) {
+TEST(Utf8Stream, FlushEndsAnUnfinishedCharacterWithOneReplacementCharacter) {
   utf8_stream s;
   EXPECT_EQ(s.push("ok\xE2\x96"), "ok");
-  EXPECT_EQ(s.flush(), "\xE2\x96");
+  EXPECT_TRUE(s.holds_back());
+  EXPECT_EQ(s.flush(), "\xEF\xBF\xBD");  // U+FFFD, as llama-server ends such a stream
+  EXPECT_FALSE(s.holds_back());
   EXPECT_EQ(s.flush(), "");
+  EXPECT_EQ(s.push("\xF0"), "");
+  EXPECT_EQ(s.flush(), "\xEF\xBF\xBD");
   EXPECT_EQ(s.push("\x81"), "\x81");  // the stream starts afresh after a flush
 }
 

@@ -1,0 +1,78 @@
+// Issue 52: a model file truncated under a real hearth-node that serves it (its CPU weights are
+// memory-mapped, and a read past a truncated file's end raises SIGBUS: the node died with exit
+// code 135 and nothing logged). Now the node stays up and says in its log which file changed, the
+// jobs using the file fail (the broker retries or fails them), and a good copy written over it
+// (`cp` keeps the inode) is served again after the rescan.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "tests/cluster.h"
+#include "tests/testdata.h"
+
+namespace hearth {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+// `cp src dst`: the same inode rewritten when dst exists (the test data is read-only).
+void copy_model(const std::string& src, const std::string& dst) {
+  if (fs::exists(dst)) fs::permissions(dst, fs::perms::owner_write, fs::perm_options::add);
+  fs::copy_file(src, dst, fs::copy_options::overwrite_existing);
+  fs::permissions(dst, fs::perms::owner_write, fs::perm_options::add);
+}
+
+TEST(model_file_change, a_node_outlives_its_model_file_truncated_and_serves_the_new_copy) {
+  // F32: every product reads its weights from the mapping (no packed copy).
+  const std::string src = testing::testdata_path("models/synthetic/synthetic-llama-a.f32.gguf");
+  ASSERT_FALSE(src.empty()) << "synthetic-llama-a test data missing";
+  testing::cluster c;
+  auto broker = c.start_broker();
+  const std::string models = c.dir().file("models");
+  fs::create_directories(models);
+  const std::string file = models + "/model.gguf";
+  copy_model(src, file);
+  auto node = c.start_node("cpu", models, "cpu", 1, {"--models-rescan-ms", "500"});
+  auto client = c.client();
+  ASSERT_TRUE(testing::nodes_online(*client, 1)) << broker.log() << node.log();
+  auto logs = [&] { return testing::logs_of({{"broker", &broker}, {"node", &node}}); };
+
+  auto first = client->request<wire::accepted>(testing::greedy_job("model", "hi", 4));
+  ASSERT_TRUE(first);
+  auto d = client->wait_final(first->job_id);
+  ASSERT_TRUE(d) << logs();
+  ASSERT_EQ(d->summary.state, wire::job_state::completed) << d->summary.error << logs();
+
+  // A long job (1,500 greedy tokens, about half a second), truncated under it once its first
+  // tokens came; then one more job on the truncated file, in case the first ended before.
+  auto s = testing::greedy_job("model", "hi", 1500);
+  s.watch = true;
+  auto long_job = client->request<wire::accepted>(s);
+  ASSERT_TRUE(long_job);
+  while (auto e = client->next_event(10s)) {
+    if (e->cmd == wire::command::job_tokens || e->cmd == wire::command::job_done) break;
+  }
+  fs::resize_file(file, 4096);
+  auto after = client->request<wire::accepted>(testing::greedy_job("model", "hi", 4));
+  ASSERT_TRUE(after);
+  EXPECT_TRUE(testing::wait_until(
+      [&] { return node.log().find("changed on disk") != std::string::npos; }, 30s))
+      << logs();
+  EXPECT_TRUE(node.running()) << "the node died: " << logs();
+
+  // The good file again: served after the rescan, and the waiting jobs end.
+  copy_model(src, file);
+  auto again = client->request<wire::accepted>(testing::greedy_job("model", "hi", 4));
+  ASSERT_TRUE(again);
+  d = client->wait_final(again->job_id, 60s);
+  ASSERT_TRUE(d) << logs();
+  EXPECT_EQ(d->summary.state, wire::job_state::completed) << d->summary.error << logs();
+  for (uint64_t id : {long_job->job_id, after->job_id})
+    EXPECT_TRUE(client->wait_final(id, 60s)) << "job " << id << " did not end: " << logs();
+  EXPECT_TRUE(node.running()) << logs();
+  EXPECT_EQ(node.log().find("Bus error"), std::string::npos) << logs();
+}
+
+}  // namespace
+}  // namespace hearth
