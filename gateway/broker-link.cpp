@@ -36,6 +36,11 @@ constexpr auto probe_after = std::chrono::seconds(1);
 constexpr auto probe_timeout = std::chrono::seconds(5);
 // How long followed jobs wait for a broker that went away before their followers are told.
 constexpr auto rewatch_for = std::chrono::seconds(60);
+// After a failed handshake (the broker refused our key, say) a fresh socket connects after this
+// wait, doubled each time up to the most: libzmq itself gives up on a refused connection, and
+// each attempt costs the broker a ZAP request and a log line.
+constexpr auto handshake_retry_min = std::chrono::milliseconds(250);
+constexpr auto handshake_retry_max = std::chrono::milliseconds(2000);
 
 // A job event's job_id and the event itself; an error naming the command when it does not decode.
 template <class M>
@@ -148,6 +153,7 @@ struct broker_link::impl {
   // --- the link thread ---
   void run();
   void connect();
+  void open_socket();
   void drain_inbox();
   void send_request(outgoing o);
   void receive();
@@ -155,6 +161,9 @@ struct broker_link::impl {
   void on_reply(wire::command cmd, std::string_view body);
   void check_connection(clock::time_point now);
   void connection_lost(const std::string& why);
+  void handshake_failed(clock::time_point now, const net::handshake_failure& f);
+  void drop_in_flight(const std::string& why);
+  void set_refusal(std::string why);
   void expire(clock::time_point now);
   void rewatch(clock::time_point now);
   void probe(clock::time_point now);
@@ -202,6 +211,14 @@ struct broker_link::impl {
   std::optional<clock::time_point> probe_sent;
   bool was_up = false;
   std::string last_handshake_failure;
+  // A failed handshake: the socket is a fresh one, connected at this time (handshake_retry_*).
+  std::optional<clock::time_point> reconnect_at;
+  std::chrono::milliseconds handshake_retry = handshake_retry_min;
+  // Why the broker is unreachable when it refused the handshake ("" otherwise): what requests
+  // fail with, and what /health says. The link thread writes it; refusal() reads it.
+  std::string refusal;
+  mutable std::mutex refusal_mu;
+  std::string refusal_shared;  // guarded by refusal_mu
 };
 
 broker_link::impl::impl(link_options o, post_fn p) : opt(std::move(o)), post(std::move(p)) {
@@ -224,7 +241,8 @@ broker_link::impl::~impl() {
   close(wake_fd);
 }
 
-void broker_link::impl::connect() {
+// A fresh socket, not connected yet: sends to it fail at once (a DEALER without a peer).
+void broker_link::impl::open_socket() {
   monitor.reset();
   if (socket) socket.close();  // linger 0: what the old one still queued goes with it
   socket = net::make_socket(ctx, zmq::socket_type::dealer);
@@ -232,6 +250,11 @@ void broker_link::impl::connect() {
   monitor = std::make_unique<net::handshake_monitor>(ctx, socket);
   was_up = false;
   is_connected = false;
+}
+
+void broker_link::impl::connect() {
+  open_socket();
+  reconnect_at.reset();
   try {
     socket.connect(opt.endpoint);
   } catch (const zmq::error_t& e) {
@@ -361,6 +384,11 @@ bool broker_link::connected() const {
   return impl_->is_connected.load();
 }
 
+std::string broker_link::refusal() const {
+  std::lock_guard lock(impl_->refusal_mu);
+  return impl_->refusal_shared;
+}
+
 // --- the link thread ---
 
 void broker_link::impl::run() {
@@ -444,8 +472,10 @@ void broker_link::impl::send_request(outgoing o) {
   p.deadline = clock::now() + opt.request_timeout;
   p.o = std::move(o);
   if (!send_now(socket, p.o.cmd, body)) {
-    return fail(p, no_reply("cannot send " + std::string(wire::command_name(p.o.cmd)) +
-                            " to the broker at " + opt.endpoint));
+    return fail(
+        p, no_reply(!refusal.empty() ? refusal
+                                     : "cannot send " + std::string(wire::command_name(p.o.cmd)) +
+                                           " to the broker at " + opt.endpoint));
   }
   deadlines.emplace_back(p.deadline, id);
   pending_requests.emplace(id, std::move(p));
@@ -628,15 +658,18 @@ void broker_link::impl::forget_follower(uint64_t id) {
 }
 
 void broker_link::impl::check_connection(clock::time_point now) {
+  if (reconnect_at) {
+    if (now < *reconnect_at) return;
+    connect();
+  }
   monitor->update();
-  if (const auto& f = monitor->failure()) {
-    const std::string text = net::handshake_failure_text(*f);
-    if (text != last_handshake_failure) {
-      spdlog::error("broker link: the handshake with the broker at {} failed: {}{}", opt.endpoint,
-                    text,
-                    f->mechanism_mismatch() ? " (is --broker-key given and the broker run with "
-                                              "--auth, or neither?)"
-                                            : "");
+  if (const auto f = monitor->failure(); f && !monitor->succeeded()) {
+    // libzmq connects again by itself after a failure of the connection (no detail: an errno),
+    // not after a refusal or a protocol error.
+    if (f->kind != net::handshake_failure_kind::no_detail) return handshake_failed(now, *f);
+    if (const std::string text = net::handshake_failure_text(*f); text != last_handshake_failure) {
+      spdlog::error("broker link: the handshake with the broker at {} failed: {}", opt.endpoint,
+                    text);
       last_handshake_failure = text;
     }
   }
@@ -648,6 +681,8 @@ void broker_link::impl::check_connection(clock::time_point now) {
     spdlog::info("broker link: connected to the broker at {}", opt.endpoint);
     last_heard = now;
     last_handshake_failure.clear();
+    handshake_retry = handshake_retry_min;
+    set_refusal({});
   }
   was_up = up;
   if (probe_sent && now - *probe_sent > probe_timeout && up) {
@@ -662,6 +697,46 @@ void broker_link::impl::connection_lost(const std::string& why) {
       "broker link: {}; requests in flight fail, followed jobs are watched again when it "
       "is back",
       why);
+  drop_in_flight(why);
+  connect();
+}
+
+// The handshake failed: the broker's ZAP handler refused our key, or the two sides disagree on
+// CURVE. libzmq does not try a refused connection again, so without a new socket the link would
+// stay down until the gateway restarts, however soon the key is allowed again. Requests fail at
+// once with the reason until a handshake succeeds, and /health says it.
+void broker_link::impl::handshake_failed(clock::time_point now, const net::handshake_failure& f) {
+  const std::string text = net::handshake_failure_text(f);
+  const std::string retry =
+      "; trying again, every " + std::to_string(handshake_retry_max.count() / 1000) + " s at most";
+  std::string why;
+  if (f.kind == net::handshake_failure_kind::auth) {
+    why = "the broker at " + opt.endpoint + " refused this gateway's key (" + text + ")";
+  } else {
+    why = "the handshake with the broker at " + opt.endpoint + " failed: " + text;
+    if (f.mechanism_mismatch()) {
+      why += " (is --broker-key given and the broker run with --auth, or neither?)";
+    }
+  }
+  if (text != last_handshake_failure) {
+    spdlog::error("broker link: {}{}", why, retry);
+    last_handshake_failure = text;
+  }
+  set_refusal(why);
+  drop_in_flight(why);
+  open_socket();
+  reconnect_at = now + handshake_retry;
+  handshake_retry = std::min(handshake_retry * 2, handshake_retry_max);
+}
+
+void broker_link::impl::set_refusal(std::string why) {
+  if (why == refusal) return;
+  refusal = why;
+  std::lock_guard lock(refusal_mu);
+  refusal_shared = std::move(why);
+}
+
+void broker_link::impl::drop_in_flight(const std::string& why) {
   // Requests sent may or may not have reached the broker: their callers are told there was no
   // reply (a submit carries its request_key, so the caller may try again safely).
   auto requests = std::move(pending_requests);
@@ -674,7 +749,6 @@ void broker_link::impl::connection_lost(const std::string& why) {
     if (!j.lost_since) j.lost_since = now;
   }
   probe_sent.reset();
-  connect();
 }
 
 void broker_link::impl::expire(clock::time_point now) {
@@ -699,7 +773,7 @@ void broker_link::impl::expire(clock::time_point now) {
                      std::to_string(ms) + " ms"));
     expired_while_down = !was_up;
   }
-  if (expired_while_down) {
+  if (expired_while_down && !reconnect_at) {
     // Its caller was told there was no reply: a broker that comes back must not get it (a submit
     // would make a job nobody follows). A fresh socket drops what the old one still queued; the
     // requests still waiting were queued there too and end at their own deadlines.

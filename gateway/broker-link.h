@@ -6,7 +6,9 @@
 // The link speaks the client protocol (schema/PROTOCOL.md) exactly as the CLI does: the queue,
 // priorities, failover and history apply to HTTP requests too. When the broker restarts, followed
 // jobs are watched again from what was already delivered (watch with attempt/seq/output_offset),
-// so a follower sees no duplicate and no gap; requests in flight fail with `no_reply`.
+// so a follower sees no duplicate and no gap; requests in flight fail with `no_reply`. When the
+// broker refuses the handshake (our key is not allowed), requests fail at once saying so, and a
+// new socket tries again after a backoff of at most 2 s, so an allowed key works again soon.
 #pragma once
 
 #include <chrono>
@@ -85,6 +87,9 @@ class broker_link {
 
   // Whether the handshake with the broker is done and it answered lately (for /health).
   bool connected() const;
+  // Why the broker cannot be reached when it refused the handshake (our key, or CURVE on one
+  // side only), for /health; "" otherwise. The link tries again meanwhile (any thread).
+  std::string refusal() const;
 
  private:
   void request_raw(wire::command cmd, wire::command reply,

@@ -38,16 +38,19 @@ void gateway_settings(gateway_config& cfg, F&& f) {
   f("tls_cert", o.tls_cert);
   f("tls_key", o.tls_key);
   f("cors", o.cors_origins);
+  f("allowed_hosts", o.allowed_hosts);
   f("db", o.db);
   f("max_body_bytes", o.max_body_bytes);
   f("max_upload_bytes", o.max_upload_bytes);
   f("max_batch_output_bytes", o.max_batch_output_bytes);
   f("max_total_body_bytes", o.max_total_body_bytes);
   f("max_connections", o.max_connections);
+  f("max_connections_per_address", o.max_connections_per_address);
   f("max_unsent_bytes", o.max_unsent_bytes);
   f("max_live_subscribers", o.max_live_subscribers);
   f("log_level", cfg.log_level);
   f("header_timeout_ms", ms_setting{o.header_timeout, 100});
+  f("headers_timeout_ms", ms_setting{o.headers_timeout, 100});
   f("idle_timeout_ms", ms_setting{o.idle_timeout, 100});
   f("write_timeout_ms", ms_setting{o.write_timeout, 100});
 }
@@ -105,6 +108,9 @@ result<void> gateway_config_load(const std::string& path, gateway_config& out) {
     return error{path + ": max_total_body_bytes must be at least max_upload_bytes"};
   }
   if (o.max_connections < 1) return error{path + ": max_connections must be at least 1"};
+  if (o.max_connections_per_address < 1) {
+    return error{path + ": max_connections_per_address must be at least 1"};
+  }
   if (o.max_unsent_bytes < 65536) return error{path + ": max_unsent_bytes must be at least 65536"};
   if (o.max_live_subscribers < 1) {
     return error{path + ": max_live_subscribers must be at least 1"};
@@ -150,6 +156,10 @@ bool listen_is_loopback(const std::string& listen) {
   in6_addr v6{};
   if (inet_pton(AF_INET6, host.c_str(), &v6) == 1) return IN6_IS_ADDR_LOOPBACK(&v6);
   return false;
+}
+
+bool keys_required(const gateway_options& o) {
+  return !o.insecure && !listen_is_loopback(o.listen);
 }
 
 }  // namespace hearth::gateway

@@ -26,7 +26,10 @@ TEST(GatewayConfig, TheExampleFileIsValidAndSaysTheDefaults) {
   EXPECT_EQ(cfg.options.max_upload_bytes, defaults.max_upload_bytes);
   EXPECT_EQ(cfg.options.max_batch_output_bytes, defaults.max_batch_output_bytes);
   EXPECT_EQ(cfg.options.max_connections, defaults.max_connections);
+  EXPECT_EQ(cfg.options.max_connections_per_address, defaults.max_connections_per_address);
   EXPECT_EQ(cfg.options.header_timeout, defaults.header_timeout);
+  EXPECT_EQ(cfg.options.headers_timeout, defaults.headers_timeout);
+  EXPECT_TRUE(cfg.options.allowed_hosts.empty());
   EXPECT_EQ(cfg.options.idle_timeout, defaults.idle_timeout);
   EXPECT_EQ(cfg.options.write_timeout, defaults.write_timeout);
   EXPECT_EQ(cfg.options.max_unsent_bytes, defaults.max_unsent_bytes);
@@ -41,9 +44,11 @@ TEST(GatewayConfig, ReadsListsDurationsAndPathsBesideTheFile) {
   auto r = gateway_config_load(
       write_yaml("g1.yaml",
                  "listen: 0.0.0.0:9000\ncors: [https://a.example, https://b.example]\n"
-                 "idle_timeout_ms: 1500\nbroker_key: keys/broker.pub\nkey: /abs/gw.key\n"),
+                 "idle_timeout_ms: 1500\nbroker_key: keys/broker.pub\nkey: /abs/gw.key\n"
+                 "allowed_hosts: [hub, \"nas:8080\"]\n"),
       cfg);
   ASSERT_TRUE(r) << r.message();
+  EXPECT_EQ(cfg.options.allowed_hosts, (std::vector<std::string>{"hub", "nas:8080"}));
   EXPECT_EQ(cfg.options.listen, "0.0.0.0:9000");
   EXPECT_EQ(cfg.options.cors_origins,
             (std::vector<std::string>{"https://a.example", "https://b.example"}));

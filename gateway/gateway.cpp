@@ -17,8 +17,8 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
-// An API key's check is good for this long: a revoked key stops working within it, and a client
-// sending many requests costs the broker one whoami per interval.
+// The gateway's own identity, and a key the broker does not know, are remembered this long (a
+// known key is asked about at every request).
 constexpr auto whoami_ttl = std::chrono::seconds(2);
 // Keys remembered at most (each a hash and a few names); past it the oldest go first.
 constexpr size_t whoami_cache_entries = 10000;
@@ -58,7 +58,12 @@ void check_readable(const std::string& option, const std::string& path) {
 
 }  // namespace
 
-// Who API keys belong to, asked of the broker once per key and remembered for whoami_ttl.
+// Who API keys belong to, asked of the broker for every request that presents one, so that a
+// revoked key is refused at its next request. Remembered for whoami_ttl: the gateway's own
+// identity (requests without a key) and keys the broker does not know, so that a client sending
+// a placeholder key ("sk-no-key-required") costs the broker one whoami per interval.
+// Where keys are not required, a key the broker does not know counts as no key, as llama-server,
+// Ollama and vLLM take any key when they have none configured: OpenAI's clients insist on one.
 // Runs on the I/O thread only.
 class key_checker {
  public:
@@ -66,29 +71,49 @@ class key_checker {
 
   void check(const http_request& request,
              const std::function<void(const caller*, http_response)>& done) {
-    const std::string key = presented_key(request);
+    std::string key = presented_key(request);
     if (key.empty() && required_) {
       return done(nullptr,
                   invalid_key("an API key is needed: send it as 'Authorization: Bearer KEY' (an "
                               "admin makes one with `hearth apikey create NAME`)"));
     }
     if (key.size() > wire::max_api_key_bytes) {
-      return done(nullptr, invalid_key("the API key is " + std::to_string(key.size()) +
-                                       " bytes; keys are at most " +
-                                       std::to_string(wire::max_api_key_bytes)));
+      if (required_) {
+        return done(nullptr, invalid_key("the API key is " + std::to_string(key.size()) +
+                                         " bytes; keys are at most " +
+                                         std::to_string(wire::max_api_key_bytes)));
+      }
+      key.clear();  // none of the broker's keys, and none is needed
     }
+    check_key(key, done);
+  }
+
+ private:
+  struct entry {
+    caller who;
+    bool known = false;
+    link_failure failure;
+    clock::time_point expires;
+  };
+  using done_fn = std::function<void(const caller*, http_response)>;
+
+  void check_key(const std::string& key, const done_fn& done) {
     // "" (no key: the gateway acts as itself) is looked up like a key.
     const std::string hash = key.empty() ? std::string() : key_hash(key);
     const auto now = clock::now();
     if (auto it = cache_.find(hash); it != cache_.end() && it->second.expires > now) {
       return answer(it->second, key, done);
     }
-    auto [waiting, first] = waiting_.try_emplace(hash);
-    waiting->second.push_back(done);
-    if (!first) return;  // a whoami for this key is on its way
+    // Checks of the gateway's own identity share one whoami; a key's are not shared, since one
+    // sent before a revocation must not answer a request that came after it.
+    if (key.empty()) {
+      auto [waiting, first] = waiting_.try_emplace(hash);
+      waiting->second.push_back(done);
+      if (!first) return;  // a whoami for it is on its way
+    }
     wire::whoami w;
     w.api_key = key;
-    link_.request<wire::identity>(w, [this, hash, key](link_result<wire::identity> r) {
+    link_.request<wire::identity>(w, [this, hash, key, done](link_result<wire::identity> r) {
       entry e;
       if (auto* id = std::get_if<wire::identity>(&r)) {
         e.who = caller{key, id->owner, id->name, id->role == "admin"};
@@ -99,23 +124,17 @@ class key_checker {
       }
       e.expires = clock::now() + whoami_ttl;
       // Only answers are remembered: a broker that did not answer is asked again next time.
-      if (e.known || e.failure.code == wire::error_code::unauthorized) remember(hash, e);
+      if ((e.known && key.empty()) || e.failure.code == wire::error_code::unauthorized) {
+        remember(hash, e);
+      }
+      if (!key.empty()) return answer(e, key, done);
       auto waiters = std::move(waiting_[hash]);
       waiting_.erase(hash);
       for (auto& d : waiters) answer(e, key, d);
     });
   }
 
- private:
-  struct entry {
-    caller who;
-    bool known = false;
-    link_failure failure;
-    clock::time_point expires;
-  };
-
-  static void answer(const entry& e, const std::string& key,
-                     const std::function<void(const caller*, http_response)>& done) {
+  void answer(const entry& e, const std::string& key, const done_fn& done) {
     if (e.known) {
       caller c = e.who;
       c.api_key = key;
@@ -128,6 +147,7 @@ class key_checker {
                                           "server_error", {}, "broker_unavailable"));
     }
     if (e.failure.code == wire::error_code::unauthorized) {
+      if (!key.empty() && !required_) return check_key(std::string(), done);
       return done(nullptr, invalid_key(key.empty() ? "the broker refused the gateway's own key: " +
                                                          e.failure.message
                                                    : "unknown or revoked API key"));
@@ -199,7 +219,7 @@ gateway::gateway(gateway_options o, const route_installer& install)
     check_readable("--tls-cert", opt.tls_cert);
     check_readable("--tls-key", opt.tls_key);
   }
-  const bool keys_required = !opt.insecure && !listen_is_loopback(opt.listen);
+  const bool need_keys = keys_required(opt);
 
   link_options lo;
   lo.endpoint = opt.broker;
@@ -211,7 +231,7 @@ gateway::gateway(gateway_options o, const route_installer& install)
   // Callbacks reach the I/O thread through the server, which exists before any request does.
   m.link = std::make_unique<broker_link>(
       lo, [this](std::function<void()> f) { impl_->server->post(std::move(f)); });
-  m.keys = std::make_unique<key_checker>(*m.link, keys_required);
+  m.keys = std::make_unique<key_checker>(*m.link, need_keys);
 
   m.routes.add(
       "GET", "/health",
@@ -219,9 +239,14 @@ gateway::gateway(gateway_options o, const route_installer& install)
         const bool up = impl_->link->connected();
         http_response r;
         r.status = up ? 200 : 503;
-        r.body = nlohmann::json{{"status", up ? "ok" : "unavailable"},
-                                {"broker", up ? "connected" : "disconnected"}}
-                     .dump();
+        nlohmann::json j{{"status", up ? "ok" : "unavailable"},
+                         {"broker", up ? "connected" : "disconnected"}};
+        // A refused key is a fault an admin fixes, not an outage to wait out: say which.
+        if (const std::string why = up ? std::string() : impl_->link->refusal(); !why.empty()) {
+          j["broker"] = "refused";
+          j["error"] = why;
+        }
+        r.body = j.dump();
         x->out->reply(std::move(r));
       },
       route_options{.is_public = true});
@@ -237,7 +262,7 @@ gateway::gateway(gateway_options o, const route_installer& install)
 
   spdlog::info("gateway: broker {}{}", opt.broker,
                lo.keys.enabled() ? " (CURVE)" : " (no CURVE keys: plain ZMTP)");
-  if (keys_required) {
+  if (need_keys) {
     spdlog::info("gateway: {} is not loopback: API keys are required on every request", opt.listen);
   } else if (!listen_is_loopback(opt.listen)) {
     spdlog::warn(

@@ -30,21 +30,34 @@ struct gateway_options {
   std::string tls_cert, tls_key;  // PEM files; both or neither (then plain HTTP)
   // Origins allowed by CORS: none by default, "*" for any.
   std::vector<std::string> cors_origins;
+  // Where no API key is required (keys_required false), requests must name in Host an IP
+  // address, localhost, or one of these (HOST or HOST:PORT; "*" for any), and a browser's
+  // request from another origin must be allowed by cors_origins: a web page cannot drive the
+  // gateway, by its own origin or by DNS rebinding.
+  std::vector<std::string> allowed_hosts;
   std::string db = "gateway.db";             // batches and uploaded files
   uint64_t max_body_bytes = 8ull << 20;      // requests other than file uploads
   uint64_t max_upload_bytes = 256ull << 20;  // POST /v1/files
   // A batch's output file: a response that would make it longer goes to the error file instead,
   // naming its job (whose output the broker's history keeps). At most max_file_bytes.
   uint64_t max_batch_output_bytes = max_file_bytes;
-  uint32_t max_connections = 4096;  // more are refused (503) and closed
+  // Connections at once, in all and from one client address. Past either bound the oldest
+  // connection that has not sent a whole request yet (of that address, or of all) is closed to
+  // make room, so that a flood of idle or half-sent connections cannot lock clients out; with
+  // none such, the new one is refused (503) and closed.
+  uint32_t max_connections = 4096;
+  uint32_t max_connections_per_address = 512;
   // Request bodies held at once by all connections together (each counted at its Content-Length,
   // or its route's limit when chunked, from its headers until it is answered): one more is
   // answered 503, so a flood of large uploads cannot take the gateway's memory.
   uint64_t max_total_body_bytes = 1ull << 30;
   std::chrono::milliseconds header_timeout{10000};  // to receive a request's headers and body
-  std::chrono::milliseconds idle_timeout{60000};    // a keep-alive connection with no request
-  std::chrono::milliseconds write_timeout{30000};   // a client that takes no bytes for this long
-  uint64_t max_unsent_bytes = 4ull << 20;           // a streaming client this far behind is dropped
+  // To receive a request's headers: from the connection's start for its first request (the TLS
+  // handshake included), from its first byte for a later one. A slowloris client is cut here.
+  std::chrono::milliseconds headers_timeout{5000};
+  std::chrono::milliseconds idle_timeout{60000};   // a keep-alive connection with no request
+  std::chrono::milliseconds write_timeout{30000};  // a client that takes no bytes for this long
+  uint64_t max_unsent_bytes = 4ull << 20;          // a streaming client this far behind is dropped
   // The dashboard's files served under /dashboard/ (hearth-gateway's own, dashboard-files.h);
   // none: GET / says the gateway was built without it.
   std::span<const dashboard_file> dashboard;
@@ -54,6 +67,8 @@ struct gateway_options {
 
 // Whether HOST:PORT can only be reached from this machine (127.0.0.0/8, ::1, localhost).
 bool listen_is_loopback(const std::string& listen);
+// Whether every request needs an API key: listening beyond loopback, unless insecure.
+bool keys_required(const gateway_options& o);
 
 // What route handlers use besides the request: the broker, timers, the options.
 class gateway_services {

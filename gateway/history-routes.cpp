@@ -104,7 +104,7 @@ struct job_read : std::enable_shared_from_this<job_read> {
     services.broker().request<wire::job_reply>(
         g, [self = shared_from_this(), g](link_result<wire::job_reply> r) {
           if (auto* f = std::get_if<link_failure>(&r)) {
-            return self->ex->out->reply(openai_link_error(*f));
+            return self->ex->out->reply(job_link_error(*f, self->job_id));
           }
           self->page(g, std::get<wire::job_reply>(r));
         });
@@ -153,8 +153,8 @@ void get_job_route(gateway_services& s, std::shared_ptr<exchange> ex) {
   std::make_shared<job_read>(s, std::move(ex), *job_id)->start();
 }
 
-// Cancels a queued or running job as the caller: the broker's not_found (no such job, or not the
-// caller's) is a 404, not_cancellable (it has finished) a 409.
+// Cancels a queued or running job as the caller: no such job, or not the caller's, is a 404,
+// not_cancellable (it has finished) a 409.
 void cancel_job_route(gateway_services& s, std::shared_ptr<exchange> ex) {
   const std::string id = ex->params["id"];
   auto job_id = parse_job_id(id);
@@ -163,7 +163,7 @@ void cancel_job_route(gateway_services& s, std::shared_ptr<exchange> ex) {
   c.job_id = *job_id;
   c.api_key = ex->who.api_key;
   s.broker().request<wire::ok>(c, [ex, job_id = *job_id](link_result<wire::ok> r) {
-    if (auto* f = std::get_if<link_failure>(&r)) return ex->out->reply(openai_link_error(*f));
+    if (auto* f = std::get_if<link_failure>(&r)) return ex->out->reply(job_link_error(*f, job_id));
     ojson j;
     j["job_id"] = job_id;
     j["object"] = "hearth.job.cancel";
@@ -202,6 +202,14 @@ http_response bad_job_id(const std::string& id) {
   return error_response(
       400, "the job id must be a positive integer (or chatcmpl-N / cmpl-N), got '" + id + "'",
       "invalid_request_error", "id");
+}
+
+http_response job_link_error(const link_failure& f, uint64_t job_id) {
+  if (!f.no_reply && f.code == wire::error_code::unauthorized) {
+    return error_response(404, "no job " + std::to_string(job_id), "not_found_error", {},
+                          "not_found");
+  }
+  return openai_link_error(f);
 }
 
 void add_history_routes(router& r, gateway_services& s) {

@@ -24,7 +24,9 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <set>
 #include <stdexcept>
+#include <unordered_map>
 
 #include "gateway/url.h"
 
@@ -206,33 +208,56 @@ struct server_state {
   uint64_t body_bytes = 0;  // reserved by requests being read or answered (I/O thread only)
   std::map<int, uint64_t> responses;  // answers by status code, streams as 200 (I/O thread only)
   std::map<uint64_t, std::weak_ptr<session_base>> sessions;  // I/O thread only
+  // The sessions of each client address, oldest first (I/O thread only).
+  std::unordered_map<std::string, std::set<uint64_t>> by_address;
   uint64_t next_session_id = 0;
   warn_limiter warns;
+  // Where no API key is asked for, Host and Origin are checked (host_allowed, origin_allowed).
+  bool check_origins = false;
 
   server_state(const gateway_options& o, const router& r, const authenticate_fn& a)
-      : options(o), routes(r), authenticate(a) {}
+      : options(o), routes(r), authenticate(a), check_origins(!keys_required(o)) {}
+
+  void forget(uint64_t id, const std::string& address) {
+    sessions.erase(id);
+    auto it = by_address.find(address);
+    if (it == by_address.end()) return;
+    it->second.erase(id);
+    if (it->second.empty()) by_address.erase(it);
+  }
 };
 
 class session_base : public std::enable_shared_from_this<session_base> {
  public:
-  session_base(server_state& server, asio::any_io_executor ex, std::string remote, uint64_t id)
+  session_base(server_state& server, asio::any_io_executor ex, std::string remote,
+               std::string address, uint64_t id)
       : server_(server),
         executor_(ex),
         read_timer_(ex),
         write_timer_(ex),
         remote_(std::move(remote)),
+        address_(std::move(address)),
         id_(id) {}
   virtual ~session_base() = default;
 
   void start() {
+    // The first request's headers are due headers_timeout after the connection's start.
+    request_start_ = std::chrono::steady_clock::now();
     if (server_.tls) {
       phase_ = phase::handshake;
-      arm_read_timer(server_.options.header_timeout);
+      arm_read_timer(headers_limit());
       do_handshake();
     } else {
-      wait_for_request(server_.options.header_timeout);
+      wait_for_request(headers_limit());
     }
   }
+
+  // Whether it could be closed to make room for another connection: it has not sent a whole
+  // request (it is in its TLS handshake, idle, or sending headers), so nothing of it is lost.
+  bool waiting_for_request() const {
+    return phase_ == phase::handshake || phase_ == phase::idle || phase_ == phase::header;
+  }
+  const std::string& remote() const { return remote_; }
 
   // Closes the socket; the client's request, if one is being answered, gets on_close.
   void close(std::string_view why) {
@@ -245,7 +270,7 @@ class session_base : public std::enable_shared_from_this<session_base> {
     write_timer_.cancel();
     close_socket();
     server_.connections.fetch_sub(1);
-    server_.sessions.erase(id_);
+    server_.forget(id_, address_);
     // A write still outstanding points into out_: its bytes go with the session.
     if (!writing_) out_.clear();
     if (answering_)
@@ -356,7 +381,8 @@ class session_base : public std::enable_shared_from_this<session_base> {
       close("TLS handshake failed");
       return;
     }
-    wait_for_request(server_.options.header_timeout);
+    wait_for_request(std::chrono::duration_cast<std::chrono::milliseconds>(
+        request_start_ + headers_limit() - std::chrono::steady_clock::now()));
   }
 
   void on_read_some(error_code ec) {
@@ -449,24 +475,32 @@ class session_base : public std::enable_shared_from_this<session_base> {
     read_timer_.cancel();
   }
 
+  // The time a request's headers get (headers_timeout, within header_timeout).
+  std::chrono::milliseconds headers_limit() const {
+    return std::min(server_.options.headers_timeout, server_.options.header_timeout);
+  }
+
   void read_deadline_passed() {
     switch (phase_) {
       case phase::header:
-      case phase::body:
-        server_.warns.warn("http {}: request not received within {} ms", remote_,
-                           server_.options.header_timeout.count());
-        answer_error(error_response(408,
-                                    "the request's headers and body did not arrive within " +
-                                        std::to_string(server_.options.header_timeout.count()) +
-                                        " ms",
-                                    "invalid_request_error", {}, "request_timeout"));
+      case phase::body: {
+        const bool headers = phase_ == phase::header;
+        const auto ms = (headers ? headers_limit() : server_.options.header_timeout).count();
+        server_.warns.warn("http {}: request {} not received within {} ms", remote_,
+                           headers ? "headers" : "body", ms);
+        answer_error(error_response(
+            408,
+            std::string(headers ? "the request's headers" : "the request's headers and body") +
+                " did not arrive within " + std::to_string(ms) + " ms",
+            "invalid_request_error", {}, "request_timeout"));
         break;
+      }
       case phase::idle:
         close("idle");
         break;
       case phase::handshake:
         server_.warns.warn("http {}: TLS handshake not done within {} ms", remote_,
-                           server_.options.header_timeout.count());
+                           headers_limit().count());
         close("TLS handshake timed out");
         break;
       case phase::draining:
@@ -494,7 +528,12 @@ class session_base : public std::enable_shared_from_this<session_base> {
     // Bodies are limited per route once the headers say which (handle_header); the parser
     // would otherwise judge Content-Length by its own default while reading the headers.
     parser_->body_limit(std::numeric_limits<uint64_t>::max());
-    arm_read_timer(server_.options.header_timeout);
+    // A later request's time starts at its first byte (idle_timeout bounded the wait for it);
+    // the first one's at the connection's start, so that waiting first gains a client nothing.
+    const auto now = std::chrono::steady_clock::now();
+    if (seq_ > 0) request_start_ = now;
+    arm_read_timer(std::chrono::duration_cast<std::chrono::milliseconds>(request_start_ +
+                                                                         headers_limit() - now));
     reading_ = true;
     do_read_header();
   }
@@ -575,6 +614,47 @@ class session_base : public std::enable_shared_from_this<session_base> {
     return h;
   }
 
+  // A browser's request from a page of another origin, unless CORS allows that origin. The page's
+  // origin is in Origin (every request but a GET or HEAD of the page's own origin, and every
+  // cross-origin fetch); without it, Sec-Fetch-Site tells a cross-site request (a no-cors GET)
+  // from a navigation, which may open the dashboard from a link.
+  bool origin_allowed(const std::string& origin, const std::string& host,
+                      std::string_view fetch_site, std::string_view fetch_mode) const {
+    if (!origin.empty()) {
+      if (!cors_origin(origin).empty()) return true;
+      // Same origin: the origin's host and port are the Host the request was sent to.
+      const auto scheme_end = origin.find("://");
+      return scheme_end != std::string::npos && origin != "null" &&
+             lower(origin.substr(scheme_end + 3)) == lower(host);
+    }
+    if (fetch_site != "cross-site" && fetch_site != "same-site") return true;
+    return fetch_mode == "navigate" && (method_ == "GET" || method_ == "HEAD");
+  }
+
+  // Whether Host names this gateway where it asks for no API key: an IP address (no web page
+  // but one served from that address has it as its origin), localhost and *.localhost, an
+  // allowed_hosts entry, or none at all (an HTTP/1.0 client; browsers always send it). A DNS
+  // rebinding attack sends its own name.
+  static bool host_allowed(const std::string& host, const std::vector<std::string>& allowed) {
+    if (host.empty()) return true;
+    std::string name = lower(host);
+    for (const auto& a : allowed)
+      if (a == "*" || lower(a) == name) return true;
+    error_code ec;
+    if (name.front() == '[') {  // [IPv6]:PORT
+      const auto close = name.find(']');
+      if (close == std::string::npos) return false;
+      asio::ip::make_address_v6(name.substr(1, close - 1), ec);
+      return !ec;
+    }
+    if (auto colon = name.rfind(':'); colon != std::string::npos) name.erase(colon);
+    for (const auto& a : allowed)
+      if (lower(a) == name) return true;
+    if (name == "localhost" || name.ends_with(".localhost")) return true;
+    const auto address = asio::ip::make_address_v4(name, ec);
+    return !ec && address.to_string() == name;
+  }
+
   // The value of Access-Control-Allow-Origin for this request's Origin ("" = none).
   std::string cors_origin(const std::string& origin) const {
     const auto& allowed = server_.options.cors_origins;
@@ -605,6 +685,32 @@ class session_base : public std::enable_shared_from_this<session_base> {
     std::string raw_path = target_.substr(0, q);
     path_ = percent_decode(raw_path, false);
     query_ = q == std::string::npos ? std::string() : target_.substr(q + 1);
+
+    if (server_.check_origins) {
+      const std::string host(view(req[bhttp::field::host]));
+      if (!host_allowed(host, server_.options.allowed_hosts)) {
+        server_.warns.warn("http {}: {} {}: refused Host '{}'", remote_, method_, path_,
+                           host.substr(0, 100));
+        return answer_early(error_response(
+            403,
+            "this gateway does not answer to the name '" + host.substr(0, 100) +
+                "' (Host): without API keys it answers to IP addresses and localhost; give "
+                "--allow-host NAME (allowed_hosts:) for a name of this machine",
+            "permission_error", {}, "host_not_allowed"));
+      }
+      const std::string origin(view(req[bhttp::field::origin]));
+      if (!origin_allowed(origin, host, view(req["sec-fetch-site"]), view(req["sec-fetch-mode"]))) {
+        const std::string from = origin.empty() ? "another site" : origin.substr(0, 100);
+        server_.warns.warn("http {}: {} {}: refused a request from {}", remote_, method_, path_,
+                           from);
+        return answer_early(error_response(
+            403,
+            "a web page from " + from +
+                " may not use this gateway, which asks it for no API key; allow its origin "
+                "with --cors ORIGIN (cors:)",
+            "permission_error", {}, "cross_origin"));
+      }
+    }
 
     // A Transfer-Encoding that does not end in chunked leaves the body's end unknown (RFC 9112
     // 6.3: answered 400 and closed). Beast already refuses one beside a Content-Length.
@@ -652,6 +758,9 @@ class session_base : public std::enable_shared_from_this<session_base> {
     body_reserved_ = want;
     parser_->body_limit(body_limit_);
     if (parser_->is_done()) return dispatch();
+    // The body is due header_timeout after the request's start.
+    arm_read_timer(std::chrono::duration_cast<std::chrono::milliseconds>(
+        request_start_ + server_.options.header_timeout - std::chrono::steady_clock::now()));
     // A client that asked to be told before it sends the body.
     if (version_ >= 11 && lower(view(req[bhttp::field::expect])) == "100-continue")
       queue("HTTP/1.1 100 Continue\r\n\r\n");
@@ -770,8 +879,10 @@ class session_base : public std::enable_shared_from_this<session_base> {
   phase phase_ = phase::idle;
   asio::steady_timer read_timer_, write_timer_;
   uint64_t read_timer_gen_ = 0;
-  std::string remote_;
+  std::string remote_;   // address and port, for the log
+  std::string address_;  // the client's address, for max_connections_per_address
   uint64_t id_;
+  std::chrono::steady_clock::time_point request_start_;  // when this request's time began
 
   // The request being read or answered.
   unsigned version_ = 11;
@@ -803,8 +914,8 @@ class session_base : public std::enable_shared_from_this<session_base> {
 template <class Stream>
 class session final : public session_base {
  public:
-  session(server_state& server, Stream stream, std::string remote, uint64_t id)
-      : session_base(server, stream.get_executor(), std::move(remote), id),
+  session(server_state& server, Stream stream, std::string remote, std::string address, uint64_t id)
+      : session_base(server, stream.get_executor(), std::move(remote), std::move(address), id),
         stream_(std::move(stream)) {}
 
  private:
@@ -988,33 +1099,70 @@ struct http_server::impl {
     error_code ec;
     auto peer = socket.remote_endpoint(ec);
     if (ec) return;  // already gone
-    std::string remote = peer.address().is_v6()
-                             ? "[" + peer.address().to_string() + "]:" + std::to_string(peer.port())
-                             : peer.address().to_string() + ":" + std::to_string(peer.port());
-    if (state.connections.load() >= options.max_connections)
-      return refuse(std::move(socket), remote);
+    std::string address = peer.address().to_string();
+    std::string remote = peer.address().is_v6() ? "[" + address + "]:" + std::to_string(peer.port())
+                                                : address + ":" + std::to_string(peer.port());
+    if (auto it = state.by_address.find(address);
+        it != state.by_address.end() && it->second.size() >= options.max_connections_per_address &&
+        !make_room(it->second, remote, "max_connections_per_address")) {
+      return refuse(std::move(socket), remote, "from " + address,
+                    options.max_connections_per_address);
+    }
+    if (state.connections.load() >= options.max_connections &&
+        !make_room(state.sessions, remote, "max_connections")) {
+      return refuse(std::move(socket), remote, "in all", options.max_connections);
+    }
     socket.set_option(tcp::no_delay(true), ec);
     uint64_t id = ++state.next_session_id;
     std::shared_ptr<session_base> s;
     if (tls)
       s = std::make_shared<session<tls_stream>>(state, tls_stream(std::move(socket), *tls), remote,
-                                                id);
+                                                address, id);
     else
       s = std::make_shared<session<plain_stream>>(state, plain_stream(std::move(socket)), remote,
-                                                  id);
+                                                  address, id);
     state.connections.fetch_add(1);
     state.sessions.emplace(id, s);
+    state.by_address[address].insert(id);
     s->start();
   }
 
-  // One connection more than max_connections: a plain client is told 503, then closed; a TLS
-  // one is closed (telling it would cost a handshake, which is what is being limited).
-  void refuse(tcp::socket socket, const std::string& remote) {
-    state.warns.warn("http {}: refused: {} connections open (max_connections)", remote,
-                     state.connections.load());
+  // Closes the oldest of `ids` (sessions by id: oldest first) that has not sent a whole request,
+  // to let a new connection in; false when every one is busy with a request.
+  template <class Ids>
+  bool make_room(const Ids& ids, const std::string& remote, const char* limit) {
+    std::shared_ptr<session_base> oldest;
+    for (const auto& entry : ids) {
+      uint64_t id = 0;
+      if constexpr (std::is_same_v<std::decay_t<decltype(entry)>, uint64_t>)
+        id = entry;
+      else
+        id = entry.first;
+      auto it = state.sessions.find(id);
+      if (it == state.sessions.end()) continue;
+      auto s = it->second.lock();
+      if (s && s->waiting_for_request()) {
+        oldest = std::move(s);
+        break;
+      }
+    }
+    if (!oldest) return false;
+    state.warns.warn("http {}: closed the oldest connection without a request to let {} in ({})",
+                     oldest->remote(), remote, limit);
+    oldest->close("made room for a new connection");
+    return true;
+  }
+
+  // One connection more than a bound whose connections are all busy with requests: a plain
+  // client is told 503, then closed; a TLS one is closed (telling it would cost a handshake,
+  // which is what is being limited).
+  void refuse(tcp::socket socket, const std::string& remote, const std::string& where,
+              uint32_t limit) {
+    state.warns.warn("http {}: refused: {} connections open {}, each with a request", remote, limit,
+                     where);
     if (tls) return;
     auto body = error_response(503,
-                               "too many connections (" + std::to_string(options.max_connections) +
+                               "too many connections " + where + " (" + std::to_string(limit) +
                                    "); try again later",
                                "server_error", {}, "too_many_connections")
                     .body;

@@ -108,7 +108,7 @@ class job_events : public std::enable_shared_from_this<job_events> {
     if (auto* f = std::get_if<link_failure>(&e)) {
       ended_ = true;
       // Refused before anything was sent (no such job, not the caller's): an HTTP error.
-      if (!started_) return ex_->out->reply(openai_link_error(*f));
+      if (!started_) return ex_->out->reply(job_link_error(*f, job_id_));
       send({{"type", "error"}, {"error", link_error_json(*f)}});
       return ex_->out->end_events();
     }

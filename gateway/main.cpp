@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
       "hearth-gateway: the OpenAI HTTP API (chat, completions, models, batches) in front "
       "of a hearth broker"};
   std::string listen, broker, broker_key, key, tls_cert, tls_key, db, config_path, log_level;
-  std::vector<std::string> cors;
+  std::vector<std::string> cors, allow_hosts;
   bool insecure = false;
   app.add_option("--listen", listen, "HOST:PORT to serve HTTP on (default 127.0.0.1:8080)");
   app.add_option("--broker", broker,
@@ -45,6 +45,10 @@ int main(int argc, char** argv) {
   app.add_option("--tls-cert", tls_cert, "PEM certificate: serve HTTPS (with --tls-key)");
   app.add_option("--tls-key", tls_key, "PEM private key of --tls-cert");
   app.add_option("--cors", cors, "an origin allowed by CORS, or '*' (repeatable)");
+  app.add_option("--allow-host", allow_hosts,
+                 "a name of this machine (HOST or HOST:PORT) that requests may give in Host where "
+                 "no API key is needed, e.g. hub:8080, or '*' (repeatable; IP addresses and "
+                 "localhost always may)");
   app.add_option("--db", db, "SQLite file for batches and uploaded files (default gateway.db)");
   app.add_option("--config", config_path, "YAML file with further settings");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off");
@@ -69,6 +73,7 @@ int main(int argc, char** argv) {
   if (!tls_cert.empty()) o.tls_cert = tls_cert;
   if (!tls_key.empty()) o.tls_key = tls_key;
   if (!cors.empty()) o.cors_origins = cors;
+  if (!allow_hosts.empty()) o.allowed_hosts = allow_hosts;
   if (!db.empty()) o.db = db;
   if (!log_level.empty()) cfg.log_level = log_level;
   if (auto r = hearth::net::endpoint_check(o.broker); !r) {

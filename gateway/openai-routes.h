@@ -22,5 +22,9 @@ void add_history_routes(router& r, gateway_services& s);
 std::optional<uint64_t> parse_job_id(std::string_view s);
 // The 400 for a job id that parse_job_id refused.
 http_response bad_job_id(const std::string& id);
+// The answer to a request about one job that the broker refused: another owner's job is a 404,
+// as one that does not exist (the broker's unauthorized; the caller's key was checked just
+// before), not a 401 that would tell the client its key is bad.
+http_response job_link_error(const link_failure& f, uint64_t job_id);
 
 }  // namespace hearth::gateway
