@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -20,6 +21,26 @@
 extern char** environ;
 
 namespace hearth::testing {
+namespace {
+
+// Every test program that starts processes, and all they start, has a config folder of its own:
+// `hearth up --auth` writes an admin key where the CLI looks for keys by default
+// ($XDG_CONFIG_HOME/hearth), which must never be the user's, and a CLI under test must not pick
+// up the user's keys.
+std::string isolated_config_home;
+[[maybe_unused]] const bool config_home_isolated = [] {
+  std::string dir = (std::filesystem::temp_directory_path() / "hearth-test-config-XXXXXX").string();
+  if (!mkdtemp(dir.data())) return false;
+  isolated_config_home = dir;
+  setenv("XDG_CONFIG_HOME", dir.c_str(), 1);
+  std::atexit([] {
+    std::error_code ec;
+    std::filesystem::remove_all(isolated_config_home, ec);
+  });
+  return true;
+}();
+
+}  // namespace
 
 process::process(process&& o) noexcept
     : pid_(std::exchange(o.pid_, -1)), log_(std::move(o.log_)), status_(o.status_) {}

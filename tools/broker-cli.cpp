@@ -94,10 +94,12 @@ void add_broker_options(CLI::App* cmd, broker_options& o) {
                   "else $XDG_CONFIG_HOME/hearth/client.key)");
 }
 
-void add_retry_option(CLI::App* cmd, int& retry_for_s) {
-  cmd->add_option("--retry-for", retry_for_s,
-                  "While the broker does not answer (down, restarting), keep trying for this "
-                  "many seconds; 0 = give up after one try")
+CLI::Option* add_retry_option(CLI::App* cmd, int& retry_for_s) {
+  return cmd
+      ->add_option("--retry-for", retry_for_s,
+                   "While the broker does not answer (down, restarting), keep trying for this "
+                   "many seconds; 0 = give up after one try. Without it, a broker that nothing "
+                   "answers for since the command began gets 10 s")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
 }

@@ -28,8 +28,9 @@ using json = nlohmann::ordered_json;
 // resolves what was not given (broker_endpoint(), broker_keys()).
 void add_broker_options(CLI::App* cmd, broker_options& o);
 
-// Adds --retry-for SECONDS (how long to keep trying while the broker does not answer).
-void add_retry_option(CLI::App* cmd, int& retry_for_s);
+// Adds --retry-for SECONDS (how long to keep trying while the broker does not answer); the option,
+// to tell whether it was given (tools/broker-retry.h).
+CLI::Option* add_retry_option(CLI::App* cmd, int& retry_for_s);
 
 // Job `job_id`'s record, read page by page (job_reply, PROTOCOL.md section 10.5): `on_record`
 // gets it once, with the whole prompt and no output, then `on_output` each page of the output in

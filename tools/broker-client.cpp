@@ -63,8 +63,9 @@ std::string flag_or_env(std::string_view flag, const char* env) {
   return {};
 }
 
-// $XDG_CONFIG_HOME/hearth, else ~/.config/hearth; empty when neither variable is set.
-std::string config_dir() {
+}  // namespace
+
+std::string client_config_dir() {
   if (const char* xdg = std::getenv("XDG_CONFIG_HOME"); xdg && *xdg) {
     return std::string(xdg) + "/hearth";
   }
@@ -73,8 +74,6 @@ std::string config_dir() {
   }
   return {};
 }
-
-}  // namespace
 
 std::string broker_endpoint(std::string_view flag) {
   if (auto e = flag_or_env(flag, "HEARTH_BROKER"); !e.empty()) return e;
@@ -85,7 +84,7 @@ net::curve_client_keys broker_keys(std::string_view broker_key_flag, std::string
   std::string broker_key = flag_or_env(broker_key_flag, "HEARTH_BROKER_KEY");
   std::string key = flag_or_env(key_flag, "HEARTH_KEY");
   if (broker_key.empty() && key.empty()) {
-    const std::string dir = config_dir();
+    const std::string dir = client_config_dir();
     std::error_code ec;
     if (dir.empty() || !std::filesystem::exists(dir + "/broker.pub", ec) ||
         !std::filesystem::exists(dir + "/client.key", ec)) {
@@ -158,6 +157,7 @@ void broker_client::send_request(wire::command cmd, std::string body) {
 }
 
 void broker_client::reconnect() {
+  connected_before_ = ever_connected();
   monitor_.reset();  // before the socket it watches
   socket_.close();   // linger 0 (net::make_socket): unsent requests go with it
   events_.clear();
@@ -169,6 +169,11 @@ bool broker_client::connection_dropped() {
   if (monitor_->disconnects() == disconnects_seen_) return false;
   disconnects_seen_ = monitor_->disconnects();
   return true;
+}
+
+bool broker_client::ever_connected() {
+  monitor_->update();
+  return connected_before_ || monitor_->connected();
 }
 
 std::optional<net::received> broker_client::receive(net::steady::time_point deadline,
@@ -287,6 +292,10 @@ void broker_client::throw_timeout() const {
     // A wrong broker key shows as the broker closing the connection (no detail): the handshake
     // never got going. Without any connection the broker is simply not there: the message below.
     throw_no_curve_answer(f ? &*f : nullptr);
+  }
+  if (!monitor_->connected() && !connected_before_) {
+    throw broker_timeout("nothing answers at " + endpoint_ + " (no connection within " + limit +
+                         ": is hearth-broker running there? set --broker or HEARTH_BROKER)");
   }
   throw broker_timeout("no reply from the broker at " + endpoint_ + " within " + limit +
                        " (is hearth-broker running? set --broker or HEARTH_BROKER)");

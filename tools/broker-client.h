@@ -24,6 +24,10 @@ inline constexpr std::string_view broker_endpoint_default = "tcp://127.0.0.1:555
 // The broker to talk to: `flag` (--broker) when set, else $HEARTH_BROKER, else the default.
 std::string broker_endpoint(std::string_view flag);
 
+// Where the CLI looks for its keys by default: $XDG_CONFIG_HOME/hearth, else ~/.config/hearth;
+// empty when neither variable is set.
+std::string client_config_dir();
+
 // The CURVE keys to talk to the broker with: the files `broker_key_flag` (--broker-key, the
 // broker's public certificate) and `key_flag` (--key, this client's secret certificate), each
 // else $HEARTH_BROKER_KEY / $HEARTH_KEY. When neither is given: $XDG_CONFIG_HOME/hearth/broker.pub
@@ -54,6 +58,14 @@ class broker_error : public std::runtime_error {
 // No reply within the timeout from a broker that is not refusing us: it is down, restarting or
 // overloaded, and asking again later may get through.
 class broker_timeout : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Nothing at the broker's address accepted a connection while the command tried (a wrong
+// address, a broker that is not running): final, told at once rather than after the long retry
+// that a broker gone away gets (tools/broker-retry.h).
+class broker_unreachable : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
@@ -92,6 +104,10 @@ class broker_client {
   // died or restarted; ZeroMQ connects again by itself, but a restarted broker forgot what we
   // asked of it).
   bool connection_dropped();
+  // A TCP connection to the broker's address was made at some time since this client began,
+  // over every reconnect(): something listens there (a broker starting, restarting or busy),
+  // as opposed to nothing at all.
+  bool ever_connected();
   // A fresh socket to the same broker (the Lazy Pirate pattern): what the old one still queued
   // or received is dropped, so a request tried again is never sent twice by the same client.
   void reconnect();
@@ -122,6 +138,7 @@ class broker_client {
   std::unique_ptr<net::handshake_monitor> monitor_;  // destroyed before socket_
   std::deque<net::received> events_;
   uint64_t disconnects_seen_ = 0;
+  bool connected_before_ = false;  // on a socket that reconnect() replaced
 };
 
 }  // namespace hearth::cli

@@ -1,12 +1,21 @@
 // hearth doctor: on any machine of the homelab, whether the broker answers (and who we are to it),
 // whether this machine's node is registered and online, which models and devices it serves, and
 // what to look at when something is wrong. Exits 0 when nothing is wrong, 1 otherwise.
+//
+// Its keys are the CLI's (flags, environment, ~/.config/hearth); on a machine that has none of
+// those, the node's own (broker:, broker_key: and key: of its node.yaml), so that `sudo hearth
+// doctor` works on a node's machine as it is installed. The broker answers a node key's whoami
+// with unauthorized: it let the key in, but a node key may not list nodes or models, so the
+// doctor then checks the node's side on this machine (its models folder as the node reads it)
+// and says what it could not check.
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 #include "gpu/registry.h"
 #include "node/config.h"
+#include "node/model-catalog.h"
 #include "schema/endpoint.h"
 #include "schema/zmq-io.h"
 #include "tools/broker-cli.h"
@@ -43,21 +52,32 @@ class report {
   int problems_ = 0;
 };
 
+// This machine's node configuration, when there is one that loads.
+struct local_node_config {
+  std::string path;
+  node::node_config cfg;
+  bool loaded = false;
+};
+
+local_node_config load_local_node_config(const doctor_options& o) {
+  local_node_config n;
+  n.path = o.node_config.empty() ? "/etc/hearth/node.yaml" : o.node_config;
+  std::error_code ec;
+  if (std::filesystem::exists(n.path, ec)) n.loaded = bool(node::node_config_load(n.path, n.cfg));
+  return n;
+}
+
 // The node this machine runs: --node, else the name in its configuration, else the host name
 // (as hearth-node picks it). `from` says where the name came from.
-std::string local_node_name(const doctor_options& o, std::string& from) {
+std::string local_node_name(const doctor_options& o, const local_node_config& n,
+                            std::string& from) {
   if (!o.node.empty()) {
     from = "--node";
     return o.node;
   }
-  const std::string path = o.node_config.empty() ? "/etc/hearth/node.yaml" : o.node_config;
-  std::error_code ec;
-  if (std::filesystem::exists(path, ec)) {
-    node::node_config cfg;
-    if (auto r = node::node_config_load(path, cfg); r && !cfg.name.empty()) {
-      from = path;
-      return cfg.name;
-    }
+  if (n.loaded && !n.cfg.name.empty()) {
+    from = n.path;
+    return n.cfg.name;
   }
   from = "the host name";
   return node::node_host_name();
@@ -77,16 +97,58 @@ std::string devices_text(const wire::hardware_info& hw) {
   return s;
 }
 
+// What this machine's GPU backends say (whether or not a node runs here), then the count of
+// problems; the exit code.
+int finish(report& r) {
+  std::string report_lines;
+  for (const auto& line : gpu::registry_report(gpu::device_registry()))
+    report_lines += (report_lines.empty() ? "" : "\n") + line;
+  r.note("this machine's backends:\n" + report_lines);
+  if (r.problems() > 0) {
+    std::fprintf(stderr, "%d problem%s found\n", r.problems(), r.problems() == 1 ? "" : "s");
+    return 1;
+  }
+  return 0;
+}
+
+// With a node key the broker says nothing about nodes: what the node's configuration on this
+// machine says instead (its broker, and its models folder read as the node reads it).
+void check_node_side(report& r, const local_node_config& n, const std::string& endpoint) {
+  if (!n.loaded) return;
+  if (n.cfg.broker != endpoint) {
+    r.problem("the node's " + n.path + " says broker: " + n.cfg.broker + ", not " + endpoint);
+  }
+  try {
+    const auto catalog = node::model_catalog::scan(n.cfg.models_dir);
+    std::vector<wire::model_info> models = catalog.models();
+    if (models.empty()) {
+      r.problem("the node's models folder " + n.cfg.models_dir +
+                " has no model: put *.gguf files or Hugging Face folders there");
+    } else {
+      r.ok("the node's models folder " + n.cfg.models_dir + ": " + models_text(models));
+    }
+    for (const auto& e : catalog.errors()) r.problem("it skips " + e.path + ": " + e.error);
+  } catch (const std::exception& e) {
+    r.problem(std::string("the node's models folder: ") + e.what());
+  }
+}
+
 int doctor(const doctor_options& o) {
   report r;
-  const std::string endpoint = broker_endpoint(o.broker.endpoint);
+  const local_node_config node_cfg = load_local_node_config(o);
+  // Where the CLI's own settings say nothing, the node's (see the top of this file).
+  const char* env_broker = std::getenv("HEARTH_BROKER");
+  const bool endpoint_from_node =
+      o.broker.endpoint.empty() && !(env_broker && *env_broker) && node_cfg.loaded;
+  const std::string endpoint =
+      endpoint_from_node ? node_cfg.cfg.broker : broker_endpoint(o.broker.endpoint);
   for (auto check : {net::endpoint_check, net::endpoint_host_check}) {
     if (auto ok = check(endpoint); !ok) {
       r.problem(ok.message());
       return 1;
     }
   }
-  r.ok("broker endpoint " + endpoint);
+  r.ok("broker endpoint " + endpoint + (endpoint_from_node ? " (from " + node_cfg.path + ")" : ""));
 
   // Keys: which ones this command would use, or why it cannot.
   net::curve_client_keys keys;
@@ -96,6 +158,15 @@ int doctor(const doctor_options& o) {
     r.problem(e.what());
     return 1;
   }
+  if (!keys.enabled() && node_cfg.loaded && !node_cfg.cfg.key.empty()) {
+    if (auto k = net::curve_client_keys_load(node_cfg.cfg.broker_key, node_cfg.cfg.key)) {
+      keys = std::move(k).value();
+      r.note("using the node's keys from " + node_cfg.path + " (" + node_cfg.cfg.key + ")");
+    } else {
+      r.note("the node's key cannot be read here (" + k.message() +
+             "); as root (sudo hearth doctor) it can");
+    }
+  }
   if (keys.broker_public.empty()) {
     r.note(
         "no keys: talking plain ZMTP, which only a broker without --auth accepts\n"
@@ -103,6 +174,7 @@ int doctor(const doctor_options& o) {
         "client.key in ~/.config/hearth)");
   }
 
+  std::string from;  // where the node's name came from
   broker_client client(endpoint, keys, std::chrono::seconds(o.timeout_s));
   wire::identity me;
   try {
@@ -116,6 +188,20 @@ int doctor(const doctor_options& o) {
               "firewall let the port through? with --auth: is this machine's key in its "
               "auth/clients/ or auth/admins/, and is the broker.pub used here its key?");
     return 1;
+  } catch (const broker_error& e) {
+    if (e.code() != wire::error_code::unauthorized) {
+      r.problem(std::string("the broker at ") + endpoint + ": " + e.what());
+      return 1;
+    }
+    // The key got in (the handshake passed) but may not ask whoami: with --auth only a node key.
+    r.ok("the broker answers and lets this key in as a node's key");
+    r.note("a node key may not ask about nodes and models (" + std::string(e.what()) +
+           "): whether node '" + local_node_name(o, node_cfg, from) +
+           "' is online and what the broker sees of it is not checked here; a client or admin key "
+           "checks it (on the broker's machine: sudo hearth doctor --key /etc/hearth/admin.key "
+           "--broker-key /etc/hearth/broker.pub --node NAME)");
+    check_node_side(r, node_cfg, endpoint);
+    return finish(r);
   } catch (const std::exception& e) {
     r.problem(std::string("the broker at ") + endpoint + ": " + e.what());
     return 1;
@@ -134,8 +220,7 @@ int doctor(const doctor_options& o) {
          std::to_string(nodes.total > 0 ? nodes.total : nodes.nodes.size()));
   }
 
-  std::string from;
-  const std::string name = local_node_name(o, from);
+  const std::string name = local_node_name(o, node_cfg, from);
   const auto it = std::find_if(nodes.nodes.begin(), nodes.nodes.end(),
                                [&](const auto& n) { return n.name == name; });
   if (it == nodes.nodes.end()) {
@@ -173,16 +258,7 @@ int doctor(const doctor_options& o) {
     }
   }
 
-  // What this machine's GPU backends say (whether or not a node runs here).
-  std::string report_lines;
-  for (const auto& line : gpu::registry_report(gpu::device_registry()))
-    report_lines += (report_lines.empty() ? "" : "\n") + line;
-  r.note("this machine's backends:\n" + report_lines);
-  if (r.problems() > 0) {
-    std::fprintf(stderr, "%d problem%s found\n", r.problems(), r.problems() == 1 ? "" : "s");
-    return 1;
-  }
-  return 0;
+  return finish(r);
 }
 
 }  // namespace

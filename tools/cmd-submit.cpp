@@ -36,6 +36,7 @@ struct submit_options {
   bool json = false;
   bool detach = false;
   int retry_for_s = 60;
+  CLI::Option* retry_flag = nullptr;
 };
 
 // 128 random bits in hex: the submit's idempotency key, the same on every try of this command.
@@ -98,7 +99,8 @@ int submit(submit_options& o) {
   // A try that got no reply may still have made the job: the key makes the broker answer a
   // later try with that job instead of a second one.
   bool retried = false;
-  const auto a = broker_retry(client.endpoint(), retry_for, write_err).run([&](int n) {
+  const bool retry_for_given = o.retry_flag->count() > 0;
+  const auto a = broker_retry(client, retry_for, write_err, retry_for_given).run([&](int n) {
     if (n > 0) {
       client.reconnect();
       // The watch of an earlier try belonged to its socket; follow_job watches on this one.
@@ -139,6 +141,7 @@ int submit(submit_options& o) {
                      .waiting = a.waiting,
                      .attach = retried,
                      .retry_for = retry_for,
+                     .retry_for_given = retry_for_given,
                      .cancel_on_interrupt = !o.detach});
 }
 
@@ -177,7 +180,7 @@ action add_submit(CLI::App& app) {
   cmd->add_flag("--json", o->json,
                 "JSON lines: accepted, then (streaming) queued/running/tokens/restarted/done");
   add_broker_options(cmd, o->broker);
-  add_retry_option(cmd, o->retry_for_s);
+  o->retry_flag = add_retry_option(cmd, o->retry_for_s);
   o->prompt.add_to(cmd);
   o->chat_flag = cmd->add_option(
       "--chat", o->chat, "A message to a chat model (the node applies the model's chat template)");

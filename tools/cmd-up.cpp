@@ -3,6 +3,9 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <pwd.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <csignal>
 #include <cstdlib>
@@ -18,6 +21,7 @@
 #include "gateway/routes.h"
 #include "node/node.h"
 #include "schema/curve-cert.h"
+#include "tools/broker-client.h"
 #include "tools/commands.h"
 
 namespace hearth::cli {
@@ -81,6 +85,64 @@ up_keys prepare_auth_dir(const std::string& dir) {
   allow("up-node", "nodes");
   allow("up-gateway", "clients");
   return {dir + "/broker.pub", dir + "/up-node.key", dir + "/up-gateway.key"};
+}
+
+// The name of the user running this process, for the admin key's .pub (the owner of its jobs).
+std::string up_user_name() {
+  if (const passwd* pw = getpwuid(geteuid()); pw && pw->pw_name && *pw->pw_name) return pw->pw_name;
+  return "admin";
+}
+
+// The public key of a certificate file, or "" when it does not load.
+std::string public_key_of(const std::string& path) {
+  auto c = net::curve_cert_load(path);
+  return c ? c->public_key : std::string();
+}
+
+// An admin key for the user who runs `hearth up --auth DIR`, where the CLI finds keys by default
+// (client_config_dir(): client.key beside the broker's broker.pub), so that the admin commands
+// (hearth apikey create, jobs prune, nodes forget) and every other one work on this machine at
+// once; its .pub goes into DIR/admins/ under the user's name. A folder that has keys already is
+// not touched: when they are for this broker nothing is needed, else the admin key is
+// DIR/up-admin.key and the line printed says how to use it.
+void prepare_user_admin_key(const std::string& dir) {
+  namespace fs = std::filesystem;
+  const std::string cfg = client_config_dir();
+  const std::string user = up_user_name();
+  std::error_code ec;
+  const bool has_key = !cfg.empty() && fs::exists(cfg + "/client.key", ec);
+  const bool has_broker = !cfg.empty() && fs::exists(cfg + "/broker.pub", ec);
+  if (!cfg.empty() && !has_key && !has_broker) {
+    auto c = net::curve_cert_generate(user);
+    if (!c) throw std::runtime_error(c.message());
+    if (auto r = net::curve_cert_save(*c, cfg, "client"); !r) throw std::runtime_error(r.message());
+    fs::copy_file(dir + "/broker.pub", cfg + "/broker.pub");
+    std::string allowed = dir + "/admins/" + user + ".pub";
+    if (fs::exists(allowed, ec)) allowed = dir + "/admins/" + user + "-up.pub";
+    fs::copy_file(cfg + "/client.pub", allowed, fs::copy_options::overwrite_existing);
+    std::fprintf(stderr,
+                 "hearth up: made an admin key for you (%s): %s/client.key, allowed as %s; with "
+                 "%s/broker.pub, hearth commands on this machine use it by default\n",
+                 user.c_str(), cfg.c_str(), allowed.c_str(), cfg.c_str());
+    return;
+  }
+  if (has_key && has_broker &&
+      public_key_of(cfg + "/broker.pub") == public_key_of(dir + "/broker.pub"))
+    return;  // the user's keys are for this broker already
+  if (!fs::exists(dir + "/up-admin.key", ec)) {
+    auto c = net::curve_cert_generate(user);
+    if (!c) throw std::runtime_error(c.message());
+    if (auto r = net::curve_cert_save(*c, dir, "up-admin"); !r)
+      throw std::runtime_error(r.message());
+  }
+  const std::string allowed = dir + "/admins/up-admin.pub";
+  if (!fs::exists(allowed, ec)) fs::copy_file(dir + "/up-admin.pub", allowed);
+  const std::string why =
+      cfg.empty() ? "$HOME is not set, so" : cfg + " has keys for another broker, so";
+  std::fprintf(stderr,
+               "hearth up: %s your admin key for this broker is %s/up-admin.key: "
+               "HEARTH_KEY=%s/up-admin.key HEARTH_BROKER_KEY=%s/broker.pub hearth ...\n",
+               why.c_str(), dir.c_str(), dir.c_str(), dir.c_str());
 }
 
 // The endpoint to reach a broker bound to `bind` from this machine: a wildcard host becomes
@@ -174,6 +236,7 @@ action add_up(CLI::App& app) {
     if (!o->auth.empty()) {
       bc.auth = o->auth;
       const up_keys keys = prepare_auth_dir(o->auth);
+      prepare_user_admin_key(o->auth);
       nc.broker_key = keys.broker_public;
       nc.key = keys.node_key;
       go.broker_key = keys.broker_public;

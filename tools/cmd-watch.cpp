@@ -11,13 +11,16 @@ struct watch_options {
   uint64_t job_id = 0;
   bool json = false;
   int retry_for_s = 60;
+  CLI::Option* retry_flag = nullptr;
 };
 
 int watch(const watch_options& o) {
   broker_client client(o.broker);
-  return follow_job(
-      client, o.job_id,
-      {.json_lines = o.json, .attach = true, .retry_for = std::chrono::seconds(o.retry_for_s)});
+  return follow_job(client, o.job_id,
+                    {.json_lines = o.json,
+                     .attach = true,
+                     .retry_for = std::chrono::seconds(o.retry_for_s),
+                     .retry_for_given = o.retry_flag->count() > 0});
 }
 
 }  // namespace
@@ -31,7 +34,7 @@ action add_watch(CLI::App& app) {
   cmd->add_option("id", o->job_id, "Job id")->required();
   cmd->add_flag("--json", o->json, "JSON lines: queued/running/tokens/restarted/done");
   add_broker_options(cmd, o->broker);
-  add_retry_option(cmd, o->retry_for_s);
+  o->retry_flag = add_retry_option(cmd, o->retry_for_s);
   return [o] { return watch(*o); };
 }
 

@@ -19,15 +19,19 @@ namespace {
 // queued job is silent for long, so this is about three broker heartbeats; one get_job per
 // interval costs nothing.
 constexpr std::chrono::seconds silence_probe{3};
+// A silence this long is told on a terminal (stream_view::on_silence): the pause of a failover
+// (the broker notices a lost node by its missed heartbeats) or a long wait in the queue. Longer
+// than a slow model's time between tokens, so that its text is not broken up by notices.
+constexpr std::chrono::seconds silence_notice{6};
 
-// The job's record when it has ended, else nullopt. Throws broker_timeout when the broker does
-// not answer.
-std::optional<wire::job_detail> ended_job(broker_client& client, uint64_t job_id) {
+// The job's record: whole (its output too) when it has ended, else the first page's summary.
+// Throws broker_timeout when the broker does not answer.
+wire::job_detail job_now(broker_client& client, uint64_t job_id) {
   wire::get_job g;
   g.job_id = job_id;
   // The first page tells whether it ended; only then is the whole output worth reading.
   auto r = client.request<wire::job_reply>(g);
-  if (!wire::job_state_is_final(r.job.summary.state)) return std::nullopt;
+  if (!wire::job_state_is_final(r.job.summary.state)) return std::move(r.job);
   return fetch_job(client, job_id);
 }
 
@@ -62,6 +66,9 @@ class json_lines_stream {
 
   result<void> feed(wire::command cmd, std::string_view body);
   void on_final(const wire::job_summary& s, const std::string& output);
+  // JSON lines tell only the broker's events; notices go to stderr as they are.
+  void on_silence(const wire::job_summary&, int64_t) {}
+  void notice(std::string_view line) { write_err(line); }
   bool done() const { return exit_.has_value(); }
   int exit_code() const { return exit_.value_or(1); }
   stream_resume resume_point() const { return stream_resume_of(order_, received_); }
@@ -208,7 +215,8 @@ void json_lines_stream::on_final(const wire::job_summary& s, const std::string& 
 // or retry_for has passed. `lost`: the broker is known to be gone, so say at once that we wait.
 template <class Stream>
 void attach(broker_client& client, uint64_t job_id, Stream& s, const follow_options& o, bool lost) {
-  broker_retry retry(client.endpoint(), o.retry_for, write_err);
+  broker_retry retry(
+      client, o.retry_for, [&s](std::string_view l) { s.notice(l); }, o.retry_for_given);
   if (lost) retry.announce();
   retry.run([&](int n) {
     if (lost || n > 0) client.reconnect();
@@ -249,9 +257,11 @@ int interrupt(broker_client& client, uint64_t job_id, const follow_options& o) {
 template <class Stream>
 int follow(broker_client& client, uint64_t job_id, Stream& s, const follow_options& o) {
   if (o.attach) attach(client, job_id, s, o, false);
+  auto last_event = std::chrono::steady_clock::now();
   while (!s.done()) {
     if (interrupted()) return interrupt(client, job_id, o);
     if (auto ev = client.next_event(silence_probe)) {
+      last_event = std::chrono::steady_clock::now();
       const auto cmd = event_command(*ev, client.endpoint());
       if (auto r = s.feed(cmd, ev->views()[2]); !r) {
         throw std::runtime_error("malformed event from the broker at " + client.endpoint() + ": " +
@@ -264,7 +274,14 @@ int follow(broker_client& client, uint64_t job_id, Stream& s, const follow_optio
       continue;
     }
     try {
-      if (auto d = ended_job(client, job_id)) s.on_final(d->summary, d->output);
+      const wire::job_detail d = job_now(client, job_id);
+      const auto silent = std::chrono::steady_clock::now() - last_event;
+      if (wire::job_state_is_final(d.summary.state)) {
+        s.on_final(d.summary, d.output);
+      } else if (silent >= silence_notice) {
+        s.on_silence(d.summary,
+                     std::chrono::duration_cast<std::chrono::milliseconds>(silent).count());
+      }
     } catch (const broker_timeout&) {
       attach(client, job_id, s, o, true);
     }
@@ -279,7 +296,8 @@ int follow_job(broker_client& client, uint64_t job_id, const follow_options& o) 
     json_lines_stream s(job_id);
     return follow(client, job_id, s, o);
   }
-  stream_view view(job_id, write_out, write_err, isatty(STDERR_FILENO) != 0);
+  stream_view view(job_id, write_out, write_err, isatty(STDERR_FILENO) != 0,
+                   isatty(STDOUT_FILENO) != 0);
   if (o.position) view.on_queued({job_id, *o.position, o.waiting});
   return follow(client, job_id, view, o);
 }

@@ -22,6 +22,7 @@ struct follow_options {
   // reply came on a later try, whose watch flag was not sent).
   bool attach = false;
   std::chrono::seconds retry_for{60};
+  bool retry_for_given = false;  // --retry-for was given (tools/broker-retry.h)
   // After Ctrl-C (tools/interrupt.h, when the command caught it): cancel the job, or leave it
   // running (--detach) and say how to find it; either way the exit code is 130.
   bool cancel_on_interrupt = true;

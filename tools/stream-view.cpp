@@ -76,8 +76,13 @@ wire::job_done job_done_of(const wire::job_summary& s, uint32_t attempt) {
   return d;
 }
 
-stream_view::stream_view(uint64_t job_id, write_fn out, write_fn err, bool terminal)
-    : job_id_(job_id), out_(std::move(out)), err_(std::move(err)), terminal_(terminal) {}
+stream_view::stream_view(uint64_t job_id, write_fn out, write_fn err, bool terminal,
+                         bool text_on_terminal)
+    : job_id_(job_id),
+      out_(std::move(out)),
+      err_(std::move(err)),
+      terminal_(terminal),
+      text_on_terminal_(terminal && text_on_terminal) {}
 
 void stream_view::on_queued(const wire::job_queued& e) {
   if (e.job_id != job_id_ || done()) return;
@@ -85,18 +90,36 @@ void stream_view::on_queued(const wire::job_queued& e) {
   // a status line would hide it, and a job that will not run soon must say so.
   if (e.waiting != waiting_) {
     waiting_ = e.waiting;
-    if (!waiting_.empty()) {
-      clear_status();
-      err_("hearth: job " + std::to_string(job_id_) + ": " + waiting_ + "\n");
-    }
+    if (!waiting_.empty())
+      notice("hearth: job " + std::to_string(job_id_) + ": " + waiting_ + "\n");
   }
+  position_ = e.position;
   // On the wire, position counts the jobs ahead; people count from 1.
   status("queued: position " + std::to_string(uint64_t(e.position) + 1));
+}
+
+void stream_view::on_silence(const wire::job_summary& s, int64_t silent_ms) {
+  if (s.job_id != job_id_ || done()) return;
+  const std::string secs = std::to_string(silent_ms / 1000) + " s";
+  if (s.state == wire::job_state::queued) {
+    status("queued" + (position_ ? ": position " + std::to_string(uint64_t(*position_) + 1) : "") +
+           " (" + secs + ")");
+  } else if (s.state == wire::job_state::running) {
+    status("running on " + s.node + ", silent for " + secs +
+           " (the broker requeues the job if the node is gone)");
+  }
+}
+
+void stream_view::notice(std::string_view line) {
+  clear_status();
+  break_line();
+  err_(line);
 }
 
 void stream_view::on_running(const wire::job_running& e) {
   if (e.job_id != job_id_ || done()) return;
   begin_attempt(e.attempt, "");
+  if (e.attempt == order_.attempt()) node_ = e.node;
   if (e.attempt == order_.attempt() && current_.empty()) status("running on " + e.node);
 }
 
@@ -127,7 +150,14 @@ void stream_view::on_tokens(const wire::job_tokens& e) {
 
 void stream_view::on_restarted(const wire::job_restarted& e) {
   if (e.job_id != job_id_ || done()) return;
+  const bool newer = !order_.started() || e.attempt > order_.attempt();
   begin_attempt(e.attempt, e.reason);
+  // On a terminal the pause that follows (queued again, the next node loading) is explained; the
+  // text then goes on where it was when the new attempt reproduces it (diverge() if not).
+  if (newer && terminal_) {
+    notice("hearth: job " + std::to_string(job_id_) + " starts again (" + e.reason +
+           "); the text goes on once the new attempt passes it\n");
+  }
 }
 
 void stream_view::on_done(const wire::job_done& e) {
@@ -214,6 +244,7 @@ void stream_view::begin_attempt(uint32_t attempt, std::string reason) {
   restarted_ = restarted_ || had_one;
   restart_reason_ = std::move(reason);
   current_.clear();
+  catch_up_shown_ = -1;
 }
 
 void stream_view::append(std::string_view text) {
@@ -230,6 +261,14 @@ void stream_view::append(std::string_view text) {
     const std::string_view extra = std::string_view(current_).substr(shown_.size());
     shown_ += extra;
     print(extra);
+  } else if (restarted_) {
+    // A new attempt reproducing what is on screen: nothing to print for a while, so say how far.
+    const int pct = int(current_.size() * 100 / std::max<size_t>(shown_.size(), 1));
+    if (catch_up_shown_ < 0 || pct / 10 != catch_up_shown_ / 10) {
+      catch_up_shown_ = pct;
+      status("attempt " + std::to_string(order_.attempt()) + (node_.empty() ? "" : " on " + node_) +
+             ": " + std::to_string(pct) + "% of the text so far made again");
+    }
   }
 }
 
@@ -262,13 +301,21 @@ void stream_view::print(std::string_view text) {
   clear_status();
   out_(text);
   at_line_start_ = text.back() == '\n';
+  line_broken_ = false;
 }
 
 void stream_view::status(const std::string& line) {
+  if (!terminal_) return;
   // Only on a line of its own: "\r" would otherwise overwrite text the job already printed.
-  if (!terminal_ || !at_line_start_) return;
+  break_line();
   err_("\r" + line + "\x1b[K");
   status_shown_ = true;
+}
+
+void stream_view::break_line() {
+  if (!text_on_terminal_ || at_line_start_ || line_broken_) return;
+  err_("\n");
+  line_broken_ = true;
 }
 
 void stream_view::clear_status() {

@@ -82,14 +82,24 @@ class stream_view {
   using write_fn = std::function<void(std::string_view)>;
 
   // `out` gets the job's text, `err` notices. `terminal`: err is a terminal, so the queue
-  // position and the node may be shown on a status line that the text then replaces.
-  stream_view(uint64_t job_id, write_fn out, write_fn err, bool terminal);
+  // position, the node and a silence may be shown on a status line that the text then replaces.
+  // `text_on_terminal`: out is that terminal too, so a notice or status line while the text is
+  // mid-line starts a line of its own (a newline on err, the text's own bytes unchanged).
+  stream_view(uint64_t job_id, write_fn out, write_fn err, bool terminal,
+              bool text_on_terminal = true);
 
   void on_queued(const wire::job_queued& e);
   void on_running(const wire::job_running& e);
   void on_tokens(const wire::job_tokens& e);
   void on_restarted(const wire::job_restarted& e);
   void on_done(const wire::job_done& e);
+  // Nothing came for `silent_ms` while the job's record says it is in `s`'s state (found by
+  // asking the broker): on a terminal, what it waits for (a node that stopped sending is found
+  // out by the broker's heartbeats, and its job requeued, within seconds).
+  void on_silence(const wire::job_summary& s, int64_t silent_ms);
+  // A line for err (ending in a newline) from outside the stream (the broker does not answer,
+  // answers again): on a line of its own.
+  void notice(std::string_view line);
   // Decodes an event body and passes it on; an error when it does not decode. Other commands
   // and other jobs' events are ignored.
   result<void> feed(wire::command cmd, std::string_view body);
@@ -117,11 +127,15 @@ class stream_view {
   void print(std::string_view text);
   void status(const std::string& line);
   void clear_status();
+  // On a shared terminal, while the text is mid-line: a newline on err, once, so that what err
+  // says next starts a line of its own.
+  void break_line();
 
   uint64_t job_id_;
   write_fn out_;
   write_fn err_;
   bool terminal_;
+  bool text_on_terminal_;
   stream_order order_;
   std::string restart_reason_;  // why the current attempt started, when it is a restart
   bool restarted_ = false;      // the current attempt is not the first one seen
@@ -130,8 +144,12 @@ class stream_view {
   std::string current_;
   std::string shown_;
   bool at_line_start_ = true;  // the last character printed to `out` was a newline (or none)
+  bool line_broken_ = false;   // since the text last went mid-line, err started a new line
   bool status_shown_ = false;
-  std::string waiting_;  // the reason the job waits, as last shown
+  std::optional<uint32_t> position_;  // the queue position last known
+  std::string waiting_;               // the reason the job waits, as last shown
+  std::string node_;                  // where the current attempt runs, from job_running
+  int catch_up_shown_ = -1;  // the percentage of the screen's text a new attempt reproduced
   std::optional<wire::job_done> final_;
 };
 

@@ -252,7 +252,7 @@ TEST(StreamView, FailedAndCancelledJobs) {
   EXPECT_EQ(cancelled.out, "");
 }
 
-TEST(StreamView, StatusLineOnlyOnATerminalAndOnlyAtALineStart) {
+TEST(StreamView, StatusLineOnlyOnATerminalAndOnALineOfItsOwn) {
   std::string out, err;
   stream_view v(
       job, [&](std::string_view s) { out += s; }, [&](std::string_view s) { err += s; }, true);
@@ -260,14 +260,69 @@ TEST(StreamView, StatusLineOnlyOnATerminalAndOnlyAtALineStart) {
   EXPECT_EQ(err, "\rqueued: position 3\x1b[K");
   v.on_tokens(chunk(0, 0, 1, "text"));
   EXPECT_EQ(err, "\rqueued: position 3\x1b[K\r\x1b[K");
-  v.on_queued({job, 0});  // requeued mid-line: a status line would overwrite the text
-  EXPECT_EQ(err, "\rqueued: position 3\x1b[K\r\x1b[K");
+  // Requeued mid-line: a status line would overwrite the text, so it starts a line of its own
+  // (issue 52: it said nothing).
+  err.clear();
+  v.on_queued({job, 0});
+  EXPECT_EQ(err, "\n\rqueued: position 1\x1b[K");
+  v.on_queued({job, 1});  // the same line, updated
+  EXPECT_EQ(err, "\n\rqueued: position 1\x1b[K\rqueued: position 2\x1b[K");
   EXPECT_EQ(out, "text");
+
+  // The text to a pipe: only stderr is on the terminal, nothing to break.
+  std::string piped_err;
+  stream_view piped(
+      job, [](std::string_view) {}, [&](std::string_view s) { piped_err += s; }, true, false);
+  piped.on_tokens(chunk(0, 0, 1, "text"));
+  piped.on_queued({job, 0});
+  EXPECT_EQ(piped_err, "\rqueued: position 1\x1b[K");
 
   fixture plain;
   plain.view.on_queued({job, 2});
   plain.view.on_running({job, 0, "alpha"});
   EXPECT_EQ(plain.err, "");
+}
+
+// Issue 52: a notice from outside the stream (the broker does not answer) while the text is
+// mid-line goes on a line of its own; text goes on after it.
+TEST(StreamView, ANoticeMidLineStartsALineOfItsOwn) {
+  std::string out, err;
+  stream_view v(
+      job, [&](std::string_view s) { out += s; }, [&](std::string_view s) { err += s; }, true);
+  v.on_tokens(chunk(1, 0, 1, "Once upon"));
+  v.notice("hearth: the broker at X does not answer\n");
+  v.notice("hearth: the broker at X answers again\n");
+  v.on_tokens(chunk(1, 1, 1, " a time"));
+  EXPECT_EQ(out, "Once upon a time");
+  EXPECT_EQ(err,
+            "\nhearth: the broker at X does not answer\nhearth: the broker at X answers again\n");
+  fixture plain;  // not a terminal: stderr as it was
+  plain.view.on_tokens(chunk(1, 0, 1, "Once upon"));
+  plain.view.notice("hearth: the broker at X does not answer\n");
+  EXPECT_EQ(plain.err, "hearth: the broker at X does not answer\n");
+}
+
+// Issue 52: on a terminal a failover is told when it happens, and the new attempt's progress
+// through the text already on screen is shown on a status line until new text comes.
+TEST(StreamView, AFailoverIsToldAndTheCatchUpShownOnATerminal) {
+  std::string out, err;
+  stream_view v(
+      job, [&](std::string_view s) { out += s; }, [&](std::string_view s) { err += s; }, true);
+  v.on_running({job, 1, "alpha"});
+  v.on_tokens(chunk(1, 0, 2, "Once upon"));
+  err.clear();
+  v.on_restarted({job, 2, "node alpha was lost"});
+  EXPECT_EQ(err,
+            "\nhearth: job 7 starts again (node alpha was lost); the text goes on once the "
+            "new attempt passes it\n");
+  err.clear();
+  v.on_running({job, 2, "beta"});
+  v.on_tokens(chunk(2, 0, 1, "Once"));
+  EXPECT_NE(err.find("attempt 2 on beta: 44% of the text so far made again"), std::string::npos)
+      << err;
+  v.on_tokens(chunk(2, 1, 2, " upon a"));
+  EXPECT_EQ(out, "Once upon a");
+  EXPECT_TRUE(err.ends_with("\r\x1b[K")) << err;  // the status line gave way to the text
 }
 
 TEST(StreamView, FeedDecodesBodies) {
