@@ -2,6 +2,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include "broker/broker.h"
 #include "common/format-ago.h"
@@ -237,7 +238,19 @@ void broker::on_job_started(node_entry& n, const wire::job_started& m) {
   if (!j) return;
   j->row.n_prompt = m.n_prompt;
   j->row.started_ms = net::wall_ms();
-  store_->job_started(m.job_id, m.attempt, n.name, m.n_prompt, j->row.started_ms);
+  // The node's model load for this attempt, in the timeline (hearth job's "node start"), so
+  // that the time between assignment and start is not taken for queueing or slow tokens.
+  std::string detail;
+  if (m.load_ms > 0 && m.load_ms < 1e9) {
+    char buf[48];
+    if (m.load_ms < 1000) {
+      std::snprintf(buf, sizeof buf, "model load %.0f ms", m.load_ms);
+    } else {
+      std::snprintf(buf, sizeof buf, "model load %.2f s", m.load_ms / 1000);
+    }
+    detail = buf;
+  }
+  store_->job_started(m.job_id, m.attempt, n.name, m.n_prompt, j->row.started_ms, detail);
 }
 
 void broker::on_job_tokens(node_entry& n, const wire::job_tokens& m, std::string_view body) {

@@ -465,11 +465,11 @@ void job_store::job_assigned(uint64_t id, uint32_t attempt, const std::string& n
 }
 
 void job_store::job_started(uint64_t id, uint32_t attempt, const std::string& node,
-                            uint32_t n_prompt, int64_t now_ms) {
+                            uint32_t n_prompt, int64_t now_ms, const std::string& detail) {
   impl::write_scope w(*p_);
   query(p_->job_started).bind(now_ms).bind(n_prompt).bind(id).run();
   p_->expect_changed("job_started", id);
-  p_->event(id, now_ms, "started", attempt, node, "");
+  p_->event(id, now_ms, "started", attempt, node, detail);
   w.done();
 }
 

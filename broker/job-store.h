@@ -132,9 +132,10 @@ class job_store {
   // Changes of state, each also recorded as an event (event name, attempt, node, detail):
   // assigned: attempts = attempt, node = node, state running   (event "assigned")
   void job_assigned(uint64_t id, uint32_t attempt, const std::string& node, int64_t now_ms);
-  // started: started_ms, n_prompt                               (event "started")
+  // started: started_ms, n_prompt                               (event "started", detail = the
+  // node's word on its start, "model load 1.03 s", or "")
   void job_started(uint64_t id, uint32_t attempt, const std::string& node, uint32_t n_prompt,
-                   int64_t now_ms);
+                   int64_t now_ms, const std::string& detail = "");
   // requeued: state queued, output deleted, n_gen and output_bytes 0 (event "requeued",
   // detail = why)
   void job_requeued(uint64_t id, uint32_t attempt, const std::string& node, const std::string& why,

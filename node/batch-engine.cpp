@@ -106,7 +106,8 @@ struct batch_attempt {
   uint32_t held_tokens = 0;
   std::string held_text;
 
-  int32_t row = -1;  // its logits row in the current step
+  int32_t row = -1;    // its logits row in the current step
+  double load_ms = 0;  // the model was loaded for it, taking this long
   double prompt_ms = 0;
   clock::time_point t_gen;  // generation began (the prompt's logits were ready)
 };
@@ -428,6 +429,7 @@ class batch_engine final : public job_engine {
     spdlog::info("loaded model {} on {} ({} slots of {} tokens, {}; warm-up {:.2f} s)", cm->name,
                  cm->backend, cfg_.slots, cm->n_ctx_per_slot, format_bytes(cm->bytes), warm_s);
     models_.push_back(std::move(cm));
+    ++loads_;
     {
       std::lock_guard lk(loaded_mu_);
       loaded_names_.insert(models_.back()->name);
@@ -461,8 +463,11 @@ class batch_engine final : public job_engine {
     }
 
     std::string error;
+    const uint64_t loads_before = loads_;
+    const auto t_load = clock::now();
     batch_model* cm = ensure_loaded(*entry, error);
     if (!cm) return report_failed(ref, error);
+    const double load_ms = loads_ != loads_before ? ms_since(t_load, clock::now()) : 0;
     cm->last_used = ++tick_;
     // As `hearth run` does: BOS as the vocabulary asks; special-token text left as text in a raw
     // prompt, and turned into tokens in a chat prompt, whose turn markers are special tokens.
@@ -486,6 +491,7 @@ class batch_engine final : public job_engine {
                                                    wire::generation_params_of(job.params),
                                                    cm->weights->hparams().n_vocab);
     if (thinks && !job.params.show_thinking) attempt->thinking_hidden.emplace();
+    attempt->load_ms = load_ms;
     cm->waiting.push_back(std::move(attempt));
   }
 
@@ -587,7 +593,7 @@ class batch_engine final : public job_engine {
       if (joined) {
         a->prompt_ms = ms_since(t0, t1);
         a->t_gen = t1;
-        sink_.started(a->ref, uint32_t(a->gen->n_prompt()));
+        sink_.started(a->ref, uint32_t(a->gen->n_prompt()), a->load_ms);
       }
       advance(cm, int32_t(s), cm.ctx->logits(a->row));
     }
@@ -671,6 +677,7 @@ class batch_engine final : public job_engine {
   std::vector<batch_token> batch_;
   size_t rr_ = 0;
   uint64_t tick_ = 0;
+  uint64_t loads_ = 0;  // models loaded so far
   std::thread worker_;
   // Last, so that it is destroyed first: its rescan thread calls sink_ and nothing else.
   model_catalog_watch catalog_;

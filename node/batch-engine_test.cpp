@@ -409,7 +409,9 @@ TEST_F(batch_engine_test, a_model_file_truncated_under_a_job_fails_the_job_not_t
       fs::resize_file(file, 4096);  // on the engine's thread, between two steps
     }
   };
-  auto engine = make_batch_engine(config(2, 256, "changing"), sink);
+  auto cfg = config(2, 256, "changing");
+  cfg.models_rescan_ms = 50;  // the good copy below is found again
+  auto engine = make_batch_engine(cfg, sink);
   engine->submit(job(0, "hi", sampled(4, 1), "model"));  // loads it
   ASSERT_TRUE(sink.wait_all_finished({0}));
   ASSERT_EQ(sink.record(0).final->state, wire::job_state::completed) << sink.record(0).final->error;
@@ -429,12 +431,23 @@ TEST_F(batch_engine_test, a_model_file_truncated_under_a_job_fails_the_job_not_t
   engine->submit(job(2, "hi", sampled(4, 1), "model"));
   ASSERT_TRUE(sink.wait_all_finished({2}));
   EXPECT_EQ(sink.record(2).final->state, wire::job_state::failed);
+  EXPECT_FALSE(sink.record(2).started);
 
+  // The truncated file was dropped from the catalog at once (the node stops advertising it);
+  // the good copy comes back with a rescan.
+  EXPECT_TRUE(engine->models().empty());
   copy_model();
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (engine->models().empty() && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   engine->submit(job(3, "hi", sampled(4, 1), "model"));
   ASSERT_TRUE(sink.wait_all_finished({3}));
   EXPECT_EQ(sink.record(3).final->state, wire::job_state::completed) << sink.record(3).final->error;
   EXPECT_EQ(sink.record(3).text, sink.record(0).text);  // the same file again, the same job
+  // The attempts that loaded the model say how long it took (job_started.load_ms).
+  EXPECT_GT(sink.record(0).load_ms, 0);
+  EXPECT_EQ(sink.record(1).load_ms, 0);
+  EXPECT_GT(sink.record(3).load_ms, 0);
   engine.reset();
   fs::remove_all(sub);
 }

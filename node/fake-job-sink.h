@@ -21,6 +21,7 @@ namespace hearth::node::testing {
 struct fake_attempt_record {
   bool started = false;
   uint32_t n_prompt = 0;
+  double load_ms = -1;    // started(): the model's load for it
   uint64_t n_tokens = 0;  // sum of n_tokens over tokens() calls
   uint64_t n_calls = 0;   // tokens() calls
   std::string text;
@@ -36,11 +37,12 @@ class fake_job_sink final : public job_sink {
   using key = std::pair<uint64_t, uint32_t>;
 
   // job_sink: each event is recorded under its attempt.
-  void started(const wire::job_ref& ref, uint32_t n_prompt) override {
+  void started(const wire::job_ref& ref, uint32_t n_prompt, double load_ms) override {
     std::lock_guard lk(mu_);
     auto& r = records_[{ref.job_id, ref.attempt}];
     r.started = true;
     r.n_prompt = n_prompt;
+    r.load_ms = load_ms;
     cv_.notify_all();
   }
   void tokens(const wire::job_ref& ref, uint64_t seq, uint32_t n_tokens,

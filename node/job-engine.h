@@ -23,8 +23,9 @@ namespace hearth::node {
 class job_sink {
  public:
   virtual ~job_sink() = default;
-  // The prompt is tokenized and accepted; generation begins.
-  virtual void started(const wire::job_ref& ref, uint32_t n_prompt) = 0;
+  // The prompt is tokenized and accepted; generation begins. `load_ms`: the model was loaded for
+  // this attempt first, taking that long (0 when it was loaded already).
+  virtual void started(const wire::job_ref& ref, uint32_t n_prompt, double load_ms) = 0;
   // Generated tokens [seq, seq + n_tokens) of the attempt and the text they make printable now
   // (possibly empty: an incomplete UTF-8 character or the start of a stop string is held back).
   virtual void tokens(const wire::job_ref& ref, uint64_t seq, uint32_t n_tokens,

@@ -41,6 +41,7 @@ struct engine_event {
   uint64_t seq = 0;
   std::string text;
   wire::job_final final;
+  double load_ms = 0;  // started: the model's load for it
 };
 
 // job_sink for the engine: a mutex-protected queue plus an eventfd that wakes the poll. Bounded:
@@ -54,8 +55,8 @@ class event_queue : public job_sink {
   ~event_queue() override { close(fd_); }
   int fd() const { return fd_; }
 
-  void started(const wire::job_ref& ref, uint32_t n_prompt) override {
-    push({engine_event::kind::started, ref, n_prompt, 0, {}, {}});
+  void started(const wire::job_ref& ref, uint32_t n_prompt, double load_ms) override {
+    push({engine_event::kind::started, ref, n_prompt, 0, {}, {}, load_ms});
   }
   void tokens(const wire::job_ref& ref, uint64_t seq, uint32_t n_tokens,
               std::string text) override {
@@ -231,7 +232,7 @@ struct node_daemon::impl {
       const auto key = std::pair(e.ref.job_id, e.ref.attempt);
       switch (e.what) {
         case engine_event::kind::started:
-          send(wire::job_started{e.ref.job_id, e.ref.attempt, e.n});
+          send(wire::job_started{e.ref.job_id, e.ref.attempt, e.n, e.load_ms});
           break;
         case engine_event::kind::tokens: {
           auto [it, fresh] = pending.try_emplace(key);

@@ -185,7 +185,7 @@ class null_engine final : public job_engine {
       return report_failed(job, "attempt " + std::to_string(job.attempt) + " of job " +
                                     std::to_string(job.job_id) + " is already running");
     }
-    sink_.started(a->ref, a->n_prompt);
+    sink_.started(a->ref, a->n_prompt, 0);  // no weights to load
     push(a.get());
     attempts_.emplace(k, std::move(a));
   }

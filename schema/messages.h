@@ -332,11 +332,13 @@ struct job_started {
   uint64_t job_id = 0;
   uint32_t attempt = 0;
   uint32_t n_prompt = 0;  // prompt tokens
+  double load_ms = 0;     // loading the model for this attempt took this long (0: it was loaded)
   template <class F>
   void fields(F& f) {
     f("job_id", job_id);
     f("attempt", attempt);
     f("n_prompt", n_prompt);
+    f.optional("load_ms", load_ms);
   }
 };
 

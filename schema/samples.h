@@ -142,7 +142,7 @@ inline node_status sample<node_status>() {
 
 template <>
 inline job_started sample<job_started>() {
-  return {job_id, 3, 17};
+  return {job_id, 3, 17, 1234.5};
 }
 
 template <>

@@ -949,6 +949,42 @@ TEST_F(cli_cluster, queue_wait_after_a_failover_leaves_out_the_time_on_the_lost_
       << "the two seconds on the lost node are not queue wait: " << j.dump();
 }
 
+// The time a node spends loading a job's model before the job starts is shown as such (issue 52):
+// `hearth job` says "node start ... (model load ... s)" for the job that loaded it, from the node's
+// own measure in the started event, and not for the next job on the loaded model.
+TEST_F(cli_cluster, job_shows_a_model_load_before_the_start_apart_from_queue_wait) {
+  broker_ = c_.start_broker();
+  node_ = c_.start_node("cpu", c_.models("m", {"stories260K"}), "cpu", 1);
+  client_ = c_.client();
+  ASSERT_TRUE(nodes_online(*client_)) << broker_.log() << node_.log();
+  std::vector<std::string> ids;
+  for (int i = 0; i < 2; ++i) {
+    auto acc = client_->request<wire::accepted>(testing::greedy_job("stories260K", "Once", 4));
+    ASSERT_TRUE(acc);
+    ASSERT_TRUE(client_->wait_final(acc->job_id));
+    ids.push_back(std::to_string(acc->job_id));
+  }
+  auto r = run_cli("job " + ids[0]);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("node start"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(model load "), std::string::npos) << r.out;
+  r = run_cli("job --json " + ids[0]);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_GE(j["timings"]["start_ms"].get<int64_t>(), 0) << j.dump();
+  bool load_told = false;
+  for (const auto& e : j["events"]) {
+    if (e["event"] == "started")
+      load_told = e["detail"].get<std::string>().starts_with("model load ");
+  }
+  EXPECT_TRUE(load_told) << j.dump();
+
+  r = run_cli("job " + ids[1]);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("node start"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("model load"), std::string::npos) << "loaded already: " << r.out;
+}
+
 // A job whose model's only node is offline says so, naming the node and when it was seen, in the
 // stream and in hearth job; it runs once a node serves the model again.
 TEST_F(cli_cluster, a_job_whose_node_is_offline_says_why_it_waits) {

@@ -23,6 +23,9 @@ struct job_options {
 struct job_timings {
   int64_t queue_wait_ms = -1;     // the time spent queued: created -> assigned, and after each
                                   // requeue -> assigned again (never the time on a lost node)
+  int64_t start_ms = -1;          // the latest attempt: assigned -> started (the node loading
+                                  // the model, its prompt), not queue wait nor run time
+  std::string start_detail;       // the node's word on it ("model load 1.03 s"), as recorded
   int64_t run_ms = -1;            // started -> finished, or -> now while running
   double tokens_per_second = -1;  // generated tokens over run_ms (prompt processing included)
   bool running = false;
@@ -53,6 +56,17 @@ job_timings timings_of(const wire::job_detail& d, int64_t now_ms) {
   const auto& s = d.summary;
   job_timings t;
   t.queue_wait_ms = queue_wait_of(d, now_ms);
+  int64_t assigned_ms = -1;
+  for (const auto& e : d.events) {
+    if (e.event == "assigned") {
+      assigned_ms = e.time_ms;
+      t.start_ms = -1;
+      t.start_detail.clear();
+    } else if (e.event == "started" && assigned_ms >= 0) {
+      t.start_ms = std::max<int64_t>(0, e.time_ms - assigned_ms);
+      t.start_detail = e.detail;
+    }
+  }
   if (s.started_ms > 0) {
     t.running = s.finished_ms <= 0;
     t.run_ms = (t.running ? now_ms : s.finished_ms) - s.started_ms;
@@ -113,6 +127,10 @@ void print_detail(const wire::job_detail& d, const job_timings& t) {
   field("tokens",
         "prompt " + std::to_string(s.n_prompt) + ", generated " + std::to_string(s.n_gen));
   field("queue wait", t.queue_wait_ms >= 0 ? format_duration(t.queue_wait_ms) : "-");
+  field("node start", t.start_ms < 0 ? "-"
+                      : t.start_detail.empty()
+                          ? format_duration(t.start_ms)
+                          : format_duration(t.start_ms) + " (" + t.start_detail + ")");
   field("run time", t.run_ms >= 0 ? format_duration(t.run_ms) + (t.running ? " so far" : "") : "-");
   if (t.tokens_per_second >= 0) {
     char buf[64];
@@ -204,6 +222,7 @@ class json_record_writer {
     j["output"] = std::string(placeholder);
     json tj = json::object();
     tj["queue_wait_ms"] = t.queue_wait_ms >= 0 ? json(t.queue_wait_ms) : json(nullptr);
+    tj["start_ms"] = t.start_ms >= 0 ? json(t.start_ms) : json(nullptr);
     tj["run_ms"] = t.run_ms >= 0 ? json(t.run_ms) : json(nullptr);
     tj["running"] = t.running;
     tj["tokens_per_second"] = t.tokens_per_second >= 0 ? json(t.tokens_per_second) : json(nullptr);
