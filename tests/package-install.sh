@@ -12,7 +12,7 @@
 #     show the job and the node; the gateway answers /health with the broker connected;
 #   - hearth-vulkan and hearth-cuda install, and `hearth devices` finds their modules in
 #     /usr/lib/hearth;
-#   - purging removes the keys and leaves the models.
+#   - purging removes the keys and everything in /var/lib/hearth but the models.
 # Usage: tests/package-install.sh [BUILD_DIR] (default build/release, built with the prefix /usr:
 # the release preset's). Exits 77 (skipped) only when this machine cannot make the root: not
 # root, or the mirror cannot be reached. HEARTH_DEBIAN_MIRROR picks the mirror
@@ -302,11 +302,18 @@ if ((${#gpu_debs[@]} > 0)); then
   lap "GPU module packages installed"
 fi
 
-# --- Purge: the keys and the state the packages made go, the models stay.
+# --- Purge: the keys and the state the packages made go, the models stay. An older broker locked
+# the database through a hearth.db.lock beside it, which stays after an upgrade: purge removes it
+# too (one is made here as that broker left it).
+in_root install -o hearth -g hearth -m 0640 /dev/null /var/lib/hearth/hearth.db.lock
 in_root apt-get purge -y hearth-broker hearth-node hearth-gateway \
   >>"$work/logs/apt.log" 2>&1 || fail "apt-get purge failed"
 [[ ! -e $root/etc/hearth/auth && ! -e $root/etc/hearth/node.key && ! -e $root/var/lib/hearth/hearth.db ]] ||
   fail "purge left keys or the job database behind"
+# Nothing the services made stays in the state folder (the database's -wal, -shm and .lock
+# files, the gateway's database): only the models.
+left=$(cd "$root/var/lib/hearth" && find . -mindepth 1 -maxdepth 1 ! -name models -printf '%P ')
+[[ -z $left ]] || fail "purge left $left in /var/lib/hearth"
 [[ -f $root/var/lib/hearth/models/stories260K.gguf ]] || fail "purge removed the models"
 [[ ! -e $root/etc/systemd/system/multi-user.target.wants/hearth-broker.service ]] ||
   fail "purge left the broker's enable link"
