@@ -1,6 +1,7 @@
 #include "node/model-catalog.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cctype>
@@ -62,13 +63,18 @@ uint64_t stamp_mix(uint64_t h, uint64_t v) {
   return (h ^ v) * 0x100000001b3ull;  // FNV-1a's prime, a word at a time
 }
 
+// A regular file (through links) by its size and modification time, from one stat() (the batch
+// engine takes a model's after every step); 0 for anything else.
+uint64_t stamp_of_stat(const struct stat& st) {
+  if (!S_ISREG(st.st_mode)) return 0;
+  const uint64_t mtime_ns =
+      uint64_t(st.st_mtim.tv_sec) * 1000000000ull + uint64_t(st.st_mtim.tv_nsec);
+  return stamp_mix(stamp_mix(0xcbf29ce484222325ull, uint64_t(st.st_size)), mtime_ns);
+}
+
 uint64_t stamp_of_file(const fs::path& p) {
-  std::error_code ec;
-  const uint64_t size = fs::file_size(p, ec);
-  if (ec) return 0;
-  const auto mtime = fs::last_write_time(p, ec).time_since_epoch().count();
-  if (ec) return 0;
-  return stamp_mix(stamp_mix(0xcbf29ce484222325ull, size), uint64_t(mtime));
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 ? stamp_of_stat(st) : 0;
 }
 
 }  // namespace
@@ -76,8 +82,10 @@ uint64_t stamp_of_file(const fs::path& p) {
 // A file (through links) by its size and modification time; a Hugging Face folder by those of
 // every file in it, so a shard still being copied counts as a change.
 uint64_t model_file_stamp(const fs::path& p) {
+  struct stat st {};
+  if (::stat(p.c_str(), &st) != 0) return 0;
+  if (!S_ISDIR(st.st_mode)) return stamp_of_stat(st);
   std::error_code ec;
-  if (!fs::is_directory(p, ec)) return stamp_of_file(p);
   uint64_t h = 0xcbf29ce484222325ull;
   for (fs::directory_iterator it(p, ec), end; !ec && it != end; it.increment(ec)) {
     h = stamp_mix(h, std::hash<std::string>{}(it->path().filename().string()));
