@@ -99,7 +99,7 @@ std::string devices_text(const wire::hardware_info& hw) {
 
 // What this machine's GPU backends say (whether or not a node runs here), then the count of
 // problems; the exit code.
-int finish(report& r) {
+int doctor_finish(report& r) {
   std::string report_lines;
   for (const auto& line : gpu::registry_report(gpu::device_registry()))
     report_lines += (report_lines.empty() ? "" : "\n") + line;
@@ -125,7 +125,9 @@ void check_node_side(report& r, const local_node_config& n, const std::string& e
       r.problem("the node's models folder " + n.cfg.models_dir +
                 " has no model: put *.gguf files or Hugging Face folders there");
     } else {
-      r.ok("the node's models folder " + n.cfg.models_dir + ": " + models_text(models));
+      std::string names;
+      for (const auto& m : models) names += (names.empty() ? "" : ", ") + m.name;
+      r.ok("the node's models folder " + n.cfg.models_dir + ": " + names);
     }
     for (const auto& e : catalog.errors()) r.problem("it skips " + e.path + ": " + e.error);
   } catch (const std::exception& e) {
@@ -195,13 +197,14 @@ int doctor(const doctor_options& o) {
     }
     // The key got in (the handshake passed) but may not ask whoami: with --auth only a node key.
     r.ok("the broker answers and lets this key in as a node's key");
-    r.note("a node key may not ask about nodes and models (" + std::string(e.what()) +
-           "): whether node '" + local_node_name(o, node_cfg, from) +
-           "' is online and what the broker sees of it is not checked here; a client or admin key "
-           "checks it (on the broker's machine: sudo hearth doctor --key /etc/hearth/admin.key "
-           "--broker-key /etc/hearth/broker.pub --node NAME)");
+    r.note("whether node '" + local_node_name(o, node_cfg, from) +
+           "' is online and what the broker sees of it needs a client or admin key: not checked "
+           "here (the broker says: " +
+           std::string(e.what()) +
+           ")\non the broker's machine: sudo hearth doctor --key /etc/hearth/admin.key "
+           "--broker-key /etc/hearth/broker.pub --node NAME");
     check_node_side(r, node_cfg, endpoint);
-    return finish(r);
+    return doctor_finish(r);
   } catch (const std::exception& e) {
     r.problem(std::string("the broker at ") + endpoint + ": " + e.what());
     return 1;
@@ -258,7 +261,7 @@ int doctor(const doctor_options& o) {
     }
   }
 
-  return finish(r);
+  return doctor_finish(r);
 }
 
 }  // namespace

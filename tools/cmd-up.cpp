@@ -94,7 +94,7 @@ std::string up_user_name() {
 }
 
 // The public key of a certificate file, or "" when it does not load.
-std::string public_key_of(const std::string& path) {
+std::string up_public_key_of(const std::string& path) {
   auto c = net::curve_cert_load(path);
   return c ? c->public_key : std::string();
 }
@@ -127,7 +127,7 @@ void prepare_user_admin_key(const std::string& dir) {
     return;
   }
   if (has_key && has_broker &&
-      public_key_of(cfg + "/broker.pub") == public_key_of(dir + "/broker.pub"))
+      up_public_key_of(cfg + "/broker.pub") == up_public_key_of(dir + "/broker.pub"))
     return;  // the user's keys are for this broker already
   if (!fs::exists(dir + "/up-admin.key", ec)) {
     auto c = net::curve_cert_generate(user);
