@@ -67,7 +67,7 @@ void check_readable(const std::string& option, const std::string& path) {
 // Runs on the I/O thread only.
 class key_checker {
  public:
-  key_checker(broker_link& link, bool keys_required) : link_(link), required_(keys_required) {}
+  key_checker(broker_link& link, bool required) : link_(link), required_(required) {}
 
   void check(const http_request& request,
              const std::function<void(const caller*, http_response)>& done) {
