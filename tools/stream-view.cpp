@@ -105,8 +105,8 @@ void stream_view::on_silence(const wire::job_summary& s, int64_t silent_ms) {
     status("queued" + (position_ ? ": position " + std::to_string(uint64_t(*position_) + 1) : "") +
            " (" + secs + ")");
   } else if (s.state == wire::job_state::running) {
-    status("running on " + s.node + ", silent for " + secs +
-           " (the broker requeues the job if the node is gone)");
+    // Short: a status line that wraps on a narrow terminal cannot be cleared with "\r".
+    status("running on " + s.node + ", no tokens for " + secs);
   }
 }
 

@@ -94,8 +94,9 @@ class stream_view {
   void on_restarted(const wire::job_restarted& e);
   void on_done(const wire::job_done& e);
   // Nothing came for `silent_ms` while the job's record says it is in `s`'s state (found by
-  // asking the broker): on a terminal, what it waits for (a node that stopped sending is found
-  // out by the broker's heartbeats, and its job requeued, within seconds).
+  // asking the broker): on a terminal, a status line with the state, the node or the queue
+  // position, and how long (a node that stopped sending is found out by the broker's heartbeats,
+  // and its job requeued, within seconds).
   void on_silence(const wire::job_summary& s, int64_t silent_ms);
   // A line for err (ending in a newline) from outside the stream (the broker does not answer,
   // answers again): on a line of its own.
