@@ -114,9 +114,9 @@ struct batch_attempt {
 
 struct batch_model {
   std::string name;
-  std::string path;      // its file or folder
-  uint64_t stamp = 0;    // model_file_stamp(path) before it was read
-  bool changed = false;  // the file changed under it: unloaded after this step
+  std::string path;                        // its file or folder
+  std::unique_ptr<model_file_watch> file;  // that file, opened before it was read
+  bool changed = false;                    // the file changed under it: unloaded after this step
   std::unique_ptr<model> weights;
   std::string backend;  // where it runs: "cpu", "cuda", "vulkan"
   std::unique_ptr<context> ctx;
@@ -315,15 +315,15 @@ class batch_engine final : public job_engine {
     return {};
   }
 
-  // Why the model's file is not what was loaded any more ("" when it is): replaced, rewritten or
-  // truncated (the mapped weights then read zeros past the new end, mapped-file.h), so what the
-  // model computes from it is not the model's.
+  // Why the file the model was read from is not what was read any more ("" when it is): it was
+  // rewritten or truncated in place (the mapped weights then read other bytes, or zeros past the
+  // new end: mapped-file.h), so what the model computes from it is not the model's. A file put in
+  // its place by a rename, or removed, leaves the mapped one intact: see ensure_loaded().
   static std::string file_changed(const batch_model& cm) {
-    const uint64_t now = model_file_stamp(cm.path);
-    if (now == cm.stamp) return {};
+    if (!cm.file->modified()) return {};
     return "model '" + cm.name + "': its file " + cm.path +
-           (now == 0 ? " was removed" : " changed on disk (rewritten, truncated or replaced)") +
-           " while loaded; the model is unloaded and read again for the next job";
+           " changed on disk (rewritten or truncated) while loaded; the model is unloaded and "
+           "read again for the next job";
   }
 
   // Fails every attempt of `cm` (running or waiting) because its file changed, and marks it for
@@ -362,10 +362,16 @@ class batch_engine final : public job_engine {
   batch_model* ensure_loaded(const model_catalog_entry& entry, std::string& error) {
     for (auto& cm : models_) {
       if (cm->name != entry.info.name) continue;
-      const std::string why = file_changed(*cm);
-      if (why.empty()) return cm.get();
-      // A new file under the model's name: the new one loads.
-      fail_changed(*cm, why);
+      if (const std::string why = file_changed(*cm); !why.empty()) {
+        fail_changed(*cm, why);
+      } else if (cm->file->replaced() && !cm->busy()) {
+        // Another file under the model's name (renamed into place, or removed): the loaded one is
+        // intact, so attempts already on it run to their end, and the new file is read once the
+        // model is idle.
+        spdlog::info("model {}: {} was replaced or removed; reading it again", cm->name, cm->path);
+      } else {
+        return cm.get();
+      }
       unload(*cm);
       break;
     }
@@ -373,7 +379,7 @@ class batch_engine final : public job_engine {
     auto cm = std::make_unique<batch_model>();
     cm->name = entry.info.name;
     cm->path = entry.path;
-    cm->stamp = model_file_stamp(entry.path);
+    cm->file = std::make_unique<model_file_watch>(entry.path);
     int32_t fitted_ctx = 0;  // what the device has room for, when less than the default
     try {
       gpu::backend_choice choice;

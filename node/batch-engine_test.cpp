@@ -452,6 +452,45 @@ TEST_F(batch_engine_test, a_model_file_truncated_under_a_job_fails_the_job_not_t
   fs::remove_all(sub);
 }
 
+// A model file replaced by a rename (as `mv` or rsync update one) leaves the mapped file intact:
+// the job running on it completes as it would have, and the next job reads the new file.
+TEST_F(batch_engine_test, a_model_file_renamed_over_lets_its_job_finish_and_the_next_reads_it) {
+  const std::string f32 =
+      hearth::testing::testdata_path("models/synthetic/synthetic-llama-a.f32.gguf");
+  const std::string q8 =
+      hearth::testing::testdata_path("models/synthetic/synthetic-llama-a.q8_0.gguf");
+  ASSERT_FALSE(f32.empty() || q8.empty()) << "synthetic-llama-a test data missing";
+  const fs::path sub = *dir_ / "renamed";
+  fs::create_directories(sub);
+  const fs::path file = sub / "model.gguf";
+  fs::copy_file(f32, file, fs::copy_options::overwrite_existing);
+
+  fake_job_sink sink;
+  std::atomic<bool> renamed{false};
+  sink.on_tokens = [&](const wire::job_ref& ref, uint64_t seq, uint32_t n) {
+    if (ref.job_id == 1 && seq + n >= 4 && !renamed.exchange(true)) {
+      fs::copy_file(q8, sub / "model.part", fs::copy_options::overwrite_existing);
+      fs::rename(sub / "model.part", file);
+    }
+  };
+  auto engine = make_batch_engine(config(2, 256, "renamed"), sink);
+  engine->submit(job(0, "hi", sampled(4, 1), "model"));
+  ASSERT_TRUE(sink.wait_all_finished({0}));
+  engine->submit(job(1, "hi", greedy(64), "model"));
+  ASSERT_TRUE(sink.wait_all_finished({1}));
+  ASSERT_TRUE(renamed.load());
+  auto f32_model = model::load(f32, {});
+  expect_matches(sink, 1, alone("hi", greedy(64), 256, *f32_model));
+
+  engine->submit(job(2, "hi", greedy(8), "model"));
+  ASSERT_TRUE(sink.wait_all_finished({2}));
+  auto q8_model = model::load(q8, {});
+  expect_matches(sink, 2, alone("hi", greedy(8), 256, *q8_model));
+  EXPECT_GT(sink.record(2).load_ms, 0);  // read again
+  engine.reset();
+  fs::remove_all(sub);
+}
+
 TEST_F(batch_engine_test, a_job_the_broker_refuses_fails_with_the_brokers_message) {
   fake_job_sink sink;
   auto engine = make_batch_engine(config(1, 64), sink);

@@ -1,7 +1,9 @@
 #include "node/model-catalog.h"
 
+#include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -92,6 +94,28 @@ uint64_t model_file_stamp(const fs::path& p) {
     h = stamp_mix(h, stamp_of_file(it->path()));
   }
   return h;
+}
+
+model_file_watch::model_file_watch(const std::string& path)
+    : path_(path), path_stamp_(model_file_stamp(path)) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ >= 0 && ::fstat(fd_, &st) == 0) open_stamp_ = stamp_of_stat(st);
+}
+
+model_file_watch::~model_file_watch() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+bool model_file_watch::modified() const {
+  if (fd_ < 0) return replaced();
+  struct stat st {};
+  return ::fstat(fd_, &st) != 0 || stamp_of_stat(st) != open_stamp_;
+}
+
+bool model_file_watch::replaced() const {
+  return model_file_stamp(path_) != path_stamp_;
 }
 
 model_catalog model_catalog::scan(const std::string& dir, const model_catalog* previous) {

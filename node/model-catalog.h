@@ -109,6 +109,28 @@ class model_catalog_watch {
 // cannot be read.
 uint64_t model_file_stamp(const std::filesystem::path& p);
 
+// The file (or Hugging Face folder) a loaded model was read from, to tell how it changed under
+// the model. A file is held open, so that modified() compares the open file's own size and time
+// (one fstat: the file that is mapped, rewritten or truncated in place) and replaced() the path's
+// (another file renamed into its place, or none: the mapped one is intact). A folder's stamp
+// stands for both.
+class model_file_watch {
+ public:
+  explicit model_file_watch(const std::string& path);
+  ~model_file_watch();
+  model_file_watch(const model_file_watch&) = delete;
+  model_file_watch& operator=(const model_file_watch&) = delete;
+
+  bool modified() const;
+  bool replaced() const;
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  uint64_t open_stamp_ = 0;  // of fd_
+  uint64_t path_stamp_ = 0;  // model_file_stamp(path_)
+};
+
 // A model's description from its handle (engine/model-file.h, opened without a Hugging Face
 // directory's weights); an error naming the file when it does not parse, its
 // architecture is unsupported or a hyperparameter is missing.
