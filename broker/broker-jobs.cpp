@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include "broker/broker.h"
 
@@ -11,6 +12,13 @@ namespace hearth::broker {
 namespace {
 std::pair<int64_t, uint64_t> queue_key(const live_job& j) {
   return {-int64_t(j.row.priority), j.row.id};
+}
+
+// "600 s", "1.5 s": an attempt timeout as its reason says it.
+std::string attempt_timeout_text(std::chrono::milliseconds limit) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g s", double(limit.count()) / 1000);
+  return buf;
 }
 }  // namespace
 
@@ -21,6 +29,8 @@ void broker::enqueue(live_job& j) {
   j.relayed = {};
   j.next_seq = 0;
   j.output_dirty = false;
+  // A resume of the attempt that ended is over: its node must not be asked, nor blamed, again.
+  j.resume = {};
   j.last_position_sent = UINT32_MAX;
   j.queued_at = net::steady::now();
   queues_[j.row.model].insert(queue_key(j));
@@ -38,16 +48,21 @@ void broker::dispatch() {
   dispatch_needed_ = false;
   const auto now = net::steady::now();
   const auto recent = now - std::chrono::milliseconds(cfg_.quarantine_window_ms);
-  // Which node gets a job. What a node says about itself (a model "loaded", a GPU, its threads)
-  // costs nothing to claim, so measured behaviour comes first: a node that lost attempts within
-  // the quarantine window ranks below every node that lost fewer, and the claims only break ties
-  // among nodes that lost none. A liar thus wins at most its capped slots before it loses them,
-  // ranks last afterwards and is quarantined once it has lost quarantine_after of them.
+  // Which node gets a job. What a node says about itself (a model "loaded", a GPU, its threads,
+  // its slots) costs nothing to claim, so what it did decides: a node that lost attempts within
+  // the quarantine window ranks below every node that lost fewer; then a node not measured yet
+  // that runs nothing gets one attempt, to be measured; then the higher measured rate (tokens per
+  // second of its completed attempts) wins. The claims only break ties among nodes not measured,
+  // then the free credit (its slots after the clamp, less what it runs). A liar thus wins one
+  // attempt at a time while an honest node is free, ranks by what it delivers once it has
+  // delivered, and is quarantined once it has lost quarantine_after attempts.
   auto rank = [&](const node_entry& e, const std::string& model) {
     const uint32_t losses = e.losses_since(recent);
     const bool clean = losses == 0;
-    return std::tuple(-int64_t(losses), clean && e.has_loaded(model), clean ? e.speed_rank() : 0,
-                      e.free_credit());
+    const bool trial = e.completed == 0 && e.running.empty();
+    const bool claims = clean && e.completed == 0;
+    return std::tuple(-int64_t(losses), trial, e.measured_rate, claims && e.has_loaded(model),
+                      claims ? e.speed_rank() : 0, e.free_credit());
   };
   // Repeatedly: the best queued job (priority, then age) over all models whose model some node
   // with credit serves goes to the best such node. Few models, few nodes: a linear scan is fine.
@@ -89,6 +104,9 @@ void broker::assign(live_job& j, node_entry& n) {
   j.next_seq = 0;
   j.recovered_attempt = false;
   j.resume = {};
+  j.assigned_at = net::steady::now();
+  j.attempt_started = false;
+  j.attempt_progress = j.assigned_at;
   store_->job_assigned(j.row.id, j.row.attempts, n.name, net::wall_ms());
   turn_metrics_.observe(metric::job_queue_wait, {j.row.model},
                         std::chrono::duration<double>(net::steady::now() - j.queued_at).count());
@@ -136,6 +154,29 @@ void broker::requeue(live_job& j, const std::string& why, loss cause) {
   if (!j.watchers.empty()) {
     notify(j, wire::command::job_restarted,
            wire::encode(wire::job_restarted{j.row.id, j.row.attempts + 1, why}));
+  }
+}
+
+void broker::attempt_timers(net::steady::time_point now) {
+  const auto start_limit = std::chrono::milliseconds(cfg_.attempt_start_timeout_ms);
+  const auto stall_limit = std::chrono::milliseconds(cfg_.attempt_stall_timeout_ms);
+  for (auto& [id, j] : jobs_) {
+    // After a restart the node has its own grace period (recovered_deadline).
+    if (j.row.state != wire::job_state::running || j.recovered_deadline) continue;
+    const auto limit = j.attempt_started ? stall_limit : start_limit;
+    if (now - j.attempt_progress <= limit) continue;
+    auto it = nodes_.find(j.row.node);
+    if (it == nodes_.end() || !it->second.online) continue;  // node_lost requeues it
+    node_entry& n = it->second;
+    const std::string why = j.attempt_started
+                                ? "node " + n.name + " sent nothing of it for " +
+                                      attempt_timeout_text(limit) + " (attempt_stall_timeout_ms)"
+                                : "node " + n.name + " did not start it within " +
+                                      attempt_timeout_text(limit) + " (attempt_start_timeout_ms)";
+    spdlog::warn("job {} attempt {} is taken back: {}", id, j.row.attempts, why);
+    send(n.routing_id, wire::job_cancel{id, j.row.attempts});
+    n.running.erase(id);
+    attempt_lost(n, j, why);
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include "broker/broker.h"
 #include "common/format-ago.h"
+#include "schema/job-params.h"
 
 namespace hearth::broker {
 
@@ -24,6 +25,12 @@ uint32_t node_entry::free_slots() const {
   return slots - std::min<uint32_t>(uint32_t(running.size()), slots);
 }
 
+void node_entry::measure(uint32_t n_gen, double seconds) {
+  const double rate = double(n_gen) / std::max(seconds, 0.001);
+  measured_rate = completed == 0 ? rate : 0.75 * measured_rate + 0.25 * rate;
+  ++completed;
+}
+
 wire::node_summary node_entry::summary() const {
   wire::node_summary s;
   s.name = name;
@@ -37,6 +44,7 @@ wire::node_summary node_entry::summary() const {
   s.models = models;
   s.quarantined_until_ms = quarantined(net::steady::now()) ? quarantined_until_ms : 0;
   s.lost = lost;
+  s.losses.assign(last_losses.begin(), last_losses.end());
   s.key = key;
   return s;
 }
@@ -54,6 +62,21 @@ constexpr size_t k_max_node_name_bytes = 255;
 // without the stream advancing, the attempt is abandoned.
 constexpr auto k_resume_retry = std::chrono::seconds(2);
 constexpr uint32_t k_max_resumes = 5;
+// A loss's reason as node_summary keeps it: a node's own error text may be long. Cut before a
+// character, not inside one (the JSON of `hearth nodes --json` and the gateway needs UTF-8).
+std::string loss_reason(const std::string& why) {
+  constexpr size_t k_max_bytes = 512;
+  if (why.size() <= k_max_bytes) return why;
+  size_t cut = k_max_bytes;
+  while (cut > 0 && (static_cast<unsigned char>(why[cut]) & 0xc0) == 0x80) --cut;
+  return why.substr(0, cut) + "...";
+}
+// Stop reasons of a job_final failed that say the request is at fault (it fails on any node):
+// anything else failed is the node's doing (a model that does not load there, an engine error).
+bool final_blames_request(const std::string& stop_reason) {
+  return stop_reason == wire::stop_reason_prompt_too_long ||
+         stop_reason == wire::stop_reason_invalid_request;
+}
 }  // namespace
 
 bool broker::hello_admitted(const std::string& rid) {
@@ -108,6 +131,19 @@ void broker::on_node_hello(const std::string& rid, const peer& who, wire::node_h
                    " nodes registered (max_nodes); forget offline ones with `hearth nodes forget`");
     return;
   }
+  // One node key owns a bounded share of the records, so that it cannot lock the others out.
+  // Without auth every peer is trusted (an admin): max_nodes alone bounds them.
+  if (it == nodes_.end() && !who.key.empty()) {
+    const auto owned = size_t(std::count_if(
+        nodes_.begin(), nodes_.end(), [&](const auto& kv) { return kv.second.key == who.key; }));
+    if (owned >= cfg_.max_nodes_per_key) {
+      send_error(rid, 0, wire::error_code::limit_reached,
+                 "this node key has " + std::to_string(owned) +
+                     " nodes registered (max_nodes_per_key); forget offline ones with `hearth "
+                     "nodes forget`");
+      return;
+    }
+  }
   // With auth a name belongs to the key that first used it: another key cannot take it over,
   // whatever it claims about itself (forget the node to free the name).
   if (it != nodes_.end() && !who.key.empty() && !it->second.key.empty() &&
@@ -131,6 +167,20 @@ void broker::on_node_hello(const std::string& rid, const peer& who, wire::node_h
                      it->second.hostname + "; choose --name");
       return;
     }
+    // The same machine, but another node process (two `hearth-node --name X` on one host): the
+    // established one keeps the name while it is heard from, instead of the two knocking each
+    // other off for ever. One silent for two heartbeat intervals may be a killed process whose
+    // restart this is, and is replaced.
+    const auto alive = std::chrono::milliseconds(2 * int64_t(cfg_.heartbeat_ms));
+    if (m.instance != 0 && it->second.instance != 0 && m.instance != it->second.instance &&
+        net::steady::now() - it->second.last_heard < alive) {
+      spdlog::warn("refused node '{}': another node process on {} is connected with that name",
+                   m.name, m.hostname);
+      send_error(rid, 0, wire::error_code::name_taken,
+                 "the name " + m.name + " is in use by another node process on " + m.hostname +
+                     "; choose --name");
+      return;
+    }
     node_by_rid_.erase(it->second.routing_id);
   }
   node_entry& n = nodes_[m.name];
@@ -140,6 +190,7 @@ void broker::on_node_hello(const std::string& rid, const peer& who, wire::node_h
   n.routing_id = rid;
   n.hostname = m.hostname;
   n.engine = m.engine;
+  n.instance = m.instance;
   if (m.slots > cfg_.max_node_slots && m.slots != n.declared_slots) {
     spdlog::warn("node {} declares {} slots; it gets at most {} (max_node_slots)", m.name, m.slots,
                  cfg_.max_node_slots);
@@ -176,6 +227,7 @@ void broker::on_node_hello(const std::string& rid, const peer& who, wire::node_h
       lj.resume.outstanding = true;
       lj.resume.gap = false;
       lj.resume.sent = net::steady::now();
+      lj.attempt_progress = lj.resume.sent;
     } else {
       send(rid, wire::job_cancel{ref.job_id, ref.attempt});
     }
@@ -238,6 +290,8 @@ void broker::on_job_started(node_entry& n, const wire::job_started& m) {
   if (!j) return;
   j->row.n_prompt = m.n_prompt;
   j->row.started_ms = net::wall_ms();
+  j->attempt_started = true;
+  j->attempt_progress = net::steady::now();
   // The node's model load for this attempt, in the timeline (hearth job's "node start"), so
   // that the time between assignment and start is not taken for queueing or slow tokens.
   std::string detail;
@@ -269,14 +323,22 @@ void broker::on_job_tokens(node_entry& n, const wire::job_tokens& m, std::string
                       " of the stream were lost");
     return;
   }
+  std::string wrong;
   if (m.n_tokens == 0 && !m.text.empty()) {
     // Text must come with its tokens: a chunk without any would let a node grow the output
     // without advancing the stream, and a resume could not tell where it belongs.
+    wrong = "node " + n.name + " sent text without tokens";
+  } else if (m.seq + m.n_tokens > uint64_t(std::max(j->row.params.max_tokens, 0))) {
+    // No attempt generates more than its max_tokens: a count beyond is not the job's output.
+    wrong = "node " + n.name + " sent tokens " + std::to_string(m.seq) + ".." +
+            std::to_string(m.seq + m.n_tokens - 1) + " of a job of at most " +
+            std::to_string(j->row.params.max_tokens) + " tokens (max_tokens)";
+  }
+  if (!wrong.empty()) {
     send(n.routing_id, wire::job_cancel{m.job_id, m.attempt});
     n.running.erase(m.job_id);
-    const std::string why = "node " + n.name + " sent text without tokens";
-    node_lost_attempt(n, why);
-    requeue(*j, why);
+    node_lost_attempt(n, *j, wrong);
+    requeue(*j, wrong);
     return;
   }
   if (j->output.size() + m.text.size() > cfg_.max_output_bytes) {
@@ -292,6 +354,7 @@ void broker::on_job_tokens(node_entry& n, const wire::job_tokens& m, std::string
   }
   j->resume.outstanding = false;
   if (m.n_tokens > 0) j->resume.unanswered = 0;
+  j->attempt_progress = net::steady::now();
   j->output += m.text;
   j->next_seq = m.seq + m.n_tokens;
   j->output_dirty = true;
@@ -348,6 +411,21 @@ void broker::on_job_final(node_entry& n, const wire::job_final& m) {
   }
   const wire::job_state state =
       wire::job_state_is_final(m.state) ? m.state : wire::job_state::failed;
+  // A failure of the node's own (not of the request), or a cancel nobody asked for, is a lost
+  // attempt like a node that died: another node runs the job, and this one is held to account.
+  if ((state == wire::job_state::failed && !final_blames_request(m.stop_reason)) ||
+      (state == wire::job_state::cancelled && !j->cancel_requested)) {
+    const std::string why =
+        "node " + n.name +
+        (state == wire::job_state::failed ? " failed it: " + m.error : " cancelled it unasked");
+    node_lost_attempt(n, *j, why);
+    requeue(*j, why);
+    return;
+  }
+  if (state == wire::job_state::completed) {
+    n.measure(uint32_t(j->next_seq),
+              std::chrono::duration<double>(net::steady::now() - j->assigned_at).count());
+  }
   j->row.n_prompt = m.n_prompt;
   finish(*j, state, m.stop_reason, m.error, m.n_prompt, uint32_t(j->next_seq));
 }
@@ -359,7 +437,7 @@ void broker::on_job_handback(node_entry& n, const wire::job_handback& m) {
   // A hand-back is not the job's fault: it does not count against max_attempts. It does count
   // against the node, or a node could take jobs and hand them back for ever.
   const std::string why = "node " + n.name + " handed it back: " + m.reason;
-  node_lost_attempt(n, why, /*handback=*/true);
+  node_lost_attempt(n, *j, why, /*handback=*/true);
   requeue(*j, why, loss::handback);
 }
 
@@ -379,6 +457,11 @@ void broker::resume_stream(node_entry& n, live_job& j, const std::string& why) {
 }
 
 void broker::resume_timer(live_job& j, net::steady::time_point now) {
+  // A resume of an attempt that has ended since (the job was queued again) is over.
+  if (j.row.state != wire::job_state::running) {
+    j.resume = {};
+    return;
+  }
   if (!j.resume.gap || now - j.resume.sent < k_resume_retry) return;
   auto n = nodes_.find(j.row.node);
   if (n == nodes_.end() || !n->second.online) return;  // node_lost requeues it
@@ -398,7 +481,7 @@ void broker::attempt_lost(node_entry& n, live_job& j, const std::string& why) {
     requeue(j, why, loss::broker_restart);
     return;
   }
-  node_lost_attempt(n, why);
+  node_lost_attempt(n, j, why);
   requeue(j, why);
 }
 
@@ -410,15 +493,18 @@ void broker::node_lost(node_entry& n, const std::string& why) {
   store_->node_seen(n.name, false, n.last_seen_ms);
   for (uint64_t id : std::set<uint64_t>(n.running)) {
     if (auto j = jobs_.find(id); j != jobs_.end()) {
-      node_lost_attempt(n, why);
+      node_lost_attempt(n, j->second, why);
       requeue(j->second, why);
     }
   }
   n.running.clear();
 }
 
-void broker::node_lost_attempt(node_entry& n, const std::string& why, bool handback) {
+void broker::node_lost_attempt(node_entry& n, const live_job& j, const std::string& why,
+                               bool handback) {
   ++n.lost;
+  n.last_losses.push_back({net::wall_ms(), j.row.id, j.row.attempts, loss_reason(why)});
+  if (n.last_losses.size() > node_entry::k_losses_kept) n.last_losses.pop_front();
   const auto now = net::steady::now();
   // Losses while quarantined (attempts it still held) do not extend the quarantine.
   if (n.quarantined(now)) return;
@@ -447,6 +533,24 @@ void broker::node_lost_attempt(node_entry& n, const std::string& why, bool handb
                n.name, ms / 1000.0, n.recent_losses.size(), cfg_.quarantine_window_ms / 1000.0,
                why);
   n.recent_losses.clear();
+}
+
+void broker::on_release_node(const std::string& rid, const wire::release_node& m) {
+  auto it = nodes_.find(m.name);
+  if (it == nodes_.end()) {
+    return send_error(rid, m.request_id, wire::error_code::not_found, "no node " + m.name);
+  }
+  node_entry& n = it->second;
+  const bool was = n.quarantined(net::steady::now());
+  // As if it had lost nothing lately: a new quarantine starts at quarantine_ms again.
+  n.quarantine_end = {};
+  n.quarantined_until_ms = 0;
+  n.quarantine_level = 0;
+  n.recent_losses.clear();
+  spdlog::info("node {} {} by an admin", m.name,
+               was ? "released from quarantine" : "(not quarantined) had its losses forgiven");
+  dispatch_needed_ = true;
+  send(rid, wire::ok{m.request_id});
 }
 
 bool broker::healthy_node_serves(const std::string& model, const std::string& except) const {

@@ -410,12 +410,13 @@ std::string broker::owner_name(const std::string& owner_key) const {
 }
 
 namespace {
-// Commands only admin keys may send: forgetting nodes, pruning the history, managing API keys.
+// Commands only admin keys may send: forgetting and releasing nodes, pruning the history,
+// managing API keys.
 bool admin_only(wire::command cmd) {
   using wire::command;
-  return cmd == command::forget_node || cmd == command::prune_jobs ||
-         cmd == command::create_api_key || cmd == command::list_api_keys ||
-         cmd == command::revoke_api_key;
+  return cmd == command::forget_node || cmd == command::release_node ||
+         cmd == command::prune_jobs || cmd == command::create_api_key ||
+         cmd == command::list_api_keys || cmd == command::revoke_api_key;
 }
 
 // Which role may send a command: nodes speak the node protocol, clients and admins the client
@@ -448,13 +449,12 @@ void broker::handle(net::received& msg) {
   // On a broker without auth every peer may send everything (it is an admin and a node).
   if (auth_ && !role_may_send(who->role, env.env.cmd)) {
     const bool node_cmd = wire::command_from_node(env.env.cmd);
-    auto id = wire::decode<wire::ok>(body);
     metrics_.add(metric::auth_failures, {"role"});
     if (auto more = auth_log_.admit(net::steady::now())) {
       spdlog::warn("refused a {} from {} key '{}': not allowed for that role{}",
                    wire::command_name(env.env.cmd), peer_role_name(who->role), who->name, *more);
     }
-    send_error(rid, id ? id->request_id : 0, wire::error_code::unauthorized,
+    send_error(rid, wire::peek_request_id(body).value_or(0), wire::error_code::unauthorized,
                std::string(wire::command_name(env.env.cmd)) + " needs " +
                    (node_cmd                  ? "a node key (in the broker's nodes/ folder)"
                     : admin_only(env.env.cmd) ? "an admin key (in the broker's admins/ folder)"
@@ -496,6 +496,9 @@ void broker::handle(net::received& msg) {
     case command::forget_node:
       return client_request<wire::forget_node>(
           rid, *who, body, [&](auto m, const peer&) { on_forget_node(rid, m); });
+    case command::release_node:
+      return client_request<wire::release_node>(
+          rid, *who, body, [&](auto m, const peer&) { on_release_node(rid, m); });
     case command::prune_jobs:
       return client_request<wire::prune_jobs>(rid, *who, body,
                                               [&](auto m, const peer&) { on_prune_jobs(rid, m); });
@@ -576,8 +579,8 @@ void broker::client_request(const std::string& rid, const peer& who, std::string
   if (!m) {
     spdlog::warn("dropped a malformed message from peer {}: {}", peer_name(rid), m.message());
     // The client hears why, under its request id when that much of the body can be read.
-    auto id = wire::decode<wire::ok>(body);
-    send_error(rid, id ? id->request_id : 0, wire::error_code::malformed, m.message());
+    send_error(rid, wire::peek_request_id(body).value_or(0), wire::error_code::malformed,
+               m.message());
     return;
   }
   turn_requests_.emplace_back(rid, m->request_id);
@@ -740,6 +743,7 @@ void broker::timers() {
         resume_timer(j, now);
       }
     }
+    attempt_timers(now);
   }
   // While the store refuses writes, output waits in memory (it is flushed once writes work).
   if (now >= next_flush_ && !storage_down(now)) {

@@ -103,6 +103,13 @@ struct live_job {
   // first token came (time to first token is observed once per job).
   net::steady::time_point queued_at{};
   bool first_token_seen = false;
+  // The current attempt: when it was assigned (its node's measured rate), whether its node said
+  // job_started, and when its node last moved it on (assigned, started, tokens, listed in a
+  // hello). An attempt that does not move for attempt_start_timeout_ms (before job_started) or
+  // attempt_stall_timeout_ms (after) is taken back (broker-jobs.cpp attempt_timers).
+  net::steady::time_point assigned_at{};
+  bool attempt_started = false;
+  net::steady::time_point attempt_progress{};
 };
 
 // The bytes a job's prompt and messages hold, as the per-client and queue limits count them.
@@ -147,6 +154,17 @@ struct node_entry {
   // first, and the total since the broker started.
   std::deque<net::steady::time_point> recent_losses;
   uint32_t lost = 0;
+  // The last k_losses_kept losses, newest last, for node_summary: which attempt, what happened.
+  static constexpr size_t k_losses_kept = 8;
+  std::deque<wire::node_loss> last_losses;
+  // A random number of the node process (node_hello.instance; 0 from an older node): a hello with
+  // another one for a live node's name comes from a second process, not a reconnect.
+  uint64_t instance = 0;
+  // Measured behaviour, which chooses among nodes (broker-jobs.cpp dispatch): attempts it
+  // completed since the broker started, and their tokens per second from assignment to the
+  // final (an average weighted towards the recent ones; 0 before the first).
+  uint32_t completed = 0;
+  double measured_rate = 0;
   // Quarantined: no jobs until quarantine_end. quarantine_ms doubles on each repeat (level).
   net::steady::time_point quarantine_end{};
   int64_t quarantined_until_ms = 0;  // the same as wall time, for node_summary
@@ -171,8 +189,11 @@ struct node_entry {
 
   bool serves(const std::string& model) const;
   bool has_loaded(const std::string& model) const;
-  // Larger is faster: a GPU node before a CPU node, then more CPU threads.
+  // Larger is faster: a GPU node before a CPU node, then more CPU threads. A claim: it only breaks
+  // ties among nodes not measured yet.
   uint64_t speed_rank() const;
+  // Counts a completed attempt of `n_gen` tokens that took `seconds` from assignment.
+  void measure(uint32_t n_gen, double seconds);
   // As listed to clients and stored (running: attempts assigned to it now).
   wire::node_summary summary() const;
 };
@@ -267,9 +288,13 @@ class broker {
   // broker restart lost its tokens (or its job_assign) to the restart, not to its node: that loss
   // counts neither against the node nor against max_attempts.
   void attempt_lost(node_entry& n, live_job& j, const std::string& why);
-  // An attempt of `n` ended without finishing on the node side: counts it, and quarantines the
-  // node after cfg_.quarantine_after such losses within the window.
-  void node_lost_attempt(node_entry& n, const std::string& why, bool handback = false);
+  // An attempt of `n` (job `j`'s current one) ended without finishing on the node side: counts
+  // it, remembers it for node_summary, and quarantines the node after cfg_.quarantine_after such
+  // losses within the window.
+  void node_lost_attempt(node_entry& n, const live_job& j, const std::string& why,
+                         bool handback = false);
+  // Attempts that did not move on for too long are taken back (from timers()).
+  void attempt_timers(net::steady::time_point now);
   // Whether another node than `except` could run `model` now (online, not quarantined).
   bool healthy_node_serves(const std::string& model, const std::string& except) const;
   // Why a job for `model` waits although it may be first in line: "" when a node could run it,
@@ -333,6 +358,7 @@ class broker {
   void on_list_nodes(const std::string& rid, const wire::list_nodes& m);
   void on_list_models(const std::string& rid, const wire::list_models& m);
   void on_forget_node(const std::string& rid, const wire::forget_node& m);
+  void on_release_node(const std::string& rid, const wire::release_node& m);
   void on_prune_jobs(const std::string& rid, const wire::prune_jobs& m);
   // Metrics (broker-metrics.cpp): the counters and histograms, and the families read off the
   // state (gauges, and the message counts below).

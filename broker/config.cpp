@@ -34,6 +34,9 @@ void broker_settings(broker_config& c, F&& f) {
   f("quarantine_window_ms", c.quarantine_window_ms);
   f("quarantine_ms", c.quarantine_ms);
   f("max_nodes", c.max_nodes);
+  f("max_nodes_per_key", c.max_nodes_per_key);
+  f("attempt_start_timeout_ms", c.attempt_start_timeout_ms);
+  f("attempt_stall_timeout_ms", c.attempt_stall_timeout_ms);
   f("hello_rate_per_peer", c.hello_rate_per_peer);
   f("hello_burst_per_peer", c.hello_burst_per_peer);
   f("hello_rate", c.hello_rate);
@@ -117,6 +120,11 @@ result<void> broker_config_load(const std::string& path, broker_config& out) {
   if (cfg.max_nodes < 1 || cfg.max_nodes > wire::max_array_items) {
     return error{path + ": max_nodes must be in [1, " + std::to_string(wire::max_array_items) +
                  "]"};
+  }
+  if (cfg.max_nodes_per_key < 1) return error{path + ": max_nodes_per_key must be at least 1"};
+  for (auto [key, value] : {std::pair{"attempt_start_timeout_ms", cfg.attempt_start_timeout_ms},
+                            {"attempt_stall_timeout_ms", cfg.attempt_stall_timeout_ms}}) {
+    if (value < 100) return error{path + ": " + key + " must be at least 100"};
   }
   for (auto [key, value] : {std::pair{"hello_rate_per_peer", cfg.hello_rate_per_peer},
                             {"hello_burst_per_peer", cfg.hello_burst_per_peer},

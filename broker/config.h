@@ -42,6 +42,15 @@ struct broker_config {
   // Node records at most (online or not, in [1, 4096]: a list of them must fit a reply); a
   // node_hello for a new name beyond it gets limit_reached.
   uint32_t max_nodes = 256;
+  // With auth: node records of one node key at most (names it registered), so that one key cannot
+  // take them all.
+  uint32_t max_nodes_per_key = 16;
+  // An attempt its node has not started (job_started) this long after the job_assign, or whose
+  // node sent nothing of it (a token) for attempt_stall_timeout_ms after, is taken back: cancelled,
+  // queued again and counted as lost by the node. Generous: a large model's load and a long
+  // prompt come before job_started.
+  uint32_t attempt_start_timeout_ms = 600000;
+  uint32_t attempt_stall_timeout_ms = 600000;
   // node_hello rate limits (token buckets): per connection, and over all connections together.
   uint32_t hello_rate_per_peer = 5;  // hellos per second
   uint32_t hello_burst_per_peer = 10;

@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <set>
 #include <thread>
 
@@ -131,6 +132,8 @@ struct pending_chunk {
 struct node_daemon::impl {
   node_config cfg;
   std::string hostname = node_host_name();
+  // This process among others of the same name (node_hello.instance): kept across reconnects.
+  uint64_t instance = (uint64_t(std::random_device{}()) << 32 | std::random_device{}()) | 1;
   wire::hardware_info hardware = hardware_discover();
   event_queue events;
   std::unique_ptr<job_engine> engine;
@@ -210,6 +213,7 @@ struct node_daemon::impl {
     h.models = engine->models();
     h.running = journal.refs();
     h.skipped = engine->skipped();
+    h.instance = instance;
     send(h);
     last_heard = net::steady::now();
     hello_sent = last_heard;

@@ -143,11 +143,14 @@ class null_engine final : public job_engine {
   }
 
  private:
-  void report_failed(const wire::job_assign& job, std::string error) {
+  // `stop_reason`: "" when the node failed (the broker tries another node), or
+  // wire::stop_reason_invalid_request when the request itself cannot run.
+  void report_failed(const wire::job_assign& job, std::string error, std::string stop_reason = {}) {
     wire::job_final f;
     f.job_id = job.job_id;
     f.attempt = job.attempt;
     f.state = wire::job_state::failed;
+    f.stop_reason = std::move(stop_reason);
     f.error = std::move(error);
     sink_.finished(f);
   }
@@ -170,7 +173,9 @@ class null_engine final : public job_engine {
       return report_failed(job, "model '" + job.model + "' is not in this node's models directory");
     }
     // The same check, with the same messages, as the broker and the batch engine.
-    if (auto msg = wire::job_params_check(job.params); !msg.empty()) return report_failed(job, msg);
+    if (auto msg = wire::job_params_check(job.params); !msg.empty()) {
+      return report_failed(job, msg, wire::stop_reason_invalid_request);
+    }
     // There is no template to apply: a conversation's words count as its prompt.
     std::string prompt = job.prompt;
     for (const auto& m : job.messages) prompt += "\n" + m.content;

@@ -282,6 +282,55 @@ result<M> decode(std::string_view body) {
   return m;
 }
 
+namespace {
+// Events of msgpack's parser up to the top map's "request_id" value. Stops (returns false) there,
+// and past max_depth levels, so the rest of the body is never looked at.
+struct request_id_visitor : msgpack::null_visitor {
+  uint32_t depth = 0;
+  bool in_key = false;
+  bool is_id_key = false;  // the value now being read is the top map's "request_id"
+  std::optional<uint64_t> id;
+  bool start_array(uint32_t) { return ++depth <= max_depth; }
+  bool end_array() { return --depth, true; }
+  bool start_map(uint32_t) { return ++depth <= max_depth; }
+  bool end_map() { return --depth, true; }
+  bool start_map_key() {
+    if (depth == 1) in_key = true, is_id_key = false;
+    return true;
+  }
+  bool end_map_key() {
+    if (depth == 1) in_key = false;
+    return true;
+  }
+  bool visit_str(const char* v, uint32_t size) {
+    if (depth == 1 && in_key) is_id_key = std::string_view(v, size) == "request_id";
+    return true;
+  }
+  bool visit_positive_integer(uint64_t v) {
+    if (depth != 1 || in_key || !is_id_key) return true;
+    id = v;
+    return false;
+  }
+  bool end_map_value() {
+    if (depth == 1) is_id_key = false;
+    return true;
+  }
+  void parse_error(size_t, size_t) {}
+  void insufficient_bytes(size_t, size_t) {}
+};
+}  // namespace
+
+std::optional<uint64_t> peek_request_id(std::string_view body) {
+  request_id_visitor v;
+  size_t offset = 0;
+  try {
+    msgpack::parse(body.data(), body.size(), offset, v);
+  } catch (const std::exception&) {
+    // What was read before the error stands.
+  }
+  return v.id;
+}
+
 envelope_result open_envelope(std::span<const std::string_view> frames) {
   envelope_result r;
   // The signature first: another version may frame its messages differently, and must still

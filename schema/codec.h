@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -23,6 +24,12 @@ std::string encode(const M& m);
 // Parses a body of message M.
 template <class M>
 result<M> decode(std::string_view body);
+
+// The request_id of a body that does not decode, read leniently: the top map's "request_id" when
+// it is an unsigned integer and comes before whatever is wrong (trailing bytes, a string over the
+// limits, a truncated field); nullopt when the bytes do not say it. So that a malformed request
+// is refused under its own id.
+std::optional<uint64_t> peek_request_id(std::string_view body);
 
 // A received message: frames [signature][command][body] (a ROUTER's routing-id frame removed).
 struct envelope {

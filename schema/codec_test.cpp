@@ -339,7 +339,7 @@ TEST(Codec, EveryCommandCodeHasOneMessage) {
   EXPECT_TRUE(by_code.emplace(int(M::cmd), #M).second) << #M " reuses a command code";
   HEARTH_WIRE_MESSAGES(HEARTH_COLLECT)
 #undef HEARTH_COLLECT
-  EXPECT_EQ(by_code.size(), 43u);
+  EXPECT_EQ(by_code.size(), 44u);
   for (int b = 0; b < 256; ++b) {
     const auto c = command_from_byte(uint8_t(b));
     EXPECT_EQ(c.has_value(), by_code.count(b) == 1) << b;
@@ -347,6 +347,23 @@ TEST(Codec, EveryCommandCodeHasOneMessage) {
       EXPECT_NE(command_name(*c), "unknown") << b;
     }
   }
+}
+
+// A body that does not decode still says its request_id when it comes before what is wrong.
+TEST(Codec, PeeksTheRequestIdOfABodyThatDoesNotDecode) {
+  cancel c{77, 5, ""};
+  EXPECT_EQ(peek_request_id(encode(c) + "\xc1"), 77u);  // trailing bytes
+  std::string body = encode(c);
+  EXPECT_EQ(peek_request_id(body.substr(0, body.size() - 1)), 77u);  // truncated after the id
+  // {"pad": <a 5 MiB string, over max_string_bytes>, ...}: the id is not reached.
+  EXPECT_EQ(peek_request_id(std::string("\x82\xa3pad\xdb\x00\x50\x00\x00", 9)), std::nullopt);
+  EXPECT_EQ(peek_request_id(std::string("\x81\xaarequest_id\xa1x")), std::nullopt);  // a string
+  EXPECT_EQ(peek_request_id("\xc1"), std::nullopt);
+  EXPECT_EQ(peek_request_id(""), std::nullopt);
+  // Nested maps and arrays deeper than max_depth stop the scan, not the process.
+  EXPECT_EQ(peek_request_id(std::string(100000, '\x91')), std::nullopt);
+  // A request_id inside a nested map is not the body's.
+  EXPECT_EQ(peek_request_id(std::string("\x81\xa1p\x81\xaarequest_id\x05")), std::nullopt);
 }
 
 // --- strict decoding, case by case ---

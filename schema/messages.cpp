@@ -62,6 +62,8 @@ std::string_view command_name(command c) {
       return "revoke_api_key";
     case command::get_metrics:
       return "get_metrics";
+    case command::release_node:
+      return "release_node";
     case command::accepted:
       return "accepted";
     case command::job_queued:
@@ -126,6 +128,7 @@ std::optional<command> command_from_byte(uint8_t b) {
     case uint8_t(command::list_api_keys):
     case uint8_t(command::revoke_api_key):
     case uint8_t(command::get_metrics):
+    case uint8_t(command::release_node):
     case uint8_t(command::accepted):
     case uint8_t(command::job_queued):
     case uint8_t(command::job_running):

@@ -61,6 +61,7 @@ enum class command : uint8_t {
   list_api_keys = 0x4b,   // admin keys only
   revoke_api_key = 0x4c,  // admin keys only
   get_metrics = 0x4d,
+  release_node = 0x4e,  // admin keys only
   // broker -> client
   accepted = 0x60,
   job_queued = 0x61,
@@ -286,6 +287,9 @@ struct node_hello {
   // job_cancel; PROTOCOL.md section 9.5).
   std::vector<job_ref> running;
   std::vector<skipped_model> skipped;  // files of its models directory it does not serve
+  // Random, chosen once per node process and kept across its reconnects: a hello for a live
+  // node's name with another instance is a second process (0: an older node, which sends none).
+  uint64_t instance = 0;
   template <class F>
   void fields(F& f) {
     f("version", version);
@@ -297,6 +301,7 @@ struct node_hello {
     f("models", models);
     f.optional("running", running);
     f.optional("skipped", skipped);
+    f.optional("instance", instance);
   }
 };
 
@@ -621,6 +626,18 @@ struct forget_node {
   }
 };
 
+// Ends a node's quarantine now and forgets its recent losses (admin only); the reply is ok.
+struct release_node {
+  static constexpr command cmd = command::release_node;
+  uint64_t request_id = 0;
+  std::string name;
+  template <class F>
+  void fields(F& f) {
+    f("request_id", request_id);
+    f("name", name);
+  }
+};
+
 // Deletes finished jobs (with their messages, events and output) older than max_age_ms, and all
 // but the newest keep_last finished jobs; 0 turns a rule off (admin only). Queued and running
 // jobs are never pruned. The reply (pruned) says how many jobs went.
@@ -881,6 +898,21 @@ struct job_reply {
   }
 };
 
+// An attempt a node lost (PROTOCOL.md section 9.7): when, which, and what happened.
+struct node_loss {
+  int64_t time_ms = 0;
+  uint64_t job_id = 0;
+  uint32_t attempt = 0;
+  std::string reason;  // at most 512 bytes
+  template <class F>
+  void fields(F& f) {
+    f("time_ms", time_ms);
+    f("job_id", job_id);
+    f("attempt", attempt);
+    f("reason", reason);
+  }
+};
+
 struct node_summary {
   std::string name;
   std::string hostname;
@@ -894,6 +926,7 @@ struct node_summary {
   std::string key;                   // the node's Z85 public key; "" on a broker without auth
   int64_t quarantined_until_ms = 0;  // gets no jobs until then (0: not quarantined)
   uint32_t lost = 0;                 // attempts it lost since the broker started
+  std::vector<node_loss> losses;     // the last few of them, oldest first
   template <class F>
   void fields(F& f) {
     f("name", name);
@@ -908,6 +941,7 @@ struct node_summary {
     f.optional("key", key);
     f.optional("quarantined_until_ms", quarantined_until_ms);
     f.optional("lost", lost);
+    f.optional("losses", losses);
   }
 };
 
@@ -1174,6 +1208,7 @@ struct error_reply {
   X(list_api_keys) \
   X(revoke_api_key) \
   X(get_metrics) \
+  X(release_node) \
   X(accepted) \
   X(job_queued) \
   X(job_running) \

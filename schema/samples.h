@@ -125,6 +125,7 @@ inline node_hello sample<node_hello>() {
   m.models = {model(true), {"stories260K", "llama", "F32", 1'185'376, 512, false}};
   m.running = {{job_id, 3}, {job_id + 1, std::numeric_limits<uint32_t>::max()}};
   m.skipped = {skipped()};
+  m.instance = std::numeric_limits<uint64_t>::max();
   return m;
 }
 
@@ -255,6 +256,11 @@ inline forget_node sample<forget_node>() {
 }
 
 template <>
+inline release_node sample<release_node>() {
+  return {request_id, "flaky-box"};
+}
+
+template <>
 inline prune_jobs sample<prune_jobs>() {
   return {request_id, uint64_t(30) * 24 * 3600 * 1000, uint64_t(1) << 33};
 }
@@ -320,6 +326,7 @@ inline nodes_reply sample<nodes_reply>() {
   n.key = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7";
   n.quarantined_until_ms = 1'700'000'060'999;
   n.lost = 3;
+  n.losses = {{1'700'000'000'123, job_id, 2, "node gpu-box stopped responding"}};
   return {request_id, {n, node_summary{}}, 4096, true};
 }
 

@@ -373,6 +373,31 @@ TEST(BrokerClientLimits, a_slow_watcher_of_a_fast_stream_catches_up_in_pages) {
               pieces.size());
 }
 
+// A request that does not decode is refused malformed under its own request id when the body
+// says it before what is wrong (trailing bytes, a string over the limits), so the client can tell
+// which request it was. Before: request id 0.
+TEST(BrokerClientLimits, a_malformed_request_is_refused_under_its_request_id) {
+  cluster c;
+  auto broker = c.start_broker();
+  auto client = c.client("client");
+  auto s = testing::greedy_job("alpha", "hello", 4);
+  s.request_id = 4242;
+  for (const auto& [what, body] :
+       {std::pair<std::string, std::string>{"trailing bytes", wire::encode(s) + "\xc0"},
+        {"a string over max_string_bytes",
+         // {request_id: 4243, pad: <5 MiB string>}
+         std::string("\x82\xaarequest_id\xcd\x10\x93\xa3pad\xdb") +
+             std::string("\x00\x50\x00\x00", 4) + std::string(5 << 20, 'x')}}) {
+    const uint64_t id = what == "trailing bytes" ? 4242 : 4243;
+    auto r = client->request_raw(wire::command::submit, body, id, 5s);
+    ASSERT_EQ(r.cmd, wire::command::error) << what << ": no reply under its id\n" << broker.log();
+    auto e = wire::decode<wire::error_reply>(r.body);
+    ASSERT_TRUE(e) << what;
+    EXPECT_EQ(e->request_id, id) << what;
+    EXPECT_EQ(e->code, wire::error_code::malformed) << what << ": " << e->message;
+  }
+}
+
 TEST(BrokerClientLimits, unfinished_jobs_are_bounded_per_client_and_in_all) {
   cluster c;
   write_broker_config(c,

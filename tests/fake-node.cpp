@@ -49,6 +49,15 @@ int fake_node::bounce(int times, std::chrono::milliseconds wait) {
   return taken;
 }
 
+void fake_node::serve(uint32_t slots, const std::vector<std::string>& models, std::stop_token stop,
+                      const std::function<void(const wire::job_assign&)>& run) {
+  hello(slots, models);
+  send(wire::node_pull{slots});
+  while (!stop.stop_requested()) {
+    if (auto a = next<wire::job_assign>(100ms)) run(*a);
+  }
+}
+
 fake_node::replies fake_node::listen(std::chrono::milliseconds timeout,
                                      const std::function<bool(const replies&)>& until) {
   replies h;

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,12 @@ class fake_node {
   // Takes a job and says hello again without it, up to `times` times (the broker requeues it
   // each time: a lost attempt); returns how many jobs it took.
   int bounce(int times, std::chrono::milliseconds wait = std::chrono::seconds(2));
+
+  // Says hello with `slots` slots, grants them all, and answers every job_assign with `run` (which
+  // sends what the test wants, then node_pull when it wants more) until `stop` is requested,
+  // heartbeating meanwhile. For a std::jthread of its own, while the test submits.
+  void serve(uint32_t slots, const std::vector<std::string>& models, std::stop_token stop,
+             const std::function<void(const wire::job_assign&)>& run);
 
   // Reads what the broker sent for `timeout` (or until `until` holds): assignments are kept.
   replies listen(std::chrono::milliseconds timeout,

@@ -1,5 +1,6 @@
-// hearth nodes: the nodes the broker knows, their hardware and models; `hearth nodes forget NAME`
-// removes an offline one (admin keys only).
+// hearth nodes: the nodes the broker knows, their hardware and models, and why and until when one
+// is quarantined; `hearth nodes forget NAME` removes an offline one and `hearth nodes release
+// NAME` ends a quarantine (admin keys only).
 #include <cstdio>
 #include <stdexcept>
 
@@ -16,6 +17,7 @@ struct nodes_options {
   bool all = false;
   std::string hide_after = "7d";  // offline nodes not seen for longer are left out
   std::string forget;             // the node to forget, with the forget subcommand
+  std::string release;            // the node to release, with the release subcommand
 };
 
 std::string gpus_text(const std::vector<wire::gpu_info>& gpus) {
@@ -92,6 +94,19 @@ int nodes(const nodes_options& o) {
   print_table(
       {"NAME", "STATE", "ENGINE", "SLOTS", "LOST", "CPU", "RAM", "GPUS", "MODELS", "LAST SEEN"},
       rows);
+  // Why a node gets no jobs, and until when: the attempts it lost last, as the broker saw them.
+  for (const auto& n : reply.nodes) {
+    if (n.quarantined_until_ms <= now) continue;
+    std::printf(
+        "\n%s is quarantined until %s (%s more; `hearth nodes release %s` ends it); it "
+        "lost:\n",
+        n.name.c_str(), format_local_time(n.quarantined_until_ms).c_str(),
+        format_duration(n.quarantined_until_ms - now).c_str(), n.name.c_str());
+    for (const auto& l : n.losses) {
+      std::printf("  %s  job %llu attempt %u: %s\n", format_local_time(l.time_ms).c_str(),
+                  static_cast<unsigned long long>(l.job_id), l.attempt, l.reason.c_str());
+    }
+  }
   return 0;
 }
 
@@ -104,6 +119,16 @@ int forget(const nodes_options& o) {
   return 0;
 }
 
+int release(const nodes_options& o) {
+  broker_client client(o.broker);
+  wire::release_node req;
+  req.name = o.release;
+  client.request<wire::ok>(req);
+  std::printf("node %s released: it gets jobs again, its recent losses forgiven\n",
+              o.release.c_str());
+  return 0;
+}
+
 }  // namespace
 
 action add_nodes(CLI::App& app) {
@@ -111,7 +136,7 @@ action add_nodes(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "nodes",
       "List nodes: state (online, offline, quarantined), engine, slots (running/slots), attempts "
-      "lost, CPU, RAM, GPUs, models");
+      "lost, CPU, RAM, GPUs, models; for a quarantined node until when, and the attempts it lost");
   cmd->add_flag("--json", o->json, "A JSON array of node summaries (every field)");
   cmd->add_flag("--all", o->all, "Also the offline nodes not seen for longer than --hide-after");
   cmd->add_option("--hide-after", o->hide_after,
@@ -122,7 +147,14 @@ action add_nodes(CLI::App& app) {
       "forget", "Remove an offline node and the models only it offered (admin key needed)");
   forget_cmd->add_option("name", o->forget, "the node's name")->required();
   add_broker_options(forget_cmd, o->broker);
-  return [o, forget_cmd] { return forget_cmd->parsed() ? forget(*o) : nodes(*o); };
+  CLI::App* release_cmd = cmd->add_subcommand(
+      "release", "End a node's quarantine now and forgive its recent losses (admin key needed)");
+  release_cmd->add_option("name", o->release, "the node's name")->required();
+  add_broker_options(release_cmd, o->broker);
+  return [o, forget_cmd, release_cmd] {
+    if (forget_cmd->parsed()) return forget(*o);
+    return release_cmd->parsed() ? release(*o) : nodes(*o);
+  };
 }
 
 }  // namespace hearth::cli

@@ -2,6 +2,21 @@
 // from the live snapshot.
 import { ago, bytes } from './format.js';
 import { html } from './html.js';
+import { quarantineOf } from './quarantine.js';
+
+// A quarantined node: until when, and the attempts it lost (`hearth nodes release` ends it).
+function Quarantine({ node, now }) {
+  const q = quarantineOf(node, now);
+  if (!q) return null;
+  return html`<div class="quarantine" data-testid="quarantine">
+    until ${q.until} <span class="muted">(${q.left} more)</span>
+    ${q.losses.length
+      ? html`<ul class="plain muted">
+          ${q.losses.map((l) => html`<li>${l.at} ${l.text}</li>`)}
+        </ul>`
+      : null}
+  </div>`;
+}
 
 function Devices({ gpus }) {
   if (!gpus || !gpus.length) return html`<span class="muted">CPU only</span>`;
@@ -45,7 +60,8 @@ export function Nodes({ snapshot }) {
               (n) => html`<tr data-testid="node" data-node=${n.name} data-state=${n.state}>
                 <td><b>${n.name}</b><br /><span class="muted">${n.hostname} · ${n.engine}</span></td>
                 <td><span class=${`state ${n.state}`}>${n.state}</span>
-                  ${n.lost ? html`<br /><span class="muted">${n.lost} lost</span>` : null}</td>
+                  ${n.lost ? html`<br /><span class="muted">${n.lost} lost</span>` : null}
+                  <${Quarantine} node=${n} now=${now} /></td>
                 <td>${ago(n.last_seen_ms, now)}</td>
                 <td>${n.running} / ${n.slots}</td>
                 <td>${n.hardware.cpu_model}<br />
