@@ -237,5 +237,29 @@ TEST_F(gateway_dashboard, in_a_browser) {
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err << "\n" << logs();
 }
 
+// Issue 52: a second gateway, on loopback where it asks for no key, in Chromium: a page of another
+// origin cannot make a job (a text/plain POST needs no preflight), a name that resolves to
+// 127.0.0.1 (DNS rebinding) is not answered, and the dashboard of its own origin still works.
+TEST_F(gateway_dashboard, a_page_of_another_origin_cannot_use_a_gateway_without_keys) {
+  const int port = testing::free_port();
+  process keyless = c_->start_gateway(HEARTH_GATEWAY_BIN, "127.0.0.1:" + std::to_string(port));
+  ASSERT_TRUE(testing::wait_until([&] { return http(port, "GET", "/health").status == 200; },
+                                  std::chrono::seconds(30)))
+      << keyless.log();
+  const std::pair<const char*, std::string> vars[] = {
+      {"HEARTH_DASHBOARD_NODE", HEARTH_DASHBOARD_NODE},
+      {"HEARTH_KEYLESS_URL", "http://127.0.0.1:" + std::to_string(port)},
+      {"HEARTH_MODEL", "slow"},
+      {"HEARTH_CHROMIUM", "/usr/bin/chromium"},
+  };
+  std::string cmd = "env";
+  for (const auto& [name, value] : vars) cmd += " " + std::string(name) + "=" + shell_quote(value);
+  cmd += " node " +
+         shell_quote(std::string(HEARTH_SOURCE_DIR) + "/tests/dashboard/cross-origin.test.mjs");
+  auto r = testing::run_command(cmd);
+  std::printf("%s\n", r.out.c_str());
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err << "\n" << keyless.log();
+}
+
 }  // namespace
 }  // namespace hearth
