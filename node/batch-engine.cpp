@@ -577,10 +577,17 @@ class batch_engine final : public job_engine {
     if (batch_.empty()) return;
 
     const auto t0 = clock::now();
+    const uint64_t faults = mapped_file_faults();
     auto r = cm.ctx->decode(batch_);
     // Checked after the pass that read the weights: a change during it shows here, before any
-    // of its tokens is streamed.
+    // of its tokens is streamed. A read that faulted without a change to see (an I/O error, or
+    // the file put back as it was) read zeros all the same.
     if (const std::string why = file_changed(cm); !why.empty()) return fail_changed(cm, why);
+    if (mapped_file_faults() != faults) {
+      return fail_changed(cm, "model '" + cm.name + "': reading its file " + cm.path +
+                                  " failed while loaded (an I/O error, or a truncation); the "
+                                  "model is unloaded and read again for the next job");
+    }
     if (!r) {
       for (size_t s = 0; s < cm.seqs.size(); ++s) {
         if (cm.seqs[s]) {
