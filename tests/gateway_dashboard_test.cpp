@@ -106,6 +106,20 @@ class gateway_dashboard : public ::testing::Test {
     if (!api_key_ || !gateway_) GTEST_SKIP() << "the cluster did not start (see above)";
   }
 
+  // Runs tests/dashboard/`script` with node and Chromium, `vars` in its environment beside the
+  // packages' and the browser's; prints what it wrote.
+  static testing::process_result run_browser_script(
+      const std::string& script, std::vector<std::pair<std::string, std::string>> vars) {
+    vars.emplace_back("HEARTH_DASHBOARD_NODE", HEARTH_DASHBOARD_NODE);
+    vars.emplace_back("HEARTH_CHROMIUM", "/usr/bin/chromium");
+    std::string cmd = "env";
+    for (const auto& [name, value] : vars) cmd += " " + name + "=" + shell_quote(value);
+    cmd += " node " + shell_quote(std::string(HEARTH_SOURCE_DIR) + "/tests/dashboard/" + script);
+    auto r = testing::run_command(cmd);
+    std::printf("%s\n", r.out.c_str());
+    return r;
+  }
+
   static std::string logs() {
     return testing::logs_of({{"gateway", gateway_},
                              {"broker", broker_},
@@ -218,22 +232,15 @@ TEST_F(gateway_dashboard, in_a_browser) {
   fs::create_directories(artifacts);
   const std::string reference = testing::testdata_path("reference/stories260K.json");
   ASSERT_FALSE(reference.empty());
-  const std::pair<const char*, std::string> vars[] = {
-      {"HEARTH_DASHBOARD_NODE", HEARTH_DASHBOARD_NODE},
+  const std::vector<std::pair<std::string, std::string>> vars = {
       {"HEARTH_GATEWAY_URL", "http://127.0.0.1:" + std::to_string(port_)},
       {"HEARTH_API_KEY", *api_key_},
       {"HEARTH_OTHER_JOB", std::to_string(other_job_)},
       {"HEARTH_REFERENCE", reference},
       {"HEARTH_NODE_PIDS", nlohmann::json{{"alpha", alpha_->pid()}, {"beta", beta_->pid()}}.dump()},
       {"HEARTH_ARTIFACTS", artifacts},
-      {"HEARTH_CHROMIUM", "/usr/bin/chromium"},
   };
-  std::string cmd = "env";
-  for (const auto& [name, value] : vars) cmd += " " + std::string(name) + "=" + shell_quote(value);
-  cmd += " node " +
-         shell_quote(std::string(HEARTH_SOURCE_DIR) + "/tests/dashboard/dashboard.test.mjs");
-  auto r = testing::run_command(cmd);
-  std::printf("%s\n", r.out.c_str());
+  auto r = run_browser_script("dashboard.test.mjs", vars);
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err << "\n" << logs();
 }
 
@@ -246,18 +253,9 @@ TEST_F(gateway_dashboard, a_page_of_another_origin_cannot_use_a_gateway_without_
   ASSERT_TRUE(testing::wait_until([&] { return http(port, "GET", "/health").status == 200; },
                                   std::chrono::seconds(30)))
       << keyless.log();
-  const std::pair<const char*, std::string> vars[] = {
-      {"HEARTH_DASHBOARD_NODE", HEARTH_DASHBOARD_NODE},
-      {"HEARTH_KEYLESS_URL", "http://127.0.0.1:" + std::to_string(port)},
-      {"HEARTH_MODEL", "slow"},
-      {"HEARTH_CHROMIUM", "/usr/bin/chromium"},
-  };
-  std::string cmd = "env";
-  for (const auto& [name, value] : vars) cmd += " " + std::string(name) + "=" + shell_quote(value);
-  cmd += " node " +
-         shell_quote(std::string(HEARTH_SOURCE_DIR) + "/tests/dashboard/cross-origin.test.mjs");
-  auto r = testing::run_command(cmd);
-  std::printf("%s\n", r.out.c_str());
+  auto r = run_browser_script("cross-origin.test.mjs",
+                              {{"HEARTH_KEYLESS_URL", "http://127.0.0.1:" + std::to_string(port)},
+                               {"HEARTH_MODEL", "slow"}});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err << "\n" << keyless.log();
 }
 
