@@ -1270,16 +1270,20 @@ TEST_F(cli_cluster, doctor_with_a_node_key_checks_what_a_node_key_can) {
 
 // Issue 52: `hearth up --auth` makes an admin key for the user who ran it where the CLI finds keys
 // by default, and says where, so that `hearth apikey create` (which needs an admin key) works at
-// once; a second start keeps it.
+// once; a second start keeps it. Another broker's `hearth up` (another key folder) leaves those
+// keys alone and names the admin key it made in its own folder.
 TEST_F(cli_cluster, up_with_auth_makes_an_admin_key_that_the_cli_uses_by_default) {
   const std::string config = c_.dir().file("xdg");
   const std::string env = "env -u HEARTH_BROKER_KEY -u HEARTH_KEY XDG_CONFIG_HOME=" + quote(config);
   const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(testing::free_port());
-  const std::string up_cmd = "exec " + env + " " + HEARTH_BIN + " up --engine null --http off" +
-                             " --bind " + endpoint + " --auth " + quote(c_.dir().file("up-auth")) +
-                             " --models " + quote(c_.models("up-models", {"stories260K"})) +
-                             " --db " + quote(c_.dir().file("up.db"));
-  for (int start = 0; start < 2; ++start) {
+  const std::string models = c_.models("up-models", {"stories260K"});
+  // start 0 and 1: the same broker; 2: another one.
+  for (int start = 0; start < 3; ++start) {
+    const std::string auth = c_.dir().file(start < 2 ? "up-auth" : "other-auth");
+    const std::string up_cmd =
+        "exec " + env + " " + HEARTH_BIN + " up --engine null --http off" + " --bind " + endpoint +
+        " --auth " + quote(auth) + " --models " + quote(models) + " --db " +
+        quote(c_.dir().file("up" + std::string(start < 2 ? "" : "2") + ".db"));
     auto up = testing::spawn({"/bin/sh", "-c", up_cmd},
                              c_.dir().file("up" + std::to_string(start) + ".log"));
     ASSERT_TRUE(testing::wait_until([&] {
@@ -1291,8 +1295,17 @@ TEST_F(cli_cluster, up_with_auth_makes_an_admin_key_that_the_cli_uses_by_default
       EXPECT_NE(up.log().find(config + "/hearth/client.key, allowed as "), std::string::npos)
           << up.log();
     }
+    std::string keys = env;
+    if (start == 2) {
+      EXPECT_NE(up.log().find("hearth up: " + config + "/hearth has keys for another broker, so " +
+                              "your admin key for this broker is " + auth + "/up-admin.key"),
+                std::string::npos)
+          << up.log();
+      keys += " HEARTH_KEY=" + quote(auth + "/up-admin.key") +
+              " HEARTH_BROKER_KEY=" + quote(auth + "/broker.pub");
+    }
     const std::string name = "key" + std::to_string(start);
-    const auto created = testing::run_command(env + " " + HEARTH_BIN + " apikey create " + name +
+    const auto created = testing::run_command(keys + " " + HEARTH_BIN + " apikey create " + name +
                                               " --broker " + endpoint);
     EXPECT_EQ(created.exit_code, 0) << created.out << created.err << up.log();
     EXPECT_TRUE(created.out.starts_with("hk_")) << created.out;

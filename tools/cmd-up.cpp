@@ -137,8 +137,9 @@ void prepare_user_admin_key(const std::string& dir) {
   }
   const std::string allowed = dir + "/admins/up-admin.pub";
   if (!fs::exists(allowed, ec)) fs::copy_file(dir + "/up-admin.pub", allowed);
-  const std::string why =
-      cfg.empty() ? "$HOME is not set, so" : cfg + " has keys for another broker, so";
+  const std::string why = cfg.empty()             ? "$HOME is not set, so"
+                          : has_key && has_broker ? cfg + " has keys for another broker, so"
+                                                  : cfg + " has keys of its own, so";
   std::fprintf(stderr,
                "hearth up: %s your admin key for this broker is %s/up-admin.key: "
                "HEARTH_KEY=%s/up-admin.key HEARTH_BROKER_KEY=%s/broker.pub hearth ...\n",
