@@ -93,6 +93,10 @@ link_failure no_reply(std::string why) {
   return link_failure{true, wire::error_code::internal, std::move(why)};
 }
 
+link_failure refused(std::string why) {
+  return link_failure{true, wire::error_code::internal, std::move(why), true};
+}
+
 }  // namespace
 
 // A follower's callback, shared between the link thread (which posts its events) and the I/O
@@ -162,7 +166,7 @@ struct broker_link::impl {
   void check_connection(clock::time_point now);
   void connection_lost(const std::string& why);
   void handshake_failed(clock::time_point now, const net::handshake_failure& f);
-  void drop_in_flight(const std::string& why);
+  void drop_in_flight(const link_failure& why);
   void set_refusal(std::string why);
   void expire(clock::time_point now);
   void rewatch(clock::time_point now);
@@ -472,10 +476,10 @@ void broker_link::impl::send_request(outgoing o) {
   p.deadline = clock::now() + opt.request_timeout;
   p.o = std::move(o);
   if (!send_now(socket, p.o.cmd, body)) {
-    return fail(
-        p, no_reply(!refusal.empty() ? refusal
-                                     : "cannot send " + std::string(wire::command_name(p.o.cmd)) +
-                                           " to the broker at " + opt.endpoint));
+    return fail(p, !refusal.empty()
+                       ? refused(refusal)
+                       : no_reply("cannot send " + std::string(wire::command_name(p.o.cmd)) +
+                                  " to the broker at " + opt.endpoint));
   }
   deadlines.emplace_back(p.deadline, id);
   pending_requests.emplace(id, std::move(p));
@@ -697,7 +701,7 @@ void broker_link::impl::connection_lost(const std::string& why) {
       "broker link: {}; requests in flight fail, followed jobs are watched again when it "
       "is back",
       why);
-  drop_in_flight(why);
+  drop_in_flight(no_reply(why));
   connect();
 }
 
@@ -723,7 +727,7 @@ void broker_link::impl::handshake_failed(clock::time_point now, const net::hands
     last_handshake_failure = text;
   }
   set_refusal(why);
-  drop_in_flight(why);
+  drop_in_flight(refused(why));
   open_socket();
   reconnect_at = now + handshake_retry;
   handshake_retry = std::min(handshake_retry * 2, handshake_retry_max);
@@ -736,13 +740,13 @@ void broker_link::impl::set_refusal(std::string why) {
   refusal_shared = std::move(why);
 }
 
-void broker_link::impl::drop_in_flight(const std::string& why) {
+void broker_link::impl::drop_in_flight(const link_failure& why) {
   // Requests sent may or may not have reached the broker: their callers are told there was no
   // reply (a submit carries its request_key, so the caller may try again safely).
   auto requests = std::move(pending_requests);
   pending_requests.clear();
   deadlines.clear();
-  for (auto& [id, p] : requests) fail(p, no_reply(why));
+  for (auto& [id, p] : requests) fail(p, why);
   const auto now = clock::now();
   for (auto& [id, j] : jobs) {
     j.watch = watch_state::needed;

@@ -38,6 +38,9 @@ struct link_failure {
   bool no_reply = false;  // the broker did not answer in time, or is not connected
   wire::error_code code = wire::error_code::internal;  // when the broker refused (error_reply)
   std::string message;
+  // With no_reply: the broker refused the handshake (this gateway's key), so it cannot be asked
+  // until an admin allows the key; `message` says so.
+  bool handshake_refused = false;
 };
 
 template <class Reply>

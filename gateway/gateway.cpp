@@ -10,6 +10,7 @@
 
 #include "gateway/config.h"
 #include "gateway/http-server.h"
+#include "gateway/openai-request.h"
 #include "gateway/router.h"
 
 namespace hearth::gateway {
@@ -140,12 +141,7 @@ class key_checker {
       c.api_key = key;
       return done(&c, {});
     }
-    if (e.failure.no_reply) {
-      return done(nullptr, error_response(503,
-                                          "the broker did not answer (" + e.failure.message +
-                                              "); try again shortly",
-                                          "server_error", {}, "broker_unavailable"));
-    }
+    if (e.failure.no_reply) return done(nullptr, broker_unavailable(e.failure));
     if (e.failure.code == wire::error_code::unauthorized) {
       if (!key.empty() && !required_) return check_key(std::string(), done);
       return done(nullptr, invalid_key(key.empty() ? "the broker refused the gateway's own key: " +

@@ -49,6 +49,11 @@ ojson typed(const char* type, const T& message) {
 
 ojson link_error_json(const link_failure& f) {
   ojson j;
+  if (f.handshake_refused) {
+    j["code"] = "broker_refused_gateway_key";
+    j["message"] = f.message;
+    return j;
+  }
   j["code"] = f.no_reply ? "broker_unavailable" : std::string(wire::error_code_name(f.code));
   j["message"] = f.no_reply ? "the broker did not answer: " + f.message : f.message;
   return j;

@@ -536,11 +536,17 @@ http_response openai_job_error(const wire::job_done& done) {
       "server_error");
 }
 
-http_response openai_link_error(const link_failure& f) {
-  if (f.no_reply) {
-    return error_response(503, "the broker did not answer: " + f.message, "server_error", {},
-                          "broker_unavailable");
+http_response broker_unavailable(const link_failure& f) {
+  // A refused key is no outage to wait out: the message names it alone.
+  if (f.handshake_refused) {
+    return error_response(503, f.message, "server_error", {}, "broker_refused_gateway_key");
   }
+  return error_response(503, "the broker did not answer (" + f.message + "); try again shortly",
+                        "server_error", {}, "broker_unavailable");
+}
+
+http_response openai_link_error(const link_failure& f) {
+  if (f.no_reply) return broker_unavailable(f);
   using wire::error_code;
   const std::string code(wire::error_code_name(f.code));
   switch (f.code) {

@@ -64,5 +64,8 @@ std::string openai_response_body(const openai_request& r, uint64_t job_id, int64
 // limit, 401, 503 no reply / storage unavailable).
 http_response openai_job_error(const wire::job_done& done);
 http_response openai_link_error(const link_failure& f);
+// The 503 for a request the broker got no word of (`f.no_reply`): it did not answer, or it
+// refused this gateway's key (then the message says so alone).
+http_response broker_unavailable(const link_failure& f);
 
 }  // namespace hearth::gateway

@@ -509,6 +509,10 @@ TEST(OpenaiRequest, BrokerRefusalsMapToOpenaisStatuses) {
     const char* code;
   } cases[] = {
       {{true, error_code::internal, "no reply in 10 s"}, 503, "server_error", "broker_unavailable"},
+      {{true, error_code::internal, "the broker at tcp://h:5555 refused this gateway's key", true},
+       503,
+       "server_error",
+       "broker_refused_gateway_key"},
       {{false, error_code::unknown_model, "unknown model 'x' (models: a, b)"},
        404,
        "invalid_request_error",

@@ -883,7 +883,8 @@ TEST_F(gateway_link_auth_test,
       << h.body;
   const auto refused = http_get(g.url("/test/caller"));
   EXPECT_EQ(refused.status, 503) << refused.body;
-  EXPECT_NE(refused.body.find("refused this gateway's key"), std::string::npos) << refused.body;
+  EXPECT_EQ(refused.json()["error"]["code"], "broker_refused_gateway_key") << refused.body;
+  EXPECT_EQ(refused.json()["error"]["message"], h.json()["error"]) << refused.body;
 
   std::filesystem::rename(pub + ".away", pub);
   const auto allowed = std::chrono::steady_clock::now();
