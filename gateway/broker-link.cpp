@@ -93,7 +93,7 @@ link_failure no_reply(std::string why) {
   return link_failure{true, wire::error_code::internal, std::move(why)};
 }
 
-link_failure refused(std::string why) {
+link_failure handshake_refused(std::string why) {
   return link_failure{true, wire::error_code::internal, std::move(why), true};
 }
 
@@ -477,7 +477,7 @@ void broker_link::impl::send_request(outgoing o) {
   p.o = std::move(o);
   if (!send_now(socket, p.o.cmd, body)) {
     return fail(p, !refusal.empty()
-                       ? refused(refusal)
+                       ? handshake_refused(refusal)
                        : no_reply("cannot send " + std::string(wire::command_name(p.o.cmd)) +
                                   " to the broker at " + opt.endpoint));
   }
@@ -727,7 +727,7 @@ void broker_link::impl::handshake_failed(clock::time_point now, const net::hands
     last_handshake_failure = text;
   }
   set_refusal(why);
-  drop_in_flight(refused(why));
+  drop_in_flight(handshake_refused(why));
   open_socket();
   reconnect_at = now + handshake_retry;
   handshake_retry = std::min(handshake_retry * 2, handshake_retry_max);
