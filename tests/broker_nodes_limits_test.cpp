@@ -362,7 +362,7 @@ TEST_F(nodes_limits_test, a_node_failing_every_job_is_quarantined_and_the_jobs_r
 // keeps heartbeating, has them taken back after attempt_start_timeout_ms and
 // attempt_stall_timeout_ms; they run elsewhere. Before: held "running" for as long as it lived.
 TEST_F(nodes_limits_test, attempts_not_started_or_stalled_are_taken_back) {
-  broker_config("attempt_start_timeout_ms: 1500\nattempt_stall_timeout_ms: 1500\n");
+  broker_config("attempt_start_timeout_ms: 3000\nattempt_stall_timeout_ms: 1500\n");
   auto broker = c_.start_broker();
   auto client = c_.client("client");
   fake_node holder(c_, "holder");
@@ -388,7 +388,7 @@ TEST_F(nodes_limits_test, attempts_not_started_or_stalled_are_taken_back) {
   EXPECT_EQ(cancelled, (std::set<uint64_t>{never->job_id, stalled->job_id})) << broker.log();
   EXPECT_EQ(requeues_of(*client, never->job_id),
             std::vector<std::string>{
-                "node holder did not start it within 1.5 s (attempt_start_timeout_ms)"});
+                "node holder did not start it within 3 s (attempt_start_timeout_ms)"});
   EXPECT_EQ(requeues_of(*client, stalled->job_id),
             std::vector<std::string>{
                 "node holder sent nothing of it for 1.5 s (attempt_stall_timeout_ms)"});
