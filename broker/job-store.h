@@ -8,8 +8,9 @@
 // only at checkpoints (survives a crash of the broker process, a power cut may lose the last
 // transactions, never corrupts the file).
 //
-// One broker per database: open() takes an exclusive lock (DB.lock beside the file) held for the
-// life of the store; a second open of the same file fails naming the holder's pid.
+// One broker per database: open() takes an exclusive lock on the database file (store-lock.h)
+// held for the life of the store; a second open of the same file, by any name (a symlink, a hard
+// link), fails naming the holder's pid.
 //
 // The WAL stays bounded: a checkpointer thread (wal-checkpointer.h) runs passive checkpoints while
 // the broker writes and truncates the WAL when it has been idle.

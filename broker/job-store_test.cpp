@@ -100,8 +100,8 @@ bool eventually(F done) {
   return true;
 }
 
-// One value read on a connection of its own (the store's lock is a file beside the database,
-// not a SQLite lock: plain connections still read).
+// One value read on a connection of its own (the store's lock is a flock on the database, not a
+// SQLite lock: plain connections still read).
 std::string sql_value(const std::string& db_path, const char* sql) {
   sqlite3* db = nullptr;
   EXPECT_EQ(sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
@@ -1283,6 +1283,17 @@ TEST_F(JobStore, ASecondStoreOnTheSameFileIsRefusedNamingTheHolder) {
             std::string::npos)
       << second.message();
   EXPECT_NE(second.message().find("one broker per database"), std::string::npos);
+  // Issue 52 (10): the lock was on the name, DB + ".lock": through a symlink or a hard link a
+  // second broker locked another name, wrote its own WAL, and both acknowledged the same ids.
+  const std::string symlink_path = path() + "-symlink", hard_link_path = path() + "-link";
+  std::filesystem::create_symlink(path(), symlink_path);
+  std::filesystem::create_hard_link(path(), hard_link_path);
+  for (const std::string& other : {symlink_path, hard_link_path}) {
+    auto linked = job_store::open(other);
+    ASSERT_FALSE(linked) << other << " opened while the child holds " << path();
+    EXPECT_NE(linked.message().find("(pid " + std::to_string(pid) + ")"), std::string::npos)
+        << linked.message();
+  }
   close(release[1]);
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
@@ -1293,10 +1304,12 @@ TEST_F(JobStore, ASecondStoreOnTheSameFileIsRefusedNamingTheHolder) {
   // process too, a second store is refused until the first is destroyed.
   auto first = open_store();
   ASSERT_TRUE(first);
-  auto again = job_store::open(path());
-  ASSERT_FALSE(again);
-  EXPECT_NE(again.message().find("(pid " + std::to_string(getpid()) + ")"), std::string::npos)
-      << again.message();
+  for (const std::string& name : {path(), symlink_path, hard_link_path}) {
+    auto again = job_store::open(name);
+    ASSERT_FALSE(again) << name;
+    EXPECT_NE(again.message().find("(pid " + std::to_string(getpid()) + ")"), std::string::npos)
+        << again.message();
+  }
   first.reset();
   EXPECT_TRUE(open_store());
 }
