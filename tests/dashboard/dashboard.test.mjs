@@ -1,7 +1,7 @@
 // The dashboard in a real browser: the system's Chromium driven by playwright-core, against the
 // cluster tests/gateway_dashboard_test.cpp started (a broker with keys and 1 s liveness, CPU
-// nodes alpha and beta serving stories260K, a null-engine node serving "slow" at 8 tokens/s,
-// hearth-gateway requiring API keys). Every check reads text the page shows. Screenshots go to
+// nodes alpha and beta serving stories260K, a null-engine node serving "slow" at 8 tokens/s, a
+// node "flaky" quarantined for failing jobs, hearth-gateway requiring API keys). Every check reads text the page shows. Screenshots go to
 // $HEARTH_ARTIFACTS; their paths are printed.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -79,6 +79,16 @@ try {
     await page.getByTestId('plot-tps').waitFor();
     assert.equal(await page.getByTestId('metrics-unavailable').count(), 0);
     await shot(page, 'nodes');
+  });
+
+  await step('a quarantined node says until when and the attempts it lost', async () => {
+    await node('flaky').and(page.locator('[data-state=quarantined]')).waitFor();
+    const text = await node('flaky').getByTestId('quarantine').innerText();
+    assert.match(text, /^until \d{1,2}:\d\d:\d\d\.\d{3} \(.+ more\)/, text);
+    assert.match(text, /job \d+ attempt 3: node flaky failed it: the model does not load here/, text);
+    assert.match(text, /job \d+ attempt 1: node flaky failed it/, text);
+    await page.locator('#nodes').scrollIntoViewIfNeeded();
+    await shot(page, 'node-quarantined');
   });
 
   let jobId;
