@@ -62,8 +62,8 @@ struct broker_config {
   // loopback unless `insecure` says that is what is wanted.
   std::string auth;
   bool insecure = false;
-  // With auth: open connections from one address at most; keys beyond are refused at the
-  // handshake (admin keys are let in anyway).
+  // With auth: authenticated connections from one address at most; keys beyond are refused at
+  // the handshake (admin keys are let in anyway). Unfinished handshakes do not count.
   uint32_t max_connections_per_address = 256;
   // What one peer or client may hold of the broker's memory (broker.h says how each is used).
   // max_peer_outbox_bytes also bounds the bytes a peer's ZeroMQ pipe holds (peer-outbox.h).

@@ -24,7 +24,9 @@ zap_handler::zap_handler(zmq::context_t& ctx, allow_list& keys, zmq::socket_t& r
                          uint32_t max_per_address, refusal_fn on_refusal)
     : keys_(keys),
       rep_(ctx, zmq::socket_type::rep),
-      monitor_(ctx, router, ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED),
+      monitor_(ctx, router,
+               ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                   ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL),
       max_per_address_(max_per_address),
       on_refusal_(std::move(on_refusal)) {
   rep_.set(zmq::sockopt::linger, 0);
@@ -47,22 +49,41 @@ std::string peer_ip(int fd) {
 }
 }  // namespace
 
+uint32_t zap_handler::authenticated_from(const std::string& address) const {
+  auto it = addresses_.find(address);
+  return it == addresses_.end() ? 0 : it->second.authenticated;
+}
+
 void zap_handler::read_events() {
-  // The value of both events is the connection's descriptor (their endpoint is the listening
-  // one, so the peer's address is read from the descriptor).
+  // The value of ACCEPTED and DISCONNECTED is the connection's descriptor (their endpoint is the
+  // listening one, so the peer's address is read from the descriptor).
   while (const auto e = monitor_.next()) {
+    const bool after_failed_handshake = handshake_failed_;
+    handshake_failed_ = e->event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL ||
+                        e->event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL;
     const int fd = int(e->value);
     if (e->event == ZMQ_EVENT_ACCEPTED) {
       std::string ip = peer_ip(fd);
-      ++per_address_[ip];
-      address_of_[fd] = std::move(ip);
+      address_counts& a = addresses_[ip];
+      ++a.open;
+      open_[fd] = {std::move(ip), a.answers};
     } else if (e->event == ZMQ_EVENT_DISCONNECTED) {
-      auto it = address_of_.find(fd);
-      if (it == address_of_.end()) continue;
-      if (auto n = per_address_.find(it->second); n != per_address_.end() && --n->second == 0) {
-        per_address_.erase(n);
+      auto it = open_.find(fd);
+      if (it == open_.end()) continue;
+      auto at = addresses_.find(it->second.address);
+      address_counts& a = at->second;
+      const bool answered = a.answers != it->second.answers_at_accept && !after_failed_handshake;
+      if (answered && a.refused > 0) {
+        --a.refused;
+      } else if (answered && a.authenticated > 0) {
+        --a.authenticated;
       }
-      address_of_.erase(it);
+      --a.open;
+      // A connection let in whose handshake then failed (the peer left before READY) is taken
+      // back here, when it is the last: no address counts more than it has open.
+      a.authenticated = std::min(a.authenticated, a.open);
+      if (a.open == 0) addresses_.erase(at);
+      open_.erase(it);
     }
   }
 }
@@ -80,6 +101,8 @@ void zap_handler::serve() {
       part = zmq::message_t();
       (void)net::recv_part(rep_, part, zmq::recv_flags::none);
     }
+    // The connection's ACCEPTED came before its request: read, so that it is counted.
+    read_events();
     answer(request);
   }
 }
@@ -104,24 +127,29 @@ void zap_handler::answer(const std::vector<zmq::message_t>& req) {
       keys_.refresh_if_changed();
       k = keys_.find(key);
     }
-    const auto open = per_address_.find(address);
-    const uint32_t from_here = open == per_address_.end() ? 0 : open->second;
-    if (k && k->role != peer_role::admin && from_here > max_per_address_) {
+    const uint32_t from_here = authenticated_from(address);
+    if (k && k->role != peer_role::admin && from_here >= max_per_address_) {
       text = "too many connections from this address";
       log_refusal("address_cap", key, address,
-                  std::to_string(from_here) + " connections from this address, more than " +
+                  std::to_string(from_here) + " authenticated connections from this address, " +
                       "max_connections_per_address (" + std::to_string(max_per_address_) +
                       "); admin keys still get in");
     } else if (k) {
       status = "200";
       text = "OK";
       user_id = key;
-      spdlog::debug("auth: {} key '{}' connected from {} ({} connections from there)",
-                    peer_role_name(k->role), k->name, address, from_here);
+      if (auto a = addresses_.find(address); a != addresses_.end()) ++a->second.authenticated;
+      spdlog::debug("auth: {} key '{}' connected from {} ({} authenticated connections from there)",
+                    peer_role_name(k->role), k->name, address, from_here + 1);
     } else {
       log_refusal("unknown_key", key, address,
                   "the key is not in nodes/, clients/ or admins/ of " + keys_.dir());
     }
+  }
+  // Counted only for an address with a connection open (a request outlives no connection).
+  if (auto a = addresses_.find(address); a != addresses_.end()) {
+    ++a->second.answers;
+    if (status != "200") ++a->second.refused;
   }
   const std::string version = "1.0";
   net::send_part(rep_, zmq::buffer(version), zmq::send_flags::sndmore);

@@ -295,6 +295,66 @@ TEST_F(security_test, connections_from_one_address_are_capped_but_admins_get_in)
       15s));
 }
 
+TEST_F(security_test, raw_connections_from_an_address_do_not_lock_its_keys_out) {
+  // Issue 52 (9): the cap counted connections that had not finished a handshake, so 300 raw TCP
+  // connections from one host (here 20, over a cap of 3) locked every client key of that host
+  // out, the gateway and the CLI beside the broker included.
+  std::ofstream(c_.dir().file("broker.yaml"))
+      << "heartbeat_ms: 200\nliveness: 5\nlog_level: debug\nmax_connections_per_address: 3\n";
+  auto broker = c_.start_broker();
+  ASSERT_TRUE(admin().request<wire::nodes_reply>(wire::list_nodes{}));
+  // Keys the broker does not know, from the same address: refused, and not counted either.
+  for (int i = 0; i < 3; ++i) {
+    test_client stranger(c_.endpoint(), c_.client_keys("client", "s" + std::to_string(i), false));
+    EXPECT_TRUE(unanswered(stranger, wire::list_nodes{4}));
+  }
+  const size_t before = open_fds(broker.pid());
+  const int port = std::stoi(c_.endpoint().substr(c_.endpoint().rfind(':') + 1));
+  // The raw connections, then at once the keys (the broker closes the raw ones after 5 s).
+  std::vector<int> raw;
+  for (int i = 0; i < 20; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(uint16_t(port));
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    // A few say something that is not ZMTP (a failed handshake, not a silent one).
+    if (i % 5 == 0) {
+      ASSERT_EQ(write(fd, "GET / HTTP/1.0\r\n\r\n", 18), 18);
+    }
+    raw.push_back(fd);
+  }
+  ASSERT_TRUE(wait_until([&] { return open_fds(broker.pid()) >= before + 16; }, 5s))
+      << "the broker accepted them";
+  std::vector<std::unique_ptr<test_client>> clients;
+  for (int i = 0; i < 2; ++i) {
+    clients.push_back(c_.client("client", "c" + std::to_string(i)));
+    ASSERT_TRUE(clients.back()->request<wire::nodes_reply>(wire::list_nodes{})) << i << "\n"
+                                                                                << broker.log();
+  }
+  // The cap still counts the keys let in: with the admin, three, so a fourth is refused.
+  auto fourth = c_.client("client", "c2");
+  EXPECT_TRUE(unanswered(*fourth, wire::list_nodes{5}));
+  // The raw ones closed (after the 5 s) and the refused ones are not left counting: one client
+  // leaving makes room for exactly one.
+  EXPECT_TRUE(wait_until([&] { return open_fds(broker.pid()) <= before + 6; }, 15s));
+  for (int fd : raw) close(fd);
+  clients.pop_back();
+  std::unique_ptr<test_client> next;
+  EXPECT_TRUE(wait_until(
+      [&] {
+        next = c_.client("client", "c3");
+        return next->request_raw(wire::command::list_nodes, wire::encode(wire::list_nodes{6}), 6,
+                                 500ms)
+                   .cmd == wire::command::nodes_reply;
+      },
+      15s));
+  auto fifth = c_.client("client", "c4");
+  EXPECT_TRUE(unanswered(*fifth, wire::list_nodes{7}));
+}
+
 TEST_F(security_test, hearth_up_on_the_lan_makes_its_keys_and_lets_only_allowed_clients_in) {
   const std::string dir = c_.dir().file("up-auth");
   const std::string port = std::to_string(testing::free_port());
