@@ -413,11 +413,14 @@ void broker::on_job_final(node_entry& n, const wire::job_final& m) {
       wire::job_state_is_final(m.state) ? m.state : wire::job_state::failed;
   // A failure of the node's own (not of the request), or a cancel nobody asked for, is a lost
   // attempt like a node that died: another node runs the job, and this one is held to account.
-  if ((state == wire::job_state::failed && !final_blames_request(m.stop_reason)) ||
-      (state == wire::job_state::cancelled && !j->cancel_requested)) {
+  // (Its error goes into the job's events on every attempt: bounded.)
+  if (!j->cancel_requested &&
+      ((state == wire::job_state::failed && !final_blames_request(m.stop_reason)) ||
+       state == wire::job_state::cancelled)) {
     const std::string why =
         "node " + n.name +
-        (state == wire::job_state::failed ? " failed it: " + m.error : " cancelled it unasked");
+        (state == wire::job_state::failed ? " failed it: " + loss_reason(m.error)
+                                          : " cancelled it unasked");
     node_lost_attempt(n, *j, why);
     requeue(*j, why);
     return;
@@ -436,7 +439,7 @@ void broker::on_job_handback(node_entry& n, const wire::job_handback& m) {
   n.running.erase(m.job_id);
   // A hand-back is not the job's fault: it does not count against max_attempts. It does count
   // against the node, or a node could take jobs and hand them back for ever.
-  const std::string why = "node " + n.name + " handed it back: " + m.reason;
+  const std::string why = "node " + n.name + " handed it back: " + loss_reason(m.reason);
   node_lost_attempt(n, *j, why, /*handback=*/true);
   requeue(*j, why, loss::handback);
 }

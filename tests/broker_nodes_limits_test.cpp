@@ -303,7 +303,8 @@ TEST_F(nodes_limits_test, a_node_failing_every_job_is_quarantined_and_the_jobs_r
       f.job_id = a.job_id;
       f.attempt = a.attempt;
       f.state = wire::job_state::failed;
-      f.error = "the model does not load here";
+      // The first error is long: what the broker keeps of it is bounded.
+      f.error = failed == 0 ? std::string(100000, 'e') : "the model does not load here";
       failer.send(f);
       failer.send(wire::node_pull{1});
       ++failed;
@@ -317,12 +318,18 @@ TEST_F(nodes_limits_test, a_node_failing_every_job_is_quarantined_and_the_jobs_r
     ids.push_back(acc->job_id);
   }
   int completed = 0;
+  size_t requeued = 0;
   for (auto id : ids) {
     auto d = client->wait_final(id, 30s);
     ASSERT_TRUE(d) << broker.log();
     completed += d->summary.state == wire::job_state::completed;
     EXPECT_EQ(d->summary.node, "real") << d->summary.error;
+    for (const auto& why : requeues_of(*client, id)) {
+      EXPECT_LE(why.size(), 600u) << why.substr(0, 100);
+      ++requeued;
+    }
   }
+  EXPECT_EQ(requeued, size_t(failed.load()));
   EXPECT_EQ(completed, 30) << failed << " attempts failed on the fake node\n" << broker.log();
   EXPECT_GE(failed.load(), 1);
 
