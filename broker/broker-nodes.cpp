@@ -411,6 +411,12 @@ void broker::on_job_final(node_entry& n, const wire::job_final& m) {
   }
   const wire::job_state state =
       wire::job_state_is_final(m.state) ? m.state : wire::job_state::failed;
+  // The model's file changed under the node: neither the job's fault nor the engine's, so it is
+  // taken as the hand-back it is (the job runs again, not counted toward max_attempts).
+  if (!j->cancel_requested && state == wire::job_state::failed &&
+      m.stop_reason == wire::stop_reason_model_changed) {
+    return handed_back(n, *j, m.error);
+  }
   // A failure of the node's own (not of the request), or a cancel nobody asked for, is a lost
   // attempt like a node that died: another node runs the job, and this one is held to account.
   // (Its error goes into the job's events on every attempt: bounded.)
@@ -437,11 +443,15 @@ void broker::on_job_handback(node_entry& n, const wire::job_handback& m) {
   live_job* j = current_attempt(jobs_, n, m.job_id, m.attempt);
   if (!j) return;
   n.running.erase(m.job_id);
+  handed_back(n, *j, m.reason);
+}
+
+void broker::handed_back(node_entry& n, live_job& j, const std::string& reason) {
   // A hand-back is not the job's fault: it does not count against max_attempts. It does count
   // against the node, or a node could take jobs and hand them back for ever.
-  const std::string why = "node " + n.name + " handed it back: " + loss_reason(m.reason);
-  node_lost_attempt(n, *j, why, /*handback=*/true);
-  requeue(*j, why, loss::handback);
+  const std::string why = "node " + n.name + " handed it back: " + loss_reason(reason);
+  node_lost_attempt(n, j, why, /*handback=*/true);
+  requeue(j, why, loss::handback);
 }
 
 void broker::resume_stream(node_entry& n, live_job& j, const std::string& why) {

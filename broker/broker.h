@@ -275,6 +275,8 @@ class broker {
   void flush_output(live_job& j);
   void on_job_final(node_entry& n, const wire::job_final& m);
   void on_job_handback(node_entry& n, const wire::job_handback& m);
+  // Requeues the attempt `n` gave back (job_handback, or a final saying its model file changed).
+  void handed_back(node_entry& n, live_job& j, const std::string& reason);
   void node_lost(node_entry& n, const std::string& why);
   // The current attempt's stream lost tokens: job_resume asks the node for them again; after
   // k_max_resumes unanswered ones the attempt is abandoned (abandon_stream).

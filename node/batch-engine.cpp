@@ -332,11 +332,12 @@ class batch_engine final : public job_engine {
     size_t n = 0;
     for (size_t s = 0; s < cm.seqs.size(); ++s) {
       if (!cm.seqs[s]) continue;
-      finish(cm, std::move(cm.seqs[s]), int32_t(s), wire::job_state::failed, "", why);
+      finish(cm, std::move(cm.seqs[s]), int32_t(s), wire::job_state::failed,
+             wire::stop_reason_model_changed, why);
       ++n;
     }
     for (auto& a : cm.waiting) {
-      finish(cm, std::move(a), -1, wire::job_state::failed, "", why);
+      finish(cm, std::move(a), -1, wire::job_state::failed, wire::stop_reason_model_changed, why);
       ++n;
     }
     cm.waiting.clear();

@@ -22,6 +22,11 @@ generation_params generation_params_of(const job_params& p);
 // cannot format (a role it does not know, no chat template), parameters out of range.
 inline constexpr const char* stop_reason_prompt_too_long = "prompt_too_long";
 inline constexpr const char* stop_reason_invalid_request = "invalid_request";
+// The stop_reason of a failed attempt that neither the request nor the node's engine is at fault
+// for: the model's file changed on disk under the node (rewritten or truncated) while the attempt
+// ran. The broker takes it as a job_handback: the job runs again (here, once the node has read the
+// file again, or elsewhere) without counting toward max_attempts.
+inline constexpr const char* stop_reason_model_changed = "model_changed";
 
 // generation_params_check of the job's parameters: "" or the message naming the parameter, its
 // allowed range and the value given.
