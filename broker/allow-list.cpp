@@ -103,6 +103,13 @@ size_t allow_list::refresh() {
   if (keys.size() != keys_.size()) {
     spdlog::info("auth: {} keys allowed ({})", keys.size(), dir_);
   }
+  for (const auto& [key, old] : keys_) {
+    const auto now = keys.find(key);
+    if (now == keys.end() || now->second.role != old.role) {
+      ++generation_;
+      break;
+    }
+  }
   keys_ = std::move(keys);
   return keys_.size();
 }

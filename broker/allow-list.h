@@ -6,8 +6,10 @@
 //   DIR/admins/*.pub   ... of admins (everything a client may, for every job; forget nodes)
 //
 // The folder a certificate is in is its key's role. Certificates added or removed take effect
-// without a restart: refresh() rescans the three folders (the broker calls it every second, and
-// refresh_if_changed() when an unknown key knocks). A key in two folders has no role: which one was
+// without a restart: refresh() rescans the three folders (the broker calls it every second),
+// refresh_if_changed() when a folder changed (the broker asks every 100 ms, and when an unknown
+// key knocks). generation() tells the broker that keys went or changed role, so that it stops
+// serving their connections. A key in two folders has no role: which one was
 // meant is unknown, so it is refused and logged. Files that are not valid certificates are skipped
 // with one warning.
 #pragma once
@@ -50,6 +52,8 @@ class allow_list {
   // The role of a Z85 public key, or nullopt when it is not allowed (now).
   const allowed_key* find(std::string_view z85_public) const;
   size_t size() const { return keys_.size(); }
+  // Counts the rescans that removed a key or changed one's role.
+  uint64_t generation() const { return generation_; }
 
  private:
   std::string dir_;
@@ -57,6 +61,7 @@ class allow_list {
   std::map<std::string, allowed_key, std::less<>> keys_;  // by Z85 public key
   std::map<std::string, std::string> warned_;             // file -> problem already logged
   std::string stamp_;  // the folders' modification times at the last rescan
+  uint64_t generation_ = 0;
 };
 
 // Whether `endpoint` can only be reached from this machine: tcp on 127.0.0.0/8, ::1 or

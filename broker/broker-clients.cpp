@@ -368,8 +368,16 @@ void broker::deliver(const live_job& j, const std::string& rid, wire::command cm
 void broker::catch_up_lagging() {
   // What each watcher's pipe has room for this turn, shared by the jobs it lags behind on.
   std::unordered_map<std::string, uint64_t> room;
+  // And what all peers together may still be given (max_outbox_bytes counts outboxes and pipes),
+  // shared by this turn's catch-ups: 500 watchers of a large output that never read took a page
+  // each turn, 3.7 MiB each, 1.9 GiB in all.
+  uint64_t total_left = outboxes_.total_room();
   const auto now = net::steady::now();
   for (auto it = lagging_.begin(); it != lagging_.end();) {
+    if (total_left < k_catch_up_min_bytes) {
+      outboxes_.want_room();  // the peers holding the most are asked to read, or dropped
+      break;
+    }
     const auto& [job_id, rid] = it->first;
     auto r = room.find(rid);
     if (r == room.end()) {
@@ -380,13 +388,14 @@ void broker::catch_up_lagging() {
       ++it;
       continue;
     }
-    const uint64_t budget = std::min(k_catch_up_bytes, r->second);
+    const uint64_t budget = std::min({k_catch_up_bytes, r->second, total_left});
     const uint64_t queued_before = turn_bytes_[rid];
     watcher_lag& l = it->second;
     const auto spent = [&] {
       const uint64_t queued = turn_bytes_[rid];
-      r->second =
-          queued == k_peer_dropped ? 0 : r->second - std::min(r->second, queued - queued_before);
+      const uint64_t took = queued == k_peer_dropped ? budget : queued - queued_before;
+      r->second = queued == k_peer_dropped ? 0 : r->second - std::min(r->second, took);
+      total_left -= std::min(total_left, took);
     };
     if (l.finished) {
       // The job's output is in the store: it finished in a turn that has committed.

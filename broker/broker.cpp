@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <stdexcept>
+#include <unordered_set>
 
 namespace hearth::broker {
 namespace {
@@ -146,11 +147,21 @@ void broker::run(const std::atomic<bool>& stop) {
     net::poll(items, n_items, std::chrono::milliseconds(wait_ms));
     if (zap_) {
       zap_->serve();
-      // Removed certificates stop working within a second (messages are checked against the
-      // list, not only handshakes).
-      if (net::steady::now() >= next_auth_refresh_) {
-        next_auth_refresh_ = net::steady::now() + std::chrono::seconds(1);
+      // Removed certificates stop working within 100 ms (a folder's time changes; a certificate
+      // rewritten in place within a second): messages are checked against the list, not only
+      // handshakes, and the connections of a removed key are dropped.
+      const auto checked = net::steady::now();
+      if (checked >= next_auth_refresh_) {
+        next_auth_refresh_ = checked + std::chrono::seconds(1);
+        next_auth_check_ = checked + std::chrono::milliseconds(100);
         auth_->refresh();
+      } else if (checked >= next_auth_check_) {
+        next_auth_check_ = checked + std::chrono::milliseconds(100);
+        auth_->refresh_if_changed();
+      }
+      if (auth_->generation() != auth_generation_) {
+        auth_generation_ = auth_->generation();
+        drop_removed_keys();
       }
     }
     turn();
@@ -330,7 +341,18 @@ void broker::send_turn_output() {
 }
 
 void broker::drop_peer(const std::string& rid, const std::string& why) {
-  outboxes_.drop(rid);
+  // Its connection ends, and with it what ZeroMQ holds for it. One that cannot be ended (inproc:
+  // inside this process) is forgotten, so that it does not stand in the way of the total.
+  bool closed = false;
+  if (auto c = connections_.find(rid); c != connections_.end()) {
+    closed = peer_connection_close(c->second.conn);
+    connections_.erase(c);
+  }
+  if (closed) {
+    outboxes_.closing(rid);
+  } else {
+    outboxes_.forget(rid);
+  }
   const auto now = net::steady::now();
   // Forget peers that were dropped long ago, so that the map stays as small as the drop rate.
   std::erase_if(dropped_until_, [&](const auto& kv) { return kv.second <= now; });
@@ -340,7 +362,37 @@ void broker::drop_peer(const std::string& rid, const std::string& why) {
   node_entry* node = node_by_routing_id(rid);
   const std::string who = node ? "node " + node->name : "peer " + peer_name(rid);
   if (auto more = drop_log_.admit(now)) spdlog::warn("dropped {}: {}{}", who, why, *more);
-  if (node) node_lost(*node, who + " stopped reading its messages");
+  if (node) node_lost(*node, who + " was dropped: " + why);
+}
+
+void broker::drop_removed_keys() {
+  const std::string why = "its key is no longer allowed (" + auth_->dir() + ")";
+  for (const auto& [name, n] : nodes_) {
+    if (!n.online || n.key.empty()) continue;
+    const allowed_key* k = auth_->find(n.key);
+    if (!k || k->role != peer_role::node) to_drop_.push_back({n.routing_id, why});
+  }
+  for (const auto& [rid, c] : connections_) {
+    if (!auth_->find(c.key)) to_drop_.push_back({rid, why});
+  }
+}
+
+void broker::note_connection(const std::string& rid, const std::string& key, net::received& msg) {
+  const auto [it, added] = connections_.try_emplace(rid);
+  if (!added) return;
+  it->second.key = key;
+  if (!msg.frames.empty()) it->second.conn = peer_connection_of(msg.frames.front());
+  if (connections_.size() < std::max<size_t>(1024, 2 * connections_kept_)) return;
+  // Only connections that may still be sent something matter: watchers, nodes, and peers with
+  // something in ZeroMQ's pipe or heard from lately.
+  std::unordered_set<std::string> keep;
+  for (const auto& [id, j] : jobs_) keep.insert(j.watchers.begin(), j.watchers.end());
+  for (const auto& [name, n] : nodes_) keep.insert(n.routing_id);
+  std::erase_if(connections_, [&](const auto& kv) {
+    return !keep.contains(kv.first) && outboxes_.bytes_of(kv.first) == 0 &&
+           outboxes_.pipe_bytes_of(kv.first) == 0 && !recent_peers_.contains(kv.first);
+  });
+  connections_kept_ = connections_.size();
 }
 
 uint64_t request_bytes(const std::string& prompt, const std::vector<wire::chat_message>& messages) {
@@ -461,6 +513,10 @@ void broker::handle(net::received& msg) {
                                               : "a client or admin key (in clients/ or admins/)") +
                    "; this key is a " + std::string(peer_role_name(who->role)) + " key");
     return;
+  }
+  // A request or a hello, not a node's stream: its connection is noted (once per peer).
+  if (!wire::command_from_node(env.env.cmd) || env.env.cmd == wire::command::node_hello) {
+    note_connection(rid, who->key, msg);
   }
   node_entry* node = node_by_routing_id(rid);
   if (node) {

@@ -15,13 +15,17 @@
 // later messages to the peer queue up in order; outboxes are retried every turn, and the loop
 // polls every millisecond while one is non-empty. A peer whose outbox passes
 // max_peer_outbox_bytes, or that has not taken a message for peer_stall_ms, is dropped: its
-// outbox is freed, it stops watching jobs, and a node is treated as lost (its attempts are
-// requeued). When all outboxes together pass max_outbox_bytes, the peer holding the most is
-// dropped; a dropped peer's messages are discarded unread for peer_stall_ms. A message to a peer
+// outbox is freed, it stops watching jobs, a node is treated as lost (its attempts are
+// requeued), and its connection is closed (peer-connection.h), which frees what ZeroMQ's pipe
+// held for it. All peers together hold at most max_outbox_bytes, outboxes and counted pipe bytes
+// both: catch-ups share what is left of it, and the peers holding the most that do not read are
+// dropped to make room (peer-outbox.h). A dropped peer's messages are discarded unread for
+// peer_stall_ms. A message to a peer
 // that is gone (EHOSTUNREACH) is dropped. A peer is also dropped when one turn's messages to it
 // pass twice max_peer_outbox_bytes (queue_out). So what one peer holds in ZeroMQ's pipe, its
 // outbox and one turn's messages stays within about four times max_peer_outbox_bytes (and
-// k_peer_sndhwm small messages), plus what the kernel's socket buffers take.
+// k_peer_sndhwm small messages), plus what the kernel's socket buffers take; all peers within
+// max_outbox_bytes and one turn's messages (and their small messages).
 // A watcher of a fast stream whose pipe is full is not sent every token chunk: it lags, and
 // catches up from the job's output in pages when it reads again (deliver()).
 //
@@ -54,6 +58,7 @@
 #include "broker/job-store.h"
 #include "broker/log-limiter.h"
 #include "broker/metrics.h"
+#include "broker/peer-connection.h"
 #include "broker/peer-outbox.h"
 #include "broker/token-bucket.h"
 #include "broker/zap-handler.h"
@@ -238,6 +243,13 @@ class broker {
   // for the next peer_stall_ms is discarded unread (so that its requests cost nothing while its
   // connection still holds the replies it did not read).
   void drop_peer(const std::string& routing_id, const std::string& why);
+  // With auth, after the allow-list lost keys: the connections of a key that is gone (a node's,
+  // also one whose key left nodes/) are dropped at the start of the next turn, as peers that
+  // stopped reading: watches end, a node is lost and its attempts requeued.
+  void drop_removed_keys();
+  // Remembers the connection of a peer that asks something (a client's request, a node's hello):
+  // its key (drop_removed_keys) and its descriptor (drop_peer ends it). Pruned as it grows.
+  void note_connection(const std::string& routing_id, const std::string& key, net::received& msg);
   bool ignored(const std::string& routing_id, net::steady::time_point now);
   void send_error(const std::string& routing_id, uint64_t request_id, wire::error_code code,
                   std::string message);
@@ -418,6 +430,15 @@ class broker {
   std::unique_ptr<zap_handler> zap_;
   api_key_registry api_keys_;  // the store's api_keys table, kept in step with it
   net::steady::time_point next_auth_refresh_{};
+  net::steady::time_point next_auth_check_{};  // the folders' times, every 100 ms
+  uint64_t auth_generation_ = 0;               // the allow-list's, at the last drop_removed_keys
+  // Connections by routing id (note_connection), and the map's size after it was last pruned.
+  struct connection {
+    std::string key;  // with auth
+    peer_connection conn;
+  };
+  std::unordered_map<std::string, connection> connections_;
+  size_t connections_kept_ = 0;
   // Lines a peer can provoke: messages of a key no longer allowed or of the wrong role, refused
   // node_hellos, dropped peers.
   log_limiter auth_log_{0.1, 1};

@@ -69,7 +69,7 @@ struct broker_config {
   // max_peer_outbox_bytes also bounds the bytes a peer's ZeroMQ pipe holds (peer-outbox.h).
   uint64_t max_peer_outbox_bytes = 8 << 20;      // unsent messages to one peer; beyond: dropped
   uint32_t peer_stall_ms = 10000;                // a peer blocked this long is dropped
-  uint64_t max_outbox_bytes = 256 << 20;         // unsent messages to all peers together
+  uint64_t max_outbox_bytes = 256 << 20;         // outboxes and pipes of all peers together
   uint32_t max_client_queued_jobs = 10000;       // unfinished jobs of one client (owner)
   uint64_t max_client_queued_bytes = 256 << 20;  // their prompts and messages, bytes
   uint64_t max_queue_bytes = uint64_t(1) << 30;  // prompts and messages of all unfinished jobs

@@ -16,6 +16,11 @@ uint64_t message_bytes(const std::string& body) {
 // asked (room() is asked every turn while a watcher lags, turns are at most 100 ms apart).
 constexpr std::chrono::seconds k_starved_forgotten{1};
 
+// Peers asked to read per turn when the total is used up (each costs up to pipe_messages
+// heartbeats the first time, one after), and how long one has to read before it is dropped.
+constexpr int k_shed_probes = 16;
+constexpr std::chrono::seconds k_shed_grace{1};
+
 const std::string& heartbeat_body() {
   static const std::string body = wire::encode(wire::heartbeat{});
   return body;
@@ -111,10 +116,82 @@ void peer_outboxes::flush(zmq::socket_t& router, clock::time_point now) {
         pipes_[routing_id].last_send = now;  // asked again after max_stall
         break;
       case send_status::unreachable:
-        pipes_.erase(routing_id);
+        erase_pipe(routing_id);
         break;
     }
   }
+  // Connections being closed hold their count until ZeroMQ has let go of their pipes.
+  for (auto it = closing_.begin(); it != closing_.end();) {
+    const std::string& routing_id = *it;
+    const send_status s =
+        pipes_.contains(routing_id)
+            ? router_send(router, routing_id, wire::command::heartbeat, heartbeat_body())
+            : send_status::unreachable;
+    if (s == send_status::sent) count_send(routing_id, 0, now);
+    if (s == send_status::unreachable) erase_pipe(routing_id);
+    it = pipes_.contains(routing_id) ? std::next(it) : closing_.erase(it);
+  }
+  if (room_wanted_ || held_bytes() > limits_.max_total_bytes) shed(router, now);
+  room_wanted_ = false;
+}
+
+void peer_outboxes::shed(zmq::socket_t& router, clock::time_point now) {
+  // Room for one peer's worth again when someone waits for it; else back within the total.
+  const uint64_t target = room_wanted_ ? limits_.max_total_bytes - std::min(limits_.max_total_bytes,
+                                                                            limits_.max_peer_bytes)
+                                       : limits_.max_total_bytes;
+  // What the peers dropped here hold, and those being closed: freed when their connections end.
+  uint64_t dropped = 0;
+  for (const std::string& routing_id : closing_) dropped += pipe_bytes_of(routing_id);
+  std::unordered_set<std::string> asked = closing_;
+  for (int i = 0; i < k_shed_probes && held_bytes() - dropped > target; ++i) {
+    std::string most;
+    uint64_t most_bytes = 0;
+    const auto consider = [&](const std::string& routing_id) {
+      const uint64_t b = bytes_of(routing_id) + pipe_bytes_of(routing_id);
+      if (b > most_bytes && !asked.contains(routing_id)) {
+        most_bytes = b;
+        most = routing_id;
+      }
+    };
+    for (const auto& [routing_id, w] : pipes_) consider(routing_id);
+    for (const auto& [routing_id, p] : peers_) consider(routing_id);
+    if (most_bytes == 0) break;
+    asked.insert(most);
+    if (!peers_.contains(most)) {
+      // Heartbeats push its counted bytes out for as long as its pipe takes them.
+      send_status s = send_status::sent;
+      while (s == send_status::sent && pipe_bytes_of(most) > 0) {
+        s = router_send(router, most, wire::command::heartbeat, heartbeat_body());
+        if (s == send_status::sent) count_send(most, 0, now);
+        if (s == send_status::unreachable) erase_pipe(most);
+      }
+      if (pipe_bytes_of(most) == 0) {  // it reads, or it has gone
+        shed_asked_.erase(most);
+        continue;
+      }
+    }
+    // It has k_shed_grace to read; one whose count went down since is asked again later (no
+    // catch-up adds to it while the total is wanted).
+    const uint64_t held = bytes_of(most) + pipe_bytes_of(most);
+    const auto [a, first] = shed_asked_.try_emplace(most, now, held);
+    if (first) continue;
+    if (held < a->second.second) {
+      a->second = {now, held};
+      continue;
+    }
+    if (now - a->second.first < k_shed_grace) continue;
+    shed_asked_.erase(a);
+    dropped += held;
+    shed_.push_back({most, std::to_string(held) +
+                               " bytes held and not reading for a second, the most while all "
+                               "peers together hold max_outbox_bytes (" +
+                               std::to_string(limits_.max_total_bytes) + ")"});
+  }
+}
+
+uint64_t peer_outboxes::total_room() const {
+  return held_bytes() >= limits_.max_total_bytes ? 0 : limits_.max_total_bytes - held_bytes();
 }
 
 uint64_t peer_outboxes::room(zmq::socket_t& router, const std::string& routing_id, uint64_t want,
@@ -142,7 +219,7 @@ send_status peer_outboxes::send_counted(zmq::socket_t& router, const std::string
     return s;
   const send_status s = router_send(router, routing_id, cmd, body);
   if (s == send_status::sent) count_send(routing_id, bytes, now);
-  if (s == send_status::unreachable) pipes_.erase(routing_id);
+  if (s == send_status::unreachable) erase_pipe(routing_id);
   return s;
 }
 
@@ -151,7 +228,7 @@ send_status peer_outboxes::make_room(zmq::socket_t& router, const std::string& r
   while (!fits(routing_id, bytes)) {
     const send_status s =
         router_send(router, routing_id, wire::command::heartbeat, heartbeat_body());
-    if (s == send_status::unreachable) pipes_.erase(routing_id);
+    if (s == send_status::unreachable) erase_pipe(routing_id);
     if (s != send_status::sent) return s;
     count_send(routing_id, 0, now);
   }
@@ -173,17 +250,27 @@ void peer_outboxes::count_send(const std::string& routing_id, uint64_t bytes,
   if (counted) {
     w.counted.emplace_back(w.sends, bytes);
     w.bytes += bytes;
+    total_pipe_bytes_ += bytes;
   }
   forget_old(w);
   if (w.counted.empty()) pipes_.erase(it);
 }
 
-void peer_outboxes::forget_old(pipe_window& w) const {
+void peer_outboxes::forget_old(pipe_window& w) {
   // ZeroMQ took send number `sends`, so the pipe holds at most the last pipe_messages sends.
   while (!w.counted.empty() && w.counted.front().first + limits_.pipe_messages <= w.sends) {
     w.bytes -= w.counted.front().second;
+    total_pipe_bytes_ -= w.counted.front().second;
     w.counted.pop_front();
   }
+}
+
+void peer_outboxes::erase_pipe(const std::string& routing_id) {
+  auto it = pipes_.find(routing_id);
+  if (it == pipes_.end()) return;
+  total_pipe_bytes_ -= it->second.bytes;
+  pipes_.erase(it);
+  shed_asked_.erase(routing_id);
 }
 
 bool peer_outboxes::fits(const std::string& routing_id, uint64_t bytes) const {
@@ -194,7 +281,9 @@ bool peer_outboxes::fits(const std::string& routing_id, uint64_t bytes) const {
 }
 
 std::vector<peer_outboxes::overflow> peer_outboxes::take_overflowing(clock::time_point now) {
-  std::vector<overflow> out;
+  std::vector<overflow> out = std::move(shed_);
+  shed_.clear();
+  for (const overflow& o : out) drop(o.routing_id);
   for (auto it = peers_.begin(); it != peers_.end();) {
     const peer& p = it->second;
     std::string why;
@@ -249,6 +338,21 @@ uint64_t peer_outboxes::pipe_bytes_of(const std::string& routing_id) const {
 
 void peer_outboxes::drop(const std::string& routing_id) {
   if (auto it = peers_.find(routing_id); it != peers_.end()) free_peer(it);
+  shed_asked_.erase(routing_id);
+}
+
+void peer_outboxes::closing(const std::string& routing_id) {
+  drop(routing_id);
+  if (auto w = pipes_.find(routing_id); w != pipes_.end()) {
+    w->second.starved_since.reset();  // dropped already
+    closing_.insert(routing_id);
+  }
+}
+
+void peer_outboxes::forget(const std::string& routing_id) {
+  drop(routing_id);
+  erase_pipe(routing_id);
+  closing_.erase(routing_id);
 }
 
 void peer_outboxes::free_peer(std::unordered_map<std::string, peer>::iterator it) {

@@ -8,6 +8,15 @@
 // would take that past max_peer_bytes waits in the outbox, and the outbox first sends the peer
 // empty heartbeats (which every peer ignores, PROTOCOL.md section 9.4): each one ZeroMQ accepts
 // pushes one older message out of the count, and a peer that does not read stops accepting them.
+//
+// All peers together hold at most max_total_bytes: their outboxes and their counted pipe bytes
+// (500 watchers of a 6 MiB output that never read held 1.9 GiB in their pipes, issue 52). Those
+// catching up share what the total has left (total_room()); when it is used up and someone
+// waits for it, or it is passed, the peers holding the most are asked to read, with heartbeats
+// as above, and one whose count has not gone down a second later is dropped (take_overflowing);
+// the broker then ends its connection, which frees its pipe (peer-connection.h; closing()), and
+// its count is kept until ZeroMQ says the peer is gone, so that the room is given again only
+// once it is free.
 #pragma once
 
 #include <chrono>
@@ -17,6 +26,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 #include <zmq.hpp>
 
@@ -79,6 +89,20 @@ class peer_outboxes {
 
   // Frees the peer's outbox (nothing when it has none). What its pipe holds is still counted.
   void drop(const std::string& routing_id);
+  // The peer's connection is being closed: its outbox is freed, and its pipe's count is kept
+  // until a heartbeat (one a turn) finds it gone.
+  void closing(const std::string& routing_id);
+  // The peer's connection cannot be closed: its outbox is freed and its pipe's count forgotten.
+  void forget(const std::string& routing_id);
+
+  // What all peers together may still be given: max_total_bytes less their outboxes and counted
+  // pipe bytes.
+  uint64_t total_room() const;
+  // Someone found total_room() too small: the next flush() asks the peers holding the most to
+  // read, and drops one that does not.
+  void want_room() { room_wanted_ = true; }
+  // Outboxes and counted pipe bytes of all peers.
+  uint64_t held_bytes() const { return total_bytes_ + total_pipe_bytes_; }
 
   bool empty() const { return peers_.empty(); }
   uint64_t total_bytes() const { return total_bytes_; }
@@ -117,13 +141,25 @@ class peer_outboxes {
   send_status make_room(zmq::socket_t& router, const std::string& routing_id, uint64_t bytes,
                         clock::time_point now);
   void count_send(const std::string& routing_id, uint64_t bytes, clock::time_point now);
-  void forget_old(pipe_window& w) const;
+  void forget_old(pipe_window& w);
+  void erase_pipe(const std::string& routing_id);
   bool fits(const std::string& routing_id, uint64_t bytes) const;
+  // The total is used up and wanted, or passed: the peers holding the most are asked to read
+  // (heartbeats push their counted bytes out), at most k_shed_probes a turn, and those whose
+  // count has not gone down a second after they were asked are noted in shed_ for
+  // take_overflowing.
+  void shed(zmq::socket_t& router, clock::time_point now);
 
   outbox_limits limits_;
   std::unordered_map<std::string, peer> peers_;  // only peers with something waiting
   uint64_t total_bytes_ = 0;
   std::unordered_map<std::string, pipe_window> pipes_;  // only peers with counted bytes
+  uint64_t total_pipe_bytes_ = 0;                       // the sum of their counts
+  bool room_wanted_ = false;
+  std::unordered_set<std::string> closing_;  // peers whose connections are being closed
+  // Peers shed() asked to read: since when, and what they held then.
+  std::unordered_map<std::string, std::pair<clock::time_point, uint64_t>> shed_asked_;
+  std::vector<overflow> shed_;  // dropped by shed(), reported by take_overflowing
 };
 
 }  // namespace hearth::broker

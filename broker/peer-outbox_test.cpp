@@ -218,5 +218,66 @@ TEST(PeerOutbox, APeerWaitingForRoomWithoutReadingIsDroppedAfterTheStallLimit) {
   EXPECT_TRUE(o.take_overflowing(t2 + 1200ms).empty());
 }
 
+// All peers together hold at most max_total_bytes, their counted pipe bytes included (issue 52:
+// 500 watchers that did not read held 1.9 GiB in their pipes). When the total is wanted, the
+// peer holding the most is asked to read: one that reads sheds its count, one that does not is
+// dropped, and its count holds the room until ZeroMQ has let its connection go.
+TEST(PeerOutbox, AllPeersStayWithinTheTotalAndOneThatDoesNotReadIsShed) {
+  router_and_peer s(transport::tcp, 64);
+  peer_outboxes o(outbox_limits{k_pipe_limit, k_pipe_limit, 10s, 64});
+  const auto now = clock::now();
+  send_64k(o, s, 3, now);
+  ASSERT_TRUE(o.empty());
+  EXPECT_GT(o.held_bytes(), 0u);
+  EXPECT_EQ(o.held_bytes(), o.pipe_bytes_of("d1"));
+  EXPECT_EQ(o.total_room(), k_pipe_limit - o.held_bytes());
+
+  // It reads everything: asked, it takes the heartbeats, its count goes, it stays.
+  int read = 0;
+  for (int i = 0; i < 2000 && read < 3; ++i) {
+    read += s.drain();
+    std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_EQ(read, 3);
+  for (int i = 0; i < 2000 && o.pipe_bytes_of("d1") > 0; ++i) {
+    s.drain();
+    o.want_room();
+    o.flush(s.router, now + 5s);
+    EXPECT_TRUE(o.take_overflowing(now + 5s).empty());
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_EQ(o.pipe_bytes_of("d1"), 0u);
+  EXPECT_EQ(o.total_room(), k_pipe_limit);
+
+  // It stops reading: asked, its pipe takes too few heartbeats; a second later it is dropped.
+  send_64k(o, s, 3, now);
+  o.want_room();
+  o.flush(s.router, now);
+  EXPECT_TRUE(o.take_overflowing(now).empty());
+  o.want_room();
+  o.flush(s.router, now + 500ms);
+  EXPECT_TRUE(o.take_overflowing(now + 500ms).empty());
+  o.want_room();
+  o.flush(s.router, now + 1500ms);
+  const auto over = o.take_overflowing(now + 1500ms);
+  ASSERT_EQ(over.size(), 1u);
+  EXPECT_EQ(over[0].routing_id, "d1");
+  EXPECT_NE(over[0].why.find("max_outbox_bytes"), std::string::npos) << over[0].why;
+  const uint64_t held = o.held_bytes();
+  EXPECT_GT(held, 0u);
+  o.closing("d1");
+  EXPECT_EQ(o.total_room(), k_pipe_limit - held);
+  s.dealer.close();
+  for (int i = 0; i < 1000 && o.held_bytes() > 0; ++i) {
+    std::this_thread::sleep_for(5ms);
+    // The ROUTER lets go of a peer's pipe once it has read to its end, as the broker does.
+    while (net::try_recv(s.router, true)) {
+    }
+    o.flush(s.router, clock::now());
+  }
+  EXPECT_EQ(o.held_bytes(), 0u);
+  EXPECT_EQ(o.total_room(), k_pipe_limit);
+}
+
 }  // namespace
 }  // namespace hearth::broker

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "tests/cluster.h"
+#include "tests/fake-node.h"
 #include "tests/testdata.h"
 
 namespace hearth {
@@ -226,6 +227,72 @@ TEST_F(security_test, a_removed_key_stops_working_without_a_restart) {
   // A key added while the broker runs works at once.
   auto newcomer = c_.client("client", "newcomer");
   EXPECT_TRUE(newcomer->request<wire::nodes_reply>(wire::list_nodes{}));
+}
+
+TEST_F(security_test, a_removed_key_is_sent_nothing_more) {
+  // Issue 52 (11): a removed key's messages were dropped, but the broker went on sending to its
+  // connections: a watch streamed on (5 s measured) and a removed node kept being assigned jobs
+  // (12 job_assigns in 3.1 s) until it was declared dead. Nodes here live 30 s without a word,
+  // so that only the removal can stop them within the test's windows.
+  c_.broker_settings({{"heartbeat_ms", "1000"}, {"liveness", "30"}});
+  auto broker = c_.start_broker();
+  auto streamer =
+      c_.start_node("streamer", models("m", {"alpha"}), "null", 1, {"--null-tokens-per-s", "40"});
+  ASSERT_TRUE(node_online("streamer"));
+  testing::fake_node leaver(c_, "leaver");
+  leaver.hello(4, {"beta"});
+  ASSERT_TRUE(leaver.welcomed());
+  leaver.send(wire::node_pull{4});
+
+  // A watcher of a slow stream, and a job running on the node that will lose its key.
+  auto follower = c_.client("client", "follower");
+  auto streamed = job("alpha", "a long story", 4000);
+  streamed.watch = true;
+  ASSERT_TRUE(follower->request<wire::accepted>(streamed));
+  auto first = admin().request<wire::accepted>(job("beta", "first", 4));
+  ASSERT_TRUE(first);
+  ASSERT_EQ(leaver.listen(5s, [](auto& h) { return !h.assigns.empty(); }).assigns.size(), 1u);
+  ASSERT_TRUE(wait_until([&] {
+    auto ev = follower->next_event(100ms);
+    return ev && ev->cmd == wire::command::job_tokens;
+  })) << "the stream runs";
+
+  std::filesystem::remove(c_.auth_dir() + "/clients/follower.pub");
+  std::filesystem::remove(c_.auth_dir() + "/nodes/leaver.pub");
+  // What was on its way when the keys went (given a generous second and a half) is read; then
+  // nothing more comes.
+  std::this_thread::sleep_for(1500ms);
+  const auto drained = std::chrono::steady_clock::now() + 300ms;
+  while (std::chrono::steady_clock::now() < drained) (void)follower->next_event(20ms);
+  (void)leaver.listen(100ms);
+  int tokens_after = 0;
+  const auto quiet_until = std::chrono::steady_clock::now() + 2s;
+  while (std::chrono::steady_clock::now() < quiet_until) {
+    auto ev = follower->next_event(50ms);
+    tokens_after += ev && ev->cmd == wire::command::job_tokens;
+  }
+  EXPECT_EQ(tokens_after, 0) << "job_tokens to a watcher whose key was removed";
+
+  // The node is gone: its attempt is queued again and a new job is not assigned to it.
+  auto second = admin().request<wire::accepted>(job("beta", "second", 4));
+  ASSERT_TRUE(second);
+  EXPECT_TRUE(leaver.listen(2s).assigns.empty()) << "job_assign to a node whose key was removed";
+  for (uint64_t id : {first->job_id, second->job_id}) {
+    auto d = admin().request<wire::job_reply>(wire::get_job{0, id});
+    ASSERT_TRUE(d);
+    EXPECT_EQ(d->job.summary.state, wire::job_state::queued) << "job " << id;
+  }
+  bool leaver_online = true;
+  for (const auto& n : nodes()) {
+    if (n.name == "leaver") leaver_online = n.online;
+  }
+  EXPECT_FALSE(leaver_online);
+  // Both go to the next node of the model.
+  testing::fake_node arrival(c_, "arrival");
+  arrival.hello(4, {"beta"});
+  ASSERT_TRUE(arrival.welcomed());
+  arrival.send(wire::node_pull{4});
+  EXPECT_EQ(arrival.listen(5s, [](auto& h) { return h.assigns.size() >= 2; }).assigns.size(), 2u);
 }
 
 // Open file descriptors of a process.
