@@ -8,7 +8,10 @@ cd "$(dirname "$0")/.."
 
 # Only what building and running hearth needs (not the test tools: tests/run.sh installs those),
 # and only the programs (not the tests and benchmarks, which tests/run.sh builds in the same
-# folder): on a 2-core machine the whole build and every test tool took 19 minutes.
+# folder): on a 2-core machine the whole build and every test tool took 19 minutes. The programs
+# are 343 of the 559 build steps: from a clean folder 874 CPU-seconds here (user + sys), about
+# half of the whole build's (estimated from its steps); the build set is 50 packages (31 MiB) beyond what a machine with
+# g++, cmake, GoogleTest and Node.js has, the test set 171 more (184 MiB, Chromium and clang).
 deploy/install-deps.sh --build
 cmake --preset release
 # The CLI, the daemons, the GPU backend modules this machine can build and the dashboard (built
