@@ -243,8 +243,11 @@ TEST_F(generation_end_utf8_cluster, the_gateway_answers_streamed_and_not_and_in_
       }
       const json j = json::parse(line.substr(6), nullptr, false);
       if (!j.contains("choices") || j["choices"].empty()) continue;
+      // A const json's operator[] must only be given keys it has (a chat stream's last delta has
+      // no content): look them up with value().
       const json& c = j["choices"][0];
-      const json& t = chat ? c["delta"]["content"] : c["text"];
+      const json t = chat ? c.value("delta", json::object()).value("content", json())
+                          : c.value("text", json());
       if (t.is_string()) text += t.get<std::string>();
     }
     return text;
