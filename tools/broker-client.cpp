@@ -158,6 +158,7 @@ void broker_client::send_request(wire::command cmd, std::string body) {
 
 void broker_client::reconnect() {
   connected_before_ = ever_connected();
+  handshake_before_ = handshake_before_ || monitor_->succeeded();
   monitor_.reset();  // before the socket it watches
   socket_.close();   // linger 0 (net::make_socket): unsent requests go with it
   events_.clear();
@@ -288,9 +289,13 @@ void broker_client::throw_timeout() const {
       !f->mechanism_mismatch()) {
     throw_key_refused(*f);
   }
-  if (keys_.enabled() && monitor_->connected() && !monitor_->succeeded()) {
+  if (keys_.enabled() && monitor_->connected() && !monitor_->succeeded() && !handshake_before_) {
     // A wrong broker key shows as the broker closing the connection (no detail): the handshake
     // never got going. Without any connection the broker is simply not there: the message below.
+    // Once these keys have completed a handshake with this broker, such a close is the broker
+    // going away instead: a dying process's listening socket still takes connections into its
+    // backlog and resets them when it is gone (seen under AddressSanitizer, whose processes take
+    // long to exit), so it is waited out like a broker that does not answer.
     throw_no_curve_answer(f ? &*f : nullptr);
   }
   if (!monitor_->connected() && !connected_before_) {

@@ -139,6 +139,7 @@ class broker_client {
   std::deque<net::received> events_;
   uint64_t disconnects_seen_ = 0;
   bool connected_before_ = false;  // on a socket that reconnect() replaced
+  bool handshake_before_ = false;  // a handshake completed on a socket that reconnect() replaced
 };
 
 }  // namespace hearth::cli
