@@ -14,11 +14,15 @@ cd "$(dirname "$0")/.."
 # g++, cmake, GoogleTest and Node.js has, the test set 171 more (184 MiB, Chromium and clang).
 deploy/install-deps.sh --build
 cmake --preset release
-# The CLI, the daemons, the GPU backend modules this machine can build and the dashboard (built
-# into hearth-gateway).
+# The CLI, the daemons, the GPU backend modules this machine can use and the dashboard (built
+# into hearth-gateway). The CUDA module only where an NVIDIA driver is loaded: nvcc alone (a CI or
+# build machine) makes it buildable but not usable here, and its kernels are about a tenth of the
+# build (`cmake --build --preset release --target hearth-cuda` builds it later; tests/run.sh does).
 targets=(hearth hearth-broker hearth-node hearth-gateway)
 known=$(cmake --build --preset release --target help)
-for module in hearth-vulkan hearth-cuda; do
+wanted=(hearth-vulkan)
+if [ -e /dev/nvidiactl ] || [ -e /proc/driver/nvidia/version ]; then wanted+=(hearth-cuda); fi
+for module in "${wanted[@]}"; do
   if grep -q "^$module:" <<<"$known"; then targets+=("$module"); fi
 done
 cmake --build --preset release -j "$(nproc)" --target "${targets[@]}"
