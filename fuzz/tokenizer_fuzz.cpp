@@ -75,14 +75,18 @@ void check(const hearth::vocab& v, std::string_view text) {
   for (bool parse_special : {false, true}) {
     const auto ids = v.tokenize(text, true, parse_special);
     for (int32_t id : ids) FUZZ_CHECK(id >= 0 && id < v.n_tokens());
-    // Streaming the pieces through the UTF-8 filter yields exactly the detokenized bytes.
+    // Streaming the pieces through the UTF-8 filter yields exactly the detokenized bytes, but
+    // for an unfinished character at the end (at most 3 bytes held back), which the end of the
+    // stream turns into one U+FFFD.
     hearth::utf8_stream stream;
     std::string streamed;
     for (int32_t id : ids) streamed += stream.push(v.token_to_piece(id, false));
-    streamed += stream.flush();
     std::string joined;
     for (int32_t id : ids) joined += v.token_to_piece(id, false);
-    FUZZ_CHECK(streamed == joined);
+    FUZZ_CHECK(joined.starts_with(streamed));
+    const size_t held = joined.size() - streamed.size();
+    FUZZ_CHECK(held <= 3 && stream.holds_back() == (held > 0));
+    FUZZ_CHECK(stream.flush() == (held > 0 ? "\xEF\xBF\xBD" : ""));
     (void)v.detokenize(ids, parse_special);
   }
   // Without special-token parsing valid text survives tokenization: byte fallback (SPM) and the
