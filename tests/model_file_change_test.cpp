@@ -69,18 +69,26 @@ TEST(model_file_change, a_node_outlives_its_model_file_truncated_and_serves_the_
   d = client->wait_final(again->job_id, 60s);
   ASSERT_TRUE(d) << logs();
   EXPECT_EQ(d->summary.state, wire::job_state::completed) << d->summary.error << logs();
-  // The attempts the change cut short were handed back (stop_reason model_changed), not failed:
-  // they run again on the good copy, and the node is not held to account beyond one hand-back
-  // (3 failed attempts within a minute would have quarantined the only node of the model).
+  // The attempts the change cut short were handed back (stop_reason model_changed), not failed
+  // as the node's fault: they run again on the good copy, and the node is not quarantined (3
+  // failed attempts within a minute would quarantine the only node of the model). A job that
+  // reached the node after the truncation but before the rescan may fail to load the truncated
+  // file: that is a node's fault like any load failure (item 7), so it is not asserted on.
+  size_t handed_back = 0;
   for (uint64_t id : {long_job->job_id, after->job_id}) {
     auto f = client->wait_final(id, 60s);
     ASSERT_TRUE(f) << "job " << id << " did not end: " << logs();
     EXPECT_EQ(f->summary.state, wire::job_state::completed) << f->summary.error << logs();
+    for (const auto& e : f->events) {
+      if (e.detail.find("changed on disk") == std::string::npos) continue;
+      EXPECT_NE(e.detail.find("handed it back"), std::string::npos) << e.event << ": " << e.detail;
+      ++handed_back;
+    }
   }
+  EXPECT_GE(handed_back, 1u) << "no attempt was cut short by the change: " << logs();
   auto nodes = client->request<wire::nodes_reply>(wire::list_nodes{});
   ASSERT_TRUE(nodes && nodes->nodes.size() == 1) << logs();
   EXPECT_EQ(nodes->nodes[0].quarantined_until_ms, 0) << logs();
-  EXPECT_LE(nodes->nodes[0].lost, 1u) << logs();
   EXPECT_TRUE(node.running()) << logs();
   EXPECT_EQ(node.log().find("Bus error"), std::string::npos) << logs();
 }
