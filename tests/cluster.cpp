@@ -15,8 +15,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 extern char** environ;
 
@@ -139,7 +141,46 @@ temp_dir::~temp_dir() {
   if (!getenv("HEARTH_KEEP_TEST_DIRS")) std::filesystem::remove_all(path_, ec);
 }
 
+namespace {
+
+// Whether `port` can be bound on every address now (0.0.0.0: the dashboard test's gateway binds
+// there, and a port free on 0.0.0.0 is free on 127.0.0.1).
+bool port_bindable(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_ANY);
+  a.sin_port = htons(uint16_t(port));
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  close(fd);
+  return ok;
+}
+
+// The kernel's range of ephemeral ports (the source ports of outgoing connections).
+std::pair<int, int> ephemeral_ports() {
+  int lo = 32768, hi = 60999;
+  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> lo >> hi;
+  return {lo, hi};
+}
+
+}  // namespace
+
 int free_port() {
+  // Below the ephemeral range: a port the kernel handed out (bind to port 0) is soon handed out
+  // again as the source port of some test's outgoing connection, and the flood tests make
+  // thousands of those, so a server started a moment later found its port taken ("Address already
+  // in use"). A random port below the range is taken only by another test that chose the same one.
+  const auto [lo, hi] = ephemeral_ports();
+  const int top = std::min(lo, 65536) - 1, bottom = 10000;
+  if (top > bottom) {
+    static std::mt19937 pick{std::random_device{}()};
+    std::uniform_int_distribution<int> in(bottom, top);
+    for (int i = 0; i < 200; ++i) {
+      const int port = in(pick);
+      if (port_bindable(port)) return port;
+    }
+  }
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;

@@ -61,7 +61,7 @@ class temp_dir {
   std::string path_;
 };
 
-// A TCP port on 127.0.0.1 that was free a moment ago.
+// A TCP port that was free a moment ago (on every address), below the ephemeral range.
 int free_port();
 
 // A models directory holding symlinks to test models under the given names.
