@@ -1,5 +1,5 @@
 # The CUDA toolchain (HEARTH_CUDA = AUTO/ON/OFF), enabled at the top level so that every folder
-# (gpu/cuda, bench, tests) can build .cu files and link CUDA:: targets. Sets
+# (backends/cuda, bench, tests) can build .cu files and link CUDA:: targets. Sets
 # HEARTH_HAVE_CUDA_TOOLCHAIN.
 if(NOT HEARTH_CUDA STREQUAL "OFF")
   include(CheckLanguage)

@@ -60,7 +60,8 @@ endfunction()
 
 # hearth_tests_beside(PREFIX p LIBS ... [DIRS subdir ...]): every <name>_test.cpp in the current
 # source folder (and the given subfolders) becomes the ctest test p_<name> ('-' -> '_'), label
-# unit, linked with LIBS. Unit tests live beside the code they test.
+# unit, linked with LIBS. Unit tests live beside the code they test. The target p_unit_tests builds
+# them all, so a script that builds a subset (tests/aarch64.sh) cannot miss a new one.
 function(hearth_tests_beside)
   cmake_parse_arguments(T "" "PREFIX" "LIBS;DIRS" ${ARGN})
   set(globs ${CMAKE_CURRENT_SOURCE_DIR}/*_test.cpp)
@@ -68,10 +69,14 @@ function(hearth_tests_beside)
     list(APPEND globs ${CMAKE_CURRENT_SOURCE_DIR}/${d}/*_test.cpp)
   endforeach()
   file(GLOB tests CONFIGURE_DEPENDS ${globs})
+  if(NOT TARGET ${T_PREFIX}_unit_tests)
+    add_custom_target(${T_PREFIX}_unit_tests)
+  endif()
   foreach(src ${tests})
     get_filename_component(name ${src} NAME_WE)
     string(REGEX REPLACE "_test$" "" name ${name})
     string(REPLACE "-" "_" name ${name})
     hearth_test(NAME ${T_PREFIX}_${name} SOURCES ${src} LABELS unit LIBS ${T_LIBS})
+    add_dependencies(${T_PREFIX}_unit_tests ${T_PREFIX}_${name})
   endforeach()
 endfunction()

@@ -1,8 +1,8 @@
 # The install layout (`cmake --install`, and the Debian packages: cmake/packages.cmake). Each rule
 # names its package as a component: cli (the hearth CLI and what every package shares), broker,
-# node, gateway, and one per GPU backend module (gpu/CMakeLists.txt). With the prefix /usr:
+# node, gateway, and one per GPU backend module (backends/CMakeLists.txt). With the prefix /usr:
 #   /usr/bin/hearth, hearth-broker, hearth-node, hearth-gateway
-#   /usr/lib/hearth/libhearth-{cuda,vulkan}.so   ../lib/hearth from the executables (gpu/modules.h);
+#   /usr/lib/hearth/libhearth-{cuda,vulkan}.so   ../lib/hearth from the executables (backends/modules.h);
 #                                                 not CMAKE_INSTALL_LIBDIR (multiarch on Debian)
 #   /etc/hearth/{broker,node,gateway}.yaml        the examples in deploy/ with the services' paths
 #   /lib/systemd/system/hearth-*.service          deploy/'s units, with this layout's paths

@@ -1,7 +1,7 @@
 # Debian packages of the install layout (cmake/install.cmake), one per component, by CPack:
 #   hearth          the CLI, hearth-setup, the user and /var/lib/hearth: what the others share
 #   hearth-broker   the broker and its unit; its keys (/etc/hearth/auth) made on install
-#   hearth-node     the node and its unit; CPU only: no GPU library is linked (gpu/README.md)
+#   hearth-node     the node and its unit; CPU only: no GPU library is linked (backends/README.md)
 #   hearth-gateway  the OpenAI HTTP gateway and its unit
 #   hearth-vulkan   libhearth-vulkan.so (pulls the Vulkan loader; a driver is recommended)
 #   hearth-cuda     libhearth-cuda.so (needs the NVIDIA driver and cuBLAS)

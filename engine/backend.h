@@ -1,5 +1,5 @@
 // The backend seam: every operation of the forward pass goes through this interface, so CUDA and
-// Vulkan backends (gpu/) can run the same model code. The CPU backend (engine/cpu/) is the
+// Vulkan backends (backends/) can run the same model code. The CPU backend (engine/cpu/) is the
 // reference implementation every other backend is compared against (../shared/STYLE.md 3, 12).
 //
 // Conventions. Tensors are row-major with ne[0] the fastest dimension (as GGUF stores them):

@@ -11,7 +11,7 @@
 // sequence's logits do not depend on the other rows of a batch, so an attempt's tokens are those
 // generate() gives for it alone.
 //
-// Models load on the backend the configuration asks for (gpu/select.h): the device is chosen once
+// Models load on the backend the configuration asks for (backends/select.h): the device is chosen once
 // at start, and a model that device cannot run (a weight type without a kernel, too little
 // device memory) loads on the CPU instead, with a warning saying why. All of that happens at
 // load, so a job never fails half-way for want of a kernel.
@@ -42,7 +42,7 @@
 #include "engine/sequence.h"
 #include "engine/system-info.h"
 #include "engine/tokenizer/chat-template.h"
-#include "gpu/select.h"
+#include "backends/select.h"
 #include "node/job-engine.h"
 #include "node/model-catalog.h"
 #include "schema/job-params.h"

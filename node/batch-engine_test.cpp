@@ -19,7 +19,7 @@
 #include "engine/generate.h"
 #include "engine/model-file.h"
 #include "engine/model.h"
-#include "gpu/select.h"
+#include "backends/select.h"
 #include "node/fake-job-sink.h"
 #include "node/job-engine.h"
 #include "schema/job-params.h"

@@ -7,7 +7,7 @@
 #include <filesystem>
 
 #include "common/yaml-settings.h"
-#include "gpu/device.h"
+#include "backends/device.h"
 
 namespace hearth::node {
 

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "common/result.h"
-#include "gpu/device.h"
+#include "backends/device.h"
 
 namespace hearth::node {
 

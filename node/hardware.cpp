@@ -6,7 +6,7 @@
 #include <set>
 
 #include "engine/system-info.h"
-#include "gpu/registry.h"
+#include "backends/registry.h"
 
 namespace hearth::node {
 

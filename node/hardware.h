@@ -1,9 +1,9 @@
 // What this machine has, as the node advertises it: CPU, memory and GPUs (the device registry,
-// gpu/registry.h).
+// backends/registry.h).
 #pragma once
 
-#include "gpu/device.h"
-#include "gpu/registry.h"
+#include "backends/device.h"
+#include "backends/registry.h"
 #include "schema/messages.h"
 
 namespace hearth::node {

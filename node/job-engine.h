@@ -14,7 +14,7 @@
 
 #include "engine/context.h"
 #include "engine/model-file.h"
-#include "gpu/device.h"
+#include "backends/device.h"
 #include "schema/messages.h"
 
 namespace hearth::node {
@@ -65,7 +65,7 @@ struct batch_engine_config {
   uint64_t memory_budget = 0;     // bytes for loaded models and their contexts; 0: MemAvailable
   int32_t threads = 0;            // 0: all cores
   int32_t n_ctx_per_slot = 0;     // context cells per slot; 0: the model's (at most 4096)
-  gpu::backend_kind backend = gpu::backend_kind::cpu;  // where models load (gpu/select.h)
+  gpu::backend_kind backend = gpu::backend_kind::cpu;  // where models load (backends/select.h)
   int32_t device = -1;                                 // Vulkan device index; -1: the best
 };
 

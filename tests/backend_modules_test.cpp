@@ -1,7 +1,7 @@
-// The GPU backends are modules loaded at run time (gpu/modules.h): a node whose CUDA module cannot
+// The GPU backends are modules loaded at run time (backends/modules.h): a node whose CUDA module cannot
 // load — its libraries missing (as on a machine without libcublas.so.13 or the NVIDIA driver), or
 // the module absent — still starts, says at start why CUDA was not loaded, and serves jobs on the
-// CPU; `hearth devices` says the same. The broken module is gpu/module-fixture.cpp, built as
+// CPU; `hearth devices` says the same. The broken module is backends/module-fixture.cpp, built as
 // libhearth-cuda.so needing a library no loader can find.
 #include <gtest/gtest.h>
 #include <stdlib.h>

@@ -29,7 +29,7 @@
 #include "tests/testdata.h"
 
 #include "engine/convert/quantize.h"
-#include "gpu/registry.h"
+#include "backends/registry.h"
 
 namespace hearth {
 namespace {

@@ -19,7 +19,7 @@
 #include "tests/conformance.h"
 #include "tests/testdata.h"
 
-#include "gpu/registry.h"
+#include "backends/registry.h"
 
 namespace hearth {
 namespace {

@@ -23,7 +23,7 @@
 #include "engine/io/gguf.h"
 #include "engine/io/type-traits.h"
 #include "engine/model.h"
-#include "gpu/cuda/backend-cuda.h"
+#include "backends/cuda/backend-cuda.h"
 #include "tests/testdata.h"
 
 namespace hearth {

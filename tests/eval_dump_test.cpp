@@ -16,7 +16,7 @@
 #include "tests/testdata.h"
 
 #ifdef HEARTH_EVAL_DUMP_VULKAN
-#include "gpu/registry.h"
+#include "backends/registry.h"
 #endif
 
 namespace hearth {

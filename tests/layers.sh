@@ -17,17 +17,17 @@ allowed() {
     engine) echo "common engine/io engine/tokenizer engine/import engine" ;;
     engine/convert) echo "common engine/io engine/tokenizer engine/import engine engine/convert" ;;
     fixtures) echo "common engine/io engine/tokenizer engine/import engine engine/convert fixtures" ;;
-    gpu) echo "common engine/io engine/tokenizer engine/import engine gpu" ;;
+    backends) echo "common engine/io engine/tokenizer engine/import engine backends" ;;
     broker) echo "common schema broker" ;;
     gateway) echo "common schema gateway" ;;
-    node) echo "common schema engine/io engine/tokenizer engine/import engine engine/convert gpu node" ;;
-    tools) echo "common schema engine/io engine/tokenizer engine/import engine engine/convert fixtures gpu broker node gateway tools" ;;
+    node) echo "common schema engine/io engine/tokenizer engine/import engine engine/convert backends node" ;;
+    tools) echo "common schema engine/io engine/tokenizer engine/import engine engine/convert fixtures backends broker node gateway tools" ;;
     *) echo "*" ;;  # tests/, bench/, fuzz/: anything
   esac
 }
 
 # Every include of every file, as "file include" lines; each checked by awk against the table.
-rules=$(for c in common schema engine/io engine/tokenizer engine/import engine engine/convert fixtures gpu broker node gateway tools; do
+rules=$(for c in common schema engine/io engine/tokenizer engine/import engine engine/convert fixtures backends broker node gateway tools; do
   echo "$c $(allowed "$c")"
 done)
 # Hearth's own sources: what git tracks, or (outside a checkout) every source below the root

@@ -1,6 +1,6 @@
 #!/bin/sh
 # The executables link no GPU library: CUDA, cuBLAS and Vulkan are reached through the backend
-# modules (gpu/module.h), loaded at run time. Usage: no-gpu-libraries.sh BINARY... [-- MODULE...]
+# modules (backends/module.h), loaded at run time. Usage: no-gpu-libraries.sh BINARY... [-- MODULE...]
 # Each MODULE given after "--" must link one of them (so that the pattern is known to match).
 pattern='libcuda|libcudart|libcublas|libvulkan|libnvidia'
 status=0

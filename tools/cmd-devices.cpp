@@ -1,5 +1,5 @@
 // hearth devices: the devices models can run on (`--backend cuda|vulkan --device N`), from the
-// device registry (gpu/registry.h): CUDA's then Vulkan's, with what the driver says of each —
+// device registry (backends/registry.h): CUDA's then Vulkan's, with what the driver says of each —
 // vendor, type, memory, free memory and utilisation where the driver says (free: CUDA, Vulkan
 // with VK_EXT_memory_budget; utilisation: CUDA through NVML), memory heaps, a backend-specific
 // detail (compute capability, subgroup arithmetic) — and which backends loaded and why the others
@@ -7,7 +7,7 @@
 #include <cstdio>
 
 #include "engine/system-info.h"
-#include "gpu/registry.h"
+#include "backends/registry.h"
 #include "tools/broker-cli.h"
 #include "tools/commands.h"
 

@@ -13,7 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "gpu/registry.h"
+#include "backends/registry.h"
 #include "node/config.h"
 #include "node/model-catalog.h"
 #include "schema/endpoint.h"

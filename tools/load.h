@@ -1,4 +1,4 @@
-// Loading a model from the CLI: on the backend --backend/--device ask for (gpu/select.h), with a
+// Loading a model from the CLI: on the backend --backend/--device ask for (backends/select.h), with a
 // progress bar for large files.
 #pragma once
 
@@ -7,7 +7,7 @@
 #include <string>
 
 #include "engine/model.h"
-#include "gpu/select.h"
+#include "backends/select.h"
 
 namespace hearth::cli {
 

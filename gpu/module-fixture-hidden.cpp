@@ -1,4 +1,0 @@
-// The library gpu/module-fixture.cpp's unresolvable module needs; built where no loader looks.
-extern "C" __attribute__((visibility("default"))) int hearth_fixture_hidden_value() {
-  return 1;
-}
