@@ -40,23 +40,6 @@ wire::job_summary summary_of(const job_row& r, std::string owner) {
   return s;
 }
 
-// Bytes [offset, offset + max_bytes) of `text`, shortened to end on a UTF-8 character boundary
-// (but holding at least one character when there is one), so that each page is valid UTF-8 when
-// the whole is.
-std::string_view utf8_page(std::string_view text, uint64_t offset, uint64_t max_bytes) {
-  if (offset >= text.size()) return {};
-  const size_t begin = size_t(offset);
-  const size_t limit = std::min<uint64_t>(text.size(), begin + max_bytes);
-  auto continuation = [&](size_t i) { return (uint8_t(text[i]) & 0xC0) == 0x80; };
-  size_t end = limit;
-  while (end > begin && end < text.size() && continuation(end)) --end;
-  if (end == begin) {
-    end = std::min(limit + 1, text.size());
-    while (end < text.size() && continuation(end)) ++end;
-  }
-  return text.substr(begin, end - begin);
-}
-
 uint32_t page_bytes(uint32_t requested) {
   if (requested == 0) return wire::job_page_bytes_default;
   return std::min(requested, wire::job_page_bytes_max);
@@ -67,22 +50,13 @@ uint32_t page_bytes(uint32_t requested) {
 constexpr size_t k_list_reply_bytes = 1 << 20;
 constexpr size_t k_list_error_bytes = 4096;
 
-// What a lagging watcher is sent per turn once its pipe has room again (at most: its pipe's room,
-// peer-outbox.h), and the least room worth sending a page into.
-constexpr uint64_t k_catch_up_bytes = 1 << 20;
-constexpr uint64_t k_catch_up_min_bytes = 16 << 10;
-
-// Bytes read past a page of stored output, so that the page can end on a character boundary
-// (a UTF-8 character has at most 4 bytes).
-constexpr uint64_t k_utf8_lookahead = 4;
-
 }  // namespace
 
 const job_row* broker::visible_job(const std::string& rid, const peer& who, uint64_t request_id,
                                    uint64_t job_id, std::optional<job_row>& stored) {
   const job_row* row = nullptr;
-  if (auto it = jobs_.find(job_id); it != jobs_.end()) {
-    row = &it->second.row;
+  if (const live_job* live = jobs_.find(job_id)) {
+    row = &live->row;
   } else if ((stored = store_->job(job_id))) {
     row = &*stored;
   }
@@ -120,9 +94,9 @@ void broker::on_submit(const std::string& rid, const peer& who, wire::submit m) 
   if (!m.request_key.empty()) {
     // A retry of a submit whose reply was lost: the job it made, not another one.
     if (auto id = store_->job_by_request_key(who.key, m.request_key)) {
-      auto it = jobs_.find(*id);
-      const bool queued = it != jobs_.end() && it->second.row.state == wire::job_state::queued;
-      send(rid, wire::accepted{m.request_id, *id, queued ? queue_position(it->second) : 0});
+      const live_job* live = jobs_.find(*id);
+      const bool queued = live && live->row.state == wire::job_state::queued;
+      send(rid, wire::accepted{m.request_id, *id, queued ? jobs_.queue_position(*live) : 0});
       if (m.watch) watch_job(rid, *id, wire::watch{});
       return;
     }
@@ -133,31 +107,22 @@ void broker::on_submit(const std::string& rid, const peer& who, wire::submit m) 
   if (m.prompt.empty() && m.messages.empty()) {
     return send_error(rid, m.request_id, error_code::invalid_params, "the job has no prompt");
   }
-  if (auto e = wire::job_params_check(m.params); !e.empty()) {
-    return send_error(rid, m.request_id, error_code::invalid_params, e);
+  if (auto e = wire::job_params_check(m.params); !e.ok()) {
+    return send_error(rid, m.request_id, error_code::invalid_params, e.message);
   }
-  if (!m.wait_model && !known_models_.contains(m.model)) {
+  const std::set<std::string>& known_models = nodes_.known_models();
+  if (!m.wait_model && !known_models.contains(m.model)) {
     std::string known;
-    for (const auto& k : known_models_) known += (known.empty() ? "" : ", ") + k;
-    const std::string close = closest_name(m.model, {known_models_.begin(), known_models_.end()});
+    for (const auto& k : known_models) known += (known.empty() ? "" : ", ") + k;
+    const std::string close = closest_name(m.model, {known_models.begin(), known_models.end()});
     return send_error(rid, m.request_id, error_code::unknown_model,
                       "no node has ever offered model '" + m.model + "'" +
                           (close.empty() ? "" : "; did you mean '" + close + "'?") +
                           " (known: " + (known.empty() ? "none" : known) + ")");
   }
   if (!m.messages.empty() && m.params.chat_template.empty()) {
-    // A chat job that no node could format: refused now rather than failed once assigned. Only
-    // online nodes' files are known; with none online the job waits as any other.
-    bool served = false, formattable = false;
-    for (const auto& [name, n] : nodes_) {
-      if (!n.online) continue;
-      for (const auto& mi : n.models) {
-        if (mi.name != m.model) continue;
-        served = true;
-        formattable = formattable || !mi.chat_template.empty();
-      }
-    }
-    if (served && !formattable) {
+    // A chat job that no node could format: refused now rather than failed once assigned.
+    if (nodes_.chat_unformattable(m.model)) {
       return send_error(rid, m.request_id, error_code::invalid_params,
                         "model '" + m.model +
                             "' has no chat template its nodes can use, so chat messages cannot "
@@ -165,13 +130,12 @@ void broker::on_submit(const std::string& rid, const peer& who, wire::submit m) 
                             "prompt");
     }
   }
-  if (n_queued_ >= cfg_.max_queue) {
+  if (jobs_.queued() >= cfg_.max_queue) {
     return send_error(rid, m.request_id, error_code::queue_full,
                       "the queue is full (" + std::to_string(cfg_.max_queue) + " jobs waiting)");
   }
   const uint64_t bytes = request_bytes(m.prompt, m.messages);
-  const auto u = usage_.find(who.key);
-  const client_usage used = u == usage_.end() ? client_usage{} : u->second;
+  const client_usage used = jobs_.usage_of(who.key);
   if (used.jobs >= cfg_.max_client_queued_jobs) {
     return send_error(rid, m.request_id, error_code::limit_reached,
                       "max_client_queued_jobs is reached: this client has " +
@@ -186,9 +150,10 @@ void broker::on_submit(const std::string& rid, const peer& who, wire::submit m) 
                           std::to_string(bytes) + ", the limit is " +
                           std::to_string(cfg_.max_client_queued_bytes));
   }
-  if (queued_bytes_ + bytes > cfg_.max_queue_bytes) {
+  const uint64_t queued_bytes = jobs_.unfinished_bytes();
+  if (queued_bytes + bytes > cfg_.max_queue_bytes) {
     return send_error(rid, m.request_id, error_code::queue_full,
-                      "the queue is full: unfinished jobs hold " + std::to_string(queued_bytes_) +
+                      "the queue is full: unfinished jobs hold " + std::to_string(queued_bytes) +
                           " bytes of prompts and messages, this one " + std::to_string(bytes) +
                           ", max_queue_bytes is " + std::to_string(cfg_.max_queue_bytes));
   }
@@ -204,17 +169,14 @@ void broker::on_submit(const std::string& rid, const peer& who, wire::submit m) 
   row.state = wire::job_state::queued;
   row.created_ms = net::wall_ms();
   row.request_key = std::move(m.request_key);
-  const uint64_t id = store_->insert_job(row, row.created_ms);
-  live_job& j = jobs_[id];
-  j.row = std::move(row);
-  j.row.id = id;
-  usage_add(j);
-  enqueue(j);
+  row.id = store_->insert_job(row, row.created_ms);
+  const uint64_t id = row.id;
+  live_job& j = jobs_.add(std::move(row));
   turn_metrics_.add(metric::jobs_submitted, {j.row.model});
   if (m.watch) j.watchers.insert(rid);
-  const uint32_t position = queue_position(j);
+  const uint32_t position = jobs_.queue_position(j);
   j.last_position_sent = position;
-  j.last_waiting_sent = waiting_reason(j.row.model);
+  j.last_waiting_sent = nodes_.waiting_reason(j.row.model);
   send(rid, wire::accepted{m.request_id, id, position, j.last_waiting_sent});
 }
 
@@ -241,22 +203,19 @@ void broker::on_watch(const std::string& rid, const peer& who, const wire::watch
 }
 
 void broker::watch_job(const std::string& rid, uint64_t job_id, const wire::watch& has) {
-  if (auto it = jobs_.find(job_id); it != jobs_.end()) {
-    live_job& j = it->second;
+  if (live_job* live = jobs_.find(job_id)) {
+    live_job& j = *live;
     j.watchers.insert(rid);
     if (j.row.state == wire::job_state::queued) {
-      j.last_position_sent = queue_position(j);
-      j.last_waiting_sent = waiting_reason(j.row.model);
+      j.last_position_sent = jobs_.queue_position(j);
+      j.last_waiting_sent = nodes_.waiting_reason(j.row.model);
       send(rid, wire::job_queued{j.row.id, j.last_position_sent, j.last_waiting_sent});
     } else if (j.row.state == wire::job_state::running) {
       send(rid, wire::job_running{j.row.id, j.row.attempts, j.row.node});
       const output_mark from = watch_resume_mark(has, j.row.attempts, j.next_seq, j.output.size());
       // The output so far goes out in pages over the next turns, as to a watcher that lagged.
       if (from.seq < j.next_seq || from.byte < j.output.size()) {
-        watcher_lag& l = lagging_[{job_id, rid}];
-        l = {};
-        l.has = from;
-        l.attempt = j.row.attempts;
+        relay_.catch_up_running(j, rid, from);
       }
     }
     return;
@@ -267,164 +226,7 @@ void broker::watch_job(const std::string& rid, uint64_t job_id, const wire::watc
                             row->error, row->n_prompt, row->n_gen};
   const output_mark from = watch_resume_mark(has, row->attempts, row->n_gen, row->output_bytes);
   if (from.seq == row->n_gen && from.byte == row->output_bytes) return send(rid, done);
-  watcher_lag& l = lagging_[{job_id, rid}];
-  l = {};
-  l.has = from;
-  l.attempt = row->attempts;
-  l.finished = true;
-  l.final_seq = row->n_gen;
-  l.final_bytes = row->output_bytes;
-  l.done_body = wire::encode(done);
-}
-
-output_mark broker::send_output_from(const std::string& rid, uint64_t job_id, uint32_t attempt,
-                                     output_mark from, uint64_t end_seq, const std::string& output,
-                                     uint64_t max_bytes) {
-  return send_output_window(rid, job_id, attempt, from, end_seq, output, 0, output.size(),
-                            max_bytes);
-}
-
-output_mark broker::send_stored_output_from(const std::string& rid, uint64_t job_id,
-                                            uint32_t attempt, output_mark from, uint64_t end_seq,
-                                            uint64_t total_bytes, uint64_t max_bytes) {
-  // A few bytes more than it sends, so that its pages can end on character boundaries.
-  const std::string window = store_->read_output(job_id, from.byte, max_bytes + k_utf8_lookahead);
-  return send_output_window(rid, job_id, attempt, from, end_seq, window, from.byte, total_bytes,
-                            max_bytes);
-}
-
-output_mark broker::send_output_window(const std::string& rid, uint64_t job_id, uint32_t attempt,
-                                       output_mark from, uint64_t end_seq, std::string_view window,
-                                       uint64_t base, uint64_t total, uint64_t max_bytes) {
-  // Pages of at most the default page size. The text carries no token boundaries, so every chunk
-  // but the one reaching the end has n_tokens 0 at from.seq (never below the next expected seq:
-  // none is dropped as a duplicate) and that one carries the count (PROTOCOL.md section 11).
-  // `window` holds bytes [base, base + window.size()) of the attempt's `total` bytes; one that
-  // stops short of the end keeps its last bytes for looking ahead at character boundaries.
-  uint64_t offset = from.byte;
-  if (offset >= total && end_seq == from.seq) return from;
-  const uint64_t window_end = base + window.size();
-  const uint64_t usable_end =
-      window_end >= total ? total
-                          : window_end - std::min<uint64_t>(k_utf8_lookahead, window.size());
-  uint64_t sent = 0;
-  do {
-    std::string_view page;
-    if (offset < usable_end) {
-      // At least 4 bytes, so that a page always holds a whole character.
-      const uint64_t room =
-          std::min<uint64_t>({wire::job_page_bytes_default, usable_end - offset,
-                              std::max<uint64_t>(max_bytes - sent, k_utf8_lookahead)});
-      page = utf8_page(window, offset - base, room);
-    }
-    offset += page.size();
-    sent += page.size();
-    const bool last = offset >= total;
-    send(rid, wire::job_tokens{job_id, attempt, from.seq, last ? uint32_t(end_seq - from.seq) : 0,
-                               std::string(page)});
-    if (page.empty()) break;
-  } while (offset < total && sent < max_bytes);
-  return offset >= total ? output_mark{end_seq, offset} : output_mark{from.seq, offset};
-}
-
-void broker::deliver(const live_job& j, const std::string& rid, wire::command cmd,
-                     const std::string& body) {
-  auto lag = lagging_.find({j.row.id, rid});
-  switch (cmd) {
-    case wire::command::job_tokens:
-      if (lag != lagging_.end()) return;  // catch_up_lagging() sends it later, in one piece
-      if (outboxes_.bytes_of(rid) > 0) {
-        // Its pipe is full: rather than queueing every chunk, remember what it has.
-        if (auto t = wire::decode<wire::job_tokens>(body)) {
-          watcher_lag& l = lagging_[{j.row.id, rid}];
-          l.has = {t->seq, j.output.size() - t->text.size()};
-          l.attempt = j.row.attempts;
-          return;
-        }
-      }
-      break;
-    case wire::command::job_done:
-      // The job leaves memory at the end of the turn: the lagging watcher keeps its output (and
-      // its job_done) until it has been sent the rest.
-      if (lag != lagging_.end()) {
-        lag->second.finished = true;
-        lag->second.final_seq = j.next_seq;
-        lag->second.final_bytes = j.output.size();
-        lag->second.done_body = body;
-        return;
-      }
-      break;
-    case wire::command::job_running:
-    case wire::command::job_restarted:
-      // A new attempt: the one it lagged behind is abandoned.
-      if (lag != lagging_.end()) lagging_.erase(lag);
-      break;
-    default:
-      break;
-  }
-  queue_out(rid, cmd, body);
-}
-
-void broker::catch_up_lagging() {
-  // What each watcher's pipe has room for this turn, shared by the jobs it lags behind on.
-  std::unordered_map<std::string, uint64_t> room;
-  // And what all peers together may still be given (max_outbox_bytes counts outboxes and pipes),
-  // shared by this turn's catch-ups: 500 watchers of a large output that never read took a page
-  // each turn, 3.7 MiB each, 1.9 GiB in all.
-  uint64_t total_left = outboxes_.total_room();
-  const auto now = net::steady::now();
-  for (auto it = lagging_.begin(); it != lagging_.end();) {
-    if (total_left < k_catch_up_min_bytes) {
-      outboxes_.want_room();  // the peers holding the most are asked to read, or dropped
-      break;
-    }
-    const auto& [job_id, rid] = it->first;
-    auto r = room.find(rid);
-    if (r == room.end()) {
-      r = room.emplace(rid, outboxes_.room(*router_, rid, k_catch_up_bytes, now)).first;
-    }
-    // Too little room to be worth a page: its pipe is nearly full, it is sent more later.
-    if (r->second < k_catch_up_min_bytes) {
-      ++it;
-      continue;
-    }
-    const uint64_t budget = std::min({k_catch_up_bytes, r->second, total_left});
-    const uint64_t queued_before = turn_bytes_[rid];
-    watcher_lag& l = it->second;
-    const auto spent = [&] {
-      const uint64_t queued = turn_bytes_[rid];
-      const uint64_t took = queued == k_peer_dropped ? budget : queued - queued_before;
-      r->second = queued == k_peer_dropped ? 0 : r->second - std::min(r->second, took);
-      total_left -= std::min(total_left, took);
-    };
-    if (l.finished) {
-      // The job's output is in the store: it finished in a turn that has committed.
-      l.has = send_stored_output_from(rid, job_id, l.attempt, l.has, l.final_seq, l.final_bytes,
-                                      budget);
-      spent();
-      if (l.has.seq == l.final_seq) {
-        queue_out(rid, wire::command::job_done, std::move(l.done_body));
-        it = lagging_.erase(it);
-      } else {
-        ++it;
-      }
-      continue;
-    }
-    auto j = jobs_.find(job_id);
-    if (j == jobs_.end() || j->second.row.state != wire::job_state::running) {
-      it = lagging_.erase(it);
-      continue;
-    }
-    const live_job& live = j->second;
-    l.has =
-        send_output_from(rid, job_id, live.row.attempts, l.has, live.next_seq, live.output, budget);
-    spent();
-    if (l.has.seq == live.next_seq) {
-      it = lagging_.erase(it);
-    } else {
-      ++it;
-    }
-  }
+  relay_.catch_up_finished(*row, rid, from, wire::encode(done));
 }
 
 void broker::on_cancel(const std::string& rid, const peer& who, const wire::cancel& m) {
@@ -432,17 +234,17 @@ void broker::on_cancel(const std::string& rid, const peer& who, const wire::canc
   std::optional<job_row> stored;
   const job_row* row = visible_job(rid, who, m.request_id, m.job_id, stored);
   if (!row) return;
-  if (auto it = jobs_.find(m.job_id); it != jobs_.end()) {
-    live_job& j = it->second;
+  if (live_job* live = jobs_.find(m.job_id)) {
+    live_job& j = *live;
     if (j.row.state == wire::job_state::queued) {
-      finish(j, wire::job_state::cancelled, "cancelled", "", 0, 0);
+      jobs_.finish(j, wire::job_state::cancelled, "cancelled", "", 0, 0);
     } else if (j.row.state == wire::job_state::running) {
       j.cancel_requested = true;
-      if (auto n = nodes_.find(j.row.node); n != nodes_.end() && n->second.online) {
-        send(n->second.routing_id, wire::job_cancel{j.row.id, j.row.attempts});
+      if (node_entry* n = nodes_.find(j.row.node); n && n->online) {
+        send(n->routing_id, wire::job_cancel{j.row.id, j.row.attempts});
       } else {
-        finish(j, wire::job_state::cancelled, "cancelled", "", j.row.n_prompt,
-               uint32_t(j.next_seq));
+        jobs_.finish(j, wire::job_state::cancelled, "cancelled", "", j.row.n_prompt,
+                     uint32_t(j.next_seq));
       }
     } else {
       return send_error(rid, m.request_id, wire::error_code::not_cancellable,
@@ -475,7 +277,7 @@ void broker::on_list_jobs(const std::string& rid, const peer& who, const wire::l
   size_t bytes = 0;
   for (const auto& row : store_->jobs(f)) {
     auto s = summary_of(row, owner_name(row.owner));
-    if (auto it = jobs_.find(row.id); it != jobs_.end()) s.n_gen = uint32_t(it->second.next_seq);
+    if (const live_job* live = jobs_.find(row.id)) s.n_gen = uint32_t(live->next_seq);
     if (s.error.size() > k_list_error_bytes) {
       s.error = std::string(utf8_page(s.error, 0, k_list_error_bytes)) + "...";
     }
@@ -497,9 +299,9 @@ void broker::on_get_job(const std::string& rid, const peer& who, const wire::get
   r.job.messages = row->messages;
   r.job.params = row->params;
   const uint64_t page = page_bytes(m.max_output_bytes);
-  if (auto it = jobs_.find(m.job_id); it != jobs_.end()) {
+  if (const live_job* live = jobs_.find(m.job_id)) {
     // A live job's output in memory is the newest record (it runs ahead of the store's).
-    const live_job& j = it->second;
+    const live_job& j = *live;
     r.job.summary.n_gen = uint32_t(j.next_seq);
     r.job.output = utf8_page(j.output, m.output_offset, page);
     r.output_total_bytes = j.output.size();
@@ -512,96 +314,11 @@ void broker::on_get_job(const std::string& rid, const peer& who, const wire::get
     r.output_total_bytes = row->output_bytes;
   }
   r.job.events = store_->job_events(m.job_id);
-  if (row->state == wire::job_state::queued) r.job.waiting = waiting_reason(row->model);
+  if (row->state == wire::job_state::queued) r.job.waiting = nodes_.waiting_reason(row->model);
   r.output_offset = std::min<uint64_t>(m.output_offset, r.output_total_bytes);
   r.prompt_offset = std::min<uint64_t>(m.prompt_offset, row->prompt.size());
   r.prompt_total_bytes = row->prompt.size();
   send(rid, r);
-}
-
-void broker::on_list_nodes(const std::string& rid, const wire::list_nodes& m) {
-  wire::nodes_reply r;
-  r.request_id = m.request_id;
-  // Capped to fit one message: online nodes first, so offline records cannot crowd them out.
-  reply_list list(r, &wire::nodes_reply::nodes);
-  for (bool online : {true, false}) {
-    for (const auto& [name, n] : nodes_) {
-      if (n.online == online) list.offer(n.summary());
-    }
-  }
-  r.total = list.total();
-  r.truncated = list.truncated();
-  send(rid, r);
-}
-
-void broker::on_list_models(const std::string& rid, const wire::list_models& m) {
-  std::map<std::string, wire::model_summary> models;
-  for (const auto& [name, n] : nodes_) {
-    for (const auto& mi : n.models) {
-      auto& s = models[mi.name];
-      if (s.name.empty()) {
-        s.name = mi.name;
-        s.architecture = mi.architecture;
-        s.quantization = mi.quantization;
-        s.size_bytes = mi.size_bytes;
-        s.context_length = mi.context_length;
-      }
-      // A node that counted the parameters (an older one sends none) tells them.
-      if (s.params_total == 0) {
-        s.params_total = mi.params_total;
-        s.params_active = mi.params_active;
-      }
-      if (n.online) {
-        s.nodes.push_back(name);
-        if (mi.loaded) s.loaded_on.push_back(name);
-      }
-    }
-  }
-  for (const auto& [model, q] : queues_) {
-    auto& s = models[model];
-    s.name = model;
-    s.queued = uint32_t(q.size());
-  }
-  wire::models_reply r;
-  r.request_id = m.request_id;
-  // Capped to fit one message: models an online node serves or a job waits for come first.
-  reply_list list(r, &wire::models_reply::models);
-  for (bool in_use : {true, false}) {
-    for (const auto& [name, s] : models) {
-      if ((!s.nodes.empty() || s.queued > 0) == in_use) list.offer(s);
-    }
-  }
-  r.total = list.total();
-  r.truncated = list.truncated();
-  // Online nodes' skipped files, at most k_max_skipped_listed in all (a node sends at most 64).
-  constexpr size_t k_max_skipped_listed = 256;
-  size_t listed = 0;
-  for (const auto& [name, n] : nodes_) {
-    if (!n.online || n.skipped.empty() || listed == k_max_skipped_listed) continue;
-    const size_t take = std::min(n.skipped.size(), k_max_skipped_listed - listed);
-    r.skipped.push_back({name, {n.skipped.begin(), n.skipped.begin() + ptrdiff_t(take)}});
-    listed += take;
-  }
-  send(rid, r);
-}
-
-void broker::on_forget_node(const std::string& rid, const wire::forget_node& m) {
-  if (refuse_while_storage_down(rid, m.request_id)) return;
-  auto it = nodes_.find(m.name);
-  if (it == nodes_.end()) {
-    return send_error(rid, m.request_id, wire::error_code::not_found, "no node " + m.name);
-  }
-  if (it->second.online) {
-    return send_error(rid, m.request_id, wire::error_code::invalid_params,
-                      "node " + m.name + " is online; stop it before forgetting it");
-  }
-  store_->node_forget(m.name);
-  nodes_.erase(it);
-  // The models only it advertised are no longer known (submits for them need wait_model).
-  known_models_.clear();
-  for (auto& name : store_->known_models()) known_models_.insert(std::move(name));
-  spdlog::info("node {} forgotten", m.name);
-  send(rid, wire::ok{m.request_id});
 }
 
 void broker::on_prune_jobs(const std::string& rid, const wire::prune_jobs& m) {

@@ -20,10 +20,6 @@ constexpr int k_burst = 512;
 constexpr int k_peer_sndhwm = 1024;
 // How often the outboxes are retried while one is non-empty.
 constexpr std::chrono::milliseconds k_outbox_retry{1};
-// hearth_broker_peers counts the peers heard from within this long, and at most so many (each
-// needs a connection, but the count is bounded here too).
-constexpr auto k_recent_peer = std::chrono::seconds(60);
-constexpr size_t k_max_recent_peers = 100000;
 
 template <class M>
 std::optional<M> decode_or_log(std::string_view body, const std::string& peer) {
@@ -47,29 +43,14 @@ std::string peer_name(const std::string& rid) {
 
 }  // namespace
 
-bool node_entry::serves(const std::string& model) const {
-  for (const auto& m : models) {
-    if (m.name == model) return true;
-  }
-  return false;
-}
-
-bool node_entry::has_loaded(const std::string& model) const {
-  for (const auto& m : models) {
-    if (m.name == model) return m.loaded;
-  }
-  return false;
-}
-
-uint64_t node_entry::speed_rank() const {
-  return (hardware.gpus.empty() ? 0 : uint64_t(1) << 32) + hardware.cpu_threads;
-}
-
 broker::broker(broker_config cfg, std::unique_ptr<job_store> store)
     : cfg_(std::move(cfg)),
       store_(std::move(store)),
       outboxes_(outbox_limits{cfg_.max_peer_outbox_bytes, cfg_.max_outbox_bytes,
-                              std::chrono::milliseconds(cfg_.peer_stall_ms), k_peer_sndhwm}) {}
+                              std::chrono::milliseconds(cfg_.peer_stall_ms), k_peer_sndhwm}),
+      out_(cfg_.max_peer_outbox_bytes, outboxes_),
+      nodes_(cfg_, *store_, out_, metrics_),
+      relay_(*store_, out_, outboxes_) {}
 
 broker::~broker() {
   // The ZAP handler monitors the ROUTER: it goes first, also when run() ends by an exception.
@@ -79,15 +60,6 @@ broker::~broker() {
 
 std::string broker::endpoint() const {
   return endpoint_;
-}
-
-void broker::send_error(const std::string& rid, uint64_t request_id, wire::error_code code,
-                        std::string message) {
-  wire::error_reply e;
-  e.request_id = request_id;
-  e.code = code;
-  e.message = std::move(message);
-  send(rid, e);
 }
 
 void broker::run(const std::atomic<bool>& stop) {
@@ -117,7 +89,7 @@ void broker::run(const std::atomic<bool>& stop) {
     throw std::runtime_error("cannot bind " + cfg_.bind + ": " + e.what());
   }
   endpoint_ = router_->get(zmq::sockopt::last_endpoint);
-  started_ms_ = net::wall_ms();
+  report_.started(net::wall_ms());
   recover();
   bound_ = true;
   spdlog::info("broker listening on {} (database {}, {} jobs recorded)", endpoint_, cfg_.db,
@@ -140,7 +112,7 @@ void broker::run(const std::atomic<bool>& stop) {
   while (!stop.load(std::memory_order_relaxed)) {
     auto wait = std::min({next_tick_, next_flush_, next_positions_}) - net::steady::now();
     auto wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(wait).count();
-    const bool waiting = !outboxes_.empty() || !lagging_.empty();
+    const bool waiting = !outboxes_.empty() || !relay_.empty();
     // Pruning goes on turn after turn, a batch each, without waiting for a timer.
     const bool pruning = (!prunes_.empty() || retention_more_) && !storage_down(net::steady::now());
     wait_ms = std::clamp<int64_t>(wait_ms, 0, pruning ? 0 : waiting ? k_outbox_retry.count() : 100);
@@ -170,24 +142,14 @@ void broker::run(const std::atomic<bool>& stop) {
   // Output streamed since the last flush is written before exiting.
   try {
     store_->begin();
-    for (auto& [id, j] : jobs_) flush_output(j);
-    for (auto& [name, n] : nodes_) {
-      if (n.online) store_->node_seen(name, false, n.last_seen_ms);
-    }
+    jobs_.flush_all();
+    nodes_.store_seen();
     store_->commit();
   } catch (const std::exception& e) {
     store_->rollback();
     spdlog::error("the output streamed since the last flush was not saved: {}", e.what());
   }
   router_.reset();
-}
-
-void broker::flush_output(live_job& j) {
-  if (!j.output_dirty) return;
-  const std::string_view fresh = std::string_view(j.output).substr(j.stored_bytes);
-  store_->append_output(j.row.id, j.stored_bytes, fresh, uint32_t(j.next_seq));
-  j.stored_bytes = j.output.size();
-  j.output_dirty = false;
 }
 
 void broker::turn() {
@@ -211,10 +173,10 @@ void broker::turn() {
   try {
     store_->begin();
     std::set<std::string> dropped;
-    for (auto& [rid, why] : to_drop_) {
+    for (auto& [rid, why] : out_.to_drop()) {
       if (dropped.insert(rid).second) drop_peer(rid, why);
     }
-    to_drop_.clear();
+    out_.to_drop().clear();
     const auto now = net::steady::now();
     for (int i = 0; i < k_burst; ++i) {
       auto msg = net::try_recv(*router_, true);
@@ -223,7 +185,7 @@ void broker::turn() {
       handle(*msg);
     }
     timers();
-    if (dispatch_needed_ && !storage_down(now)) dispatch();
+    if (jobs_.dispatch_needed() && !storage_down(now)) jobs_.dispatch();
     const auto commit_start = net::steady::now();
     store_->commit();
     const auto committed = net::steady::now();
@@ -242,7 +204,7 @@ void broker::turn() {
   }
   // Only now: a job finished in a turn whose commit failed is still running, with its watchers,
   // for the reload to carry over.
-  erase_finished_jobs();
+  jobs_.erase_finished();
   send_turn_output();
   // Only turns that did something (a message or a write), for the same reason.
   if (turn_did_work_) {
@@ -274,8 +236,7 @@ void broker::storage_failed(const std::exception& e) {
   // Nothing of the turn was kept, so none of its messages may go out: they could acknowledge a
   // job that is not stored, or assign one the store still has queued.
   out_.clear();
-  turn_bytes_.clear();
-  finished_.clear();
+  jobs_.discard_finished();
   turn_metrics_.discard();
   for (const auto& [rid, request_id] : turn_requests_) {
     send_error(rid, request_id, wire::error_code::storage_unavailable,
@@ -295,10 +256,8 @@ void broker::storage_failed(const std::exception& e) {
 }
 
 bool broker::ignored(const std::string& rid, net::steady::time_point now) {
-  if (turn_bytes_.empty() && dropped_until_.empty()) return false;
-  if (auto it = turn_bytes_.find(rid); it != turn_bytes_.end() && it->second == k_peer_dropped) {
-    return true;
-  }
+  if (!out_.any_queued_to() && dropped_until_.empty()) return false;
+  if (out_.dropped_this_turn(rid)) return true;
   auto it = dropped_until_.find(rid);
   if (it == dropped_until_.end()) return false;
   if (now < it->second) return true;
@@ -306,38 +265,21 @@ bool broker::ignored(const std::string& rid, net::steady::time_point now) {
   return false;
 }
 
-void broker::queue_out(const std::string& rid, wire::command cmd, std::string body) {
-  uint64_t& bytes = turn_bytes_[rid];
-  if (bytes == k_peer_dropped) return;
-  bytes += body.size();
-  const uint64_t limit = 2 * cfg_.max_peer_outbox_bytes;
-  if (bytes + outboxes_.bytes_of(rid) > limit) {
-    bytes = k_peer_dropped;
-    to_drop_.push_back({rid, "its messages of one turn and its unsent ones passed " +
-                                 std::to_string(limit) + " bytes (twice max_peer_outbox_bytes)"});
-    return;
-  }
-  out_.push_back({rid, cmd, std::move(body)});
-}
-
 void broker::send_turn_output() {
   const auto now = net::steady::now();
   // Older messages first, so that each peer receives its messages in order.
   outboxes_.flush(*router_, now);
-  catch_up_lagging();
-  turn_did_work_ = turn_did_work_ || !out_.empty();
-  for (auto& o : out_) {
-    ++messages_sent_[uint8_t(o.cmd)];
+  relay_.catch_up(*router_, jobs_.jobs());
+  turn_did_work_ = turn_did_work_ || !out_.messages().empty();
+  for (auto& o : out_.messages()) {
+    report_.sent(o.cmd);
     if (!outboxes_.send(*router_, o.routing_id, o.cmd, std::move(o.body), now)) continue;
-    if (auto it = node_by_rid_.find(o.routing_id); it != node_by_rid_.end()) {
-      nodes_[it->second].last_sent = now;
-    }
+    nodes_.sent(o.routing_id, now);
   }
   out_.clear();
-  turn_bytes_.clear();
   // Dropping a node requeues its jobs, which writes to the store: that waits for the next turn's
   // transaction.
-  for (auto& o : outboxes_.take_overflowing(now)) to_drop_.push_back({o.routing_id, o.why});
+  for (auto& o : outboxes_.take_overflowing(now)) out_.to_drop().push_back({o.routing_id, o.why});
 }
 
 void broker::drop_peer(const std::string& rid, const std::string& why) {
@@ -357,9 +299,9 @@ void broker::drop_peer(const std::string& rid, const std::string& why) {
   // Forget peers that were dropped long ago, so that the map stays as small as the drop rate.
   std::erase_if(dropped_until_, [&](const auto& kv) { return kv.second <= now; });
   dropped_until_[rid] = now + std::chrono::milliseconds(cfg_.peer_stall_ms);
-  for (auto& [id, j] : jobs_) j.watchers.erase(rid);
-  std::erase_if(lagging_, [&](const auto& kv) { return kv.first.second == rid; });
-  node_entry* node = node_by_routing_id(rid);
+  for (auto& [id, j] : jobs_.jobs()) j.watchers.erase(rid);
+  relay_.forget_peer(rid);
+  node_entry* node = nodes_.by_routing_id(rid);
   const std::string who = node ? "node " + node->name : "peer " + peer_name(rid);
   if (auto more = drop_log_.admit(now)) spdlog::warn("dropped {}: {}{}", who, why, *more);
   if (node) node_lost(*node, who + " was dropped: " + why);
@@ -367,13 +309,13 @@ void broker::drop_peer(const std::string& rid, const std::string& why) {
 
 void broker::drop_removed_keys() {
   const std::string why = "its key is no longer allowed (" + auth_->dir() + ")";
-  for (const auto& [name, n] : nodes_) {
+  for (const auto& [name, n] : nodes_.nodes()) {
     if (!n.online || n.key.empty()) continue;
     const allowed_key* k = auth_->find(n.key);
-    if (!k || k->role != peer_role::node) to_drop_.push_back({n.routing_id, why});
+    if (!k || k->role != peer_role::node) out_.to_drop().push_back({n.routing_id, why});
   }
   for (const auto& [rid, c] : connections_) {
-    if (!auth_->find(c.key)) to_drop_.push_back({rid, why});
+    if (!auth_->find(c.key)) out_.to_drop().push_back({rid, why});
   }
 }
 
@@ -386,47 +328,13 @@ void broker::note_connection(const std::string& rid, const std::string& key, net
   // Only connections that may still be sent something matter: watchers, nodes, and peers with
   // something in ZeroMQ's pipe or heard from lately.
   std::unordered_set<std::string> keep;
-  for (const auto& [id, j] : jobs_) keep.insert(j.watchers.begin(), j.watchers.end());
-  for (const auto& [name, n] : nodes_) keep.insert(n.routing_id);
+  for (const auto& [id, j] : jobs_.jobs()) keep.insert(j.watchers.begin(), j.watchers.end());
+  for (const auto& [name, n] : nodes_.nodes()) keep.insert(n.routing_id);
   std::erase_if(connections_, [&](const auto& kv) {
     return !keep.contains(kv.first) && outboxes_.bytes_of(kv.first) == 0 &&
-           outboxes_.pipe_bytes_of(kv.first) == 0 && !recent_peers_.contains(kv.first);
+           outboxes_.pipe_bytes_of(kv.first) == 0 && !report_.heard_lately(kv.first);
   });
   connections_kept_ = connections_.size();
-}
-
-uint64_t request_bytes(const std::string& prompt, const std::vector<wire::chat_message>& messages) {
-  uint64_t bytes = prompt.size();
-  for (const auto& m : messages) bytes += m.role.size() + m.content.size();
-  return bytes;
-}
-
-void broker::usage_add(live_job& j) {
-  j.queued_bytes = request_bytes(j.row.prompt, j.row.messages);
-  auto& u = usage_[j.row.owner];
-  ++u.jobs;
-  u.bytes += j.queued_bytes;
-  queued_bytes_ += j.queued_bytes;
-}
-
-void broker::usage_release(const live_job& j) {
-  auto it = usage_.find(j.row.owner);
-  if (it == usage_.end()) return;
-  --it->second.jobs;
-  it->second.bytes -= j.queued_bytes;
-  queued_bytes_ -= j.queued_bytes;
-  if (it->second.jobs == 0) usage_.erase(it);
-}
-
-void broker::erase_finished_jobs() {
-  // Finished jobs leave memory at the end of the turn that finished them.
-  for (uint64_t id : finished_) {
-    if (auto it = jobs_.find(id); it != jobs_.end()) {
-      usage_release(it->second);
-      jobs_.erase(it);
-    }
-  }
-  finished_.clear();
 }
 
 std::optional<peer> broker::identify(const net::received& msg) {
@@ -442,10 +350,6 @@ std::optional<peer> broker::identify(const net::received& msg) {
     return std::nullopt;
   }
   return peer{k->role, msg.user_id, k->name};
-}
-
-bool broker::may_access(const peer& who, const std::string& owner) {
-  return who.role == peer_role::admin || who.key == owner;
 }
 
 std::string broker::owner_name(const std::string& owner_key) const {
@@ -487,8 +391,12 @@ void broker::handle(net::received& msg) {
   const auto frames = msg.views();
   const auto env = wire::open_envelope(frames);
   turn_did_work_ = true;
-  note_peer(rid);
-  ++(env.ok ? messages_received_[uint8_t(env.env.cmd)] : messages_invalid_);
+  report_.note_peer(rid);
+  if (env.ok) {
+    report_.received(env.env.cmd);
+  } else {
+    report_.received_invalid();
+  }
   if (!env.ok) {
     spdlog::warn("dropped a message from peer {}: {}", peer_name(rid), env.err.message);
     // A peer speaking another version is told so in the error format that never changes.
@@ -518,12 +426,9 @@ void broker::handle(net::received& msg) {
   if (!wire::command_from_node(env.env.cmd) || env.env.cmd == wire::command::node_hello) {
     note_connection(rid, who->key, msg);
   }
-  node_entry* node = node_by_routing_id(rid);
-  if (node) {
-    node->missed_counted = 0;
-    node->last_heard = net::steady::now();
-    node->last_seen_ms = net::wall_ms();
-  }
+  // Any message on a node's connection is its heartbeat (node_registry::heard).
+  node_entry* node = nodes_.by_routing_id(rid);
+  if (node) nodes_.heard(*node);
 
   using wire::command;
   switch (env.env.cmd) {
@@ -550,20 +455,25 @@ void broker::handle(net::received& msg) {
       return client_request<wire::get_job>(rid, *who, body,
                                            [&](auto m, const peer& as) { on_get_job(rid, as, m); });
     case command::forget_node:
-      return client_request<wire::forget_node>(
-          rid, *who, body, [&](auto m, const peer&) { on_forget_node(rid, m); });
+      return client_request<wire::forget_node>(rid, *who, body, [&](auto m, const peer&) {
+        if (!refuse_while_storage_down(rid, m.request_id)) nodes_.forget(rid, m);
+      });
     case command::release_node:
-      return client_request<wire::release_node>(
-          rid, *who, body, [&](auto m, const peer&) { on_release_node(rid, m); });
+      return client_request<wire::release_node>(rid, *who, body, [&](auto m, const peer&) {
+        if (nodes_.release(rid, m)) jobs_.dispatch_later();
+      });
     case command::prune_jobs:
       return client_request<wire::prune_jobs>(rid, *who, body,
                                               [&](auto m, const peer&) { on_prune_jobs(rid, m); });
     case command::list_nodes:
       return client_request<wire::list_nodes>(rid, *who, body,
-                                              [&](auto m, const peer&) { on_list_nodes(rid, m); });
+                                              [&](auto m, const peer&) { nodes_.list(rid, m); });
     case command::list_models:
-      return client_request<wire::list_models>(
-          rid, *who, body, [&](auto m, const peer&) { on_list_models(rid, m); });
+      return client_request<wire::list_models>(rid, *who, body, [&](auto m, const peer&) {
+        std::map<std::string, uint32_t> queued;
+        for (const auto& [model, q] : jobs_.queues()) queued[model] = uint32_t(q.size());
+        nodes_.list_models(rid, m, queued);
+      });
     case command::whoami:
       return client_request<wire::whoami>(rid, *who, body,
                                           [&](auto m, const peer& as) { on_whoami(rid, as, m); });
@@ -577,8 +487,12 @@ void broker::handle(net::received& msg) {
       return client_request<wire::revoke_api_key>(
           rid, *who, body, [&](auto m, const peer&) { on_revoke_api_key(rid, m); });
     case command::get_metrics:
-      return client_request<wire::get_metrics>(
-          rid, *who, body, [&](auto m, const peer&) { on_get_metrics(rid, m); });
+      return client_request<wire::get_metrics>(rid, *who, body, [&](auto m, const peer&) {
+        report_.reply(
+            out_, rid, m,
+            {jobs_.queues(), jobs_.jobs(), nodes_, jobs_.unfinished_bytes(), store_->stats(),
+             zap_ ? std::optional<size_t>(zap_->connections()) : std::nullopt});
+      });
     default:
       if (wire::command_from_node(env.env.cmd)) break;
       spdlog::warn("dropped a {} from peer {}: not a command the broker accepts",
@@ -596,11 +510,14 @@ void broker::handle(net::received& msg) {
     case command::heartbeat:
       return;
     case command::node_pull:
-      if (auto m = decode_or_log<wire::node_pull>(body, node->name)) on_node_pull(*node, *m);
+      if (auto m = decode_or_log<wire::node_pull>(body, node->name)) {
+        nodes_.pull(*node, *m);
+        jobs_.dispatch_later();
+      }
       return;
     case command::node_status:
       if (auto m = decode_or_log<wire::node_status>(body, node->name)) {
-        on_node_status(*node, std::move(*m));
+        if (nodes_.status(*node, std::move(*m))) jobs_.dispatch_later();
       }
       return;
     case command::job_started:
@@ -652,50 +569,9 @@ void broker::client_request(const std::string& rid, const peer& who, std::string
 }
 
 void broker::recover() {
-  for (auto& n : store_->nodes()) {
-    node_entry e;
-    e.name = n.name;
-    e.hostname = n.hostname;
-    e.engine = n.engine;
-    e.slots = n.slots;
-    e.hardware = n.hardware;
-    e.models = n.models;
-    e.key = n.key;
-    e.last_seen_ms = n.last_seen_ms;
-    nodes_[n.name] = std::move(e);
-  }
-  for (auto& m : store_->known_models()) known_models_.insert(m);
+  nodes_.load();
   load_api_keys();
-  load_unfinished_jobs();
-}
-
-void broker::load_unfinished_jobs() {
-  // Running jobs stay with their node for one liveness period, waiting for it to reconnect and
-  // list them; queued ones go back in the queue.
-  const auto grace = std::chrono::milliseconds(int64_t(cfg_.heartbeat_ms) * cfg_.liveness);
-  size_t n_running = 0;
-  for (auto& row : store_->unfinished_jobs()) {
-    live_job j;
-    const uint64_t id = row.id;
-    j.row = std::move(row);
-    j.next_seq = j.row.n_gen;
-    auto& live = jobs_[id] = std::move(j);
-    usage_add(live);
-    if (live.row.state == wire::job_state::queued) {
-      enqueue(live);
-    } else {
-      live.output = store_->read_output(id, 0, live.row.output_bytes);
-      live.stored_bytes = live.output.size();
-      live.relayed = {live.next_seq, live.stored_bytes};
-      live.recovered_deadline = net::steady::now() + grace;
-      live.recovered_attempt = true;
-      if (auto it = nodes_.find(live.row.node); it != nodes_.end()) it->second.running.insert(id);
-      ++n_running;
-    }
-  }
-  if (!jobs_.empty()) {
-    spdlog::info("loaded {} queued and {} running jobs from {}", n_queued_, n_running, cfg_.db);
-  }
+  jobs_.load();
 }
 
 void broker::reload() {
@@ -707,56 +583,46 @@ void broker::reload() {
     output_mark relayed;
   };
   std::unordered_map<uint64_t, carried> keep;
-  for (auto& [id, j] : jobs_) {
+  for (auto& [id, j] : jobs_.jobs()) {
     const auto before = relayed_before_turn_.find(id);
     keep[id] = {std::move(j.watchers), j.row.attempts,
                 before != relayed_before_turn_.end() ? before->second : j.relayed};
   }
   relayed_before_turn_.clear();
   jobs_.clear();
-  queues_.clear();
-  n_queued_ = 0;
-  usage_.clear();
-  queued_bytes_ = 0;
-  for (auto& [name, n] : nodes_) n.running.clear();
+  nodes_.clear_running();
   try {
     // Keys created or revoked in the failed turn were not kept either.
     load_api_keys();
-    load_unfinished_jobs();
+    jobs_.load();
   } catch (const std::exception& e) {
     // Reading failed too: the broker cannot know what it owes anyone.
     throw std::runtime_error(std::string("cannot reload the jobs after a storage failure: ") +
                              e.what());
   }
-  for (auto& [id, j] : jobs_) {
+  for (auto& [id, j] : jobs_.jobs()) {
     auto k = keep.find(id);
     if (k == keep.end()) continue;
     j.watchers = std::move(k->second.watchers);
     if (k->second.attempt == j.row.attempts) j.relayed = k->second.relayed;
   }
-  std::erase_if(lagging_, [&](const auto& kv) {
-    auto j = jobs_.find(kv.first.first);
-    return j == jobs_.end() || kv.second.finished || kv.second.attempt != j->second.row.attempts ||
-           kv.second.has.byte > j->second.output.size();
-  });
+  relay_.reloaded(jobs_.jobs());
   // The nodes are still connected: each resumes its attempts from what was stored. Their credit
   // is what they have free (assignments of the failed turn were never sent).
-  for (auto& [id, j] : jobs_) {
+  for (auto& [id, j] : jobs_.jobs()) {
     if (j.row.state != wire::job_state::running) continue;
-    auto n = nodes_.find(j.row.node);
-    if (n == nodes_.end() || !n->second.online) continue;
-    // As on a node's hello (broker-nodes.cpp): not counted as unanswered, since the node may
+    const node_entry* n = nodes_.find(j.row.node);
+    if (!n || !n->online) continue;
+    // As on a node's hello (broker-attempts.cpp): not counted as unanswered, since the node may
     // have nothing past what was stored.
     j.recovered_deadline.reset();
     j.resume.outstanding = true;
     j.resume.gap = false;
     j.resume.sent = net::steady::now();
-    send(n->second.routing_id, wire::job_resume{id, j.row.attempts, j.next_seq});
+    send(n->routing_id, wire::job_resume{id, j.row.attempts, j.next_seq});
   }
-  for (auto& [name, n] : nodes_) {
-    if (n.online) n.credit = n.free_slots();
-  }
-  dispatch_needed_ = true;
+  nodes_.credit_free_slots();
+  jobs_.dispatch_later();
 }
 
 void broker::timers() {
@@ -765,85 +631,49 @@ void broker::timers() {
     // Twice per interval, so a heartbeat goes out within one interval of the last message
     // whatever the phase, and a dead node is noticed within half an interval of its deadline.
     next_tick_ = now + std::chrono::milliseconds(std::max<uint32_t>(cfg_.heartbeat_ms / 2, 1));
-    const auto dead_after = std::chrono::milliseconds(int64_t(cfg_.heartbeat_ms) * cfg_.liveness);
-    node_timers(now);
-    std::erase_if(recent_peers_, [&](const auto& kv) { return now - kv.second > k_recent_peer; });
-    for (auto& [name, n] : nodes_) {
-      if (!n.online) continue;
-      if (now - n.last_heard > dead_after) {
-        spdlog::warn("node {} stopped responding (nothing heard for {} ms); it is offline", name,
-                     dead_after.count());
-        node_lost(n, "node " + name + " stopped responding");
-        continue;
-      }
-      count_missed_heartbeats(n, now);
-      if (now - n.last_sent >= std::chrono::milliseconds(cfg_.heartbeat_ms / 2)) {
-        send(n.routing_id, wire::heartbeat{});
-      }
-      // last_seen is written every few intervals, not on every message, and not while the store
-      // refuses writes: a failed write fails its whole turn, and the time is only informative.
-      if (!storage_down(now) &&
-          n.last_heard - n.last_stored > std::chrono::milliseconds(cfg_.heartbeat_ms) * 5) {
-        store_->node_seen(name, true, n.last_seen_ms);
-        n.last_stored = n.last_heard;
-      }
-    }
+    if (nodes_.quarantine_timers(now)) jobs_.dispatch_later();
+    report_.prune_peers(now);
+    nodes_.liveness(now, storage_down(now),
+                    [&](node_entry& n, const std::string& why) { node_lost(n, why); });
     // Jobs recovered after a restart whose node did not come back in time: the restart's doing.
-    for (auto& [id, j] : jobs_) {
+    for (auto& [id, j] : jobs_.jobs()) {
       if (j.recovered_deadline && now > *j.recovered_deadline) {
         j.recovered_deadline.reset();
-        if (auto it = nodes_.find(j.row.node); it != nodes_.end()) it->second.running.erase(id);
-        requeue(j, "node " + j.row.node + " did not report the job after the broker restarted",
-                loss::broker_restart);
+        if (node_entry* n = nodes_.find(j.row.node)) n->running.erase(id);
+        jobs_.requeue(j,
+                      "node " + j.row.node + " did not report the job after the broker restarted",
+                      job_table::loss::broker_restart);
       } else if (j.resume.outstanding) {
         resume_timer(j, now);
       }
     }
-    attempt_timers(now);
+    jobs_.attempt_timers(now);
   }
   // While the store refuses writes, output waits in memory (it is flushed once writes work).
   if (now >= next_flush_ && !storage_down(now)) {
     next_flush_ = now + std::chrono::milliseconds(cfg_.output_flush_ms);
-    for (auto& [id, j] : jobs_) flush_output(j);
+    jobs_.flush_all();
   }
   if (!storage_down(now)) prune_step(now);
   if (now >= next_positions_) {
     next_positions_ = now + std::chrono::milliseconds(cfg_.queue_position_ms);
-    for (auto& [model, q] : queues_) {
+    for (const auto& [model, q] : jobs_.queues()) {
       uint32_t pos = 0;
       std::optional<std::string> waiting;  // the model's, worked out once a round
       for (const auto& [key, id] : q) {
-        auto& j = jobs_.at(id);
+        auto& j = jobs_.jobs().at(id);
         if (!j.watchers.empty()) {
-          if (!waiting) waiting = waiting_reason(model);
+          if (!waiting) waiting = nodes_.waiting_reason(model);
           if (j.last_position_sent != pos || j.last_waiting_sent != *waiting) {
             j.last_position_sent = pos;
             j.last_waiting_sent = *waiting;
-            notify(j, wire::command::job_queued, wire::encode(wire::job_queued{id, pos, *waiting}));
+            relay_.notify(j, wire::command::job_queued,
+                          wire::encode(wire::job_queued{id, pos, *waiting}));
           }
         }
         ++pos;
       }
     }
-  }
-}
-
-void broker::note_peer(const std::string& rid) {
-  if (recent_peers_.size() < k_max_recent_peers || recent_peers_.contains(rid)) {
-    recent_peers_[rid] = net::steady::now();
-  }
-}
-
-void broker::count_missed_heartbeats(node_entry& n, net::steady::time_point now) {
-  // A node sends something at least every interval; one silent for more than an interval and a
-  // half has missed a heartbeat, for more than two and a half two, and so on.
-  const auto interval = std::chrono::milliseconds(std::max<uint32_t>(cfg_.heartbeat_ms, 1));
-  const auto silence = now - n.last_heard;
-  if (silence < interval + interval / 2) return;
-  const auto missed = uint32_t((silence - interval / 2) / interval);
-  if (missed > n.missed_counted) {
-    metrics_.add(metric::heartbeats_missed, {n.name}, missed - n.missed_counted);
-    n.missed_counted = missed;
   }
 }
 

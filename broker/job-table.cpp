@@ -1,11 +1,11 @@
 // The job state machine: queued -> running -> completed | failed | cancelled, with running ->
 // queued again when an attempt is lost. Every change of a live job's state happens here.
+#include "broker/job-table.h"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cstdio>
-
-#include "broker/broker.h"
 
 namespace hearth::broker {
 
@@ -22,7 +22,7 @@ std::string attempt_timeout_text(std::chrono::milliseconds limit) {
 }
 }  // namespace
 
-void broker::enqueue(live_job& j) {
+void job_table::enqueue(live_job& j) {
   j.row.state = wire::job_state::queued;
   j.output.clear();
   j.stored_bytes = 0;
@@ -38,13 +38,13 @@ void broker::enqueue(live_job& j) {
   dispatch_needed_ = true;
 }
 
-uint32_t broker::queue_position(const live_job& j) const {
+uint32_t job_table::queue_position(const live_job& j) const {
   auto q = queues_.find(j.row.model);
   if (q == queues_.end()) return 0;
   return uint32_t(q->second.order_of_key(queue_key(j)));
 }
 
-void broker::dispatch() {
+void job_table::dispatch() {
   dispatch_needed_ = false;
   const auto now = net::steady::now();
   const auto recent = now - std::chrono::milliseconds(cfg_.quarantine_window_ms);
@@ -74,7 +74,7 @@ void broker::dispatch() {
       const auto& head = *q.begin();
       if (best && queue_key(*best) < head) continue;
       node_entry* pick = nullptr;
-      for (auto& [name, n] : nodes_) {
+      for (auto& [name, n] : nodes_.nodes()) {
         if (!n.online || n.free_credit() == 0 || n.quarantined(now) || !n.serves(model)) continue;
         if (!pick || rank(n, model) > rank(*pick, model)) pick = &n;
       }
@@ -87,7 +87,7 @@ void broker::dispatch() {
   }
 }
 
-void broker::assign(live_job& j, node_entry& n) {
+void job_table::assign(live_job& j, node_entry& n) {
   auto& q = queues_[j.row.model];
   q.erase(queue_key(j));
   if (q.empty()) queues_.erase(j.row.model);
@@ -107,7 +107,7 @@ void broker::assign(live_job& j, node_entry& n) {
   j.assigned_at = net::steady::now();
   j.attempt_started = false;
   j.attempt_progress = j.assigned_at;
-  store_->job_assigned(j.row.id, j.row.attempts, n.name, net::wall_ms());
+  store_.job_assigned(j.row.id, j.row.attempts, n.name, net::wall_ms());
   turn_metrics_.observe(metric::job_queue_wait, {j.row.model},
                         std::chrono::duration<double>(net::steady::now() - j.queued_at).count());
 
@@ -118,14 +118,14 @@ void broker::assign(live_job& j, node_entry& n) {
   a.prompt = j.row.prompt;
   a.messages = j.row.messages;
   a.params = j.row.params;
-  send(n.routing_id, a);
+  out_.send(n.routing_id, a);
   if (!j.watchers.empty()) {
-    notify(j, wire::command::job_running,
-           wire::encode(wire::job_running{j.row.id, j.row.attempts, n.name}));
+    relay_.notify(j, wire::command::job_running,
+                  wire::encode(wire::job_running{j.row.id, j.row.attempts, n.name}));
   }
 }
 
-void broker::requeue(live_job& j, const std::string& why, loss cause) {
+void job_table::requeue(live_job& j, const std::string& why, loss cause) {
   if (j.cancel_requested) {
     finish(j, wire::job_state::cancelled, "cancelled", "", j.row.n_prompt, uint32_t(j.next_seq));
     return;
@@ -133,7 +133,7 @@ void broker::requeue(live_job& j, const std::string& why, loss cause) {
   const int64_t now = net::wall_ms();
   // A lost attempt is the node's doing when another node could have run the job; only when none
   // could (every node serving the model lost it, or is gone) may the job itself be the cause.
-  if (cause != loss::node || healthy_node_serves(j.row.model, j.row.node)) ++j.forgiven;
+  if (cause != loss::node || nodes_.healthy_node_serves(j.row.model, j.row.node)) ++j.forgiven;
   // Forgiven attempts are bounded too, so no job is passed around for ever.
   const uint64_t max_total_attempts = 4 * uint64_t(cfg_.max_attempts);
   const uint32_t counted = j.row.attempts - std::min(j.forgiven, j.row.attempts);
@@ -145,19 +145,19 @@ void broker::requeue(live_job& j, const std::string& why, loss cause) {
     return;
   }
   spdlog::info("job {} attempt {} is queued again: {}", j.row.id, j.row.attempts, why);
-  store_->job_requeued(j.row.id, j.row.attempts, j.row.node, why, now);
+  store_.job_requeued(j.row.id, j.row.attempts, j.row.node, why, now);
   turn_metrics_.add(metric::requeues, {cause == loss::node       ? "node"
                                        : cause == loss::handback ? "handback"
                                                                  : "broker_restart"});
   j.recovered_deadline.reset();
   enqueue(j);
   if (!j.watchers.empty()) {
-    notify(j, wire::command::job_restarted,
-           wire::encode(wire::job_restarted{j.row.id, j.row.attempts + 1, why}));
+    relay_.notify(j, wire::command::job_restarted,
+                  wire::encode(wire::job_restarted{j.row.id, j.row.attempts + 1, why}));
   }
 }
 
-void broker::attempt_timers(net::steady::time_point now) {
+void job_table::attempt_timers(net::steady::time_point now) {
   const auto start_limit = std::chrono::milliseconds(cfg_.attempt_start_timeout_ms);
   const auto stall_limit = std::chrono::milliseconds(cfg_.attempt_stall_timeout_ms);
   for (auto& [id, j] : jobs_) {
@@ -165,29 +165,29 @@ void broker::attempt_timers(net::steady::time_point now) {
     if (j.row.state != wire::job_state::running || j.recovered_deadline) continue;
     const auto limit = j.attempt_started ? stall_limit : start_limit;
     if (now - j.attempt_progress <= limit) continue;
-    auto it = nodes_.find(j.row.node);
-    if (it == nodes_.end() || !it->second.online) continue;  // node_lost requeues it
-    node_entry& n = it->second;
+    node_entry* found = nodes_.find(j.row.node);
+    if (!found || !found->online) continue;  // node_lost requeues it
+    node_entry& n = *found;
     const std::string why = j.attempt_started
                                 ? "node " + n.name + " sent nothing of it for " +
                                       attempt_timeout_text(limit) + " (attempt_stall_timeout_ms)"
                                 : "node " + n.name + " did not start it within " +
                                       attempt_timeout_text(limit) + " (attempt_start_timeout_ms)";
     spdlog::warn("job {} attempt {} is taken back: {}", id, j.row.attempts, why);
-    send(n.routing_id, wire::job_cancel{id, j.row.attempts});
+    out_.send(n.routing_id, wire::job_cancel{id, j.row.attempts});
     n.running.erase(id);
     attempt_lost(n, j, why);
   }
 }
 
-void broker::finish(live_job& j, wire::job_state state, const std::string& stop_reason,
-                    const std::string& error, uint32_t n_prompt, uint32_t n_gen) {
+void job_table::finish(live_job& j, wire::job_state state, const std::string& stop_reason,
+                       const std::string& error, uint32_t n_prompt, uint32_t n_gen) {
   if (j.row.state == wire::job_state::queued) {
     auto& q = queues_[j.row.model];
     if (q.erase(queue_key(j)) > 0) --n_queued_;
     if (q.empty()) queues_.erase(j.row.model);
   }
-  if (auto n = nodes_.find(j.row.node); n != nodes_.end()) n->second.running.erase(j.row.id);
+  if (node_entry* n = nodes_.find(j.row.node)) n->running.erase(j.row.id);
   j.row.state = state;
   j.row.stop_reason = stop_reason;
   j.row.error = error;
@@ -196,8 +196,8 @@ void broker::finish(live_job& j, wire::job_state state, const std::string& stop_
   j.row.finished_ms = net::wall_ms();
   // The output first: the store keeps a finished job's output as it is.
   flush_output(j);
-  store_->job_finished(j.row.id, j.row.attempts, j.row.node, state, stop_reason, error, n_prompt,
-                       n_gen, j.row.finished_ms);
+  store_.job_finished(j.row.id, j.row.attempts, j.row.node, state, stop_reason, error, n_prompt,
+                      n_gen, j.row.finished_ms);
   const std::string state_name(wire::job_state_name(state));
   turn_metrics_.add(metric::jobs_finished, {j.row.model, state_name});
   turn_metrics_.observe(metric::job_duration, {j.row.model, state_name},
@@ -210,13 +210,120 @@ void broker::finish(live_job& j, wire::job_state state, const std::string& stop_
   d.error = error;
   d.n_prompt = n_prompt;
   d.n_gen = n_gen;
-  if (!j.watchers.empty()) notify(j, wire::command::job_done, wire::encode(d));
+  if (!j.watchers.empty()) relay_.notify(j, wire::command::job_done, wire::encode(d));
   // The entry is erased at the end of the turn, after any message of the turn that refers to it.
   finished_.push_back(j.row.id);
 }
 
-void broker::notify(const live_job& j, wire::command cmd, const std::string& body) {
-  for (const auto& w : j.watchers) deliver(j, w, cmd, body);
+void job_table::attempt_lost(node_entry& n, live_job& j, const std::string& why) {
+  if (j.recovered_attempt) {
+    requeue(j, why, loss::broker_restart);
+    return;
+  }
+  nodes_.lost_attempt(n, j.row.id, j.row.attempts, why);
+  requeue(j, why);
+}
+
+void job_table::flush_output(live_job& j) {
+  if (!j.output_dirty) return;
+  const std::string_view fresh = std::string_view(j.output).substr(j.stored_bytes);
+  store_.append_output(j.row.id, j.stored_bytes, fresh, uint32_t(j.next_seq));
+  j.stored_bytes = j.output.size();
+  j.output_dirty = false;
+}
+
+uint64_t request_bytes(const std::string& prompt, const std::vector<wire::chat_message>& messages) {
+  uint64_t bytes = prompt.size();
+  for (const auto& m : messages) bytes += m.role.size() + m.content.size();
+  return bytes;
+}
+
+void job_table::usage_add(live_job& j) {
+  j.queued_bytes = request_bytes(j.row.prompt, j.row.messages);
+  auto& u = usage_[j.row.owner];
+  ++u.jobs;
+  u.bytes += j.queued_bytes;
+  queued_bytes_ += j.queued_bytes;
+}
+
+void job_table::usage_release(const live_job& j) {
+  auto it = usage_.find(j.row.owner);
+  if (it == usage_.end()) return;
+  --it->second.jobs;
+  it->second.bytes -= j.queued_bytes;
+  queued_bytes_ -= j.queued_bytes;
+  if (it->second.jobs == 0) usage_.erase(it);
+}
+
+void job_table::erase_finished() {
+  // Finished jobs leave memory at the end of the turn that finished them.
+  for (uint64_t id : finished_) {
+    if (auto it = jobs_.find(id); it != jobs_.end()) {
+      usage_release(it->second);
+      jobs_.erase(it);
+    }
+  }
+  finished_.clear();
+}
+
+void job_table::load() {
+  // Running jobs stay with their node for one liveness period, waiting for it to reconnect and
+  // list them; queued ones go back in the queue.
+  const auto grace = std::chrono::milliseconds(int64_t(cfg_.heartbeat_ms) * cfg_.liveness);
+  size_t n_running = 0;
+  for (auto& row : store_.unfinished_jobs()) {
+    live_job j;
+    const uint64_t id = row.id;
+    j.row = std::move(row);
+    j.next_seq = j.row.n_gen;
+    auto& live = jobs_[id] = std::move(j);
+    usage_add(live);
+    if (live.row.state == wire::job_state::queued) {
+      enqueue(live);
+    } else {
+      live.output = store_.read_output(id, 0, live.row.output_bytes);
+      live.stored_bytes = live.output.size();
+      live.relayed = {live.next_seq, live.stored_bytes};
+      live.recovered_deadline = net::steady::now() + grace;
+      live.recovered_attempt = true;
+      if (node_entry* n = nodes_.find(live.row.node)) n->running.insert(id);
+      ++n_running;
+    }
+  }
+  if (!jobs_.empty()) {
+    spdlog::info("loaded {} queued and {} running jobs from {}", n_queued_, n_running, cfg_.db);
+  }
+}
+
+live_job* job_table::find(uint64_t id) {
+  auto it = jobs_.find(id);
+  return it == jobs_.end() ? nullptr : &it->second;
+}
+
+client_usage job_table::usage_of(const std::string& owner) const {
+  const auto u = usage_.find(owner);
+  return u == usage_.end() ? client_usage{} : u->second;
+}
+
+live_job& job_table::add(job_row row) {
+  const uint64_t id = row.id;
+  live_job& j = jobs_[id];
+  j.row = std::move(row);
+  usage_add(j);
+  enqueue(j);
+  return j;
+}
+
+void job_table::clear() {
+  jobs_.clear();
+  queues_.clear();
+  n_queued_ = 0;
+  usage_.clear();
+  queued_bytes_ = 0;
+}
+
+void job_table::flush_all() {
+  for (auto& [id, j] : jobs_) flush_output(j);
 }
 
 }  // namespace hearth::broker

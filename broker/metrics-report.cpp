@@ -1,10 +1,10 @@
-// get_metrics: the broker's counters and histograms (broker/metrics.h) and the gauges read off
-// its state now: queues, running jobs, nodes and their devices, the store, the peers. Names and
-// units follow Prometheus's conventions (hearth-gateway renders them as its /metrics).
+// get_metrics (metrics-report.h).
+#include "broker/metrics-report.h"
+
+#include <algorithm>
 #include <map>
 #include <tuple>
 
-#include "broker/broker.h"
 #include "schema/codec.h"
 
 namespace hearth::broker {
@@ -14,6 +14,10 @@ namespace {
 // one message, with room to spare.
 constexpr size_t k_max_samples = 4096;
 constexpr size_t k_max_reply_bytes = size_t(wire::max_message_bytes) * 3 / 4;
+// hearth_broker_peers counts the peers heard from within this long, and at most so many (each
+// needs a connection, but the count is bounded here too).
+constexpr auto k_recent_peer = std::chrono::seconds(60);
+constexpr size_t k_max_recent_peers = 100000;
 
 wire::metric_family gauge(std::string name, std::string help,
                           std::vector<std::string> label_names) {
@@ -35,30 +39,18 @@ void put(wire::metric_family& f, std::vector<std::string> labels, double v) {
 
 }  // namespace
 
-void node_entry::count_tokens(net::steady::time_point now, uint64_t n) {
-  const int64_t second =
-      std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
-  if (!recent_tokens.empty() && recent_tokens.back().first == second) {
-    recent_tokens.back().second += n;
-  } else {
-    recent_tokens.emplace_back(second, n);
-  }
-  while (!recent_tokens.empty() && recent_tokens.front().first <= second - k_rate_window_s) {
-    recent_tokens.pop_front();
+void metrics_report::note_peer(const std::string& rid) {
+  if (recent_peers_.size() < k_max_recent_peers || recent_peers_.contains(rid)) {
+    recent_peers_[rid] = net::steady::now();
   }
 }
 
-double node_entry::tokens_per_second(net::steady::time_point now) const {
-  const int64_t second =
-      std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
-  uint64_t total = 0;
-  for (const auto& [s, n] : recent_tokens) {
-    if (s > second - k_rate_window_s) total += n;
-  }
-  return double(total) / k_rate_window_s;
+void metrics_report::prune_peers(net::steady::time_point now) {
+  std::erase_if(recent_peers_, [&](const auto& kv) { return now - kv.second > k_recent_peer; });
 }
 
-void broker::append_state_metrics(std::vector<wire::metric_family>& out) const {
+void metrics_report::append_state_metrics(std::vector<wire::metric_family>& out,
+                                          const metrics_sources& from) const {
   const auto now = net::steady::now();
   const int64_t wall = net::wall_ms();
 
@@ -68,17 +60,17 @@ void broker::append_state_metrics(std::vector<wire::metric_family>& out) const {
                       {"model", "priority"});
   // Every model a node ever advertised has a series, 0 when nothing waits, so that graphs and
   // alerts see an empty queue rather than no data.
-  for (const auto& model : known_models_) {
-    if (!queues_.contains(model)) {
+  for (const auto& model : from.nodes.known_models()) {
+    if (!from.queues.contains(model)) {
       put(depth, {model, "0"}, 0);
       put(oldest, {model, "0"}, 0);
     }
   }
-  for (const auto& [model, q] : queues_) {
+  for (const auto& [model, q] : from.queues) {
     std::map<int64_t, std::pair<uint64_t, int64_t>> by_priority;  // -> (count, oldest created)
     for (const auto& [neg_priority, id] : q) {
       auto& [count, created] = by_priority[-neg_priority];
-      if (count++ == 0) created = jobs_.at(id).row.created_ms;
+      if (count++ == 0) created = from.jobs.at(id).row.created_ms;
     }
     for (const auto& [priority, v] : by_priority) {
       put(depth, {model, std::to_string(priority)}, double(v.first));
@@ -88,8 +80,8 @@ void broker::append_state_metrics(std::vector<wire::metric_family>& out) const {
   }
   auto running = gauge("hearth_jobs_running", "Jobs running on a node now.", {"model"});
   std::map<std::string, uint64_t> running_by_model;
-  for (const auto& model : known_models_) running_by_model[model] = 0;
-  for (const auto& [id, j] : jobs_) {
+  for (const auto& model : from.nodes.known_models()) running_by_model[model] = 0;
+  for (const auto& [id, j] : from.jobs) {
     if (j.row.state == wire::job_state::running) ++running_by_model[j.row.model];
   }
   for (const auto& [model, n] : running_by_model) put(running, {model}, double(n));
@@ -125,7 +117,7 @@ void broker::append_state_metrics(std::vector<wire::metric_family>& out) const {
       gauge("hearth_device_utilization_ratio",
             "Share of time a GPU was busy, 0 to 1, where its driver says (NVML).", device_labels);
   uint64_t online = 0;
-  for (const auto& [name, n] : nodes_) {
+  for (const auto& [name, n] : from.nodes.nodes()) {
     online += n.online;
     put(up, {name}, n.online);
     put(quarantined, {name}, n.quarantined(now));
@@ -145,7 +137,7 @@ void broker::append_state_metrics(std::vector<wire::metric_family>& out) const {
     }
   }
   put(nodes, {"online"}, double(online));
-  put(nodes, {"offline"}, double(nodes_.size() - online));
+  put(nodes, {"offline"}, double(from.nodes.nodes().size() - online));
 
   // The broker itself.
   auto peers =
@@ -154,8 +146,8 @@ void broker::append_state_metrics(std::vector<wire::metric_family>& out) const {
   put(peers, {}, double(recent_peers_.size()));
   auto queued_bytes = gauge("hearth_broker_unfinished_job_bytes",
                             "Prompt and message bytes of unfinished jobs held in memory.", {});
-  put(queued_bytes, {}, double(queued_bytes_));
-  const store_stats stored = store_->stats();
+  put(queued_bytes, {}, double(from.unfinished_job_bytes));
+  const store_stats& stored = from.store;
   auto wal = gauge("hearth_store_wal_bytes", "Size of the job store's write-ahead log.", {});
   put(wal, {}, double(stored.wal_bytes));
   auto db = gauge("hearth_store_database_bytes", "Size of the job store's database file.", {});
@@ -194,19 +186,20 @@ void broker::append_state_metrics(std::vector<wire::metric_family>& out) const {
     }
     out.push_back(std::move(f));
   }
-  if (zap_) {
+  if (from.connections) {
     auto connections = gauge("hearth_broker_connections",
                              "Connections open to the broker (handshakes included).", {});
-    put(connections, {}, double(zap_->connections()));
+    put(connections, {}, double(*from.connections));
     out.push_back(std::move(connections));
   }
 }
 
-void broker::on_get_metrics(const std::string& rid, const wire::get_metrics& m) {
+void metrics_report::reply(turn_output& out, const std::string& rid, const wire::get_metrics& m,
+                           const metrics_sources& from) const {
   wire::metrics_reply r;
   r.request_id = m.request_id;
-  append_state_metrics(r.families);
-  metrics_.append_to(r.families);
+  append_state_metrics(r.families, from);
+  counters_.append_to(r.families);
   for (auto& f : r.families) {
     if (f.samples.size() > k_max_samples) {
       f.samples.resize(k_max_samples);
@@ -224,7 +217,7 @@ void broker::on_get_metrics(const std::string& rid, const wire::get_metrics& m) 
     r.truncated = true;
     body = wire::encode(r);
   }
-  queue_out(rid, wire::command::metrics_reply, std::move(body));
+  out.queue_out(rid, wire::command::metrics_reply, std::move(body));
 }
 
 }  // namespace hearth::broker

@@ -1,0 +1,117 @@
+// The job table: the jobs the broker is responsible for now (queued or running), the per-model
+// queues, what each owner's unfinished jobs hold, and the job state machine:
+//
+//   queued -> running -> completed | failed | cancelled, with running -> queued again when an
+//   attempt is lost.
+//
+// Every change of a live job's state happens here (enqueue, assign, requeue, finish), and each
+// writes the store in the turn's transaction: the turn loop (broker.cpp) commits before it sends
+// what the turn queued, so a job's new state is durable before anyone hears of it. Which node
+// gets a job is chosen here too (dispatch: by what the nodes did, not what they claim).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "broker/config.h"
+#include "broker/job-store.h"
+#include "broker/live-job.h"
+#include "broker/metrics.h"
+#include "broker/node-registry.h"
+#include "broker/turn-output.h"
+#include "broker/watch-relay.h"
+
+namespace hearth::broker {
+
+class job_table {
+ public:
+  using job_map = std::unordered_map<uint64_t, live_job>;
+
+  // What the table writes to (the store, the turn's messages and job counts) and reads (the
+  // nodes, for dispatch, and their running attempts, which it keeps in step).
+  job_table(const broker_config& cfg, job_store& store, turn_output& out, watch_relay& relay,
+            node_registry& nodes, metrics_turn& turn_metrics)
+      : cfg_(cfg),
+        store_(store),
+        out_(out),
+        relay_(relay),
+        nodes_(nodes),
+        turn_metrics_(turn_metrics) {}
+
+  job_map& jobs() { return jobs_; }
+  const job_map& jobs() const { return jobs_; }
+  live_job* find(uint64_t id);
+  // Queued job ids per model, best first: priority (higher first), then age (lower id first).
+  const std::map<std::string, job_queue>& queues() const { return queues_; }
+  size_t queued() const { return n_queued_; }
+  // Prompt and message bytes of all unfinished jobs, and those of one owner's.
+  uint64_t unfinished_bytes() const { return queued_bytes_; }
+  client_usage usage_of(const std::string& owner) const;
+  uint32_t queue_position(const live_job& j) const;
+
+  // A submitted job, already inserted in the store as `row` (with its id): counted and queued.
+  live_job& add(job_row row);
+  // Loads the unfinished jobs from the store: at start, and after a failed commit (clear()
+  // first). Running ones wait one liveness period for their node to list them.
+  void load();
+  void clear();
+
+  // Nodes with credit may get jobs: dispatch() runs at the end of the turn.
+  void dispatch_later() { dispatch_needed_ = true; }
+  bool dispatch_needed() const { return dispatch_needed_; }
+  void dispatch();
+
+  // The running attempt ended without finishing the job: queue it again, or fail it after
+  // max_attempts (or finish it as cancelled when a cancel was pending). Every such end is on the
+  // node side (a node that fails a job sends job_final failed, which finishes it), so the attempt
+  // does not count towards max_attempts when another healthy node serves the model, nor ever
+  // when it was handed back; max_total_attempts bounds the job in any case.
+  // broker_restart: the attempt was lost because the broker restarted (its node did not come back
+  // in time), which never counts towards max_attempts either.
+  enum class loss { node, handback, broker_restart };
+  void requeue(live_job& j, const std::string& why, loss cause = loss::node);
+  void finish(live_job& j, wire::job_state state, const std::string& stop_reason,
+              const std::string& error, uint32_t n_prompt, uint32_t n_gen);
+  // The attempt of `j` on `n` is lost and the job queued again. An attempt that began before a
+  // broker restart lost its tokens (or its job_assign) to the restart, not to its node: that loss
+  // counts neither against the node nor against max_attempts.
+  void attempt_lost(node_entry& n, live_job& j, const std::string& why);
+  // Attempts that did not move on for too long are taken back (from the turn's timers).
+  void attempt_timers(net::steady::time_point now);
+
+  // Writes what a job streamed since its last flush (append_output: only the new bytes).
+  void flush_output(live_job& j);
+  void flush_all();
+  // Finished jobs leave memory at the end of the turn that finished them; a turn whose commit
+  // failed keeps them (its reload reads them as they are stored).
+  void erase_finished();
+  void discard_finished() { finished_.clear(); }
+
+ private:
+  void enqueue(live_job& j);
+  void assign(live_job& j, node_entry& n);
+  // The per-client accounting of unfinished jobs: a job is counted from its submit (or recovery)
+  // until it leaves memory.
+  void usage_add(live_job& j);
+  void usage_release(const live_job& j);
+
+  const broker_config& cfg_;
+  job_store& store_;
+  turn_output& out_;
+  watch_relay& relay_;
+  node_registry& nodes_;
+  metrics_turn& turn_metrics_;
+  job_map jobs_;
+  std::map<std::string, job_queue> queues_;
+  std::vector<uint64_t> finished_;  // jobs finished this turn, erased from jobs_ at its end
+  size_t n_queued_ = 0;
+  std::unordered_map<std::string, client_usage> usage_;  // by owner
+  uint64_t queued_bytes_ = 0;                            // of all unfinished jobs
+  bool dispatch_needed_ = false;
+};
+
+}  // namespace hearth::broker

@@ -1,0 +1,570 @@
+// The node registry (node-registry.h): registration, credit, heartbeats and liveness, lost
+// attempts and quarantine, the registry's records.
+#include "broker/node-registry.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "broker/reply-list.h"
+#include "common/format-ago.h"
+
+namespace hearth::broker {
+
+bool node_entry::serves(const std::string& model) const {
+  for (const auto& m : models) {
+    if (m.name == model) return true;
+  }
+  return false;
+}
+
+bool node_entry::has_loaded(const std::string& model) const {
+  for (const auto& m : models) {
+    if (m.name == model) return m.loaded;
+  }
+  return false;
+}
+
+uint64_t node_entry::speed_rank() const {
+  return (hardware.gpus.empty() ? 0 : uint64_t(1) << 32) + hardware.cpu_threads;
+}
+
+uint32_t node_entry::losses_since(net::steady::time_point since) const {
+  return uint32_t(recent_losses.end() -
+                  std::lower_bound(recent_losses.begin(), recent_losses.end(), since));
+}
+
+uint32_t node_entry::free_slots() const {
+  return slots - std::min<uint32_t>(uint32_t(running.size()), slots);
+}
+
+void node_entry::measure(uint32_t n_gen, double seconds) {
+  const double rate = double(n_gen) / std::max(seconds, 0.001);
+  measured_rate = completed == 0 ? rate : 0.75 * measured_rate + 0.25 * rate;
+  ++completed;
+}
+
+wire::node_summary node_entry::summary() const {
+  wire::node_summary s;
+  s.name = name;
+  s.hostname = hostname;
+  s.engine = engine;
+  s.online = online;
+  s.last_seen_ms = last_seen_ms;
+  s.slots = slots;
+  s.running = uint32_t(running.size());
+  s.hardware = hardware;
+  s.models = models;
+  s.quarantined_until_ms = quarantined(net::steady::now()) ? quarantined_until_ms : 0;
+  s.lost = lost;
+  s.losses.assign(last_losses.begin(), last_losses.end());
+  s.key = key;
+  return s;
+}
+
+void node_entry::count_tokens(net::steady::time_point now, uint64_t n) {
+  const int64_t second =
+      std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
+  if (!recent_tokens.empty() && recent_tokens.back().first == second) {
+    recent_tokens.back().second += n;
+  } else {
+    recent_tokens.emplace_back(second, n);
+  }
+  while (!recent_tokens.empty() && recent_tokens.front().first <= second - k_rate_window_s) {
+    recent_tokens.pop_front();
+  }
+}
+
+double node_entry::tokens_per_second(net::steady::time_point now) const {
+  const int64_t second =
+      std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
+  uint64_t total = 0;
+  for (const auto& [s, n] : recent_tokens) {
+    if (s > second - k_rate_window_s) total += n;
+  }
+  return double(total) / k_rate_window_s;
+}
+
+namespace {
+// A registration (node_hello, or node_status's model list) larger than this is refused: it bounds
+// what one node adds to the broker's memory and to each nodes_reply and models_reply.
+constexpr size_t k_max_registration_bytes = 1 << 20;
+constexpr size_t k_max_node_name_bytes = 255;
+}  // namespace
+
+std::string loss_reason(const std::string& why) {
+  constexpr size_t k_max_bytes = 512;
+  if (why.size() <= k_max_bytes) return why;
+  size_t cut = k_max_bytes;
+  while (cut > 0 && (static_cast<unsigned char>(why[cut]) & 0xc0) == 0x80) --cut;
+  return why.substr(0, cut) + "...";
+}
+
+node_entry* node_registry::by_routing_id(const std::string& rid) {
+  auto it = node_by_rid_.find(rid);
+  if (it == node_by_rid_.end()) return nullptr;
+  return &nodes_.at(it->second);
+}
+
+void node_registry::store_node(const node_entry& n) {
+  store_.node_upsert(n.summary());
+}
+
+bool node_registry::hello_admitted(const std::string& rid) {
+  const auto now = net::steady::now();
+  if (!hello_bucket_) {
+    hello_bucket_.emplace(cfg_.hello_rate, cfg_.hello_burst, now);
+  }
+  auto peer = hello_peer_buckets_.try_emplace(rid, cfg_.hello_rate_per_peer,
+                                              cfg_.hello_burst_per_peer, now);
+  std::string why;
+  if (!peer.first->second.take(now)) {
+    why = "more than " + std::to_string(cfg_.hello_rate_per_peer) +
+          " node_hello per second from this connection";
+  } else if (!hello_bucket_->take(now)) {
+    why = "more than " + std::to_string(cfg_.hello_rate) +
+          " node_hello per second from all connections";
+  } else {
+    return true;
+  }
+  out_.send_error(rid, 0, wire::error_code::limit_reached, why + "; try again later");
+  // A flood must not become a flood of log lines.
+  if (auto more = hello_log_.admit(now)) spdlog::warn("refused a node_hello: {}{}", why, *more);
+  return false;
+}
+
+node_entry* node_registry::hello(const std::string& rid, const peer& who, wire::node_hello& m) {
+  if (!hello_admitted(rid)) return nullptr;
+  if (m.version != wire::protocol_version) {
+    out_.send_error(rid, 0, wire::error_code::version_mismatch,
+                    "node protocol version " + std::to_string(m.version) + " is not supported");
+    return nullptr;
+  }
+  if (m.name.empty() || m.slots == 0) {
+    out_.send_error(rid, 0, wire::error_code::malformed, "node_hello needs a name and slots >= 1");
+    return nullptr;
+  }
+  if (m.name.size() > k_max_node_name_bytes || m.hostname.size() > k_max_node_name_bytes) {
+    out_.send_error(rid, 0, wire::error_code::malformed,
+                    "node_hello: name and hostname are at most 255 bytes");
+    return nullptr;
+  }
+  if (const size_t bytes = wire::encode(m).size(); bytes > k_max_registration_bytes) {
+    out_.send_error(rid, 0, wire::error_code::limit_reached,
+                    "node_hello is " + std::to_string(bytes) + " bytes; at most " +
+                        std::to_string(k_max_registration_bytes) + " (advertise fewer models)");
+    return nullptr;
+  }
+  auto it = nodes_.find(m.name);
+  if (it == nodes_.end() && nodes_.size() >= cfg_.max_nodes) {
+    out_.send_error(
+        rid, 0, wire::error_code::limit_reached,
+        "the broker has " + std::to_string(nodes_.size()) +
+            " nodes registered (max_nodes); forget offline ones with `hearth nodes forget`");
+    return nullptr;
+  }
+  // One node key owns a bounded share of the records, so that it cannot lock the others out.
+  // Without auth every peer is trusted (an admin): max_nodes alone bounds them.
+  if (it == nodes_.end() && !who.key.empty()) {
+    const auto owned = size_t(std::count_if(
+        nodes_.begin(), nodes_.end(), [&](const auto& kv) { return kv.second.key == who.key; }));
+    if (owned >= cfg_.max_nodes_per_key) {
+      out_.send_error(rid, 0, wire::error_code::limit_reached,
+                      "this node key has " + std::to_string(owned) +
+                          " nodes registered (max_nodes_per_key); forget offline ones with `hearth "
+                          "nodes forget`");
+      return nullptr;
+    }
+  }
+  // With auth a name belongs to the key that first used it: another key cannot take it over,
+  // whatever it claims about itself (forget the node to free the name).
+  if (it != nodes_.end() && !who.key.empty() && !it->second.key.empty() &&
+      it->second.key != who.key) {
+    spdlog::warn("refused node '{}' from key '{}': the name belongs to another node key", m.name,
+                 who.name);
+    out_.send_error(rid, 0, wire::error_code::name_taken,
+                    "the name " + m.name + " is in use by another node key; choose --name");
+    return nullptr;
+  }
+  if (it != nodes_.end() && it->second.online && it->second.routing_id != rid) {
+    // A node that reconnects after a network failure says hello from a new socket before the
+    // old one is declared dead; the same hostname means it is the same machine. Two machines
+    // sharing one name (cloned VMs, Raspberry Pis all called "raspberrypi") are refused instead
+    // of knocking each other off.
+    if (it->second.hostname != m.hostname) {
+      spdlog::warn("refused node '{}' from {}: a node of that name is connected from {}", m.name,
+                   m.hostname, it->second.hostname);
+      out_.send_error(rid, 0, wire::error_code::name_taken,
+                      "the name " + m.name + " is in use by a node connected from " +
+                          it->second.hostname + "; choose --name");
+      return nullptr;
+    }
+    // The same machine, but another node process (two `hearth-node --name X` on one host): the
+    // established one keeps the name while it is heard from, instead of the two knocking each
+    // other off for ever. One silent for two heartbeat intervals may be a killed process whose
+    // restart this is, and is replaced.
+    const auto alive = std::chrono::milliseconds(2 * int64_t(cfg_.heartbeat_ms));
+    if (m.instance != 0 && it->second.instance != 0 && m.instance != it->second.instance &&
+        net::steady::now() - it->second.last_heard < alive) {
+      spdlog::warn("refused node '{}': another node process on {} is connected with that name",
+                   m.name, m.hostname);
+      out_.send_error(rid, 0, wire::error_code::name_taken,
+                      "the name " + m.name + " is in use by another node process on " + m.hostname +
+                          "; choose --name");
+      return nullptr;
+    }
+    node_by_rid_.erase(it->second.routing_id);
+  }
+  node_entry& n = nodes_[m.name];
+  if (!n.routing_id.empty()) node_by_rid_.erase(n.routing_id);
+  if (!who.key.empty()) n.key = who.key;
+  n.name = m.name;
+  n.routing_id = rid;
+  n.hostname = m.hostname;
+  n.engine = m.engine;
+  n.instance = m.instance;
+  if (m.slots > cfg_.max_node_slots && m.slots != n.declared_slots) {
+    spdlog::warn("node {} declares {} slots; it gets at most {} (max_node_slots)", m.name, m.slots,
+                 cfg_.max_node_slots);
+  }
+  n.declared_slots = m.slots;
+  n.slots = std::min(m.slots, cfg_.max_node_slots);
+  n.hardware = std::move(m.hardware);
+  n.models = std::move(m.models);
+  n.skipped = std::move(m.skipped);
+  n.online = true;
+  n.last_heard = net::steady::now();
+  n.last_seen_ms = net::wall_ms();
+  n.last_stored = n.last_heard;
+  node_by_rid_[rid] = n.name;
+  for (const auto& model : n.models) known_models_.insert(model.name);
+  return &n;
+}
+
+void node_registry::welcome(node_entry& n, const std::vector<wire::job_resume>& resumes) {
+  const std::string& rid = n.routing_id;
+  n.credit = 0;  // the node grants credit with node_pull once welcomed
+  store_node(n);
+  out_.send(rid, wire::node_welcome{wire::protocol_version, cfg_.heartbeat_ms, cfg_.liveness});
+  for (const auto& r : resumes) out_.send(rid, r);
+  spdlog::info("node {} ({}, {} engine, {} slots, {} models) is online", n.name, n.hostname,
+               n.engine, n.slots, n.models.size());
+}
+
+void node_registry::heard(node_entry& n) {
+  n.missed_counted = 0;
+  n.last_heard = net::steady::now();
+  n.last_seen_ms = net::wall_ms();
+}
+
+void node_registry::pull(node_entry& n, const wire::node_pull& m) {
+  // Credit and running attempts together stay within its slots, whatever it asks for.
+  n.credit = uint32_t(std::min<uint64_t>(uint64_t(n.credit) + m.credit, n.free_slots()));
+}
+
+bool node_registry::status(node_entry& n, wire::node_status m) {
+  if (const size_t bytes = wire::encode(m).size(); bytes > k_max_registration_bytes) {
+    spdlog::warn("node {}: ignored a node_status of {} bytes (at most {})", n.name, bytes,
+                 k_max_registration_bytes);
+    return false;
+  }
+  n.models = std::move(m.models);
+  n.skipped = std::move(m.skipped);
+  // An older node sends no hardware (cpu_threads 0): the hello's stays.
+  if (m.hardware.cpu_threads > 0) n.hardware = std::move(m.hardware);
+  for (const auto& model : n.models) known_models_.insert(model.name);
+  store_node(n);
+  return true;
+}
+
+std::set<uint64_t> node_registry::offline(node_entry& n) {
+  n.online = false;
+  n.credit = 0;
+  node_by_rid_.erase(n.routing_id);
+  n.routing_id.clear();
+  store_.node_seen(n.name, false, n.last_seen_ms);
+  return std::exchange(n.running, {});
+}
+
+void node_registry::lost_attempt(node_entry& n, uint64_t job_id, uint32_t attempt,
+                                 const std::string& why, bool handback) {
+  ++n.lost;
+  n.last_losses.push_back({net::wall_ms(), job_id, attempt, loss_reason(why)});
+  if (n.last_losses.size() > node_entry::k_losses_kept) n.last_losses.pop_front();
+  const auto now = net::steady::now();
+  // Losses while quarantined (attempts it still held) do not extend the quarantine.
+  if (n.quarantined(now)) return;
+  // A node shutting down hands back all it runs at once: hand-backs within a second of the
+  // counted one are one loss, so a restart (systemctl restart) does not quarantine a node, while
+  // taking jobs and handing them back again and again still does.
+  if (handback) {
+    if (now - n.last_handback < std::chrono::seconds(1)) return;
+    n.last_handback = now;
+  }
+  const auto window = std::chrono::milliseconds(cfg_.quarantine_window_ms);
+  n.recent_losses.push_back(now);
+  while (!n.recent_losses.empty() && n.recent_losses.front() < now - window) {
+    n.recent_losses.pop_front();
+  }
+  if (n.recent_losses.size() < cfg_.quarantine_after) return;
+  // A repeat within the longest quarantine of the last one's end doubles the time.
+  const auto max = std::chrono::milliseconds(broker_config::max_quarantine_ms);
+  const bool repeat = n.quarantine_level > 0 && now - n.quarantine_end < max;
+  n.quarantine_level = repeat ? std::min<uint32_t>(n.quarantine_level + 1, 20) : 1;
+  const int64_t ms = std::min<int64_t>(int64_t(cfg_.quarantine_ms) << (n.quarantine_level - 1),
+                                       broker_config::max_quarantine_ms);
+  n.quarantine_end = now + std::chrono::milliseconds(ms);
+  n.quarantined_until_ms = net::wall_ms() + ms;
+  spdlog::warn("node {} is quarantined for {} s: it lost {} attempts within {} s (last: {})",
+               n.name, ms / 1000.0, n.recent_losses.size(), cfg_.quarantine_window_ms / 1000.0,
+               why);
+  n.recent_losses.clear();
+}
+
+bool node_registry::release(const std::string& rid, const wire::release_node& m) {
+  auto it = nodes_.find(m.name);
+  if (it == nodes_.end()) {
+    out_.send_error(rid, m.request_id, wire::error_code::not_found, "no node " + m.name);
+    return false;
+  }
+  node_entry& n = it->second;
+  const bool was = n.quarantined(net::steady::now());
+  // As if it had lost nothing lately: a new quarantine starts at quarantine_ms again.
+  n.quarantine_end = {};
+  n.quarantined_until_ms = 0;
+  n.quarantine_level = 0;
+  n.recent_losses.clear();
+  spdlog::info("node {} {} by an admin", m.name,
+               was ? "released from quarantine" : "(not quarantined) had its losses forgiven");
+  out_.send(rid, wire::ok{m.request_id});
+  return true;
+}
+
+void node_registry::forget(const std::string& rid, const wire::forget_node& m) {
+  auto it = nodes_.find(m.name);
+  if (it == nodes_.end()) {
+    out_.send_error(rid, m.request_id, wire::error_code::not_found, "no node " + m.name);
+    return;
+  }
+  if (it->second.online) {
+    out_.send_error(rid, m.request_id, wire::error_code::invalid_params,
+                    "node " + m.name + " is online; stop it before forgetting it");
+    return;
+  }
+  store_.node_forget(m.name);
+  nodes_.erase(it);
+  // The models only it advertised are no longer known (submits for them need wait_model).
+  known_models_.clear();
+  for (auto& name : store_.known_models()) known_models_.insert(std::move(name));
+  spdlog::info("node {} forgotten", m.name);
+  out_.send(rid, wire::ok{m.request_id});
+}
+
+void node_registry::list(const std::string& rid, const wire::list_nodes& m) const {
+  wire::nodes_reply r;
+  r.request_id = m.request_id;
+  // Capped to fit one message: online nodes first, so offline records cannot crowd them out.
+  reply_list list(r, &wire::nodes_reply::nodes);
+  for (bool online : {true, false}) {
+    for (const auto& [name, n] : nodes_) {
+      if (n.online == online) list.offer(n.summary());
+    }
+  }
+  r.total = list.total();
+  r.truncated = list.truncated();
+  out_.send(rid, r);
+}
+
+void node_registry::list_models(const std::string& rid, const wire::list_models& m,
+                                const std::map<std::string, uint32_t>& queued) const {
+  std::map<std::string, wire::model_summary> models;
+  for (const auto& [name, n] : nodes_) {
+    for (const auto& mi : n.models) {
+      auto& s = models[mi.name];
+      if (s.name.empty()) {
+        s.name = mi.name;
+        s.architecture = mi.architecture;
+        s.quantization = mi.quantization;
+        s.size_bytes = mi.size_bytes;
+        s.context_length = mi.context_length;
+      }
+      // A node that counted the parameters (an older one sends none) tells them.
+      if (s.params_total == 0) {
+        s.params_total = mi.params_total;
+        s.params_active = mi.params_active;
+      }
+      if (n.online) {
+        s.nodes.push_back(name);
+        if (mi.loaded) s.loaded_on.push_back(name);
+      }
+    }
+  }
+  for (const auto& [model, n_queued] : queued) {
+    auto& s = models[model];
+    s.name = model;
+    s.queued = n_queued;
+  }
+  wire::models_reply r;
+  r.request_id = m.request_id;
+  // Capped to fit one message: models an online node serves or a job waits for come first.
+  reply_list list(r, &wire::models_reply::models);
+  for (bool in_use : {true, false}) {
+    for (const auto& [name, s] : models) {
+      if ((!s.nodes.empty() || s.queued > 0) == in_use) list.offer(s);
+    }
+  }
+  r.total = list.total();
+  r.truncated = list.truncated();
+  // Online nodes' skipped files, at most k_max_skipped_listed in all (a node sends at most 64).
+  constexpr size_t k_max_skipped_listed = 256;
+  size_t listed = 0;
+  for (const auto& [name, n] : nodes_) {
+    if (!n.online || n.skipped.empty() || listed == k_max_skipped_listed) continue;
+    const size_t take = std::min(n.skipped.size(), k_max_skipped_listed - listed);
+    r.skipped.push_back({name, {n.skipped.begin(), n.skipped.begin() + ptrdiff_t(take)}});
+    listed += take;
+  }
+  out_.send(rid, r);
+}
+
+bool node_registry::healthy_node_serves(const std::string& model, const std::string& except) const {
+  const auto now = net::steady::now();
+  for (const auto& [name, n] : nodes_) {
+    if (name != except && n.online && !n.quarantined(now) && n.serves(model)) return true;
+  }
+  return false;
+}
+
+std::string node_registry::waiting_reason(const std::string& model) const {
+  if (healthy_node_serves(model, "")) return "";
+  const node_entry* last = nullptr;  // the offline node that served it, seen last
+  bool quarantined = false;
+  const auto now = net::steady::now();
+  for (const auto& [name, n] : nodes_) {
+    if (!n.serves(model)) continue;
+    if (n.online && n.quarantined(now)) quarantined = true;
+    if (!n.online && (!last || n.last_seen_ms > last->last_seen_ms)) last = &n;
+  }
+  if (quarantined) {
+    return "every online node that serves model '" + model +
+           "' is quarantined after losing attempts; waiting";
+  }
+  if (last) {
+    return "no online node serves model '" + model + "' (last seen: node " + last->name + ", " +
+           format_ago(last->last_seen_ms, net::wall_ms()) + "); waiting";
+  }
+  return "no node has offered model '" + model + "' yet; waiting";
+}
+
+bool node_registry::chat_unformattable(const std::string& model) const {
+  // Only online nodes' files are known; with none online the job waits as any other.
+  bool served = false, formattable = false;
+  for (const auto& [name, n] : nodes_) {
+    if (!n.online) continue;
+    for (const auto& mi : n.models) {
+      if (mi.name != model) continue;
+      served = true;
+      formattable = formattable || !mi.chat_template.empty();
+    }
+  }
+  return served && !formattable;
+}
+
+bool node_registry::quarantine_timers(net::steady::time_point now) {
+  bool ended = false;
+  for (auto& [name, n] : nodes_) {
+    if (n.quarantined_until_ms != 0 && !n.quarantined(now)) {
+      n.quarantined_until_ms = 0;
+      spdlog::info("node {}'s quarantine is over", name);
+      ended = true;
+    }
+  }
+  for (auto it = hello_peer_buckets_.begin(); it != hello_peer_buckets_.end();) {
+    it = it->second.full(now) ? hello_peer_buckets_.erase(it) : std::next(it);
+  }
+  return ended;
+}
+
+void node_registry::liveness(net::steady::time_point now, bool storage_down,
+                             const std::function<void(node_entry&, const std::string&)>& lost) {
+  const auto dead_after = std::chrono::milliseconds(int64_t(cfg_.heartbeat_ms) * cfg_.liveness);
+  for (auto& [name, n] : nodes_) {
+    if (!n.online) continue;
+    if (now - n.last_heard > dead_after) {
+      spdlog::warn("node {} stopped responding (nothing heard for {} ms); it is offline", name,
+                   dead_after.count());
+      lost(n, "node " + name + " stopped responding");
+      continue;
+    }
+    count_missed_heartbeats(n, now);
+    if (now - n.last_sent >= std::chrono::milliseconds(cfg_.heartbeat_ms / 2)) {
+      out_.send(n.routing_id, wire::heartbeat{});
+    }
+    // last_seen is written every few intervals, not on every message, and not while the store
+    // refuses writes: a failed write fails its whole turn, and the time is only informative.
+    if (!storage_down &&
+        n.last_heard - n.last_stored > std::chrono::milliseconds(cfg_.heartbeat_ms) * 5) {
+      store_.node_seen(name, true, n.last_seen_ms);
+      n.last_stored = n.last_heard;
+    }
+  }
+}
+
+void node_registry::count_missed_heartbeats(node_entry& n, net::steady::time_point now) {
+  // A node sends something at least every interval; one silent for more than an interval and a
+  // half has missed a heartbeat, for more than two and a half two, and so on.
+  const auto interval = std::chrono::milliseconds(std::max<uint32_t>(cfg_.heartbeat_ms, 1));
+  const auto silence = now - n.last_heard;
+  if (silence < interval + interval / 2) return;
+  const auto missed = uint32_t((silence - interval / 2) / interval);
+  if (missed > n.missed_counted) {
+    metrics_.add(metric::heartbeats_missed, {n.name}, missed - n.missed_counted);
+    n.missed_counted = missed;
+  }
+}
+
+void node_registry::sent(const std::string& rid, net::steady::time_point now) {
+  if (auto it = node_by_rid_.find(rid); it != node_by_rid_.end()) {
+    nodes_[it->second].last_sent = now;
+  }
+}
+
+void node_registry::store_seen() {
+  for (auto& [name, n] : nodes_) {
+    if (n.online) store_.node_seen(name, false, n.last_seen_ms);
+  }
+}
+
+void node_registry::clear_running() {
+  for (auto& [name, n] : nodes_) n.running.clear();
+}
+
+void node_registry::credit_free_slots() {
+  for (auto& [name, n] : nodes_) {
+    if (n.online) n.credit = n.free_slots();
+  }
+}
+
+node_entry* node_registry::find(const std::string& name) {
+  auto it = nodes_.find(name);
+  return it == nodes_.end() ? nullptr : &it->second;
+}
+
+void node_registry::load() {
+  for (auto& n : store_.nodes()) {
+    node_entry e;
+    e.name = n.name;
+    e.hostname = n.hostname;
+    e.engine = n.engine;
+    e.slots = n.slots;
+    e.hardware = n.hardware;
+    e.models = n.models;
+    e.key = n.key;
+    e.last_seen_ms = n.last_seen_ms;
+    nodes_[n.name] = std::move(e);
+  }
+  for (auto& m : store_.known_models()) known_models_.insert(m);
+}
+
+}  // namespace hearth::broker

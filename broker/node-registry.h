@@ -1,0 +1,205 @@
+// The node registry: every node the broker knows (online or not), by name and by connection.
+// A node's registration (node_hello's checks and record, node_status), its credit (node_pull),
+// its heartbeats and liveness (a node silent for `liveness` intervals is lost), the attempts it
+// lost and its quarantine, and the registry's records in the store all live here.
+//
+// Where a node's heartbeat goes: any message on a node's connection is a sign of life
+// (broker.cpp handle() calls heard()); the heartbeat message itself carries nothing else. Twice
+// per interval liveness() declares silent nodes lost, counts missed heartbeats and sends each
+// online node a heartbeat when nothing else went to it.
+//
+// What happens to a lost node's jobs is the job table's business: offline() hands back the
+// attempts the node held, and the caller requeues them.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "broker/config.h"
+#include "broker/job-store.h"
+#include "broker/log-limiter.h"
+#include "broker/metrics.h"
+#include "broker/peer.h"
+#include "broker/token-bucket.h"
+#include "broker/turn-output.h"
+#include "schema/messages.h"
+#include "schema/zmq-io.h"
+
+namespace hearth::broker {
+
+struct node_entry {
+  std::string name;
+  std::string key;         // its public key: the name belongs to this key ("" without auth)
+  std::string routing_id;  // "" while offline
+  std::string hostname;
+  std::string engine;
+  uint32_t slots = 0;           // min(declared slots, max_node_slots)
+  uint32_t declared_slots = 0;  // what its last hello said
+  uint32_t credit = 0;          // jobs it asked for and has not been sent yet
+  wire::hardware_info hardware;
+  std::vector<wire::model_info> models;
+  std::vector<wire::skipped_model> skipped;  // files of its models directory it does not serve
+  std::set<uint64_t> running;                // job ids assigned to it
+  bool online = false;
+  net::steady::time_point last_heard{};
+  net::steady::time_point last_sent{};
+  int64_t last_seen_ms = 0;               // wall clock, for the registry's last_seen column
+  net::steady::time_point last_stored{};  // when last_seen_ms was last written
+
+  // Attempts it lost (node_registry::lost_attempt): times of the recent ones, oldest
+  // first, and the total since the broker started.
+  std::deque<net::steady::time_point> recent_losses;
+  uint32_t lost = 0;
+  // The last k_losses_kept losses, newest last, for node_summary: which attempt, what happened.
+  static constexpr size_t k_losses_kept = 8;
+  std::deque<wire::node_loss> last_losses;
+  // A random number of the node process (node_hello.instance; 0 from an older node): a hello with
+  // another one for a live node's name comes from a second process, not a reconnect.
+  uint64_t instance = 0;
+  // Measured behaviour, which chooses among nodes (job_table::dispatch): attempts it
+  // completed since the broker started, and their tokens per second from assignment to the
+  // final (an average weighted towards the recent ones; 0 before the first).
+  uint32_t completed = 0;
+  double measured_rate = 0;
+  // Quarantined: no jobs until quarantine_end. quarantine_ms doubles on each repeat (level).
+  net::steady::time_point quarantine_end{};
+  int64_t quarantined_until_ms = 0;  // the same as wall time, for node_summary
+  uint32_t quarantine_level = 0;
+  net::steady::time_point last_handback{};  // the latest hand-back counted as a loss
+
+  // Heartbeat intervals of the current silence already counted as missed (the metrics).
+  uint32_t missed_counted = 0;
+  // Tokens it generated per second of the last k_rate_window_s seconds (steady seconds, count),
+  // for its tokens-per-second gauge.
+  static constexpr int k_rate_window_s = 10;
+  std::deque<std::pair<int64_t, uint64_t>> recent_tokens;
+  void count_tokens(net::steady::time_point now, uint64_t n);
+  double tokens_per_second(net::steady::time_point now) const;
+
+  bool quarantined(net::steady::time_point now) const { return now < quarantine_end; }
+  // Losses at or after `since`.
+  uint32_t losses_since(net::steady::time_point since) const;
+  // Slots without a running attempt, and of those the ones it asked jobs for (its credit).
+  uint32_t free_slots() const;
+  uint32_t free_credit() const { return std::min(credit, free_slots()); }
+
+  bool serves(const std::string& model) const;
+  bool has_loaded(const std::string& model) const;
+  // Larger is faster: a GPU node before a CPU node, then more CPU threads. A claim: it only breaks
+  // ties among nodes not measured yet.
+  uint64_t speed_rank() const;
+  // Counts a completed attempt of `n_gen` tokens that took `seconds` from assignment.
+  void measure(uint32_t n_gen, double seconds);
+  // As listed to clients and stored (running: attempts assigned to it now).
+  wire::node_summary summary() const;
+};
+
+// A loss's reason as node_summary keeps it: a node's own error text may be long, so it is cut
+// (before a character, not inside one: the JSON of `hearth nodes --json` needs UTF-8).
+std::string loss_reason(const std::string& why);
+
+class node_registry {
+ public:
+  node_registry(const broker_config& cfg, job_store& store, turn_output& out,
+                broker_metrics& metrics)
+      : cfg_(cfg), store_(store), out_(out), metrics_(metrics) {}
+
+  // The records of the store (at start): every node offline until it says hello.
+  void load();
+
+  std::map<std::string, node_entry>& nodes() { return nodes_; }
+  const std::map<std::string, node_entry>& nodes() const { return nodes_; }
+  node_entry* find(const std::string& name);
+  node_entry* by_routing_id(const std::string& rid);
+  // Every model a node ever advertised (kept in the store too).
+  const std::set<std::string>& known_models() const { return known_models_; }
+
+  // node_hello up to its record: the rate limits, the checks (version, sizes, max_nodes, the
+  // key's share, who owns the name, a second process), then the node is online on `rid`.
+  // nullptr after refusing it (the peer is told why). Its running attempts are reconciled with
+  // the jobs by the caller, which then calls welcome().
+  node_entry* hello(const std::string& rid, const peer& who, wire::node_hello& m);
+  // The end of a hello: no credit until node_pull, the record stored, node_welcome and then the
+  // job_resume of the attempts it still runs.
+  void welcome(node_entry& n, const std::vector<wire::job_resume>& resumes);
+  // A message came on the node's connection: it is alive.
+  void heard(node_entry& n);
+  // node_pull: credit, within its free slots.
+  void pull(node_entry& n, const wire::node_pull& m);
+  // node_status: its models and hardware now. False when ignored (too large).
+  bool status(node_entry& n, wire::node_status m);
+  // The node is gone (silent, said bye, dropped, its key removed): offline, no credit, its
+  // connection forgotten. Returns the attempts it held; the caller takes them back.
+  std::set<uint64_t> offline(node_entry& n);
+  // An attempt of `n` (job `job_id`'s attempt `attempt`) ended without finishing on the node
+  // side: counts it, remembers it for node_summary, and quarantines the node after
+  // cfg.quarantine_after such losses within the window.
+  void lost_attempt(node_entry& n, uint64_t job_id, uint32_t attempt, const std::string& why,
+                    bool handback = false);
+
+  // Admin and client requests about nodes. release() says whether the node is free to get jobs
+  // again (false after not_found); forget() expects the caller to have refused it while the
+  // store refuses writes.
+  bool release(const std::string& rid, const wire::release_node& m);
+  void forget(const std::string& rid, const wire::forget_node& m);
+  void list(const std::string& rid, const wire::list_nodes& m) const;
+  // `queued`: jobs waiting per model.
+  void list_models(const std::string& rid, const wire::list_models& m,
+                   const std::map<std::string, uint32_t>& queued) const;
+
+  // Whether another node than `except` could run `model` now (online, not quarantined).
+  bool healthy_node_serves(const std::string& model, const std::string& except) const;
+  // Why a job for `model` waits although it may be first in line: "" when a node could run it,
+  // else which nodes serve the model and where they are ("last seen: node desk, 3h ago").
+  std::string waiting_reason(const std::string& model) const;
+  // Whether chat messages for `model` cannot be formatted: online nodes serve it and none of
+  // them has a chat template for it.
+  bool chat_unformattable(const std::string& model) const;
+
+  // Ends quarantines that are over (true when one did) and forgets idle hello rate limits.
+  bool quarantine_timers(net::steady::time_point now);
+  // Liveness, twice per heartbeat interval: a node silent for `liveness` intervals is lost
+  // (`lost` is called with it and why), the others have their missed heartbeats counted, are
+  // sent a heartbeat when nothing else went to them, and have last_seen stored every few
+  // intervals (not while `storage_down`).
+  void liveness(net::steady::time_point now, bool storage_down,
+                const std::function<void(node_entry&, const std::string&)>& lost);
+  // A message went to `rid` (a node is sent heartbeats only when nothing else went to it).
+  void sent(const std::string& rid, net::steady::time_point now);
+  // The online nodes' last_seen, written when the broker stops.
+  void store_seen();
+  // After a failed commit's reload: the attempts are read again, the credit is the free slots.
+  void clear_running();
+  void credit_free_slots();
+
+ private:
+  // The hello rate limits: false (and the peer told limit_reached) when over them.
+  bool hello_admitted(const std::string& rid);
+  void store_node(const node_entry& n);
+  // Counts the heartbeat intervals `n` has been silent for, each once.
+  void count_missed_heartbeats(node_entry& n, net::steady::time_point now);
+
+  const broker_config& cfg_;
+  job_store& store_;
+  turn_output& out_;
+  broker_metrics& metrics_;
+  std::map<std::string, node_entry> nodes_;                   // by name
+  std::unordered_map<std::string, std::string> node_by_rid_;  // routing id -> name
+  std::set<std::string> known_models_;
+  // node_hello rate limits: per connection (by routing id) and overall; refusals are logged at
+  // most once a second, with a count of those not logged.
+  std::unordered_map<std::string, token_bucket> hello_peer_buckets_;
+  std::optional<token_bucket> hello_bucket_;
+  log_limiter hello_log_{1, 5};
+};
+
+}  // namespace hearth::broker
