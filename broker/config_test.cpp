@@ -3,18 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
+
+#include "tests/testdata.h"
 
 namespace hearth::broker {
 namespace {
 
 const std::string k_repo = HEARTH_SOURCE_DIR;
-
-std::string write_yaml(const std::string& name, const std::string& text) {
-  const std::string path = ::testing::TempDir() + name;
-  std::ofstream(path) << text;
-  return path;
-}
 
 TEST(BrokerConfig, TheExampleFileHoldsTheDefaults) {
   broker_config cfg;
@@ -49,10 +44,11 @@ TEST(BrokerConfig, TheExampleFileHoldsTheDefaults) {
 
 TEST(BrokerConfig, DurabilityOutputCapAndRetentionAreReadAndChecked) {
   broker_config cfg;
-  auto r = broker_config_load(write_yaml("b16.yaml",
-                                         "durability: normal\nmax_output_bytes: 1048576\n"
-                                         "retention:\n  max_age_days: 30\n  keep_last: 5000\n"),
-                              cfg);
+  auto r = broker_config_load(
+      testing::write_temp_file("b16.yaml",
+                               "durability: normal\nmax_output_bytes: 1048576\n"
+                               "retention:\n  max_age_days: 30\n  keep_last: 5000\n"),
+      cfg);
   ASSERT_TRUE(r) << r.message();
   EXPECT_EQ(cfg.durability, "normal");
   EXPECT_EQ(broker_store_options(cfg).sync, store_options::durability::normal);
@@ -66,7 +62,7 @@ TEST(BrokerConfig, DurabilityOutputCapAndRetentionAreReadAndChecked) {
                            {"retention:\n  max_age: 30\n", "unknown setting 'retention.max_age'"},
                            {"retention:\n  keep_last: lots\n", "keep_last"}}) {
     broker_config c;
-    auto e = broker_config_load(write_yaml("b16bad.yaml", bad), c);
+    auto e = broker_config_load(testing::write_temp_file("b16bad.yaml", bad), c);
     ASSERT_FALSE(e) << bad;
     EXPECT_NE(e.message().find(says), std::string::npos) << e.message();
   }
@@ -74,11 +70,11 @@ TEST(BrokerConfig, DurabilityOutputCapAndRetentionAreReadAndChecked) {
 
 TEST(BrokerConfig, NodeBoundsAreReadAndChecked) {
   broker_config cfg;
-  ASSERT_TRUE(
-      broker_config_load(write_yaml("b6.yaml",
-                                    "max_node_slots: 8\nquarantine_after: 2\nquarantine_ms: 5000\n"
-                                    "max_nodes: 10\nhello_rate: 7\n"),
-                         cfg));
+  ASSERT_TRUE(broker_config_load(
+      testing::write_temp_file("b6.yaml",
+                               "max_node_slots: 8\nquarantine_after: 2\nquarantine_ms: 5000\n"
+                               "max_nodes: 10\nhello_rate: 7\n"),
+      cfg));
   EXPECT_EQ(cfg.max_node_slots, 8u);
   EXPECT_EQ(cfg.quarantine_after, 2u);
   EXPECT_EQ(cfg.quarantine_ms, 5000u);
@@ -88,7 +84,7 @@ TEST(BrokerConfig, NodeBoundsAreReadAndChecked) {
        {"max_node_slots: 0\n", "max_nodes: 0\n", "max_nodes: 5000\n", "quarantine_ms: 600001\n",
         "quarantine_after: 0\n", "hello_burst_per_peer: 0\n"}) {
     broker_config c;
-    auto r = broker_config_load(write_yaml("b7.yaml", bad), c);
+    auto r = broker_config_load(testing::write_temp_file("b7.yaml", bad), c);
     ASSERT_FALSE(r) << bad;
     const std::string key = std::string(bad).substr(0, std::string(bad).find(':'));
     EXPECT_NE(r.message().find(key), std::string::npos) << r.message();
@@ -99,10 +95,11 @@ TEST(BrokerConfig, NodeBoundsAreReadAndChecked) {
 TEST(BrokerConfig, ReadsTheLimits) {
   broker_config cfg;
   ASSERT_TRUE(broker_config_load(
-      write_yaml("b6.yaml",
-                 "max_peer_outbox_bytes: 16777216\npeer_stall_ms: 500\nmax_outbox_bytes: "
-                 "33554432\nmax_client_queued_jobs: 3\nmax_client_queued_bytes: 1000\n"
-                 "max_queue_bytes: 5000000000\n"),
+      testing::write_temp_file(
+          "b6.yaml",
+          "max_peer_outbox_bytes: 16777216\npeer_stall_ms: 500\nmax_outbox_bytes: "
+          "33554432\nmax_client_queued_jobs: 3\nmax_client_queued_bytes: 1000\n"
+          "max_queue_bytes: 5000000000\n"),
       cfg));
   EXPECT_EQ(cfg.max_peer_outbox_bytes, 16777216u);
   EXPECT_EQ(cfg.peer_stall_ms, 500u);
@@ -111,12 +108,13 @@ TEST(BrokerConfig, ReadsTheLimits) {
   EXPECT_EQ(cfg.max_client_queued_bytes, 1000u);
   EXPECT_EQ(cfg.max_queue_bytes, 5000000000u);
   // An outbox must hold one largest message, and all outboxes one peer's.
-  auto r = broker_config_load(write_yaml("b7.yaml", "max_peer_outbox_bytes: 1000\n"), cfg);
+  auto r =
+      broker_config_load(testing::write_temp_file("b7.yaml", "max_peer_outbox_bytes: 1000\n"), cfg);
   ASSERT_FALSE(r);
   EXPECT_NE(r.message().find("max_peer_outbox_bytes must be at least"), std::string::npos);
-  r = broker_config_load(write_yaml("b8.yaml",
-                                    "max_outbox_bytes: 8388608\n"
-                                    "max_peer_outbox_bytes: 16777216\n"),
+  r = broker_config_load(testing::write_temp_file("b8.yaml",
+                                                  "max_outbox_bytes: 8388608\n"
+                                                  "max_peer_outbox_bytes: 16777216\n"),
                          cfg);
   ASSERT_FALSE(r);
   EXPECT_NE(r.message().find("max_outbox_bytes must be at least"), std::string::npos);
@@ -124,8 +122,8 @@ TEST(BrokerConfig, ReadsTheLimits) {
 
 TEST(BrokerConfig, ReadsValuesAndKeepsTheRest) {
   broker_config cfg;
-  ASSERT_TRUE(
-      broker_config_load(write_yaml("b1.yaml", "heartbeat_ms: 250\nmax_attempts: 5\n"), cfg));
+  ASSERT_TRUE(broker_config_load(
+      testing::write_temp_file("b1.yaml", "heartbeat_ms: 250\nmax_attempts: 5\n"), cfg));
   EXPECT_EQ(cfg.heartbeat_ms, 250u);
   EXPECT_EQ(cfg.max_attempts, 5u);
   EXPECT_EQ(cfg.liveness, 3u);
@@ -133,16 +131,16 @@ TEST(BrokerConfig, ReadsValuesAndKeepsTheRest) {
 
 TEST(BrokerConfig, BadFilesNameTheProblem) {
   broker_config cfg;
-  auto r = broker_config_load(write_yaml("b2.yaml", "heartbeat: 5\n"), cfg);
+  auto r = broker_config_load(testing::write_temp_file("b2.yaml", "heartbeat: 5\n"), cfg);
   ASSERT_FALSE(r);
   EXPECT_NE(r.message().find("unknown setting 'heartbeat'"), std::string::npos) << r.message();
-  r = broker_config_load(write_yaml("b3.yaml", "liveness: many\n"), cfg);
+  r = broker_config_load(testing::write_temp_file("b3.yaml", "liveness: many\n"), cfg);
   ASSERT_FALSE(r);
   EXPECT_NE(r.message().find("'liveness' has the wrong type"), std::string::npos) << r.message();
-  r = broker_config_load(write_yaml("b4.yaml", "heartbeat_ms: 1\n"), cfg);
+  r = broker_config_load(testing::write_temp_file("b4.yaml", "heartbeat_ms: 1\n"), cfg);
   ASSERT_FALSE(r);
   EXPECT_NE(r.message().find("heartbeat_ms must be"), std::string::npos) << r.message();
-  r = broker_config_load(write_yaml("b5.yaml", "[unclosed\n"), cfg);
+  r = broker_config_load(testing::write_temp_file("b5.yaml", "[unclosed\n"), cfg);
   ASSERT_FALSE(r);
   r = broker_config_load("/nonexistent/broker.yaml", cfg);
   ASSERT_FALSE(r);

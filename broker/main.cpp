@@ -1,23 +1,15 @@
 // hearth-broker: flags for the essentials, YAML for the rest (broker/config.h), then the event
 // loop until SIGINT or SIGTERM.
-#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
-#include <atomic>
 #include <csignal>
 #include <cstdio>
 
 #include "broker/broker.h"
 #include "broker/new-database.h"
+#include "common/daemon.h"
 #include "schema/version.h"
-
-namespace {
-std::atomic<bool> g_stop{false};
-void on_signal(int) {
-  g_stop = true;
-}
-}  // namespace
 
 int main(int argc, char** argv) {
   using namespace hearth::broker;
@@ -48,9 +40,7 @@ int main(int argc, char** argv) {
   if (!log_level.empty()) cfg.log_level = log_level;
   if (!auth.empty()) cfg.auth = auth;
   if (insecure) cfg.insecure = true;
-  spdlog::set_default_logger(spdlog::stderr_color_mt("hearth"));  // stdout is for output
-  spdlog::set_level(spdlog::level::from_str(cfg.log_level));
-  spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ broker: %v");
+  hearth::daemon_log_to_stderr(cfg.log_level, "broker: ");
 
   if (auto r = broker_config_check_exposure(cfg); !r) {
     std::fprintf(stderr, "hearth-broker: error: %s\n", r.message().c_str());
@@ -65,11 +55,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "hearth-broker: error: %s\n", store.message().c_str());
     return 1;
   }
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
+  hearth::daemon_stop_on_signals();
   broker b(cfg, std::move(store.value()));
   try {
-    b.run(g_stop);
+    b.run(hearth::daemon_stop);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "hearth-broker: error: %s\n", e.what());
     if (b.bound()) created.keep();

@@ -2,18 +2,12 @@
 
 #include <gtest/gtest.h>
 
-#include <fstream>
+#include "tests/testdata.h"
 
 namespace hearth::gateway {
 namespace {
 
 const std::string k_repo = HEARTH_SOURCE_DIR;
-
-std::string write_yaml(const std::string& name, const std::string& text) {
-  const std::string path = ::testing::TempDir() + name;
-  std::ofstream(path) << text;
-  return path;
-}
 
 TEST(GatewayConfig, TheExampleFileIsValidAndSaysTheDefaults) {
   gateway_config cfg;
@@ -42,10 +36,11 @@ TEST(GatewayConfig, TheExampleFileIsValidAndSaysTheDefaults) {
 TEST(GatewayConfig, ReadsListsDurationsAndPathsBesideTheFile) {
   gateway_config cfg;
   auto r = gateway_config_load(
-      write_yaml("g1.yaml",
-                 "listen: 0.0.0.0:9000\ncors: [https://a.example, https://b.example]\n"
-                 "idle_timeout_ms: 1500\nbroker_key: keys/broker.pub\nkey: /abs/gw.key\n"
-                 "allowed_hosts: [hub, \"nas:8080\"]\n"),
+      testing::write_temp_file(
+          "g1.yaml",
+          "listen: 0.0.0.0:9000\ncors: [https://a.example, https://b.example]\n"
+          "idle_timeout_ms: 1500\nbroker_key: keys/broker.pub\nkey: /abs/gw.key\n"
+          "allowed_hosts: [hub, \"nas:8080\"]\n"),
       cfg);
   ASSERT_TRUE(r) << r.message();
   EXPECT_EQ(cfg.options.allowed_hosts, (std::vector<std::string>{"hub", "nas:8080"}));
@@ -75,7 +70,8 @@ TEST(GatewayConfig, BadFilesAreErrorsNamingTheKeyAndChangeNothing) {
                         bad{"cors: 7\n", "'cors' has the wrong type"}}) {
     gateway_config cfg;
     cfg.options.listen = "untouched:1";
-    auto r = gateway_config_load(write_yaml("gbad.yaml", "listen: 1.2.3.4:5\n" + b.yaml), cfg);
+    auto r = gateway_config_load(
+        testing::write_temp_file("gbad.yaml", "listen: 1.2.3.4:5\n" + b.yaml), cfg);
     ASSERT_FALSE(r) << b.yaml;
     EXPECT_NE(r.message().find(b.says), std::string::npos) << r.message();
     EXPECT_NE(r.message().find("gbad.yaml"), std::string::npos) << r.message();

@@ -1,28 +1,20 @@
 // hearth-gateway: the OpenAI HTTP API in front of a hearth broker. Flags for the essentials, YAML
 // for the rest (gateway/config.h, deploy/gateway.example.yaml), then the I/O loop until SIGINT or
 // SIGTERM.
-#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
-#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 
+#include "common/daemon.h"
 #include "common/yaml-settings.h"
 #include "gateway/config.h"
 #include "gateway/dashboard-files.h"
 #include "gateway/routes.h"
 #include "schema/endpoint.h"
 #include "schema/version.h"
-
-namespace {
-std::atomic<bool> g_stop{false};
-void on_signal(int) {
-  g_stop = true;
-}
-}  // namespace
 
 int main(int argc, char** argv) {
   using namespace hearth::gateway;
@@ -87,18 +79,15 @@ int main(int argc, char** argv) {
                  cfg.log_level.c_str());
     return 2;
   }
-  spdlog::set_default_logger(spdlog::stderr_color_mt("hearth"));  // stdout is for output
-  spdlog::set_level(spdlog::level::from_str(cfg.log_level));
   // Each message names its part (gateway:, http:, broker link:), as inside `hearth up`.
-  spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ %v");
+  hearth::daemon_log_to_stderr(cfg.log_level, "");
 
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
+  hearth::daemon_stop_on_signals();
   std::signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error value, not a signal
   try {
     o.dashboard = dashboard_files();
     gateway g(o, add_routes);
-    g.run(g_stop);  // the server says where it listens
+    g.run(hearth::daemon_stop);  // the server says where it listens
   } catch (const std::exception& e) {
     std::fprintf(stderr, "hearth-gateway: error: %s\n", e.what());
     return 1;

@@ -5,16 +5,12 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/testdata.h"
+
 namespace hearth::node {
 namespace {
 
 const std::string k_repo = HEARTH_SOURCE_DIR;
-
-std::string write_yaml(const std::string& name, const std::string& text) {
-  const std::string path = ::testing::TempDir() + name;
-  std::ofstream(path) << text;
-  return path;
-}
 
 TEST(NodeConfig, TheExampleFileIsValid) {
   node_config cfg;
@@ -30,44 +26,48 @@ TEST(NodeConfig, TheExampleFileIsValid) {
 
 TEST(NodeConfig, ReadsTheBackendAndDevice) {
   node_config cfg;
-  ASSERT_TRUE(node_config_load(write_yaml("n7.yaml", "backend: vulkan\ndevice: 1\n"), cfg));
+  ASSERT_TRUE(
+      node_config_load(testing::write_temp_file("n7.yaml", "backend: vulkan\ndevice: 1\n"), cfg));
   EXPECT_EQ(cfg.backend, gpu::backend_kind::vulkan);
   EXPECT_EQ(cfg.device, 1);
-  ASSERT_TRUE(node_config_load(write_yaml("n7c.yaml", "backend: cuda\n"), cfg));
+  ASSERT_TRUE(node_config_load(testing::write_temp_file("n7c.yaml", "backend: cuda\n"), cfg));
   EXPECT_EQ(cfg.backend, gpu::backend_kind::cuda);
-  auto r = node_config_load(write_yaml("n8.yaml", "backend: metal\n"), cfg);
+  auto r = node_config_load(testing::write_temp_file("n8.yaml", "backend: metal\n"), cfg);
   ASSERT_FALSE(r);
   EXPECT_NE(r.message().find("backend must be cpu, cuda, vulkan or auto"), std::string::npos)
       << r.message();
-  r = node_config_load(write_yaml("n9.yaml", "device: -2\n"), cfg);
+  r = node_config_load(testing::write_temp_file("n9.yaml", "device: -2\n"), cfg);
   ASSERT_FALSE(r);
   EXPECT_NE(r.message().find("device"), std::string::npos) << r.message();
 }
 
 TEST(NodeConfig, ReadsSizesWithUnits) {
   node_config cfg;
-  ASSERT_TRUE(node_config_load(write_yaml("n1.yaml", "memory_budget: 12GiB\nslots: 4\n"), cfg));
+  ASSERT_TRUE(node_config_load(
+      testing::write_temp_file("n1.yaml", "memory_budget: 12GiB\nslots: 4\n"), cfg));
   EXPECT_EQ(cfg.memory_budget, uint64_t(12) << 30);
   EXPECT_EQ(cfg.slots, 4u);
-  ASSERT_TRUE(node_config_load(write_yaml("n2.yaml", "memory_budget: 512 MiB\n"), cfg));
+  ASSERT_TRUE(
+      node_config_load(testing::write_temp_file("n2.yaml", "memory_budget: 512 MiB\n"), cfg));
   EXPECT_EQ(cfg.memory_budget, uint64_t(512) << 20);
 }
 
 TEST(NodeConfig, BadValuesNameTheProblem) {
   node_config cfg;
-  auto r = node_config_load(write_yaml("n3.yaml", "memory_budget: 12 parsecs\n"), cfg);
+  auto r =
+      node_config_load(testing::write_temp_file("n3.yaml", "memory_budget: 12 parsecs\n"), cfg);
   ASSERT_FALSE(r);
   EXPECT_NE(r.message().find("memory_budget"), std::string::npos) << r.message();
-  r = node_config_load(write_yaml("n4.yaml", "slots: 0\n"), cfg);
+  r = node_config_load(testing::write_temp_file("n4.yaml", "slots: 0\n"), cfg);
   ASSERT_FALSE(r);
   EXPECT_NE(r.message().find("slots"), std::string::npos) << r.message();
-  r = node_config_load(write_yaml("n5.yaml", "engine: quantum\n"), cfg);
+  r = node_config_load(testing::write_temp_file("n5.yaml", "engine: quantum\n"), cfg);
   ASSERT_FALSE(r);
   EXPECT_NE(r.message().find("engine must be cpu or null"), std::string::npos) << r.message();
-  r = node_config_load(write_yaml("n6.yaml", "gpus: 3\n"), cfg);
+  r = node_config_load(testing::write_temp_file("n6.yaml", "gpus: 3\n"), cfg);
   ASSERT_FALSE(r);
   EXPECT_NE(r.message().find("unknown setting 'gpus'"), std::string::npos) << r.message();
-  r = node_config_load(write_yaml("n7.yaml", "broker: 10.77.0.1:5555\n"), cfg);
+  r = node_config_load(testing::write_temp_file("n7.yaml", "broker: 10.77.0.1:5555\n"), cfg);
   ASSERT_FALSE(r);
   EXPECT_NE(r.message().find("did you mean tcp://10.77.0.1:5555?"), std::string::npos)
       << r.message();
@@ -91,12 +91,13 @@ TEST(NodeConfig, ReadsTheKeysRelativeToTheFile) {
 
 TEST(NodeConfig, OneKeyWithoutTheOtherIsAnError) {
   node_config cfg;
-  auto r = node_config_load(write_yaml("k1.yaml", "broker_key: /k/broker.pub\n"), cfg);
+  auto r =
+      node_config_load(testing::write_temp_file("k1.yaml", "broker_key: /k/broker.pub\n"), cfg);
   ASSERT_FALSE(r);
   EXPECT_NE(r.message().find("k1.yaml: broker_key is set but not key"), std::string::npos)
       << r.message();
   EXPECT_TRUE(cfg.broker_key.empty());  // a bad file changes nothing
-  r = node_config_load(write_yaml("k2.yaml", "key: /k/node.key\n"), cfg);
+  r = node_config_load(testing::write_temp_file("k2.yaml", "key: /k/node.key\n"), cfg);
   ASSERT_FALSE(r);
   EXPECT_NE(r.message().find("key is set but not broker_key"), std::string::npos) << r.message();
   // Flags are checked the same way.

@@ -1,23 +1,14 @@
 // hearth-node: flags for the essentials, YAML for the rest (node/config.h), then serve the broker
 // until SIGINT or SIGTERM, finishing or handing back running jobs before exiting.
-#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
-#include <atomic>
-#include <csignal>
 #include <cstdio>
 
+#include "common/daemon.h"
 #include "node/node.h"
 #include "schema/endpoint.h"
 #include "schema/version.h"
-
-namespace {
-std::atomic<bool> g_stop{false};
-void on_signal(int) {
-  g_stop = true;
-}
-}  // namespace
 
 int main(int argc, char** argv) {
   using namespace hearth::node;
@@ -83,18 +74,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "hearth-node: error: %s\n", r.message().c_str());
     return 2;
   }
-  spdlog::set_default_logger(spdlog::stderr_color_mt("hearth"));  // stdout is for output
-  spdlog::set_level(spdlog::level::from_str(cfg.log_level));
-  spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ node: %v");
+  hearth::daemon_log_to_stderr(cfg.log_level, "node: ");
   // Not fatal: at boot the name service may come up after the node, which keeps trying.
   if (auto r = hearth::net::endpoint_host_check(cfg.broker); !r) {
     spdlog::error("{}; the node keeps trying to reach it", r.message());
   }
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
+  hearth::daemon_stop_on_signals();
   try {
     node_daemon node(cfg);
-    const int rc = node.run(g_stop);
+    const int rc = node.run(hearth::daemon_stop);
     // The log may go elsewhere; why the node gave up is also the command's own error.
     if (rc != 0 && !node.refusal().empty()) {
       std::fprintf(stderr, "hearth-node: error: %s\n", node.refusal().c_str());

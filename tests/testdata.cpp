@@ -55,6 +55,12 @@ std::string read_file_text(const std::string& path) {
   return {bytes.begin(), bytes.end()};
 }
 
+std::string write_temp_file(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
 std::vector<float> read_f32_file(const std::string& path) {
   auto bytes = read_file_bytes(path);
   std::vector<float> out(bytes.size() / 4);

@@ -29,6 +29,10 @@ std::string model_path(const std::string& relative);
 std::vector<uint8_t> read_file_bytes(const std::string& path);
 std::string read_file_text(const std::string& path);
 
+// Writes `text` to the file `name` in GoogleTest's temporary folder and returns its path (a
+// settings file a test loads).
+std::string write_temp_file(const std::string& name, const std::string& text);
+
 // Little-endian float32 file -> floats.
 std::vector<float> read_f32_file(const std::string& path);
 
