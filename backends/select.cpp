@@ -99,9 +99,13 @@ backend_plan backend_plan_for(const backend_choice& choice, const registry& devi
   return plan;
 }
 
+int32_t context_per_seq(const model_hparams& hp, int32_t n_ctx_per_seq) {
+  return n_ctx_per_seq > 0 ? n_ctx_per_seq : context_params_resolved(hp, {}).n_ctx;
+}
+
 context_params device_context_params(const model_hparams& hp, int32_t n_ctx_per_seq,
                                      int32_t n_seq) {
-  const int64_t per_seq = n_ctx_per_seq > 0 ? n_ctx_per_seq : context_params_resolved(hp, {}).n_ctx;
+  const int64_t per_seq = context_per_seq(hp, n_ctx_per_seq);
   context_params p;
   p.n_seq_max = std::max(1, n_seq);
   p.n_ctx = int32_t(std::min<int64_t>(per_seq * p.n_seq_max, INT32_MAX));
@@ -144,7 +148,7 @@ std::string device_unfit(const model_file& f, const backend_plan& plan, backend_
   const auto need = device_memory_needed(f, choice.n_ctx_per_seq, choice.n_seq);
   if (need.total() > plan.device_memory) {
     // The model's default context is a preference, not a requirement: take what fits.
-    const int32_t asked = context_params_resolved(f.hparams, {}).n_ctx;
+    const int32_t asked = context_per_seq(f.hparams, 0);
     const int32_t fits = choice.n_ctx_per_seq == 0
                              ? context_that_fits(f, asked, choice.n_seq, plan.device_memory)
                              : 0;
@@ -177,18 +181,35 @@ std::string device_unfit(const model_file& f, const backend_plan& plan, backend_
 
 }  // namespace
 
-loaded_model load_model_on(const std::string& path, const backend_choice& choice,
-                           const model_params& params) {
-  // The CPU needs no module: loading them (a Vulkan instance, a CUDA context) would only cost.
-  if (choice.kind == backend_kind::cpu) return load_model_on(path, choice, params, registry{});
-  return load_model_on(path, choice, params, device_registry());
+namespace {
+
+// The registry a choice needs: the CPU needs no module (loading them, a Vulkan instance, a CUDA
+// context, would only cost).
+const registry& registry_for(const backend_choice& choice) {
+  static const registry none{};
+  return choice.kind == backend_kind::cpu ? none : device_registry();
 }
 
-loaded_model load_model_on(const std::string& path, const backend_choice& asked,
+}  // namespace
+
+loaded_model load_model_on(const std::string& path, const backend_choice& choice,
+                           const model_params& params) {
+  return load_model_on(path, choice, params, registry_for(choice));
+}
+
+loaded_model load_model_on(model_file file, const backend_choice& choice,
+                           const model_params& params) {
+  return load_model_on(std::move(file), choice, params, registry_for(choice));
+}
+
+loaded_model load_model_on(const std::string& path, const backend_choice& choice,
                            const model_params& params, const registry& devices) {
   // Opened once: the fit is checked against this handle and the model loaded from it.
-  model_file file = model::open(path);
+  return load_model_on(model::open(path), choice, params, devices);
+}
 
+loaded_model load_model_on(model_file file, const backend_choice& asked, const model_params& params,
+                           const registry& devices) {
   loaded_model out;
   backend_choice choice = asked;
   model_params mp = params;

@@ -1,10 +1,10 @@
 // Choosing the backend a model runs on: the CPU, or a CUDA or Vulkan device of the registry
-// (backends/registry.h) when one is asked for (or, with `auto`, the best GPU of any backend). Everything
-// that could make a device unfit is checked at load, before any job runs: no device, a weight type
-// the device has no kernel for, too little device memory for the weights and the cache, the backend
-// failing to start or to take the weights. Any of these falls back to the CPU backend and says why
-// in one line, for the CLI to print and the node to log. The engine knows nothing of this: it gets
-// the chosen backend through model_params::make_backend.
+// (backends/registry.h) when one is asked for (or, with `auto`, the best GPU of any backend).
+// Everything that could make a device unfit is checked at load, before any job runs: no device, a
+// weight type the device has no kernel for, too little device memory for the weights and the cache,
+// the backend failing to start or to take the weights. Any of these falls back to the CPU backend
+// and says why in one line, for the CLI to print and the node to log. The engine knows nothing of
+// this: it gets the chosen backend through model_params::make_backend.
 #pragma once
 
 #include <cstdint>
@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "backends/registry.h"
 #include "engine/backend.h"
 #include "engine/context.h"
 #include "engine/io/gguf.h"
 #include "engine/model.h"
-#include "backends/registry.h"
 
 namespace hearth::gpu {
 
@@ -42,8 +42,12 @@ struct backend_plan {
 };
 backend_plan backend_plan_for(const backend_choice& choice, const registry& devices);
 
-// The context placement sizes the cache for: n_seq × n_ctx_per_seq cells (n_ctx_per_seq 0: the
-// model's context, at most 4096), n_seq sequences.
+// Cache cells per sequence: `n_ctx_per_seq` when it is given (> 0), else the model's context (at
+// most 4096, engine/context.h context_params_resolved). The one rule for the size of a node's
+// slot and of placement's sequences.
+int32_t context_per_seq(const model_hparams& hp, int32_t n_ctx_per_seq);
+// The context placement sizes the cache for: n_seq × context_per_seq(hp, n_ctx_per_seq) cells,
+// n_seq sequences.
 context_params device_context_params(const model_hparams& hp, int32_t n_ctx_per_seq, int32_t n_seq);
 // What the opened model needs on a device with that context (engine/context.h memory_needed),
 // before anything is uploaded.
@@ -79,6 +83,12 @@ loaded_model load_model_on(const std::string& path, const backend_choice& choice
                            const model_params& params, const registry& devices);
 // The same on this process's registry (device_registry()).
 loaded_model load_model_on(const std::string& path, const backend_choice& choice,
+                           const model_params& params = {});
+// The same from a handle already opened (model_file::open with its weights; the node's catalog
+// scan opened it): nothing is opened again.
+loaded_model load_model_on(model_file file, const backend_choice& choice,
+                           const model_params& params, const registry& devices);
+loaded_model load_model_on(model_file file, const backend_choice& choice,
                            const model_params& params = {});
 
 }  // namespace hearth::gpu

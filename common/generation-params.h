@@ -58,57 +58,95 @@ std::string param_error(std::string_view name, std::string_view requirement, T v
   return std::string(name) + " must be " + std::string(requirement) + ", got " + got;
 }
 
-// What the sampler can run, or "": finite floats (any negative temperature means greedy),
-// top_p in (0, 1], min_p in [0, 1], repeat_penalty > 0, repeat_last_n >= -1. The sampler's
-// constructor refuses anything else.
-inline std::string sampler_params_check(const sampler_params& p) {
-  if (!std::isfinite(p.temperature)) {
-    return param_error("temperature", "finite (<= 0 for greedy)", p.temperature);
-  }
-  if (!(p.top_p > 0 && p.top_p <= 1)) return param_error("top_p", "in (0, 1]", p.top_p);
-  if (!(p.min_p >= 0 && p.min_p <= 1)) return param_error("min_p", "in [0, 1]", p.min_p);
-  if (!(p.repeat_penalty > 0 && std::isfinite(p.repeat_penalty))) {
-    return param_error("repeat_penalty", "finite and > 0 (1 = off)", p.repeat_penalty);
-  }
-  if (p.repeat_last_n < -1) {
-    return param_error("repeat_last_n", ">= -1 (0 = off, -1 = whole history)", p.repeat_last_n);
-  }
-  if (!std::isfinite(p.frequency_penalty)) {
-    return param_error("frequency_penalty", "finite", p.frequency_penalty);
-  }
-  if (!std::isfinite(p.presence_penalty)) {
-    return param_error("presence_penalty", "finite", p.presence_penalty);
-  }
-  return "";
+// What a check found wrong with one parameter, as data: the code says what kind of fault it is,
+// `param` the field it concerns (the wire's and OpenAI's name: "max_tokens", "stop",
+// "chat_template"), `message` the text people read. Only the outermost layer (the gateway's HTTP
+// error, the CLI's line, the wire's error message) uses the message; no caller reads it back.
+enum class param_check_code : uint8_t {
+  ok,            // nothing wrong: param and message are empty
+  out_of_range,  // a value outside what the parameter allows
+  too_many,      // more entries than allowed (stop strings)
+  not_a_name,    // text that cannot be a name (chat_template)
+};
+
+struct param_check {
+  param_check_code code = param_check_code::ok;
+  std::string param;
+  std::string message;  // "<name> must be <requirement>, got <value>" (param_error's shape)
+
+  bool ok() const { return code == param_check_code::ok; }
+};
+
+// A refused parameter with param_error's message.
+template <class T>
+param_check param_refused(param_check_code code, std::string_view param, std::string_view name,
+                          std::string_view requirement, T value) {
+  return {code, std::string(param), param_error(name, requirement, value)};
 }
 
-// What a request may ask for, or "" (the first broken rule otherwise): max_tokens in
-// [1, 2^20], temperature finite and >= 0, top_k >= 0, at most 16 stop strings of 1 to 256 bytes,
-// and everything sampler_params_check asks. Stricter than the sampler, which also runs negative
-// temperatures and top_k: a request says 0 for greedy and for off, so that a typo is an error.
-inline std::string generation_params_check(const generation_params& p) {
+// What the sampler can run: finite floats (any negative temperature means greedy),
+// top_p in (0, 1], min_p in [0, 1], repeat_penalty > 0, repeat_last_n >= -1. The sampler's
+// constructor refuses anything else.
+inline param_check sampler_params_check(const sampler_params& p) {
+  constexpr auto range = param_check_code::out_of_range;
+  if (!std::isfinite(p.temperature)) {
+    return param_refused(range, "temperature", "temperature", "finite (<= 0 for greedy)",
+                         p.temperature);
+  }
+  if (!(p.top_p > 0 && p.top_p <= 1))
+    return param_refused(range, "top_p", "top_p", "in (0, 1]", p.top_p);
+  if (!(p.min_p >= 0 && p.min_p <= 1))
+    return param_refused(range, "min_p", "min_p", "in [0, 1]", p.min_p);
+  if (!(p.repeat_penalty > 0 && std::isfinite(p.repeat_penalty))) {
+    return param_refused(range, "repeat_penalty", "repeat_penalty", "finite and > 0 (1 = off)",
+                         p.repeat_penalty);
+  }
+  if (p.repeat_last_n < -1) {
+    return param_refused(range, "repeat_last_n", "repeat_last_n",
+                         ">= -1 (0 = off, -1 = whole history)", p.repeat_last_n);
+  }
+  if (!std::isfinite(p.frequency_penalty)) {
+    return param_refused(range, "frequency_penalty", "frequency_penalty", "finite",
+                         p.frequency_penalty);
+  }
+  if (!std::isfinite(p.presence_penalty)) {
+    return param_refused(range, "presence_penalty", "presence_penalty", "finite",
+                         p.presence_penalty);
+  }
+  return {};
+}
+
+// What a request may ask for (the first broken rule otherwise): max_tokens in [1, 2^20],
+// temperature finite and >= 0, top_k >= 0, at most 16 stop strings of 1 to 256 bytes (param
+// "stop"), and everything sampler_params_check asks. Stricter than the sampler, which also runs
+// negative temperatures and top_k: a request says 0 for greedy and for off, so that a typo is an
+// error.
+inline param_check generation_params_check(const generation_params& p) {
+  constexpr auto range = param_check_code::out_of_range;
   if (p.max_tokens < 1 || p.max_tokens > generation_max_tokens_limit) {
-    return param_error("max_tokens", "in [1, " + std::to_string(generation_max_tokens_limit) + "]",
-                       p.max_tokens);
+    return param_refused(range, "max_tokens", "max_tokens",
+                         "in [1, " + std::to_string(generation_max_tokens_limit) + "]",
+                         p.max_tokens);
   }
   const sampler_params& s = p.sampling;
   if (!(std::isfinite(s.temperature) && s.temperature >= 0)) {
-    return param_error("temperature", "finite and >= 0 (0 = greedy)", s.temperature);
+    return param_refused(range, "temperature", "temperature", "finite and >= 0 (0 = greedy)",
+                         s.temperature);
   }
-  if (s.top_k < 0) return param_error("top_k", ">= 0 (0 = off)", s.top_k);
-  if (auto e = sampler_params_check(s); !e.empty()) return e;
+  if (s.top_k < 0) return param_refused(range, "top_k", "top_k", ">= 0 (0 = off)", s.top_k);
+  if (auto e = sampler_params_check(s); !e.ok()) return e;
   if (p.stop.size() > generation_max_stop_strings) {
-    return param_error("the number of stop strings",
-                       "at most " + std::to_string(generation_max_stop_strings), p.stop.size());
+    return param_refused(param_check_code::too_many, "stop", "the number of stop strings",
+                         "at most " + std::to_string(generation_max_stop_strings), p.stop.size());
   }
   for (size_t i = 0; i < p.stop.size(); ++i) {
     if (p.stop[i].empty() || p.stop[i].size() > generation_max_stop_bytes) {
-      return param_error("stop string " + std::to_string(i + 1) + "'s length",
-                         "1 to " + std::to_string(generation_max_stop_bytes) + " bytes",
-                         p.stop[i].size());
+      return param_refused(range, "stop", "stop string " + std::to_string(i + 1) + "'s length",
+                           "1 to " + std::to_string(generation_max_stop_bytes) + " bytes",
+                           p.stop[i].size());
     }
   }
-  return "";
+  return {};
 }
 
 }  // namespace hearth

@@ -28,7 +28,7 @@ int32_t argmax_nan_lowest(const float* v, int32_t n) {
 }  // namespace
 
 sampler::sampler(const sampler_params& p, int32_t n_vocab) : params_(p), n_vocab_(n_vocab) {
-  if (std::string e = sampler_params_check(p); !e.empty()) throw std::invalid_argument(e);
+  if (auto e = sampler_params_check(p); !e.ok()) throw std::invalid_argument(e.message);
   if (n_vocab < 1) {
     throw std::invalid_argument("sampler: n_vocab must be >= 1, got " + std::to_string(n_vocab));
   }

@@ -104,7 +104,7 @@ constexpr double chi2_crit_df2 = 28.0;  // P = 8.3e-7
 constexpr double chi2_crit_df7 = 41.0;  // P = 8.1e-7
 
 TEST(SamplerParams, DefaultsAreValid) {
-  EXPECT_EQ(sampler_params_check(sampler_params{}), "");
+  EXPECT_EQ(sampler_params_check(sampler_params{}).message, "");
 }
 
 TEST(SamplerParams, AcceptsBoundaryValues) {
@@ -117,9 +117,9 @@ TEST(SamplerParams, AcceptsBoundaryValues) {
   p.frequency_penalty = -2;
   p.presence_penalty = -2;
   p.repeat_penalty = 0.5f;
-  EXPECT_EQ(sampler_params_check(p), "");
+  EXPECT_EQ(sampler_params_check(p).message, "");
   p.min_p = 1;
-  EXPECT_EQ(sampler_params_check(p), "");
+  EXPECT_EQ(sampler_params_check(p).message, "");
 }
 
 TEST(SamplerParams, RejectsWithTheParameterName) {
@@ -150,7 +150,7 @@ TEST(SamplerParams, RejectsWithTheParameterName) {
   for (const bad& b : cases) {
     sampler_params p;
     b.set(p);
-    const std::string e = sampler_params_check(p);
+    const std::string e = sampler_params_check(p).message;
     EXPECT_NE(e.find(b.name), std::string::npos)
         << "expected an error naming " << b.name << ", got \"" << e << "\"";
     EXPECT_THROW(sampler(p, 10), std::invalid_argument) << b.name;

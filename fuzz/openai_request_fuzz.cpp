@@ -28,7 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const openai_request& r = std::get<openai_request>(parsed);
   FUZZ_CHECK(r.endpoint == endpoint);
   FUZZ_CHECK(!r.submit.model.empty());
-  FUZZ_CHECK(wire::job_params_check(r.submit.params).empty());
+  FUZZ_CHECK(wire::job_params_check(r.submit.params).ok());
   FUZZ_CHECK(r.submit.params.stop.size() <= 4);
   if (endpoint == openai_endpoint::chat_completions) {
     FUZZ_CHECK(!r.submit.messages.empty() && r.submit.prompt.empty());

@@ -375,14 +375,10 @@ void read_chat_template(request_reader& rr, wire::job_params& p) {
   if (auto name = rr.string("chat_template")) p.chat_template = std::move(*name);
 }
 
-// The parameter a job_params_check message is about: the words before " must be".
-std::string param_of_check(const std::string& message) {
-  for (const char* p : {"max_tokens", "temperature", "top_p", "frequency_penalty",
-                        "presence_penalty", "chat_template"}) {
-    if (message.starts_with(p)) return p;
-  }
-  if (message.find("stop") != std::string::npos) return "stop";
-  return {};
+// A refused job parameter as OpenAI's error: whatever its code, the request's fault (HTTP 400,
+// invalid_request_error), naming the field the check names.
+request_refusal refusal_of(const param_check& e) {
+  return refusal(e.param, e.message);
 }
 
 }  // namespace
@@ -468,9 +464,7 @@ std::variant<openai_request, request_refusal> parse_openai_request(openai_endpoi
   }
   if (rr.refused()) return *rr.refused();
 
-  if (auto msg = wire::job_params_check(p); !msg.empty()) {
-    return refusal(param_of_check(msg), msg);
-  }
+  if (auto e = wire::job_params_check(p); !e.ok()) return refusal_of(e);
   return r;
 }
 

@@ -11,8 +11,8 @@
 // sequence's logits do not depend on the other rows of a batch, so an attempt's tokens are those
 // generate() gives for it alone.
 //
-// Models load on the backend the configuration asks for (backends/select.h): the device is chosen once
-// at start, and a model that device cannot run (a weight type without a kernel, too little
+// Models load on the backend the configuration asks for (backends/select.h): the device is chosen
+// once at start, and a model that device cannot run (a weight type without a kernel, too little
 // device memory) loads on the CPU instead, with a warning saying why. All of that happens at
 // load, so a job never fails half-way for want of a kernel.
 //
@@ -32,17 +32,19 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <variant>
 #include <vector>
 
+#include "backends/select.h"
 #include "common/think-filter.h"
 #include "engine/context.h"
 #include "engine/io/mapped-file.h"
 #include "engine/model.h"
+#include "engine/prompt.h"
 #include "engine/sampler.h"
 #include "engine/sequence.h"
 #include "engine/system-info.h"
 #include "engine/tokenizer/chat-template.h"
-#include "backends/select.h"
 #include "node/job-engine.h"
 #include "node/model-catalog.h"
 #include "schema/job-params.h"
@@ -390,8 +392,12 @@ class batch_engine final : public job_engine {
       choice.n_ctx_per_seq = cfg_.n_ctx_per_slot;
       choice.n_seq = int32_t(cfg_.slots);
       // The CPU backend maps the weights and pages them in on use, so this is cheap enough to do
-      // before knowing whether the model fits.
-      auto loaded = gpu::load_model_on(entry.path, choice);
+      // before knowing whether the model fits. The file is the catalog's handle while it is the
+      // file the scan read (the same size and time as the one the watch holds open), so a load
+      // opens it once; one changed since the scan is opened again, as it now is.
+      auto loaded = entry.file && entry.stamp != 0 && cm->file->open_stamp() == entry.stamp
+                        ? gpu::load_model_on(*entry.file, choice)
+                        : gpu::load_model_on(entry.path, choice);
       if (!loaded.note.empty()) spdlog::warn("model {}: {}", cm->name, loaded.note);
       cm->backend = loaded.backend;
       cm->weights = std::move(loaded.model);
@@ -401,18 +407,17 @@ class batch_engine final : public job_engine {
       return nullptr;
     }
     const model_hparams& hp = cm->weights->hparams();
-    cm->n_ctx_per_slot = cfg_.n_ctx_per_slot > 0 ? cfg_.n_ctx_per_slot
-                         : fitted_ctx > 0        ? fitted_ctx
-                                                 : context_params_resolved(hp, {}).n_ctx;
+    // fitted_ctx is set only when the configuration left the size to the model.
+    cm->n_ctx_per_slot =
+        gpu::context_per_seq(hp, fitted_ctx > 0 ? fitted_ctx : cfg_.n_ctx_per_slot);
     const int64_t n_ctx = int64_t(cm->n_ctx_per_slot) * cfg_.slots;
     if (n_ctx > INT32_MAX) {
       error = "a context of " + std::to_string(cfg_.slots) + " slots × " +
               std::to_string(cm->n_ctx_per_slot) + " tokens is too large";
       return nullptr;
     }
-    context_params cp;
-    cp.n_ctx = int32_t(n_ctx);
-    cp.n_seq_max = int32_t(cfg_.slots);
+    const context_params cp =
+        gpu::device_context_params(hp, cm->n_ctx_per_slot, int32_t(cfg_.slots));
     cm->bytes = model_memory_budgeted(model_weights_counted(cm->weights->file(), hp),
                                       cm->backend == "cpu", hp, cp);
     error = make_room(cm->name, cm->bytes);
@@ -461,8 +466,7 @@ class batch_engine final : public job_engine {
     if (chat) {
       if (auto ok = chat_messages_check(messages); !ok) return report_invalid(ref, ok.message());
     }
-    if (auto msg = wire::job_params_check(job.params); !msg.empty())
-      return report_invalid(ref, msg);
+    if (auto e = wire::job_params_check(job.params); !e.ok()) return report_invalid(ref, e.message);
     if (!chat && job.prompt.empty()) return report_invalid(ref, "the prompt is empty");
     if (running(ref)) {
       return report_failed(ref, "attempt " + std::to_string(job.attempt) + " of job " +
@@ -476,16 +480,21 @@ class batch_engine final : public job_engine {
     if (!cm) return report_failed(ref, error);
     const double load_ms = loads_ != loads_before ? ms_since(t_load, clock::now()) : 0;
     cm->last_used = ++tick_;
-    // As `hearth run` does: BOS as the vocabulary asks; special-token text left as text in a raw
-    // prompt, and turned into tokens in a chat prompt, whose turn markers are special tokens.
+    // As `hearth run` does (engine/prompt.h).
     std::vector<int32_t> prompt;
-    bool thinks = false;
+    std::optional<think_filter> thinking_hidden;
     if (chat) {
-      auto text = chat_prompt(*cm, job.params, messages, thinks);
-      if (!text) return report_invalid(ref, text.message());
-      prompt = cm->weights->vocab().tokenize(*text, true, true);
+      auto prepared = chat_prompt_prepare(*cm->weights, messages,
+                                          {.template_name = job.params.chat_template,
+                                           .enable_thinking = job.params.enable_thinking});
+      if (const auto* e = std::get_if<prompt_error>(&prepared)) {
+        return report_invalid(ref, chat_prompt_error(cm->name, job.params, *e));
+      }
+      auto& p = std::get<chat_prompt>(prepared);
+      prompt = std::move(p.tokens);
+      thinking_hidden = p.thinking_filter(job.params.show_thinking);
     } else {
-      prompt = cm->weights->vocab().tokenize(job.prompt, true, false);
+      prompt = text_prompt_tokens(*cm->weights, job.prompt, false);
     }
     if (prompt.empty()) return report_invalid(ref, "the prompt is empty (no tokens)");
     if (int64_t(prompt.size()) > cm->n_ctx_per_slot) {
@@ -497,24 +506,17 @@ class batch_engine final : public job_engine {
     auto attempt = std::make_unique<batch_attempt>(ref, std::move(prompt),
                                                    wire::generation_params_of(job.params),
                                                    cm->weights->hparams().n_vocab);
-    if (thinks && !job.params.show_thinking) attempt->thinking_hidden.emplace();
+    attempt->thinking_hidden = std::move(thinking_hidden);
     attempt->load_ms = load_ms;
     cm->waiting.push_back(std::move(attempt));
   }
 
-  // The template the job names, else the model's own, applied to `messages` (`thinks`: the
-  // template's model writes a think block first).
-  static result<std::string> chat_prompt(const batch_model& cm, const wire::job_params& params,
-                                         std::span<const chat_message> messages, bool& thinks) {
-    const std::string& named = params.chat_template;
-    auto choice = chat_template_for_model(cm.weights->file(), named);
-    if (!choice) {
-      return error{"cannot format the chat messages for model '" + cm.name +
-                   "': " + choice.message() +
-                   (named.empty() ? "; name a template or send a prompt instead" : "")};
-    }
-    thinks = chat_template_thinks(choice->tmpl);
-    return chat_template_apply(choice->tmpl, messages, {.enable_thinking = params.enable_thinking});
+  // Why a chat job's messages could not be made a prompt, as its error says it.
+  static std::string chat_prompt_error(const std::string& model, const wire::job_params& params,
+                                       const prompt_error& e) {
+    if (e.code == prompt_error_code::messages_invalid) return e.message;
+    return "cannot format the chat messages for model '" + model + "': " + e.message +
+           (params.chat_template.empty() ? "; name a template or send a prompt instead" : "");
   }
 
   bool running(const wire::job_ref& ref) const {

@@ -15,11 +15,11 @@
 #include <set>
 #include <thread>
 
+#include "backends/select.h"
 #include "engine/context.h"
 #include "engine/generate.h"
 #include "engine/model-file.h"
 #include "engine/model.h"
-#include "backends/select.h"
 #include "node/fake-job-sink.h"
 #include "node/job-engine.h"
 #include "schema/job-params.h"
@@ -491,6 +491,18 @@ TEST_F(batch_engine_test, a_model_file_renamed_over_lets_its_job_finish_and_the_
   fs::remove_all(sub);
 }
 
+// The catalog's scan opened the file (its header parsed, the file mapped): a load takes that
+// handle and opens nothing again while the file is unchanged.
+TEST_F(batch_engine_test, a_load_uses_the_file_the_catalog_scan_opened) {
+  fake_job_sink sink;
+  auto engine = make_batch_engine(config(1, 64, "lru"), sink);
+  const uint64_t opened_before = model_file::opened_count();
+  engine->submit(job(0, "hi", greedy(4), "a"));
+  ASSERT_TRUE(sink.wait_all_finished({0}));
+  expect_matches(sink, 0, alone("hi", greedy(4), 64, *model_));
+  EXPECT_EQ(model_file::opened_count(), opened_before);
+}
+
 TEST_F(batch_engine_test, a_job_the_broker_refuses_fails_with_the_brokers_message) {
   fake_job_sink sink;
   auto engine = make_batch_engine(config(1, 64), sink);
@@ -506,7 +518,7 @@ TEST_F(batch_engine_test, a_job_the_broker_refuses_fails_with_the_brokers_messag
   EXPECT_EQ(failure_of(sink, 2), "top_k must be >= 0 (0 = off), got -1");
   EXPECT_EQ(failure_of(sink, 3), "max_tokens must be in [1, 1048576], got 2097152");
   for (uint64_t i = 0; i < bad.size(); ++i)
-    EXPECT_EQ(failure_of(sink, i), wire::job_params_check(bad[i]));
+    EXPECT_EQ(failure_of(sink, i), wire::job_params_check(bad[i]).message);
 }
 
 TEST_F(batch_engine_test, cancel_stops_one_attempt_within_a_token_and_spares_the_others) {

@@ -33,25 +33,22 @@ std::string model_file_type_name(uint64_t ftype) {
   return name ? upper(*name) : "ftype " + std::to_string(ftype);
 }
 
-result<wire::model_info> model_info_read(const std::string& path) {
-  // A Hugging Face directory's weights are not opened: its description comes from config.json
-  // and the tokenizer, its size from its safetensors files.
-  auto f = model_file::open(path, {.weights = false});
-  if (!f) return f.err();
+result<wire::model_info> model_info_read(const model_file& f) {
+  const std::string& path = f.path;
   wire::model_info info;
-  info.name = f->hf_dir ? std::filesystem::path(path).filename().string()
-                        : std::filesystem::path(path).stem().string();
-  info.architecture = f->hparams.arch;
-  auto ftype = f->gguf.get_uint("general.file_type");
+  info.name = f.hf_dir ? std::filesystem::path(path).filename().string()
+                       : std::filesystem::path(path).stem().string();
+  info.architecture = f.hparams.arch;
+  auto ftype = f.gguf.get_uint("general.file_type");
   if (!ftype) return error{path + ": " + ftype.message()};
   // Files written without general.file_type (converters, our own writer) are named after the
   // type holding most of their bytes.
-  info.quantization = *ftype ? model_file_type_name(**ftype) : upper(f->dominant_type());
-  info.size_bytes = f->size_bytes;
-  info.context_length = uint32_t(std::max(f->hparams.n_ctx_train, 0));
-  if (auto choice = chat_template_for_model(f->gguf, ""))
+  info.quantization = *ftype ? model_file_type_name(**ftype) : upper(f.dominant_type());
+  info.size_bytes = f.size_bytes;
+  info.context_length = uint32_t(std::max(f.hparams.n_ctx_train, 0));
+  if (auto choice = chat_template_for_model(f.gguf, ""))
     info.chat_template = std::string(chat_template_name(choice->tmpl));
-  const model_weights_count count = model_weights_counted(f->gguf, f->hparams);
+  const model_weights_count count = model_weights_counted(f.gguf, f.hparams);
   info.params_total = count.params_total;
   info.params_active = count.params_active;
   return info;
@@ -163,12 +160,21 @@ model_catalog model_catalog::scan(const std::string& dir, const model_catalog* p
       cat.errors_.push_back(*e->second);
       continue;
     }
-    auto info = model_info_read(path);
+    // A Hugging Face directory's weights are not opened: its description comes from config.json
+    // and the tokenizer, its size from its safetensors files.
+    auto f = model_file::open(path, {.weights = false});
+    if (!f) {
+      cat.errors_.push_back({path, f.message(), stamp});
+      continue;
+    }
+    auto info = model_info_read(*f);
     if (!info) {
       cat.errors_.push_back({path, info.message(), stamp});
       continue;
     }
-    cat.entries_.push_back({std::move(info).value(), path, stamp});
+    std::shared_ptr<const model_file> handle;
+    if (!f->hf_dir) handle = std::make_shared<const model_file>(std::move(f).value());
+    cat.entries_.push_back({std::move(info).value(), path, stamp, std::move(handle)});
   }
   std::sort(cat.entries_.begin(), cat.entries_.end(),
             [](const auto& a, const auto& b) { return a.info.name < b.info.name; });

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "engine/model-file.h"
 #include "schema/messages.h"
 
 namespace hearth::node {
@@ -34,6 +35,10 @@ struct model_catalog_entry {
   wire::model_info info;  // loaded is always false here; engines set it
   std::string path;
   uint64_t stamp = 0;  // model_file_stamp() when it was read
+  // The GGUF file as the scan opened it (its header parsed, the file mapped), for a load to use
+  // instead of opening it again while the file's stamp is still `stamp`; null for a Hugging Face
+  // folder (described without its weights, so its load imports them).
+  std::shared_ptr<const model_file> file;
 };
 
 class model_catalog {
@@ -123,6 +128,8 @@ class model_file_watch {
 
   bool modified() const;
   bool replaced() const;
+  // model_file_stamp() of the file held open when the watch began (0 for a folder).
+  uint64_t open_stamp() const { return open_stamp_; }
 
  private:
   std::string path_;
@@ -132,9 +139,9 @@ class model_file_watch {
 };
 
 // A model's description from its handle (engine/model-file.h, opened without a Hugging Face
-// directory's weights); an error naming the file when it does not parse, its
-// architecture is unsupported or a hyperparameter is missing.
-result<wire::model_info> model_info_read(const std::string& path);
+// directory's weights, as model_catalog::scan opens it); an error naming the file when its file
+// type cannot be read.
+result<wire::model_info> model_info_read(const model_file& f);
 
 // The name of a llama.cpp file type (general.file_type; engine/convert/quantize.h llama_ftype_name)
 // as models are listed: "Q4_K_M", "ftype 99".

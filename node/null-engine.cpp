@@ -173,8 +173,8 @@ class null_engine final : public job_engine {
       return report_failed(job, "model '" + job.model + "' is not in this node's models directory");
     }
     // The same check, with the same messages, as the broker and the batch engine.
-    if (auto msg = wire::job_params_check(job.params); !msg.empty()) {
-      return report_failed(job, msg, wire::stop_reason_invalid_request);
+    if (auto e = wire::job_params_check(job.params); !e.ok()) {
+      return report_failed(job, e.message, wire::stop_reason_invalid_request);
     }
     // There is no template to apply: a conversation's words count as its prompt.
     std::string prompt = job.prompt;

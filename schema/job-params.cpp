@@ -18,13 +18,14 @@ generation_params generation_params_of(const job_params& p) {
   return g;
 }
 
-std::string job_params_check(const job_params& p) {
+param_check job_params_check(const job_params& p) {
   // The name itself is checked where the templates are known (the node, the CLI): here only
   // that it could be one.
   if (p.chat_template.size() > 32 ||
       p.chat_template.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-_.") !=
           std::string::npos) {
-    return "chat_template must be a template's name (at most 32 of a-z, 0-9, '-', '_', '.')";
+    return {param_check_code::not_a_name, "chat_template",
+            "chat_template must be a template's name (at most 32 of a-z, 0-9, '-', '_', '.')"};
   }
   return generation_params_check(generation_params_of(p));
 }

@@ -28,8 +28,8 @@ inline constexpr const char* stop_reason_invalid_request = "invalid_request";
 // file again, or elsewhere) without counting toward max_attempts.
 inline constexpr const char* stop_reason_model_changed = "model_changed";
 
-// generation_params_check of the job's parameters: "" or the message naming the parameter, its
-// allowed range and the value given.
-std::string job_params_check(const job_params& p);
+// generation_params_check of the job's parameters, and chat_template's shape (param
+// "chat_template", code not_a_name): ok, or the parameter, its allowed range and the value given.
+param_check job_params_check(const job_params& p);
 
 }  // namespace hearth::wire

@@ -20,8 +20,8 @@ struct param_case {
 };
 
 TEST(JobParams, TheDefaultsPass) {
-  EXPECT_EQ(job_params_check(job_params{}), "");
-  EXPECT_EQ(generation_params_check(generation_params{}), "");
+  EXPECT_EQ(job_params_check(job_params{}).message, "");
+  EXPECT_EQ(generation_params_check(generation_params{}).message, "");
 }
 
 TEST(JobParams, EachRuleAcceptsItsRangeAndNamesTheParameterRangeAndValueOutsideIt) {
@@ -91,8 +91,41 @@ TEST(JobParams, EachRuleAcceptsItsRangeAndNamesTheParameterRangeAndValueOutsideI
   for (const param_case& c : cases) {
     job_params p;
     c.set(p);
-    EXPECT_EQ(job_params_check(p), c.error) << c.what;
+    EXPECT_EQ(job_params_check(p).message, c.error) << c.what;
   }
+}
+
+// Callers act on the code and the field, never on the message's words.
+TEST(JobParams, ARefusalNamesItsFieldAndKind) {
+  struct refusal_case {
+    std::function<void(job_params&)> set;
+    param_check_code code;
+    const char* param;
+  };
+  const refusal_case cases[] = {
+      {[](job_params& p) { p.max_tokens = 0; }, param_check_code::out_of_range, "max_tokens"},
+      {[](job_params& p) { p.temperature = -1; }, param_check_code::out_of_range, "temperature"},
+      {[](job_params& p) { p.top_k = -1; }, param_check_code::out_of_range, "top_k"},
+      {[](job_params& p) { p.top_p = 0; }, param_check_code::out_of_range, "top_p"},
+      {[](job_params& p) { p.presence_penalty = nan; }, param_check_code::out_of_range,
+       "presence_penalty"},
+      {[](job_params& p) { p.stop.assign(17, "s"); }, param_check_code::too_many, "stop"},
+      {[](job_params& p) { p.stop = {""}; }, param_check_code::out_of_range, "stop"},
+      {[](job_params& p) { p.chat_template = "Not A Name"; }, param_check_code::not_a_name,
+       "chat_template"},
+  };
+  for (const refusal_case& c : cases) {
+    job_params p;
+    c.set(p);
+    const param_check e = job_params_check(p);
+    EXPECT_FALSE(e.ok()) << c.param;
+    EXPECT_EQ(e.code, c.code) << c.param;
+    EXPECT_EQ(e.param, c.param);
+    EXPECT_FALSE(e.message.empty()) << c.param;
+  }
+  const param_check fine = job_params_check(job_params{});
+  EXPECT_TRUE(fine.ok());
+  EXPECT_EQ(fine.param, "");
 }
 
 TEST(JobParams, RequestsAreStricterThanTheSampler) {
@@ -101,8 +134,8 @@ TEST(JobParams, RequestsAreStricterThanTheSampler) {
   sampler_params s;
   s.temperature = -1;
   s.top_k = -1;
-  EXPECT_EQ(sampler_params_check(s), "");
-  EXPECT_NE(generation_params_check({.sampling = s}), "");
+  EXPECT_EQ(sampler_params_check(s).message, "");
+  EXPECT_NE(generation_params_check({.sampling = s}).message, "");
 }
 
 TEST(JobParams, EveryWireFieldIsCopiedOnce) {

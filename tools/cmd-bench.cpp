@@ -100,7 +100,7 @@ int bench(const bench_options& o) {
   // Greedy: the cheapest draw, so tg stays a measure of the forward pass.
   const generation_params gen{.max_tokens = o.n_gen, .sampling = {.temperature = 0}};
   if (o.n_gen > 0) {
-    if (auto msg = generation_params_check(gen); !msg.empty()) throw std::runtime_error(msg);
+    if (auto e = generation_params_check(gen); !e.ok()) throw std::runtime_error(e.message);
   }
   // A tg run holds depth + 1 + n_gen cells per sequence: the prefix, the first token, and the
   // tokens generated (the last one is not decoded).

@@ -4,10 +4,11 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
+#include <variant>
 
 #include "common/think-filter.h"
 #include "engine/generate.h"
-#include "engine/tokenizer/chat-template.h"
+#include "engine/prompt.h"
 #include "tools/commands.h"
 #include "tools/load.h"
 #include "tools/prompt-arg.h"
@@ -61,50 +62,47 @@ void check_prompt_flags(const run_options& o) {
 }
 
 // The chat prompt: [system?, user] through the model's template (or the one named), with a note
-// on stderr saying which template that was (its name is also left in `used`; `thinks` says whether
-// its model writes a think block first).
-std::string chat_prompt(const run_options& o, const model& m, std::string& used, bool& thinks) {
-  auto choice = chat_template_for_model(m.file(), o.template_name);
-  if (!choice) {
-    std::string msg = choice.message();
-    if (o.template_name.empty()) {
-      msg += "; name one with --template NAME";
-      if (msg.find("can be named") == std::string::npos) msg += " (" + chat_template_names() + ")";
-    }
-    throw std::runtime_error(msg);
-  }
+// on stderr saying which template that was.
+chat_prompt chat_prompt_of(const run_options& o, const model& m) {
   std::vector<chat_message> messages;
   if (o.system_opt->count() > 0) messages.push_back({"system", o.system});
   messages.push_back({"user", o.chat});
-  auto text = chat_template_apply(choice->tmpl, messages, {.enable_thinking = !o.no_think});
-  if (!text) throw std::runtime_error(text.message());
-  used = chat_template_name(choice->tmpl);
-  thinks = chat_template_thinks(choice->tmpl);
-  if (!o.json) {
-    std::fprintf(stderr, "chat template: %s (%s)\n", used.c_str(),
-                 choice->detected ? "detected" : "named");
+  auto prepared = chat_prompt_prepare(
+      m, messages, {.template_name = o.template_name, .enable_thinking = !o.no_think});
+  if (const auto* e = std::get_if<prompt_error>(&prepared)) {
+    std::string msg = e->message;
+    if (e->code != prompt_error_code::messages_invalid && o.template_name.empty()) {
+      msg += "; name one with --template NAME";
+      // An unrecognised template's message lists the names already.
+      if (e->code != prompt_error_code::template_unrecognised)
+        msg += " (" + chat_template_names() + ")";
+    }
+    throw std::runtime_error(msg);
   }
-  return std::move(*text);
+  auto& p = std::get<chat_prompt>(prepared);
+  if (!o.json) {
+    std::fprintf(stderr, "chat template: %s (%s)\n",
+                 std::string(chat_template_name(p.choice.tmpl)).c_str(),
+                 p.choice.detected ? "detected" : "named");
+  }
+  return std::move(p);
 }
 
 int run(run_options& o) {
-  if (auto msg = generation_params_check(o.gen); !msg.empty()) throw std::runtime_error(msg);
+  if (auto e = generation_params_check(o.gen); !e.ok()) throw std::runtime_error(e.message);
   check_prompt_flags(o);
   const bool chat = o.chat_opt->count() > 0;
   if (!chat) o.prompt.read();
 
   const auto loaded = load_model(o.model, o.backend, o.threads, o.ctx);
   const auto& m = loaded.model;
-  // A chat prompt's turn markers are special tokens; BOS is the tokenizer's to add (the templates
-  // never write it first), as llama.cpp's chat mode does.
-  std::string template_used;
-  bool thinks = false;
-  const auto prompt =
-      chat ? m->vocab().tokenize(chat_prompt(o, *m, template_used, thinks), true, true)
-           : m->vocab().tokenize(o.prompt.text, true, o.parse_special);
+  std::optional<chat_prompt> chat_in;
+  if (chat) chat_in = chat_prompt_of(o, *m);
+  const std::vector<int32_t> prompt =
+      chat ? std::move(chat_in->tokens) : text_prompt_tokens(*m, o.prompt.text, o.parse_special);
   // A thinking model's reasoning is not part of the answer unless asked for (as the node does).
   std::optional<think_filter> hide_thinking;
-  if (thinks && !o.show_thinking) hide_thinking.emplace();
+  if (chat) hide_thinking = chat_in->thinking_filter(o.show_thinking);
   context_params cp;
   cp.n_ctx = o.ctx;
   context ctx(*m, cp);
@@ -159,7 +157,7 @@ int run(run_options& o) {
                               {"seed", smp.seed()},
                               {"backend", loaded.backend},
                               {"device", loaded.device_name}};
-    if (chat) summary["chat_template"] = template_used;
+    if (chat) summary["chat_template"] = std::string(chat_template_name(chat_in->choice.tmpl));
     std::printf("%s\n", dump(summary).c_str());
   } else {
     std::printf("\n");

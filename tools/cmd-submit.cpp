@@ -74,7 +74,7 @@ int submit(submit_options& o) {
   }
   // The broker checks too; checking here refuses a bad job before a round trip, with the same
   // message.
-  if (auto msg = wire::job_params_check(p); !msg.empty()) throw std::runtime_error(msg);
+  if (auto e = wire::job_params_check(p); !e.ok()) throw std::runtime_error(e.message);
   // The text, to a terminal or a pipe alike (as every CLI does); --id-only (or --no-stream)
   // prints just the job id, for scripts.
   const bool stream = o.stream_flag->count() > 0 ? o.stream : true;
@@ -113,7 +113,10 @@ int submit(submit_options& o) {
       const std::string what = e.what();
       if (e.code() == wire::error_code::unknown_model)
         throw broker_error(e.code(), what + "; --wait-model queues it anyway");
-      if (what.find("has no chat template") != std::string::npos) {
+      // The broker's refusal of a chat job for want of a template has no code of its own on the
+      // wire (it is invalid_params, as a bad parameter is), so its text is what tells it apart.
+      if (e.code() == wire::error_code::invalid_params &&
+          what.find("has no chat template") != std::string::npos) {
         throw broker_error(e.code(),
                            what + "; --template NAME names one (" + chat_template_names() + ")");
       }

@@ -306,20 +306,26 @@ result<chat_template> chat_template_detect(std::string_view jinja) {
                chat_template_names() + ")"};
 }
 
-result<chat_template_choice> chat_template_for_model(const gguf_file& f, std::string_view name) {
+result<chat_template_choice> chat_template_for_model(const gguf_file& f, std::string_view name,
+                                                     chat_template_problem* why) {
+  auto fail = [&](chat_template_problem p, error e) {
+    if (why) *why = p;
+    return e;
+  };
   if (!name.empty()) {
     auto t = chat_template_from_name(name);
-    if (!t) return t.err();
+    if (!t) return fail(chat_template_problem::unknown_name, t.err());
     return chat_template_choice{*t, false};
   }
   auto text = f.get_string(k_key_chat_template);
-  if (!text) return text.err();
+  if (!text) return fail(chat_template_problem::unreadable, text.err());
   if (!text->has_value() || (*text)->empty()) {
-    return error{"the model has no chat template (no " + std::string(k_key_chat_template) +
-                 " in its metadata)"};
+    return fail(chat_template_problem::missing,
+                error{"the model has no chat template (no " + std::string(k_key_chat_template) +
+                      " in its metadata)"});
   }
   auto t = chat_template_detect(**text);
-  if (!t) return t.err();
+  if (!t) return fail(chat_template_problem::unrecognised, t.err());
   return chat_template_choice{*t, true};
 }
 

@@ -36,6 +36,7 @@
 // message, tools or reasoning text format as the family's llama.cpp format does.
 #pragma once
 
+#include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
@@ -89,9 +90,20 @@ struct chat_template_choice {
   bool detected = false;  // from the model's metadata; false: named explicitly
 };
 
+// Why chat_template_for_model found no template, for callers to act on without reading the
+// message.
+enum class chat_template_problem : uint8_t {
+  unknown_name,  // the name given is not a template hearth has (the message lists them)
+  missing,       // no tokenizer.chat_template in the metadata
+  unreadable,    // the metadata key is not text
+  unrecognised,  // a template hearth does not recognise (the message lists the names)
+};
+
 // `name` when not empty, else detected from `tokenizer.chat_template` in the model's metadata.
-// A model without that key is an error saying so (the caller suggests naming one).
-result<chat_template_choice> chat_template_for_model(const gguf_file& f, std::string_view name);
+// A model without that key is an error saying so (the caller suggests naming one). On an error,
+// `why` (when given) is set to its kind.
+result<chat_template_choice> chat_template_for_model(const gguf_file& f, std::string_view name,
+                                                     chat_template_problem* why = nullptr);
 
 // Messages come from users and the network: an empty conversation, or a role other than
 // system/user/assistant, is an error naming the message. Any content is accepted.
