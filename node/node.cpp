@@ -120,6 +120,25 @@ class event_queue : public job_sink {
   std::deque<engine_event> events_;
 };
 
+// The node's session with the broker. Every change goes through node_daemon::impl::enter(),
+// which does what a state asks on entry (and logs it as the node always has):
+//
+//   registering --welcome--> serving --unknown_node (a broker restart)--> registering
+//   registering|serving --silence past the liveness--> lost --backoff--> registering (fresh socket)
+//   registering|serving --CURVE handshake failed--> handshake_failed --backoff--> registering
+//   lost --welcome during the backoff (the queued hello answered)--> serving
+//   any --name_taken|version_mismatch--> refused (run() returns 1)
+//
+// Stopping is apart from it: once asked (`draining`), the node pulls no more jobs and waits for
+// those running, whatever the state of its link, then hands the rest back and says goodbye.
+enum class session_state : uint8_t {
+  registering,       // a hello is out on the current socket, no welcome for it yet
+  serving,           // welcomed: the broker knows the node, credit and jobs flow
+  lost,              // no word from the broker past the liveness: a fresh socket after the backoff
+  handshake_failed,  // the broker refused the CURVE handshake: the socket is closed, retried later
+  refused,           // the broker refused the node for good: run() ends with exit code 1
+};
+
 struct pending_chunk {
   uint64_t seq = 0;
   uint32_t n_tokens = 0;
@@ -147,20 +166,57 @@ struct node_daemon::impl {
   uint32_t heartbeat_ms = 1000;
   uint32_t liveness = 3;
   net::steady::time_point last_heard, last_sent;
-  std::optional<net::steady::time_point> hello_sent;  // a hello not yet answered by a welcome
+  session_state state = session_state::registering;
+  // The last hello while no welcome answered it (registering, or lost after registering).
+  std::optional<net::steady::time_point> hello_sent;
   uint64_t welcomes = 0;
   std::chrono::milliseconds backoff = k_backoff_min;
   // The attempts it runs, and finished ones held for job_resume, with what it sent of them.
   attempt_journal journal;
   std::map<std::pair<uint64_t, uint32_t>, pending_chunk> pending;
-  bool draining = false;
+  bool draining = false;  // stop was asked: no more pulls, running jobs finish by drain_deadline
+  net::steady::time_point drain_deadline;
   int exit_code = 0;
-  bool fatal = false;
   std::string refusal;  // the broker's message when it refused the node for good
-  // A failed handshake: reconnect after the backoff. Logged once until the node registers, since
-  // the admin may add the key any moment and the retries would otherwise fill the log.
-  bool handshake_failed = false;
+  // A failed handshake is logged once until the node registers, since the admin may add the key
+  // any moment and the retries would otherwise fill the log.
   bool handshake_failure_logged = false;
+
+  // The one place the session's state changes, with what entering each state does. Refused is
+  // final: what the broker sends after it changes nothing.
+  void enter(session_state next) {
+    if (state == session_state::refused) return;
+    switch (next) {
+      case session_state::registering:
+        hello_sent = net::steady::now();
+        break;
+      case session_state::serving:
+        backoff = k_backoff_min;
+        hello_sent.reset();
+        ++welcomes;
+        handshake_failure_logged = false;
+        spdlog::info("registered with the broker at {} as '{}'", cfg.broker, cfg.name);
+        break;
+      case session_state::lost: {
+        const auto hb = std::chrono::milliseconds(heartbeat_ms);
+        spdlog::warn("no word from the broker at {} for {} ms; reconnecting in {} ms", cfg.broker,
+                     (hb * liveness).count(), backoff.count());
+        break;
+      }
+      case session_state::handshake_failed:
+        log_handshake_failure();
+        break;
+      case session_state::refused:
+        exit_code = 1;
+        break;
+    }
+    state = next;
+  }
+
+  // Whether the link must be made again (after the backoff) before anything else.
+  bool link_down() const {
+    return state == session_state::lost || state == session_state::handshake_failed;
+  }
 
   template <class M>
   void send(const M& m) {
@@ -172,17 +228,18 @@ struct node_daemon::impl {
     sock = std::make_unique<zmq::socket_t>(net::make_socket(ctx, zmq::socket_type::dealer));
     net::curve_client_apply(*sock, keys);
     monitor = std::make_unique<net::handshake_monitor>(ctx, *sock);
-    handshake_failed = false;
     sock->connect(cfg.broker);
     hello();
   }
 
   void on_handshake_events() {
     monitor->update();
+    if (monitor->failure()) enter(session_state::handshake_failed);
+  }
+
+  void log_handshake_failure() {
     const auto& f = monitor->failure();
-    if (!f) return;
-    handshake_failed = true;
-    if (handshake_failure_logged) return;
+    if (!f || handshake_failure_logged) return;
     handshake_failure_logged = true;
     const std::string why = net::handshake_failure_text(*f);
     if (!keys.enabled()) {
@@ -216,7 +273,7 @@ struct node_daemon::impl {
     h.instance = instance;
     send(h);
     last_heard = net::steady::now();
-    hello_sent = last_heard;
+    enter(session_state::registering);
   }
 
   void flush_chunk(const std::pair<uint64_t, uint32_t>& key) {
@@ -278,13 +335,9 @@ struct node_daemon::impl {
       case wire::command::node_welcome: {
         auto m = wire::decode<wire::node_welcome>(env.env.body);
         if (!m) return spdlog::warn("dropped a malformed welcome: {}", m.message());
-        backoff = k_backoff_min;
-        hello_sent.reset();
-        ++welcomes;
-        handshake_failure_logged = false;
         heartbeat_ms = std::max<uint32_t>(m->heartbeat_ms, 10);
         liveness = std::max<uint32_t>(m->liveness, 1);
-        spdlog::info("registered with the broker at {} as '{}'", cfg.broker, cfg.name);
+        enter(session_state::serving);
         const size_t running = journal.running_count();
         const uint32_t free = cfg.slots > running ? cfg.slots - uint32_t(running) : 0;
         if (!draining && free > 0) send(wire::node_pull{free});
@@ -331,9 +384,8 @@ struct node_daemon::impl {
         spdlog::error("the broker refused this node: {}", m->message);
         if (m->code == wire::error_code::name_taken ||
             m->code == wire::error_code::version_mismatch) {
-          fatal = true;
-          exit_code = 1;
           refusal = m->message;
+          enter(session_state::refused);
         }
         return;
       }
@@ -389,7 +441,7 @@ struct node_daemon::impl {
       zmq::pollitem_t item = {sock->handle(), 0, ZMQ_POLLIN, 0};
       net::poll(&item, 1, std::chrono::milliseconds(20));
       while (auto msg = net::try_recv(*sock, false)) on_broker_message(*msg);
-      if (fatal || welcomes != welcomes_before) return true;
+      if (state == session_state::refused || welcomes != welcomes_before) return true;
     }
     return false;
   }
@@ -397,7 +449,10 @@ struct node_daemon::impl {
   // Reads free memory and utilisation again when due; tells the broker when they moved.
   void refresh_hardware(net::steady::time_point now) {
     // Not between a hello and its welcome: the broker would not know the node yet.
-    if (cfg.hardware_refresh_ms == 0 || now < next_hardware_read || hello_sent) return;
+    if (cfg.hardware_refresh_ms == 0 || now < next_hardware_read ||
+        state == session_state::registering) {
+      return;
+    }
     next_hardware_read = now + std::chrono::milliseconds(cfg.hardware_refresh_ms);
     wire::hardware_info h = hardware_read();
     if (!hardware_changed(hardware, h)) return;
@@ -405,8 +460,8 @@ struct node_daemon::impl {
     send(wire::node_status{engine->models(), engine->skipped(), hardware});
   }
 
-  // Sends due chunks and heartbeats, and notices a silent broker. Returns the time until the
-  // next thing is due.
+  // Sends due chunks and heartbeats, and notices a silent broker (the state is then lost).
+  // Returns the time until the next thing is due.
   std::chrono::milliseconds timers() {
     const auto now = net::steady::now();
     auto next = std::chrono::milliseconds(100);
@@ -430,11 +485,7 @@ struct node_daemon::impl {
       if (!msg) break;
       on_broker_message(*msg);
     }
-    if (now - last_heard > hb * liveness) {
-      spdlog::warn("no word from the broker at {} for {} ms; reconnecting in {} ms", cfg.broker,
-                   (hb * liveness).count(), backoff.count());
-      return std::chrono::milliseconds(-1);
-    }
+    if (now - last_heard > hb * liveness) enter(session_state::lost);
     return next;
   }
 };
@@ -467,24 +518,24 @@ const std::string& node_daemon::refusal() const {
 int node_daemon::run(const std::atomic<bool>& stop) {
   impl& s = *p_;
   s.connect();
-  std::optional<net::steady::time_point> drain_deadline;
-  while (!s.fatal) {
+  while (s.state != session_state::refused) {
     if (stop.load() && !s.draining) {
       s.draining = true;
-      drain_deadline = net::steady::now() + std::chrono::milliseconds(s.cfg.drain_timeout_ms);
+      s.drain_deadline = net::steady::now() + std::chrono::milliseconds(s.cfg.drain_timeout_ms);
       spdlog::info("stopping: {} running jobs get up to {} ms to finish", s.journal.running_count(),
                    s.cfg.drain_timeout_ms);
     }
-    if (s.draining && (s.journal.running_count() == 0 || net::steady::now() >= *drain_deadline))
+    if (s.draining && (s.journal.running_count() == 0 || net::steady::now() >= s.drain_deadline))
       break;
 
-    auto wait = s.handshake_failed ? std::chrono::milliseconds(-1) : s.timers();
-    if (wait.count() < 0) {
+    // The timers run while the link is up (and find a silent broker: lost).
+    const auto wait = s.link_down() ? std::chrono::milliseconds(0) : s.timers();
+    if (s.link_down()) {
       // The broker is gone: a fresh socket after a backoff (Paranoid Pirate), then hello again.
       // The engine's reports wait in the queue meanwhile and go out on the new connection.
       // A socket whose handshake failed is closed at once: libzmq would retry it every 100 ms,
       // each a ZAP request and a log line at the broker, and the backoff is for the broker.
-      if (s.handshake_failed) {
+      if (s.state == session_state::handshake_failed) {
         s.monitor.reset();
         s.sock.reset();
       }
