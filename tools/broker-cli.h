@@ -14,12 +14,32 @@
 #include <type_traits>
 #include <vector>
 
+#include "client/broker-client.h"
+#include "client/broker-retry.h"
+#include "client/client-config.h"
+#include "client/job-record.h"
 #include "common/format-ago.h"
 #include "schema/messages.h"
 #include "schema/wire-json.h"
-#include "tools/broker-client.h"
 
 namespace hearth::cli {
+
+// The broker commands speak to the broker through the client library (client/): its names here.
+using client::broker_client;
+using client::broker_endpoint;
+using client::broker_endpoint_default;
+using client::broker_error;
+using client::broker_keys;
+using client::broker_options;
+using client::broker_retry;
+using client::broker_start_window;
+using client::broker_timeout;
+using client::broker_unreachable;
+using client::client_config_dir;
+using client::fetch_job;
+using client::job_output_fn;
+using client::job_record_fn;
+using client::read_job;
 
 // Insertion-ordered, so that objects list their fields in wire order and "event" comes first.
 using json = nlohmann::ordered_json;
@@ -29,22 +49,8 @@ using json = nlohmann::ordered_json;
 void add_broker_options(CLI::App* cmd, broker_options& o);
 
 // Adds --retry-for SECONDS (how long to keep trying while the broker does not answer); the option,
-// to tell whether it was given (tools/broker-retry.h).
+// to tell whether it was given (client/broker-retry.h).
 CLI::Option* add_retry_option(CLI::App* cmd, int& retry_for_s);
-
-// Job `job_id`'s record, read page by page (job_reply, PROTOCOL.md section 10.5): `on_record`
-// gets it once, with the whole prompt and no output, then `on_output` each page of the output in
-// order as it arrives, so that an output of any size passes through without being held whole.
-// Returns false when the output started over (a new attempt of a running job) after some of it
-// was passed on: what was passed is then the start of an older attempt's output. Throws as
-// broker_client::request does.
-using job_record_fn = std::function<void(wire::job_detail)>;
-using job_output_fn = std::function<void(std::string_view)>;
-bool read_job(broker_client& client, uint64_t job_id, const job_record_fn& on_record,
-              const job_output_fn& on_output);
-
-// Job `job_id`'s whole record, output included (read_job, again when the output started over).
-wire::job_detail fetch_job(broker_client& client, uint64_t job_id);
 
 // One JSON value per line on stdout (invalid UTF-8 replaced, never thrown on).
 void print_json(const json& j);

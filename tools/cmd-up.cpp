@@ -21,7 +21,7 @@
 #include "gateway/routes.h"
 #include "node/node.h"
 #include "schema/curve-cert.h"
-#include "tools/broker-client.h"
+#include "tools/broker-cli.h"
 #include "tools/commands.h"
 
 namespace hearth::cli {

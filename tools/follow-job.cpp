@@ -4,47 +4,14 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <stdexcept>
 #include <string>
 
+#include "client/follow-job.h"
 #include "tools/broker-cli.h"
-#include "tools/broker-retry.h"
 #include "tools/stream-view.h"
 
 namespace hearth::cli {
 namespace {
-
-// How long a followed job may stay silent before we ask the broker whether it is still there
-// and whether the job ended without its job_done reaching us. Clients get no heartbeats and a
-// queued job is silent for long, so this is about three broker heartbeats; one get_job per
-// interval costs nothing.
-constexpr std::chrono::seconds silence_probe{3};
-// A silence this long is told on a terminal (stream_view::on_silence): the pause of a failover
-// (the broker notices a lost node by its missed heartbeats) or a long wait in the queue. Longer
-// than a slow model's time between tokens, so that its text is not broken up by notices.
-constexpr std::chrono::seconds silence_notice{6};
-
-// The job's record: whole (its output too) when it has ended, else the first page's summary.
-// Throws broker_timeout when the broker does not answer.
-wire::job_detail job_now(broker_client& client, uint64_t job_id) {
-  wire::get_job g;
-  g.job_id = job_id;
-  // The first page tells whether it ended; only then is the whole output worth reading.
-  auto r = client.request<wire::job_reply>(g);
-  if (!wire::job_state_is_final(r.job.summary.state)) return std::move(r.job);
-  return fetch_job(client, job_id);
-}
-
-// A job event's kind, or throws on an error from the broker.
-wire::command event_command(const net::received& ev, const std::string& endpoint) {
-  const auto views = ev.views();
-  const auto cmd = wire::command(uint8_t(views[1][0]));
-  if (cmd == wire::command::error) {
-    auto e = wire::decode<wire::error_reply>(views[2]);
-    throw std::runtime_error(e ? e->message : "malformed error from the broker at " + endpoint);
-  }
-  return cmd;
-}
 
 int report_end(const wire::job_done& d) {
   const std::string job = "job " + std::to_string(d.job_id);
@@ -59,20 +26,20 @@ int report_end(const wire::job_done& d) {
 
 // JSON lines: the events as they come, minus duplicates and chunks of replaced attempts, so
 // that the texts of one attempt's "tokens" events concatenate to its output; "restarted" says
-// the text starts over. The same interface as stream_view, for follow().
-class json_lines_stream {
+// the text starts over. A client::job_stream, as stream_view is.
+class json_lines_stream : public client::job_stream {
  public:
   explicit json_lines_stream(uint64_t job_id) : job_id_(job_id) {}
 
-  result<void> feed(wire::command cmd, std::string_view body);
-  void on_final(const wire::job_summary& s, const std::string& output);
+  result<void> feed(wire::command cmd, std::string_view body) override;
+  void on_final(const wire::job_summary& s, const std::string& output) override;
   // JSON lines tell only the broker's events; notices go to stderr as they are.
-  void on_silence(const wire::job_summary&, int64_t) {}
-  void notice(std::string_view line) { write_err(line); }
-  bool done() const { return exit_.has_value(); }
+  void on_silence(const wire::job_summary&, int64_t) override {}
+  void notice(std::string_view line) override { write_err(line); }
+  bool done() const override { return exit_.has_value(); }
   int exit_code() const { return exit_.value_or(1); }
-  stream_resume resume_point() const { return stream_resume_of(order_, received_); }
-  void expect_resume() { order_.expect_resume(); }
+  stream_resume resume_point() const override { return stream_resume_of(order_, received_); }
+  void expect_resume() override { order_.expect_resume(); }
 
  private:
   // Makes `attempt` current when it is newer. A new attempt after an earlier one whose
@@ -211,26 +178,6 @@ void json_lines_stream::on_final(const wire::job_summary& s, const std::string& 
   finish(d);
 }
 
-// Watches the job again on a fresh socket, saying what the stream has, until the broker answers
-// or retry_for has passed. `lost`: the broker is known to be gone, so say at once that we wait.
-template <class Stream>
-void attach(broker_client& client, uint64_t job_id, Stream& s, const follow_options& o, bool lost) {
-  broker_retry retry(
-      client, o.retry_for, [&s](std::string_view l) { s.notice(l); }, o.retry_for_given);
-  if (lost) retry.announce();
-  retry.run([&](int n) {
-    if (lost || n > 0) client.reconnect();
-    const stream_resume p = s.resume_point();
-    wire::watch w;
-    w.job_id = job_id;
-    w.attempt = p.attempt;
-    w.seq = p.seq;
-    w.output_offset = p.output_offset;
-    client.request<wire::ok>(w);
-  });
-  s.expect_resume();
-}
-
 // Ctrl-C: the job is cancelled, or left running with --detach.
 int interrupt(broker_client& client, uint64_t job_id, const follow_options& o) {
   const auto id = std::to_string(job_id);
@@ -254,37 +201,16 @@ int interrupt(broker_client& client, uint64_t job_id, const follow_options& o) {
   return 130;
 }
 
+// Follows the job into `s` (client/follow-job.h); Ctrl-C ends it through interrupt().
 template <class Stream>
 int follow(broker_client& client, uint64_t job_id, Stream& s, const follow_options& o) {
-  if (o.attach) attach(client, job_id, s, o, false);
-  auto last_event = std::chrono::steady_clock::now();
-  while (!s.done()) {
-    if (interrupted()) return interrupt(client, job_id, o);
-    if (auto ev = client.next_event(silence_probe)) {
-      last_event = std::chrono::steady_clock::now();
-      const auto cmd = event_command(*ev, client.endpoint());
-      if (auto r = s.feed(cmd, ev->views()[2]); !r) {
-        throw std::runtime_error("malformed event from the broker at " + client.endpoint() + ": " +
-                                 r.message());
-      }
-      continue;
-    }
-    if (client.connection_dropped()) {
-      attach(client, job_id, s, o, true);
-      continue;
-    }
-    try {
-      const wire::job_detail d = job_now(client, job_id);
-      const auto silent = std::chrono::steady_clock::now() - last_event;
-      if (wire::job_state_is_final(d.summary.state)) {
-        s.on_final(d.summary, d.output);
-      } else if (silent >= silence_notice) {
-        s.on_silence(d.summary,
-                     std::chrono::duration_cast<std::chrono::milliseconds>(silent).count());
-      }
-    } catch (const broker_timeout&) {
-      attach(client, job_id, s, o, true);
-    }
+  client::job_follow_options f;
+  f.attach = o.attach;
+  f.retry_for = o.retry_for;
+  f.retry_for_given = o.retry_for_given;
+  f.stop = interrupted;
+  if (client::follow_job_events(client, job_id, s, f) == client::follow_end::stopped) {
+    return interrupt(client, job_id, o);
   }
   return s.exit_code();
 }

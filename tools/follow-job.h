@@ -2,14 +2,14 @@
 // through a stream_view, or JSON lines. When the broker goes away (the connection drops, or a
 // silent broker does not answer a probe), the follower re-attaches with what it has of the
 // current attempt (watch with attempt/seq/output_offset), trying again with backoff for
-// retry_for (tools/broker-retry.h), so the text goes on without duplicates or holes.
+// retry_for (client/broker-retry.h), so the text goes on without duplicates or holes.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <optional>
 
-#include "tools/broker-client.h"
+#include "tools/broker-cli.h"
 
 namespace hearth::cli {
 
@@ -22,7 +22,7 @@ struct follow_options {
   // reply came on a later try, whose watch flag was not sent).
   bool attach = false;
   std::chrono::seconds retry_for{60};
-  bool retry_for_given = false;  // --retry-for was given (tools/broker-retry.h)
+  bool retry_for_given = false;  // --retry-for was given (client/broker-retry.h)
   // After Ctrl-C (tools/interrupt.h, when the command caught it): cancel the job, or leave it
   // running (--detach) and say how to find it; either way the exit code is 130.
   bool cancel_on_interrupt = true;

@@ -2,11 +2,11 @@
 // into the text a user sees, without sockets so that it can be tested alone.
 //
 // A job may run several attempts (its node died, or handed it back). Each attempt numbers its
-// chunks from seq 0; stream_order keeps the newest attempt and the next expected seq, and drops
-// chunks of older attempts and repeated chunks. When a new attempt starts after text has been
-// shown, the new attempt usually reproduces it (the broker fixes the seed at submit), so the view
-// prints only what goes beyond what is already on screen; if the new text differs, it says so on
-// stderr and prints the new attempt from its start.
+// chunks from seq 0; stream_order (client/stream-order.h) keeps the newest attempt and the next
+// expected seq, and drops chunks of older attempts and repeated chunks. When a new attempt starts
+// after text has been shown, the new attempt usually reproduces it (the broker fixes the seed at
+// submit), so the view prints only what goes beyond what is already on screen; if the new text
+// differs, it says so on stderr and prints the new attempt from its start.
 //
 // A watcher that lost the broker re-attaches (watch with resume_point()): the broker then either
 // continues the current attempt where the watcher left it, or sends it again from its start
@@ -20,64 +20,23 @@
 #include <string>
 #include <string_view>
 
+#include "client/follow-job.h"
+#include "client/stream-order.h"
 #include "common/result.h"
 #include "schema/messages.h"
 
 namespace hearth::cli {
 
-// What to do with a job_tokens chunk.
-enum class chunk_verdict {
-  append,       // the next text of the current attempt (also after a gap: it is all we get)
-  restate,      // seq 0 and longer than what we have: the attempt's text from its start, as sent
-                // when a watch begins on a running job
-  rewind,       // after a re-attach, the current attempt sent again from seq 0: what we have of
-                // it is replaced by this chunk and what follows
-  duplicate,    // seen already
-  old_attempt,  // from an attempt that a newer one replaced
-};
-std::string_view chunk_verdict_name(chunk_verdict v);
+// The stream's order is the client library's (client/stream-order.h).
+using client::chunk_verdict;
+using client::chunk_verdict_name;
+using client::job_done_of;
+using client::stream_order;
+using client::stream_resume;
+using client::stream_resume_of;
 
-class stream_order {
- public:
-  // Makes `attempt` the current attempt when it is newer than the current one (true if so).
-  bool begin_attempt(uint32_t attempt);
-  // Judges `c` and, unless dropped, moves the expected seq past it. A chunk of a newer attempt
-  // begins that attempt first.
-  chunk_verdict accept(const wire::job_tokens& c);
-  // After a re-attach: the next chunk of the current attempt either continues from next_seq()
-  // or, with seq 0, starts the attempt again (rewind).
-  void expect_resume() { resuming_ = true; }
-  bool started() const { return attempt_ >= 0; }
-  uint32_t attempt() const { return uint32_t(attempt_ < 0 ? 0 : attempt_); }
-  uint64_t next_seq() const { return next_seq_; }
-  uint64_t gaps() const { return gaps_; }  // chunks that skipped ahead (tokens never received)
-  // The current attempt's tokens [0, next_seq()) all arrived (no gap since it began).
-  bool attempt_whole() const { return attempt_whole_; }
-
- private:
-  int64_t attempt_ = -1;
-  uint64_t next_seq_ = 0;
-  uint64_t gaps_ = 0;
-  bool attempt_whole_ = true;
-  bool resuming_ = false;
-};
-
-// What a re-attaching watcher says it has (the fields of wire::watch): tokens [0, seq) of
-// `attempt`, which are output bytes [0, output_offset); attempt 0: nothing.
-struct stream_resume {
-  uint32_t attempt = 0;
-  uint64_t seq = 0;
-  uint64_t output_offset = 0;
-};
-
-// The resume point of an attempt of which `order` and `text` (its text as received) tell: after a
-// gap the text is not the attempt's prefix, so it asks for the attempt from its start.
-stream_resume stream_resume_of(const stream_order& order, const std::string& text);
-
-// The job_done a job's record stands for, when its own did not reach us.
-wire::job_done job_done_of(const wire::job_summary& s, uint32_t attempt);
-
-class stream_view {
+// A client::job_stream, so that client::follow_job_events (client/follow-job.h) feeds it.
+class stream_view : public client::job_stream {
  public:
   using write_fn = std::function<void(std::string_view)>;
 
@@ -97,22 +56,22 @@ class stream_view {
   // asking the broker): on a terminal, a status line with the state, the node or the queue
   // position, and how long (a node that stopped sending is found out by the broker's heartbeats,
   // and its job requeued, within seconds).
-  void on_silence(const wire::job_summary& s, int64_t silent_ms);
+  void on_silence(const wire::job_summary& s, int64_t silent_ms) override;
   // A line for err (ending in a newline) from outside the stream (the broker does not answer,
   // answers again): on a line of its own.
-  void notice(std::string_view line);
+  void notice(std::string_view line) override;
   // Decodes an event body and passes it on; an error when it does not decode. Other commands
   // and other jobs' events are ignored.
-  result<void> feed(wire::command cmd, std::string_view body);
+  result<void> feed(wire::command cmd, std::string_view body) override;
   // The job ended without its job_done reaching us (found by asking the broker): `output` is
   // the job's whole output, shown like a restated attempt before the end is reported.
-  void on_final(const wire::job_summary& s, const std::string& output);
+  void on_final(const wire::job_summary& s, const std::string& output) override;
 
   // What to re-attach with, and the re-attach made (expect_resume: see stream_order).
-  stream_resume resume_point() const { return stream_resume_of(order_, current_); }
-  void expect_resume() { order_.expect_resume(); }
+  stream_resume resume_point() const override { return stream_resume_of(order_, current_); }
+  void expect_resume() override { order_.expect_resume(); }
 
-  bool done() const { return final_.has_value(); }
+  bool done() const override { return final_.has_value(); }
   // 0 when the job completed, 1 when it failed or was cancelled (valid once done()).
   int exit_code() const;
   const std::optional<wire::job_done>& final_event() const { return final_; }

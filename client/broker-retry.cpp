@@ -1,9 +1,9 @@
-#include "tools/broker-retry.h"
+#include "client/broker-retry.h"
 
 #include <algorithm>
 #include <thread>
 
-namespace hearth::cli {
+namespace hearth::client {
 namespace {
 constexpr std::chrono::milliseconds first_backoff{250};
 constexpr std::chrono::milliseconds max_backoff{5000};
@@ -65,4 +65,4 @@ void broker_retry::got_through() {
   backoff_ = first_backoff;
 }
 
-}  // namespace hearth::cli
+}  // namespace hearth::client

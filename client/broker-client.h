@@ -1,47 +1,31 @@
-// The CLI's side of the client protocol (schema/messages.h): one DEALER socket to the broker,
-// requests matched to their replies by request_id, and job events kept in arrival order for the
-// command that streams them. One broker_client per command; it belongs to one thread.
+// The blocking face of the client library (the CLI's): one DEALER socket to the broker, requests
+// matched to their replies by request_id (client/protocol.h), job events kept in arrival order for
+// whoever streams them, and a fresh socket on demand (reconnect: the Lazy Pirate pattern). One
+// broker_client per command; it belongs to one thread. Trying again is broker-retry.h's,
+// following a job across reconnects follow-job.h's; the asynchronous face is broker-link.h.
+//
+//   client::broker_client c(client::broker_options{});        // $HEARTH_BROKER, keys from
+//   ~/.config auto r = c.request<wire::nodes_reply>(wire::list_nodes{});  // throws on error or
+//   timeout
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
-#include <string_view>
 #include <zmq.hpp>
 
+#include "client/client-config.h"
+#include "schema/codec.h"
 #include "schema/curve-cert.h"
 #include "schema/handshake-monitor.h"
 #include "schema/zmq-io.h"
 
-namespace hearth::cli {
-
-inline constexpr std::string_view broker_endpoint_default = "tcp://127.0.0.1:5555";
-
-// The broker to talk to: `flag` (--broker) when set, else $HEARTH_BROKER, else the default.
-std::string broker_endpoint(std::string_view flag);
-
-// Where the CLI looks for its keys by default: $XDG_CONFIG_HOME/hearth, else ~/.config/hearth;
-// empty when neither variable is set.
-std::string client_config_dir();
-
-// The CURVE keys to talk to the broker with: the files `broker_key_flag` (--broker-key, the
-// broker's public certificate) and `key_flag` (--key, this client's secret certificate), each
-// else $HEARTH_BROKER_KEY / $HEARTH_KEY. When neither is given: $XDG_CONFIG_HOME/hearth/broker.pub
-// and client.key (XDG_CONFIG_HOME defaults to ~/.config) when both files exist, else no keys
-// (plain ZMTP). Throws std::runtime_error when only one is given or a file does not load.
-net::curve_client_keys broker_keys(std::string_view broker_key_flag, std::string_view key_flag);
-
-// What a broker command's flags say about the broker: --broker, --broker-key and --key, each
-// empty when not given (broker_endpoint() and broker_keys() resolve them).
-struct broker_options {
-  std::string endpoint;
-  std::string broker_key;
-  std::string key;
-};
+namespace hearth::client {
 
 // The broker answered with error_reply: its code tells whether trying again can help
 // (storage_unavailable: nothing was kept, retry later).
@@ -64,7 +48,7 @@ class broker_timeout : public std::runtime_error {
 
 // Nothing at the broker's address accepted a connection while the command tried (a wrong
 // address, a broker that is not running): final, told at once rather than after the long retry
-// that a broker gone away gets (tools/broker-retry.h).
+// that a broker gone away gets (client/broker-retry.h).
 class broker_unreachable : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -72,9 +56,11 @@ class broker_unreachable : public std::runtime_error {
 
 class broker_client {
  public:
+  // Checks the endpoint (schema/endpoint.h) and connects; throws std::runtime_error saying why
+  // when it cannot.
   broker_client(std::string endpoint, net::curve_client_keys keys,
                 std::chrono::milliseconds timeout = std::chrono::seconds(5));
-  // The broker and keys `o` resolves to.
+  // The broker and keys `o` resolves to (client/client-config.h).
   explicit broker_client(const broker_options& o,
                          std::chrono::milliseconds timeout = std::chrono::seconds(5));
 
@@ -95,10 +81,12 @@ class broker_client {
   }
 
   // The next job event (job_queued, job_running, job_tokens, job_restarted, job_done, or an
-  // error_reply not answering a request), waiting up to `timeout`; nullopt when none came, or
-  // as soon as the connection dropped (connection_dropped()). The message's envelope has been
-  // checked: views() are [signature][command][body].
-  std::optional<net::received> next_event(std::chrono::milliseconds timeout);
+  // error_reply not answering a request), waiting up to `timeout`; nullopt when none came, as
+  // soon as the connection dropped (connection_dropped()), or as soon as `stop` (when given, e.g.
+  // "Ctrl-C was pressed") returns true. The message's envelope has been checked: views() are
+  // [signature][command][body].
+  std::optional<net::received> next_event(std::chrono::milliseconds timeout,
+                                          const std::function<bool()>& stop = {});
 
   // The connection to the broker was made and then lost since the last reconnect() (the broker
   // died or restarted; ZeroMQ connects again by itself, but a restarted broker forgot what we
@@ -117,9 +105,9 @@ class broker_client {
   // Receives until the reply of type `cmd` to `request_id` arrives; see request().
   net::received await_reply(wire::command cmd, uint64_t request_id);
   // One message with a valid envelope, or nullopt when none came before `deadline` (or, with
-  // `until_dropped`, before the connection dropped).
-  std::optional<net::received> receive(net::steady::time_point deadline,
-                                       bool until_dropped = false);
+  // `until_dropped`, before the connection dropped or `stop` said so).
+  std::optional<net::received> receive(net::steady::time_point deadline, bool until_dropped = false,
+                                       const std::function<bool()>& stop = {});
   void connect();
   [[noreturn]] void throw_malformed(wire::command cmd, const std::string& why) const;
   [[noreturn]] void throw_timeout() const;
@@ -142,4 +130,4 @@ class broker_client {
   bool handshake_before_ = false;  // a handshake completed on a socket that reconnect() replaced
 };
 
-}  // namespace hearth::cli
+}  // namespace hearth::client

@@ -1,112 +1,12 @@
-#include "tools/broker-client.h"
-#include "schema/endpoint.h"
-#include "tools/interrupt.h"
+#include "client/broker-client.h"
 
-#include <cstdlib>
-#include <filesystem>
 #include <random>
 
-namespace hearth::cli {
-namespace {
+#include "client/connection.h"
+#include "client/protocol.h"
+#include "schema/endpoint.h"
 
-bool is_job_event(wire::command c) {
-  switch (c) {
-    case wire::command::job_queued:
-    case wire::command::job_running:
-    case wire::command::job_tokens:
-    case wire::command::job_restarted:
-    case wire::command::job_done:
-      return true;
-    default:
-      return false;
-  }
-}
-
-// The request_id of a reply message of type `cmd`.
-result<uint64_t> reply_request_id(wire::command cmd, std::string_view body) {
-  auto id = [&](auto tag) -> result<uint64_t> {
-    auto r = wire::decode<decltype(tag)>(body);
-    if (!r) return r.err();
-    return r->request_id;
-  };
-  switch (cmd) {
-    case wire::command::accepted:
-      return id(wire::accepted{});
-    case wire::command::jobs_reply:
-      return id(wire::jobs_reply{});
-    case wire::command::job_reply:
-      return id(wire::job_reply{});
-    case wire::command::nodes_reply:
-      return id(wire::nodes_reply{});
-    case wire::command::models_reply:
-      return id(wire::models_reply{});
-    case wire::command::ok:
-      return id(wire::ok{});
-    case wire::command::pruned:
-      return id(wire::pruned{});
-    case wire::command::identity:
-      return id(wire::identity{});
-    case wire::command::api_key_created:
-      return id(wire::api_key_created{});
-    case wire::command::api_keys_reply:
-      return id(wire::api_keys_reply{});
-    case wire::command::metrics_reply:
-      return id(wire::metrics_reply{});
-    default:
-      return error{"not a reply"};
-  }
-}
-
-std::string flag_or_env(std::string_view flag, const char* env) {
-  if (!flag.empty()) return std::string(flag);
-  if (const char* v = std::getenv(env); v && *v) return v;
-  return {};
-}
-
-}  // namespace
-
-std::string client_config_dir() {
-  if (const char* xdg = std::getenv("XDG_CONFIG_HOME"); xdg && *xdg) {
-    return std::string(xdg) + "/hearth";
-  }
-  if (const char* home = std::getenv("HOME"); home && *home) {
-    return std::string(home) + "/.config/hearth";
-  }
-  return {};
-}
-
-std::string broker_endpoint(std::string_view flag) {
-  if (auto e = flag_or_env(flag, "HEARTH_BROKER"); !e.empty()) return e;
-  return std::string(broker_endpoint_default);
-}
-
-net::curve_client_keys broker_keys(std::string_view broker_key_flag, std::string_view key_flag) {
-  std::string broker_key = flag_or_env(broker_key_flag, "HEARTH_BROKER_KEY");
-  std::string key = flag_or_env(key_flag, "HEARTH_KEY");
-  if (broker_key.empty() && key.empty()) {
-    const std::string dir = client_config_dir();
-    std::error_code ec;
-    if (dir.empty() || !std::filesystem::exists(dir + "/broker.pub", ec) ||
-        !std::filesystem::exists(dir + "/client.key", ec)) {
-      return {};
-    }
-    broker_key = dir + "/broker.pub";
-    key = dir + "/client.key";
-  }
-  if (key.empty()) {
-    throw std::runtime_error("--broker-key " + broker_key +
-                             " needs --key FILE (or $HEARTH_KEY): this client's secret "
-                             "certificate, made by `hearth keygen`");
-  }
-  if (broker_key.empty()) {
-    throw std::runtime_error("--key " + key +
-                             " needs --broker-key FILE (or $HEARTH_BROKER_KEY): the broker's "
-                             "public certificate");
-  }
-  auto keys = net::curve_client_keys_load(broker_key, key);
-  if (!keys) throw std::runtime_error(keys.message());
-  return std::move(keys).value();
-}
+namespace hearth::client {
 
 broker_client::broker_client(const broker_options& o, std::chrono::milliseconds timeout)
     : broker_client(broker_endpoint(o.endpoint), broker_keys(o.broker_key, o.key), timeout) {}
@@ -135,22 +35,16 @@ broker_client::broker_client(std::string endpoint, net::curve_client_keys keys,
 }
 
 void broker_client::connect() {
-  socket_ = net::make_socket(ctx_, zmq::socket_type::dealer);
-  net::curve_client_apply(socket_, keys_);
+  socket_ = dealer_open(ctx_, keys_);
   monitor_ = std::make_unique<net::handshake_monitor>(ctx_, socket_);
   disconnects_seen_ = 0;
-  try {
-    socket_.connect(endpoint_);
-  } catch (const zmq::error_t& e) {
-    throw std::runtime_error("cannot connect to the broker at '" + endpoint_ + "': " + e.what() +
-                             " (expected an endpoint such as tcp://host:5555)");
-  }
+  dealer_connect(socket_, endpoint_);
 }
 
 void broker_client::send_request(wire::command cmd, std::string body) {
   // Without ZMQ_IMMEDIATE a connecting DEALER queues the message, so this fails only on a
   // closed socket; a broker that is not there shows up as a missing reply.
-  if (!net::send_raw(socket_, {}, cmd, body)) {
+  if (!request_send(socket_, cmd, body)) {
     throw std::runtime_error("cannot send " + std::string(wire::command_name(cmd)) +
                              " to the broker at " + endpoint_);
   }
@@ -178,7 +72,8 @@ bool broker_client::ever_connected() {
 }
 
 std::optional<net::received> broker_client::receive(net::steady::time_point deadline,
-                                                    bool until_dropped) {
+                                                    bool until_dropped,
+                                                    const std::function<bool()>& stop) {
   while (true) {
     monitor_->update();
     check_handshake();
@@ -198,8 +93,8 @@ std::optional<net::received> broker_client::receive(net::steady::time_point dead
     }
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - net::steady::now());
     if (left.count() <= 0) return std::nullopt;
-    // Ctrl-C ends a wait for events (tools/interrupt.h), never one for a reply.
-    if (until_dropped && interrupted()) return std::nullopt;
+    // `stop` (the CLI's Ctrl-C) ends a wait for events, never one for a reply.
+    if (until_dropped && stop && stop()) return std::nullopt;
     zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0},
                                {monitor_->events().handle(), 0, ZMQ_POLLIN, 0}};
     net::poll(items, 2, left);
@@ -223,7 +118,7 @@ net::received broker_client::await_reply(wire::command cmd, uint64_t request_id)
       if (e->request_id == request_id || e->request_id == 0)
         throw broker_error(e->code, e->message);
     } else if (got == cmd) {
-      auto id = reply_request_id(got, body);
+      auto id = reply_request_id(body);
       if (!id) throw_malformed(got, id.message());
       if (*id == request_id) return std::move(*msg);
     }
@@ -231,14 +126,15 @@ net::received broker_client::await_reply(wire::command cmd, uint64_t request_id)
   }
 }
 
-std::optional<net::received> broker_client::next_event(std::chrono::milliseconds timeout) {
+std::optional<net::received> broker_client::next_event(std::chrono::milliseconds timeout,
+                                                       const std::function<bool()>& stop) {
   if (!events_.empty()) {
     net::received msg = std::move(events_.front());
     events_.pop_front();
     return msg;
   }
   const auto deadline = net::steady::now() + timeout;
-  while (auto msg = receive(deadline, true)) {
+  while (auto msg = receive(deadline, true, stop)) {
     const auto views = msg->views();
     const auto got = wire::command(uint8_t(views[1][0]));
     if (is_job_event(got)) return msg;
@@ -306,4 +202,4 @@ void broker_client::throw_timeout() const {
                        " (is hearth-broker running? set --broker or HEARTH_BROKER)");
 }
 
-}  // namespace hearth::cli
+}  // namespace hearth::client
