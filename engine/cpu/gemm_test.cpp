@@ -15,17 +15,11 @@
 
 #include "engine/backend.h"
 #include "engine/convert/quantize.h"
+#include "engine/cpu/kernel-test-inputs.h"
 #include "engine/cpu/vec-dot.h"
 
 namespace hearth::cpu {
 namespace {
-
-std::vector<float> random_values(std::mt19937& rng, int64_t n) {
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& x : v) x = d(rng);
-  return v;
-}
 
 // Dot products the reference way: activations converted to the weight's vec_dot_type.
 struct reference {
@@ -54,8 +48,8 @@ reference random_reference(std::mt19937& rng, tensor_type t, int64_t n, int rows
                            std::vector<float>* xf) {
   const type_kernels* k = kernels_for(t);
   reference ref{t, n, {}, {}};
-  const auto wf = random_values(rng, n * rows);
-  *xf = random_values(rng, n * cols);
+  const auto wf = random_row(rng, n * rows);
+  *xf = random_row(rng, n * cols);
   ref.w.resize(size_t(tensor_type_row_bytes(t, n) * rows));
   quantize_rows(t, wf.data(), ref.w.data(), rows, n);
   const int64_t xb = tensor_type_row_bytes(k->vec_dot_type, n);
@@ -120,8 +114,8 @@ TEST_P(gemm, the_tiled_product_matches_per_output_dots_on_ragged_shapes) {
   const int64_t n_in = 512, n_out = 37;
   for (const int64_t n_tok : {1, 11}) {
     std::mt19937 rng(5);
-    const auto wf = random_values(rng, n_in * n_out), xf = random_values(rng, n_in * n_tok),
-               bf = random_values(rng, n_out);
+    const auto wf = random_row(rng, n_in * n_out), xf = random_row(rng, n_in * n_tok),
+               bf = random_row(rng, n_out);
     auto be = make_cpu_backend(2);
     tensor w = be->alloc(t, n_in, n_out, "w"), x = be->alloc(tensor_type::f32, n_in, n_tok, "x");
     tensor b = be->alloc(tensor_type::f32, n_out, 1, "b"),
@@ -190,7 +184,7 @@ TEST_P(gemm, a_weight_rewritten_after_a_product_is_repacked) {
   auto be = make_cpu_backend(2);
   tensor x = be->alloc(tensor_type::f32, n_in, 1, "x"),
          y = be->alloc(tensor_type::f32, n_out, 1, "y");
-  const auto xf = random_values(rng, n_in);
+  const auto xf = random_row(rng, n_in);
   be->upload(x, xf.data(), xf.size() * 4);
   auto product = [&](const tensor& w) {
     be->mul_mat(w, x, nullptr, y);
@@ -211,7 +205,7 @@ TEST_P(gemm, a_weight_rewritten_after_a_product_is_repacked) {
   };
   auto quantized = [&](uint32_t seed) {
     std::mt19937 r(seed);
-    const auto wf = random_values(r, n_in * n_out);
+    const auto wf = random_row(r, n_in * n_out);
     std::vector<uint8_t> wq(size_t(tensor_type_row_bytes(t, n_in) * n_out));
     quantize_rows(t, wf.data(), wq.data(), n_out, n_in);
     return wq;
@@ -249,15 +243,15 @@ TEST_P(gemm, several_products_of_one_input_equal_each_product_alone) {
   std::vector<tensor> w, alone, fused;
   for (size_t i = 0; i < n; ++i) {
     w.push_back(be->alloc(types[i], n_in, rows[i], "w"));
-    const auto wf = random_values(rng, n_in * rows[i]);
+    const auto wf = random_row(rng, n_in * rows[i]);
     quantize_rows(types[i], wf.data(), w.back().data, rows[i], n_in);
   }
   tensor b = be->alloc(tensor_type::f32, rows[2], 1, "b");
-  const auto bf = random_values(rng, rows[2]);
+  const auto bf = random_row(rng, rows[2]);
   be->upload(b, bf.data(), bf.size() * 4);
   for (const int64_t n_tok : {1, 11}) {
     tensor x = be->alloc(tensor_type::f32, n_in, n_tok, "x");
-    const auto xf = random_values(rng, n_in * n_tok);
+    const auto xf = random_row(rng, n_in * n_tok);
     be->upload(x, xf.data(), xf.size() * 4);
     std::vector<backend::product> ps;
     for (size_t i = 0; i < n; ++i) {
@@ -297,12 +291,12 @@ TEST_P(gemm, a_tokens_outputs_are_the_same_bits_whatever_tokens_share_its_produc
     if (n_in % block != 0) continue;
     const int64_t n_out = 70;
     tensor w = be->alloc(t, n_in, n_out, "w");
-    const auto wf = random_values(rng, n_in * n_out);
+    const auto wf = random_row(rng, n_in * n_out);
     quantize_rows(t, wf.data(), w.data, n_out, n_in);
     for (const int64_t n_tok : {2, 7, 13}) {
       tensor x = be->alloc(tensor_type::f32, n_in, n_tok, "x");
       tensor y = be->alloc(tensor_type::f32, n_out, n_tok, "y");
-      const auto xf = random_values(rng, n_in * n_tok);
+      const auto xf = random_row(rng, n_in * n_tok);
       be->upload(x, xf.data(), xf.size() * 4);
       be->mul_mat(w, x, nullptr, y);
       tensor x1 = be->alloc(tensor_type::f32, n_in, 1, "x1");
@@ -332,7 +326,7 @@ TEST_P(gemm, the_expert_product_gives_each_row_its_experts_product) {
   std::mt19937 rng(23);
   auto be = make_cpu_backend(2);
   tensor w = be->alloc(t, n_in, n_out * n_expert, "experts");
-  const auto wf = random_values(rng, n_in * n_out * n_expert);
+  const auto wf = random_row(rng, n_in * n_out * n_expert);
   quantize_rows(t, wf.data(), w.data, n_out * n_expert, n_in);
   w.ne[1] = n_out;
   w.ne[2] = n_expert;
@@ -341,7 +335,7 @@ TEST_P(gemm, the_expert_product_gives_each_row_its_experts_product) {
     tensor ids = be->alloc(tensor_type::i32, k, n_tok, "ids");
     tensor out = be->alloc(tensor_type::f32, n_out, n_tok * k, "out");
     tensor one = be->alloc(tensor_type::f32, n_out, n_tok, "one");
-    const auto xf = random_values(rng, n_in * n_tok);
+    const auto xf = random_row(rng, n_in * n_tok);
     be->upload(x, xf.data(), xf.size() * 4);
     std::vector<int32_t> id;
     for (int64_t i = 0; i < n_tok; ++i) id.insert(id.end(), {int32_t(i % 3), int32_t((i + 2) % 3)});
@@ -374,7 +368,7 @@ TEST_P(gemm, the_expert_product_gives_each_row_its_experts_product) {
 // then exact, so the tile kernels differ from the reference only in summation order). Rows with
 // exact ties (values at k + 1/2 steps of the scale) check the rounding rules.
 std::vector<float> rows_with_ties(std::mt19937& rng, int64_t n) {
-  auto v = random_values(rng, n);
+  auto v = random_row(rng, n);
   for (int64_t i = 0; i < n; i += 7) v[size_t(i)] = float(int(i % 9) - 4) + 0.5f;
   v[0] = 127.0f;  // scale 1: the halves above are exact ties
   return v;

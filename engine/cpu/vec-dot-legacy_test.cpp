@@ -16,6 +16,7 @@
 
 #include "engine/backend.h"
 #include "engine/convert/quantize.h"
+#include "engine/cpu/kernel-test-inputs.h"
 #include "engine/cpu/vec-dot-kernels.h"
 #include "engine/cpu/vec-dot.h"
 #include "engine/io/gguf.h"
@@ -39,62 +40,6 @@ bool cpu_runs_avx2_kernels() {
 }
 #define AVX2_KERNEL(f) nullptr
 #endif
-
-std::vector<float> random_row(std::mt19937& rng, int64_t n, float scale = 1.0f) {
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(size_t(n), 0.0f);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
-
-// A random finite F16 value of either sign between 2^-12 and 1.
-uint16_t random_half(std::mt19937& rng) {
-  std::uniform_real_distribution<float> mant(0.5f, 1.0f);
-  std::uniform_int_distribution<int> exp(-12, 0);
-  std::bernoulli_distribution neg(0.5);
-  return fp32_to_fp16((neg(rng) ? -1.0f : 1.0f) * std::ldexp(mant(rng), exp(rng)));
-}
-
-// n values of type t: random bytes, then random finite scales and minimums.
-std::vector<uint8_t> random_blocks(std::mt19937& rng, tensor_type t, int64_t n) {
-  std::vector<uint8_t> row(static_cast<size_t>(tensor_type_row_bytes(t, n)));
-  std::uniform_int_distribution<int> byte(0, 255);
-  for (auto& b : row) b = uint8_t(byte(rng));
-  for (int64_t i = 0; i < n / 32; ++i) {
-    switch (t) {
-      case tensor_type::q4_1: {
-        auto& b = reinterpret_cast<block_q4_1*>(row.data())[i];
-        b.d = random_half(rng), b.m = random_half(rng);
-        break;
-      }
-      case tensor_type::q5_0:
-        reinterpret_cast<block_q5_0*>(row.data())[i].d = random_half(rng);
-        break;
-      case tensor_type::q5_1: {
-        auto& b = reinterpret_cast<block_q5_1*>(row.data())[i];
-        b.d = random_half(rng), b.m = random_half(rng);
-        break;
-      }
-      default:
-        ADD_FAILURE() << "no random blocks for " << tensor_type_name(t);
-    }
-  }
-  return row;
-}
-
-struct exact_dot {
-  double value = 0;
-  double scale = 0;  // Σ |terms|: what float rounding errors are relative to
-};
-
-exact_dot dot_in_double(const std::vector<float>& a, const std::vector<float>& b) {
-  exact_dot d;
-  for (size_t i = 0; i < a.size(); ++i) {
-    d.value += double(a[i]) * double(b[i]);
-    d.scale += std::fabs(double(a[i]) * double(b[i]));
-  }
-  return d;
-}
 
 // Q8_1 stores s = d * Σq as F16, and the kernels (as ggml's) take a weight block's minimum m
 // times that rounded s, where the dequantized rows give m * d * Σq: the difference (up to

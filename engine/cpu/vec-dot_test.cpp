@@ -24,19 +24,13 @@
 #include <vector>
 
 #include "engine/backend.h"
+#include "engine/cpu/kernel-test-inputs.h"
 #include "engine/cpu/vec-dot-kernels.h"
 #include "engine/io/gguf.h"
 #include "tests/testdata.h"
 
 namespace hearth::cpu {
 namespace {
-
-std::vector<float> random_row(std::mt19937& rng, int64_t n) {
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& x : v) x = d(rng);
-  return v;
-}
 
 class kernels : public ::testing::TestWithParam<tensor_type> {};
 
@@ -123,59 +117,6 @@ void PrintTo(const quant_case& c, std::ostream* os) {
 
 std::string quant_case_name(const ::testing::TestParamInfo<quant_case>& info) {
   return std::string(tensor_type_name(info.param.type));
-}
-
-struct exact_dot {
-  double value = 0;
-  double scale = 0;  // Σ |terms|: what float rounding errors are relative to
-};
-
-exact_dot dot_in_double(const std::vector<float>& a, const std::vector<float>& b) {
-  exact_dot d;
-  for (size_t i = 0; i < a.size(); ++i) {
-    d.value += double(a[i]) * double(b[i]);
-    d.scale += std::fabs(double(a[i]) * double(b[i]));
-  }
-  return d;
-}
-
-// A random finite F16 scale of either sign between 2^-12 and 1.
-uint16_t random_scale(std::mt19937& rng) {
-  std::uniform_real_distribution<float> mant(0.5f, 1.0f);
-  std::uniform_int_distribution<int> exp(-12, 0);
-  std::bernoulli_distribution neg(0.5);
-  return fp32_to_fp16((neg(rng) ? -1.0f : 1.0f) * std::ldexp(mant(rng), exp(rng)));
-}
-
-// A row of n values in type t: random bytes, then random finite scales.
-std::vector<uint8_t> random_blocks(std::mt19937& rng, tensor_type t, int64_t n) {
-  std::vector<uint8_t> row(size_t(tensor_type_row_bytes(t, n)));
-  std::uniform_int_distribution<int> byte(0, 255);
-  for (auto& b : row) b = uint8_t(byte(rng));
-  const int64_t nb = n / tensor_type_layout_of(uint32_t(t))->block_elems;
-  for (int64_t i = 0; i < nb; ++i) {
-    switch (t) {
-      case tensor_type::q4_0:
-        reinterpret_cast<block_q4_0*>(row.data())[i].d = random_scale(rng);
-        break;
-      case tensor_type::q4_k: {
-        auto& b = reinterpret_cast<block_q4_k*>(row.data())[i];
-        b.d = random_scale(rng), b.dmin = random_scale(rng);
-        break;
-      }
-      case tensor_type::q5_k: {
-        auto& b = reinterpret_cast<block_q5_k*>(row.data())[i];
-        b.d = random_scale(rng), b.dmin = random_scale(rng);
-        break;
-      }
-      case tensor_type::q6_k:
-        reinterpret_cast<block_q6_k*>(row.data())[i].d = random_scale(rng);
-        break;
-      default:
-        ADD_FAILURE() << "no random blocks for " << tensor_type_name(t);
-    }
-  }
-  return row;
 }
 
 // vec_dot of a weight row against random activations, checked against double precision on the
