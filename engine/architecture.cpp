@@ -2,32 +2,19 @@
 
 #include <string>
 
+#include "engine/import/model-family.h"
+
 namespace hearth {
 
-// One factory per file under engine/models/.
-std::unique_ptr<architecture> make_llama_architecture();
-std::unique_ptr<architecture> make_qwen2_architecture();
-std::unique_ptr<architecture> make_phi3_architecture();
-std::unique_ptr<architecture> make_gemma_architecture();
-std::unique_ptr<architecture> make_gemma2_architecture();
-std::unique_ptr<architecture> make_gemma3_architecture();
-std::unique_ptr<architecture> make_qwen3_architecture();
-std::unique_ptr<architecture> make_qwen3moe_architecture();
-
+// The families and their factories are the rows of engine/import/model-family.cpp.
 std::unique_ptr<architecture> architecture_for(std::string_view name) {
-  if (name == "llama") return make_llama_architecture();
-  if (name == "qwen2") return make_qwen2_architecture();
-  if (name == "phi3") return make_phi3_architecture();
-  if (name == "gemma") return make_gemma_architecture();
-  if (name == "gemma2") return make_gemma2_architecture();
-  if (name == "gemma3") return make_gemma3_architecture();
-  if (name == "qwen3") return make_qwen3_architecture();
-  if (name == "qwen3moe") return make_qwen3moe_architecture();
-  return nullptr;
+  const model_family* f = model_family_by_gguf(name);
+  return f ? f->make() : nullptr;
 }
 
 std::string_view supported_architectures() {
-  return "llama, qwen2, qwen3, qwen3moe, phi3, gemma, gemma2, gemma3";
+  static const std::string names = model_family_gguf_names();
+  return names;
 }
 
 }  // namespace hearth

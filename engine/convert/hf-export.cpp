@@ -364,7 +364,7 @@ hf_export_summary export_model(const std::string& gguf_path, const fs::path& dir
   auto m = model::load(gguf_path, {.n_threads = 1});
   const model_hparams& hp = m->hparams();
   const gguf_file& f = m->file();
-  const hf_arch* arch = arch_by_gguf(hp.arch, hp.n_expert > 0);
+  const model_family* arch = model_family_by_gguf(hp.arch, hp.n_expert > 0);
   if (!arch) {
     fail("architecture '" + hp.arch + "'" + (hp.n_expert > 0 ? " with experts" : "") +
          " has no Hugging Face equivalent here");
@@ -375,7 +375,7 @@ hf_export_summary export_model(const std::string& gguf_path, const fs::path& dir
     fail("rope_freqs.weight (Llama 3.1 rope scaling) cannot be written to config.json yet");
   }
   model_dims d;
-  d.arch = arch;
+  d.family = arch;
   d.n_vocab = hp.n_vocab;
   d.n_embd = hp.n_embd;
   d.n_ff = hp.n_ff;
@@ -517,8 +517,8 @@ hf_export_summary export_model(const std::string& gguf_path, const fs::path& dir
   static const char* dtype_names[] = {"float32", "float16", "bfloat16"};
   const tensor_type main_type = most == dtype_bytes.end() ? tensor_type::f32 : most->first;
   json c = json::object();
-  c["architectures"] = json::array({std::string(arch->hf_class)});
-  c["model_type"] = std::string(arch->model_type);
+  c["architectures"] = json::array({std::string(arch->hf_classes[0])});
+  c["model_type"] = std::string(arch->hf_model_types[0]);
   if (!hp.name.empty()) c["_name_or_path"] = hp.name;
   c["hidden_size"] = hp.n_embd;
   c["intermediate_size"] = hp.n_ff;
@@ -531,7 +531,7 @@ hf_export_summary export_model(const std::string& gguf_path, const fs::path& dir
   c["rms_norm_eps"] = json_float(hp.norm_eps);
   c["rope_theta"] = json_float(hp.rope.freq_base);
   if (hp.rope.n_dims != hp.head_dim_k) {
-    if (arch->gguf != "phi3") {
+    if (!arch->partial_rotary) {
       fail("rope.dimension_count " + std::to_string(hp.rope.n_dims) +
            " differs from the head size " + std::to_string(hp.head_dim_k) +
            ", which config.json of " + hp.arch + " cannot say");
@@ -562,7 +562,7 @@ hf_export_summary export_model(const std::string& gguf_path, const fs::path& dir
     }
   }
   c["tie_word_embeddings"] = d.tied;
-  if (arch->gguf == "phi3" || arch->gguf == "gemma2") {
+  if (arch->sliding_window) {
     c["sliding_window"] = hp.n_swa > 0 ? json(hp.n_swa) : json(nullptr);
   }
   if (arch->gguf == "gemma2") {
@@ -586,7 +586,6 @@ hf_export_summary export_model(const std::string& gguf_path, const fs::path& dir
            ", which a Mixtral config.json cannot say");
     }
   }
-  if (arch->gguf == "qwen3" || arch->gguf == "qwen3moe") c["attention_bias"] = biases;
   if (arch->gguf == "gemma3") {
     c["sliding_window"] = hp.n_swa;
     c["sliding_window_pattern"] = hp.swa_pattern;
@@ -601,16 +600,14 @@ hf_export_summary export_model(const std::string& gguf_path, const fs::path& dir
     c["attn_logit_softcapping"] = nullptr;
     c["final_logit_softcapping"] = nullptr;
   }
-  if (arch->gguf == "gemma" || arch->gguf == "gemma2" || arch->gguf == "gemma3") {
+  if (arch->gelu) {
     c["hidden_activation"] = "gelu_pytorch_tanh";
     c["hidden_act"] = "gelu_pytorch_tanh";
   } else {
     c["hidden_act"] = "silu";
   }
-  if (arch->gguf == "llama" && arch->moe == moe_style::none) {
-    c["attention_bias"] = biases;
-    c["mlp_bias"] = false;
-  }
+  if (arch->attention_bias_key) c["attention_bias"] = biases;
+  if (arch->mlp_bias_key) c["mlp_bias"] = false;
   const int32_t bos = m->vocab().bos(), eos = m->vocab().eos();
   if (bos >= 0) c["bos_token_id"] = bos;
   if (eos >= 0) c["eos_token_id"] = eos;

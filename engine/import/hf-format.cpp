@@ -9,45 +9,8 @@ void fail(const std::string& what) {
   throw std::runtime_error(what);
 }
 
-namespace {
-
-constexpr hf_arch k_archs[] = {
-    {"llama", "llama", "LlamaForCausalLM", true, false, false, false, false, 0, 1e-6, false,
-     moe_style::none},
-    {"llama", "mixtral", "MixtralForCausalLM", true, false, false, false, false, 0, 1e-5, false,
-     moe_style::mixtral},
-    {"qwen2", "qwen2", "Qwen2ForCausalLM", false, false, false, false, false, 0, 1e-6, false,
-     moe_style::none},
-    {"qwen3", "qwen3", "Qwen3ForCausalLM", false, false, false, false, false, 128, 1e-6, true,
-     moe_style::none},
-    {"qwen3moe", "qwen3_moe", "Qwen3MoeForCausalLM", false, false, false, false, false, 128, 1e-6,
-     true, moe_style::qwen},
-    {"phi3", "phi3", "Phi3ForCausalLM", false, false, true, false, false, 0, 1e-5, false,
-     moe_style::none},
-    {"gemma", "gemma", "GemmaForCausalLM", false, true, false, false, true, 256, 1e-6, false,
-     moe_style::none},
-    {"gemma2", "gemma2", "Gemma2ForCausalLM", false, true, false, true, true, 256, 1e-6, false,
-     moe_style::none},
-    {"gemma3", "gemma3_text", "Gemma3ForCausalLM", false, true, false, true, true, 256, 1e-6, true,
-     moe_style::none},
-};
-
-}  // namespace
-
-const hf_arch* arch_by_gguf(std::string_view name, bool experts) {
-  const hf_arch* any = nullptr;
-  for (const auto& a : k_archs) {
-    if (a.gguf != name) continue;
-    if ((a.moe != moe_style::none) == experts) return &a;
-    any = &a;
-  }
-  // A family that is one or the other (qwen3moe always has experts) keeps its one entry; the
-  // model loader refuses a file without the experts it needs.
-  return any && name != "llama" ? any : nullptr;
-}
-
 std::vector<tensor_rule> tensor_rules(const model_dims& d) {
-  const hf_arch& a = *d.arch;
+  const model_family& a = *d.family;
   const int64_t q = d.n_head * d.head_dim, kv = d.n_head_kv * d.head_dim;
   std::vector<tensor_rule> r;
   auto add = [&](std::string hf, std::string gguf, tensor_kind kind, std::vector<int64_t> shape,
@@ -72,11 +35,11 @@ std::vector<tensor_rule> tensor_rules(const model_dims& d) {
           true, d.n_head_kv);
       add(h + "self_attn.v_proj.weight", g + "attn_v.weight", tensor_kind::matrix, {kv, d.n_embd},
           true);
-      add(h + "self_attn.q_proj.bias", g + "attn_q.bias", tensor_kind::bias, {q}, d.qkv_bias,
+      add(h + "self_attn.q_proj.bias", g + "attn_q.bias", tensor_kind::bias, {q}, a.qkv_bias,
           d.n_head);
-      add(h + "self_attn.k_proj.bias", g + "attn_k.bias", tensor_kind::bias, {kv}, d.qkv_bias,
+      add(h + "self_attn.k_proj.bias", g + "attn_k.bias", tensor_kind::bias, {kv}, a.qkv_bias,
           d.n_head_kv);
-      add(h + "self_attn.v_proj.bias", g + "attn_v.bias", tensor_kind::bias, {kv}, d.qkv_bias);
+      add(h + "self_attn.v_proj.bias", g + "attn_v.bias", tensor_kind::bias, {kv}, a.qkv_bias);
     }
     add(h + "self_attn.o_proj.weight", g + "attn_output.weight", tensor_kind::matrix, {d.n_embd, q},
         true);

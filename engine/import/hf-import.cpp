@@ -26,35 +26,10 @@ using namespace hf;
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-// config.json model_type (or, without one, architectures[0]) -> the architecture. Gemma 3's
+// config.json model_type (or, without one, architectures[0]) -> the family. Gemma 3's
 // multimodal checkpoints (model_type gemma3, Gemma3ForConditionalGeneration) come here with their
 // text_config, whose model_type is gemma3_text.
-const hf_arch& arch_of_config(const json& config) {
-  static const struct {
-    std::string_view from, gguf;
-    bool experts;
-  } aliases[] = {
-      {"llama", "llama", false},
-      {"mistral", "llama", false},
-      {"mixtral", "llama", true},
-      {"qwen2", "qwen2", false},
-      {"qwen3", "qwen3", false},
-      {"qwen3_moe", "qwen3moe", true},
-      {"phi3", "phi3", false},
-      {"gemma", "gemma", false},
-      {"gemma2", "gemma2", false},
-      {"gemma3_text", "gemma3", false},
-      {"LlamaForCausalLM", "llama", false},
-      {"MistralForCausalLM", "llama", false},
-      {"MixtralForCausalLM", "llama", true},
-      {"Qwen2ForCausalLM", "qwen2", false},
-      {"Qwen3ForCausalLM", "qwen3", false},
-      {"Qwen3MoeForCausalLM", "qwen3moe", true},
-      {"Phi3ForCausalLM", "phi3", false},
-      {"GemmaForCausalLM", "gemma", false},
-      {"Gemma2ForCausalLM", "gemma2", false},
-      {"Gemma3ForCausalLM", "gemma3", false},
-  };
+const model_family& family_of_config(const json& config) {
   std::string name, key = "model_type";
   if (auto it = config.find("model_type"); it != config.end() && it->is_string()) {
     name = it->get<std::string>();
@@ -65,30 +40,34 @@ const hf_arch& arch_of_config(const json& config) {
   } else {
     fail("config.json: no model_type (or architectures) says what the model is");
   }
-  for (const auto& a : aliases) {
-    if (a.from == name) return *arch_by_gguf(a.gguf, a.experts);
-  }
+  if (const model_family* f = model_family_by_hf(name)) return *f;
   fail("config.json: " + key + " '" + name +
-       "' is not supported (supported: llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, phi3, "
-       "gemma, gemma2, gemma3_text, gemma3)");
+       "' is not supported (supported: " + model_family_hf_names() + ")");
 }
 
-// Gemma 3's multimodal checkpoint (Gemma3ForConditionalGeneration, model_type gemma3): its
-// text_config is the language model, with Gemma3TextConfig's defaults for the keys it leaves out
-// (its released configs give only sizes, rope scaling and the window). Other configs unchanged.
-bool is_gemma3_multimodal(const json& config) {
+// A multimodal checkpoint (Gemma 3's Gemma3ForConditionalGeneration, model_type gemma3): the
+// family whose language model its text_config is; nullptr for other configs.
+const model_family* multimodal_family(const json& config) {
   auto mt = config.find("model_type");
-  return mt != config.end() && mt->is_string() && *mt == "gemma3";
+  if (mt == config.end() || !mt->is_string()) return nullptr;
+  for (const auto& f : model_families()) {
+    if (!f.hf_multimodal_type.empty() && *mt == f.hf_multimodal_type) return &f;
+  }
+  return nullptr;
 }
 
+// Gemma 3's multimodal checkpoint: its text_config is the language model, with
+// Gemma3TextConfig's defaults for the keys it leaves out (its released configs give only sizes,
+// rope scaling and the window). Other configs unchanged.
 json language_model_config(const json& config) {
-  if (!is_gemma3_multimodal(config)) return config;
+  const model_family* family = multimodal_family(config);
+  if (!family) return config;
   auto tc = config.find("text_config");
   if (tc == config.end() || !tc->is_object()) {
     fail("config.json: a gemma3 (Gemma3ForConditionalGeneration) config without a text_config");
   }
   json text = *tc;
-  text["model_type"] = "gemma3_text";
+  text["model_type"] = std::string(family->hf_model_types[0]);
   // transformers' Gemma3TextConfig defaults (the values of the 4B model).
   const std::pair<const char*, json> defaults[] = {
       {"vocab_size", 262208},
@@ -317,8 +296,8 @@ imported_config read_config(const json& config, const std::string& default_name)
   const config_view c(config);
   imported_config out;
   model_dims& d = out.dims;
-  const hf_arch& arch = arch_of_config(config);
-  d.arch = &arch;
+  const model_family& arch = family_of_config(config);
+  d.family = &arch;
   d.n_embd = c.required_integer("hidden_size");
   d.n_ff = c.required_integer("intermediate_size");
   d.n_layer = c.required_integer("num_hidden_layers");
@@ -337,7 +316,6 @@ imported_config read_config(const json& config, const std::string& default_name)
   if (arch.permute_qk && d.head_dim % 2 != 0) fail("config.json: head_dim must be even");
   d.n_vocab = c.integer("vocab_size").value_or(0);  // 0: from the embedding table
   d.tied = c.boolean("tie_word_embeddings").value_or(arch.tied_default);
-  d.qkv_bias = arch.gguf == "qwen2";
 
   const std::string a = std::string(arch.gguf) + ".";
   auto& kv = out.kv;
@@ -368,8 +346,7 @@ imported_config read_config(const json& config, const std::string& default_name)
   std::optional<double> rope_theta = c.number("rope_theta");
   if (!rope_theta && rope_parameters)
     rope_theta = config_view(*rope_parameters).number("rope_theta");
-  kv.push_back({a + "rope.freq_base",
-                value_f32(rope_theta.value_or(arch.gguf == "gemma3" ? 1000000.0 : 10000.0))});
+  kv.push_back({a + "rope.freq_base", value_f32(rope_theta.value_or(arch.default_rope_theta))});
   const double partial = c.number("partial_rotary_factor").value_or(1.0);
   if (!(partial > 0 && partial <= 1)) fail("config.json: partial_rotary_factor must be in (0, 1]");
   kv.push_back(
@@ -436,7 +413,7 @@ imported_config read_config(const json& config, const std::string& default_name)
       fail("config.json: rope_scaling type '" + type + "' is not supported (linear, llama3, yarn)");
     }
   }
-  if (arch.gguf == "phi3" || arch.gguf == "gemma2") {
+  if (arch.sliding_window) {
     if (auto w = c.integer("sliding_window", 0))
       kv.push_back({a + "attention.sliding_window", gguf_u32_value(uint32_t(*w))});
   }
@@ -591,8 +568,8 @@ std::vector<gguf_kv> read_tokenizer(const fs::path& dir, const imported_config& 
 }
 
 // One HF tensor as the engine wants it: in place when nothing changes, else a transformed copy.
-gguf_tensor convert_tensor(const located_tensor& src, const tensor_rule& rule, const hf_arch& arch,
-                           hf_storage& storage) {
+gguf_tensor convert_tensor(const located_tensor& src, const tensor_rule& rule,
+                           const model_family& arch, hf_storage& storage) {
   const safetensors_tensor& t = *src.t;
   const std::string where = "tensor '" + t.name + "' (" + src.file + ")";
   if (!t.type) fail(where + " has dtype " + t.dtype + ", which is not supported (F32, F16, BF16)");
@@ -656,7 +633,7 @@ gguf_file import_dir(const fs::path& dir, bool with_weights) {
   if (!fs::exists(dir / "config.json"))
     fail("config.json is missing (not a Hugging Face model directory)");
   const json file_config = read_json(dir / "config.json");
-  const bool multimodal = file_config.is_object() && is_gemma3_multimodal(file_config);
+  const bool multimodal = file_config.is_object() && multimodal_family(file_config) != nullptr;
   const json config = file_config.is_object() ? language_model_config(file_config) : file_config;
   fs::path base = dir.lexically_normal();
   if (base.filename().empty()) base = base.parent_path();  // "dir/"
@@ -722,11 +699,11 @@ gguf_file import_dir(const fs::path& dir, bool with_weights) {
       // Buffers some checkpoints carry that transformers recomputes; the tied head when tied.
       if (name.ends_with(".rotary_emb.inv_freq") || (d.tied && name == "lm_head.weight")) continue;
       fail("tensor '" + name + "' (" + located.file + ") has no place in a " +
-           std::string(d.arch->gguf) + " model with " + std::to_string(d.n_layer) + " layers" +
+           std::string(d.family->gguf) + " model with " + std::to_string(d.n_layer) + " layers" +
            (d.n_expert ? " and " + std::to_string(d.n_expert) + " experts" : ""));
     }
     const tensor_rule& rule = *it->second;
-    gguf_tensor g = convert_tensor(located, rule, *d.arch, *storage);
+    gguf_tensor g = convert_tensor(located, rule, *d.family, *storage);
     if (rule.expert < 0) {
       tensors.push_back(std::move(g));
       continue;
