@@ -5,6 +5,7 @@
 #include <optional>
 #include <queue>
 
+#include "engine/tokenizer/symbol-merge.h"
 #include "engine/tokenizer/utf8.h"
 #include "engine/tokenizer/vocab.h"
 
@@ -187,23 +188,9 @@ void bpe_tokenizer::tokenize_word(const vocab& v, const std::string& word,
     const int32_t found = rank(text.substr(l.offset, l.n), text.substr(r.offset, r.n), key);
     if (found >= 0) queue.push(bpe_bigram{left, right, found, l.n + r.n});
   };
-  for (int i = 1; i < int(symbols.size()); ++i) add_bigram(i - 1, i);
-
-  while (!queue.empty()) {
-    const bpe_bigram bigram = queue.top();
-    queue.pop();
-    bpe_symbol& left = symbols[bigram.left];
-    bpe_symbol& right = symbols[bigram.right];
-    // Pieces only grow, so equal sizes mean both pieces are still the ones that were paired
-    // (llama.cpp compares the texts, which amounts to the same).
-    if (left.n == 0 || right.n == 0 || left.n + right.n != bigram.size) continue;
-    left.n += right.n;
-    right.n = 0;
-    left.next = right.next;
-    if (right.next >= 0) symbols[right.next].prev = bigram.left;
-    add_bigram(left.prev, bigram.left);
-    add_bigram(bigram.left, left.next);
-  }
+  // Pieces only grow, so equal sizes mean both pieces of a queued pair are still the ones that
+  // were paired (llama.cpp compares the texts, which amounts to the same).
+  merge_symbols(symbols, queue, add_bigram);
 
   for (int i = symbols.empty() ? -1 : 0; i != -1; i = symbols[i].next) {
     const std::string_view piece = text.substr(symbols[i].offset, symbols[i].n);

@@ -7,6 +7,7 @@
 #include <string>
 #include <utility>
 
+#include "engine/tokenizer/symbol-merge.h"
 #include "engine/tokenizer/vocab.h"
 
 namespace hearth {
@@ -59,23 +60,7 @@ class spm_session {
       symbols_.push_back(sym);
     }
 
-    for (int i = 1; i < int(symbols_.size()); ++i) try_add_bigram(i - 1, i);
-
-    while (!queue_.empty()) {
-      const spm_bigram bigram = queue_.top();
-      queue_.pop();
-      spm_symbol& left = symbols_[bigram.left];
-      spm_symbol& right = symbols_[bigram.right];
-      if (left.n == 0 || right.n == 0 || left.n + right.n != bigram.size) continue;
-
-      left.n += right.n;
-      right.n = 0;
-      left.next = right.next;
-      if (right.next >= 0) symbols_[right.next].prev = bigram.left;
-
-      try_add_bigram(left.prev, bigram.left);
-      try_add_bigram(bigram.left, left.next);
-    }
+    merge_symbols(symbols_, queue_, [this](int left, int right) { try_add_bigram(left, right); });
 
     for (int i = symbols_.empty() ? -1 : 0; i != -1; i = symbols_[i].next) {
       resegment(symbols_[i], out);
