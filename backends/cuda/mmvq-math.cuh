@@ -12,6 +12,7 @@
 // about ten instructions a weight where this takes about two.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "backends/cuda/quant.cuh"
@@ -61,7 +62,7 @@ struct q8k_lane;
 // nibbles of qs bytes 32 (j / 2) ..; its 6-bit scale multiplies Σ q4 · q8, its min Σ q8.
 template <>
 struct q8k_lane<tensor_type::q4_k> {
-  static constexpr int block_bytes = 144;
+  static constexpr int block_bytes = int(sizeof(block_q4_k));
   static constexpr bool has_mins = true;  // summ is not always 0
   uint32_t q[8];                          // the 32 nibbles as bytes
   int32_t sc, mn;
@@ -70,8 +71,8 @@ struct q8k_lane<tensor_type::q4_k> {
   HEARTH_HD static q8k_lane load(const uint8_t* blk, int j) {
     using namespace quant_detail;
     const u32x4 hdr = load_u32x4_a16(blk);
-    const u32x4 lo = load_u32x4_a16(blk + 16 + 32 * (j / 2));
-    const u32x4 hi = load_u32x4_a16(blk + 32 + 32 * (j / 2));
+    const u32x4 lo = load_u32x4_a16(blk + offsetof(block_q4_k, qs) + 32 * (j / 2));
+    const u32x4 hi = load_u32x4_a16(blk + offsetof(block_q4_k, qs) + 16 + 32 * (j / 2));
     const k_sub_bits s = k_scale_min_bits(hdr, j);
     q8k_lane l{};
     const int shift = 4 * (j & 1);
@@ -103,7 +104,7 @@ struct q8k_lane<tensor_type::q4_k> {
 // them, minus 32; an 8-bit scale per 16 values. Σ (q - 32) · q8 = Σ q · q8 - 32 Σ q8.
 template <>
 struct q8k_lane<tensor_type::q6_k> {
-  static constexpr int block_bytes = 210;
+  static constexpr int block_bytes = int(sizeof(block_q6_k));
   static constexpr bool has_mins = false;
   uint32_t q[8];  // the 32 six-bit values (before - 32) as bytes
   int32_t sc0, sc1;
@@ -113,17 +114,17 @@ struct q8k_lane<tensor_type::q6_k> {
     using namespace quant_detail;
     const int h = j >> 2, g = j & 3;
     uint32_t ql[8], qh[8];
-    load_u32x8_a2(blk + 64 * h + 32 * (g & 1), ql);
-    load_u32x8_a2(blk + 128 + 32 * h, qh);
+    load_u32x8_a2(blk + offsetof(block_q6_k, ql) + 64 * h + 32 * (g & 1), ql);
+    load_u32x8_a2(blk + offsetof(block_q6_k, qh) + 32 * h, qh);
     q8k_lane l{};
     const int ls = 4 * (g >> 1), hs = 2 * g;
     HEARTH_UNROLL
     for (int k = 0; k < 8; ++k)
       l.q[k] = ((ql[k] >> ls) & 0x0f0f0f0fu) | (((qh[k] >> hs) & 0x03030303u) << 4);
-    const uint32_t sc = load_u16(blk + 192 + 2 * j);  // scales 2j, 2j + 1 (int8)
+    const uint32_t sc = load_u16(blk + offsetof(block_q6_k, scales) + 2 * j);  // 2j, 2j + 1
     l.sc0 = int32_t(sc << 24) >> 24;
     l.sc1 = int32_t(sc << 16) >> 24;
-    l.dbits = load_u16(blk + 208);
+    l.dbits = load_u16(blk + offsetof(block_q6_k, d));
     return l;
   }
   HEARTH_HD k_lane_sums sums(const uint32_t (&x)[8], int32_t s0, int32_t s1) const {

@@ -4,20 +4,23 @@
 // block types the type's own, engine/io/dequantize.cpp) on a machine without a GPU. Each value is
 // computed with the CPU's expression in the CPU's order, and on the device with no FMA contraction
 // (__fmul_rn,
-// __fadd_rn), so it is the same float. Block layouts: engine/io/tensor-type.h.
+// __fadd_rn), so it is the same float. Block layouts: the structs of engine/io/tensor-type.h,
+// whose sizes and field offsets the decoders below read (sizeof, offsetof), so a layout is written
+// once and a decoder that assumes more of it than that says so in a static_assert.
 //
 // The unit is a group of 8 consecutive values of a row (group i: values 8i .. 8i + 7), so that
 // a lane decodes a block's scale once for 8 values and 32 lanes read contiguous bytes.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
 
-#include "engine/io/tensor-type.h"
 #include "backends/cuda/hd.h"
+#include "engine/io/tensor-type.h"
 
 #ifdef __CUDACC__
 #include <cuda_fp16.h>
@@ -238,6 +241,10 @@ HEARTH_HD uint32_t byte_of(uint32_t w, int k) {
 // Sub-block s (of 32 values) of a Q4_K/Q5_K block: its scale and min as the CPU computes them
 // (the 6-bit packing is described at block_q4_k; engine/io/tensor-type.h k_scales_mins).
 // hdr: the block's first 16 bytes (d, dmin, the 12 scale bytes) as 4 words.
+template <class B>
+constexpr bool k_header_is_16_bytes = offsetof(B, d) == 0 && offsetof(B, dmin) == 2 &&
+                                      offsetof(B, scales) == 4 && sizeof(B::scales) == 12;
+static_assert(k_header_is_16_bytes<block_q4_k> && k_header_is_16_bytes<block_q5_k>);
 struct k_sub_bits {
   uint32_t sc, mn;  // the 6-bit scale[s] and min[s]
 };
@@ -343,12 +350,12 @@ struct block_weight {
 
 template <>
 struct weight_traits<tensor_type::q8_0> : block_weight<weight_traits<tensor_type::q8_0>> {
-  static constexpr int block_elems = 32, block_bytes = 34, align = 2;
-  // x = d * q: d at 0, 32 signed bytes at 2.
+  static constexpr int block_elems = k_q8_0_block, block_bytes = int(sizeof(block_q8_0)), align = 2;
+  // x = d * q: 32 signed bytes qs.
   HEARTH_HD static void block(const uint8_t* b, int g, float v[8]) {
     using namespace quant_detail;
-    const float d = half_bits_to_float(load_u16(b));
-    const u32x2 q = load_u32x2_a2(b + 2 + 8 * g);
+    const float d = half_bits_to_float(load_u16(b + offsetof(block_q8_0, d)));
+    const u32x2 q = load_u32x2_a2(b + offsetof(block_q8_0, qs) + 8 * g);
     HEARTH_UNROLL
     for (int k = 0; k < 4; ++k) {
       v[k] = mul(d, int_to_float(int32_t(q.lo << (24 - 8 * k)) >> 24));
@@ -359,12 +366,12 @@ struct weight_traits<tensor_type::q8_0> : block_weight<weight_traits<tensor_type
 
 template <>
 struct weight_traits<tensor_type::q4_0> : block_weight<weight_traits<tensor_type::q4_0>> {
-  static constexpr int block_elems = 32, block_bytes = 18, align = 2;
-  // x = (q - 8) * d: d at 0, qs at 2; values 0..15 the low nibbles, 16..31 the high ones.
+  static constexpr int block_elems = k_q4_0_block, block_bytes = int(sizeof(block_q4_0)), align = 2;
+  // x = (q - 8) * d; values 0..15 the low nibbles of qs, 16..31 the high ones.
   HEARTH_HD static void block(const uint8_t* b, int g, float v[8]) {
     using namespace quant_detail;
-    const float d = half_bits_to_float(load_u16(b));
-    const u32x2 q = load_u32x2_a2(b + 2 + 8 * (g & 1));
+    const float d = half_bits_to_float(load_u16(b + offsetof(block_q4_0, d)));
+    const u32x2 q = load_u32x2_a2(b + offsetof(block_q4_0, qs) + 8 * (g & 1));
     const int shift = 4 * (g >> 1);
     HEARTH_UNROLL
     for (int k = 0; k < 4; ++k) {
@@ -376,13 +383,14 @@ struct weight_traits<tensor_type::q4_0> : block_weight<weight_traits<tensor_type
 
 template <>
 struct weight_traits<tensor_type::q4_1> : block_weight<weight_traits<tensor_type::q4_1>> {
-  static constexpr int block_elems = 32, block_bytes = 20, align = 4;
-  // x = q * d + m: d at 0, m at 2, qs at 4 (nibbles as Q4_0).
+  static constexpr int block_elems = k_q4_1_block, block_bytes = int(sizeof(block_q4_1)), align = 4;
+  // x = q * d + m: d and m read as one word, qs nibbles as Q4_0.
+  static_assert(offsetof(block_q4_1, d) == 0 && offsetof(block_q4_1, m) == 2);
   HEARTH_HD static void block(const uint8_t* b, int g, float v[8]) {
     using namespace quant_detail;
     const uint32_t dm = load_u32_a4(b);
     const float d = half_bits_to_float(dm & 0xffffu), m = half_bits_to_float(dm >> 16);
-    const u32x2 q = load_u32x2_a4(b + 4 + 8 * (g & 1));
+    const u32x2 q = load_u32x2_a4(b + offsetof(block_q4_1, qs) + 8 * (g & 1));
     const int shift = 4 * (g >> 1);
     HEARTH_UNROLL
     for (int k = 0; k < 4; ++k) {
@@ -394,13 +402,13 @@ struct weight_traits<tensor_type::q4_1> : block_weight<weight_traits<tensor_type
 
 template <>
 struct weight_traits<tensor_type::q5_0> : block_weight<weight_traits<tensor_type::q5_0>> {
-  static constexpr int block_elems = 32, block_bytes = 22, align = 2;
-  // x = (q - 16) * d: d at 0, qh at 2 (bit j: value j's fifth bit), qs at 6 (as Q4_0).
+  static constexpr int block_elems = k_q5_0_block, block_bytes = int(sizeof(block_q5_0)), align = 2;
+  // x = (q - 16) * d: qh bit j is value j's fifth bit, qs as Q4_0.
   HEARTH_HD static void block(const uint8_t* b, int g, float v[8]) {
     using namespace quant_detail;
-    const float d = half_bits_to_float(load_u16(b));
-    const uint32_t qh = load_u32_a2(b + 2) >> (8 * g);  // bit k: value 8g + k
-    const u32x2 q = load_u32x2_a2(b + 6 + 8 * (g & 1));
+    const float d = half_bits_to_float(load_u16(b + offsetof(block_q5_0, d)));
+    const uint32_t qh = load_u32_a2(b + offsetof(block_q5_0, qh)) >> (8 * g);  // bit k: 8g + k
+    const u32x2 q = load_u32x2_a2(b + offsetof(block_q5_0, qs) + 8 * (g & 1));
     const int shift = 4 * (g >> 1);
     HEARTH_UNROLL
     for (int k = 0; k < 4; ++k) {
@@ -414,14 +422,15 @@ struct weight_traits<tensor_type::q5_0> : block_weight<weight_traits<tensor_type
 
 template <>
 struct weight_traits<tensor_type::q5_1> : block_weight<weight_traits<tensor_type::q5_1>> {
-  static constexpr int block_elems = 32, block_bytes = 24, align = 4;
-  // x = q * d + m: d at 0, m at 2, qh at 4, qs at 8.
+  static constexpr int block_elems = k_q5_1_block, block_bytes = int(sizeof(block_q5_1)), align = 4;
+  // x = q * d + m: d and m read as one word, qh and qs as Q5_0.
+  static_assert(offsetof(block_q5_1, d) == 0 && offsetof(block_q5_1, m) == 2);
   HEARTH_HD static void block(const uint8_t* b, int g, float v[8]) {
     using namespace quant_detail;
     const uint32_t dm = load_u32_a4(b);
     const float d = half_bits_to_float(dm & 0xffffu), m = half_bits_to_float(dm >> 16);
-    const uint32_t qh = load_u32_a4(b + 4) >> (8 * g);
-    const u32x2 q = load_u32x2_a4(b + 8 + 8 * (g & 1));
+    const uint32_t qh = load_u32_a4(b + offsetof(block_q5_1, qh)) >> (8 * g);
+    const u32x2 q = load_u32x2_a4(b + offsetof(block_q5_1, qs) + 8 * (g & 1));
     const int shift = 4 * (g >> 1);
     HEARTH_UNROLL
     for (int k = 0; k < 4; ++k) {
@@ -437,13 +446,13 @@ struct weight_traits<tensor_type::q5_1> : block_weight<weight_traits<tensor_type
 // l0 .. l0 + 7 of the chunk's 32; sub-block 2c + half.
 template <>
 struct weight_traits<tensor_type::q4_k> : block_weight<weight_traits<tensor_type::q4_k>> {
-  static constexpr int block_elems = 256, block_bytes = 144, align = 16;
-  // d, dmin at 0, scales at 4, qs at 16.
+  static constexpr int block_elems = k_qk_k, block_bytes = int(sizeof(block_q4_k)), align = 16;
+  // The 16-byte header (d, dmin, scales), then qs.
   HEARTH_HD static void block(const uint8_t* b, int g, float v[8]) {
     using namespace quant_detail;
     const int c = g >> 3, half = (g >> 2) & 1, l0 = 8 * (g & 3);
     const k_sub_scale s = k_scale_min(load_u32x4_a16(b), 2 * c + half);
-    const u32x2 q = load_u32x2_a8(b + 16 + 32 * c + l0);
+    const u32x2 q = load_u32x2_a8(b + offsetof(block_q4_k, qs) + 32 * c + l0);
     HEARTH_UNROLL
     for (int k = 0; k < 4; ++k) {
       v[k] = sub(mul(s.d1, int_to_float(int32_t((q.lo >> (8 * k + 4 * half)) & 0xf))), s.m1);
@@ -454,15 +463,15 @@ struct weight_traits<tensor_type::q4_k> : block_weight<weight_traits<tensor_type
 
 template <>
 struct weight_traits<tensor_type::q5_k> : block_weight<weight_traits<tensor_type::q5_k>> {
-  static constexpr int block_elems = 256, block_bytes = 176, align = 16;
-  // d, dmin at 0, scales at 4, qh at 16 (value l of chunk c, half h: bit 2c + h of qh[l]),
-  // qs at 48.
+  static constexpr int block_elems = k_qk_k, block_bytes = int(sizeof(block_q5_k)), align = 16;
+  // The 16-byte header (d, dmin, scales), qh (value l of chunk c, half h: bit 2c + h of qh[l]),
+  // qs.
   HEARTH_HD static void block(const uint8_t* b, int g, float v[8]) {
     using namespace quant_detail;
     const int c = g >> 3, half = (g >> 2) & 1, l0 = 8 * (g & 3);
     const k_sub_scale s = k_scale_min(load_u32x4_a16(b), 2 * c + half);
-    const u32x2 q = load_u32x2_a8(b + 48 + 32 * c + l0);
-    const u32x2 h = load_u32x2_a8(b + 16 + l0);
+    const u32x2 q = load_u32x2_a8(b + offsetof(block_q5_k, qs) + 32 * c + l0);
+    const u32x2 h = load_u32x2_a8(b + offsetof(block_q5_k, qh) + l0);
     const int hb = 2 * c + half;
     HEARTH_UNROLL
     for (int k = 0; k < 4; ++k) {
@@ -478,17 +487,18 @@ struct weight_traits<tensor_type::q5_k> : block_weight<weight_traits<tensor_type
 
 template <>
 struct weight_traits<tensor_type::q6_k> : block_weight<weight_traits<tensor_type::q6_k>> {
-  static constexpr int block_elems = 256, block_bytes = 210, align = 2;
-  // ql at 0, qh at 128, scales at 192, d at 208. Group g: half h = g / 16 of 128 values,
-  // quarter gq (value 32 gq + l of the half), l0 = 8 (g % 4).
+  static constexpr int block_elems = k_qk_k, block_bytes = int(sizeof(block_q6_k)), align = 2;
+  // Group g: half h = g / 16 of 128 values, quarter gq (value 32 gq + l of the half),
+  // l0 = 8 (g % 4).
   HEARTH_HD static void block(const uint8_t* b, int g, float v[8]) {
     using namespace quant_detail;
     const int h = g >> 4, gq = (g >> 2) & 3, l0 = 8 * (g & 3);
-    const float d = half_bits_to_float(load_u16(b + 208));
-    const int32_t sc = int32_t(load_u8(b + 192 + 8 * h + (l0 >> 4) + 2 * gq) << 24) >> 24;
+    const float d = half_bits_to_float(load_u16(b + offsetof(block_q6_k, d)));
+    const int32_t sc =
+        int32_t(load_u8(b + offsetof(block_q6_k, scales) + 8 * h + (l0 >> 4) + 2 * gq) << 24) >> 24;
     const float ds = mul(d, int_to_float(sc));
-    const u32x2 ql = load_u32x2_a2(b + 64 * h + 32 * (gq & 1) + l0);
-    const u32x2 qh = load_u32x2_a2(b + 128 + 32 * h + l0);
+    const u32x2 ql = load_u32x2_a2(b + offsetof(block_q6_k, ql) + 64 * h + 32 * (gq & 1) + l0);
+    const u32x2 qh = load_u32x2_a2(b + offsetof(block_q6_k, qh) + 32 * h + l0);
     const int ls = 4 * (gq >> 1), hs = 2 * gq;
     HEARTH_UNROLL
     for (int k = 0; k < 4; ++k) {

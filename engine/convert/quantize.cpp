@@ -35,24 +35,7 @@ void quantize_rows(tensor_type t, const float* src, void* dst, int64_t n_rows, i
 
 namespace {
 
-// llama.h LLAMA_FTYPE_* by value, as llama-quantize names them; the gaps are types llama.cpp
-// removed.
-struct llama_ftype_row {
-  uint64_t id;
-  std::string_view name;
-};
-
-constexpr llama_ftype_row k_llama_ftypes[] = {
-    {0, "f32"},      {1, "f16"},      {2, "q4_0"},    {3, "q4_1"},    {7, "q8_0"},
-    {8, "q5_0"},     {9, "q5_1"},     {10, "q2_k"},   {11, "q3_k_s"}, {12, "q3_k_m"},
-    {13, "q3_k_l"},  {14, "q4_k_s"},  {15, "q4_k_m"}, {16, "q5_k_s"}, {17, "q5_k_m"},
-    {18, "q6_k"},    {19, "iq2_xxs"}, {20, "iq2_xs"}, {21, "q2_k_s"}, {22, "iq3_xs"},
-    {23, "iq3_xxs"}, {24, "iq1_s"},   {25, "iq4_nl"}, {26, "iq3_s"},  {27, "iq3_m"},
-    {28, "iq2_s"},   {29, "iq2_m"},   {30, "iq4_xs"}, {31, "iq1_m"},  {32, "bf16"},
-    {36, "tq1_0"},   {37, "tq2_0"},
-};
-
-// The file types this quantizer writes (named by their LLAMA_FTYPE above).
+// The file types this quantizer writes (named by their LLAMA_FTYPE: llama_ftype_name).
 struct file_type_row {
   file_type ft;
   uint32_t id;               // LLAMA_FTYPE_* (llama.h)
@@ -118,12 +101,6 @@ std::optional<file_type> file_type_from_name(std::string_view name) {
   for (auto& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
   for (const auto& r : k_file_types)
     if (file_type_name(r.ft) == s) return r.ft;
-  return std::nullopt;
-}
-
-std::optional<std::string_view> llama_ftype_name(uint64_t id) {
-  for (const auto& r : k_llama_ftypes)
-    if (r.id == id) return r.name;
   return std::nullopt;
 }
 

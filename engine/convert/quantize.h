@@ -30,11 +30,9 @@ std::optional<file_type> file_type_from_name(std::string_view name);
 std::string_view file_type_name(file_type ft);
 // The names file_type_from_name() accepts, comma separated (for error messages and --help).
 std::string file_type_names();
-// The value llama.cpp stores in general.file_type (LLAMA_FTYPE_MOSTLY_*).
+// The value llama.cpp stores in general.file_type (LLAMA_FTYPE_MOSTLY_*; its name:
+// engine/io/tensor-type.h llama_ftype_name).
 uint32_t file_type_id(file_type ft);
-// The name of any llama.cpp file type (general.file_type, LLAMA_FTYPE_*) as llama-quantize
-// writes it ("q4_k_m", "iq2_xs"), also those this quantizer does not write; nothing when unknown.
-std::optional<std::string_view> llama_ftype_name(uint64_t id);
 
 // What the type choice needs to know about the model.
 struct quant_model_info {

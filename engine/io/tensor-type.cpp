@@ -28,6 +28,45 @@ constexpr std::array<layout_row, 31> k_types = {{
     {35, {"tq2_0", 256, 66}},
 }};
 
+// The table's sizes are the block structs' of tensor-type.h (the CUDA and Vulkan backends check
+// theirs against the same structs).
+constexpr tensor_type_layout layout_in_table(tensor_type t) {
+  for (const auto& row : k_types)
+    if (row.id == uint32_t(t)) return row.layout;
+  return {};
+}
+template <class Block>
+constexpr bool table_matches(tensor_type t, int64_t elems) {
+  return layout_in_table(t).block_elems == elems && layout_in_table(t).block_bytes == sizeof(Block);
+}
+static_assert(table_matches<block_q8_0>(tensor_type::q8_0, k_q8_0_block));
+static_assert(table_matches<block_q4_0>(tensor_type::q4_0, k_q4_0_block));
+static_assert(table_matches<block_q4_1>(tensor_type::q4_1, k_q4_1_block));
+static_assert(table_matches<block_q5_0>(tensor_type::q5_0, k_q5_0_block));
+static_assert(table_matches<block_q5_1>(tensor_type::q5_1, k_q5_1_block));
+static_assert(table_matches<block_q8_1>(tensor_type::q8_1, k_q8_1_block));
+static_assert(table_matches<block_q4_k>(tensor_type::q4_k, k_qk_k));
+static_assert(table_matches<block_q5_k>(tensor_type::q5_k, k_qk_k));
+static_assert(table_matches<block_q6_k>(tensor_type::q6_k, k_qk_k));
+static_assert(table_matches<block_q8_k>(tensor_type::q8_k, k_qk_k));
+
+// llama.h LLAMA_FTYPE_* by value, as llama-quantize names them; the gaps are types llama.cpp
+// removed.
+struct llama_ftype_row {
+  uint64_t id;
+  std::string_view name;
+};
+
+constexpr llama_ftype_row k_llama_ftypes[] = {
+    {0, "f32"},      {1, "f16"},      {2, "q4_0"},    {3, "q4_1"},    {7, "q8_0"},
+    {8, "q5_0"},     {9, "q5_1"},     {10, "q2_k"},   {11, "q3_k_s"}, {12, "q3_k_m"},
+    {13, "q3_k_l"},  {14, "q4_k_s"},  {15, "q4_k_m"}, {16, "q5_k_s"}, {17, "q5_k_m"},
+    {18, "q6_k"},    {19, "iq2_xxs"}, {20, "iq2_xs"}, {21, "q2_k_s"}, {22, "iq3_xs"},
+    {23, "iq3_xxs"}, {24, "iq1_s"},   {25, "iq4_nl"}, {26, "iq3_s"},  {27, "iq3_m"},
+    {28, "iq2_s"},   {29, "iq2_m"},   {30, "iq4_xs"}, {31, "iq1_m"},  {32, "bf16"},
+    {36, "tq1_0"},   {37, "tq2_0"},
+};
+
 }  // namespace
 
 std::optional<tensor_type_layout> tensor_type_layout_of(uint32_t id) {
@@ -53,6 +92,12 @@ std::optional<tensor_type> tensor_type_from_name(std::string_view name) {
   for (const auto& row : k_types) {
     if (row.layout.name == lower) return tensor_type(row.id);
   }
+  return std::nullopt;
+}
+
+std::optional<std::string_view> llama_ftype_name(uint64_t id) {
+  for (const auto& r : k_llama_ftypes)
+    if (r.id == id) return r.name;
   return std::nullopt;
 }
 

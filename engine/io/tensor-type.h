@@ -65,6 +65,11 @@ int64_t tensor_type_row_bytes(tensor_type t, int64_t n);
 // Parses a type name as the CLI accepts it ("f16", "Q8_0"); nothing when unknown.
 std::optional<tensor_type> tensor_type_from_name(std::string_view name);
 
+// The name of any llama.cpp file type (general.file_type, LLAMA_FTYPE_*) as llama-quantize
+// writes it ("q4_k_m", "iq2_xs"), also those the quantizer (engine/convert/quantize.h) does not
+// write; nothing when unknown.
+std::optional<std::string_view> llama_ftype_name(uint64_t id);
+
 // --- scalar conversions -------------------------------------------------------------------
 
 // IEEE half -> float, exact.

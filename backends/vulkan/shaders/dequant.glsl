@@ -46,7 +46,7 @@ vec2 k_scale_min(uint b, uint s) {
 // followed by the 16 nibble bytes, in [0, 31]: value k < 16 in the low nibble of qs[k], k + 16 in
 // the high one; the fifth bit of value k is bit k of qh (engine/io/tensor-type.h block_q5_0).
 uint q5_value(uint qh, uint k) {
-  uint q = LOAD_U8(weights, qh + 4u + (k % 16u));
+  uint q = LOAD_U8(weights, qh + Q5_QS_AFTER_QH + (k % 16u));
   q = k < 16u ? (q & 0xfu) : (q >> 4);
   return q | (((LOAD_U8(weights, qh + k / 8u) >> (k % 8u)) & 1u) << 4);
 }
@@ -67,75 +67,75 @@ float dequant(uint row, uint j) {
   return uintBitsToFloat(LOAD_U16(weights, row + 2u * j) << 16);
 #elif WEIGHT_TYPE == TYPE_Q8_0
   // 34-byte blocks: F16 scale, 32 signed bytes.
-  uint b = row + (j / 32u) * 34u;
+  uint b = row + (j / 32u) * Q8_0_BYTES;
   float d = f16_bits_to_f32(LOAD_U16(weights, b));
-  int q = int(LOAD_U8(weights, b + 2u + (j % 32u)) << 24) >> 24;
+  int q = int(LOAD_U8(weights, b + Q8_0_QS + (j % 32u)) << 24) >> 24;
   return d * float(q);
 #elif WEIGHT_TYPE == TYPE_Q4_0
   // 18-byte blocks: F16 scale, 16 bytes holding values k (low nibble) and k + 16 (high).
-  uint b = row + (j / 32u) * 18u;
+  uint b = row + (j / 32u) * Q4_0_BYTES;
   uint k = j % 32u;
   float d = f16_bits_to_f32(LOAD_U16(weights, b));
-  uint q = LOAD_U8(weights, b + 2u + (k % 16u));
+  uint q = LOAD_U8(weights, b + Q4_0_QS + (k % 16u));
   q = k < 16u ? (q & 0xfu) : (q >> 4);
   return float(int(q) - 8) * d;
 #elif WEIGHT_TYPE == TYPE_Q5_0
   // 22-byte blocks: F16 scale, 4 bytes of fifth bits, 16 nibble bytes; x = d (q - 16).
-  uint b = row + (j / 32u) * 22u;
+  uint b = row + (j / 32u) * Q5_0_BYTES;
   float d = f16_bits_to_f32(LOAD_U16(weights, b));
-  return float(int(q5_value(b + 2u, j % 32u)) - 16) * d;
+  return float(int(q5_value(b + Q5_0_QH, j % 32u)) - 16) * d;
 #elif WEIGHT_TYPE == TYPE_Q5_1
   // 24-byte blocks: F16 scale d, F16 minimum m, 4 bytes of fifth bits, 16 nibble bytes;
   // x = d q + m.
 #ifdef MIN_APART
-  if (j >= p.n_in) return f16_bits_to_f32(LOAD_U16(weights, row + (j - p.n_in) * 24u + 2u));
+  if (j >= p.n_in) return f16_bits_to_f32(LOAD_U16(weights, row + (j - p.n_in) * Q5_1_BYTES + Q5_1_M));
 #endif
-  uint b = row + (j / 32u) * 24u;
+  uint b = row + (j / 32u) * Q5_1_BYTES;
   float d = f16_bits_to_f32(LOAD_U16(weights, b));
-  float q = float(q5_value(b + 4u, j % 32u));
+  float q = float(q5_value(b + Q5_1_QH, j % 32u));
 #ifdef MIN_APART
   return q * d;
 #else
-  return q * d + f16_bits_to_f32(LOAD_U16(weights, b + 2u));
+  return q * d + f16_bits_to_f32(LOAD_U16(weights, b + Q5_1_M));
 #endif
 #elif WEIGHT_TYPE == TYPE_Q4_K
   // 144-byte super-blocks: F16 d, F16 dmin, 12 scale bytes, 128 bytes of nibbles (64 values per
   // 32 bytes: the first 32 low nibbles, the next 32 high).
-  uint b = row + (j / 256u) * 144u;
+  uint b = row + (j / 256u) * Q4_K_BYTES;
   uint k = j % 256u;
   uint s = k / 32u;
   vec2 dm = k_scale_min(b, s);
   float d = dm.x, m = dm.y;
-  uint q = LOAD_U8(weights, b + 16u + 32u * (k / 64u) + k % 32u);
+  uint q = LOAD_U8(weights, b + Q4_K_QS + 32u * (k / 64u) + k % 32u);
   q = (s & 1u) == 0u ? (q & 0xfu) : (q >> 4);
   return d * float(q) - m;
 #elif WEIGHT_TYPE == TYPE_Q5_K
   // 176-byte super-blocks: as Q4_K with 32 bytes of fifth bits (qh) before the nibbles; value
   // 32 s + l takes bit s of qh[l].
-  uint b = row + (j / 256u) * 176u;
+  uint b = row + (j / 256u) * Q5_K_BYTES;
   uint k = j % 256u;
   uint s = k / 32u;
   uint l = k % 32u;
   vec2 dm = k_scale_min(b, s);
   float d = dm.x, m = dm.y;
-  uint q = LOAD_U8(weights, b + 48u + 32u * (k / 64u) + l);
+  uint q = LOAD_U8(weights, b + Q5_K_QS + 32u * (k / 64u) + l);
   q = (s & 1u) == 0u ? (q & 0xfu) : (q >> 4);
-  q |= ((LOAD_U8(weights, b + 16u + l) >> s) & 1u) << 4;
+  q |= ((LOAD_U8(weights, b + Q5_K_QH + l) >> s) & 1u) << 4;
   return d * float(q) - m;
 #elif WEIGHT_TYPE == TYPE_Q6_K
   // 210-byte super-blocks: 128 bytes ql, 64 bytes qh, 16 signed scales, F16 d. In each half of
   // 128 values, value 32 g + l has its low 4 bits in ql[l + 32 (g & 1)] (low nibble for g < 2),
   // its high 2 bits at bit 2 g of qh[l], its scale scales[l / 16 + 2 g].
-  uint b = row + (j / 256u) * 210u;
+  uint b = row + (j / 256u) * Q6_K_BYTES;
   uint k = j % 256u;
   uint h = k / 128u;
   uint g = (k % 128u) / 32u;
   uint l = k % 32u;
-  uint lo = LOAD_U8(weights, b + 64u * h + l + 32u * (g & 1u));
+  uint lo = LOAD_U8(weights, b + Q6_K_QL + 64u * h + l + 32u * (g & 1u));
   lo = g < 2u ? (lo & 0xfu) : (lo >> 4);
-  uint hi = (LOAD_U8(weights, b + 128u + 32u * h + l) >> (2u * g)) & 3u;
-  int sc = int(LOAD_U8(weights, b + 192u + 8u * h + l / 16u + 2u * g) << 24) >> 24;
-  float d = f16_bits_to_f32(LOAD_U16(weights, b + 208u));
+  uint hi = (LOAD_U8(weights, b + Q6_K_QH + 32u * h + l) >> (2u * g)) & 3u;
+  int sc = int(LOAD_U8(weights, b + Q6_K_SCALES + 8u * h + l / 16u + 2u * g) << 24) >> 24;
+  float d = f16_bits_to_f32(LOAD_U16(weights, b + Q6_K_D));
   return d * float(sc) * float(int(lo | (hi << 4)) - 32);
 #else
 #error "unknown WEIGHT_TYPE"
@@ -215,18 +215,18 @@ struct q6k_half {
 };
 // c: the half's first chunk (a multiple of 4).
 void q6k_load_half(uint row, uint c, out q6k_half hb) {
-  uint b = row + (c / 8u) * 210u;
+  uint b = row + (c / 8u) * Q6_K_BYTES;
   uint h = (c % 8u) / 4u;
   uint u[16];
-  load_words(b + 64u * h, 64u, 16u, u);
+  load_words(b + Q6_K_QL + 64u * h, 64u, 16u, u);
   [[unroll]] for (uint i = 0u; i < 8u; ++i) {
     hb.ql0[i] = u[i];
     hb.ql1[i] = u[8u + i];
   }
-  load_words(b + 128u + 32u * h, 32u, 8u, u);
+  load_words(b + Q6_K_QH + 32u * h, 32u, 8u, u);
   [[unroll]] for (uint i = 0u; i < 8u; ++i) hb.qh[i] = u[i];
   // The block's 16 scales and d: bytes 192..209, words 0-3 and the low half of word 4.
-  load_words(b + 192u, 18u, 5u, u);
+  load_words(b + Q6_K_SCALES, Q6_K_BYTES - Q6_K_SCALES, 5u, u);
   float d = f16_bits_to_f32(u[4] & 0xffffu);
   uint s0 = h == 0u ? u[0] : u[2], s1 = h == 0u ? u[1] : u[3];
   [[unroll]] for (uint i = 0u; i < 8u; ++i)
@@ -254,7 +254,7 @@ void q6k_chunk(in q6k_half hb, uint g, out float w[32]) {
 
 #if WEIGHT_TYPE == TYPE_Q5_1 && defined(MIN_APART)
 #define CHUNK_MIN 1
-float chunk_min(uint row, uint c) { return f16_bits_to_f32(LOAD_U16(weights, row + c * 24u + 2u)); }
+float chunk_min(uint row, uint c) { return f16_bits_to_f32(LOAD_U16(weights, row + c * Q5_1_BYTES + Q5_1_M)); }
 #endif
 
 void dequant_chunk(uint row, uint c, uint n_in, out float w[32]) {
@@ -290,18 +290,18 @@ void dequant_chunk(uint row, uint c, uint n_in, out float w[32]) {
   uint j0 = 32u * c;
   for (uint i = 0u; i < 32u; ++i) w[i] = j0 + i < n_in ? dequant(row, j0 + i) : 0.0;
 #elif WEIGHT_TYPE == TYPE_Q8_0
-  uint b = row + c * 34u;
+  uint b = row + c * Q8_0_BYTES;
   float d = f16_bits_to_f32(LOAD_U16(weights, b));
   uint q[8];
-  load_u32s(b + 2u, 8u, q);
+  load_u32s(b + Q8_0_QS, 8u, q);
   for (uint i = 0u; i < 8u; ++i) {
     for (uint k = 0u; k < 4u; ++k) w[4u * i + k] = d * float(int(q[i] << (24u - 8u * k)) >> 24);
   }
 #elif WEIGHT_TYPE == TYPE_Q4_0
-  uint b = row + c * 18u;
+  uint b = row + c * Q4_0_BYTES;
   float d = f16_bits_to_f32(LOAD_U16(weights, b));
   uint qs[8];
-  load_u32s(b + 2u, 4u, qs);
+  load_u32s(b + Q4_0_QS, 4u, qs);
   for (uint i = 0u; i < 4u; ++i) {
     uint u = qs[i];
     for (uint k = 0u; k < 4u; ++k) {
@@ -313,13 +313,13 @@ void dequant_chunk(uint row, uint c, uint n_in, out float w[32]) {
 #elif WEIGHT_TYPE == TYPE_Q5_0 || WEIGHT_TYPE == TYPE_Q5_1
   // The 4 bytes of fifth bits (qh), then the 16 nibble bytes: 5 words in a row.
 #if WEIGHT_TYPE == TYPE_Q5_0
-  uint b = row + c * 22u;
+  uint b = row + c * Q5_0_BYTES;
   uint words[8];
-  load_u32s(b + 2u, 5u, words);
+  load_u32s(b + Q5_0_QH, 5u, words);
 #else
-  uint b = row + c * 24u;
+  uint b = row + c * Q5_1_BYTES;
   uint words[8];
-  load_u32s(b + 4u, 5u, words);
+  load_u32s(b + Q5_1_QH, 5u, words);
 #endif
   uint qh = words[0];
   float d = f16_bits_to_f32(LOAD_U16(weights, b));
@@ -337,7 +337,7 @@ void dequant_chunk(uint row, uint c, uint n_in, out float w[32]) {
       w[l] = float(lo) * d;
       w[l + 16u] = float(hi) * d;
 #else
-      float m = f16_bits_to_f32(LOAD_U16(weights, b + 2u));
+      float m = f16_bits_to_f32(LOAD_U16(weights, b + Q5_1_M));
       w[l] = float(lo) * d + m;
       w[l + 16u] = float(hi) * d + m;
 #endif
@@ -345,11 +345,11 @@ void dequant_chunk(uint row, uint c, uint n_in, out float w[32]) {
   }
 #elif WEIGHT_TYPE == TYPE_Q4_K || WEIGHT_TYPE == TYPE_Q5_K
 #if WEIGHT_TYPE == TYPE_Q4_K
-  uint b = row + (c / 8u) * 144u;
-  uint qs = b + 16u;
+  uint b = row + (c / 8u) * Q4_K_BYTES;
+  uint qs = b + Q4_K_QS;
 #else
-  uint b = row + (c / 8u) * 176u;
-  uint qs = b + 48u;
+  uint b = row + (c / 8u) * Q5_K_BYTES;
+  uint qs = b + Q5_K_QS;
 #endif
   uint s = c % 8u;
   vec2 dm = k_scale_min(b, s);
@@ -358,7 +358,7 @@ void dequant_chunk(uint row, uint c, uint n_in, out float w[32]) {
   uint base = (qs + 32u * (s / 2u)) >> 4;  // 16-aligned: 144 and 176 are multiples of 16
   uvec4 q0 = weights4[base], q1 = weights4[base + 1u];
 #if WEIGHT_TYPE == TYPE_Q5_K
-  uvec4 h0 = weights4[(b + 16u) >> 4], h1 = weights4[((b + 16u) >> 4) + 1u];
+  uvec4 h0 = weights4[(b + Q5_K_QH) >> 4], h1 = weights4[((b + Q5_K_QH) >> 4) + 1u];
 #endif
   for (uint i = 0u; i < 8u; ++i) {
     uint u = i < 4u ? q0[i & 3u] : q1[i & 3u];
@@ -374,15 +374,15 @@ void dequant_chunk(uint row, uint c, uint n_in, out float w[32]) {
     }
   }
 #elif WEIGHT_TYPE == TYPE_Q6_K
-  uint b = row + (c / 8u) * 210u;
+  uint b = row + (c / 8u) * Q6_K_BYTES;
   uint h = (c % 8u) / 4u;
   uint g = c % 4u;
-  float d = f16_bits_to_f32(LOAD_U16(weights, b + 208u));
-  uint sc = b + 192u + 8u * h + 2u * g;
+  float d = f16_bits_to_f32(LOAD_U16(weights, b + Q6_K_D));
+  uint sc = b + Q6_K_SCALES + 8u * h + 2u * g;
   float ds0 = d * float(int(LOAD_U8(weights, sc) << 24) >> 24);
   float ds1 = d * float(int(LOAD_U8(weights, sc + 1u) << 24) >> 24);
-  uint ql = b + 64u * h + 32u * (g & 1u);
-  uint qh = b + 128u + 32u * h;
+  uint ql = b + Q6_K_QL + 64u * h + 32u * (g & 1u);
+  uint qh = b + Q6_K_QH + 32u * h;
   uint lo_shift = g < 2u ? 0u : 4u;
   uint uls[8], uhs[8];
   load_u32s(ql, 8u, uls);
