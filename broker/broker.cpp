@@ -114,7 +114,7 @@ void broker::run(const std::atomic<bool>& stop) {
     auto wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(wait).count();
     const bool waiting = !outboxes_.empty() || !relay_.empty();
     // Pruning goes on turn after turn, a batch each, without waiting for a timer.
-    const bool pruning = (!prunes_.empty() || retention_more_) && !storage_down(net::steady::now());
+    const bool pruning = clients_.pruning() && !storage_down(net::steady::now());
     wait_ms = std::clamp<int64_t>(wait_ms, 0, pruning ? 0 : waiting ? k_outbox_retry.count() : 100);
     net::poll(items, n_items, std::chrono::milliseconds(wait_ms));
     if (zap_) {
@@ -155,8 +155,8 @@ void broker::run(const std::atomic<bool>& stop) {
 void broker::turn() {
   const auto turn_start = net::steady::now();
   turn_did_work_ = false;
-  turn_requests_.clear();
-  relayed_before_turn_.clear();
+  out_.new_turn();
+  attempts_.relayed_before_turn().clear();
   if (reload_pending_) {
     const auto now = net::steady::now();
     if (storage_down(now)) return;
@@ -165,8 +165,8 @@ void broker::turn() {
       reload_pending_ = false;
       spdlog::info("the jobs are loaded again; serving");
     } catch (const std::exception& e) {
-      storage_back_off(now);
-      spdlog::error("{}; trying again in {} ms", e.what(), storage_backoff_.count());
+      storage_.back_off(now);
+      spdlog::error("{}; trying again in {} ms", e.what(), storage_.backoff().count());
       return;
     }
   }
@@ -195,9 +195,8 @@ void broker::turn() {
                        std::chrono::duration<double>(committed - commit_start).count());
     }
     turn_metrics_.commit(metrics_);
-    if (storage_backoff_.count() > 0 && store_->last_commit_wrote()) {
+    if (store_->last_commit_wrote() && storage_.wrote()) {
       spdlog::info("the job database is writable again");
-      storage_backoff_ = std::chrono::milliseconds(0);
     }
   } catch (const store_error& e) {
     storage_failed(e);
@@ -213,12 +212,6 @@ void broker::turn() {
   }
 }
 
-void broker::storage_back_off(net::steady::time_point now) {
-  storage_backoff_ = std::clamp(storage_backoff_ * 2, std::chrono::milliseconds(250),
-                                std::chrono::milliseconds(5000));
-  storage_retry_at_ = now + storage_backoff_;
-}
-
 void broker::storage_failed(const std::exception& e) {
   try {
     store_->rollback();
@@ -228,30 +221,27 @@ void broker::storage_failed(const std::exception& e) {
     spdlog::warn("rolling back the failed turn: {}", r.what());
   }
   const auto now = net::steady::now();
-  storage_back_off(now);
+  storage_.back_off(now);
   spdlog::error(
       "the job database could not be written ({}); this turn's changes are undone, requests "
       "that write are refused for {} ms, then retried",
-      e.what(), storage_backoff_.count());
+      e.what(), storage_.backoff().count());
   // Nothing of the turn was kept, so none of its messages may go out: they could acknowledge a
   // job that is not stored, or assign one the store still has queued.
   out_.clear();
   jobs_.discard_finished();
   turn_metrics_.discard();
-  for (const auto& [rid, request_id] : turn_requests_) {
+  for (const auto& [rid, request_id] : out_.requests()) {
     send_error(rid, request_id, wire::error_code::storage_unavailable,
                std::string("the job database could not be written (") + e.what() +
                    "); nothing of this request was kept; retry later");
   }
-  std::erase_if(prunes_, [&](const pending_prune& p) {
-    return std::find(turn_requests_.begin(), turn_requests_.end(),
-                     std::pair(p.routing_id, p.request_id)) != turn_requests_.end();
-  });
+  clients_.forget_prunes(out_.requests());
   try {
     reload();
   } catch (const std::exception& r) {
     reload_pending_ = true;
-    spdlog::error("{}; trying again in {} ms", r.what(), storage_backoff_.count());
+    spdlog::error("{}; trying again in {} ms", r.what(), storage_.backoff().count());
   }
 }
 
@@ -304,7 +294,7 @@ void broker::drop_peer(const std::string& rid, const std::string& why) {
   node_entry* node = nodes_.by_routing_id(rid);
   const std::string who = node ? "node " + node->name : "peer " + peer_name(rid);
   if (auto more = drop_log_.admit(now)) spdlog::warn("dropped {}: {}{}", who, why, *more);
-  if (node) node_lost(*node, who + " was dropped: " + why);
+  if (node) attempts_.node_lost(*node, who + " was dropped: " + why);
 }
 
 void broker::drop_removed_keys() {
@@ -350,19 +340,6 @@ std::optional<peer> broker::identify(const net::received& msg) {
     return std::nullopt;
   }
   return peer{k->role, msg.user_id, k->name};
-}
-
-std::string broker::owner_name(const std::string& owner_key) const {
-  if (owner_key.starts_with("api:")) {
-    if (const api_key_record* k = api_keys_.find_id(std::string_view(owner_key).substr(4))) {
-      return k->name;
-    }
-    return owner_key;
-  }
-  if (auth_) {
-    if (const allowed_key* k = auth_->find(owner_key)) return k->name;
-  }
-  return owner_key;
 }
 
 namespace {
@@ -434,29 +411,29 @@ void broker::handle(net::received& msg) {
   switch (env.env.cmd) {
     case command::node_hello:
       if (auto m = decode_or_log<wire::node_hello>(body, peer_name(rid))) {
-        on_node_hello(rid, *who, std::move(*m));
+        attempts_.on_hello(rid, *who, std::move(*m));
       } else {
         send_error(rid, 0, wire::error_code::malformed, "malformed node_hello");
       }
       return;
     case command::submit:
       return client_request<wire::submit>(
-          rid, *who, body, [&](auto m, const peer& as) { on_submit(rid, as, std::move(m)); });
+          rid, *who, body, [&](auto m, const peer& as) { clients_.submit(rid, as, std::move(m)); });
     case command::watch:
-      return client_request<wire::watch>(rid, *who, body,
-                                         [&](auto m, const peer& as) { on_watch(rid, as, m); });
+      return client_request<wire::watch>(
+          rid, *who, body, [&](auto m, const peer& as) { clients_.watch(rid, as, m); });
     case command::cancel:
-      return client_request<wire::cancel>(rid, *who, body,
-                                          [&](auto m, const peer& as) { on_cancel(rid, as, m); });
+      return client_request<wire::cancel>(
+          rid, *who, body, [&](auto m, const peer& as) { clients_.cancel(rid, as, m); });
     case command::list_jobs:
       return client_request<wire::list_jobs>(
-          rid, *who, body, [&](auto m, const peer& as) { on_list_jobs(rid, as, m); });
+          rid, *who, body, [&](auto m, const peer& as) { clients_.list_jobs(rid, as, m); });
     case command::get_job:
-      return client_request<wire::get_job>(rid, *who, body,
-                                           [&](auto m, const peer& as) { on_get_job(rid, as, m); });
+      return client_request<wire::get_job>(
+          rid, *who, body, [&](auto m, const peer& as) { clients_.get_job(rid, as, m); });
     case command::forget_node:
       return client_request<wire::forget_node>(rid, *who, body, [&](auto m, const peer&) {
-        if (!refuse_while_storage_down(rid, m.request_id)) nodes_.forget(rid, m);
+        if (!storage_.refuse(out_, rid, m.request_id)) nodes_.forget(rid, m);
       });
     case command::release_node:
       return client_request<wire::release_node>(rid, *who, body, [&](auto m, const peer&) {
@@ -464,7 +441,7 @@ void broker::handle(net::received& msg) {
       });
     case command::prune_jobs:
       return client_request<wire::prune_jobs>(rid, *who, body,
-                                              [&](auto m, const peer&) { on_prune_jobs(rid, m); });
+                                              [&](auto m, const peer&) { clients_.prune(rid, m); });
     case command::list_nodes:
       return client_request<wire::list_nodes>(rid, *who, body,
                                               [&](auto m, const peer&) { nodes_.list(rid, m); });
@@ -475,17 +452,17 @@ void broker::handle(net::received& msg) {
         nodes_.list_models(rid, m, queued);
       });
     case command::whoami:
-      return client_request<wire::whoami>(rid, *who, body,
-                                          [&](auto m, const peer& as) { on_whoami(rid, as, m); });
+      return client_request<wire::whoami>(
+          rid, *who, body, [&](auto m, const peer& as) { api_keys_.whoami(rid, as, m); });
     case command::create_api_key:
       return client_request<wire::create_api_key>(
-          rid, *who, body, [&](auto m, const peer&) { on_create_api_key(rid, m); });
+          rid, *who, body, [&](auto m, const peer&) { api_keys_.create(rid, m); });
     case command::list_api_keys:
       return client_request<wire::list_api_keys>(
-          rid, *who, body, [&](auto m, const peer&) { on_list_api_keys(rid, m); });
+          rid, *who, body, [&](auto m, const peer&) { api_keys_.list(rid, m); });
     case command::revoke_api_key:
       return client_request<wire::revoke_api_key>(
-          rid, *who, body, [&](auto m, const peer&) { on_revoke_api_key(rid, m); });
+          rid, *who, body, [&](auto m, const peer&) { api_keys_.revoke(rid, m); });
     case command::get_metrics:
       return client_request<wire::get_metrics>(rid, *who, body, [&](auto m, const peer&) {
         report_.reply(
@@ -521,24 +498,25 @@ void broker::handle(net::received& msg) {
       }
       return;
     case command::job_started:
-      if (auto m = decode_or_log<wire::job_started>(body, node->name)) on_job_started(*node, *m);
+      if (auto m = decode_or_log<wire::job_started>(body, node->name))
+        attempts_.on_started(*node, *m);
       return;
     case command::job_tokens:
       if (auto m = decode_or_log<wire::job_tokens>(body, node->name)) {
-        on_job_tokens(*node, *m, body);
+        attempts_.on_tokens(*node, *m, body);
       }
       return;
     case command::job_final:
-      if (auto m = decode_or_log<wire::job_final>(body, node->name)) on_job_final(*node, *m);
+      if (auto m = decode_or_log<wire::job_final>(body, node->name)) attempts_.on_final(*node, *m);
       return;
     case command::job_handback:
       if (auto m = decode_or_log<wire::job_handback>(body, node->name)) {
-        on_job_handback(*node, *m);
+        attempts_.on_handback(*node, *m);
       }
       return;
     case command::node_bye:
       spdlog::info("node {} said goodbye", node->name);
-      node_lost(*node, "node " + node->name + " shut down");
+      attempts_.node_lost(*node, "node " + node->name + " shut down");
       return;
     default:
       return;
@@ -556,11 +534,11 @@ void broker::client_request(const std::string& rid, const peer& who, std::string
                m.message());
     return;
   }
-  turn_requests_.emplace_back(rid, m->request_id);
+  out_.note_request(rid, m->request_id);
   // Resolved once, here: every handler applies its owner rules to the identity it is given.
   if constexpr (requires { m->api_key; }) {
     if (!m->api_key.empty()) {
-      const auto as = api_key_peer(rid, m->request_id, who, m->api_key);
+      const auto as = api_keys_.resolve(rid, m->request_id, who, m->api_key);
       if (!as) return;
       return handle_request(std::move(m.value()), *as);
     }
@@ -570,7 +548,7 @@ void broker::client_request(const std::string& rid, const peer& who, std::string
 
 void broker::recover() {
   nodes_.load();
-  load_api_keys();
+  api_keys_.load();
   jobs_.load();
 }
 
@@ -583,17 +561,18 @@ void broker::reload() {
     output_mark relayed;
   };
   std::unordered_map<uint64_t, carried> keep;
+  auto& relayed_before = attempts_.relayed_before_turn();
   for (auto& [id, j] : jobs_.jobs()) {
-    const auto before = relayed_before_turn_.find(id);
+    const auto before = relayed_before.find(id);
     keep[id] = {std::move(j.watchers), j.row.attempts,
-                before != relayed_before_turn_.end() ? before->second : j.relayed};
+                before != relayed_before.end() ? before->second : j.relayed};
   }
-  relayed_before_turn_.clear();
+  relayed_before.clear();
   jobs_.clear();
   nodes_.clear_running();
   try {
     // Keys created or revoked in the failed turn were not kept either.
-    load_api_keys();
+    api_keys_.load();
     jobs_.load();
   } catch (const std::exception& e) {
     // Reading failed too: the broker cannot know what it owes anyone.
@@ -613,7 +592,7 @@ void broker::reload() {
     if (j.row.state != wire::job_state::running) continue;
     const node_entry* n = nodes_.find(j.row.node);
     if (!n || !n->online) continue;
-    // As on a node's hello (broker-attempts.cpp): not counted as unanswered, since the node may
+    // As on a node's hello (node-attempts.cpp): not counted as unanswered, since the node may
     // have nothing past what was stored.
     j.recovered_deadline.reset();
     j.resume.outstanding = true;
@@ -634,7 +613,7 @@ void broker::timers() {
     if (nodes_.quarantine_timers(now)) jobs_.dispatch_later();
     report_.prune_peers(now);
     nodes_.liveness(now, storage_down(now),
-                    [&](node_entry& n, const std::string& why) { node_lost(n, why); });
+                    [&](node_entry& n, const std::string& why) { attempts_.node_lost(n, why); });
     // Jobs recovered after a restart whose node did not come back in time: the restart's doing.
     for (auto& [id, j] : jobs_.jobs()) {
       if (j.recovered_deadline && now > *j.recovered_deadline) {
@@ -644,7 +623,7 @@ void broker::timers() {
                       "node " + j.row.node + " did not report the job after the broker restarted",
                       job_table::loss::broker_restart);
       } else if (j.resume.outstanding) {
-        resume_timer(j, now);
+        attempts_.resume_timer(j, now);
       }
     }
     jobs_.attempt_timers(now);
@@ -654,7 +633,7 @@ void broker::timers() {
     next_flush_ = now + std::chrono::milliseconds(cfg_.output_flush_ms);
     jobs_.flush_all();
   }
-  if (!storage_down(now)) prune_step(now);
+  if (!storage_down(now)) clients_.prune_step(now);
   if (now >= next_positions_) {
     next_positions_ = now + std::chrono::milliseconds(cfg_.queue_position_ms);
     for (const auto& [model, q] : jobs_.queues()) {

@@ -50,7 +50,8 @@
 #include <zmq.hpp>
 
 #include "broker/allow-list.h"
-#include "broker/api-keys.h"
+#include "broker/api-key-service.h"
+#include "broker/client-sessions.h"
 #include "broker/config.h"
 #include "broker/job-store.h"
 #include "broker/job-table.h"
@@ -58,10 +59,12 @@
 #include "broker/log-limiter.h"
 #include "broker/metrics-report.h"
 #include "broker/metrics.h"
+#include "broker/node-attempts.h"
 #include "broker/node-registry.h"
 #include "broker/peer-connection.h"
 #include "broker/peer-outbox.h"
 #include "broker/peer.h"
+#include "broker/storage-gate.h"
 #include "broker/turn-output.h"
 #include "broker/watch-relay.h"
 #include "broker/zap-handler.h"
@@ -124,75 +127,17 @@ class broker {
   // with the nodes still connected: each is asked to resume its attempts from what was stored).
   void storage_failed(const std::exception& e);
   void reload();
-  // Writes are refused for the next backoff (250 ms, doubling to 5 s until a commit writes).
-  void storage_back_off(net::steady::time_point now);
   // Whether requests that write are refused for now (after a storage failure, with backoff).
-  bool storage_down(net::steady::time_point now) const { return now < storage_retry_at_; }
+  bool storage_down(net::steady::time_point now) const { return storage_.down(now); }
   void handle(net::received& msg);
   // The sender of `msg`, or nullopt (after logging) when its key is no longer allowed.
   std::optional<peer> identify(const net::received& msg);
-  // How a job's owner is shown: the name of its key's certificate or API key, else the key itself.
-  std::string owner_name(const std::string& owner_key) const;
-
-  // The attempts nodes run (broker-attempts.cpp): a hello reconciled with the jobs, the stream
-  // and the end of each attempt, a lost node's attempts taken back.
-  void on_node_hello(const std::string& rid, const peer& who, wire::node_hello m);
-  void on_job_started(node_entry& n, const wire::job_started& m);
-  void on_job_tokens(node_entry& n, const wire::job_tokens& m, std::string_view body);
-  void on_job_final(node_entry& n, const wire::job_final& m);
-  void on_job_handback(node_entry& n, const wire::job_handback& m);
-  // Requeues the attempt `n` gave back (job_handback, or a final saying its model file changed).
-  void handed_back(node_entry& n, live_job& j, const std::string& reason);
-  // The node is gone (node_registry::offline); its attempts are lost and queued again.
-  void node_lost(node_entry& n, const std::string& why);
-  // The current attempt's stream lost tokens: job_resume asks the node for them again; after
-  // k_max_resumes unanswered ones the attempt is abandoned (abandon_stream).
-  void resume_stream(node_entry& n, live_job& j, const std::string& why);
-  // An outstanding resume of a stream that still has a gap is sent again after k_resume_retry
-  // (from timers()).
-  void resume_timer(live_job& j, net::steady::time_point now);
-  // The stream cannot be completed: the attempt is cancelled and the job queued again.
-  void abandon_stream(node_entry& n, live_job& j, const std::string& why);
-  // Counts the loss of `j`'s current attempt against `n` (node_registry::lost_attempt).
-  void node_lost_attempt(node_entry& n, const live_job& j, const std::string& why,
-                         bool handback = false) {
-    nodes_.lost_attempt(n, j.row.id, j.row.attempts, why, handback);
-  }
 
   // Decodes a client request and hands it on with the identity it acts as: `who`, or the API key
   // it presents. A malformed one gets error_reply(malformed), an unknown key unauthorized.
   template <class M, class F>
   void client_request(const std::string& rid, const peer& who, std::string_view body,
                       F&& handle_request);
-
-  // API keys (broker-api-keys.cpp). The identity of the key `secret`, or nullopt after replying
-  // unauthorized (unknown or revoked key, or a peer that may not present one).
-  std::optional<peer> api_key_peer(const std::string& rid, uint64_t request_id, const peer& who,
-                                   const std::string& secret);
-  void load_api_keys();
-  void on_whoami(const std::string& rid, const peer& who, const wire::whoami& m);
-  void on_create_api_key(const std::string& rid, const wire::create_api_key& m);
-  void on_list_api_keys(const std::string& rid, const wire::list_api_keys& m);
-  void on_revoke_api_key(const std::string& rid, const wire::revoke_api_key& m);
-
-  // Clients (broker-clients.cpp).
-  void on_submit(const std::string& rid, const peer& who, wire::submit m);
-  void on_watch(const std::string& rid, const peer& who, const wire::watch& m);
-  // Makes `rid` a watcher of the job: its state now, then its output from what `has` says the
-  // watcher already has (wire::watch's attempt, seq and output_offset), then its events.
-  void watch_job(const std::string& rid, uint64_t job_id, const wire::watch& has);
-  // A request that writes, while the store refuses writes: answered storage_unavailable.
-  bool refuse_while_storage_down(const std::string& rid, uint64_t request_id);
-  void on_cancel(const std::string& rid, const peer& who, const wire::cancel& m);
-  void on_list_jobs(const std::string& rid, const peer& who, const wire::list_jobs& m);
-  void on_get_job(const std::string& rid, const peer& who, const wire::get_job& m);
-  void on_prune_jobs(const std::string& rid, const wire::prune_jobs& m);
-  // One bounded batch of the pending prune requests and of the retention policy (timers()).
-  void prune_step(net::steady::time_point now);
-  // The job `job_id` if `who` may see and act on it: the live row, or the stored one read into
-  // `stored`. nullptr after replying not_found or unauthorized.
-  const job_row* visible_job(const std::string& rid, const peer& who, uint64_t request_id,
-                             uint64_t job_id, std::optional<job_row>& stored);
 
   broker_config cfg_;
   std::unique_ptr<job_store> store_;
@@ -205,11 +150,20 @@ class broker {
   metrics_turn turn_metrics_;        // this turn's job counts, kept once it commits
   // The live jobs and their state machine (job-table.h).
   job_table jobs_{cfg_, *store_, out_, relay_, nodes_, turn_metrics_};
+  // What nodes say about their attempts (node-attempts.h).
+  node_attempts attempts_{cfg_, *store_, out_, jobs_, nodes_, relay_, turn_metrics_};
   bool turn_did_work_ = false;  // the turn handled a message or sent one (turn duration)
   zmq::context_t ctx_;
   std::optional<allow_list> auth_;  // with --auth: the keys allowed, rescanned every second
   std::unique_ptr<zap_handler> zap_;
-  api_key_registry api_keys_;  // the store's api_keys table, kept in step with it
+  // Lines a peer can provoke: messages of a key no longer allowed or of the wrong role, refused
+  // API keys, dropped peers.
+  log_limiter auth_log_{0.1, 1};
+  log_limiter drop_log_{1, 1};
+  storage_gate storage_;  // whether the store takes writes (after a failed commit: a backoff)
+  api_key_service api_keys_{*store_, out_, storage_, metrics_, auth_log_};
+  client_sessions clients_{cfg_,   *store_, out_,          storage_,  jobs_,
+                           nodes_, relay_,  turn_metrics_, api_keys_, auth_};
   net::steady::time_point next_auth_refresh_{};
   net::steady::time_point next_auth_check_{};  // the folders' times, every 100 ms
   uint64_t auth_generation_ = 0;               // the allow-list's, at the last drop_removed_keys
@@ -220,36 +174,14 @@ class broker {
   };
   std::unordered_map<std::string, connection> connections_;
   size_t connections_kept_ = 0;
-  // Lines a peer can provoke: messages of a key no longer allowed or of the wrong role, refused
-  // node_hellos, dropped peers.
-  log_limiter auth_log_{0.1, 1};
-  log_limiter drop_log_{1, 1};
   std::unique_ptr<zmq::socket_t> router_;
   std::atomic<bool> bound_{false};
   std::string endpoint_;
 
   std::unordered_map<std::string, net::steady::time_point> dropped_until_;  // ignored till then
-  // Client requests handled this turn (routing id, request id): answered storage_unavailable
-  // when the turn's commit fails.
-  std::vector<std::pair<std::string, uint64_t>> turn_requests_;
-  // What the watchers of each job relayed to this turn had been sent before it: when the turn's
-  // commit fails its messages are never sent, so the reload goes back to these marks.
-  std::unordered_map<uint64_t, output_mark> relayed_before_turn_;
-  net::steady::time_point storage_retry_at_{};
   // The reload after a storage failure could not read the database either: nothing is handled
   // until it succeeds (messages wait in ZeroMQ), tried again with the same backoff.
   bool reload_pending_ = false;
-  std::chrono::milliseconds storage_backoff_{0};
-  // prune_jobs requests being worked through, a batch per turn, then answered.
-  struct pending_prune {
-    std::string routing_id;
-    uint64_t request_id = 0;
-    retention rule;
-    uint64_t pruned = 0;
-  };
-  std::deque<pending_prune> prunes_;
-  net::steady::time_point next_retention_{};
-  bool retention_more_ = false;  // the last retention batch was full: another one next turn
   net::steady::time_point next_tick_{};
   net::steady::time_point next_flush_{};
   net::steady::time_point next_positions_{};

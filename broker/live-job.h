@@ -44,7 +44,7 @@ struct live_job {
   // doing, not its node's.
   bool recovered_attempt = false;
   // The current attempt's stream lost tokens (or may have: its node said hello again) and the
-  // node was asked to send it again from next_seq (job_resume, broker-attempts.cpp).
+  // node was asked to send it again from next_seq (job_resume, node-attempts.cpp).
   struct resume_state {
     bool outstanding = false;  // chunks past next_seq are ignored until one at next_seq comes
     bool gap = false;          // such a chunk came: the node has tokens the broker lacks

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "broker/peer-outbox.h"
@@ -55,12 +56,21 @@ class turn_output {
   // Peers to drop at the start of the next turn.
   std::vector<peer_outboxes::overflow>& to_drop() { return to_drop_; }
 
+  // Client requests handled this turn (routing id, request id): answered storage_unavailable
+  // when the turn's commit fails.
+  void note_request(const std::string& routing_id, uint64_t request_id) {
+    requests_.emplace_back(routing_id, request_id);
+  }
+  const std::vector<std::pair<std::string, uint64_t>>& requests() const { return requests_; }
+  void new_turn() { requests_.clear(); }
+
  private:
   uint64_t max_peer_outbox_bytes_;
   const peer_outboxes& outboxes_;
   std::vector<outgoing> out_;
   std::unordered_map<std::string, uint64_t> turn_bytes_;  // queued this turn, by routing id
   std::vector<peer_outboxes::overflow> to_drop_;
+  std::vector<std::pair<std::string, uint64_t>> requests_;
 };
 
 }  // namespace hearth::broker

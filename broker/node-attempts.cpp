@@ -1,11 +1,11 @@
-// The attempts nodes run: a hello's reconciliation of them, their stream (started, tokens,
-// resumes), their end (final, hand-back), and a lost node's attempts taken back.
+// The attempts nodes run (node-attempts.h).
+#include "broker/node-attempts.h"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cstdio>
 
-#include "broker/broker.h"
 #include "schema/job-params.h"
 
 namespace hearth::broker {
@@ -23,7 +23,7 @@ bool final_blames_request(const std::string& stop_reason) {
 }
 }  // namespace
 
-void broker::on_node_hello(const std::string& rid, const peer& who, wire::node_hello m) {
+void node_attempts::on_hello(const std::string& rid, const peer& who, wire::node_hello m) {
   node_entry* registered = nodes_.hello(rid, who, m);
   if (!registered) return;
   node_entry& n = *registered;
@@ -49,7 +49,7 @@ void broker::on_node_hello(const std::string& rid, const peer& who, wire::node_h
       lj.resume.sent = net::steady::now();
       lj.attempt_progress = lj.resume.sent;
     } else {
-      send(rid, wire::job_cancel{ref.job_id, ref.attempt});
+      out_.send(rid, wire::job_cancel{ref.job_id, ref.attempt});
     }
   }
   for (uint64_t id : std::set<uint64_t>(n.running)) {
@@ -79,7 +79,7 @@ live_job* current_attempt(Jobs& jobs, const node_entry& n, uint64_t job_id, uint
 }
 }  // namespace
 
-void broker::on_job_started(node_entry& n, const wire::job_started& m) {
+void node_attempts::on_started(node_entry& n, const wire::job_started& m) {
   live_job* j = current_attempt(jobs_.jobs(), n, m.job_id, m.attempt);
   if (!j) return;
   j->row.n_prompt = m.n_prompt;
@@ -98,10 +98,10 @@ void broker::on_job_started(node_entry& n, const wire::job_started& m) {
     }
     detail = buf;
   }
-  store_->job_started(m.job_id, m.attempt, n.name, m.n_prompt, j->row.started_ms, detail);
+  store_.job_started(m.job_id, m.attempt, n.name, m.n_prompt, j->row.started_ms, detail);
 }
 
-void broker::on_job_tokens(node_entry& n, const wire::job_tokens& m, std::string_view body) {
+void node_attempts::on_tokens(node_entry& n, const wire::job_tokens& m, std::string_view body) {
   live_job* j = current_attempt(jobs_.jobs(), n, m.job_id, m.attempt);
   if (!j) return;
   if (m.seq < j->next_seq) return;  // a duplicate
@@ -129,14 +129,14 @@ void broker::on_job_tokens(node_entry& n, const wire::job_tokens& m, std::string
             std::to_string(j->row.params.max_tokens) + " tokens (max_tokens)";
   }
   if (!wrong.empty()) {
-    send(n.routing_id, wire::job_cancel{m.job_id, m.attempt});
+    out_.send(n.routing_id, wire::job_cancel{m.job_id, m.attempt});
     n.running.erase(m.job_id);
-    node_lost_attempt(n, *j, wrong);
+    nodes_.lost_attempt(n, j->row.id, j->row.attempts, wrong);
     jobs_.requeue(*j, wrong);
     return;
   }
   if (j->output.size() + m.text.size() > cfg_.max_output_bytes) {
-    send(n.routing_id, wire::job_cancel{m.job_id, m.attempt});
+    out_.send(n.routing_id, wire::job_cancel{m.job_id, m.attempt});
     n.running.erase(m.job_id);
     spdlog::warn("job {}: its output would pass max_output_bytes ({} bytes); it is stopped",
                  m.job_id, cfg_.max_output_bytes);
@@ -177,7 +177,7 @@ void broker::on_job_tokens(node_entry& n, const wire::job_tokens& m, std::string
   }
 }
 
-void broker::on_job_final(node_entry& n, const wire::job_final& m) {
+void node_attempts::on_final(node_entry& n, const wire::job_final& m) {
   live_job* j = current_attempt(jobs_.jobs(), n, m.job_id, m.attempt);
   if (!j) return;
   if (m.n_gen > j->next_seq && m.state == wire::job_state::completed) {
@@ -221,7 +221,7 @@ void broker::on_job_final(node_entry& n, const wire::job_final& m) {
         "node " + n.name +
         (state == wire::job_state::failed ? " failed it: " + loss_reason(m.error)
                                           : " cancelled it unasked");
-    node_lost_attempt(n, *j, why);
+    nodes_.lost_attempt(n, j->row.id, j->row.attempts, why);
     jobs_.requeue(*j, why);
     return;
   }
@@ -233,22 +233,22 @@ void broker::on_job_final(node_entry& n, const wire::job_final& m) {
   jobs_.finish(*j, state, m.stop_reason, m.error, m.n_prompt, uint32_t(j->next_seq));
 }
 
-void broker::on_job_handback(node_entry& n, const wire::job_handback& m) {
+void node_attempts::on_handback(node_entry& n, const wire::job_handback& m) {
   live_job* j = current_attempt(jobs_.jobs(), n, m.job_id, m.attempt);
   if (!j) return;
   n.running.erase(m.job_id);
   handed_back(n, *j, m.reason);
 }
 
-void broker::handed_back(node_entry& n, live_job& j, const std::string& reason) {
+void node_attempts::handed_back(node_entry& n, live_job& j, const std::string& reason) {
   // A hand-back is not the job's fault: it does not count against max_attempts. It does count
   // against the node, or a node could take jobs and hand them back for ever.
   const std::string why = "node " + n.name + " handed it back: " + loss_reason(reason);
-  node_lost_attempt(n, j, why, /*handback=*/true);
+  nodes_.lost_attempt(n, j.row.id, j.row.attempts, why, /*handback=*/true);
   jobs_.requeue(j, why, job_table::loss::handback);
 }
 
-void broker::resume_stream(node_entry& n, live_job& j, const std::string& why) {
+void node_attempts::resume_stream(node_entry& n, live_job& j, const std::string& why) {
   if (j.resume.unanswered >= k_max_resumes) {
     abandon_stream(
         n, j, why + " (" + std::to_string(k_max_resumes) + " job_resume did not bring them back)");
@@ -256,14 +256,14 @@ void broker::resume_stream(node_entry& n, live_job& j, const std::string& why) {
   }
   spdlog::info("job {} attempt {}: {}; asking node {} to send the stream again from token {}",
                j.row.id, j.row.attempts, why, n.name, j.next_seq);
-  send(n.routing_id, wire::job_resume{j.row.id, j.row.attempts, j.next_seq});
+  out_.send(n.routing_id, wire::job_resume{j.row.id, j.row.attempts, j.next_seq});
   j.resume.outstanding = true;
   j.resume.gap = true;
   j.resume.sent = net::steady::now();
   ++j.resume.unanswered;
 }
 
-void broker::resume_timer(live_job& j, net::steady::time_point now) {
+void node_attempts::resume_timer(live_job& j, net::steady::time_point now) {
   // A resume of an attempt that has ended since (the job was queued again) is over.
   if (j.row.state != wire::job_state::running) {
     j.resume = {};
@@ -277,17 +277,17 @@ void broker::resume_timer(live_job& j, net::steady::time_point now) {
                 "job_resume unanswered for " + std::to_string(k_resume_retry.count()) + " s");
 }
 
-void broker::abandon_stream(node_entry& n, live_job& j, const std::string& why) {
-  send(n.routing_id, wire::job_cancel{j.row.id, j.row.attempts});
+void node_attempts::abandon_stream(node_entry& n, live_job& j, const std::string& why) {
+  out_.send(n.routing_id, wire::job_cancel{j.row.id, j.row.attempts});
   n.running.erase(j.row.id);
   jobs_.attempt_lost(n, j, why);
 }
 
-void broker::node_lost(node_entry& n, const std::string& why) {
+void node_attempts::node_lost(node_entry& n, const std::string& why) {
   // The attempts it held are lost with it: each counts against it and is queued again.
   for (uint64_t id : nodes_.offline(n)) {
     if (live_job* j = jobs_.find(id)) {
-      node_lost_attempt(n, *j, why);
+      nodes_.lost_attempt(n, j->row.id, j->row.attempts, why);
       jobs_.requeue(*j, why);
     }
   }
