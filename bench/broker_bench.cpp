@@ -7,8 +7,8 @@
 //      (job_running, sent when the broker assigns a job) and completed (job_done) per second;
 //   2. tokens per second relayed to a watching client: a few long jobs on the same node;
 //   3. the latency the broker adds between a node sending a token chunk and the watching client
-//      receiving it: the bench plays the node itself (bench_node, on its own thread) and stamps
-//      each 1-token chunk with the steady_clock time of its send.
+//      receiving it: the bench plays the node itself (bench_node: the tests' fake node, on its own
+//      thread) and stamps each 1-token chunk with the steady_clock time of its send.
 //
 // Beside them: the size of the WAL at the end of the run (its checkpoints keep it bounded) and how
 // much the database grew per 10,000 jobs of the first run.
@@ -17,24 +17,17 @@
 // Nothing is asserted on timing. The exit status is 1 only when the system failed (a job lost or
 // failed, a stream with a gap, a timeout, a child process that died, jobs missing from the
 // database), with the reason on stderr and the temporary directory (logs, database) kept.
-#include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <sqlite3.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -42,7 +35,6 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -50,8 +42,10 @@
 
 #include "schema/curve-cert.h"
 #include "schema/zmq-io.h"
-
-extern char** environ;
+#include "tests/child-process.h"
+#include "tests/cluster.h"
+#include "tests/fake-node.h"
+#include "tests/testdata.h"
 
 namespace {
 
@@ -78,163 +72,11 @@ int64_t now_ns() {
       .count();
 }
 
-// --- child processes -------------------------------------------------------------------------
-
-// Pids of live children, for the signal handler: a SIGINT/SIGTERM of the bench kills them too.
-constexpr int k_max_children = 8;
-std::atomic<pid_t> g_children[k_max_children];
-
-void kill_children_and_exit(int sig) {
-  for (auto& p : g_children) {
-    const pid_t pid = p.load();
-    if (pid > 0) ::kill(pid, SIGKILL);
-  }
-  ::signal(sig, SIG_DFL);
-  ::raise(sig);
-}
-
-// A child process, killed (SIGKILL) and reaped when the handle is destroyed.
-class child {
- public:
-  // Started with fork and exec rather than posix_spawn so that the child can ask the kernel to
-  // kill it when the bench dies, however it dies (PR_SET_PDEATHSIG).
-  child(const std::vector<std::string>& argv, const std::string& log) {
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    if (access(args[0], X_OK) != 0) fail("cannot run " + argv[0] + ": " + std::strerror(errno));
-    const pid_t parent = getpid();
-    pid_ = fork();
-    if (pid_ < 0) fail("cannot start " + argv[0] + ": fork: " + std::strerror(errno));
-    if (pid_ == 0) {
-      // Only async-signal-safe calls between fork and exec.
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (getppid() != parent) _exit(127);
-      const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-      if (fd >= 0) {
-        dup2(fd, 1);
-        dup2(fd, 2);
-      }
-      execve(args[0], args.data(), environ);
-      _exit(127);
-    }
-    for (auto& p : g_children) {
-      pid_t expected = 0;
-      if (p.compare_exchange_strong(expected, pid_)) break;
-    }
-  }
-  child(const child&) = delete;
-  child& operator=(const child&) = delete;
-  ~child() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-      forget();
-    }
-  }
-
-  pid_t pid() const { return pid_; }
-  bool running() {
-    if (pid_ <= 0) return false;
-    int st = 0;
-    if (waitpid(pid_, &st, WNOHANG) == pid_) {
-      forget();
-      pid_ = -1;
-      return false;
-    }
-    return true;
-  }
-  // SIGTERM and a wait for it to exit (the broker then closes its database); SIGKILL after the
-  // timeout. Returns its exit status, 128 + signal, or -1 when it had to be killed.
-  int stop(milliseconds timeout) {
-    if (pid_ <= 0) return -1;
-    ::kill(pid_, SIGTERM);
-    const auto until = clock_type::now() + timeout;
-    while (clock_type::now() < until) {
-      int st = 0;
-      if (waitpid(pid_, &st, WNOHANG) == pid_) {
-        forget();
-        pid_ = -1;
-        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-      }
-      std::this_thread::sleep_for(milliseconds(10));
-    }
-    return -1;  // the destructor kills it
-  }
-  // CPU seconds (user + system) it has used so far, from /proc.
-  double cpu_seconds() const {
-    std::ifstream f("/proc/" + std::to_string(pid_) + "/stat");
-    std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    const auto paren = s.rfind(')');
-    if (paren == std::string::npos) return 0;
-    std::istringstream in(s.substr(paren + 2));
-    std::string field;
-    double utime = 0, stime = 0;
-    // Fields 3.. after the name; utime and stime are fields 14 and 15.
-    for (int i = 3; i <= 15 && in >> field; ++i) {
-      if (i == 14) utime = std::stod(field);
-      if (i == 15) stime = std::stod(field);
-    }
-    return (utime + stime) / double(sysconf(_SC_CLK_TCK));
-  }
-
- private:
-  void forget() {
-    for (auto& p : g_children) {
-      pid_t expected = pid_;
-      if (p.compare_exchange_strong(expected, 0)) break;
-    }
-  }
-  pid_t pid_ = -1;
-};
-
 double self_cpu_seconds() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
          double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
-
-// A fresh directory under $TMPDIR (or /tmp); removed at the end unless the bench failed or
-// HEARTH_KEEP_BENCH_DIRS is set.
-class temp_dir {
- public:
-  temp_dir() {
-    const char* t = std::getenv("TMPDIR");
-    std::string tmpl = std::string(t && *t ? t : "/tmp") + "/hearth-bench-XXXXXX";
-    if (!mkdtemp(tmpl.data())) fail("cannot create a temporary directory: " + tmpl);
-    path_ = tmpl;
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    if (!keep_ && !std::getenv("HEARTH_KEEP_BENCH_DIRS")) std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-  void keep() { keep_ = true; }
-
- private:
-  std::string path_;
-  bool keep_ = false;
-};
-
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) fail("no free TCP port");
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  const int port = ntohs(a.sin_port);
-  close(fd);
-  return port;
-}
-
-std::string testdata_root() {
-  const char* env = std::getenv("HEARTH_TESTDATA");
-  return env && *env ? std::string(env) : std::string(HEARTH_DEFAULT_TESTDATA);
 }
 
 // --- the client ------------------------------------------------------------------------------
@@ -326,22 +168,25 @@ wire::submit make_submit(const std::string& model, int32_t max_tokens) {
   return s;
 }
 
-// --- the fake node for the latency measurement -----------------------------------------------
+// --- the node of the latency measurement ------------------------------------------------------
 
-// Plays a node on its own thread and DEALER socket: hello (model "latency"), welcome, pull one
-// job, then stream `count` 1-token chunks at `rate` chunks/s, each chunk's text the steady_clock
-// nanoseconds of its send, then job_final. Sends a heartbeat whenever heartbeat_ms passed
-// without a message, until finish().
+// The tests' fake node (tests/fake-node.h) on a thread of its own, model "latency", one slot: it
+// pulls one job and streams it as `count` 1-token chunks at `rate` chunks/s, each chunk's text the
+// steady_clock nanoseconds of its send, then job_final; it heartbeats until finish().
 class bench_node {
  public:
   static constexpr const char* name = "bench_node";
   static constexpr const char* model = "latency";
 
-  bench_node(std::string endpoint, net::curve_client_keys keys, uint32_t rate, uint32_t count)
-      : endpoint_(std::move(endpoint)), keys_(std::move(keys)), rate_(rate), count_(count) {
-    thread_ = std::thread([this] {
+  // Returns once the broker has welcomed the node.
+  bench_node(const std::string& endpoint, const net::curve_client_keys& keys, uint32_t rate,
+             uint32_t count)
+      : node_(endpoint, keys, name), rate_(rate), count_(count) {
+    node_.hello(1, {model});
+    if (!node_.welcomed()) fail("bench_node did not register with the broker");
+    thread_ = std::jthread([this](std::stop_token stop) {
       try {
-        run();
+        node_.pull_and_run(1, stop, [&](const wire::job_assign& a) { stream(a, stop); });
       } catch (const std::exception& e) {
         set_error(std::string("bench_node: ") + e.what());
       }
@@ -350,17 +195,18 @@ class bench_node {
   }
   ~bench_node() { finish(); }
 
-  bool registered() const { return registered_.load(); }
   bool done() const { return done_.load(); }
   uint64_t sent() const { return sent_.load(); }
   std::string error() {
     std::lock_guard lk(mu_);
     return error_;
   }
-  // Says goodbye and ends the thread.
+  // Ends the thread and says goodbye.
   void finish() {
-    stop_ = true;
-    if (thread_.joinable()) thread_.join();
+    if (!thread_.joinable()) return;
+    thread_.request_stop();
+    thread_.join();
+    node_.bye();
   }
 
  private:
@@ -369,131 +215,38 @@ class bench_node {
     if (error_.empty()) error_ = std::move(e);
   }
 
-  template <class M>
-  void send(const M& m) {
-    if (!net::send(*sock_, "", m)) throw std::runtime_error("cannot send to the broker");
-    last_sent_ = clock_type::now();
-  }
-
-  // Handles what the broker sent; the heartbeat when one is due.
-  void service() {
-    while (auto msg = net::try_recv(*sock_, false)) {
-      const auto frames = msg->views();
-      const auto env = wire::open_envelope(frames);
-      if (!env.ok) throw std::runtime_error("malformed message from the broker");
-      switch (env.env.cmd) {
-        case wire::command::node_welcome: {
-          auto w = wire::decode<wire::node_welcome>(env.env.body);
-          if (!w) throw std::runtime_error("malformed node_welcome");
-          heartbeat_ = milliseconds(std::max<uint32_t>(w->heartbeat_ms, 10));
-          welcomed_ = true;
-          break;
-        }
-        case wire::command::job_assign: {
-          auto a = wire::decode<wire::job_assign>(env.env.body);
-          if (!a) throw std::runtime_error("malformed job_assign");
-          if (assigned_) throw std::runtime_error("a second job_assign; pulled only one");
-          job_ = {a->job_id, a->attempt};
-          assigned_ = true;
-          break;
-        }
-        case wire::command::job_cancel:
-          throw std::runtime_error("the broker cancelled the latency job");
-        case wire::command::error: {
-          auto e = wire::decode<wire::error_reply>(env.env.body);
-          throw std::runtime_error("the broker refused the fake node: " +
-                                   (e ? e->message : std::string("(undecodable)")));
-        }
-        default:
-          break;
-      }
-    }
-    if (clock_type::now() - last_sent_ >= heartbeat_) send(wire::heartbeat{});
-  }
-
-  void wait_for(const bool& flag, milliseconds timeout, const char* what) {
-    const auto until = clock_type::now() + timeout;
-    while (!flag) {
-      if (stop_) return;
-      if (clock_type::now() > until) throw std::runtime_error(std::string("no ") + what);
-      zmq::pollitem_t items[] = {{sock_->handle(), 0, ZMQ_POLLIN, 0}};
-      net::poll(items, 1, milliseconds(20));
-      service();
-    }
-  }
-
-  void run() {
-    zmq::context_t ctx;
-    sock_ = std::make_unique<zmq::socket_t>(net::make_socket(ctx, zmq::socket_type::dealer));
-    net::curve_client_apply(*sock_, keys_);
-    sock_->connect(endpoint_);
-    wire::node_hello h;
-    h.name = name;
-    h.hostname = "bench";
-    h.engine = "bench";
-    h.slots = 1;
-    h.hardware.cpu_model = "bench";
-    h.hardware.cpu_threads = 1;
-    wire::model_info m;
-    m.name = model;
-    m.architecture = "none";
-    m.quantization = "none";
-    m.loaded = true;
-    h.models.push_back(m);
-    send(h);
-    wait_for(welcomed_, milliseconds(10000), "node_welcome from the broker");
-    if (stop_) return;
-    send(wire::node_pull{1});
-    registered_ = true;
-    wait_for(assigned_, milliseconds(30000), "job_assign for the latency job");
-    if (stop_) return;
-
-    send(wire::job_started{job_.job_id, job_.attempt, 1});
+  void stream(const wire::job_assign& a, const std::stop_token& stop) {
+    if (streamed_) return set_error("bench_node: a second job_assign; pulled only one");
+    streamed_ = true;
+    node_.send(wire::job_started{a.job_id, a.attempt, 1});
     const auto start = clock_type::now();
     const auto period = std::chrono::duration_cast<clock_type::duration>(
         std::chrono::duration<double>(1.0 / rate_));
-    for (uint32_t i = 0; i < count_ && !stop_; ++i) {
-      service();
+    for (uint32_t i = 0; i < count_ && !stop.stop_requested(); ++i) {
       std::this_thread::sleep_until(start + period * i);
-      send(wire::job_tokens{job_.job_id, job_.attempt, i, 1, std::to_string(now_ns())});
+      node_.send(wire::job_tokens{a.job_id, a.attempt, i, 1, std::to_string(now_ns())});
       sent_ = i + 1;
     }
     wire::job_final f;
-    f.job_id = job_.job_id;
-    f.attempt = job_.attempt;
+    f.job_id = a.job_id;
+    f.attempt = a.attempt;
     f.state = wire::job_state::completed;
     f.stop_reason = "max_tokens";
     f.n_prompt = 1;
     f.n_gen = uint32_t(sent_.load());
     f.gen_ms = secs(clock_type::now() - start) * 1e3;
-    send(f);
-    while (!stop_) {
-      zmq::pollitem_t items[] = {{sock_->handle(), 0, ZMQ_POLLIN, 0}};
-      net::poll(items, 1, milliseconds(20));
-      service();
-    }
-    send(wire::node_bye{});
-    sock_->set(zmq::sockopt::linger, 500);
-    sock_.reset();
+    node_.send(f);
   }
 
-  const std::string endpoint_;
-  const net::curve_client_keys keys_;
+  testing::fake_node node_;
   const uint32_t rate_;
   const uint32_t count_;
-  std::unique_ptr<zmq::socket_t> sock_;
-  milliseconds heartbeat_{1000};
-  clock_type::time_point last_sent_{};
-  bool welcomed_ = false;
-  bool assigned_ = false;
-  wire::job_ref job_;
-  std::atomic<bool> registered_{false};
+  bool streamed_ = false;
   std::atomic<bool> done_{false};
-  std::atomic<bool> stop_{false};
   std::atomic<uint64_t> sent_{0};
   std::mutex mu_;
   std::string error_;
-  std::thread thread_;
+  std::jthread thread_;
 };
 
 // --- the measurements ------------------------------------------------------------------------
@@ -547,8 +300,8 @@ bench_keys make_keys(const std::string& dir, bool auth) {
 }
 
 struct cpu_meter {
-  child* broker = nullptr;
-  child* node = nullptr;
+  testing::child_process* broker = nullptr;
+  testing::child_process* node = nullptr;
   double b0 = 0, n0 = 0, s0 = 0;
   clock_type::time_point t0;
   void start() {
@@ -582,7 +335,8 @@ double percentile(std::vector<double> v, double q) {
   return v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)];
 }
 
-jobs_result measure_jobs(client& c, const options& o, cpu_meter& cpu, child& broker, child& node) {
+jobs_result measure_jobs(client& c, const options& o, cpu_meter& cpu,
+                         testing::child_process& broker, testing::child_process& node) {
   jobs_result r;
   r.ack_latency_ms.reserve(o.jobs);
   r.e2e_latency_ms.reserve(o.jobs);
@@ -676,8 +430,8 @@ struct tokens_result {
 
 // Keeps o.long_jobs jobs of 500,000 tokens streaming (a finished one is replaced) and counts the
 // tokens relayed in the o.seconds after the first one arrives; then cancels what still runs.
-tokens_result measure_tokens(client& c, const options& o, cpu_meter& cpu, child& broker,
-                             child& node) {
+tokens_result measure_tokens(client& c, const options& o, cpu_meter& cpu,
+                             testing::child_process& broker, testing::child_process& node) {
   constexpr int32_t k_tokens_per_job = 500000;
   tokens_result r;
   struct stream {
@@ -793,16 +547,10 @@ struct latency_result {
 
 latency_result measure_latency(client& c, const std::string& endpoint,
                                const net::curve_client_keys& keys, const options& o, cpu_meter& cpu,
-                               child& broker) {
+                               testing::child_process& broker) {
   latency_result r;
   const uint32_t count = std::max<uint32_t>(1, uint32_t(o.latency_rate * o.seconds));
   bench_node fake(endpoint, keys, o.latency_rate, count);
-  const auto reg_deadline = clock_type::now() + seconds(10);
-  while (!fake.registered()) {
-    if (fake.done()) fail(fake.error());
-    if (clock_type::now() > reg_deadline) fail("bench_node did not register with the broker");
-    std::this_thread::sleep_for(milliseconds(5));
-  }
   auto s = make_submit(bench_node::model, int32_t(count));
   s.wait_model = true;
   s.request_id = c.next_request_id();
@@ -870,7 +618,8 @@ latency_result measure_latency(client& c, const std::string& endpoint,
 }
 
 // Waits until hearth-node `name` is online at the broker.
-void wait_for_node(client& c, const std::string& name, child& broker, child& node) {
+void wait_for_node(client& c, const std::string& name, testing::child_process& broker,
+                   testing::child_process& node) {
   const auto until = clock_type::now() + seconds(30);
   while (clock_type::now() < until) {
     if (!broker.running()) fail("hearth-broker exited at start (see its log)");
@@ -980,9 +729,16 @@ std::string cpu_line(const nlohmann::json& c) {
 }
 
 int run(const options& o) {
-  temp_dir dir;
+  testing::scratch_dir dir("hearth-bench", "HEARTH_KEEP_BENCH_DIRS");
+  auto failed = [&](const char* why) {
+    dir.keep();
+    std::fflush(stdout);
+    std::fprintf(stderr, "broker_bench: error: %s\n(logs and database kept in %s)\n", why,
+                 dir.path().c_str());
+    return 1;
+  };
   try {
-    const std::string testdata = testdata_root();
+    const std::string testdata = testing::testdata_root();
     const std::string model_file = testdata + "/models/stories260K.gguf";
     if (!std::filesystem::exists(model_file)) {
       fail("test model missing: " + model_file +
@@ -992,7 +748,7 @@ int run(const options& o) {
     std::filesystem::create_directories(models);
     std::filesystem::create_symlink(std::filesystem::absolute(model_file), models + "/bench.gguf");
     const std::string db = dir.file("hearth.db");
-    const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(free_port());
+    const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(testing::free_port());
 
     const std::string durability = o.durability.empty() ? "full (default)" : o.durability;
     if (!o.json) {
@@ -1007,7 +763,7 @@ int run(const options& o) {
       std::ofstream(dir.file("broker.yaml")) << "durability: " << o.durability << "\n";
       broker_argv.insert(broker_argv.end(), {"--config", dir.file("broker.yaml")});
     }
-    child broker(broker_argv, dir.file("broker.log"));
+    testing::child_process broker(broker_argv, dir.file("broker.log"));
     std::vector<std::string> node_argv = {HEARTH_NODE_BIN,
                                           "--broker",
                                           endpoint,
@@ -1024,7 +780,7 @@ int run(const options& o) {
                                           "--log-level",
                                           "warn"};
     node_argv.insert(node_argv.end(), keys.node_args.begin(), keys.node_args.end());
-    child node(node_argv, dir.file("node.log"));
+    testing::child_process node(node_argv, dir.file("node.log"));
     client c(endpoint, keys.client);
     wait_for_node(c, "bench-node-1", broker, node);
     cpu_meter cpu{&broker, &node};
@@ -1060,7 +816,7 @@ int run(const options& o) {
     // A shutdown that is not clean loses nothing acknowledged (every turn commits before it
     // replies), so it is reported after the figures, not failed.
     std::vector<std::string> warnings;
-    auto stop_child = [&](child& p, const char* name, const std::string& log) {
+    auto stop_child = [&](testing::child_process& p, const char* name, const std::string& log) {
       const int status = p.stop(seconds(15));
       if (status == 0) return true;
       warnings.push_back(std::string(name) +
@@ -1192,11 +948,9 @@ int run(const options& o) {
     print_warnings();
     return 0;
   } catch (const bench_failure& e) {
-    dir.keep();
-    std::fflush(stdout);
-    std::fprintf(stderr, "broker_bench: error: %s\n(logs and database kept in %s)\n", e.what(),
-                 dir.path().c_str());
-    return 1;
+    return failed(e.what());
+  } catch (const testing::process_error& e) {
+    return failed(e.what());
   }
 }
 
@@ -1263,8 +1017,7 @@ int main(int argc, char** argv) {
       return a == "--help" || a == "-h" ? 0 : 2;
     }
   }
-  ::signal(SIGINT, kill_children_and_exit);
-  ::signal(SIGTERM, kill_children_and_exit);
+  testing::child_processes_die_with_signals();
   ::signal(SIGPIPE, SIG_IGN);
   try {
     return run(o);

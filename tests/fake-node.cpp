@@ -4,8 +4,9 @@ namespace hearth::testing {
 
 using namespace std::chrono_literals;
 
-fake_node::fake_node(cluster& c, const std::string& name)
-    : name_(name), sock_(c.client("node", name)) {}
+fake_node::fake_node(const std::string& endpoint, const net::curve_client_keys& keys,
+                     const std::string& name)
+    : name_(name), sock_(std::make_unique<test_client>(endpoint, keys)) {}
 
 void fake_node::hello(const std::string& name, uint32_t slots,
                       const std::vector<std::string>& models) {
@@ -52,10 +53,20 @@ int fake_node::bounce(int times, std::chrono::milliseconds wait) {
 void fake_node::serve(uint32_t slots, const std::vector<std::string>& models, std::stop_token stop,
                       const std::function<void(const wire::job_assign&)>& run) {
   hello(slots, models);
+  pull_and_run(slots, stop, run);
+}
+
+void fake_node::pull_and_run(uint32_t slots, std::stop_token stop,
+                             const std::function<void(const wire::job_assign&)>& run) {
   send(wire::node_pull{slots});
   while (!stop.stop_requested()) {
     if (auto a = next<wire::job_assign>(100ms)) run(*a);
   }
+}
+
+void fake_node::bye() {
+  send(wire::node_bye{});
+  sock_->socket().set(zmq::sockopt::linger, 500);
 }
 
 fake_node::replies fake_node::listen(std::chrono::milliseconds timeout,

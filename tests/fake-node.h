@@ -28,7 +28,12 @@ class fake_node {
 
   // Its socket is made here, with the key of a node named `name`; it may move to another thread
   // before its first use (ZeroMQ allows a socket to migrate with a full memory barrier).
-  fake_node(cluster& c, const std::string& name);
+  fake_node(cluster& c, const std::string& name)
+      : fake_node(c.endpoint(), c.client_keys("node", name), name) {}
+  // The same for a broker the caller started (bench/broker_bench: no cluster), with `keys` (none
+  // without auth).
+  fake_node(const std::string& endpoint, const net::curve_client_keys& keys,
+            const std::string& name);
 
   // A node too good to pass over: every model loaded, a big GPU, many threads and slots.
   void hello(const std::string& name, uint32_t slots, const std::vector<std::string>& models);
@@ -52,6 +57,11 @@ class fake_node {
   // heartbeating meanwhile. For a std::jthread of its own, while the test submits.
   void serve(uint32_t slots, const std::vector<std::string>& models, std::stop_token stop,
              const std::function<void(const wire::job_assign&)>& run);
+  // serve() for a node that has said hello already (and waited to be welcomed).
+  void pull_and_run(uint32_t slots, std::stop_token stop,
+                    const std::function<void(const wire::job_assign&)>& run);
+  // node_bye, given up to 500 ms to leave when the node is destroyed.
+  void bye();
 
   // Reads what the broker sent for `timeout` (or until `until` holds): assignments are kept.
   replies listen(std::chrono::milliseconds timeout,
