@@ -28,15 +28,8 @@ class gemma2_architecture final : public architecture {
     hp.query_scale = 1.0f / std::sqrt(float(query_dim));
 
     load_embeddings_and_output(ld, hp, w);
-    w.layers.resize(size_t(hp.n_layer));
-    for (int32_t il = 0; il < hp.n_layer; ++il) {
-      const std::string p = layer_prefix(il);
-      layer_weights& l = w.layers[size_t(il)];
-      load_attention(ld, hp, il, l);
-      l.attn_post_norm = ld.vector(p + "post_attention_norm.weight", hp.n_embd);
-      load_ffn(ld, hp, il, l);
-      l.ffn_post_norm = ld.vector(p + "post_ffw_norm.weight", hp.n_embd);
-    }
+    load_layers(hp, w,
+                [&](int32_t il, layer_weights& l) { load_gemma_layer(ld, hp, il, l, false); });
   }
 
   void forward(const model& m, forward_batch& fb) const override {

@@ -14,9 +14,7 @@ class qwen2_architecture final : public architecture {
   void load(model_loader& ld, model_hparams& hp, model_weights& w) const override {
     hp.rope.neox = true;
     load_embeddings_and_output(ld, hp, w);
-    w.layers.resize(size_t(hp.n_layer));
-    for (int32_t il = 0; il < hp.n_layer; ++il) {
-      layer_weights& l = w.layers[size_t(il)];
+    load_layers(hp, w, [&](int32_t il, layer_weights& l) {
       load_attention(ld, hp, il, l);
       const std::string p = layer_prefix(il);
       // Qwen2 always has the biases: a file without them is not a Qwen2 conversion.
@@ -24,7 +22,7 @@ class qwen2_architecture final : public architecture {
       l.bk = ld.vector(p + "attn_k.bias", int64_t(hp.n_head_kv) * hp.head_dim_k);
       l.bv = ld.vector(p + "attn_v.bias", int64_t(hp.n_head_kv) * hp.head_dim_v);
       load_ffn(ld, hp, il, l);
-    }
+    });
   }
 
   void forward(const model& m, forward_batch& fb) const override { forward_decoder(m, fb, {}); }

@@ -24,9 +24,7 @@ class qwen3_architecture final : public architecture {
     }
     hp.rope.neox = true;
     load_embeddings_and_output(ld, hp, w);
-    w.layers.resize(size_t(hp.n_layer));
-    for (int32_t il = 0; il < hp.n_layer; ++il) {
-      layer_weights& l = w.layers[size_t(il)];
+    load_layers(hp, w, [&](int32_t il, layer_weights& l) {
       load_attention(ld, hp, il, l);
       load_qk_norm(ld, hp, il, l);
       if (experts_) {
@@ -34,7 +32,7 @@ class qwen3_architecture final : public architecture {
       } else {
         load_ffn(ld, hp, il, l);
       }
-    }
+    });
   }
 
   void forward(const model& m, forward_batch& fb) const override { forward_decoder(m, fb, {}); }

@@ -191,6 +191,16 @@ void load_qk_norm(model_loader& ld, const model_hparams& hp, int32_t il, layer_w
   l.attn_k_norm = ld.vector(p + "attn_k_norm.weight", hp.head_dim_k);
 }
 
+void load_gemma_layer(model_loader& ld, const model_hparams& hp, int32_t il, layer_weights& l,
+                      bool qk_norm) {
+  const std::string p = layer_prefix(il);
+  load_attention(ld, hp, il, l);
+  if (qk_norm) load_qk_norm(ld, hp, il, l);
+  l.attn_post_norm = ld.vector(p + "post_attention_norm.weight", hp.n_embd);
+  load_ffn(ld, hp, il, l);
+  l.ffn_post_norm = ld.vector(p + "post_ffw_norm.weight", hp.n_embd);
+}
+
 void load_moe_ffn(model_loader& ld, const model_hparams& hp, int32_t il, layer_weights& l) {
   const std::string p = layer_prefix(il);
   l.ffn_norm = ld.vector(p + "ffn_norm.weight", hp.n_embd);

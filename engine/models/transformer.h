@@ -60,6 +60,18 @@ void output_logits(const model& m, const forward_batch& fb, const batch_views& b
 // token_embd, output_norm and output (the embedding table when output.weight is absent: tied).
 void load_embeddings_and_output(model_loader& ld, const model_hparams& hp, model_weights& w);
 
+// w.layers sized to hparams.n_layer, each loaded in order by load_layer(il, layer).
+template <class LoadLayer>
+void load_layers(const model_hparams& hp, model_weights& w, const LoadLayer& load_layer) {
+  w.layers.resize(size_t(hp.n_layer));
+  for (int32_t il = 0; il < hp.n_layer; ++il) load_layer(il, w.layers[size_t(il)]);
+}
+
+// Gemma 2's and Gemma 3's layer: load_attention (and load_qk_norm when `qk_norm`: Gemma 3),
+// blk.<il>.post_attention_norm, load_ffn and post_ffw_norm.
+void load_gemma_layer(model_loader& ld, const model_hparams& hp, int32_t il, layer_weights& l,
+                      bool qk_norm);
+
 // blk.<il>.attn_norm, attn_q/k/v (+ optional biases) and attn_output.
 void load_attention(model_loader& ld, const model_hparams& hp, int32_t il, layer_weights& l);
 
