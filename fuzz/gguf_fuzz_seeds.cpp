@@ -12,17 +12,12 @@
 
 #include "engine/io/gguf-writer.h"
 #include "engine/io/gguf.h"
+#include "fuzz/seed-files.h"
 
 namespace {
 
 using namespace hearth;
-
-std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<uint8_t> b(n);
-  for (auto& x : b) x = uint8_t(rng());
-  return b;
-}
+using fuzz_seeds::random_bytes;
 
 // One tensor of `rows` rows of one block each, random contents.
 void add_blocks(gguf_writer& w, const std::string& name, tensor_type type, int64_t rows,
@@ -118,9 +113,7 @@ gguf_writer shrunk(const gguf_file& src) {
 }
 
 bool write(const gguf_writer& w, const std::filesystem::path& path) {
-  auto r = w.write_file(path.string());
-  if (!r) std::fprintf(stderr, "gguf_fuzz_seeds: %s\n", r.message().c_str());
-  return r.ok();
+  return fuzz_seeds::write_file("gguf_fuzz_seeds", w, path);
 }
 
 }  // namespace
@@ -131,13 +124,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::filesystem::path dir = argv[1];
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) {
-    std::fprintf(stderr, "gguf_fuzz_seeds: cannot create %s: %s\n", dir.c_str(),
-                 ec.message().c_str());
-    return 1;
-  }
+  if (!fuzz_seeds::create_dir("gguf_fuzz_seeds", dir)) return 1;
   bool ok = write(all_value_types(), dir / "all-value-types.gguf") &&
             write(aligned_64(), dir / "aligned-64.gguf") &&
             write(vocab_only(), dir / "vocab-only.gguf") &&

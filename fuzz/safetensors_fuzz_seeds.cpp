@@ -11,17 +11,12 @@
 #include <vector>
 
 #include "engine/io/safetensors.h"
+#include "fuzz/seed-files.h"
 
 namespace {
 
 using namespace hearth;
-
-std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<uint8_t> b(n);
-  for (auto& x : b) x = uint8_t(rng());
-  return b;
-}
+using fuzz_seeds::random_bytes;
 
 // Keeps the data of every tensor alive until the file is written.
 struct seed_file {
@@ -44,9 +39,7 @@ bool write_bytes(const std::filesystem::path& path, const std::vector<uint8_t>& 
 }
 
 bool write(const seed_file& s, const std::filesystem::path& path) {
-  auto r = s.w.write_file(path.string());
-  if (!r) std::fprintf(stderr, "safetensors_fuzz_seeds: %s\n", r.message().c_str());
-  return r.ok();
+  return fuzz_seeds::write_file("safetensors_fuzz_seeds", s.w, path);
 }
 
 // A header written by hand (dtypes the writer does not produce), with its data section.
@@ -67,13 +60,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::filesystem::path dir = argv[1];
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) {
-    std::fprintf(stderr, "safetensors_fuzz_seeds: cannot create %s: %s\n", dir.c_str(),
-                 ec.message().c_str());
-    return 1;
-  }
+  if (!fuzz_seeds::create_dir("safetensors_fuzz_seeds", dir)) return 1;
 
   seed_file types;
   types.w.set_metadata("format", "pt");
