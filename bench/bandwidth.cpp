@@ -84,31 +84,14 @@ struct options {
 }
 
 options parse(int argc, char** argv) {
-  options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage(("missing value after " + a).c_str());
-      return argv[++i];
-    };
-    if (a == "--threads") {
-      o.threads = hearth::bench::parse_thread_counts(value());
-      if (o.threads.empty()) usage("--threads takes a list of counts from 1 to 1024, such as 1,2");
-    } else if (a == "--mib") {
-      o.mib = size_t(std::atoll(value().c_str()));
-      if (o.mib < 16) usage("--mib must be at least 16");
-    } else if (a == "--passes") {
-      o.passes = std::atoi(value().c_str());
-      if (o.passes < 1) usage("--passes must be at least 1");
-    } else if (a == "--json") {
-      o.json = true;
-    } else if (a == "-h" || a == "--help") {
-      usage("streaming read bandwidth");
-    } else {
-      usage(("unknown argument " + a).c_str());
-    }
-  }
-  return o;
+  return hearth::bench::parse_ceiling_flags<options>(
+      argc, argv, usage, "streaming read bandwidth",
+      [](const std::string& flag, const auto& value, options& o) {
+        if (flag != "--mib") return false;
+        o.mib = size_t(std::atoll(value().c_str()));
+        if (o.mib < 16) usage("--mib must be at least 16");
+        return true;
+      });
 }
 
 // Best-of-passes GB/s with `nth` threads each summing its slice.

@@ -1,5 +1,5 @@
-// What the ceiling tools (bandwidth, compute_peak) share: their `--threads 1,2` list, and timing
-// one pass of work on several threads that start together.
+// What the ceiling tools (bandwidth, compute_peak) share: their flags (`--threads 1,2`,
+// `--passes`, `--json`), and timing one pass of work on several threads that start together.
 #pragma once
 
 #include <algorithm>
@@ -26,6 +26,37 @@ inline std::vector<int> parse_thread_counts(const std::string& text) {
     out.push_back(int(n));
   }
   return out;
+}
+
+// The flags of both tools, read into o.threads, o.passes and o.json: --threads 1,2, --passes N,
+// --json, and -h/--help (usage(what)). Another flag goes to extra(flag, value, o), where value()
+// reads the word after it; extra returns false when it does not know the flag either, which is
+// then usage("unknown argument ..."). `usage` prints the tool's usage after a reason and exits.
+template <class Options, class Extra>
+Options parse_ceiling_flags(int argc, char** argv, void (*usage)(const char*), const char* what,
+                            const Extra& extra) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const std::function<std::string()> value = [&]() -> std::string {
+      if (i + 1 >= argc) usage(("missing value after " + a).c_str());
+      return argv[++i];
+    };
+    if (a == "--threads") {
+      o.threads = parse_thread_counts(value());
+      if (o.threads.empty()) usage("--threads takes a list of counts from 1 to 1024, such as 1,2");
+    } else if (a == "--passes") {
+      o.passes = std::atoi(value().c_str());
+      if (o.passes < 1) usage("--passes must be at least 1");
+    } else if (a == "--json") {
+      o.json = true;
+    } else if (a == "-h" || a == "--help") {
+      usage(what);
+    } else if (!extra(a, value, o)) {
+      usage(("unknown argument " + a).c_str());
+    }
+  }
+  return o;
 }
 
 // Runs work(t) on threads t = 0 .. nth - 1, all released by one barrier, and returns the seconds

@@ -137,28 +137,10 @@ struct options {
 }
 
 options parse(int argc, char** argv) {
-  options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage(("missing value after " + a).c_str());
-      return argv[++i];
-    };
-    if (a == "--threads") {
-      o.threads = hearth::bench::parse_thread_counts(value());
-      if (o.threads.empty()) usage("--threads takes a list of counts from 1 to 1024, such as 1,2");
-    } else if (a == "--passes") {
-      o.passes = std::atoi(value().c_str());
-      if (o.passes < 1) usage("--passes must be at least 1");
-    } else if (a == "--json") {
-      o.json = true;
-    } else if (a == "-h" || a == "--help") {
-      usage("multiply-add throughput");
-    } else {
-      usage(("unknown argument " + a).c_str());
-    }
-  }
-  return o;
+  // No flag of its own beyond the shared ones.
+  return hearth::bench::parse_ceiling_flags<options>(
+      argc, argv, usage, "multiply-add throughput",
+      [](const std::string&, const auto&, options&) { return false; });
 }
 
 // Best-of-passes multiply-adds per second (in G) with `nth` threads each running the kernel once.
