@@ -1,13 +1,13 @@
 // The follower's filter on its own: repeats after a re-attach or a second watch dropped by byte,
 // new attempts announced, chunks passed on numbered without gaps.
-#include "gateway/follow-stream.h"
+#include "client/follow-stream.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-namespace hearth::gateway {
+namespace hearth::client {
 namespace {
 
 constexpr uint64_t job = 7;
@@ -194,4 +194,4 @@ TEST(FollowStream, NothingAfterTheEnd) {
 }
 
 }  // namespace
-}  // namespace hearth::gateway
+}  // namespace hearth::client

@@ -1,9 +1,9 @@
-#include "gateway/follow-stream.h"
+#include "client/follow-stream.h"
 
 #include <algorithm>
 #include <string>
 
-namespace hearth::gateway {
+namespace hearth::client {
 namespace {
 
 template <class... F>
@@ -92,4 +92,4 @@ void follow_stream::resume_from(const stream_mark& m) {
   cursor_ = {given_.attempt, m.seq, m.byte};
 }
 
-}  // namespace hearth::gateway
+}  // namespace hearth::client

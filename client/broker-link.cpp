@@ -1,4 +1,4 @@
-#include "gateway/broker-link.h"
+#include "client/broker-link.h"
 
 #include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
@@ -15,11 +15,12 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "gateway/follow-stream.h"
+#include "client/connection.h"
+#include "client/follow-stream.h"
 #include "schema/handshake-monitor.h"
 #include "schema/zmq-io.h"
 
-namespace hearth::gateway {
+namespace hearth::client {
 namespace {
 
 using clock = net::steady;
@@ -41,53 +42,6 @@ constexpr auto rewatch_for = std::chrono::seconds(60);
 // each attempt costs the broker a ZAP request and a log line.
 constexpr auto handshake_retry_min = std::chrono::milliseconds(250);
 constexpr auto handshake_retry_max = std::chrono::milliseconds(2000);
-
-// A job event's job_id and the event itself; an error naming the command when it does not decode.
-template <class M>
-result<std::pair<uint64_t, job_event>> decode_event(std::string_view body) {
-  auto m = wire::decode<M>(body);
-  if (!m) return error{std::string(wire::command_name(M::cmd)) + ": " + m.message()};
-  const uint64_t id = m->job_id;
-  return std::pair<uint64_t, job_event>{id, std::move(m).value()};
-}
-
-// The job event a message carries (its job_id and the event); nullopt when the command is no
-// job event (a reply).
-std::optional<result<std::pair<uint64_t, job_event>>> decode_job_event(wire::command c,
-                                                                       std::string_view body) {
-  switch (c) {
-    case wire::command::job_queued:
-      return decode_event<wire::job_queued>(body);
-    case wire::command::job_running:
-      return decode_event<wire::job_running>(body);
-    case wire::command::job_tokens:
-      return decode_event<wire::job_tokens>(body);
-    case wire::command::job_restarted:
-      return decode_event<wire::job_restarted>(body);
-    case wire::command::job_done:
-      return decode_event<wire::job_done>(body);
-    default:
-      return std::nullopt;
-  }
-}
-
-// Sends [signature][command][body] without ever blocking (net::send_raw may block on the first
-// frame): a broker that is away for long fills the socket's queue, and the link thread must go on
-// answering timeouts meanwhile. False when the queue is full.
-bool send_now(zmq::socket_t& s, wire::command cmd, std::string_view body) {
-  const char code = char(uint8_t(cmd));
-  try {
-    if (!net::send_part(s, zmq::buffer(wire::signature),
-                        zmq::send_flags::sndmore | zmq::send_flags::dontwait))
-      return false;
-    // The rest of a multipart message is queued with its first part.
-    net::send_part(s, zmq::buffer(&code, 1), zmq::send_flags::sndmore);
-    net::send_part(s, zmq::buffer(body), zmq::send_flags::none);
-    return true;
-  } catch (const zmq::error_t&) {
-    return false;
-  }
-}
 
 link_failure no_reply(std::string why) {
   return link_failure{true, wire::error_code::internal, std::move(why)};
@@ -249,8 +203,7 @@ broker_link::impl::~impl() {
 void broker_link::impl::open_socket() {
   monitor.reset();
   if (socket) socket.close();  // linger 0: what the old one still queued goes with it
-  socket = net::make_socket(ctx, zmq::socket_type::dealer);
-  net::curve_client_apply(socket, opt.keys);
+  socket = dealer_open(ctx, opt.keys);
   monitor = std::make_unique<net::handshake_monitor>(ctx, socket);
   was_up = false;
   is_connected = false;
@@ -259,12 +212,7 @@ void broker_link::impl::open_socket() {
 void broker_link::impl::connect() {
   open_socket();
   reconnect_at.reset();
-  try {
-    socket.connect(opt.endpoint);
-  } catch (const zmq::error_t& e) {
-    throw std::runtime_error("cannot connect to the broker at '" + opt.endpoint + "': " + e.what() +
-                             " (expected an endpoint such as tcp://host:5555)");
-  }
+  dealer_connect(socket, opt.endpoint);
 }
 
 // --- the I/O thread's side ---
@@ -475,7 +423,7 @@ void broker_link::impl::send_request(outgoing o) {
   const std::string body = o.encode(id);
   p.deadline = clock::now() + opt.request_timeout;
   p.o = std::move(o);
-  if (!send_now(socket, p.o.cmd, body)) {
+  if (!request_send_now(socket, p.o.cmd, body)) {
     return fail(p, !refusal.empty()
                        ? handshake_refused(refusal)
                        : no_reply("cannot send " + std::string(wire::command_name(p.o.cmd)) +
@@ -557,14 +505,13 @@ void broker_link::impl::on_reply(wire::command cmd, std::string_view body) {
     request_id = e->request_id;
     error = std::move(e).value();
   } else {
-    // Every reply's body is a map with request_id; the decoder ignores the other fields.
-    auto r = wire::decode<wire::ok>(body);
+    auto r = reply_request_id(body);
     if (!r) {
       spdlog::warn("broker link: {} from the broker without a request_id: {}",
                    wire::command_name(cmd), r.message());
       return;
     }
-    request_id = r->request_id;
+    request_id = *r;
   }
   auto it = pending_requests.find(request_id);
   if (it == pending_requests.end()) {
@@ -812,7 +759,7 @@ void broker_link::impl::rewatch(clock::time_point now) {
     w.seq = mark.seq;
     w.output_offset = mark.byte;
     w.api_key = j.followers.front().api_key;
-    if (!send_now(socket, wire::command::watch, wire::encode(w))) continue;
+    if (!request_send_now(socket, wire::command::watch, wire::encode(w))) continue;
     for (auto& f : j.followers) f.stream.resume_from(mark);
     pending p;
     p.kind = pending_kind::rewatch;
@@ -834,10 +781,10 @@ void broker_link::impl::probe(clock::time_point now) {
   if (!was_up || probe_sent || now - last_heard < probe_after) return;
   wire::whoami w;
   w.request_id = next_request_id++;
-  if (!send_now(socket, wire::command::whoami, wire::encode(w))) return;
+  if (!request_send_now(socket, wire::command::whoami, wire::encode(w))) return;
   // Any message from the broker answers it (receive() clears probe_sent), so the probe needs no
   // entry among the pending requests.
   probe_sent = now;
 }
 
-}  // namespace hearth::gateway
+}  // namespace hearth::client

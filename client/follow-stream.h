@@ -1,7 +1,7 @@
-// One follower's view of a job's events (the broker link keeps one per follower): what the
-// broker sends, which after a re-attach or a second watch on the same connection repeats itself,
-// turned into the stream a follower wants — each attempt's text exactly once, in order, its
-// chunks numbered without gaps, and a job_restarted before every new attempt.
+// One follower's view of a job's events (the asynchronous face, broker-link.h, keeps one per
+// follower): what the broker sends, which after a re-attach or a second watch on the same
+// connection repeats itself, turned into the stream a follower wants — each attempt's text exactly
+// once, in order, its chunks numbered without gaps, and a job_restarted before every new attempt.
 //
 // Chunks are placed by byte, not only by token (PROTOCOL.md section 11): the broker's catch-up
 // pages carry no token boundaries (every page but the last has n_tokens 0 at the same seq), so a
@@ -13,9 +13,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "gateway/broker-link.h"
+#include "client/protocol.h"
 
-namespace hearth::gateway {
+namespace hearth::client {
 
 // A point in one attempt's stream: tokens [0, seq) are output bytes [0, byte).
 struct stream_mark {
@@ -57,4 +57,4 @@ class follow_stream {
   bool done_ = false;
 };
 
-}  // namespace hearth::gateway
+}  // namespace hearth::client
