@@ -77,11 +77,12 @@ struct param_check {
   bool ok() const { return code == param_check_code::ok; }
 };
 
-// A refused parameter with param_error's message.
+// A refused parameter with param_error's message, which names it as `name` (the field's name
+// when empty).
 template <class T>
-param_check param_refused(param_check_code code, std::string_view param, std::string_view name,
-                          std::string_view requirement, T value) {
-  return {code, std::string(param), param_error(name, requirement, value)};
+param_check param_refused(param_check_code code, std::string_view param,
+                          std::string_view requirement, T value, std::string_view name = {}) {
+  return {code, std::string(param), param_error(name.empty() ? param : name, requirement, value)};
 }
 
 // What the sampler can run: finite floats (any negative temperature means greedy),
@@ -90,28 +91,22 @@ param_check param_refused(param_check_code code, std::string_view param, std::st
 inline param_check sampler_params_check(const sampler_params& p) {
   constexpr auto range = param_check_code::out_of_range;
   if (!std::isfinite(p.temperature)) {
-    return param_refused(range, "temperature", "temperature", "finite (<= 0 for greedy)",
-                         p.temperature);
+    return param_refused(range, "temperature", "finite (<= 0 for greedy)", p.temperature);
   }
-  if (!(p.top_p > 0 && p.top_p <= 1))
-    return param_refused(range, "top_p", "top_p", "in (0, 1]", p.top_p);
-  if (!(p.min_p >= 0 && p.min_p <= 1))
-    return param_refused(range, "min_p", "min_p", "in [0, 1]", p.min_p);
+  if (!(p.top_p > 0 && p.top_p <= 1)) return param_refused(range, "top_p", "in (0, 1]", p.top_p);
+  if (!(p.min_p >= 0 && p.min_p <= 1)) return param_refused(range, "min_p", "in [0, 1]", p.min_p);
   if (!(p.repeat_penalty > 0 && std::isfinite(p.repeat_penalty))) {
-    return param_refused(range, "repeat_penalty", "repeat_penalty", "finite and > 0 (1 = off)",
-                         p.repeat_penalty);
+    return param_refused(range, "repeat_penalty", "finite and > 0 (1 = off)", p.repeat_penalty);
   }
   if (p.repeat_last_n < -1) {
-    return param_refused(range, "repeat_last_n", "repeat_last_n",
-                         ">= -1 (0 = off, -1 = whole history)", p.repeat_last_n);
+    return param_refused(range, "repeat_last_n", ">= -1 (0 = off, -1 = whole history)",
+                         p.repeat_last_n);
   }
   if (!std::isfinite(p.frequency_penalty)) {
-    return param_refused(range, "frequency_penalty", "frequency_penalty", "finite",
-                         p.frequency_penalty);
+    return param_refused(range, "frequency_penalty", "finite", p.frequency_penalty);
   }
   if (!std::isfinite(p.presence_penalty)) {
-    return param_refused(range, "presence_penalty", "presence_penalty", "finite",
-                         p.presence_penalty);
+    return param_refused(range, "presence_penalty", "finite", p.presence_penalty);
   }
   return {};
 }
@@ -124,26 +119,26 @@ inline param_check sampler_params_check(const sampler_params& p) {
 inline param_check generation_params_check(const generation_params& p) {
   constexpr auto range = param_check_code::out_of_range;
   if (p.max_tokens < 1 || p.max_tokens > generation_max_tokens_limit) {
-    return param_refused(range, "max_tokens", "max_tokens",
+    return param_refused(range, "max_tokens",
                          "in [1, " + std::to_string(generation_max_tokens_limit) + "]",
                          p.max_tokens);
   }
   const sampler_params& s = p.sampling;
   if (!(std::isfinite(s.temperature) && s.temperature >= 0)) {
-    return param_refused(range, "temperature", "temperature", "finite and >= 0 (0 = greedy)",
-                         s.temperature);
+    return param_refused(range, "temperature", "finite and >= 0 (0 = greedy)", s.temperature);
   }
-  if (s.top_k < 0) return param_refused(range, "top_k", "top_k", ">= 0 (0 = off)", s.top_k);
+  if (s.top_k < 0) return param_refused(range, "top_k", ">= 0 (0 = off)", s.top_k);
   if (auto e = sampler_params_check(s); !e.ok()) return e;
   if (p.stop.size() > generation_max_stop_strings) {
-    return param_refused(param_check_code::too_many, "stop", "the number of stop strings",
-                         "at most " + std::to_string(generation_max_stop_strings), p.stop.size());
+    return param_refused(param_check_code::too_many, "stop",
+                         "at most " + std::to_string(generation_max_stop_strings), p.stop.size(),
+                         "the number of stop strings");
   }
   for (size_t i = 0; i < p.stop.size(); ++i) {
     if (p.stop[i].empty() || p.stop[i].size() > generation_max_stop_bytes) {
-      return param_refused(range, "stop", "stop string " + std::to_string(i + 1) + "'s length",
+      return param_refused(range, "stop",
                            "1 to " + std::to_string(generation_max_stop_bytes) + " bytes",
-                           p.stop[i].size());
+                           p.stop[i].size(), "stop string " + std::to_string(i + 1) + "'s length");
     }
   }
   return {};
