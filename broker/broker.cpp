@@ -122,19 +122,7 @@ void broker::run(const std::atomic<bool>& stop) {
       // Removed certificates stop working within 100 ms (a folder's time changes; a certificate
       // rewritten in place within a second): messages are checked against the list, not only
       // handshakes, and the connections of a removed key are dropped.
-      const auto checked = net::steady::now();
-      if (checked >= next_auth_refresh_) {
-        next_auth_refresh_ = checked + std::chrono::seconds(1);
-        next_auth_check_ = checked + std::chrono::milliseconds(100);
-        auth_->refresh();
-      } else if (checked >= next_auth_check_) {
-        next_auth_check_ = checked + std::chrono::milliseconds(100);
-        auth_->refresh_if_changed();
-      }
-      if (auth_->generation() != auth_generation_) {
-        auth_generation_ = auth_->generation();
-        drop_removed_keys();
-      }
+      if (gate_.refresh(net::steady::now())) gate_.drop_removed_keys(nodes_);
     }
     turn();
   }
@@ -181,7 +169,7 @@ void broker::turn() {
     for (int i = 0; i < k_burst; ++i) {
       auto msg = net::try_recv(*router_, true);
       if (!msg) break;
-      if (ignored(msg->routing_id, now)) continue;
+      if (gate_.ignored(msg->routing_id, now)) continue;
       handle(*msg);
     }
     timers();
@@ -245,16 +233,6 @@ void broker::storage_failed(const std::exception& e) {
   }
 }
 
-bool broker::ignored(const std::string& rid, net::steady::time_point now) {
-  if (!out_.any_queued_to() && dropped_until_.empty()) return false;
-  if (out_.dropped_this_turn(rid)) return true;
-  auto it = dropped_until_.find(rid);
-  if (it == dropped_until_.end()) return false;
-  if (now < it->second) return true;
-  dropped_until_.erase(it);
-  return false;
-}
-
 void broker::send_turn_output() {
   const auto now = net::steady::now();
   // Older messages first, so that each peer receives its messages in order.
@@ -273,22 +251,8 @@ void broker::send_turn_output() {
 }
 
 void broker::drop_peer(const std::string& rid, const std::string& why) {
-  // Its connection ends, and with it what ZeroMQ holds for it. One that cannot be ended (inproc:
-  // inside this process) is forgotten, so that it does not stand in the way of the total.
-  bool closed = false;
-  if (auto c = connections_.find(rid); c != connections_.end()) {
-    closed = peer_connection_close(c->second.conn);
-    connections_.erase(c);
-  }
-  if (closed) {
-    outboxes_.closing(rid);
-  } else {
-    outboxes_.forget(rid);
-  }
   const auto now = net::steady::now();
-  // Forget peers that were dropped long ago, so that the map stays as small as the drop rate.
-  std::erase_if(dropped_until_, [&](const auto& kv) { return kv.second <= now; });
-  dropped_until_[rid] = now + std::chrono::milliseconds(cfg_.peer_stall_ms);
+  gate_.close(rid, now);
   for (auto& [id, j] : jobs_.jobs()) j.watchers.erase(rid);
   relay_.forget_peer(rid);
   node_entry* node = nodes_.by_routing_id(rid);
@@ -297,73 +261,20 @@ void broker::drop_peer(const std::string& rid, const std::string& why) {
   if (node) attempts_.node_lost(*node, who + " was dropped: " + why);
 }
 
-void broker::drop_removed_keys() {
-  const std::string why = "its key is no longer allowed (" + auth_->dir() + ")";
-  for (const auto& [name, n] : nodes_.nodes()) {
-    if (!n.online || n.key.empty()) continue;
-    const allowed_key* k = auth_->find(n.key);
-    if (!k || k->role != peer_role::node) out_.to_drop().push_back({n.routing_id, why});
-  }
-  for (const auto& [rid, c] : connections_) {
-    if (!auth_->find(c.key)) out_.to_drop().push_back({rid, why});
-  }
-}
-
 void broker::note_connection(const std::string& rid, const std::string& key, net::received& msg) {
-  const auto [it, added] = connections_.try_emplace(rid);
-  if (!added) return;
-  it->second.key = key;
-  if (!msg.frames.empty()) it->second.conn = peer_connection_of(msg.frames.front());
-  if (connections_.size() < std::max<size_t>(1024, 2 * connections_kept_)) return;
+  if (!gate_.note_connection(rid, key, msg)) return;
   // Only connections that may still be sent something matter: watchers, nodes, and peers with
   // something in ZeroMQ's pipe or heard from lately.
   std::unordered_set<std::string> keep;
   for (const auto& [id, j] : jobs_.jobs()) keep.insert(j.watchers.begin(), j.watchers.end());
   for (const auto& [name, n] : nodes_.nodes()) keep.insert(n.routing_id);
-  std::erase_if(connections_, [&](const auto& kv) {
-    return !keep.contains(kv.first) && outboxes_.bytes_of(kv.first) == 0 &&
-           outboxes_.pipe_bytes_of(kv.first) == 0 && !report_.heard_lately(kv.first);
-  });
-  connections_kept_ = connections_.size();
+  gate_.prune_connections(
+      keep, [&](const std::string& peer_rid) { return report_.heard_lately(peer_rid); });
 }
-
-std::optional<peer> broker::identify(const net::received& msg) {
-  if (!auth_) return peer{};
-  const allowed_key* k = auth_->find(msg.user_id);
-  if (!k) {
-    // Connected with a key that has since been removed: nothing it sends is handled.
-    metrics_.add(metric::auth_failures, {"key_removed"});
-    if (auto more = auth_log_.admit(net::steady::now())) {
-      spdlog::warn("auth: dropped a message from {} (key {}): the key is no longer allowed{}",
-                   msg.peer_address, msg.user_id.empty() ? "none" : msg.user_id, *more);
-    }
-    return std::nullopt;
-  }
-  return peer{k->role, msg.user_id, k->name};
-}
-
-namespace {
-// Commands only admin keys may send: forgetting and releasing nodes, pruning the history,
-// managing API keys.
-bool admin_only(wire::command cmd) {
-  using wire::command;
-  return cmd == command::forget_node || cmd == command::release_node ||
-         cmd == command::prune_jobs || cmd == command::create_api_key ||
-         cmd == command::list_api_keys || cmd == command::revoke_api_key;
-}
-
-// Which role may send a command: nodes speak the node protocol, clients and admins the client
-// protocol, and admin_only commands are for admins.
-bool role_may_send(peer_role role, wire::command cmd) {
-  if (wire::command_from_node(cmd)) return role == peer_role::node;
-  if (admin_only(cmd)) return role == peer_role::admin;
-  return role == peer_role::client || role == peer_role::admin;
-}
-}  // namespace
 
 void broker::handle(net::received& msg) {
   const std::string& rid = msg.routing_id;
-  const auto who = identify(msg);
+  const auto who = gate_.identify(msg);
   if (!who) return;
   const auto frames = msg.views();
   const auto env = wire::open_envelope(frames);
@@ -383,22 +294,7 @@ void broker::handle(net::received& msg) {
     return;
   }
   const std::string_view body = env.env.body;
-  // On a broker without auth every peer may send everything (it is an admin and a node).
-  if (auth_ && !role_may_send(who->role, env.env.cmd)) {
-    const bool node_cmd = wire::command_from_node(env.env.cmd);
-    metrics_.add(metric::auth_failures, {"role"});
-    if (auto more = auth_log_.admit(net::steady::now())) {
-      spdlog::warn("refused a {} from {} key '{}': not allowed for that role{}",
-                   wire::command_name(env.env.cmd), peer_role_name(who->role), who->name, *more);
-    }
-    send_error(rid, wire::peek_request_id(body).value_or(0), wire::error_code::unauthorized,
-               std::string(wire::command_name(env.env.cmd)) + " needs " +
-                   (node_cmd                  ? "a node key (in the broker's nodes/ folder)"
-                    : admin_only(env.env.cmd) ? "an admin key (in the broker's admins/ folder)"
-                                              : "a client or admin key (in clients/ or admins/)") +
-                   "; this key is a " + std::string(peer_role_name(who->role)) + " key");
-    return;
-  }
+  if (gate_.refuses(rid, *who, env.env.cmd, body)) return;
   // A request or a hello, not a node's stream: its connection is noted (once per peer).
   if (!wire::command_from_node(env.env.cmd) || env.env.cmd == wire::command::node_hello) {
     note_connection(rid, who->key, msg);

@@ -61,7 +61,7 @@
 #include "broker/metrics.h"
 #include "broker/node-attempts.h"
 #include "broker/node-registry.h"
-#include "broker/peer-connection.h"
+#include "broker/peer-gate.h"
 #include "broker/peer-outbox.h"
 #include "broker/peer.h"
 #include "broker/storage-gate.h"
@@ -101,14 +101,9 @@ class broker {
   // for the next peer_stall_ms is discarded unread (so that its requests cost nothing while its
   // connection still holds the replies it did not read).
   void drop_peer(const std::string& routing_id, const std::string& why);
-  // With auth, after the allow-list lost keys: the connections of a key that is gone (a node's,
-  // also one whose key left nodes/) are dropped at the start of the next turn, as peers that
-  // stopped reading: watches end, a node is lost and its attempts requeued.
-  void drop_removed_keys();
   // Remembers the connection of a peer that asks something (a client's request, a node's hello):
   // its key (drop_removed_keys) and its descriptor (drop_peer ends it). Pruned as it grows.
   void note_connection(const std::string& routing_id, const std::string& key, net::received& msg);
-  bool ignored(const std::string& routing_id, net::steady::time_point now);
   void send_error(const std::string& routing_id, uint64_t request_id, wire::error_code code,
                   std::string message) {
     out_.send_error(routing_id, request_id, code, std::move(message));
@@ -130,8 +125,6 @@ class broker {
   // Whether requests that write are refused for now (after a storage failure, with backoff).
   bool storage_down(net::steady::time_point now) const { return storage_.down(now); }
   void handle(net::received& msg);
-  // The sender of `msg`, or nullopt (after logging) when its key is no longer allowed.
-  std::optional<peer> identify(const net::received& msg);
 
   // Decodes a client request and hands it on with the identity it acts as: `who`, or the API key
   // it presents. A malformed one gets error_reply(malformed), an unknown key unauthorized.
@@ -160,25 +153,15 @@ class broker {
   // API keys, dropped peers.
   log_limiter auth_log_{0.1, 1};
   log_limiter drop_log_{1, 1};
+  peer_gate gate_{cfg_, auth_, out_, outboxes_, metrics_, auth_log_};  // peer-gate.h
   storage_gate storage_;  // whether the store takes writes (after a failed commit: a backoff)
   api_key_service api_keys_{*store_, out_, storage_, metrics_, auth_log_};
   client_sessions clients_{cfg_,   *store_, out_,          storage_,  jobs_,
                            nodes_, relay_,  turn_metrics_, api_keys_, auth_};
-  net::steady::time_point next_auth_refresh_{};
-  net::steady::time_point next_auth_check_{};  // the folders' times, every 100 ms
-  uint64_t auth_generation_ = 0;               // the allow-list's, at the last drop_removed_keys
-  // Connections by routing id (note_connection), and the map's size after it was last pruned.
-  struct connection {
-    std::string key;  // with auth
-    peer_connection conn;
-  };
-  std::unordered_map<std::string, connection> connections_;
-  size_t connections_kept_ = 0;
   std::unique_ptr<zmq::socket_t> router_;
   std::atomic<bool> bound_{false};
   std::string endpoint_;
 
-  std::unordered_map<std::string, net::steady::time_point> dropped_until_;  // ignored till then
   // The reload after a storage failure could not read the database either: nothing is handled
   // until it succeeds (messages wait in ZeroMQ), tried again with the same backoff.
   bool reload_pending_ = false;
