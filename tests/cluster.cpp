@@ -1,4 +1,7 @@
 #include "tests/cluster.h"
+#include "client/connection.h"
+#include "client/protocol.h"
+#include "client/stream-order.h"
 #include "tests/model-variant.h"
 #include "tests/testdata.h"
 
@@ -346,18 +349,17 @@ process cluster::start_gateway(const std::string& bin, const std::string& listen
 }
 
 test_client::test_client(const std::string& endpoint, const net::curve_client_keys& keys)
-    : sock_(net::make_socket(ctx_, zmq::socket_type::dealer)) {
+    : sock_(client::dealer_open(ctx_, keys)) {
   // A DEALER whose handshake was refused has no connection to queue into, and a blocking send
   // would wait for ever; the tests of refused keys need the send to give up.
   sock_.set(zmq::sockopt::sndtimeo, 1000);
-  net::curve_client_apply(sock_, keys);
-  sock_.connect(endpoint);
+  client::dealer_connect(sock_, endpoint);
 }
 
 test_client::reply test_client::request_raw(wire::command cmd, const std::string& body,
                                             uint64_t request_id,
                                             std::chrono::milliseconds timeout) {
-  net::send_raw(sock_, "", cmd, body);
+  client::request_send(sock_, cmd, body);
   const auto until = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < until) {
     zmq::pollitem_t items[] = {{sock_.handle(), 0, ZMQ_POLLIN, 0}};
@@ -371,10 +373,9 @@ test_client::reply test_client::request_raw(wire::command cmd, const std::string
         continue;
       }
       reply r{env.env.cmd, std::string(env.env.body)};
-      // Replies carry request_id; events do not. Peek at it through the error format, which
-      // every reply shares the first field name with.
-      auto ok = wire::decode<wire::ok>(r.body);
-      const bool is_reply = ok && ok->request_id == request_id;
+      // Replies carry request_id (client/protocol.h); events do not.
+      auto id = client::reply_request_id(r.body);
+      const bool is_reply = id && *id == request_id;
       if (is_reply) return r;
       events_.push_back(std::move(r));
     }
@@ -408,23 +409,20 @@ std::optional<test_client::reply> test_client::next_event(std::chrono::milliseco
 
 test_client::outcome test_client::follow(uint64_t job_id, std::chrono::milliseconds timeout) {
   outcome o;
-  uint32_t attempt = 0;
-  uint64_t next_seq = 0;
+  // Duplicates and older attempts dropped as every client of the library drops them.
+  client::stream_order order;
   const auto until = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < until) {
     auto ev = next_event(std::chrono::milliseconds(100));
     if (!ev) continue;
     if (ev->cmd == wire::command::job_tokens) {
       auto t = wire::decode<wire::job_tokens>(ev->body);
-      if (!t || t->job_id != job_id || t->attempt < attempt) continue;
-      if (t->attempt > attempt) {
-        attempt = t->attempt;
-        next_seq = 0;
-        o.text.clear();
-      }
-      if (t->seq < next_seq) continue;
+      if (!t || t->job_id != job_id) continue;
+      const uint32_t attempt = order.attempt();
+      // A chunk from before next_seq (a repeat, or a restatement from seq 0) adds nothing here.
+      if (order.accept(*t) != client::chunk_verdict::append) continue;
+      if (order.attempt() != attempt) o.text.clear();  // a new attempt's text starts over
       o.text += t->text;
-      next_seq = t->seq + t->n_tokens;
     } else if (ev->cmd == wire::command::job_restarted) {
       auto r = wire::decode<wire::job_restarted>(ev->body);
       if (r && r->job_id == job_id) ++o.restarts;

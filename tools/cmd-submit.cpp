@@ -5,10 +5,10 @@
 #include <random>
 #include <stdexcept>
 
+#include "client/broker-retry.h"
 #include "engine/tokenizer/chat-template.h"
 #include "schema/job-params.h"
 #include "tools/broker-cli.h"
-#include "tools/broker-retry.h"
 #include "tools/commands.h"
 #include "tools/follow-job.h"
 #include "tools/interrupt.h"
