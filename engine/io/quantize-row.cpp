@@ -45,6 +45,28 @@ inline float fp16_round_trip(uint16_t h) {
   return fp16_to_fp32(h);
 }
 
+// The value of largest magnitude among x[0, n), with its sign (the first of equal magnitudes):
+// Q4_0's and Q5_0's scale maps it to the lowest level.
+inline float signed_absmax(const float* x, int n) {
+  float amax = 0.0f, max = 0.0f;
+  for (int j = 0; j < n; ++j) {
+    if (amax < std::fabs(x[j])) {
+      amax = std::fabs(x[j]);
+      max = x[j];
+    }
+  }
+  return max;
+}
+
+// The smallest and largest of x[0, n): Q4_1's and Q5_1's levels span them.
+inline void min_max(const float* x, int n, float& min, float& max) {
+  min = FLT_MAX, max = -FLT_MAX;
+  for (int j = 0; j < n; ++j) {
+    if (x[j] < min) min = x[j];
+    if (x[j] > max) max = x[j];
+  }
+}
+
 }  // namespace
 
 // --- 32-value blocks ----------------------------------------------------------------------
@@ -55,13 +77,7 @@ void q4_0_from_float(const float* x, void* yv, int64_t n) {
   auto* y = static_cast<block_q4_0*>(yv);
   constexpr int qk = k_q4_0_block;
   for (int64_t i = 0; i < n / qk; ++i, x += qk) {
-    float amax = 0.0f, max = 0.0f;
-    for (int j = 0; j < qk; ++j) {
-      if (amax < std::fabs(x[j])) {
-        amax = std::fabs(x[j]);
-        max = x[j];
-      }
-    }
+    const float max = signed_absmax(x, qk);
     const float d = max / -8;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     y[i].d = fp32_to_fp16(d);
@@ -81,11 +97,8 @@ void q4_1_from_float(const float* x, void* yv, int64_t n) {
   auto* y = static_cast<block_q4_1*>(yv);
   constexpr int qk = k_q4_1_block;
   for (int64_t i = 0; i < n / qk; ++i, x += qk) {
-    float min = FLT_MAX, max = -FLT_MAX;
-    for (int j = 0; j < qk; ++j) {
-      if (x[j] < min) min = x[j];
-      if (x[j] > max) max = x[j];
-    }
+    float min, max;
+    min_max(x, qk, min, max);
     const float d = (max - min) / ((1 << 4) - 1);
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     y[i].d = fp32_to_fp16(d);
@@ -120,13 +133,7 @@ void q5_0_from_float(const float* x, void* yv, int64_t n) {
   auto* y = static_cast<block_q5_0*>(yv);
   constexpr int qk = k_q5_0_block;
   for (int64_t i = 0; i < n / qk; ++i, x += qk) {
-    float amax = 0.0f, max = 0.0f;
-    for (int j = 0; j < qk; ++j) {
-      if (amax < std::fabs(x[j])) {
-        amax = std::fabs(x[j]);
-        max = x[j];
-      }
-    }
+    const float max = signed_absmax(x, qk);
     const float d = max / -16;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     y[i].d = fp32_to_fp16(d);
@@ -144,11 +151,8 @@ void q5_1_from_float(const float* x, void* yv, int64_t n) {
   auto* y = static_cast<block_q5_1*>(yv);
   constexpr int qk = k_q5_1_block;
   for (int64_t i = 0; i < n / qk; ++i, x += qk) {
-    float min = FLT_MAX, max = -FLT_MAX;
-    for (int j = 0; j < qk; ++j) {
-      if (x[j] < min) min = x[j];
-      if (x[j] > max) max = x[j];
-    }
+    float min, max;
+    min_max(x, qk, min, max);
     const float d = (max - min) / ((1 << 5) - 1);
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     y[i].d = fp32_to_fp16(d);
