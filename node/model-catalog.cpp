@@ -12,7 +12,7 @@
 #include <stdexcept>
 #include <system_error>
 
-#include "engine/convert/quantize.h"
+#include "engine/io/tensor-type.h"
 #include "engine/model-file.h"
 #include "engine/tokenizer/chat-template.h"
 

@@ -143,7 +143,7 @@ class model_file_watch {
 // type cannot be read.
 result<wire::model_info> model_info_read(const model_file& f);
 
-// The name of a llama.cpp file type (general.file_type; engine/convert/quantize.h llama_ftype_name)
+// The name of a llama.cpp file type (general.file_type; engine/io/tensor-type.h llama_ftype_name)
 // as models are listed: "Q4_K_M", "ftype 99".
 std::string model_file_type_name(uint64_t ftype);
 

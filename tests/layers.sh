@@ -21,7 +21,7 @@ allowed() {
     backends) echo "common engine/io engine/tokenizer engine/import engine backends" ;;
     broker) echo "common schema broker" ;;
     gateway) echo "common schema client gateway" ;;
-    node) echo "common schema engine/io engine/tokenizer engine/import engine engine/convert backends node" ;;
+    node) echo "common schema engine/io engine/tokenizer engine/import engine backends node" ;;
     tools) echo "common schema engine/io engine/tokenizer engine/import engine engine/convert fixtures backends broker node client gateway tools" ;;
     *) echo "*" ;;  # tests/, bench/, fuzz/: anything
   esac
