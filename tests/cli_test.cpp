@@ -28,22 +28,16 @@
 #include "schema/handshake-monitor.h"
 #include "tests/cluster.h"
 #include "tests/curve-server.h"
+#include "tests/hearth-cli.h"
 #include "tests/process.h"
 #include "tests/testdata.h"
 
 namespace hearth {
 namespace {
 
+using testing::hearth;
 using testing::process_result;
-
-// Runs the hearth binary with a shell-quoted argument string.
-process_result hearth(const std::string& args) {
-  return testing::run_command(std::string(HEARTH_BIN) + " " + args);
-}
-
-std::string quote(const std::string& s) {
-  return testing::shell_quote(s);
-}
+using testing::quote;
 
 class cli : public ::testing::Test {
  protected:

@@ -13,18 +13,15 @@
 #include <sstream>
 
 #include "engine/io/gguf.h"
+#include "tests/hearth-cli.h"
 #include "tests/process.h"
 #include "tests/testdata.h"
 
 namespace hearth {
 namespace {
 
+using testing::hearth;
 using testing::process_result;
-
-// Runs the hearth binary with a shell-quoted argument string.
-process_result hearth(const std::string& args) {
-  return testing::run_command(std::string(HEARTH_BIN) + " " + args);
-}
 
 // The byte count mkmodel's summary line announces ("..., 123 bytes (...)").
 uint64_t announced_bytes(const std::string& out) {

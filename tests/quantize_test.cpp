@@ -23,22 +23,16 @@
 #include "engine/io/gguf-writer.h"
 #include "engine/io/gguf.h"
 #include "engine/io/type-traits.h"
+#include "tests/hearth-cli.h"
 #include "tests/process.h"
 #include "tests/testdata.h"
 
 namespace hearth {
 namespace {
 
+using testing::hearth;
 using testing::process_result;
-
-// Runs the hearth binary with a shell-quoted argument string.
-process_result hearth(const std::string& args) {
-  return testing::run_command(std::string(HEARTH_BIN) + " " + args);
-}
-
-std::string quote(const std::string& s) {
-  return testing::shell_quote(s);
-}
+using testing::quote;
 
 // Every file the tests write goes in one folder per process (`quantize` and `quantize_portable` run
 // this binary at the same time under ctest -j), removed when the tests end: left behind, each run
