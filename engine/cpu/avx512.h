@@ -30,6 +30,17 @@ HEARTH_AVX512 inline float hsum512(__m512 v) {
   return _mm_cvtss_f32(s);
 }
 
+// A register-blocked tile's R × C accumulators, each summed across its lanes, into y: row r of
+// token c at y[c * ldy + r]. Always inlined, so each tile kernel compiles as if written in place.
+template <int R, int C>
+HEARTH_AVX512 __attribute__((always_inline)) inline void store_tile_sums(const __m512 (&acc)[R][C],
+                                                                         float* y, int64_t ldy) {
+#pragma GCC unroll 8
+  for (int c = 0; c < C; ++c)
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) y[c * ldy + r] = hsum512(acc[r][c]);
+}
+
 // Lane j of the result is hsum512(v[j]), bit for bit: the 16 sums are taken together, each
 // pair of additions hsum512 makes done in the same order (lane i + lane i+8, then + i+4, then
 // (0 + 2) + (1 + 3)), with 4 shuffles per 2 vectors instead of 4 per vector and no scalar stores.

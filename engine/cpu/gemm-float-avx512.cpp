@@ -77,10 +77,7 @@ struct tiles {
         for (int r = 0; r < R; ++r) acc[r][c] = _mm512_fmadd_ps(wv[r], xv, acc[r][c]);
       }
     }
-#pragma GCC unroll 8
-    for (int c = 0; c < C; ++c)
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) y[c * ldy + r] = hsum512(acc[r][c]);
+    store_tile_sums<R, C>(acc, y, ldy);
   }
 };
 
@@ -123,16 +120,8 @@ const gemm_kernel k_bf16{k_rows, k_cols, x_row_bytes, x_bf16_rounded, tile_any<t
 }  // namespace
 
 const gemm_kernel* gemm_kernel_float_avx512(tensor_type t) {
-  switch (t) {
-    case tensor_type::f32:
-      return &k_f32;
-    case tensor_type::f16:
-      return &k_f16;
-    case tensor_type::bf16:
-      return &k_bf16;
-    default:
-      return nullptr;
-  }
+  return gemm_kernel_find(
+      t, {{tensor_type::f32, &k_f32}, {tensor_type::f16, &k_f16}, {tensor_type::bf16, &k_bf16}});
 }
 
 }  // namespace hearth::cpu

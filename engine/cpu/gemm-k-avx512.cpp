@@ -217,10 +217,7 @@ struct tiles {
         }
       }
     }
-#pragma GCC unroll 8
-    for (int c = 0; c < C; ++c)
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) y[c * ldy + r] = hsum512(acc[r][c]);
+    store_tile_sums<R, C>(acc, y, ldy);
   }
 };
 
@@ -234,16 +231,9 @@ const gemm_kernel k_q6_k{k_rows, k_cols, x_row_bytes, x_from_float, tile_any<ten
 }  // namespace
 
 const gemm_kernel* gemm_kernel_k_avx512(tensor_type t) {
-  switch (t) {
-    case tensor_type::q4_k:
-      return &k_q4_k;
-    case tensor_type::q5_k:
-      return &k_q5_k;
-    case tensor_type::q6_k:
-      return &k_q6_k;
-    default:
-      return nullptr;
-  }
+  return gemm_kernel_find(
+      t,
+      {{tensor_type::q4_k, &k_q4_k}, {tensor_type::q5_k, &k_q5_k}, {tensor_type::q6_k, &k_q6_k}});
 }
 
 }  // namespace hearth::cpu

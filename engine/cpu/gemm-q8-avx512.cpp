@@ -134,10 +134,7 @@ struct tiles {
         }
       }
     }
-#pragma GCC unroll 8
-    for (int c = 0; c < C; ++c)
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) y[c * ldy + r] = hsum512(acc[r][c]);
+    store_tile_sums<R, C>(acc, y, ldy);
   }
 };
 
@@ -150,14 +147,7 @@ const gemm_kernel k_q4_0{k_rows, k_cols, x_row_bytes, x_from_float, tile_any<ten
 }  // namespace
 
 const gemm_kernel* gemm_kernel_q8_avx512(tensor_type t) {
-  switch (t) {
-    case tensor_type::q8_0:
-      return &k_q8_0;
-    case tensor_type::q4_0:
-      return &k_q4_0;
-    default:
-      return nullptr;
-  }
+  return gemm_kernel_find(t, {{tensor_type::q8_0, &k_q8_0}, {tensor_type::q4_0, &k_q4_0}});
 }
 
 }  // namespace hearth::cpu

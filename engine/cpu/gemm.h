@@ -13,6 +13,7 @@
 
 #include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <utility>
 
 #include "engine/io/tensor-type.h"
@@ -61,6 +62,15 @@ const packed_format* packed_format_float_avx512(tensor_type t);  // F16, BF16; n
 // The tile kernel for weights of type t on this CPU, or nullptr (then vec_dot is used).
 // HEARTH_CPU_PORTABLE=1 turns them off, as it does the AVX2 paths.
 const gemm_kernel* gemm_kernel_for(tensor_type t);
+
+// The kernel serving t among a family's (type, kernel) pairs, or nullptr.
+inline const gemm_kernel* gemm_kernel_find(
+    tensor_type t, std::initializer_list<std::pair<tensor_type, const gemm_kernel*>> kernels) {
+  for (const auto& [type, kernel] : kernels) {
+    if (type == t) return kernel;
+  }
+  return nullptr;
+}
 
 // Per-family tables (nullptr when the family has no kernel for t), gathered by gemm_kernel_for;
 // x86 only.

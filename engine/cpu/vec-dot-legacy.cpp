@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "engine/cpu/vec-dot-kernels.h"
 
@@ -58,38 +59,39 @@ float dot_q4_1_q8_1_generic(int64_t n, const void* wv, const void* xv) {
   return sum;
 }
 
-float dot_q5_0_q8_0_generic(int64_t n, const void* wv, const void* xv) {
-  const block_q5_0* w = static_cast<const block_q5_0*>(wv);
-  const block_q8_0* x = static_cast<const block_q8_0*>(xv);
+// Q5_0 (levels offset by 16, against Q8_0) and Q5_1 (a minimum times Q8_1's s, against Q8_1):
+// one loop, inlined into each (the same code as when each was written out).
+template <class WBlock, class XBlock>
+__attribute__((always_inline)) inline float dot_q5_generic(int64_t n, const void* wv,
+                                                           const void* xv) {
+  constexpr bool has_min = std::is_same_v<WBlock, block_q5_1>;
+  constexpr int32_t offset = has_min ? 0 : 16;
+  const WBlock* w = static_cast<const WBlock*>(wv);
+  const XBlock* x = static_cast<const XBlock*>(xv);
   const auto& t = fp16_table();
   float sum = 0;
   for (int64_t b = 0; b < n / k_block; ++b) {
     const uint32_t qh = q5_high_bits(w[b].qh);
     int32_t s = 0;
     for (int j = 0; j < k_half; ++j) {
-      s += (q5_low(w[b].qs, qh, j) - 16) * int32_t(x[b].qs[j]);
-      s += (q5_high(w[b].qs, qh, j) - 16) * int32_t(x[b].qs[j + k_half]);
+      s += (q5_low(w[b].qs, qh, j) - offset) * int32_t(x[b].qs[j]);
+      s += (q5_high(w[b].qs, qh, j) - offset) * int32_t(x[b].qs[j + k_half]);
     }
-    sum += (t[w[b].d] * t[x[b].d]) * float(s);
+    if constexpr (has_min) {
+      sum += (t[w[b].d] * t[x[b].d]) * float(s) + t[w[b].m] * t[x[b].s];
+    } else {
+      sum += (t[w[b].d] * t[x[b].d]) * float(s);
+    }
   }
   return sum;
 }
 
+float dot_q5_0_q8_0_generic(int64_t n, const void* wv, const void* xv) {
+  return dot_q5_generic<block_q5_0, block_q8_0>(n, wv, xv);
+}
+
 float dot_q5_1_q8_1_generic(int64_t n, const void* wv, const void* xv) {
-  const block_q5_1* w = static_cast<const block_q5_1*>(wv);
-  const block_q8_1* x = static_cast<const block_q8_1*>(xv);
-  const auto& t = fp16_table();
-  float sum = 0;
-  for (int64_t b = 0; b < n / k_block; ++b) {
-    const uint32_t qh = q5_high_bits(w[b].qh);
-    int32_t s = 0;
-    for (int j = 0; j < k_half; ++j) {
-      s += q5_low(w[b].qs, qh, j) * int32_t(x[b].qs[j]);
-      s += q5_high(w[b].qs, qh, j) * int32_t(x[b].qs[j + k_half]);
-    }
-    sum += (t[w[b].d] * t[x[b].d]) * float(s) + t[w[b].m] * t[x[b].s];
-  }
-  return sum;
+  return dot_q5_generic<block_q5_1, block_q8_1>(n, wv, xv);
 }
 
 // Q8_1 is only ever an activation type; its dot exists so that kernels_for(q8_1) is complete.
