@@ -289,21 +289,22 @@ TEST(Sampler, MinP1KeepsOnlyTheMaximum) {
   EXPECT_GT(counts[3], 0);
 }
 
-TEST(Sampler, MatchesSoftmaxAtTemperature1) {
+// 100,000 draws of an untruncated sampler at `temperature` follow softmax(logits / temperature);
+// the same counts are far from the distribution at `wrong`, so the check has power.
+void expect_softmax_at(float temperature, uint64_t seed, double wrong) {
   const std::vector<float> logits = {0.5f, 1.0f, -0.5f, 2.0f, 0.0f, 1.5f, -1.0f, 0.25f};
-  sampler s(untruncated(1, 8), 8);
+  sampler s(untruncated(temperature, seed), 8);
   const std::vector<int64_t> counts = histogram(s, logits, 100000);
-  EXPECT_LT(chi_square(counts, softmax(logits, 1)), chi2_crit_df7);
-  // The same counts are far from a wrong distribution, so the check has power.
-  EXPECT_GT(chi_square(counts, softmax(logits, 1.1)), 10 * chi2_crit_df7);
+  EXPECT_LT(chi_square(counts, softmax(logits, temperature)), chi2_crit_df7);
+  EXPECT_GT(chi_square(counts, softmax(logits, wrong)), 10 * chi2_crit_df7);
+}
+
+TEST(Sampler, MatchesSoftmaxAtTemperature1) {
+  expect_softmax_at(1, 8, 1.1);
 }
 
 TEST(Sampler, MatchesSoftmaxAtTemperatureHalf) {
-  const std::vector<float> logits = {0.5f, 1.0f, -0.5f, 2.0f, 0.0f, 1.5f, -1.0f, 0.25f};
-  sampler s(untruncated(0.5f, 9), 8);
-  const std::vector<int64_t> counts = histogram(s, logits, 100000);
-  EXPECT_LT(chi_square(counts, softmax(logits, 0.5)), chi2_crit_df7);
-  EXPECT_GT(chi_square(counts, softmax(logits, 1)), 10 * chi2_crit_df7);
+  expect_softmax_at(0.5f, 9, 1);
 }
 
 TEST(Sampler, TopKRenormalisesOverTheKept) {
