@@ -40,6 +40,8 @@
 #include <thread>
 #include <vector>
 
+#include "client/connection.h"
+#include "client/protocol.h"
 #include "schema/curve-cert.h"
 #include "schema/zmq-io.h"
 #include "tests/child-process.h"
@@ -87,18 +89,21 @@ struct event {
   int64_t recv_ns = 0;  // steady_clock, taken as the message left the socket
 };
 
-// One DEALER socket speaking the client side of the protocol.
-class client {
+// One DEALER socket speaking the client side of the protocol through the client library
+// (client/connection.h opens it and sends every request; client/protocol.h says which reply answers
+// which request). The bench keeps up to --window requests in flight on it, reading replies and
+// events as they come with their arrival times, which the library's blocking face (one request at
+// a time) does not do.
+class bench_client {
  public:
-  client(const std::string& endpoint, const net::curve_client_keys& keys)
-      : sock_(net::make_socket(ctx_, zmq::socket_type::dealer)) {
-    net::curve_client_apply(sock_, keys);
-    sock_.connect(endpoint);
+  bench_client(const std::string& endpoint, const net::curve_client_keys& keys)
+      : sock_(client::dealer_open(ctx_, keys)) {
+    client::dealer_connect(sock_, endpoint);
   }
 
   template <class M>
   void send(const M& m) {
-    if (!net::send(sock_, "", m))
+    if (!client::request_send(sock_, M::cmd, wire::encode(m)))
       fail("the client could not send a " + std::string(wire::command_name(M::cmd)));
   }
 
@@ -128,16 +133,18 @@ class client {
     while (clock_type::now() < until) {
       wait(milliseconds(50));
       while (auto ev = next()) {
+        if (client::is_job_event(ev->cmd)) continue;
+        const auto answers = client::reply_request_id(ev->body);
+        if (!answers || answers.value() != r.request_id) continue;
         if (ev->cmd == wire::command::error) {
           auto e = wire::decode<wire::error_reply>(ev->body);
-          if (e && e->request_id == r.request_id) {
-            fail(std::string(wire::command_name(Request::cmd)) +
-                 " refused: " + std::string(wire::error_code_name(e->code)) + ": " + e->message);
-          }
+          fail(std::string(wire::command_name(Request::cmd)) + " refused: " +
+               (e ? std::string(wire::error_code_name(e->code)) + ": " + e->message
+                  : std::string("(undecodable)")));
         }
         if (ev->cmd != Reply::cmd) continue;
         auto d = wire::decode<Reply>(ev->body);
-        if (d && d->request_id == r.request_id) return std::move(d.value());
+        if (d) return std::move(d.value());
       }
     }
     fail("no reply to " + std::string(wire::command_name(Request::cmd)) + " within " +
@@ -335,7 +342,7 @@ double percentile(std::vector<double> v, double q) {
   return v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)];
 }
 
-jobs_result measure_jobs(client& c, const options& o, cpu_meter& cpu,
+jobs_result measure_jobs(bench_client& c, const options& o, cpu_meter& cpu,
                          testing::child_process& broker, testing::child_process& node) {
   jobs_result r;
   r.ack_latency_ms.reserve(o.jobs);
@@ -430,7 +437,7 @@ struct tokens_result {
 
 // Keeps o.long_jobs jobs of 500,000 tokens streaming (a finished one is replaced) and counts the
 // tokens relayed in the o.seconds after the first one arrives; then cancels what still runs.
-tokens_result measure_tokens(client& c, const options& o, cpu_meter& cpu,
+tokens_result measure_tokens(bench_client& c, const options& o, cpu_meter& cpu,
                              testing::child_process& broker, testing::child_process& node) {
   constexpr int32_t k_tokens_per_job = 500000;
   tokens_result r;
@@ -545,7 +552,7 @@ struct latency_result {
   nlohmann::json cpu;
 };
 
-latency_result measure_latency(client& c, const std::string& endpoint,
+latency_result measure_latency(bench_client& c, const std::string& endpoint,
                                const net::curve_client_keys& keys, const options& o, cpu_meter& cpu,
                                testing::child_process& broker) {
   latency_result r;
@@ -618,7 +625,7 @@ latency_result measure_latency(client& c, const std::string& endpoint,
 }
 
 // Waits until hearth-node `name` is online at the broker.
-void wait_for_node(client& c, const std::string& name, testing::child_process& broker,
+void wait_for_node(bench_client& c, const std::string& name, testing::child_process& broker,
                    testing::child_process& node) {
   const auto until = clock_type::now() + seconds(30);
   while (clock_type::now() < until) {
@@ -781,7 +788,7 @@ int run(const options& o) {
                                           "warn"};
     node_argv.insert(node_argv.end(), keys.node_args.begin(), keys.node_args.end());
     testing::child_process node(node_argv, dir.file("node.log"));
-    client c(endpoint, keys.client);
+    bench_client c(endpoint, keys.client);
     wait_for_node(c, "bench-node-1", broker, node);
     cpu_meter cpu{&broker, &node};
 
