@@ -16,6 +16,10 @@
 
 namespace hearth::broker {
 
+// A registration (node_hello, or node_status's model list) larger than this is refused: it bounds
+// what one node adds to the broker's memory and to each nodes_reply and models_reply.
+constexpr size_t k_max_registration_bytes = 1 << 20;
+
 struct node_entry {
   std::string name;
   std::string key;         // its public key: the name belongs to this key ("" without auth)

@@ -26,11 +26,10 @@
 
 #include "broker/config.h"
 #include "broker/job-store.h"
-#include "broker/log-limiter.h"
 #include "broker/metrics.h"
+#include "broker/node-admission.h"
 #include "broker/node-entry.h"
 #include "broker/peer.h"
-#include "broker/token-bucket.h"
 #include "broker/turn-output.h"
 #include "schema/messages.h"
 #include "schema/zmq-io.h"
@@ -45,7 +44,7 @@ class node_registry {
  public:
   node_registry(const broker_config& cfg, job_store& store, turn_output& out,
                 broker_metrics& metrics)
-      : cfg_(cfg), store_(store), out_(out), metrics_(metrics) {}
+      : cfg_(cfg), store_(store), out_(out), metrics_(metrics), admission_(cfg, out) {}
 
   // The records of the store (at start): every node offline until it says hello.
   void load();
@@ -116,8 +115,6 @@ class node_registry {
   void credit_free_slots();
 
  private:
-  // The hello rate limits: false (and the peer told limit_reached) when over them.
-  bool hello_admitted(const std::string& rid);
   void store_node(const node_entry& n);
   // Counts the heartbeat intervals `n` has been silent for, each once.
   void count_missed_heartbeats(node_entry& n, net::steady::time_point now);
@@ -129,11 +126,7 @@ class node_registry {
   std::map<std::string, node_entry> nodes_;                   // by name
   std::unordered_map<std::string, std::string> node_by_rid_;  // routing id -> name
   std::set<std::string> known_models_;
-  // node_hello rate limits: per connection (by routing id) and overall; refusals are logged at
-  // most once a second, with a count of those not logged.
-  std::unordered_map<std::string, token_bucket> hello_peer_buckets_;
-  std::optional<token_bucket> hello_bucket_;
-  log_limiter hello_log_{1, 5};
+  node_admission admission_;  // node_hello's rate limits and checks
 };
 
 }  // namespace hearth::broker
