@@ -204,23 +204,38 @@ double worst_row_nmse(const std::vector<float>& got, const std::vector<float>& w
   return worst;
 }
 
+// A synthetic model's logits on its reference prompts, and its hf_export read back, for the tests
+// that rewrite the export before loading it.
+struct exported_reference {
+  std::vector<prompt_case> prompts;
+  std::unique_ptr<model> reference;  // the GGUF file loaded
+  std::vector<float> want;           // its logits on `prompts`
+  std::vector<uint8_t> bytes;        // the export's model.safetensors
+};
+
+// `model_file` (under models/) loaded and exported into dir; fails the test
+// (ASSERT_NO_FATAL_FAILURE at the caller) when the file is missing or the export fails.
+void export_with_reference(const std::string& model_file, const temp_dir& dir,
+                           exported_reference& e) {
+  const std::string gguf_path = testing::testdata_path("models/" + model_file);
+  ASSERT_FALSE(gguf_path.empty());
+  e.prompts = reference_prompts(model_file);
+  e.reference = model::load(gguf_path, {});
+  e.want = logits_of(*e.reference, e.prompts);
+  ASSERT_TRUE(hf_export(gguf_path, dir.path().string(), {}).ok());
+  e.bytes = testing::read_file_bytes((dir.path() / "model.safetensors").string());
+}
+
 // The round trip above would also pass if the converter and the importer both skipped the Q/K
 // permutation (or both did it the wrong way). HF's llama rotates half-split pairs: the exported
 // q_proj/k_proj loaded as qwen2 (half-split rope; zero biases added, rope base and all else the
 // same) must compute what the GGUF llama computes with adjacent pairs.
 TEST(hf_route_llama, exported_q_k_rows_are_in_hf_half_split_order) {
-  const std::string gguf_path =
-      testing::testdata_path("models/synthetic/synthetic-llama-a.f32.gguf");
-  ASSERT_FALSE(gguf_path.empty());
-  const auto prompts = reference_prompts("synthetic/synthetic-llama-a.f32.gguf");
-  auto reference = model::load(gguf_path, {});
-  const std::vector<float> want = logits_of(*reference, prompts);
-
   temp_dir dir;
-  ASSERT_TRUE(hf_export(gguf_path, dir.path().string(), {}).ok());
+  exported_reference e;
+  ASSERT_NO_FATAL_FAILURE(export_with_reference("synthetic/synthetic-llama-a.f32.gguf", dir, e));
   const fs::path st = dir.path() / "model.safetensors";
-  const std::vector<uint8_t> bytes = testing::read_file_bytes(st.string());
-  auto file = safetensors_file::parse(bytes);
+  auto file = safetensors_file::parse(e.bytes);
   ASSERT_TRUE(file.ok()) << file.message();
   safetensors_writer w;
   std::vector<std::vector<uint8_t>> zeros;
@@ -243,10 +258,10 @@ TEST(hf_route_llama, exported_q_k_rows_are_in_hf_half_split_order) {
   auto as_qwen2 = model::load(dir.path().string(), {});
   ASSERT_EQ(as_qwen2->hparams().arch, "qwen2");
   ASSERT_TRUE(as_qwen2->hparams().rope.neox);
-  const std::vector<float> got = logits_of(*as_qwen2, prompts);
-  ASSERT_EQ(got.size(), want.size());
+  const std::vector<float> got = logits_of(*as_qwen2, e.prompts);
+  ASSERT_EQ(got.size(), e.want.size());
   // Only the order of additions inside rope differs; a wrong row order gives NMSE ~ 1.
-  EXPECT_LE(worst_row_nmse(got, want, reference->hparams().n_vocab), 1e-10);
+  EXPECT_LE(worst_row_nmse(got, e.want, e.reference->hparams().n_vocab), 1e-10);
 }
 
 // Quantized files are dequantized (to F32 by default), and --type rounds F32 matrices: the
@@ -529,18 +544,11 @@ TEST(hf_route_rope, yarn_from_config_json_matches_yarn_gguf_metadata) {
 // Gemma 3's multimodal checkpoint layout (Gemma3ForConditionalGeneration: text_config, tensors
 // under language_model.model., a vision tower) loads as its text model, bit for bit.
 TEST(hf_route_rope, gemma3_conditional_generation_loads_its_text_model) {
-  const std::string gguf_path =
-      testing::testdata_path("models/synthetic2/synthetic-gemma3-a.f32.gguf");
-  ASSERT_FALSE(gguf_path.empty());
-  const auto prompts = reference_prompts("synthetic2/synthetic-gemma3-a.f32.gguf");
-  auto reference = model::load(gguf_path, {});
-  const std::vector<float> want = logits_of(*reference, prompts);
-
   temp_dir dir;
-  ASSERT_TRUE(hf_export(gguf_path, dir.path().string(), {}).ok());
+  exported_reference e;
+  ASSERT_NO_FATAL_FAILURE(export_with_reference("synthetic2/synthetic-gemma3-a.f32.gguf", dir, e));
   const fs::path st = dir.path() / "model.safetensors";
-  const std::vector<uint8_t> bytes = testing::read_file_bytes(st.string());
-  auto file = safetensors_file::parse(bytes);
+  auto file = safetensors_file::parse(e.bytes);
   ASSERT_TRUE(file.ok()) << file.message();
   safetensors_writer w;
   for (const auto& t : file->tensors()) {
@@ -554,7 +562,7 @@ TEST(hf_route_rope, gemma3_conditional_generation_loads_its_text_model) {
   auto text = nlohmann::json::parse(testing::read_file_text((dir.path() / "config.json").string()));
   text.erase("architectures");
   text.erase("num_attention_heads");  // left to Gemma3TextConfig's default, as 4B's config does
-  ASSERT_EQ(reference->hparams().n_head, 2);
+  ASSERT_EQ(e.reference->hparams().n_head, 2);
   text["num_attention_heads"] = 2;  // ... but this model is not 4B
   nlohmann::json config = {{"architectures", {"Gemma3ForConditionalGeneration"}},
                            {"model_type", "gemma3"},
@@ -564,10 +572,10 @@ TEST(hf_route_rope, gemma3_conditional_generation_loads_its_text_model) {
 
   auto m = model::load(dir.path().string(), {});
   EXPECT_EQ(m->hparams().arch, "gemma3");
-  expect_same_weights(reference->file(), m->file());
-  const std::vector<float> got = logits_of(*m, prompts);
-  ASSERT_EQ(got.size(), want.size());
-  EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0);
+  expect_same_weights(e.reference->file(), m->file());
+  const std::vector<float> got = logits_of(*m, e.prompts);
+  ASSERT_EQ(got.size(), e.want.size());
+  EXPECT_EQ(std::memcmp(got.data(), e.want.data(), got.size() * 4), 0);
 }
 
 // --- a broken directory ---------------------------------------------------------------------
