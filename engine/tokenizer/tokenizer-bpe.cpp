@@ -67,28 +67,9 @@ uint32_t decode_cp(std::string_view s, size_t& i) {
   return cp <= 0x10FFFF ? cp : 0xFFFD;  // llama.cpp cannot re-encode those and throws
 }
 
-// One piece of a word; merged pieces keep their start and grow, the absorbed right piece gets
-// n = 0. prev/next link the live pieces (-1 at the ends).
-struct bpe_symbol {
-  int prev = -1;
-  int next = -1;
-  size_t offset = 0;
-  size_t n = 0;
-};
-
-struct bpe_bigram {
-  int left = 0;
-  int right = 0;
-  int32_t rank = 0;
-  size_t size = 0;  // bytes of the merged text, to spot pairs made stale by an earlier merge
-};
-
-// Min-heap order: lowest rank first, then the leftmost pair (llama.cpp's llm_bigram_bpe).
-struct bpe_bigram_order {
-  bool operator()(const bpe_bigram& l, const bpe_bigram& r) const {
-    return l.rank > r.rank || (l.rank == r.rank && l.left > r.left);
-  }
-};
+// A piece of a word starts at an offset into it; pairs go lowest merge rank first.
+using bpe_symbol = merge_symbol<size_t>;
+using bpe_bigram = merge_bigram<int32_t>;
 
 }  // namespace
 
@@ -169,7 +150,7 @@ void bpe_tokenizer::tokenize_word(const vocab& v, const std::string& word,
   std::vector<bpe_symbol> symbols;
   for (size_t offset = 0; offset < word.size();) {
     bpe_symbol sym;
-    sym.offset = offset;
+    sym.start = offset;
     sym.n = std::min(utf8_len(word[offset]), word.size() - offset);
     offset += sym.n;
     const int index = int(symbols.size());
@@ -180,12 +161,12 @@ void bpe_tokenizer::tokenize_word(const vocab& v, const std::string& word,
 
   const std::string_view text = word;
   std::string key;
-  std::priority_queue<bpe_bigram, std::vector<bpe_bigram>, bpe_bigram_order> queue;
+  merge_queue<int32_t, std::less<int32_t>> queue;
   const auto add_bigram = [&](int left, int right) {
     if (left == -1 || right == -1) return;
     const bpe_symbol& l = symbols[left];
     const bpe_symbol& r = symbols[right];
-    const int32_t found = rank(text.substr(l.offset, l.n), text.substr(r.offset, r.n), key);
+    const int32_t found = rank(text.substr(l.start, l.n), text.substr(r.start, r.n), key);
     if (found >= 0) queue.push(bpe_bigram{left, right, found, l.n + r.n});
   };
   // Pieces only grow, so equal sizes mean both pieces of a queued pair are still the ones that
@@ -193,7 +174,7 @@ void bpe_tokenizer::tokenize_word(const vocab& v, const std::string& word,
   merge_symbols(symbols, queue, add_bigram);
 
   for (int i = symbols.empty() ? -1 : 0; i != -1; i = symbols[i].next) {
-    const std::string_view piece = text.substr(symbols[i].offset, symbols[i].n);
+    const std::string_view piece = text.substr(symbols[i].start, symbols[i].n);
     if (const std::optional<int32_t> id = v.find(piece)) {
       out.push_back(*id);
       continue;

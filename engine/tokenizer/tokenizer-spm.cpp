@@ -13,28 +13,9 @@
 namespace hearth {
 namespace {
 
-// One piece of the text; merged pieces keep their start and grow, the absorbed right piece gets
-// n = 0. prev/next link the live pieces (-1 at the ends).
-struct spm_symbol {
-  int prev = -1;
-  int next = -1;
-  const char* text = nullptr;
-  size_t n = 0;
-};
-
-struct spm_bigram {
-  int left = 0;
-  int right = 0;
-  float score = 0;
-  size_t size = 0;  // bytes of the merged text, to spot pairs made stale by an earlier merge
-};
-
-// Max-heap order: highest score first, then the leftmost pair.
-struct spm_bigram_order {
-  bool operator()(const spm_bigram& l, const spm_bigram& r) const {
-    return l.score < r.score || (l.score == r.score && l.left > r.left);
-  }
-};
+// A piece starts at a pointer into the text; pairs go highest score first.
+using spm_symbol = merge_symbol<const char*>;
+using spm_bigram = merge_bigram<float>;
 
 // Length of the UTF-8 character a byte starts, judged by its high nibble only, exactly as
 // llama.cpp's unicode_len_utf8: continuation and invalid bytes count as one-byte characters.
@@ -50,7 +31,7 @@ class spm_session {
   void tokenize(std::string_view text, std::vector<int32_t>& out) {
     for (size_t offs = 0; offs < text.size();) {
       spm_symbol sym;
-      sym.text = text.data() + offs;
+      sym.start = text.data() + offs;
       // A lead byte cut off by the end of the text takes only the bytes that are there.
       sym.n = std::min(spm_utf8_len(text[offs]), text.size() - offs);
       offs += sym.n;
@@ -70,7 +51,7 @@ class spm_session {
  private:
   void try_add_bigram(int left, int right) {
     if (left == -1 || right == -1) return;
-    std::string text(symbols_[left].text, symbols_[left].n + symbols_[right].n);
+    std::string text(symbols_[left].start, symbols_[left].n + symbols_[right].n);
     const std::optional<int32_t> id = vocab_.find(text);
     if (!id) return;
     queue_.push(spm_bigram{left, right, vocab_.score(*id), text.size()});
@@ -81,7 +62,7 @@ class spm_session {
   // where a merge may form an unused piece that must be split again; llama.cpp keeps it although
   // its merges only ever form vocabulary tokens, and so do we, to stay line-for-line comparable.
   void resegment(const spm_symbol& sym, std::vector<int32_t>& out) {
-    const std::string text(sym.text, sym.n);
+    const std::string text(sym.start, sym.n);
     if (const std::optional<int32_t> id = vocab_.find(text)) {
       out.push_back(*id);
       return;
@@ -111,7 +92,7 @@ class spm_session {
 
   const vocab& vocab_;
   std::vector<spm_symbol> symbols_;
-  std::priority_queue<spm_bigram, std::vector<spm_bigram>, spm_bigram_order> queue_;
+  merge_queue<float, std::greater<float>> queue_;
   std::map<std::string, std::pair<int, int>> rev_merge_;
 };
 
