@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "broker/job-store.h"
+#include "tests/cluster-fixture.h"
 #include "tests/cluster.h"
 #include "tests/fake-node.h"
 #include "tests/testdata.h"
@@ -73,21 +74,14 @@ std::vector<std::string> requeues_of(test_client& c, uint64_t id) {
   return out;
 }
 
-class nodes_limits_test : public ::testing::Test {
+class nodes_limits_test : public testing::stories_cluster_test {
  protected:
-  void SetUp() override {
-    stories_ = testing::testdata_path("models/stories260K.gguf");
-    ASSERT_FALSE(stories_.empty());
-  }
   // The cluster's own broker settings (tests/cluster.cpp) plus the test's.
   void broker_config(const std::string& extra) {
     std::ofstream(c_.dir().file("broker.yaml"))
         << "heartbeat_ms: 200\nliveness: 5\noutput_flush_ms: 50\nqueue_position_ms: 50\n"
            "log_level: debug\n"
         << extra;
-  }
-  std::string models(const std::string& dir_name, const std::vector<std::string>& names) {
-    return c_.models(dir_name, names);
   }
   // The job failed after `attempts` attempts, saying so.
   static void expect_gave_up(test_client& client, uint64_t id, uint32_t attempts) {
@@ -141,8 +135,6 @@ class nodes_limits_test : public ::testing::Test {
     }
     return ids;
   }
-  std::string stories_;
-  cluster c_;
 };
 
 TEST_F(nodes_limits_test, a_node_claiming_everything_gets_its_capped_slots_then_quarantine) {

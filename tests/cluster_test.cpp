@@ -14,6 +14,7 @@
 #include <set>
 #include <thread>
 
+#include "tests/cluster-fixture.h"
 #include "tests/cluster.h"
 #include "tests/process.h"
 #include "tests/testdata.h"
@@ -29,19 +30,7 @@ using testing::wait_until;
 
 constexpr auto job = testing::greedy_job;
 
-class cluster_test : public ::testing::Test {
- protected:
-  void SetUp() override {
-    stories_ = testing::testdata_path("models/stories260K.gguf");
-    ASSERT_FALSE(stories_.empty());
-  }
-  // A models directory with the given names, all stories260K underneath.
-  std::string models(const std::string& dir_name, const std::vector<std::string>& names) {
-    return c_.models(dir_name, names);
-  }
-  std::string stories_;
-  cluster c_;
-};
+class cluster_test : public testing::stories_cluster_test {};
 
 TEST_F(cluster_test, submit_streams_the_reference_greedy_text_and_records_it) {
   const auto ref = nlohmann::json::parse(

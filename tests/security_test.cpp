@@ -11,6 +11,7 @@
 #include <fstream>
 #include <thread>
 
+#include "tests/cluster-fixture.h"
 #include "tests/cluster.h"
 #include "tests/fake-node.h"
 #include "tests/testdata.h"
@@ -25,15 +26,8 @@ using testing::wait_until;
 
 constexpr auto job = testing::greedy_job;
 
-class security_test : public ::testing::Test {
+class security_test : public testing::stories_cluster_test {
  protected:
-  void SetUp() override {
-    stories_ = testing::testdata_path("models/stories260K.gguf");
-    ASSERT_FALSE(stories_.empty());
-  }
-  std::string models(const std::string& dir_name, const std::vector<std::string>& names) {
-    return c_.models(dir_name, names);
-  }
   // The nodes the broker lists (as an admin sees them).
   std::vector<wire::node_summary> nodes() {
     auto r = admin().request<wire::nodes_reply>(wire::list_nodes{});
@@ -57,8 +51,6 @@ class security_test : public ::testing::Test {
         .body.empty();
   }
 
-  std::string stories_;
-  cluster c_;  // with auth, as every cluster test runs
   std::unique_ptr<test_client> admin_;
 };
 
