@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <unordered_set>
 
+#include "broker/node-listing.h"
+
 namespace hearth::broker {
 namespace {
 
@@ -339,13 +341,13 @@ void broker::handle(net::received& msg) {
       return client_request<wire::prune_jobs>(rid, *who, body,
                                               [&](auto m, const peer&) { clients_.prune(rid, m); });
     case command::list_nodes:
-      return client_request<wire::list_nodes>(rid, *who, body,
-                                              [&](auto m, const peer&) { nodes_.list(rid, m); });
+      return client_request<wire::list_nodes>(
+          rid, *who, body, [&](auto m, const peer&) { list_nodes(out_, rid, m, nodes_); });
     case command::list_models:
       return client_request<wire::list_models>(rid, *who, body, [&](auto m, const peer&) {
         std::map<std::string, uint32_t> queued;
         for (const auto& [model, q] : jobs_.queues()) queued[model] = uint32_t(q.size());
-        nodes_.list_models(rid, m, queued);
+        list_models(out_, rid, m, nodes_, queued);
       });
     case command::whoami:
       return client_request<wire::whoami>(

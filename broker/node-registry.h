@@ -79,15 +79,11 @@ class node_registry {
   void lost_attempt(node_entry& n, uint64_t job_id, uint32_t attempt, const std::string& why,
                     bool handback = false);
 
-  // Admin and client requests about nodes. release() says whether the node is free to get jobs
-  // again (false after not_found); forget() expects the caller to have refused it while the
-  // store refuses writes.
+  // Admin requests about nodes (node-listing.h lists them). release() says whether the node is
+  // free to get jobs again (false after not_found); forget() expects the caller to have refused
+  // it while the store refuses writes.
   bool release(const std::string& rid, const wire::release_node& m);
   void forget(const std::string& rid, const wire::forget_node& m);
-  void list(const std::string& rid, const wire::list_nodes& m) const;
-  // `queued`: jobs waiting per model.
-  void list_models(const std::string& rid, const wire::list_models& m,
-                   const std::map<std::string, uint32_t>& queued) const;
 
   // Whether another node than `except` could run `model` now (online, not quarantined).
   bool healthy_node_serves(const std::string& model, const std::string& except) const;
