@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "common/replace-all.h"
 #include "engine/import/tokenizer-metadata.h"
 #include "engine/tokenizer/pre-tokenizer.h"
 
@@ -90,17 +91,6 @@ bool looks_special(std::string_view t) {
   if (t.starts_with("<|") && t.ends_with("|>")) return true;
   if (t.starts_with("<\xEF\xBD\x9C") && t.ends_with("\xEF\xBD\x9C>")) return true;  // <｜ ... ｜>
   return t.starts_with("<unused") && t.ends_with(">");
-}
-
-std::string replace_all(std::string_view s, std::string_view from, std::string_view to) {
-  std::string out;
-  size_t pos = 0;
-  for (size_t hit; (hit = s.find(from, pos)) != std::string_view::npos; pos = hit + from.size()) {
-    out.append(s.substr(pos, hit - pos));
-    out.append(to);
-  }
-  out.append(s.substr(pos));
-  return out;
 }
 
 struct token_entry {

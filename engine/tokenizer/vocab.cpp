@@ -4,6 +4,7 @@
 #include <cassert>
 #include <initializer_list>
 
+#include "common/replace-all.h"
 #include "engine/tokenizer/pre-tokenizer.h"
 #include "engine/tokenizer/tokenizer-bpe.h"
 #include "engine/tokenizer/tokenizer-spm.h"
@@ -31,18 +32,6 @@ bool is_c_space(char c) {
 
 bool is_one_of(std::string_view s, std::initializer_list<std::string_view> options) {
   return std::find(options.begin(), options.end(), s) != options.end();
-}
-
-std::string replace_all(std::string_view s, std::string_view from, std::string_view to) {
-  std::string out;
-  out.reserve(s.size());
-  size_t pos = 0;
-  for (size_t hit; (hit = s.find(from, pos)) != std::string_view::npos; pos = hit + from.size()) {
-    out.append(s.substr(pos, hit - pos));
-    out.append(to);
-  }
-  out.append(s.substr(pos));
-  return out;
 }
 
 int hex_digit(char c) {
