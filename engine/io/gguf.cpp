@@ -237,12 +237,8 @@ std::string gguf_tensor::shape_string() const {
 }
 
 result<gguf_file> gguf_file::open(const std::string& path) {
-  auto map = mapped_file::open(path);
-  if (!map) return error{map.message()};
-  auto parsed = parse(map.value()->bytes());
-  if (!parsed) return error{path + ": " + parsed.message()};
-  parsed->owner_ = std::move(map).value();
-  return parsed;
+  return mapped_file_parse<gguf_file>(
+      path, [](gguf_file& f, std::shared_ptr<const mapped_file> m) { f.owner_ = std::move(m); });
 }
 
 result<gguf_file> gguf_file::from_parts(std::vector<gguf_kv> kv, std::vector<gguf_tensor> tensors,

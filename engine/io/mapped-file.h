@@ -13,6 +13,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 
 #include "common/result.h"
 
@@ -35,6 +36,18 @@ class mapped_file {
   size_t size_ = 0;
   int region_ = -1;  // its slot in the table the SIGBUS handler reads, -1: none
 };
+
+// The file at `path` mapped and read by File::parse (gguf_file, safetensors_file), the parsed file
+// then keeping the mapping alive: keep(file, mapping) stores it in the file. Errors name the path.
+template <class File, class Keep>
+result<File> mapped_file_parse(const std::string& path, const Keep& keep) {
+  auto map = mapped_file::open(path);
+  if (!map) return error{map.message()};
+  auto parsed = File::parse(map.value()->bytes());
+  if (!parsed) return error{path + ": " + parsed.message()};
+  keep(parsed.value(), std::move(map).value());
+  return parsed;
+}
 
 // Installs the SIGBUS handler described above (once; later calls do nothing). A fault outside every
 // mapped_file goes to the handler that was there before (the default kills the process).

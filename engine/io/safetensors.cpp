@@ -99,12 +99,9 @@ std::string safetensors_tensor::shape_string() const {
 // --- reading ------------------------------------------------------------------------------------
 
 result<safetensors_file> safetensors_file::open(const std::string& path) {
-  auto map = mapped_file::open(path);
-  if (!map) return error{map.message()};
-  auto parsed = parse(map.value()->bytes());
-  if (!parsed) return error{path + ": " + parsed.message()};
-  parsed->owner_ = std::move(map).value();
-  return parsed;
+  return mapped_file_parse<safetensors_file>(
+      path,
+      [](safetensors_file& f, std::shared_ptr<const mapped_file> m) { f.owner_ = std::move(m); });
 }
 
 result<safetensors_file> safetensors_file::parse(std::span<const uint8_t> bytes) {
