@@ -383,6 +383,10 @@ test_client::reply test_client::request_raw(wire::command cmd, const std::string
   return {wire::command::error, {}};
 }
 
+bool test_client::send_request(wire::command cmd, const std::string& body) {
+  return client::request_send(sock_, cmd, body);
+}
+
 std::optional<test_client::reply> test_client::next_event(std::chrono::milliseconds timeout) {
   if (!events_.empty()) {
     reply r = std::move(events_.front());

@@ -1,6 +1,7 @@
 // A hearth cluster for tests: the real hearth-broker and hearth-node binaries as separate
 // processes on loopback, with their own SQLite file and log files in a temporary directory, and
-// a test client speaking the wire protocol over a real DEALER socket.
+// a test client speaking the wire protocol over a real DEALER socket through the client library
+// (client/: its socket, request sending, reply matching and stream order).
 #pragma once
 
 #include <sys/types.h>
@@ -131,7 +132,9 @@ class cluster {
   int n_logs_ = 0;
 };
 
-// The client side of the protocol, for tests: one DEALER socket.
+// The client side of the protocol, for tests: one DEALER socket (client/connection.h), replies
+// matched by request_id (client/protocol.h). Unlike client::broker_client it hands the tests every
+// message as it came (replies to other requests included) and never throws.
 class test_client {
  public:
   explicit test_client(const std::string& endpoint, const net::curve_client_keys& keys = {});
@@ -160,6 +163,14 @@ class test_client {
     if (!d) return std::nullopt;
     return std::move(d.value());
   }
+
+  // Sends a request without waiting for its reply, which then comes through next_event(): a
+  // client that pipelines its requests.
+  template <class Request>
+  bool send(const Request& r) {
+    return send_request(Request::cmd, wire::encode(r));
+  }
+  bool send_request(wire::command cmd, const std::string& body);
 
   // The next event (job_tokens, job_done ...), or nullopt after the timeout.
   std::optional<reply> next_event(std::chrono::milliseconds timeout);

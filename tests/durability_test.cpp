@@ -88,7 +88,7 @@ std::map<uint64_t, std::optional<wire::job_detail>> get_jobs(test_client& c,
       g.request_id = next_request++;
       g.job_id = ids[sent++];
       job_of_request[g.request_id] = g.job_id;
-      net::send(c.socket(), "", g);
+      c.send(g);
     }
     auto ev = c.next_event(100ms);
     if (!ev) continue;
@@ -199,7 +199,7 @@ TEST_F(durability_test, ten_broker_kills_during_a_stream_of_submits_lose_and_dup
     s.request_id = next_request++;
     key_of_request[s.request_id] = key;
     waiting[key] = steady::now();
-    net::send(client.socket(), "", s);
+    client.send(s);
   };
 
   const auto start = steady::now();
