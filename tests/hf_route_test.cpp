@@ -590,6 +590,14 @@ class hf_route_errors : public ::testing::Test {
     ASSERT_TRUE(r.ok()) << r.message();
   }
 
+  // load_error() after config.json's `key` is set to `value`.
+  std::string load_error_with(const std::string& key, const nlohmann::json& value) {
+    auto config = read_json("config.json");
+    config[key] = value;
+    write_json("config.json", config);
+    return load_error();
+  }
+
   // The message model::load fails with (the test fails if it loads).
   std::string load_error() {
     try {
@@ -642,10 +650,7 @@ TEST_F(hf_route_errors, missing_config_json) {
 }
 
 TEST_F(hf_route_errors, unknown_model_type_is_named) {
-  auto config = read_json("config.json");
-  config["model_type"] = "mamba";
-  write_json("config.json", config);
-  const std::string msg = load_error();
+  const std::string msg = load_error_with("model_type", "mamba");
   EXPECT_NE(msg.find("model_type 'mamba' is not supported"), std::string::npos) << msg;
 }
 
@@ -692,28 +697,21 @@ TEST_F(hf_route_errors, shape_mismatch_names_the_tensor) {
 }
 
 TEST_F(hf_route_errors, config_value_of_the_wrong_kind_is_named) {
-  auto config = read_json("config.json");
-  config["num_attention_heads"] = "eight";
-  write_json("config.json", config);
-  const std::string msg = load_error();
+  const std::string msg = load_error_with("num_attention_heads", "eight");
   EXPECT_NE(msg.find("num_attention_heads"), std::string::npos) << msg;
 }
 
 TEST_F(hf_route_errors, unsupported_rope_scaling_is_named) {
-  auto config = read_json("config.json");
-  config["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", 4.0}};
-  write_json("config.json", config);
-  const std::string msg = load_error();
+  const std::string msg =
+      load_error_with("rope_scaling", nlohmann::json{{"rope_type", "dynamic"}, {"factor", 4.0}});
   EXPECT_NE(msg.find("rope_scaling type 'dynamic' is not supported (linear, llama3, yarn)"),
             std::string::npos)
       << msg;
 }
 
 TEST_F(hf_route_errors, yarn_without_its_original_context_is_named) {
-  auto config = read_json("config.json");
-  config["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
-  write_json("config.json", config);
-  const std::string msg = load_error();
+  const std::string msg =
+      load_error_with("rope_scaling", nlohmann::json{{"rope_type", "yarn"}, {"factor", 4.0}});
   EXPECT_NE(msg.find("rope_scaling yarn needs original_max_position_embeddings"), std::string::npos)
       << msg;
 }
