@@ -116,7 +116,7 @@ void broker::run(const std::atomic<bool>& stop) {
     auto wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(wait).count();
     const bool waiting = !outboxes_.empty() || !relay_.empty();
     // Pruning goes on turn after turn, a batch each, without waiting for a timer.
-    const bool pruning = clients_.pruning() && !storage_down(net::steady::now());
+    const bool pruning = history_.pruning() && !storage_down(net::steady::now());
     wait_ms = std::clamp<int64_t>(wait_ms, 0, pruning ? 0 : waiting ? k_outbox_retry.count() : 100);
     net::poll(items, n_items, std::chrono::milliseconds(wait_ms));
     if (zap_) {
@@ -226,7 +226,7 @@ void broker::storage_failed(const std::exception& e) {
                std::string("the job database could not be written (") + e.what() +
                    "); nothing of this request was kept; retry later");
   }
-  clients_.forget_prunes(out_.requests());
+  history_.forget_prunes(out_.requests());
   try {
     reload();
   } catch (const std::exception& r) {
@@ -325,10 +325,10 @@ void broker::handle(net::received& msg) {
           rid, *who, body, [&](auto m, const peer& as) { clients_.cancel(rid, as, m); });
     case command::list_jobs:
       return client_request<wire::list_jobs>(
-          rid, *who, body, [&](auto m, const peer& as) { clients_.list_jobs(rid, as, m); });
+          rid, *who, body, [&](auto m, const peer& as) { history_.list_jobs(rid, as, m); });
     case command::get_job:
       return client_request<wire::get_job>(
-          rid, *who, body, [&](auto m, const peer& as) { clients_.get_job(rid, as, m); });
+          rid, *who, body, [&](auto m, const peer& as) { history_.get_job(rid, as, m); });
     case command::forget_node:
       return client_request<wire::forget_node>(rid, *who, body, [&](auto m, const peer&) {
         if (!storage_.refuse(out_, rid, m.request_id)) nodes_.forget(rid, m);
@@ -339,7 +339,7 @@ void broker::handle(net::received& msg) {
       });
     case command::prune_jobs:
       return client_request<wire::prune_jobs>(rid, *who, body,
-                                              [&](auto m, const peer&) { clients_.prune(rid, m); });
+                                              [&](auto m, const peer&) { history_.prune(rid, m); });
     case command::list_nodes:
       return client_request<wire::list_nodes>(
           rid, *who, body, [&](auto m, const peer&) { list_nodes(out_, rid, m, nodes_); });
@@ -531,7 +531,7 @@ void broker::timers() {
     next_flush_ = now + std::chrono::milliseconds(cfg_.output_flush_ms);
     jobs_.flush_all();
   }
-  if (!storage_down(now)) clients_.prune_step(now);
+  if (!storage_down(now)) history_.prune_step(now);
   if (now >= next_positions_) {
     next_positions_ = now + std::chrono::milliseconds(cfg_.queue_position_ms);
     for (const auto& [model, q] : jobs_.queues()) {

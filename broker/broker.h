@@ -53,6 +53,7 @@
 #include "broker/api-key-service.h"
 #include "broker/client-sessions.h"
 #include "broker/config.h"
+#include "broker/job-history.h"
 #include "broker/job-store.h"
 #include "broker/job-table.h"
 #include "broker/live-job.h"
@@ -156,8 +157,8 @@ class broker {
   peer_gate gate_{cfg_, auth_, out_, outboxes_, metrics_, auth_log_};  // peer-gate.h
   storage_gate storage_;  // whether the store takes writes (after a failed commit: a backoff)
   api_key_service api_keys_{*store_, out_, storage_, metrics_, auth_log_};
-  client_sessions clients_{cfg_,   *store_, out_,          storage_,  jobs_,
-                           nodes_, relay_,  turn_metrics_, api_keys_, auth_};
+  client_sessions clients_{cfg_, *store_, out_, storage_, jobs_, nodes_, relay_, turn_metrics_};
+  job_history history_{cfg_, *store_, out_, storage_, jobs_, nodes_, api_keys_, auth_};
   std::unique_ptr<zmq::socket_t> router_;
   std::atomic<bool> bound_{false};
   std::string endpoint_;
