@@ -26,6 +26,7 @@
 #include "engine/model.h"
 #include "engine/tokenizer/pre-tokenizer.h"
 #include "engine/tokenizer/vocab.h"
+#include "tests/conformance.h"
 #include "tests/testdata.h"
 
 namespace hearth {
@@ -182,12 +183,7 @@ TEST_P(hf_route, round_trip_gives_identical_logits) {
 
 INSTANTIATE_TEST_SUITE_P(all, hf_route, ::testing::ValuesIn(model_files()),
                          [](const auto& param_info) {
-                           std::string n = param_info.param;
-                           n = n.substr(n.rfind('/') + 1);
-                           for (auto& ch : n) {
-                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           }
-                           return n;
+                           return testing::conformance_case_name(param_info.param);
                          });
 
 double worst_row_nmse(const std::vector<float>& got, const std::vector<float>& want,
@@ -412,12 +408,7 @@ std::vector<std::string> vocab_files() {
 
 INSTANTIATE_TEST_SUITE_P(all, hf_tokenizer_round_trip, ::testing::ValuesIn(vocab_files()),
                          [](const auto& param_info) {
-                           std::string n = param_info.param;
-                           n = n.substr(n.rfind('/') + 1);
-                           for (auto& ch : n) {
-                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           }
-                           return n;
+                           return testing::conformance_case_name(param_info.param);
                          });
 
 // --- rope scaling and multimodal Gemma 3 from config.json ---------------------------------------
