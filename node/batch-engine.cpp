@@ -201,16 +201,9 @@ class batch_engine final : public job_engine {
   }
 
  private:
-  // `stop_reason`: "" when the node failed, or why the request itself cannot run
-  // (wire::stop_reason_invalid_request, wire::stop_reason_prompt_too_long).
+  // job_sink::failed: "" when the node failed, else why the request itself cannot run.
   void report_failed(const wire::job_ref& ref, std::string error, std::string stop_reason = {}) {
-    wire::job_final f;
-    f.job_id = ref.job_id;
-    f.attempt = ref.attempt;
-    f.state = wire::job_state::failed;
-    f.stop_reason = std::move(stop_reason);
-    f.error = std::move(error);
-    sink_.finished(f);
+    sink_.failed(ref, std::move(error), std::move(stop_reason));
   }
   void report_invalid(const wire::job_ref& ref, std::string error) {
     report_failed(ref, std::move(error), wire::stop_reason_invalid_request);

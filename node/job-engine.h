@@ -10,11 +10,12 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "backends/device.h"
 #include "engine/context.h"
 #include "engine/model-file.h"
-#include "backends/device.h"
 #include "schema/messages.h"
 
 namespace hearth::node {
@@ -34,6 +35,18 @@ class job_sink {
   // submitted attempt, also for attempts that fail before starting (unknown model, bad params,
   // prompt too long ...). Not called for attempts returned by stop().
   virtual void finished(const wire::job_final& final) = 0;
+  // finished() of a failed attempt. `stop_reason`: "" when the node failed (the broker tries
+  // another node), or why the request itself cannot run (wire::stop_reason_invalid_request,
+  // wire::stop_reason_prompt_too_long).
+  void failed(const wire::job_ref& ref, std::string error, std::string stop_reason = {}) {
+    wire::job_final f;
+    f.job_id = ref.job_id;
+    f.attempt = ref.attempt;
+    f.state = wire::job_state::failed;
+    f.stop_reason = std::move(stop_reason);
+    f.error = std::move(error);
+    finished(f);
+  }
   // The set of loaded models changed (load on first use, least-recently-used unload), or a rescan
   // of the models directory found a change. Called from the engine's or the rescan's thread.
   virtual void models_changed() {}

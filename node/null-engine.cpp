@@ -143,16 +143,10 @@ class null_engine final : public job_engine {
   }
 
  private:
-  // `stop_reason`: "" when the node failed (the broker tries another node), or
+  // job_sink::failed: "" when the node failed (the broker tries another node), or
   // wire::stop_reason_invalid_request when the request itself cannot run.
   void report_failed(const wire::job_assign& job, std::string error, std::string stop_reason = {}) {
-    wire::job_final f;
-    f.job_id = job.job_id;
-    f.attempt = job.attempt;
-    f.state = wire::job_state::failed;
-    f.stop_reason = std::move(stop_reason);
-    f.error = std::move(error);
-    sink_.finished(f);
+    sink_.failed({job.job_id, job.attempt}, std::move(error), std::move(stop_reason));
   }
 
   void finish(null_attempt& a, wire::job_state state, std::string_view reason) {

@@ -94,6 +94,16 @@ void device::free(buffer* b) {
   delete b;
 }
 
+// The 64 MiB host-visible buffer uploads and downloads copy through, made on first use.
+buffer* device::staging_buffer() {
+  if (!staging_) {
+    const VkMemoryPropertyFlags host =
+        VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+    staging_ = create_buffer(64u << 20, memory_type(~0u, host, 0), "staging");
+  }
+  return staging_;
+}
+
 void device::upload(buffer* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
   // Nothing recorded may read dst: a host-visible dst is written in place.
@@ -124,15 +134,11 @@ void device::upload(buffer* dst, const void* src, size_t bytes) {
   }
   const uint8_t* p = static_cast<const uint8_t*>(src);
   for (size_t done = 0; done < bytes;) {
-    if (!staging_) {
-      const VkMemoryPropertyFlags host =
-          VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
-      staging_ = create_buffer(64u << 20, memory_type(~0u, host, 0), "staging");
-    }
-    const size_t n = std::min<size_t>(bytes - done, staging_->size);
-    std::memcpy(staging_->mapped, p + done, n);
+    buffer* staging = staging_buffer();
+    const size_t n = std::min<size_t>(bytes - done, staging->size);
+    std::memcpy(staging->mapped, p + done, n);
     VkBufferCopy region{0, done, n};
-    vkCmdCopyBuffer(recording(), staging_->handle, dst->handle, 1, &region);
+    vkCmdCopyBuffer(recording(), staging->handle, dst->handle, 1, &region);
     submit_and_wait();
     done += n;
   }
@@ -146,16 +152,12 @@ void device::download(buffer* src, void* dst, size_t bytes) {
   }
   uint8_t* p = static_cast<uint8_t*>(dst);
   for (size_t done = 0; done < bytes;) {
-    if (!staging_) {
-      const VkMemoryPropertyFlags host =
-          VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
-      staging_ = create_buffer(64u << 20, memory_type(~0u, host, 0), "staging");
-    }
-    const size_t n = std::min<size_t>(bytes - done, staging_->size);
+    buffer* staging = staging_buffer();
+    const size_t n = std::min<size_t>(bytes - done, staging->size);
     VkBufferCopy region{done, 0, n};
-    vkCmdCopyBuffer(recording(), src->handle, staging_->handle, 1, &region);
+    vkCmdCopyBuffer(recording(), src->handle, staging->handle, 1, &region);
     submit_and_wait();
-    std::memcpy(p + done, staging_->mapped, n);
+    std::memcpy(p + done, staging->mapped, n);
     done += n;
   }
 }

@@ -146,6 +146,7 @@ class device {
   static constexpr VkDeviceSize k_upload_ring_bytes = 4u << 20;
   buffer* upload_ring_ = nullptr;  // host-visible: upload()'s recorded copies, reset by a wait
   VkDeviceSize upload_used_ = 0;
+  buffer* staging_buffer();    // staging_, made on first use
   buffer* staging_ = nullptr;  // host-visible, for devices whose local memory is not
   buffer* dummy_ = nullptr;    // bound where an op has no tensor (absent bias)
 };
