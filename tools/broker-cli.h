@@ -72,6 +72,16 @@ std::optional<uint64_t> duration_ms(std::string_view s);
 std::string format_bytes(uint64_t bytes);  // "512 MiB", "4.7 GiB"
 std::string or_dash(const std::string& s);
 
+// Sends the admin request `Request` that names one thing (a node to forget or release, an API key
+// to revoke) and is answered with ok; throws as broker_client::request does.
+template <class Request>
+void request_by_name(const broker_options& o, const std::string& name) {
+  broker_client client(o);
+  Request req;
+  req.name = name;
+  client.request<wire::ok>(req);
+}
+
 // A broker event as a JSON line object: {"event": name, fields...}.
 template <class T>
 json event_json(const char* name, const T& v) {

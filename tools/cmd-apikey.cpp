@@ -57,10 +57,7 @@ int list(const apikey_options& o) {
 }
 
 int revoke(const apikey_options& o) {
-  broker_client client(o.broker);
-  wire::revoke_api_key req;
-  req.name = o.name;
-  client.request<wire::ok>(req);
+  request_by_name<wire::revoke_api_key>(o.broker, o.name);
   std::printf("API key '%s' revoked\n", o.name.c_str());
   return 0;
 }

@@ -111,19 +111,13 @@ int nodes(const nodes_options& o) {
 }
 
 int forget(const nodes_options& o) {
-  broker_client client(o.broker);
-  wire::forget_node req;
-  req.name = o.forget;
-  client.request<wire::ok>(req);
+  request_by_name<wire::forget_node>(o.broker, o.forget);
   std::printf("node %s forgotten\n", o.forget.c_str());
   return 0;
 }
 
 int release(const nodes_options& o) {
-  broker_client client(o.broker);
-  wire::release_node req;
-  req.name = o.release;
-  client.request<wire::ok>(req);
+  request_by_name<wire::release_node>(o.broker, o.release);
   std::printf("node %s released: it gets jobs again, its recent losses forgiven\n",
               o.release.c_str());
   return 0;

@@ -189,9 +189,7 @@ void stream_view::append(std::string_view text) {
     }
   }
   if (current_.size() > shown_.size()) {
-    const std::string_view extra = std::string_view(current_).substr(shown_.size());
-    shown_ += extra;
-    print(extra);
+    show_beyond();
   } else if (restarted_) {
     // A new attempt reproducing what is on screen: nothing to print for a while, so say how far.
     const int pct = int(current_.size() * 100 / std::max<size_t>(shown_.size(), 1));
@@ -210,10 +208,14 @@ void stream_view::resync() {
     return;
   }
   if (current_.size() > shown_.size()) {
-    const std::string_view extra = std::string_view(current_).substr(shown_.size());
-    shown_ += extra;
-    print(extra);
+    show_beyond();
   }
+}
+
+void stream_view::show_beyond() {
+  const std::string_view extra = std::string_view(current_).substr(shown_.size());
+  shown_ += extra;
+  print(extra);
 }
 
 void stream_view::diverge() {

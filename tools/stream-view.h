@@ -84,6 +84,7 @@ class stream_view : public client::job_stream {
   void append(std::string_view text);  // the current attempt's text grows
   void resync();                       // current_ changed as a whole
   void diverge();
+  void show_beyond();  // prints what current_ has beyond shown_ (it is longer) and adds it there
   void print(std::string_view text);
   void status(const std::string& line);
   void clear_status();
