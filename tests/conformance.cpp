@@ -171,4 +171,14 @@ void check_logits_conformance(const std::string& reference_file, const model_par
               reference_file.c_str(), rows, worst, mean, share * 100);
 }
 
+void expect_greedy_reference(context& ctx, const std::vector<int32_t>& prompt,
+                             const nlohmann::json& c) {
+  sampler smp({.temperature = 0}, ctx.n_vocab());
+  auto g = generate(ctx, prompt, smp, {.max_tokens = 64}, nullptr);
+  ASSERT_TRUE(g.ok()) << g.message();
+  EXPECT_EQ(g->tokens, c["greedy_tokens"].get<std::vector<int32_t>>()) << c["prompt"];
+  EXPECT_EQ(g->text, c["greedy_text"].get<std::string>()) << c["prompt"];
+  EXPECT_EQ(g->reason, stop_reason::max_tokens);
+}
+
 }  // namespace hearth::testing

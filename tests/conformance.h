@@ -4,9 +4,12 @@
 // ../shared/README.md's bounds.
 #pragma once
 
+#include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
+#include "engine/context.h"
 #include "engine/model.h"
 
 namespace hearth::testing {
@@ -34,5 +37,11 @@ std::string conformance_case_name(const std::string& reference_file);
 // table row: | backend | file | rows | worst NMSE | mean NMSE | argmax same |.
 void check_logits_conformance(const std::string& reference_file, const model_params& params,
                               const std::string& want_backend);
+
+// Greedy generation of 64 tokens from `prompt` in `ctx` gives the reference case `c`'s
+// greedy_tokens and greedy_text (failures name its prompt) and stops at max_tokens. A fatal
+// failure when generation fails: call it under ASSERT_NO_FATAL_FAILURE to end the test there.
+void expect_greedy_reference(context& ctx, const std::vector<int32_t>& prompt,
+                             const nlohmann::json& c);
 
 }  // namespace hearth::testing

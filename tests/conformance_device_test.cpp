@@ -91,12 +91,7 @@ TEST_F(stories_device, greedy_continuations_match_the_reference_token_for_token)
   context ctx(*m, {.n_ctx = 128});
   for (const auto& c : ref["cases"]) {
     const auto prompt = c["prompt_tokens"].get<std::vector<int32_t>>();
-    sampler smp({.temperature = 0}, ctx.n_vocab());
-    auto g = generate(ctx, prompt, smp, {.max_tokens = 64}, nullptr);
-    ASSERT_TRUE(g.ok()) << g.message();
-    EXPECT_EQ(g->tokens, c["greedy_tokens"].get<std::vector<int32_t>>()) << c["prompt"];
-    EXPECT_EQ(g->text, c["greedy_text"].get<std::string>()) << c["prompt"];
-    EXPECT_EQ(g->reason, stop_reason::max_tokens);
+    ASSERT_NO_FATAL_FAILURE(testing::expect_greedy_reference(ctx, prompt, c));
   }
 }
 

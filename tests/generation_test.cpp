@@ -9,6 +9,7 @@
 #include "engine/generate.h"
 #include "engine/model.h"
 #include "engine/sequence.h"
+#include "tests/conformance.h"
 #include "tests/model-variant.h"
 #include "tests/testdata.h"
 
@@ -55,12 +56,7 @@ TEST_F(stories, greedy_continuations_match_the_reference_token_for_token) {
   for (const auto& c : (*reference_)["cases"]) {
     const auto prompt = model_->vocab().tokenize(c["prompt"].get<std::string>(), true, false);
     EXPECT_EQ(prompt, c["prompt_tokens"].get<std::vector<int32_t>>()) << c["prompt"];
-    sampler smp({.temperature = 0}, ctx.n_vocab());
-    auto g = generate(ctx, prompt, smp, {.max_tokens = 64}, nullptr);
-    ASSERT_TRUE(g.ok()) << g.message();
-    EXPECT_EQ(g->tokens, c["greedy_tokens"].get<std::vector<int32_t>>()) << c["prompt"];
-    EXPECT_EQ(g->text, c["greedy_text"].get<std::string>()) << c["prompt"];
-    EXPECT_EQ(g->reason, stop_reason::max_tokens);
+    ASSERT_NO_FATAL_FAILURE(testing::expect_greedy_reference(ctx, prompt, c));
   }
 }
 
