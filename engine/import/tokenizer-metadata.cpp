@@ -32,36 +32,38 @@ gguf_value gguf_i32_value(int32_t x) {
   return v;
 }
 
-gguf_value gguf_string_array_value(std::vector<std::string> items) {
+namespace {
+
+// An array of `elem` values, one made by `make` from each of `items` (taken by `make` as
+// `items` gives them: a non-const vector's items may be moved from).
+template <class Items, class Make>
+gguf_value array_value(gguf_value_type elem, Items& items, Make make) {
   gguf_value v;
   v.type = gguf_value_type::array;
-  v.elem_type = gguf_value_type::string;
+  v.elem_type = elem;
   v.items.reserve(items.size());
-  for (std::string& s : items) v.items.push_back(gguf_string_value(std::move(s)));
+  for (auto& x : items) v.items.push_back(make(x));
   return v;
+}
+
+}  // namespace
+
+gguf_value gguf_string_array_value(std::vector<std::string> items) {
+  return array_value(gguf_value_type::string, items,
+                     [](std::string& s) { return gguf_string_value(std::move(s)); });
 }
 
 gguf_value gguf_f32_array_value(const std::vector<float>& items) {
-  gguf_value v;
-  v.type = gguf_value_type::array;
-  v.elem_type = gguf_value_type::f32;
-  v.items.reserve(items.size());
-  for (const float x : items) {
+  return array_value(gguf_value_type::f32, items, [](float x) {
     gguf_value item;
     item.type = gguf_value_type::f32;
     item.f = x;
-    v.items.push_back(std::move(item));
-  }
-  return v;
+    return item;
+  });
 }
 
 gguf_value gguf_i32_array_value(const std::vector<int32_t>& items) {
-  gguf_value v;
-  v.type = gguf_value_type::array;
-  v.elem_type = gguf_value_type::i32;
-  v.items.reserve(items.size());
-  for (const int32_t x : items) v.items.push_back(gguf_i32_value(x));
-  return v;
+  return array_value(gguf_value_type::i32, items, gguf_i32_value);
 }
 
 }  // namespace hearth
