@@ -92,7 +92,7 @@ void broker::run(const std::atomic<bool>& stop) {
   }
   endpoint_ = router_->get(zmq::sockopt::last_endpoint);
   report_.started(net::wall_ms());
-  recover();
+  recovery_.load();
   bound_ = true;
   spdlog::info("broker listening on {} (database {}, {} jobs recorded)", endpoint_, cfg_.db,
                store_->job_count());
@@ -147,19 +147,7 @@ void broker::turn() {
   turn_did_work_ = false;
   out_.new_turn();
   attempts_.relayed_before_turn().clear();
-  if (reload_pending_) {
-    const auto now = net::steady::now();
-    if (storage_down(now)) return;
-    try {
-      reload();
-      reload_pending_ = false;
-      spdlog::info("the jobs are loaded again; serving");
-    } catch (const std::exception& e) {
-      storage_.back_off(now);
-      spdlog::error("{}; trying again in {} ms", e.what(), storage_.backoff().count());
-      return;
-    }
-  }
+  if (!recovery_.serving(net::steady::now())) return;
   try {
     store_->begin();
     std::set<std::string> dropped;
@@ -189,7 +177,8 @@ void broker::turn() {
       spdlog::info("the job database is writable again");
     }
   } catch (const store_error& e) {
-    storage_failed(e);
+    // Nothing of the turn was kept, so nothing of it may be told (storage-recovery.h).
+    recovery_.failed(e);
   }
   // Only now: a job finished in a turn whose commit failed is still running, with its watchers,
   // for the reload to carry over.
@@ -199,39 +188,6 @@ void broker::turn() {
   if (turn_did_work_) {
     metrics_.observe(metric::turn_duration, {},
                      std::chrono::duration<double>(net::steady::now() - turn_start).count());
-  }
-}
-
-void broker::storage_failed(const std::exception& e) {
-  try {
-    store_->rollback();
-  } catch (const std::exception& r) {
-    // SQLite may already have rolled the transaction back itself; nothing of it is kept either
-    // way, and the reload below reads what is.
-    spdlog::warn("rolling back the failed turn: {}", r.what());
-  }
-  const auto now = net::steady::now();
-  storage_.back_off(now);
-  spdlog::error(
-      "the job database could not be written ({}); this turn's changes are undone, requests "
-      "that write are refused for {} ms, then retried",
-      e.what(), storage_.backoff().count());
-  // Nothing of the turn was kept, so none of its messages may go out: they could acknowledge a
-  // job that is not stored, or assign one the store still has queued.
-  out_.clear();
-  jobs_.discard_finished();
-  turn_metrics_.discard();
-  for (const auto& [rid, request_id] : out_.requests()) {
-    send_error(rid, request_id, wire::error_code::storage_unavailable,
-               std::string("the job database could not be written (") + e.what() +
-                   "); nothing of this request was kept; retry later");
-  }
-  history_.forget_prunes(out_.requests());
-  try {
-    reload();
-  } catch (const std::exception& r) {
-    reload_pending_ = true;
-    spdlog::error("{}; trying again in {} ms", r.what(), storage_.backoff().count());
   }
 }
 
@@ -444,64 +400,6 @@ void broker::client_request(const std::string& rid, const peer& who, std::string
   handle_request(std::move(m.value()), who);
 }
 
-void broker::recover() {
-  nodes_.load();
-  api_keys_.load();
-  jobs_.load();
-}
-
-void broker::reload() {
-  // Watchers are connections, not records, and what they were sent stays sent: both carry over
-  // to the reloaded jobs. What the failed turn relayed was not sent (storage_failed).
-  struct carried {
-    std::set<std::string> watchers;
-    uint32_t attempt = 0;
-    output_mark relayed;
-  };
-  std::unordered_map<uint64_t, carried> keep;
-  auto& relayed_before = attempts_.relayed_before_turn();
-  for (auto& [id, j] : jobs_.jobs()) {
-    const auto before = relayed_before.find(id);
-    keep[id] = {std::move(j.watchers), j.row.attempts,
-                before != relayed_before.end() ? before->second : j.relayed};
-  }
-  relayed_before.clear();
-  jobs_.clear();
-  nodes_.clear_running();
-  try {
-    // Keys created or revoked in the failed turn were not kept either.
-    api_keys_.load();
-    jobs_.load();
-  } catch (const std::exception& e) {
-    // Reading failed too: the broker cannot know what it owes anyone.
-    throw std::runtime_error(std::string("cannot reload the jobs after a storage failure: ") +
-                             e.what());
-  }
-  for (auto& [id, j] : jobs_.jobs()) {
-    auto k = keep.find(id);
-    if (k == keep.end()) continue;
-    j.watchers = std::move(k->second.watchers);
-    if (k->second.attempt == j.row.attempts) j.relayed = k->second.relayed;
-  }
-  relay_.reloaded(jobs_.jobs());
-  // The nodes are still connected: each resumes its attempts from what was stored. Their credit
-  // is what they have free (assignments of the failed turn were never sent).
-  for (auto& [id, j] : jobs_.jobs()) {
-    if (j.row.state != wire::job_state::running) continue;
-    const node_entry* n = nodes_.find(j.row.node);
-    if (!n || !n->online) continue;
-    // As on a node's hello (node-attempts.cpp): not counted as unanswered, since the node may
-    // have nothing past what was stored.
-    j.recovered_deadline.reset();
-    j.resume.outstanding = true;
-    j.resume.gap = false;
-    j.resume.sent = net::steady::now();
-    send(n->routing_id, wire::job_resume{id, j.row.attempts, j.next_seq});
-  }
-  nodes_.credit_free_slots();
-  jobs_.dispatch_later();
-}
-
 void broker::timers() {
   const auto now = net::steady::now();
   if (now >= next_tick_) {
@@ -512,18 +410,7 @@ void broker::timers() {
     report_.prune_peers(now);
     nodes_.liveness(now, storage_down(now),
                     [&](node_entry& n, const std::string& why) { attempts_.node_lost(n, why); });
-    // Jobs recovered after a restart whose node did not come back in time: the restart's doing.
-    for (auto& [id, j] : jobs_.jobs()) {
-      if (j.recovered_deadline && now > *j.recovered_deadline) {
-        j.recovered_deadline.reset();
-        if (node_entry* n = nodes_.find(j.row.node)) n->running.erase(id);
-        jobs_.requeue(j,
-                      "node " + j.row.node + " did not report the job after the broker restarted",
-                      job_table::loss::broker_restart);
-      } else if (j.resume.outstanding) {
-        attempts_.resume_timer(j, now);
-      }
-    }
+    attempts_.timers(now);
     jobs_.attempt_timers(now);
   }
   // While the store refuses writes, output waits in memory (it is flushed once writes work).
@@ -534,23 +421,8 @@ void broker::timers() {
   if (!storage_down(now)) history_.prune_step(now);
   if (now >= next_positions_) {
     next_positions_ = now + std::chrono::milliseconds(cfg_.queue_position_ms);
-    for (const auto& [model, q] : jobs_.queues()) {
-      uint32_t pos = 0;
-      std::optional<std::string> waiting;  // the model's, worked out once a round
-      for (const auto& [key, id] : q) {
-        auto& j = jobs_.jobs().at(id);
-        if (!j.watchers.empty()) {
-          if (!waiting) waiting = nodes_.waiting_reason(model);
-          if (j.last_position_sent != pos || j.last_waiting_sent != *waiting) {
-            j.last_position_sent = pos;
-            j.last_waiting_sent = *waiting;
-            relay_.notify(j, wire::command::job_queued,
-                          wire::encode(wire::job_queued{id, pos, *waiting}));
-          }
-        }
-        ++pos;
-      }
-    }
+    relay_.queue_positions(jobs_.queues(), jobs_.jobs(),
+                           [&](const std::string& model) { return nodes_.waiting_reason(model); });
   }
 }
 

@@ -66,6 +66,7 @@
 #include "broker/peer-outbox.h"
 #include "broker/peer.h"
 #include "broker/storage-gate.h"
+#include "broker/storage-recovery.h"
 #include "broker/turn-output.h"
 #include "broker/watch-relay.h"
 #include "broker/zap-handler.h"
@@ -110,19 +111,10 @@ class broker {
     out_.send_error(routing_id, request_id, code, std::move(message));
   }
 
-  // Loads the unfinished jobs from the store into memory: at start, and after a turn whose
-  // commit failed (reload(), which keeps the connections and watchers).
-  void recover();
   void turn();
   // The turn's timers: liveness and heartbeats, recovered and stalled attempts, output flushes,
   // queue positions, pruning.
   void timers();
-  // The turn's transaction failed (disk full, I/O error): nothing of it was kept, so nothing of it
-  // may be told. Its messages are discarded, every client request of the turn is answered
-  // storage_unavailable, and the live state is reloaded from the store (as after a restart, but
-  // with the nodes still connected: each is asked to resume its attempts from what was stored).
-  void storage_failed(const std::exception& e);
-  void reload();
   // Whether requests that write are refused for now (after a storage failure, with backoff).
   bool storage_down(net::steady::time_point now) const { return storage_.down(now); }
   void handle(net::received& msg);
@@ -159,13 +151,12 @@ class broker {
   api_key_service api_keys_{*store_, out_, storage_, metrics_, auth_log_};
   client_sessions clients_{cfg_, *store_, out_, storage_, jobs_, nodes_, relay_, turn_metrics_};
   job_history history_{cfg_, *store_, out_, storage_, jobs_, nodes_, api_keys_, auth_};
+  // A failed commit's undoing and reload, and the load at start (storage-recovery.h).
+  storage_recovery recovery_{*store_,   storage_, out_,      jobs_,    nodes_,
+                             attempts_, relay_,   api_keys_, history_, turn_metrics_};
   std::unique_ptr<zmq::socket_t> router_;
   std::atomic<bool> bound_{false};
   std::string endpoint_;
-
-  // The reload after a storage failure could not read the database either: nothing is handled
-  // until it succeeds (messages wait in ZeroMQ), tried again with the same backoff.
-  bool reload_pending_ = false;
   net::steady::time_point next_tick_{};
   net::steady::time_point next_flush_{};
   net::steady::time_point next_positions_{};

@@ -263,6 +263,19 @@ void node_attempts::resume_stream(node_entry& n, live_job& j, const std::string&
   ++j.resume.unanswered;
 }
 
+void node_attempts::timers(net::steady::time_point now) {
+  for (auto& [id, j] : jobs_.jobs()) {
+    if (j.recovered_deadline && now > *j.recovered_deadline) {
+      j.recovered_deadline.reset();
+      if (node_entry* n = nodes_.find(j.row.node)) n->running.erase(id);
+      jobs_.requeue(j, "node " + j.row.node + " did not report the job after the broker restarted",
+                    job_table::loss::broker_restart);
+    } else if (j.resume.outstanding) {
+      resume_timer(j, now);
+    }
+  }
+}
+
 void node_attempts::resume_timer(live_job& j, net::steady::time_point now) {
   // A resume of an attempt that has ended since (the job was queued again) is over.
   if (j.row.state != wire::job_state::running) {

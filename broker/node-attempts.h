@@ -42,9 +42,10 @@ class node_attempts {
   void on_handback(node_entry& n, const wire::job_handback& m);
   // The node is gone (node_registry::offline); its attempts are lost and queued again.
   void node_lost(node_entry& n, const std::string& why);
-  // An outstanding resume of a stream that still has a gap is sent again after k_resume_retry
-  // (from the turn's timers).
-  void resume_timer(live_job& j, net::steady::time_point now);
+  // From the turn's heartbeat timer: jobs recovered at start-up whose node did not list them
+  // within one liveness period are queued again (the restart's doing, not the node's), and
+  // outstanding resumes are sent again (resume_timer).
+  void timers(net::steady::time_point now);
 
   // What the watchers of each job relayed to this turn had been sent before it: when the turn's
   // commit fails its messages are never sent, so the reload goes back to these marks.
@@ -58,6 +59,8 @@ class node_attempts {
   void resume_stream(node_entry& n, live_job& j, const std::string& why);
   // The stream cannot be completed: the attempt is cancelled and the job queued again.
   void abandon_stream(node_entry& n, live_job& j, const std::string& why);
+  // An outstanding resume of a stream that still has a gap is sent again after k_resume_retry.
+  void resume_timer(live_job& j, net::steady::time_point now);
 
   const broker_config& cfg_;
   job_store& store_;

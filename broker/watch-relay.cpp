@@ -2,6 +2,7 @@
 #include "broker/watch-relay.h"
 
 #include <algorithm>
+#include <optional>
 #include <unordered_map>
 
 namespace hearth::broker {
@@ -182,6 +183,27 @@ void watch_relay::catch_up(zmq::socket_t& router, const job_map& jobs) {
 
 void watch_relay::notify(const live_job& j, wire::command cmd, const std::string& body) {
   for (const auto& w : j.watchers) deliver(j, w, cmd, body);
+}
+
+void watch_relay::queue_positions(
+    const std::map<std::string, job_queue>& queues, job_map& jobs,
+    const std::function<std::string(const std::string&)>& waiting_reason) {
+  for (const auto& [model, q] : queues) {
+    uint32_t pos = 0;
+    std::optional<std::string> waiting;  // the model's, worked out once a round
+    for (const auto& [key, id] : q) {
+      auto& j = jobs.at(id);
+      if (!j.watchers.empty()) {
+        if (!waiting) waiting = waiting_reason(model);
+        if (j.last_position_sent != pos || j.last_waiting_sent != *waiting) {
+          j.last_position_sent = pos;
+          j.last_waiting_sent = *waiting;
+          notify(j, wire::command::job_queued, wire::encode(wire::job_queued{id, pos, *waiting}));
+        }
+      }
+      ++pos;
+    }
+  }
 }
 
 void watch_relay::catch_up_running(const live_job& j, const std::string& rid, output_mark from) {

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -41,6 +42,10 @@ class watch_relay {
 
   // A job event to each of its watchers (deliver()).
   void notify(const live_job& j, wire::command cmd, const std::string& body);
+  // job_queued to the watchers of each queued job whose position or waiting reason changed
+  // (the queue-position timer); `waiting_reason(model)` says why the model's jobs wait.
+  void queue_positions(const std::map<std::string, job_queue>& queues, job_map& jobs,
+                       const std::function<std::string(const std::string&)>& waiting_reason);
   // A job event to one watcher. Token chunks to a watcher whose pipe is full are not queued: it
   // is marked lagging and catch_up() sends what it missed.
   void deliver(const live_job& j, const std::string& rid, wire::command cmd,
