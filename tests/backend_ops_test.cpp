@@ -4,7 +4,7 @@
 // a table (op, type, shape, NMSE, pass). Weights get random values quantized as llama-quantize
 // does (engine/convert/quantize.h), and the types the synthetic models of the test data hold (Q4_0,
 // Q4_K, Q5_K, Q6_K) real blocks from those files. The backend under test comes from a factory:
-// this file is built once per backend (HEARTH_BACKEND_OPS_VULKAN, HEARTH_BACKEND_OPS_CUDA).
+// this file is built once per backend (tests/device-backend.h).
 // Matrix products are checked against the exact product instead (harness::compare_exact: the
 // CPU's own rounding of the activations is larger than a GPU's error on a single output).
 #include <gtest/gtest.h>
@@ -26,10 +26,11 @@
 #include "engine/backend.h"
 #include "engine/io/gguf.h"
 #include "engine/io/type-traits.h"
+#include "tests/device-backend.h"
 #include "tests/testdata.h"
 
-#include "engine/convert/quantize.h"
 #include "backends/registry.h"
+#include "engine/convert/quantize.h"
 
 namespace hearth {
 namespace {
@@ -43,20 +44,9 @@ struct backend_factory {
 
 // The backend's module through the device registry, on its best device.
 backend_factory factory_under_test() {
-#ifdef HEARTH_BACKEND_OPS_VULKAN
-  constexpr gpu::backend_kind kind = gpu::backend_kind::vulkan;
-#elif defined(HEARTH_BACKEND_OPS_CUDA)
-  constexpr gpu::backend_kind kind = gpu::backend_kind::cuda;
-#else
-#error "define the backend under test"
-#endif
+  constexpr gpu::backend_kind kind = testing::device_backend_kind;
   return {gpu::backend_kind_name(kind), [] { return gpu::device_registry().why_no_device(kind); },
-          []() -> std::unique_ptr<backend> {
-            gpu::device d;
-            const gpu::backend_entry* e = nullptr;
-            if (!gpu::device_registry().best(kind, d, e)) return nullptr;
-            return e->make(d.index);
-          }};
+          testing::best_device_backend};
 }
 
 constexpr uint8_t k_sentinel = 0xA5;
@@ -542,7 +532,7 @@ TEST_F(BackendOps, MulMatIdGivesATokenTheSameBitsWhateverSharesIt) {
   }
 }
 
-#ifdef HEARTH_BACKEND_OPS_VULKAN
+#ifdef HEARTH_DEVICE_TEST_VULKAN
 // Vulkan's products round the activations as the CPU does (to the weight's dot-product type), so
 // they match the CPU's to float rounding (NMSE 1e-11 or less), not only the exact product to the
 // activations' rounding (1e-7 and more): a mixture-of-experts router whose two best experts
@@ -566,7 +556,7 @@ TEST_F(BackendOps, MulMatRoundsActivationsAsTheCpu) {
 }
 #endif
 
-#ifdef HEARTH_BACKEND_OPS_VULKAN
+#ifdef HEARTH_DEVICE_TEST_VULKAN
 // A weight larger than one buffer (vk::device::weight_part_bytes: 128 MiB on lavapipe and on some
 // ARM GPUs) is held in row parts: its products and row lookups give the same bits as the weight in
 // one buffer, and write nothing past their output. A second backend made while

@@ -1,8 +1,8 @@
 // End-to-end conformance on a device backend: every model file of the test data loaded onto the
 // device (never falling back to the CPU: a file the device cannot run fails) within the CPU
 // conformance bounds (tests/conformance.h), and stories260K's greedy continuations token for
-// token. Built once per backend (HEARTH_CONFORMANCE_VULKAN, HEARTH_CONFORMANCE_CUDA); without a
-// device of that backend the whole binary is reported skipped.
+// token. Built once per backend (tests/device-backend.h); without a device of that backend the
+// whole binary is reported skipped.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,6 +17,7 @@
 #include "engine/model.h"
 #include "fixtures/random-model.h"
 #include "tests/conformance.h"
+#include "tests/device-backend.h"
 #include "tests/testdata.h"
 
 #include "backends/registry.h"
@@ -24,13 +25,7 @@
 namespace hearth {
 namespace {
 
-#ifdef HEARTH_CONFORMANCE_VULKAN
-constexpr gpu::backend_kind k_kind = gpu::backend_kind::vulkan;
-#elif defined(HEARTH_CONFORMANCE_CUDA)
-constexpr gpu::backend_kind k_kind = gpu::backend_kind::cuda;
-#else
-#error "define the backend under test"
-#endif
+constexpr gpu::backend_kind k_kind = testing::device_backend_kind;
 const char* const k_backend = gpu::backend_kind_name(k_kind);
 
 // Loading on the backend's best device, from its module through the device registry; what the
@@ -38,11 +33,9 @@ const char* const k_backend = gpu::backend_kind_name(k_kind);
 model_params on_device() {
   model_params p;
   p.make_backend = []() -> std::unique_ptr<backend> {
-    gpu::device d;
-    const gpu::backend_entry* e = nullptr;
-    if (!gpu::device_registry().best(k_kind, d, e))
-      throw std::runtime_error(std::string(k_backend) + ": no device");
-    return e->make(d.index);
+    auto b = testing::best_device_backend();
+    if (!b) throw std::runtime_error(std::string(k_backend) + ": no device");
+    return b;
   };
   return p;
 }

@@ -1,0 +1,30 @@
+// The device backend a device test binary is built for, and a backend on its best device through
+// the device registry (as the programs reach the backends: their modules). tests/CMakeLists.txt
+// builds backend_ops_test.cpp and conformance_device_test.cpp once per backend, defining
+// HEARTH_DEVICE_TEST_VULKAN or HEARTH_DEVICE_TEST_CUDA.
+#pragma once
+
+#include <memory>
+
+#include "backends/registry.h"
+#include "engine/backend.h"
+
+namespace hearth::testing {
+
+#ifdef HEARTH_DEVICE_TEST_VULKAN
+inline constexpr gpu::backend_kind device_backend_kind = gpu::backend_kind::vulkan;
+#elif defined(HEARTH_DEVICE_TEST_CUDA)
+inline constexpr gpu::backend_kind device_backend_kind = gpu::backend_kind::cuda;
+#else
+#error "define the backend under test"
+#endif
+
+// A backend on the best device of the backend under test; nullptr when it has none.
+inline std::unique_ptr<backend> best_device_backend() {
+  gpu::device d;
+  const gpu::backend_entry* e = nullptr;
+  if (!gpu::device_registry().best(device_backend_kind, d, e)) return nullptr;
+  return e->make(d.index);
+}
+
+}  // namespace hearth::testing
