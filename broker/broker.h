@@ -28,35 +28,22 @@
 // max_outbox_bytes and one turn's messages (and their small messages).
 // A watcher of a fast stream whose pipe is full is not sent every token chunk: it lags, and
 // catches up from the job's output in pages when it reads again (watch-relay.h).
-//
-// Clients' unfinished jobs are bounded too: per owner (the client's identity) at most
-// max_client_queued_jobs jobs and max_client_queued_bytes of prompts and messages, and
-// max_queue_bytes over all owners. A job counts from its submit until it finishes, running
-// included, because its row (prompt, messages and the output so far) stays in memory until then.
 #pragma once
 
-#include <algorithm>
-#include <array>
 #include <atomic>
-#include <cstdint>
-#include <deque>
-#include <map>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
-#include <unordered_map>
-#include <vector>
 #include <zmq.hpp>
 
 #include "broker/allow-list.h"
 #include "broker/api-key-service.h"
 #include "broker/client-sessions.h"
+#include "broker/command-dispatch.h"
 #include "broker/config.h"
 #include "broker/job-history.h"
 #include "broker/job-store.h"
 #include "broker/job-table.h"
-#include "broker/live-job.h"
 #include "broker/log-limiter.h"
 #include "broker/metrics-report.h"
 #include "broker/metrics.h"
@@ -89,14 +76,6 @@ class broker {
   bool bound() const { return bound_.load(); }
 
  private:
-  // Every message of the turn goes through out_ (turn-output.h).
-  template <class M>
-  void send(const std::string& routing_id, const M& m) {
-    out_.send(routing_id, m);
-  }
-  void queue_out(const std::string& routing_id, wire::command cmd, std::string body) {
-    out_.queue_out(routing_id, cmd, std::move(body));
-  }
   // Hands the turn's messages to ZeroMQ or the outboxes, then drops the peers over a limit.
   void send_turn_output();
   // A peer that stopped reading: it watches nothing any more, a node is lost, and what it sends
@@ -106,10 +85,6 @@ class broker {
   // Remembers the connection of a peer that asks something (a client's request, a node's hello):
   // its key (drop_removed_keys) and its descriptor (drop_peer ends it). Pruned as it grows.
   void note_connection(const std::string& routing_id, const std::string& key, net::received& msg);
-  void send_error(const std::string& routing_id, uint64_t request_id, wire::error_code code,
-                  std::string message) {
-    out_.send_error(routing_id, request_id, code, std::move(message));
-  }
 
   void turn();
   // The turn's timers: liveness and heartbeats, recovered and stalled attempts, output flushes,
@@ -117,13 +92,8 @@ class broker {
   void timers();
   // Whether requests that write are refused for now (after a storage failure, with backoff).
   bool storage_down(net::steady::time_point now) const { return storage_.down(now); }
+  // A message: the gate's checks, its connection noted, then by its command to its part.
   void handle(net::received& msg);
-
-  // Decodes a client request and hands it on with the identity it acts as: `who`, or the API key
-  // it presents. A malformed one gets error_reply(malformed), an unknown key unauthorized.
-  template <class M, class F>
-  void client_request(const std::string& rid, const peer& who, std::string_view body,
-                      F&& handle_request);
 
   broker_config cfg_;
   std::unique_ptr<job_store> store_;
@@ -154,6 +124,9 @@ class broker {
   // A failed commit's undoing and reload, and the load at start (storage-recovery.h).
   storage_recovery recovery_{*store_,   storage_, out_,      jobs_,    nodes_,
                              attempts_, relay_,   api_keys_, history_, turn_metrics_};
+  // Each message, by its command, to the part that owns it (command-dispatch.h).
+  command_dispatch commands_{*store_,  out_,     storage_,  jobs_,   nodes_, attempts_,
+                             clients_, history_, api_keys_, report_, zap_};
   std::unique_ptr<zmq::socket_t> router_;
   std::atomic<bool> bound_{false};
   std::string endpoint_;

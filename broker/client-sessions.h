@@ -5,6 +5,11 @@
 // of them, schema/PROTOCOL.md section 10.6), watch (the watch relay sends the rest) and cancel.
 // The history (list_jobs, get_job, prune_jobs) is job-history.h's. Clients see and act on their
 // own jobs; admins on all.
+//
+// Clients' unfinished jobs are bounded: per owner (the client's identity) at most
+// max_client_queued_jobs jobs and max_client_queued_bytes of prompts and messages, and
+// max_queue_bytes over all owners. A job counts from its submit until it finishes, running
+// included, because its row (prompt, messages and the output so far) stays in memory until then.
 #pragma once
 
 #include <cstdint>

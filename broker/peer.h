@@ -17,6 +17,17 @@ struct peer {
   std::string name;  // the key's certificate file name, or the API key's name
 };
 
+// A peer's ZeroMQ routing id in hex, for the log.
+inline std::string peer_name(const std::string& routing_id) {
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string s;
+  for (unsigned char c : routing_id) {
+    s += hex[c >> 4];
+    s += hex[c & 15];
+  }
+  return s;
+}
+
 // Whether `who` may see and act on a job owned by `owner` (its own, or an admin).
 inline bool may_access(const peer& who, const std::string& owner) {
   return who.role == peer_role::admin || who.key == owner;
