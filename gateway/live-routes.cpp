@@ -28,8 +28,6 @@ namespace {
 constexpr auto k_live_interval = std::chrono::milliseconds(1000);
 // Running and queued jobs listed in a snapshot, each (the newest; the queue per model counts all).
 constexpr uint32_t k_live_jobs = 200;
-// A job's stream that waits (queued) gets a comment this often, for proxies with read timeouts.
-constexpr auto k_keep_alive = std::chrono::seconds(15);
 
 int64_t unix_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(

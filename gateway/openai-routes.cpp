@@ -15,9 +15,6 @@
 namespace hearth::gateway {
 namespace {
 
-// How often a stream that waits (queued, or a long prompt) gets a comment, so that proxies and
-// clients with read timeouts keep the connection.
-constexpr auto k_keep_alive = std::chrono::seconds(15);
 // Interactive requests; batches submit below this (batch-service.h).
 constexpr int32_t k_interactive_priority = 0;
 

@@ -14,6 +14,7 @@
 // goes as `reasoning_content` (the delta's, or the message's), the rest as `content`.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -25,6 +26,10 @@
 #include "gateway/openai-request.h"
 
 namespace hearth::gateway {
+
+// How often a stream that waits (queued, or a long prompt) gets an SSE comment, so that proxies and
+// clients with read timeouts keep the connection: the OpenAI streams and the dashboard's job view.
+inline constexpr auto k_keep_alive = std::chrono::seconds(15);
 
 class openai_answer {
  public:
