@@ -1,7 +1,7 @@
 // One device a model can run on, as every backend describes it: the one description that the
-// registry holds (backends/registry.h), `hearth devices` prints, placement ranks (device_better) and
-// the node's hello carries (filled from it by node/hardware.cpp). A new device property is a field
-// here, set by the backend that knows it.
+// registry holds (backends/registry.h), `hearth devices` prints, placement ranks (device_better)
+// and the node's hello carries (filled from it by node/hardware.cpp). A new device property is a
+// field here, set by the backend that knows it.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
-// Broken backend modules for backends/registry_test.cpp and tests/backend_modules_test.cpp, built as
-// libhearth-cuda.so in folders of their own (backends/CMakeLists.txt):
+// Broken backend modules for backends/registry_test.cpp and tests/backend_modules_test.cpp, built
+// as libhearth-cuda.so in folders of their own (backends/CMakeLists.txt):
 //   HEARTH_FIXTURE_NEEDS_HIDDEN: needs a library that the loader cannot find, as the real CUDA
 //     module does on a machine without libcublas.so.13;
 //   else: built for another module API version.

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/backend.h"
 #include "backends/device.h"
+#include "engine/backend.h"
 
 namespace hearth::gpu {
 

@@ -1,7 +1,7 @@
 #include "backends/registry.h"
 
-#include "engine/system-info.h"
 #include "backends/modules.h"
+#include "engine/system-info.h"
 
 namespace hearth::gpu {
 

@@ -1,6 +1,6 @@
 // The device registry: every backend of this process (the CPU, and each GPU module that loaded)
-// with its devices in one description (backends/device.h), or, for a module that did not load or found
-// no device, why. Discovery for the node's hello (node/hardware.cpp), `hearth devices` and
+// with its devices in one description (backends/device.h), or, for a module that did not load or
+// found no device, why. Discovery for the node's hello (node/hardware.cpp), `hearth devices` and
 // placement (backends/select.cpp) all read it; tests build their own with fake entries.
 #pragma once
 
@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/backend.h"
 #include "backends/device.h"
+#include "engine/backend.h"
 
 namespace hearth::gpu {
 

@@ -26,8 +26,8 @@ struct context_params {
 context_params context_params_resolved(const model_hparams& hp, const context_params& p);
 
 // Memory a model takes with a context of `p`, counted as the context and the loader allocate
-// them: the one estimate placement (backends/select.h), the context's own check and the node's memory
-// budget use.
+// them: the one estimate placement (backends/select.h), the context's own check and the node's
+// memory budget use.
 struct memory_estimate {
   uint64_t weights = 0;  // every tensor of the file
   uint64_t cache = 0;    // KV cache: F16 keys and values of every layer, each cell's seq and pos

@@ -1,8 +1,8 @@
 // A model file opened once: a GGUF file or a Hugging Face model directory (imported as the
 // equivalent GGUF, engine/import/hf-import.h), with the hyperparameters every family stores under
-// the same `<arch>.` keys read once. Placement (backends/select.h), the loader (model::load) and the
-// node's catalog all read this handle; it is the one place that decides "a directory is a Hugging
-// Face model".
+// the same `<arch>.` keys read once. Placement (backends/select.h), the loader (model::load) and
+// the node's catalog all read this handle; it is the one place that decides "a directory is a
+// Hugging Face model".
 #pragma once
 
 #include <cstdint>

@@ -54,8 +54,8 @@ struct model_weights {
 struct model_params {
   int n_threads = 0;  // <= 0: one per hardware thread
   // The backend the weights are bound to; empty: the CPU backend with n_threads threads. Device
-  // backends come from backends/ (backends/select.h chooses one), which the engine does not depend on.
-  // Called once per load; what it throws is reported as a loading error.
+  // backends come from backends/ (backends/select.h chooses one), which the engine does not depend
+  // on. Called once per load; what it throws is reported as a loading error.
   std::function<std::unique_ptr<backend>()> make_backend;
   // Called while weights are paged in: (bytes done, bytes total).
   std::function<void(uint64_t, uint64_t)> progress;

@@ -6,8 +6,8 @@
 #include <cctype>
 #include <filesystem>
 
-#include "common/yaml-settings.h"
 #include "backends/device.h"
+#include "common/yaml-settings.h"
 
 namespace hearth::node {
 

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <string>
 
-#include "common/result.h"
 #include "backends/device.h"
+#include "common/result.h"
 
 namespace hearth::node {
 

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <set>
 
-#include "engine/system-info.h"
 #include "backends/registry.h"
+#include "engine/system-info.h"
 
 namespace hearth::node {
 

@@ -17,13 +17,13 @@
 #include <random>
 #include <vector>
 
+#include "backends/cuda/backend-cuda.h"
 #include "engine/context.h"
 #include "engine/convert/quantize.h"
 #include "engine/cpu/vec-dot.h"
 #include "engine/io/gguf.h"
 #include "engine/io/type-traits.h"
 #include "engine/model.h"
-#include "backends/cuda/backend-cuda.h"
 #include "tests/testdata.h"
 
 namespace hearth {

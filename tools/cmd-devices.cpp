@@ -6,8 +6,8 @@
 // did not, as the node logs it at start.
 #include <cstdio>
 
-#include "engine/system-info.h"
 #include "backends/registry.h"
+#include "engine/system-info.h"
 #include "tools/broker-cli.h"
 #include "tools/commands.h"
 

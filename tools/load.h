@@ -1,13 +1,13 @@
-// Loading a model from the CLI: on the backend --backend/--device ask for (backends/select.h), with a
-// progress bar for large files.
+// Loading a model from the CLI: on the backend --backend/--device ask for (backends/select.h), with
+// a progress bar for large files.
 #pragma once
 
 #include <CLI/CLI.hpp>
 #include <memory>
 #include <string>
 
-#include "engine/model.h"
 #include "backends/select.h"
+#include "engine/model.h"
 
 namespace hearth::cli {
 

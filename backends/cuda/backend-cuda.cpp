@@ -13,7 +13,6 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "engine/io/gguf.h"
 #include "backends/cuda/attention-math.cuh"
 #include "backends/cuda/check.h"
 #include "backends/cuda/device.h"
@@ -21,6 +20,7 @@
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/op-record.h"
 #include "backends/cuda/round-math.cuh"
+#include "engine/io/gguf.h"
 
 #ifndef HEARTH_CUDA_ARCHITECTURES_BUILT
 #define HEARTH_CUDA_ARCHITECTURES_BUILT "?"

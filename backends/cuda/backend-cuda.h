@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/backend.h"
 #include "backends/cuda/device.h"
+#include "engine/backend.h"
 
 namespace hearth {
 

@@ -5,9 +5,9 @@
 #include <cstdio>
 #include <cstring>
 
-#include "engine/system-info.h"
 #include "backends/cuda/check.h"
 #include "backends/cuda/nvml.h"
+#include "engine/system-info.h"
 
 namespace hearth::cuda {
 

@@ -11,9 +11,9 @@
 #include <utility>
 #include <vector>
 
+#include "backends/cuda/kernels.h"
 #include "engine/convert/quantize.h"
 #include "engine/cpu/vec-dot-kernels.h"
-#include "backends/cuda/kernels.h"
 
 namespace hearth::cuda {
 namespace {

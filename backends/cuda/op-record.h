@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/backend.h"
 #include "backends/cuda/kernels.h"
+#include "engine/backend.h"
 
 namespace hearth::cuda {
 

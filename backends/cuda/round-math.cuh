@@ -22,9 +22,9 @@
 #include <cstdint>
 #include <cstring>
 
-#include "engine/io/tensor-type.h"
 #include "backends/cuda/hd.h"
 #include "backends/cuda/quant.cuh"
+#include "engine/io/tensor-type.h"
 
 namespace hearth::cuda {
 

@@ -5,9 +5,9 @@
 #include <stdexcept>
 #include <string>
 
-#include "engine/io/gguf.h"
 #include "backends/vulkan/device.h"
 #include "backends/vulkan/ops.h"
+#include "engine/io/gguf.h"
 
 namespace hearth {
 namespace {

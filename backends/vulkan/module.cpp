@@ -1,5 +1,5 @@
-// The Vulkan backend as a loadable module (libhearth-vulkan.so, backends/module.h): its devices from
-// the one Vulkan instance of the process (device.cpp), and backends on them.
+// The Vulkan backend as a loadable module (libhearth-vulkan.so, backends/module.h): its devices
+// from the one Vulkan instance of the process (device.cpp), and backends on them.
 #include <vulkan/vulkan.h>
 
 #include <cstdio>

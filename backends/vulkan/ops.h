@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "engine/backend.h"
 #include "backends/vulkan/device.h"
+#include "engine/backend.h"
 
 namespace hearth::vk {
 
