@@ -12,6 +12,7 @@
 #include "engine/io/gguf-writer.h"
 #include "engine/io/gguf.h"
 #include "fuzz/fuzz-check.h"
+#include "tests/gguf-value-diff.h"
 
 namespace {
 
@@ -30,35 +31,6 @@ size_t count_values(const gguf_value& v) {
     n += count_values(item);
   }
   return n;
-}
-
-bool same_value(const gguf_value& a, const gguf_value& b) {
-  if (a.type != b.type) return false;
-  switch (a.type) {
-    case gguf_value_type::u8:
-    case gguf_value_type::u16:
-    case gguf_value_type::u32:
-    case gguf_value_type::u64:
-    case gguf_value_type::boolean:
-      return a.u == b.u;
-    case gguf_value_type::i8:
-    case gguf_value_type::i16:
-    case gguf_value_type::i32:
-    case gguf_value_type::i64:
-      return a.i == b.i;
-    case gguf_value_type::f32:
-    case gguf_value_type::f64:
-      return std::memcmp(&a.f, &b.f, sizeof(double)) == 0;
-    case gguf_value_type::string:
-      return a.str == b.str;
-    case gguf_value_type::array:
-      if (a.elem_type != b.elem_type || a.items.size() != b.items.size()) return false;
-      for (size_t k = 0; k < a.items.size(); ++k) {
-        if (!same_value(a.items[k], b.items[k])) return false;
-      }
-      return true;
-  }
-  return false;
 }
 
 void check_getters(const gguf_file& g, const gguf_kv& kv) {
@@ -145,7 +117,8 @@ void check_round_trip(const gguf_file& g) {
   FUZZ_CHECK(again->metadata().size() == g.metadata().size());
   for (size_t k = 0; k < g.metadata().size(); ++k) {
     FUZZ_CHECK(again->metadata()[k].key == g.metadata()[k].key);
-    FUZZ_CHECK(same_value(again->metadata()[k].value, g.metadata()[k].value));
+    FUZZ_CHECK(
+        testing::gguf_value_difference(again->metadata()[k].value, g.metadata()[k].value).empty());
   }
   FUZZ_CHECK(again->tensors().size() == g.tensors().size());
   for (size_t k = 0; k < g.tensors().size(); ++k) {

@@ -1,8 +1,8 @@
-// The GPU backends are modules loaded at run time (backends/modules.h): a node whose CUDA module cannot
-// load — its libraries missing (as on a machine without libcublas.so.13 or the NVIDIA driver), or
-// the module absent — still starts, says at start why CUDA was not loaded, and serves jobs on the
-// CPU; `hearth devices` says the same. The broken module is backends/module-fixture.cpp, built as
-// libhearth-cuda.so needing a library no loader can find.
+// The GPU backends are modules loaded at run time (backends/modules.h): a node whose CUDA module
+// cannot load — its libraries missing (as on a machine without libcublas.so.13 or the NVIDIA
+// driver), or the module absent — still starts, says at start why CUDA was not loaded, and serves
+// jobs on the CPU; `hearth devices` says the same. The broken module is
+// backends/module-fixture.cpp, built as libhearth-cuda.so needing a library no loader can find.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -58,14 +58,8 @@ class backend_modules : public ::testing::Test {
     for (const auto& g : nodes->nodes[0].hardware.gpus) EXPECT_NE(g.backend, "cuda");
 
     const auto& kase = reference_["cases"][0];
-    wire::submit s = testing::greedy_job("stories260K", kase["prompt"], 64);
-    s.watch = true;
-    auto acc = client.request<wire::accepted>(s);
-    ASSERT_TRUE(acc);
-    auto out = client.follow(acc->job_id);
-    ASSERT_TRUE(out.done) << node.log();
-    EXPECT_EQ(out.done->state, wire::job_state::completed) << out.done->error;
-    EXPECT_EQ(out.text, kase["greedy_text"].get<std::string>());
+    ASSERT_NO_FATAL_FAILURE(testing::expect_greedy_text(
+        client, "stories260K", kase["prompt"], kase["greedy_text"], [&] { return node.log(); }));
 
     const std::string log = node.log();
     EXPECT_NE(log.find("backend cpu: loaded, 1 device"), std::string::npos) << log;

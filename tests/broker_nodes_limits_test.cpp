@@ -585,11 +585,10 @@ TEST_F(nodes_limits_test, a_node_wins_jobs_by_its_measured_rate_not_its_claims) 
   ASSERT_TRUE(node_online(*client, "boaster"));
   std::map<std::string, int> by_node;
   for (int i = 0; i < 12; ++i) {
-    auto acc = client->request<wire::accepted>(job("alpha", "job " + std::to_string(i), 8));
-    ASSERT_TRUE(acc);
-    auto d = client->wait_final(acc->job_id, 20s);
-    ASSERT_TRUE(d) << broker.log();
-    EXPECT_EQ(d->summary.state, wire::job_state::completed);
+    std::optional<wire::job_detail> d;
+    ASSERT_NO_FATAL_FAILURE(testing::expect_completes(
+        *client, job("alpha", "job " + std::to_string(i), 8), [&] { return broker.log(); }, &d,
+        20s));
     ++by_node[d->summary.node];
   }
   t.request_stop();

@@ -463,6 +463,31 @@ wire::submit greedy_job(const std::string& model, const std::string& prompt, int
   return s;
 }
 
+void expect_greedy_text(test_client& client, const std::string& model, const std::string& prompt,
+                        const std::string& greedy_text, const std::function<std::string()>& log,
+                        greedy_run* run) {
+  wire::submit s = greedy_job(model, prompt, 64);
+  s.watch = true;
+  auto acc = client.request<wire::accepted>(s);
+  ASSERT_TRUE(acc);
+  auto out = client.follow(acc->job_id);
+  ASSERT_TRUE(out.done) << log();
+  EXPECT_EQ(out.done->state, wire::job_state::completed) << out.done->error;
+  EXPECT_EQ(out.text, greedy_text);
+  if (run) *run = {acc->job_id, std::move(out)};
+}
+
+void expect_completes(test_client& client, const wire::submit& s,
+                      const std::function<std::string()>& log,
+                      std::optional<wire::job_detail>* detail, std::chrono::milliseconds timeout) {
+  auto acc = client.request<wire::accepted>(s);
+  ASSERT_TRUE(acc) << log();
+  auto d = client.wait_final(acc->job_id, timeout);
+  ASSERT_TRUE(d) << log();
+  EXPECT_EQ(d->summary.state, wire::job_state::completed);
+  if (detail) *detail = std::move(d);
+}
+
 bool wait_until(const std::function<bool()>& cond, std::chrono::milliseconds timeout) {
   const auto until = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < until) {

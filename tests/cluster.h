@@ -203,6 +203,27 @@ class test_client {
 // A greedy (temperature 0) job for `model`: the submit the cluster tests send.
 wire::submit greedy_job(const std::string& model, const std::string& prompt, int32_t max_tokens);
 
+// A reference case run through the cluster: 64 greedy tokens of `prompt` for `model`, submitted
+// watched and followed; expects the job to complete with `greedy_text` (a case of
+// reference/stories260K.json). `log` (a process's log) goes with a failure. Use inside
+// ASSERT_NO_FATAL_FAILURE: an unanswered submit or a job that does not end ends the test. `run`
+// gets the job's id and what was followed.
+struct greedy_run {
+  uint64_t job_id = 0;
+  test_client::outcome out;
+};
+void expect_greedy_text(test_client& client, const std::string& model, const std::string& prompt,
+                        const std::string& greedy_text, const std::function<std::string()>& log,
+                        greedy_run* run = nullptr);
+
+// Submits `s` and expects the job to be accepted and to complete within `timeout`; `log` (a
+// process's log) goes with a failure. Use inside ASSERT_NO_FATAL_FAILURE. `detail` gets the
+// job's final record.
+void expect_completes(test_client& client, const wire::submit& s,
+                      const std::function<std::string()>& log,
+                      std::optional<wire::job_detail>* detail = nullptr,
+                      std::chrono::milliseconds timeout = std::chrono::seconds(60));
+
 // Polls `cond` every 20 ms until it is true or the timeout passes.
 bool wait_until(const std::function<bool()>& cond,
                 std::chrono::milliseconds timeout = std::chrono::seconds(20));

@@ -42,16 +42,13 @@ TEST_F(cluster_test, submit_streams_the_reference_greedy_text_and_records_it) {
   ASSERT_TRUE(nodes_online(client, 1)) << broker.log() << node.log();
 
   for (const auto& kase : ref["cases"]) {
-    auto s = job("stories260K", kase["prompt"], 64);
-    s.watch = true;
-    auto acc = client.request<wire::accepted>(s);
-    ASSERT_TRUE(acc);
-    auto out = client.follow(acc->job_id);
-    ASSERT_TRUE(out.done) << node.log();
-    EXPECT_EQ(out.done->state, wire::job_state::completed) << out.done->error;
-    EXPECT_EQ(out.text, kase["greedy_text"].get<std::string>());
+    testing::greedy_run run;
+    ASSERT_NO_FATAL_FAILURE(testing::expect_greedy_text(
+        client, "stories260K", kase["prompt"], kase["greedy_text"], [&] { return node.log(); },
+        &run));
+    const auto& out = run.out;
 
-    auto detail = client.wait_final(acc->job_id);
+    auto detail = client.wait_final(run.job_id);
     ASSERT_TRUE(detail);
     EXPECT_EQ(detail->summary.state, wire::job_state::completed);
     EXPECT_EQ(detail->summary.node, "cpu-node");
@@ -331,11 +328,8 @@ TEST_F(cluster_test, malformed_frames_are_dropped_and_everyone_else_is_served) {
   big.send(zmq::buffer(std::string(size_t(wire::max_message_bytes) + 100, 'x')));
   std::this_thread::sleep_for(200ms);
 
-  auto acc = client.request<wire::accepted>(job("alpha", "still served", 3));
-  ASSERT_TRUE(acc) << broker.log();
-  auto d = client.wait_final(acc->job_id);
-  ASSERT_TRUE(d);
-  EXPECT_EQ(d->summary.state, wire::job_state::completed);
+  ASSERT_NO_FATAL_FAILURE(testing::expect_completes(client, job("alpha", "still served", 3),
+                                                    [&] { return broker.log(); }));
   EXPECT_TRUE(broker.running());
   // The raw peer heard about the version mismatch (and got malformed errors for the rest).
   bool version_error = false, malformed_error = false;
@@ -525,11 +519,8 @@ TEST_F(cluster_test, an_over_long_prompt_fails_the_job_with_a_clear_error) {
   EXPECT_NE(d->summary.error.find("prompt has"), std::string::npos) << d->summary.error;
   EXPECT_EQ(d->summary.attempts, 1u) << "a job the model cannot take is not retried elsewhere";
   // The node is fine and serves the next job.
-  auto ok = client.request<wire::accepted>(job("stories260K", "Once upon a time", 4));
-  ASSERT_TRUE(ok);
-  auto d2 = client.wait_final(ok->job_id);
-  ASSERT_TRUE(d2);
-  EXPECT_EQ(d2->summary.state, wire::job_state::completed);
+  ASSERT_NO_FATAL_FAILURE(testing::expect_completes(
+      client, job("stories260K", "Once upon a time", 4), [&] { return node.log(); }));
 }
 
 TEST_F(cluster_test, a_waiting_client_hears_its_queue_position) {

@@ -704,11 +704,8 @@ TEST_F(durability_test, an_output_past_max_output_bytes_fails_the_job_and_cancel
       << "the node was told to cancel:\n"
       << node.log();
   // The node is free for the next job.
-  auto next = client.request<wire::accepted>(job("alpha", "short", 10));
-  ASSERT_TRUE(next);
-  auto dn = client.wait_final(next->job_id);
-  ASSERT_TRUE(dn);
-  EXPECT_EQ(dn->summary.state, wire::job_state::completed);
+  ASSERT_NO_FATAL_FAILURE(
+      testing::expect_completes(client, job("alpha", "short", 10), [&] { return node.log(); }));
 }
 
 // --- retention ---------------------------------------------------------------------------------

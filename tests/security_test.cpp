@@ -443,11 +443,9 @@ TEST_F(security_test, hearth_up_on_the_lan_makes_its_keys_and_lets_only_allowed_
   std::filesystem::copy_file(c_.dir().file("alice-keys/alice.pub"), dir + "/clients/alice.pub");
   test_client alice(endpoint, *net::curve_client_keys_load(dir + "/broker.pub",
                                                            c_.dir().file("alice-keys/alice.key")));
-  auto acc = alice.request<wire::accepted>(job("alpha", "hello", 4));
-  ASSERT_TRUE(acc) << up.log();
-  auto done = alice.wait_final(acc->job_id);
-  ASSERT_TRUE(done);
-  EXPECT_EQ(done->summary.state, wire::job_state::completed);
+  std::optional<wire::job_detail> done;
+  ASSERT_NO_FATAL_FAILURE(testing::expect_completes(
+      alice, job("alpha", "hello", 4), [&] { return up.log(); }, &done));
   EXPECT_EQ(done->summary.node, "box");
   EXPECT_EQ(done->summary.owner, "alice");
   up.signal(SIGINT);

@@ -83,16 +83,10 @@ void dequantize_rows(cudaStream_t s, tensor_type t, const void* w, int64_t n_in,
   dispatch_weight_type(t, "dequantize_rows", [&](auto tag) {
     constexpr tensor_type T = decltype(tag)::value;
     using traits = weight_traits<T>;
-    if (n_in % traits::block_elems != 0)
-      throw std::invalid_argument("dequantize_rows: rows are not whole blocks");
-    const int64_t row_bytes = n_in / traits::block_elems * traits::block_bytes;
-    const auto* first = static_cast<const uint8_t*>(w) + row0 * row_bytes;
-    const auto base = reinterpret_cast<uintptr_t>(first);
-    if (traits::block_elems > 1 && base % traits::align != 0)
-      throw std::invalid_argument("dequantize_rows: misaligned weights");
-    const bool grouped = n_in % 8 == 0 && base % traits::align == 0 &&
-                         row_bytes % traits::align == 0 &&
-                         reinterpret_cast<uintptr_t>(out) % 16 == 0;
+    const auto* first =
+        static_cast<const uint8_t*>(w) + row0 * (n_in / traits::block_elems * traits::block_bytes);
+    const auto [row_bytes, grouped] =
+        weight_rows_for<T>(n_in, first, out, "dequantize_rows", "weights");
     if (grouped) {
       dequantize_group_kernel<T>
           <<<grid_for(n_rows * (n_in / 8)), k_block, 0, s>>>(first, row_bytes, n_in, n_rows, out);

@@ -72,16 +72,9 @@ void get_rows(cudaStream_t s, tensor_type t, const void* table, int64_t cols, co
   if (n <= 0 || cols <= 0) return;
   dispatch_weight_type(t, "get_rows", [&](auto tag) {
     constexpr tensor_type T = decltype(tag)::value;
-    using traits = weight_traits<T>;
-    if (cols % traits::block_elems != 0)
-      throw std::invalid_argument("get_rows: rows are not whole blocks");
-    const int64_t row_bytes = cols / traits::block_elems * traits::block_bytes;
-    const auto base = reinterpret_cast<uintptr_t>(table);
-    if (traits::block_elems > 1 && base % traits::align != 0)
-      throw std::invalid_argument("get_rows: misaligned weight table");
+    const auto [row_bytes, grouped] =
+        weight_rows_for<T>(cols, table, out, "get_rows", "weight table");
     const auto* w = static_cast<const uint8_t*>(table);
-    const bool grouped = cols % 8 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0 &&
-                         base % traits::align == 0 && row_bytes % traits::align == 0;
     if (grouped) {
       get_rows_group_kernel<T>
           <<<grid_for(n * (cols / 8)), k_block, 0, s>>>(w, row_bytes, cols, ids, n, out);

@@ -560,4 +560,29 @@ void dispatch_weight_type(tensor_type t, const char* what, F&& f) {
                               std::string(tensor_type_name(t)));
 }
 
+// Rows of weight type T as the row-reading kernels (dequantize_rows, get_rows) take them: the
+// bytes of one row of `n` values, and whether the kernels may read 8 values per thread (`grouped`:
+// whole groups of 8, the rows `align`-aligned and the output 16-aligned). Throws
+// std::invalid_argument, naming `what`, when a row is not whole blocks or `first` (the first row
+// read; `rows` says what it is) is not aligned for T's loads.
+struct weight_rows {
+  int64_t row_bytes = 0;
+  bool grouped = false;
+};
+template <tensor_type T>
+weight_rows weight_rows_for(int64_t n, const void* first, const float* out, const char* what,
+                            const char* rows) {
+  using traits = weight_traits<T>;
+  if (n % traits::block_elems != 0)
+    throw std::invalid_argument(std::string(what) + ": rows are not whole blocks");
+  weight_rows r;
+  r.row_bytes = n / traits::block_elems * traits::block_bytes;
+  const auto base = reinterpret_cast<uintptr_t>(first);
+  if (traits::block_elems > 1 && base % traits::align != 0)
+    throw std::invalid_argument(std::string(what) + ": misaligned " + rows);
+  r.grouped = n % 8 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0 &&
+              base % traits::align == 0 && r.row_bytes % traits::align == 0;
+  return r;
+}
+
 }  // namespace hearth::cuda

@@ -9,8 +9,8 @@
 #include <random>
 #include <vector>
 
-#include "engine/cpu/vec-dot.h"
 #include "backends/cuda/kernels.h"
+#include "engine/cpu/vec-dot.h"
 
 namespace hearth::cuda {
 namespace {
@@ -104,6 +104,35 @@ TEST(CudaQuant, OtherTypesAreRefused) {
                         tensor_type::iq4_nl, tensor_type::i32}) {
     EXPECT_FALSE(has_weight_kernels(t)) << tensor_type_name(t);
     EXPECT_THROW(dispatch_weight_type(t, "test", [](auto) {}), std::invalid_argument);
+  }
+}
+
+// The rows dequantize_rows and get_rows read: whole blocks, aligned for the type's loads, and 8
+// values a thread only where groups, rows and output allow it.
+TEST(CudaQuant, WeightRowsAreCheckedAndGroupedWhereTheyMayBe) {
+  alignas(64) static uint8_t bytes[4096];
+  alignas(64) static float out[64];
+  const auto q4 = weight_rows_for<tensor_type::q4_0>(64, bytes, out, "get_rows", "weight table");
+  EXPECT_EQ(q4.row_bytes, 2 * 18);
+  EXPECT_TRUE(q4.grouped);
+  const auto q8 = weight_rows_for<tensor_type::q8_0>(64, bytes, out, "get_rows", "weight table");
+  EXPECT_EQ(q8.row_bytes, 2 * 34);
+  const auto f32 = weight_rows_for<tensor_type::f32>(64, bytes, out, "get_rows", "weight table");
+  EXPECT_EQ(f32.row_bytes, 256);
+  EXPECT_TRUE(f32.grouped);
+  EXPECT_FALSE((weight_rows_for<tensor_type::f32>(64, bytes, out + 1, "x", "y").grouped));
+  EXPECT_FALSE((weight_rows_for<tensor_type::f32>(60, bytes, out, "x", "y").grouped));
+  try {
+    weight_rows_for<tensor_type::q4_0>(48, bytes, out, "dequantize_rows", "weights");
+    ADD_FAILURE() << "48 values are not whole Q4_0 blocks";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "dequantize_rows: rows are not whole blocks");
+  }
+  try {
+    weight_rows_for<tensor_type::q4_k>(256, bytes + 2, out, "get_rows", "weight table");
+    ADD_FAILURE() << "a Q4_K table 2 bytes past an aligned address";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "get_rows: misaligned weight table");
   }
 }
 

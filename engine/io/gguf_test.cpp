@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "engine/io/gguf-writer.h"
+#include "tests/gguf-value-diff.h"
 #include "tests/testdata.h"
 
 namespace hearth {
@@ -71,45 +72,8 @@ gguf_value nested_arrays(int depth) {
 
 // Deep equality of the fields that matter for the value's type.
 ::testing::AssertionResult same_value(const gguf_value& a, const gguf_value& b) {
-  if (a.type != b.type) {
-    return ::testing::AssertionFailure()
-           << "type " << gguf_value_type_name(a.type) << " vs " << gguf_value_type_name(b.type);
-  }
-  switch (a.type) {
-    case gguf_value_type::u8:
-    case gguf_value_type::u16:
-    case gguf_value_type::u32:
-    case gguf_value_type::u64:
-    case gguf_value_type::boolean:
-      if (a.u != b.u) return ::testing::AssertionFailure() << a.u << " vs " << b.u;
-      break;
-    case gguf_value_type::i8:
-    case gguf_value_type::i16:
-    case gguf_value_type::i32:
-    case gguf_value_type::i64:
-      if (a.i != b.i) return ::testing::AssertionFailure() << a.i << " vs " << b.i;
-      break;
-    case gguf_value_type::f32:
-    case gguf_value_type::f64:
-      if (std::memcmp(&a.f, &b.f, sizeof(double)) != 0) {
-        return ::testing::AssertionFailure() << a.f << " vs " << b.f;
-      }
-      break;
-    case gguf_value_type::string:
-      if (a.str != b.str) return ::testing::AssertionFailure() << a.str << " vs " << b.str;
-      break;
-    case gguf_value_type::array:
-      if (a.elem_type != b.elem_type || a.items.size() != b.items.size()) {
-        return ::testing::AssertionFailure()
-               << "array of " << a.items.size() << " " << gguf_value_type_name(a.elem_type)
-               << " vs " << b.items.size() << " " << gguf_value_type_name(b.elem_type);
-      }
-      for (size_t k = 0; k < a.items.size(); ++k) {
-        auto r = same_value(a.items[k], b.items[k]);
-        if (!r) return r << " (item " << k << ")";
-      }
-      break;
-  }
+  const std::string d = testing::gguf_value_difference(a, b);
+  if (!d.empty()) return ::testing::AssertionFailure() << d;
   return ::testing::AssertionSuccess();
 }
 
