@@ -94,6 +94,22 @@ std::string_view command_name(command c) {
       return "api_keys_reply";
     case command::metrics_reply:
       return "metrics_reply";
+    case command::transfer_status:
+      return "transfer_status";
+    case command::model_fetch:
+      return "model_fetch";
+    case command::transfer_allow:
+      return "transfer_allow";
+    case command::model_evict:
+      return "model_evict";
+    case command::pull_model:
+      return "pull_model";
+    case command::place_model:
+      return "place_model";
+    case command::evict_model:
+      return "evict_model";
+    case command::transfers_started:
+      return "transfers_started";
   }
   return "unknown";
 }
@@ -144,6 +160,14 @@ std::optional<command> command_from_byte(uint8_t b) {
     case uint8_t(command::api_key_created):
     case uint8_t(command::api_keys_reply):
     case uint8_t(command::metrics_reply):
+    case uint8_t(command::transfer_status):
+    case uint8_t(command::model_fetch):
+    case uint8_t(command::transfer_allow):
+    case uint8_t(command::model_evict):
+    case uint8_t(command::pull_model):
+    case uint8_t(command::place_model):
+    case uint8_t(command::evict_model):
+    case uint8_t(command::transfers_started):
       return command(b);
   }
   return std::nullopt;

@@ -41,11 +41,15 @@ enum class command : uint8_t {
   job_final = 0x15,
   job_handback = 0x16,
   node_bye = 0x17,
+  transfer_status = 0x18,
   // broker -> node
   node_welcome = 0x20,
   job_assign = 0x21,
   job_cancel = 0x22,
   job_resume = 0x23,
+  model_fetch = 0x24,
+  transfer_allow = 0x25,
+  model_evict = 0x26,
   // client -> broker
   submit = 0x40,
   watch = 0x41,
@@ -62,6 +66,10 @@ enum class command : uint8_t {
   revoke_api_key = 0x4c,  // admin keys only
   get_metrics = 0x4d,
   release_node = 0x4e,  // admin keys only
+  // client -> broker, continued (0x5_): models (PROTOCOL.md section 16)
+  pull_model = 0x50,   // admin keys only
+  place_model = 0x51,  // admin keys only
+  evict_model = 0x52,  // admin keys only
   // broker -> client
   accepted = 0x60,
   job_queued = 0x61,
@@ -78,6 +86,8 @@ enum class command : uint8_t {
   api_key_created = 0x6c,
   api_keys_reply = 0x6d,
   metrics_reply = 0x6e,
+  transfers_started = 0x6f,
+  // node <-> node, on a node's transfer socket (0x8_, PROTOCOL.md section 16.4)
 };
 
 std::string_view command_name(command c);
@@ -169,6 +179,22 @@ struct hardware_info {
   }
 };
 
+// Digests on the wire: "sha256:" and 64 lower-case hex digits (a blob's SHA-256).
+inline constexpr uint32_t max_model_files = 256;  // files of one model (a split GGUF, a folder)
+
+// One file of a model (a GGUF file, a part of a split GGUF, a file of a Hugging Face folder).
+struct model_file {
+  std::string path;    // relative to the model: "m.gguf", "config.json", "m-00001-of-00003.gguf"
+  std::string digest;  // "sha256:<hex>"
+  uint64_t size = 0;   // bytes
+  template <class F>
+  void fields(F& f) {
+    f("path", path);
+    f("digest", digest);
+    f("size", size);
+  }
+};
+
 struct model_info {
   std::string name;  // the file name without .gguf
   std::string architecture;
@@ -184,6 +210,15 @@ struct model_info {
   // older node, a Hugging Face folder described without its weights).
   uint64_t params_total = 0;
   uint64_t params_active = 0;
+  // The model's digest: a one-file model's file digest; a model of several files the SHA-256 of
+  // its files' "path digest" lines, sorted by path (store/README.md). "": not hashed yet (a
+  // large file of the models directory is hashed once, in the background; node_status follows).
+  std::string digest;
+  std::vector<model_file> files;  // with their digests; empty while not hashed
+  // Where it came from ("hf:OWNER/REPO@COMMIT/PATH", "ollama:NAME:TAG", "https://...", "peer:NODE",
+  // "local": a file of the models directory).
+  std::string source;
+  bool pinned = false;  // never evicted by the store's size limit
   template <class F>
   void fields(F& f) {
     f("name", name);
@@ -195,6 +230,10 @@ struct model_info {
     f.optional("chat_template", chat_template);
     f.optional("params_total", params_total);
     f.optional("params_active", params_active);
+    f.optional("digest", digest);
+    f.optional("files", files);
+    f.optional("source", source);
+    f.optional("pinned", pinned);
   }
 };
 
@@ -290,6 +329,14 @@ struct node_hello {
   // Random, chosen once per node process and kept across its reconnects: a hello for a live
   // node's name with another instance is a second process (0: an older node, which sends none).
   uint64_t instance = 0;
+  // The node's transfer socket (PROTOCOL.md 16.4): the TCP port peers fetch blobs from (on the
+  // address the broker sees the node connect from); 0: it serves no copies. Its CURVE public key
+  // (Z85, "" for a node without keys).
+  uint32_t transfer_port = 0;
+  std::string transfer_key;
+  // Bytes the node's model store may still take (free disk, less what its store_limit leaves);
+  // 0: it keeps no store.
+  uint64_t store_capacity = 0;
   template <class F>
   void fields(F& f) {
     f("version", version);
@@ -302,6 +349,9 @@ struct node_hello {
     f.optional("running", running);
     f.optional("skipped", skipped);
     f.optional("instance", instance);
+    f.optional("transfer_port", transfer_port);
+    f.optional("transfer_key", transfer_key);
+    f.optional("store_capacity", store_capacity);
   }
 };
 
@@ -324,11 +374,38 @@ struct node_status {
   // node sends it at most every few seconds. cpu_threads 0: absent (an older node), the hello's
   // stays.
   hardware_info hardware;
+  uint64_t store_capacity = 0;  // as node_hello's
   template <class F>
   void fields(F& f) {
     f("models", models);
     f.optional("skipped", skipped);
     f.optional("hardware", hardware);
+    f.optional("store_capacity", store_capacity);
+  }
+};
+
+// How a transfer onto this node goes (PROTOCOL.md 16.2): sent when it starts, about every
+// second while it runs, and when it ends.
+struct transfer_status {
+  static constexpr command cmd = command::transfer_status;
+  uint64_t transfer_id = 0;
+  std::string state;  // "running", "done", "failed"
+  uint64_t bytes_done = 0;
+  uint64_t bytes_total = 0;
+  uint64_t bytes_from_peers = 0;  // of bytes_done, copied from other nodes (the rest: the source)
+  std::string from;               // where bytes come from now: "internet", "peer:NODE", "local"
+  std::string digest;             // done: the model's digest
+  std::string error;              // failed: why, as the node logged it
+  template <class F>
+  void fields(F& f) {
+    f("transfer_id", transfer_id);
+    f("state", state);
+    f("bytes_done", bytes_done);
+    f("bytes_total", bytes_total);
+    f.optional("bytes_from_peers", bytes_from_peers);
+    f.optional("from", from);
+    f.optional("digest", digest);
+    f.optional("error", error);
   }
 };
 
@@ -475,6 +552,74 @@ struct job_resume {
     f("job_id", job_id);
     f("attempt", attempt);
     f("seq", seq);
+  }
+};
+
+// A node holding blobs a transfer may copy (model_fetch.peers).
+struct transfer_peer {
+  std::string node;
+  std::string endpoint;    // "tcp://ADDRESS:PORT": its transfer socket
+  std::string public_key;  // its CURVE public key (Z85); "" for a node without keys
+  template <class F>
+  void fields(F& f) {
+    f("node", node);
+    f("endpoint", endpoint);
+    f.optional("public_key", public_key);
+  }
+};
+
+// Get a model into the node's store (PROTOCOL.md 16.2): from `source` on the internet
+// ("hf:...", "ollama:...", "https://..." with `sha256`), or, when `peers` is not empty, by copying
+// `files` from those nodes (in the order given; the next one when one fails). The node answers with
+// transfer_status; when done it advertises the model (node_status) as `name`.
+struct model_fetch {
+  static constexpr command cmd = command::model_fetch;
+  uint64_t transfer_id = 0;
+  std::string name;
+  std::string source;
+  std::string sha256;  // an https source's digest ("sha256:<hex>")
+  std::vector<model_file> files;
+  std::vector<transfer_peer> peers;
+  std::string origin;  // a copy: the source the holder recorded (kept in the copy's manifest)
+  template <class F>
+  void fields(F& f) {
+    f("transfer_id", transfer_id);
+    f("name", name);
+    f("source", source);
+    f.optional("sha256", sha256);
+    f.optional("files", files);
+    f.optional("peers", peers);
+    f.optional("origin", origin);
+  }
+};
+
+// A ticket: the node `node` (CURVE key `public_key`) may fetch these blobs from this node's
+// transfer socket until ttl_ms has passed without a request (PROTOCOL.md 16.4).
+struct transfer_allow {
+  static constexpr command cmd = command::transfer_allow;
+  uint64_t transfer_id = 0;
+  std::string node;
+  std::string public_key;
+  std::vector<std::string> digests;
+  uint32_t ttl_ms = 60000;
+  template <class F>
+  void fields(F& f) {
+    f("transfer_id", transfer_id);
+    f("node", node);
+    f.optional("public_key", public_key);
+    f("digests", digests);
+    f.optional("ttl_ms", ttl_ms);
+  }
+};
+
+// Remove a model from the node's store (a blob another model still uses stays); a model of the
+// models directory (source "local") is not deleted, only no longer advertised until restart.
+struct model_evict {
+  static constexpr command cmd = command::model_evict;
+  std::string name;
+  template <class F>
+  void fields(F& f) {
+    f("name", name);
   }
 };
 
@@ -712,6 +857,58 @@ struct revoke_api_key {
   void fields(F& f) {
     f("request_id", request_id);
     f("name", name);
+  }
+};
+
+// Models (PROTOCOL.md section 16; admin keys only). Pull `source` onto the node `to`, or onto
+// every online node whose store can hold it (`all`); reply transfers_started.
+struct pull_model {
+  static constexpr command cmd = command::pull_model;
+  uint64_t request_id = 0;
+  std::string source;  // "hf:OWNER/REPO[:QUANT][@REV]", "ollama:NAME[:TAG]", "https://..."
+  std::string name;    // the name to serve it as; "": the source's (a GGUF file's stem)
+  std::string sha256;  // an https source's digest
+  std::string to;
+  bool all = false;
+  template <class F>
+  void fields(F& f) {
+    f("request_id", request_id);
+    f("source", source);
+    f.optional("name", name);
+    f.optional("sha256", sha256);
+    f.optional("to", to);
+    f.optional("all", all);
+  }
+};
+
+// Copy the model `name` from the nodes holding it onto `to`, or onto every online node that can
+// hold it and lacks it (`all`); reply transfers_started.
+struct place_model {
+  static constexpr command cmd = command::place_model;
+  uint64_t request_id = 0;
+  std::string name;
+  std::string to;
+  bool all = false;
+  template <class F>
+  void fields(F& f) {
+    f("request_id", request_id);
+    f("name", name);
+    f.optional("to", to);
+    f.optional("all", all);
+  }
+};
+
+// Remove the model `name` from the node `from`'s store; reply ok.
+struct evict_model {
+  static constexpr command cmd = command::evict_model;
+  uint64_t request_id = 0;
+  std::string name;
+  std::string from;
+  template <class F>
+  void fields(F& f) {
+    f("request_id", request_id);
+    f("name", name);
+    f("from", from);
   }
 };
 
@@ -971,6 +1168,8 @@ struct model_summary {
   uint32_t queued = 0;                 // jobs waiting for it
   uint64_t params_total = 0;           // model_info's; 0: unknown
   uint64_t params_active = 0;
+  std::string digest;                // model_info's ("" not known yet)
+  std::vector<std::string> holders;  // online nodes whose store holds it (serving it or not)
   template <class F>
   void fields(F& f) {
     f("name", name);
@@ -983,6 +1182,8 @@ struct model_summary {
     f("queued", queued);
     f.optional("params_total", params_total);
     f.optional("params_active", params_active);
+    f.optional("digest", digest);
+    f.optional("holders", holders);
   }
 };
 
@@ -997,6 +1198,42 @@ struct node_skipped_models {
   }
 };
 
+// A transfer of a model onto a node, as the broker knows it (models_reply, transfers_started).
+struct transfer_info {
+  uint64_t transfer_id = 0;
+  std::string model;
+  std::string node;    // where it goes
+  std::string source;  // "hf:...", "ollama:...", "https://...", "peer:NODE"
+  std::string state;   // "starting", "running", "done", "failed"
+  uint64_t bytes_done = 0;
+  uint64_t bytes_total = 0;
+  uint64_t started_ms = 0;  // unix ms
+  std::string error;
+  template <class F>
+  void fields(F& f) {
+    f("transfer_id", transfer_id);
+    f("model", model);
+    f("node", node);
+    f("source", source);
+    f("state", state);
+    f("bytes_done", bytes_done);
+    f("bytes_total", bytes_total);
+    f("started_ms", started_ms);
+    f.optional("error", error);
+  }
+};
+
+struct transfers_started {
+  static constexpr command cmd = command::transfers_started;
+  uint64_t request_id = 0;
+  std::vector<transfer_info> transfers;
+  template <class F>
+  void fields(F& f) {
+    f("request_id", request_id);
+    f("transfers", transfers);
+  }
+};
+
 struct models_reply {
   static constexpr command cmd = command::models_reply;
   uint64_t request_id = 0;
@@ -1004,6 +1241,7 @@ struct models_reply {
   uint32_t total = 0;                        // models known (more than listed when truncated)
   bool truncated = false;                    // the list was capped to fit one message
   std::vector<node_skipped_models> skipped;  // online nodes' skipped files, capped
+  std::vector<transfer_info> transfers;      // running ones and the last finished, capped
   template <class F>
   void fields(F& f) {
     f("request_id", request_id);
@@ -1011,6 +1249,7 @@ struct models_reply {
     f.optional("total", total);
     f.optional("truncated", truncated);
     f.optional("skipped", skipped);
+    f.optional("transfers", transfers);
   }
 };
 
@@ -1190,10 +1429,14 @@ struct error_reply {
   X(job_final) \
   X(job_handback) \
   X(node_bye) \
+  X(transfer_status) \
   X(node_welcome) \
   X(job_assign) \
   X(job_cancel) \
   X(job_resume) \
+  X(model_fetch) \
+  X(transfer_allow) \
+  X(model_evict) \
   X(submit) \
   X(watch) \
   X(cancel) \
@@ -1209,6 +1452,9 @@ struct error_reply {
   X(revoke_api_key) \
   X(get_metrics) \
   X(release_node) \
+  X(pull_model) \
+  X(place_model) \
+  X(evict_model) \
   X(accepted) \
   X(job_queued) \
   X(job_running) \
@@ -1223,5 +1469,6 @@ struct error_reply {
   X(identity) \
   X(api_key_created) \
   X(api_keys_reply) \
-  X(metrics_reply)
+  X(metrics_reply) \
+  X(transfers_started)
 // clang-format on
