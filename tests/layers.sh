@@ -11,6 +11,7 @@ allowed() {
   case $1 in
     common) echo "common" ;;
     schema) echo "common schema" ;;
+    store) echo "common engine/io store" ;;
     client) echo "common schema client" ;;
     engine/io) echo "common engine/io" ;;
     engine/tokenizer) echo "common engine/io engine/tokenizer" ;;
@@ -21,14 +22,14 @@ allowed() {
     backends) echo "common engine/io engine/tokenizer engine/import engine backends" ;;
     broker) echo "common schema broker" ;;
     gateway) echo "common schema client gateway" ;;
-    node) echo "common schema engine/io engine/tokenizer engine/import engine backends node" ;;
-    tools) echo "common schema engine/io engine/tokenizer engine/import engine engine/convert fixtures backends broker node client gateway tools" ;;
+    node) echo "common schema engine/io engine/tokenizer engine/import engine backends store node" ;;
+    tools) echo "common schema engine/io engine/tokenizer engine/import engine engine/convert fixtures backends broker node client gateway store tools" ;;
     *) echo "*" ;;  # tests/, bench/, fuzz/: anything
   esac
 }
 
 # Every include of every file, as "file include" lines; each checked by awk against the table.
-rules=$(for c in common schema client engine/io engine/tokenizer engine/import engine engine/convert fixtures backends broker node gateway tools; do
+rules=$(for c in common schema store client engine/io engine/tokenizer engine/import engine engine/convert fixtures backends broker node gateway tools; do
   echo "$c $(allowed "$c")"
 done)
 # Hearth's own sources: what git tracks, or (outside a checkout) every source below the root
