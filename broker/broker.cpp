@@ -83,16 +83,13 @@ void broker::run(const std::atomic<bool>& stop) {
     spdlog::warn("authentication off: anyone who can reach {} may use this broker", endpoint_);
   }
 
-  const auto now = net::steady::now();
-  next_tick_ = now;
-  next_flush_ = now + std::chrono::milliseconds(cfg_.output_flush_ms);
-  next_positions_ = now + std::chrono::milliseconds(cfg_.queue_position_ms);
+  timers_.start(net::steady::now());
   zmq::pollitem_t items[] = {{router_->handle(), 0, ZMQ_POLLIN, 0},
                              {zap_ ? zap_->socket().handle() : nullptr, 0, ZMQ_POLLIN, 0},
                              {zap_ ? zap_->events().handle() : nullptr, 0, ZMQ_POLLIN, 0}};
   const size_t n_items = zap_ ? 3 : 1;
   while (!stop.load(std::memory_order_relaxed)) {
-    auto wait = std::min({next_tick_, next_flush_, next_positions_}) - net::steady::now();
+    auto wait = timers_.next_due() - net::steady::now();
     auto wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(wait).count();
     const bool waiting = !outboxes_.empty() || !relay_.empty();
     // Pruning goes on turn after turn, a batch each, without waiting for a timer.
@@ -142,7 +139,7 @@ void broker::turn() {
       if (gate_.ignored(msg->routing_id, now)) continue;
       handle(*msg);
     }
-    timers();
+    timers_.run(net::steady::now());
     if (jobs_.dispatch_needed() && !storage_down(now)) jobs_.dispatch();
     const auto commit_start = net::steady::now();
     store_->commit();
@@ -242,32 +239,6 @@ void broker::handle(net::received& msg) {
   if (node) nodes_.heard(*node);
 
   commands_.handle(rid, *who, env.env.cmd, body, node);
-}
-
-void broker::timers() {
-  const auto now = net::steady::now();
-  if (now >= next_tick_) {
-    // Twice per interval, so a heartbeat goes out within one interval of the last message
-    // whatever the phase, and a dead node is noticed within half an interval of its deadline.
-    next_tick_ = now + std::chrono::milliseconds(std::max<uint32_t>(cfg_.heartbeat_ms / 2, 1));
-    if (nodes_.quarantine_timers(now)) jobs_.dispatch_later();
-    report_.prune_peers(now);
-    nodes_.liveness(now, storage_down(now),
-                    [&](node_entry& n, const std::string& why) { attempts_.node_lost(n, why); });
-    attempts_.timers(now);
-    jobs_.attempt_timers(now);
-  }
-  // While the store refuses writes, output waits in memory (it is flushed once writes work).
-  if (now >= next_flush_ && !storage_down(now)) {
-    next_flush_ = now + std::chrono::milliseconds(cfg_.output_flush_ms);
-    jobs_.flush_all();
-  }
-  if (!storage_down(now)) history_.prune_step(now);
-  if (now >= next_positions_) {
-    next_positions_ = now + std::chrono::milliseconds(cfg_.queue_position_ms);
-    relay_.queue_positions(jobs_.queues(), jobs_.jobs(),
-                           [&](const std::string& model) { return nodes_.waiting_reason(model); });
-  }
 }
 
 }  // namespace hearth::broker

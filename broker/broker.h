@@ -55,6 +55,7 @@
 #include "broker/storage-gate.h"
 #include "broker/storage-recovery.h"
 #include "broker/turn-output.h"
+#include "broker/turn-timers.h"
 #include "broker/watch-relay.h"
 #include "broker/zap-handler.h"
 #include "schema/zmq-io.h"
@@ -87,9 +88,6 @@ class broker {
   void note_connection(const std::string& routing_id, const std::string& key, net::received& msg);
 
   void turn();
-  // The turn's timers: liveness and heartbeats, recovered and stalled attempts, output flushes,
-  // queue positions, pruning.
-  void timers();
   // Whether requests that write are refused for now (after a storage failure, with backoff).
   bool storage_down(net::steady::time_point now) const { return storage_.down(now); }
   // A message: the gate's checks, its connection noted, then by its command to its part.
@@ -127,12 +125,11 @@ class broker {
   // Each message, by its command, to the part that owns it (command-dispatch.h).
   command_dispatch commands_{*store_,  out_,     storage_,  jobs_,   nodes_, attempts_,
                              clients_, history_, api_keys_, report_, zap_};
+  // The turn's timers: heartbeats, attempts, flushes, queue positions, pruning (turn-timers.h).
+  turn_timers timers_{cfg_, storage_, nodes_, jobs_, attempts_, relay_, report_, history_};
   std::unique_ptr<zmq::socket_t> router_;
   std::atomic<bool> bound_{false};
   std::string endpoint_;
-  net::steady::time_point next_tick_{};
-  net::steady::time_point next_flush_{};
-  net::steady::time_point next_positions_{};
 };
 
 }  // namespace hearth::broker

@@ -10,10 +10,6 @@
 namespace hearth::broker {
 
 namespace {
-std::pair<int64_t, uint64_t> queue_key(const live_job& j) {
-  return {-int64_t(j.row.priority), j.row.id};
-}
-
 // "600 s", "1.5 s": an attempt timeout as its reason says it.
 std::string attempt_timeout_text(std::chrono::milliseconds limit) {
   char buf[32];
@@ -33,51 +29,25 @@ void job_table::enqueue(live_job& j) {
   j.resume = {};
   j.last_position_sent = UINT32_MAX;
   j.queued_at = net::steady::now();
-  queues_[j.row.model].insert(queue_key(j));
-  ++n_queued_;
+  queues_.push(j);
   dispatch_needed_ = true;
-}
-
-uint32_t job_table::queue_position(const live_job& j) const {
-  auto q = queues_.find(j.row.model);
-  if (q == queues_.end()) return 0;
-  return uint32_t(q->second.order_of_key(queue_key(j)));
 }
 
 void job_table::dispatch() {
   dispatch_needed_ = false;
   const auto now = net::steady::now();
-  const auto recent = now - std::chrono::milliseconds(cfg_.quarantine_window_ms);
-  // Which node gets a job. What a node says about itself (a model "loaded", a GPU, its threads,
-  // its slots) costs nothing to claim, so what it did decides: a node that lost attempts within
-  // the quarantine window ranks below every node that lost fewer; then a node not measured yet
-  // that runs nothing gets one attempt, to be measured; then the higher measured rate (tokens per
-  // second of its completed attempts) wins. The claims only break ties among nodes not measured,
-  // then the free credit (its slots after the clamp, less what it runs). A liar thus wins one
-  // attempt at a time while an honest node is free, ranks by what it delivers once it has
-  // delivered, and is quarantined once it has lost quarantine_after attempts.
-  auto rank = [&](const node_entry& e, const std::string& model) {
-    const uint32_t losses = e.losses_since(recent);
-    const bool clean = losses == 0;
-    const bool trial = e.completed == 0 && e.running.empty();
-    const bool claims = clean && e.completed == 0;
-    return std::tuple(-int64_t(losses), trial, e.measured_rate, claims && e.has_loaded(model),
-                      claims ? e.speed_rank() : 0, e.free_credit());
-  };
+  const auto window = std::chrono::milliseconds(cfg_.quarantine_window_ms);
   // Repeatedly: the best queued job (priority, then age) over all models whose model some node
-  // with credit serves goes to the best such node. Few models, few nodes: a linear scan is fine.
-  while (n_queued_ > 0) {
+  // with credit serves goes to the best such node (node-match.h: by what the nodes did, not what
+  // they claim). Few models, few nodes: a linear scan is fine.
+  while (queues_.size() > 0) {
     live_job* best = nullptr;
     node_entry* best_node = nullptr;
-    for (auto& [model, q] : queues_) {
+    for (const auto& [model, q] : queues_.by_model()) {
       if (q.empty()) continue;
       const auto& head = *q.begin();
-      if (best && queue_key(*best) < head) continue;
-      node_entry* pick = nullptr;
-      for (auto& [name, n] : nodes_.nodes()) {
-        if (!n.online || n.free_credit() == 0 || n.quarantined(now) || !n.serves(model)) continue;
-        if (!pick || rank(n, model) > rank(*pick, model)) pick = &n;
-      }
+      if (best && job_queues::key(*best) < head) continue;
+      node_entry* pick = best_node_for(nodes_.nodes(), model, now, window);
       if (!pick) continue;
       best = &jobs_.at(head.second);
       best_node = pick;
@@ -88,10 +58,7 @@ void job_table::dispatch() {
 }
 
 void job_table::assign(live_job& j, node_entry& n) {
-  auto& q = queues_[j.row.model];
-  q.erase(queue_key(j));
-  if (q.empty()) queues_.erase(j.row.model);
-  --n_queued_;
+  queues_.erase(j);
   --n.credit;
   n.running.insert(j.row.id);
 
@@ -182,11 +149,7 @@ void job_table::attempt_timers(net::steady::time_point now) {
 
 void job_table::finish(live_job& j, wire::job_state state, const std::string& stop_reason,
                        const std::string& error, uint32_t n_prompt, uint32_t n_gen) {
-  if (j.row.state == wire::job_state::queued) {
-    auto& q = queues_[j.row.model];
-    if (q.erase(queue_key(j)) > 0) --n_queued_;
-    if (q.empty()) queues_.erase(j.row.model);
-  }
+  if (j.row.state == wire::job_state::queued) queues_.erase(j);
   if (node_entry* n = nodes_.find(j.row.node)) n->running.erase(j.row.id);
   j.row.state = state;
   j.row.stop_reason = stop_reason;
@@ -232,34 +195,11 @@ void job_table::flush_output(live_job& j) {
   j.output_dirty = false;
 }
 
-uint64_t request_bytes(const std::string& prompt, const std::vector<wire::chat_message>& messages) {
-  uint64_t bytes = prompt.size();
-  for (const auto& m : messages) bytes += m.role.size() + m.content.size();
-  return bytes;
-}
-
-void job_table::usage_add(live_job& j) {
-  j.queued_bytes = request_bytes(j.row.prompt, j.row.messages);
-  auto& u = usage_[j.row.owner];
-  ++u.jobs;
-  u.bytes += j.queued_bytes;
-  queued_bytes_ += j.queued_bytes;
-}
-
-void job_table::usage_release(const live_job& j) {
-  auto it = usage_.find(j.row.owner);
-  if (it == usage_.end()) return;
-  --it->second.jobs;
-  it->second.bytes -= j.queued_bytes;
-  queued_bytes_ -= j.queued_bytes;
-  if (it->second.jobs == 0) usage_.erase(it);
-}
-
 void job_table::erase_finished() {
   // Finished jobs leave memory at the end of the turn that finished them.
   for (uint64_t id : finished_) {
     if (auto it = jobs_.find(id); it != jobs_.end()) {
-      usage_release(it->second);
+      usage_.release(it->second);
       jobs_.erase(it);
     }
   }
@@ -277,7 +217,7 @@ void job_table::load() {
     j.row = std::move(row);
     j.next_seq = j.row.n_gen;
     auto& live = jobs_[id] = std::move(j);
-    usage_add(live);
+    usage_.add(live);
     if (live.row.state == wire::job_state::queued) {
       enqueue(live);
     } else {
@@ -291,7 +231,8 @@ void job_table::load() {
     }
   }
   if (!jobs_.empty()) {
-    spdlog::info("loaded {} queued and {} running jobs from {}", n_queued_, n_running, cfg_.db);
+    spdlog::info("loaded {} queued and {} running jobs from {}", queues_.size(), n_running,
+                 cfg_.db);
   }
 }
 
@@ -300,16 +241,11 @@ live_job* job_table::find(uint64_t id) {
   return it == jobs_.end() ? nullptr : &it->second;
 }
 
-client_usage job_table::usage_of(const std::string& owner) const {
-  const auto u = usage_.find(owner);
-  return u == usage_.end() ? client_usage{} : u->second;
-}
-
 live_job& job_table::add(job_row row) {
   const uint64_t id = row.id;
   live_job& j = jobs_[id];
   j.row = std::move(row);
-  usage_add(j);
+  usage_.add(j);
   enqueue(j);
   return j;
 }
@@ -317,9 +253,7 @@ live_job& job_table::add(job_row row) {
 void job_table::clear() {
   jobs_.clear();
   queues_.clear();
-  n_queued_ = 0;
   usage_.clear();
-  queued_bytes_ = 0;
 }
 
 void job_table::flush_all() {

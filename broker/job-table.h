@@ -6,8 +6,10 @@
 //
 // Every change of a live job's state happens here (enqueue, assign, requeue, finish), and each
 // writes the store in the turn's transaction: the turn loop (broker.cpp) commits before it sends
-// what the turn queued, so a job's new state is durable before anyone hears of it. Which node
-// gets a job is chosen here too (dispatch: by what the nodes did, not what they claim).
+// what the turn queued, so a job's new state is durable before anyone hears of it. Jobs are
+// handed to nodes here too (dispatch; which node gets one: node-match.h). The queues' order
+// (job-queues.h) and the per-owner accounting (owner-usage.h) are their own small classes that
+// only this table updates.
 #pragma once
 
 #include <chrono>
@@ -18,10 +20,12 @@
 #include <vector>
 
 #include "broker/config.h"
+#include "broker/job-queues.h"
 #include "broker/job-store.h"
 #include "broker/live-job.h"
 #include "broker/metrics.h"
 #include "broker/node-registry.h"
+#include "broker/owner-usage.h"
 #include "broker/turn-output.h"
 #include "broker/watch-relay.h"
 
@@ -46,12 +50,12 @@ class job_table {
   const job_map& jobs() const { return jobs_; }
   live_job* find(uint64_t id);
   // Queued job ids per model, best first: priority (higher first), then age (lower id first).
-  const std::map<std::string, job_queue>& queues() const { return queues_; }
-  size_t queued() const { return n_queued_; }
+  const std::map<std::string, job_queue>& queues() const { return queues_.by_model(); }
+  size_t queued() const { return queues_.size(); }
+  uint32_t queue_position(const live_job& j) const { return queues_.position(j); }
   // Prompt and message bytes of all unfinished jobs, and those of one owner's.
-  uint64_t unfinished_bytes() const { return queued_bytes_; }
-  client_usage usage_of(const std::string& owner) const;
-  uint32_t queue_position(const live_job& j) const;
+  uint64_t unfinished_bytes() const { return usage_.bytes(); }
+  client_usage usage_of(const std::string& owner) const { return usage_.of(owner); }
 
   // A submitted job, already inserted in the store as `row` (with its id): counted and queued.
   live_job& add(job_row row);
@@ -94,10 +98,6 @@ class job_table {
  private:
   void enqueue(live_job& j);
   void assign(live_job& j, node_entry& n);
-  // The per-client accounting of unfinished jobs: a job is counted from its submit (or recovery)
-  // until it leaves memory.
-  void usage_add(live_job& j);
-  void usage_release(const live_job& j);
 
   const broker_config& cfg_;
   job_store& store_;
@@ -106,11 +106,10 @@ class job_table {
   node_registry& nodes_;
   metrics_turn& turn_metrics_;
   job_map jobs_;
-  std::map<std::string, job_queue> queues_;
+  job_queues queues_;
   std::vector<uint64_t> finished_;  // jobs finished this turn, erased from jobs_ at its end
-  size_t n_queued_ = 0;
-  std::unordered_map<std::string, client_usage> usage_;  // by owner
-  uint64_t queued_bytes_ = 0;                            // of all unfinished jobs
+  // A job is counted against its owner from its submit (or load) until it leaves memory.
+  owner_usage usage_;
   bool dispatch_needed_ = false;
 };
 

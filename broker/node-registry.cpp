@@ -1,5 +1,5 @@
 // The node registry (node-registry.h): registration, credit, heartbeats and liveness, lost
-// attempts and quarantine, the registry's records.
+// attempts (their quarantine: node-quarantine.cpp), the registry's records.
 #include "broker/node-registry.h"
 
 #include <spdlog/spdlog.h>
@@ -7,17 +7,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "common/format-ago.h"
-
 namespace hearth::broker {
-
-std::string loss_reason(const std::string& why) {
-  constexpr size_t k_max_bytes = 512;
-  if (why.size() <= k_max_bytes) return why;
-  size_t cut = k_max_bytes;
-  while (cut > 0 && (static_cast<unsigned char>(why[cut]) & 0xc0) == 0x80) --cut;
-  return why.substr(0, cut) + "...";
-}
 
 node_entry* node_registry::by_routing_id(const std::string& rid) {
   auto it = node_by_rid_.find(rid);
@@ -105,37 +95,7 @@ std::set<uint64_t> node_registry::offline(node_entry& n) {
 
 void node_registry::lost_attempt(node_entry& n, uint64_t job_id, uint32_t attempt,
                                  const std::string& why, bool handback) {
-  ++n.lost;
-  n.last_losses.push_back({net::wall_ms(), job_id, attempt, loss_reason(why)});
-  if (n.last_losses.size() > node_entry::k_losses_kept) n.last_losses.pop_front();
-  const auto now = net::steady::now();
-  // Losses while quarantined (attempts it still held) do not extend the quarantine.
-  if (n.quarantined(now)) return;
-  // A node shutting down hands back all it runs at once: hand-backs within a second of the
-  // counted one are one loss, so a restart (systemctl restart) does not quarantine a node, while
-  // taking jobs and handing them back again and again still does.
-  if (handback) {
-    if (now - n.last_handback < std::chrono::seconds(1)) return;
-    n.last_handback = now;
-  }
-  const auto window = std::chrono::milliseconds(cfg_.quarantine_window_ms);
-  n.recent_losses.push_back(now);
-  while (!n.recent_losses.empty() && n.recent_losses.front() < now - window) {
-    n.recent_losses.pop_front();
-  }
-  if (n.recent_losses.size() < cfg_.quarantine_after) return;
-  // A repeat within the longest quarantine of the last one's end doubles the time.
-  const auto max = std::chrono::milliseconds(broker_config::max_quarantine_ms);
-  const bool repeat = n.quarantine_level > 0 && now - n.quarantine_end < max;
-  n.quarantine_level = repeat ? std::min<uint32_t>(n.quarantine_level + 1, 20) : 1;
-  const int64_t ms = std::min<int64_t>(int64_t(cfg_.quarantine_ms) << (n.quarantine_level - 1),
-                                       broker_config::max_quarantine_ms);
-  n.quarantine_end = now + std::chrono::milliseconds(ms);
-  n.quarantined_until_ms = net::wall_ms() + ms;
-  spdlog::warn("node {} is quarantined for {} s: it lost {} attempts within {} s (last: {})",
-               n.name, ms / 1000.0, n.recent_losses.size(), cfg_.quarantine_window_ms / 1000.0,
-               why);
-  n.recent_losses.clear();
+  count_loss(n, cfg_, job_id, attempt, why, handback);
 }
 
 bool node_registry::release(const std::string& rid, const wire::release_node& m) {
@@ -144,13 +104,7 @@ bool node_registry::release(const std::string& rid, const wire::release_node& m)
     out_.send_error(rid, m.request_id, wire::error_code::not_found, "no node " + m.name);
     return false;
   }
-  node_entry& n = it->second;
-  const bool was = n.quarantined(net::steady::now());
-  // As if it had lost nothing lately: a new quarantine starts at quarantine_ms again.
-  n.quarantine_end = {};
-  n.quarantined_until_ms = 0;
-  n.quarantine_level = 0;
-  n.recent_losses.clear();
+  const bool was = forgive_losses(it->second, net::steady::now());
   spdlog::info("node {} {} by an admin", m.name,
                was ? "released from quarantine" : "(not quarantined) had its losses forgiven");
   out_.send(rid, wire::ok{m.request_id});
@@ -177,58 +131,9 @@ void node_registry::forget(const std::string& rid, const wire::forget_node& m) {
   out_.send(rid, wire::ok{m.request_id});
 }
 
-bool node_registry::healthy_node_serves(const std::string& model, const std::string& except) const {
-  const auto now = net::steady::now();
-  for (const auto& [name, n] : nodes_) {
-    if (name != except && n.online && !n.quarantined(now) && n.serves(model)) return true;
-  }
-  return false;
-}
-
-std::string node_registry::waiting_reason(const std::string& model) const {
-  if (healthy_node_serves(model, "")) return "";
-  const node_entry* last = nullptr;  // the offline node that served it, seen last
-  bool quarantined = false;
-  const auto now = net::steady::now();
-  for (const auto& [name, n] : nodes_) {
-    if (!n.serves(model)) continue;
-    if (n.online && n.quarantined(now)) quarantined = true;
-    if (!n.online && (!last || n.last_seen_ms > last->last_seen_ms)) last = &n;
-  }
-  if (quarantined) {
-    return "every online node that serves model '" + model +
-           "' is quarantined after losing attempts; waiting";
-  }
-  if (last) {
-    return "no online node serves model '" + model + "' (last seen: node " + last->name + ", " +
-           format_ago(last->last_seen_ms, net::wall_ms()) + "); waiting";
-  }
-  return "no node has offered model '" + model + "' yet; waiting";
-}
-
-bool node_registry::chat_unformattable(const std::string& model) const {
-  // Only online nodes' files are known; with none online the job waits as any other.
-  bool served = false, formattable = false;
-  for (const auto& [name, n] : nodes_) {
-    if (!n.online) continue;
-    for (const auto& mi : n.models) {
-      if (mi.name != model) continue;
-      served = true;
-      formattable = formattable || !mi.chat_template.empty();
-    }
-  }
-  return served && !formattable;
-}
-
 bool node_registry::quarantine_timers(net::steady::time_point now) {
   bool ended = false;
-  for (auto& [name, n] : nodes_) {
-    if (n.quarantined_until_ms != 0 && !n.quarantined(now)) {
-      n.quarantined_until_ms = 0;
-      spdlog::info("node {}'s quarantine is over", name);
-      ended = true;
-    }
-  }
+  for (auto& [name, n] : nodes_) ended = quarantine_ended(n, now) || ended;
   admission_.forget_idle(now);
   return ended;
 }

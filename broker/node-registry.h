@@ -1,7 +1,8 @@
 // The node registry: every node the broker knows (online or not), by name and by connection.
 // A node's registration (node_hello's checks and record, node_status), its credit (node_pull),
 // its heartbeats and liveness (a node silent for `liveness` intervals is lost), the attempts it
-// lost and its quarantine, and the registry's records in the store all live here.
+// lost and its quarantine (the bookkeeping: node-quarantine.h), and the registry's records in the
+// store all live here. Which of its nodes can take a model's jobs is node-match.h.
 //
 // Where a node's heartbeat goes: any message on a node's connection is a sign of life
 // (broker.cpp handle() calls heard()); the heartbeat message itself carries nothing else. Twice
@@ -29,16 +30,14 @@
 #include "broker/metrics.h"
 #include "broker/node-admission.h"
 #include "broker/node-entry.h"
+#include "broker/node-match.h"
+#include "broker/node-quarantine.h"
 #include "broker/peer.h"
 #include "broker/turn-output.h"
 #include "schema/messages.h"
 #include "schema/zmq-io.h"
 
 namespace hearth::broker {
-
-// A loss's reason as node_summary keeps it: a node's own error text may be long, so it is cut
-// (before a character, not inside one: the JSON of `hearth nodes --json` needs UTF-8).
-std::string loss_reason(const std::string& why);
 
 class node_registry {
  public:
@@ -49,8 +48,8 @@ class node_registry {
   // The records of the store (at start): every node offline until it says hello.
   void load();
 
-  std::map<std::string, node_entry>& nodes() { return nodes_; }
-  const std::map<std::string, node_entry>& nodes() const { return nodes_; }
+  node_map& nodes() { return nodes_; }
+  const node_map& nodes() const { return nodes_; }
   node_entry* find(const std::string& name);
   node_entry* by_routing_id(const std::string& rid);
   // Every model a node ever advertised (kept in the store too).
@@ -74,8 +73,7 @@ class node_registry {
   // connection forgotten. Returns the attempts it held; the caller takes them back.
   std::set<uint64_t> offline(node_entry& n);
   // An attempt of `n` (job `job_id`'s attempt `attempt`) ended without finishing on the node
-  // side: counts it, remembers it for node_summary, and quarantines the node after
-  // cfg.quarantine_after such losses within the window.
+  // side: counted, and the node quarantined after too many (node-quarantine.h).
   void lost_attempt(node_entry& n, uint64_t job_id, uint32_t attempt, const std::string& why,
                     bool handback = false);
 
@@ -85,14 +83,16 @@ class node_registry {
   bool release(const std::string& rid, const wire::release_node& m);
   void forget(const std::string& rid, const wire::forget_node& m);
 
-  // Whether another node than `except` could run `model` now (online, not quarantined).
-  bool healthy_node_serves(const std::string& model, const std::string& except) const;
-  // Why a job for `model` waits although it may be first in line: "" when a node could run it,
-  // else which nodes serve the model and where they are ("last seen: node desk, 3h ago").
-  std::string waiting_reason(const std::string& model) const;
-  // Whether chat messages for `model` cannot be formatted: online nodes serve it and none of
-  // them has a chat template for it.
-  bool chat_unformattable(const std::string& model) const;
+  // Which nodes can take a model's jobs (node-match.h).
+  bool healthy_node_serves(const std::string& model, const std::string& except) const {
+    return hearth::broker::healthy_node_serves(nodes_, model, except);
+  }
+  std::string waiting_reason(const std::string& model) const {
+    return hearth::broker::waiting_reason(nodes_, model);
+  }
+  bool chat_unformattable(const std::string& model) const {
+    return hearth::broker::chat_unformattable(nodes_, model);
+  }
 
   // Ends quarantines that are over (true when one did) and forgets idle hello rate limits.
   bool quarantine_timers(net::steady::time_point now);
@@ -119,7 +119,7 @@ class node_registry {
   job_store& store_;
   turn_output& out_;
   broker_metrics& metrics_;
-  std::map<std::string, node_entry> nodes_;                   // by name
+  node_map nodes_;                                            // by name
   std::unordered_map<std::string, std::string> node_by_rid_;  // routing id -> name
   std::set<std::string> known_models_;
   node_admission admission_;  // node_hello's rate limits and checks

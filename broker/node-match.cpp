@@ -1,0 +1,82 @@
+// Which nodes can take a model's jobs (node-match.h).
+#include "broker/node-match.h"
+
+#include <cstdint>
+#include <tuple>
+
+#include "common/format-ago.h"
+
+namespace hearth::broker {
+
+node_entry* best_node_for(node_map& nodes, const std::string& model, net::steady::time_point now,
+                          std::chrono::milliseconds quarantine_window) {
+  const auto recent = now - quarantine_window;
+  // What a node says about itself (a model "loaded", a GPU, its threads, its slots) costs nothing
+  // to claim, so what it did decides: a node that lost attempts within the quarantine window
+  // ranks below every node that lost fewer; then a node not measured yet that runs nothing gets
+  // one attempt, to be measured; then the higher measured rate (tokens per second of its
+  // completed attempts) wins. The claims only break ties among nodes not measured, then the free
+  // credit (its slots after the clamp, less what it runs). A liar thus wins one attempt at a time
+  // while an honest node is free, ranks by what it delivers once it has delivered, and is
+  // quarantined once it has lost quarantine_after attempts.
+  auto rank = [&](const node_entry& e) {
+    const uint32_t losses = e.losses_since(recent);
+    const bool clean = losses == 0;
+    const bool trial = e.completed == 0 && e.running.empty();
+    const bool claims = clean && e.completed == 0;
+    return std::tuple(-int64_t(losses), trial, e.measured_rate, claims && e.has_loaded(model),
+                      claims ? e.speed_rank() : 0, e.free_credit());
+  };
+  node_entry* pick = nullptr;
+  for (auto& [name, n] : nodes) {
+    if (!n.online || n.free_credit() == 0 || n.quarantined(now) || !n.serves(model)) continue;
+    if (!pick || rank(n) > rank(*pick)) pick = &n;
+  }
+  return pick;
+}
+
+bool healthy_node_serves(const node_map& nodes, const std::string& model,
+                         const std::string& except) {
+  const auto now = net::steady::now();
+  for (const auto& [name, n] : nodes) {
+    if (name != except && n.online && !n.quarantined(now) && n.serves(model)) return true;
+  }
+  return false;
+}
+
+std::string waiting_reason(const node_map& nodes, const std::string& model) {
+  if (healthy_node_serves(nodes, model, "")) return "";
+  const node_entry* last = nullptr;  // the offline node that served it, seen last
+  bool quarantined = false;
+  const auto now = net::steady::now();
+  for (const auto& [name, n] : nodes) {
+    if (!n.serves(model)) continue;
+    if (n.online && n.quarantined(now)) quarantined = true;
+    if (!n.online && (!last || n.last_seen_ms > last->last_seen_ms)) last = &n;
+  }
+  if (quarantined) {
+    return "every online node that serves model '" + model +
+           "' is quarantined after losing attempts; waiting";
+  }
+  if (last) {
+    return "no online node serves model '" + model + "' (last seen: node " + last->name + ", " +
+           format_ago(last->last_seen_ms, net::wall_ms()) + "); waiting";
+  }
+  return "no node has offered model '" + model + "' yet; waiting";
+}
+
+bool chat_unformattable(const node_map& nodes, const std::string& model) {
+  // Only online nodes' files are known; with none online the job waits as any other.
+  bool served = false, formattable = false;
+  for (const auto& [name, n] : nodes) {
+    if (!n.online) continue;
+    for (const auto& mi : n.models) {
+      if (mi.name != model) continue;
+      served = true;
+      formattable = formattable || !mi.chat_template.empty();
+    }
+  }
+  return served && !formattable;
+}
+
+}  // namespace hearth::broker
