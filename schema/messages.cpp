@@ -110,6 +110,10 @@ std::string_view command_name(command c) {
       return "evict_model";
     case command::transfers_started:
       return "transfers_started";
+    case command::blob_request:
+      return "blob_request";
+    case command::blob_chunk:
+      return "blob_chunk";
   }
   return "unknown";
 }
@@ -168,6 +172,8 @@ std::optional<command> command_from_byte(uint8_t b) {
     case uint8_t(command::place_model):
     case uint8_t(command::evict_model):
     case uint8_t(command::transfers_started):
+    case uint8_t(command::blob_request):
+    case uint8_t(command::blob_chunk):
       return command(b);
   }
   return std::nullopt;
@@ -191,10 +197,12 @@ std::optional<job_state> job_state_from_name(std::string_view name) {
 }
 
 namespace {
-constexpr std::array<std::string_view, 13> error_code_names = {
-    "malformed",      "version_mismatch", "unknown_node",       "name_taken",      "unknown_model",
-    "invalid_params", "not_found",        "queue_full",         "not_cancellable", "internal",
-    "unauthorized",   "limit_reached",    "storage_unavailable"};
+constexpr std::array<std::string_view, 14> error_code_names = {
+    "malformed",      "version_mismatch", "unknown_node",        "name_taken",      "unknown_model",
+    "invalid_params", "not_found",        "queue_full",          "not_cancellable", "internal",
+    "unauthorized",   "limit_reached",    "storage_unavailable", "no_chat_template"};
+// A code appended to the enum without its name here would go on the wire as "unknown".
+static_assert(error_code_names.size() == size_t(error_code::no_chat_template) + 1);
 }  // namespace
 
 std::string_view error_code_name(error_code v) {

@@ -88,6 +88,8 @@ enum class command : uint8_t {
   metrics_reply = 0x6e,
   transfers_started = 0x6f,
   // node <-> node, on a node's transfer socket (0x8_, PROTOCOL.md section 16.4)
+  blob_request = 0x80,
+  blob_chunk = 0x81,
 };
 
 std::string_view command_name(command c);
@@ -122,6 +124,8 @@ enum class error_code : uint8_t {
   limit_reached,        // a per-peer or per-client limit (queued jobs or bytes, registrations, ...)
   storage_unavailable,  // the job database could not be written (disk full, I/O error): nothing
                         // of the request was kept; retry later (a submit with its request_key)
+  no_chat_template,     // chat messages, no chat_template named, and no node of the model has a
+                        // template it can use: name one or send a prompt
 };
 std::string_view error_code_name(error_code c);
 std::optional<error_code> error_code_from_name(std::string_view name);
@@ -620,6 +624,48 @@ struct model_evict {
   template <class F>
   void fields(F& f) {
     f("name", name);
+  }
+};
+
+// --- node <-> node, on a node's transfer socket (PROTOCOL.md section 16.4) ---
+
+// The most bytes one blob_request may ask for: a chunk and its envelope fit max_message_bytes.
+inline constexpr uint32_t max_blob_chunk = 4 << 20;
+
+// A fetching node asks a holder for bytes [offset, offset + length) of a blob, under the ticket
+// of `transfer_id` (transfer_allow). Several are in flight at once; the holder answers each with
+// blob_chunk or error_reply, both carrying its request_id.
+struct blob_request {
+  static constexpr command cmd = command::blob_request;
+  uint64_t request_id = 0;  // chosen by the fetcher, echoed in the answer
+  uint64_t transfer_id = 0;
+  std::string digest;  // "sha256:<hex>"
+  uint64_t offset = 0;
+  uint32_t length = 0;  // 1 .. max_blob_chunk
+  template <class F>
+  void fields(F& f) {
+    f("request_id", request_id);
+    f("transfer_id", transfer_id);
+    f("digest", digest);
+    f("offset", offset);
+    f("length", length);
+  }
+};
+
+// The holder's answer: the bytes follow as a fourth frame of exactly `length` bytes (no msgpack
+// copy of them); fewer than asked only at the blob's end.
+struct blob_chunk {
+  static constexpr command cmd = command::blob_chunk;
+  uint64_t request_id = 0;
+  uint64_t offset = 0;
+  uint32_t length = 0;
+  uint64_t size = 0;  // the whole blob's
+  template <class F>
+  void fields(F& f) {
+    f("request_id", request_id);
+    f("offset", offset);
+    f("length", length);
+    f("size", size);
   }
 };
 
@@ -1470,5 +1516,7 @@ struct error_reply {
   X(api_key_created) \
   X(api_keys_reply) \
   X(metrics_reply) \
-  X(transfers_started)
+  X(transfers_started) \
+  X(blob_request) \
+  X(blob_chunk)
 // clang-format on

@@ -26,7 +26,7 @@ namespace {
   X(gpu_heap) X(gpu_info) X(hardware_info) X(model_info) X(skipped_model) X(chat_message) \
   X(job_params) X(job_ref) X(job_summary) X(job_event) X(job_detail) X(node_loss) \
   X(node_summary) X(model_summary) X(node_skipped_models) X(metric_sample) X(metric_family) \
-  X(api_key_info)
+  X(api_key_info) X(model_file) X(transfer_peer) X(transfer_info)
 // clang-format on
 
 template <class T>
@@ -136,6 +136,7 @@ struct document {
   std::map<std::string, documented_struct> structs;  // section 7's tables
   std::string section7_intro;                        // before its first table
   std::map<int, std::vector<std::string>> commands;  // section 6: code -> its row's cells
+  std::set<std::string> error_codes;                 // section 8: the first column's names
   std::vector<std::string> problems;                 // rows that do not parse
 };
 
@@ -156,6 +157,10 @@ document read_document(const std::string& path) {
       std::vector<std::string> cells = cells_of(line);
       if (cells.size() >= 4 && cells[0].starts_with("0x"))
         doc.commands[std::stoi(cells[0], nullptr, 16)] = cells;
+    }
+    if (section == "8" && row) {
+      std::string name = code_span(cells_of(line).at(0));
+      if (!name.empty()) doc.error_codes.insert(name);
     }
     if (section != "7") continue;
     if (!row) {
@@ -265,6 +270,21 @@ TEST(ProtocolDoc, EveryMessageHasItsCommandCode) {
   }
   for (const auto& [code, cells] : doc.commands)
     EXPECT_TRUE(command_from_byte(uint8_t(code)).has_value()) << "section 6 lists " << cells[0];
+}
+
+// Section 8 has a row for every error_code (a code added to the enum says when it is sent) and
+// none for a code the enum does not have.
+TEST(ProtocolDoc, EveryErrorCodeHasItsRowInSection8) {
+  document doc = read_document(protocol_path());
+  std::set<std::string> declared;
+  for (size_t i = 0;; ++i) {
+    std::string_view name = error_code_name(error_code(i));
+    if (name == "unknown") break;
+    declared.insert(std::string(name));
+    EXPECT_TRUE(doc.error_codes.contains(std::string(name))) << name << " has no row in section 8";
+  }
+  for (const std::string& name : doc.error_codes)
+    EXPECT_TRUE(declared.contains(name)) << "section 8 lists " << name << ", no error_code";
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "schema/messages.h"
 
@@ -14,6 +15,11 @@ namespace hearth::wire::samples {
 
 inline constexpr uint64_t job_id = (uint64_t(1) << 40) + 7;  // needs all 64 bits
 inline constexpr uint64_t request_id = 0xFFFFFFFFFFFFFFFFull;
+inline constexpr uint64_t transfer_id = (uint64_t(1) << 52) + 3;
+inline const std::string digest_a =
+    "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+inline const std::string digest_b =
+    "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 
 inline gpu_info gpu() {
   return {"cuda",
@@ -46,7 +52,31 @@ inline model_info model(bool loaded) {
   m.chat_template = "qwen3";
   m.params_total = 30'532'122'624ull;
   m.params_active = 3'345'352'704ull;
+  m.digest = digest_a;
+  m.files = {{"qwen3-30b-a3b-q4_k_m.gguf", digest_a, m.size_bytes}};
+  m.source =
+      "hf:Qwen/Qwen3-30B-A3B-GGUF@0123456789abcdef0123456789abcdef01234567/"
+      "Qwen3-30B-A3B-Q4_K_M.gguf";
+  m.pinned = true;
   return m;
+}
+
+// Two files of a split GGUF, digests in their wire form.
+inline std::vector<model_file> split_files() {
+  return {{"m-00001-of-00002.gguf", digest_a, uint64_t(1) << 34},
+          {"m-00002-of-00002.gguf", digest_b, 1}};
+}
+
+inline transfer_info transfer(uint64_t id, std::string state) {
+  return {id,
+          "qwen3-30b-a3b-q4_k_m",
+          "old-box",
+          "peer:gpu-box",
+          std::move(state),
+          1 << 30,
+          18'556'686'208ull,
+          1'700'000'000'999,
+          "sha256 mismatch: got sha256:00, expected sha256:11"};
 }
 
 inline skipped_model skipped() {
@@ -126,6 +156,9 @@ inline node_hello sample<node_hello>() {
   m.running = {{job_id, 3}, {job_id + 1, std::numeric_limits<uint32_t>::max()}};
   m.skipped = {skipped()};
   m.instance = std::numeric_limits<uint64_t>::max();
+  m.transfer_port = 5556;
+  m.transfer_key = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7";
+  m.store_capacity = uint64_t(1) << 40;
   return m;
 }
 
@@ -138,7 +171,8 @@ template <>
 inline node_status sample<node_status>() {
   return {{model(false)},
           {skipped(), {"Ünïcode.gguf", "dangling symbolic link to /mnt/gone"}},
-          hardware()};
+          hardware(),
+          (uint64_t(1) << 40) + 1};
 }
 
 template <>
@@ -178,6 +212,20 @@ inline node_bye sample<node_bye>() {
 }
 
 template <>
+inline transfer_status sample<transfer_status>() {
+  transfer_status m;
+  m.transfer_id = transfer_id;
+  m.state = "failed";
+  m.bytes_done = (uint64_t(1) << 33) + 5;
+  m.bytes_total = uint64_t(1) << 34;
+  m.bytes_from_peers = uint64_t(1) << 32;
+  m.from = "peer:gpu-box";
+  m.digest = digest_a;
+  m.error = "peer gpu-box sent a blob whose sha256 differs; no other holder";
+  return m;
+}
+
+template <>
 inline node_welcome sample<node_welcome>() {
   return {2, 500, 5};
 }
@@ -202,6 +250,44 @@ inline job_cancel sample<job_cancel>() {
 template <>
 inline job_resume sample<job_resume>() {
   return {job_id, 3, uint64_t(1) << 35};
+}
+
+template <>
+inline model_fetch sample<model_fetch>() {
+  model_fetch m;
+  m.transfer_id = transfer_id;
+  m.name = "m-q4_k_m";
+  m.source = "https://example.com/m-q4_k_m.gguf";
+  m.sha256 = digest_b;
+  m.files = split_files();
+  m.peers = {{"gpu-box", "tcp://192.168.1.20:5556", "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7"},
+             {"old-box", "tcp://[fe80::1]:5556", ""}};
+  m.origin = "hf:OWNER/REPO@0123456789abcdef0123456789abcdef01234567/m-00001-of-00002.gguf";
+  return m;
+}
+
+template <>
+inline transfer_allow sample<transfer_allow>() {
+  return {transfer_id,
+          "old-box",
+          "Yne@$w-vo<fVvi]a<NY6T1ed:M$fCG*[IaLV{hID",
+          {digest_a, digest_b},
+          std::numeric_limits<uint32_t>::max()};
+}
+
+template <>
+inline model_evict sample<model_evict>() {
+  return {"qwen3-30b-a3b-q4_k_m"};
+}
+
+template <>
+inline blob_request sample<blob_request>() {
+  return {request_id, transfer_id, digest_a, (uint64_t(1) << 40) + 4096, max_blob_chunk};
+}
+
+template <>
+inline blob_chunk sample<blob_chunk>() {
+  return {request_id, (uint64_t(1) << 40) + 4096, max_blob_chunk, (uint64_t(1) << 41) + 5};
 }
 
 template <>
@@ -343,7 +429,14 @@ inline models_reply sample<models_reply>() {
   s.queued = 3;
   s.params_total = 494'032'768ull;
   s.params_active = 494'032'768ull;
-  return {request_id, {s}, 70000, true, {{"old-box", {skipped()}}}};
+  s.digest = digest_a;
+  s.holders = {"gpu-box", "old-box", "nas"};
+  return {request_id,
+          {s},
+          70000,
+          true,
+          {{"old-box", {skipped()}}},
+          {transfer(transfer_id, "running"), transfer(transfer_id - 1, "failed")}};
 }
 
 template <>
@@ -396,6 +489,26 @@ inline api_keys_reply sample<api_keys_reply>() {
 template <>
 inline get_metrics sample<get_metrics>() {
   return {request_id, "hk_3q2-7wEVCv8QmZ1p0bN4oJtXy5Rc6dLgAeHfKsUi9Mz"};
+}
+
+template <>
+inline pull_model sample<pull_model>() {
+  return {request_id, "hf:OWNER/REPO:Q4_K_M@main", "m-q4", digest_b, "gpu-box", true};
+}
+
+template <>
+inline place_model sample<place_model>() {
+  return {request_id, "m-q4", "old-box", true};
+}
+
+template <>
+inline evict_model sample<evict_model>() {
+  return {request_id, "m-q4", "old-box"};
+}
+
+template <>
+inline transfers_started sample<transfers_started>() {
+  return {request_id, {transfer(transfer_id, "starting"), transfer(transfer_id + 1, "done")}};
 }
 
 template <>
