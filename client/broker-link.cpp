@@ -16,7 +16,8 @@
 #include <zmq.hpp>
 
 #include "client/connection.h"
-#include "client/follow-stream.h"
+#include "client/reconnect-policy.h"
+#include "client/stream-order.h"
 #include "schema/handshake-monitor.h"
 #include "schema/zmq-io.h"
 
@@ -29,20 +30,6 @@ using clock = net::steady;
 // followers. Past them a request is refused at once (limit_reached).
 constexpr size_t max_pending_requests = 100000;
 constexpr size_t max_followers = 100000;
-// Clients get no heartbeats: after this much silence the link asks the broker something cheap
-// (whoami), so that a broker that stopped answering us is noticed and /health can say so.
-constexpr auto probe_after = std::chrono::seconds(1);
-// No message at all for this long after a probe while connected: the broker lost us (it drops a
-// peer it thinks stalled without closing the connection) or hangs; start again on a new socket.
-constexpr auto probe_timeout = std::chrono::seconds(5);
-// How long followed jobs wait for a broker that went away before their followers are told.
-constexpr auto rewatch_for = std::chrono::seconds(60);
-// After a failed handshake (the broker refused our key, say) a fresh socket connects after this
-// wait, doubled each time up to the most: libzmq itself gives up on a refused connection, and
-// each attempt costs the broker a ZAP request and a log line.
-constexpr auto handshake_retry_min = std::chrono::milliseconds(250);
-constexpr auto handshake_retry_max = std::chrono::milliseconds(2000);
-
 link_failure no_reply(std::string why) {
   return link_failure{true, wire::error_code::internal, std::move(why)};
 }
@@ -130,7 +117,7 @@ struct broker_link::impl {
   struct follower_state {
     uint64_t id = 0;
     std::shared_ptr<follower_sink> sink;
-    follow_stream stream;
+    stream_order stream;  // this follower's stream (repeats dropped, attempts announced)
     std::string api_key;  // the client it follows as (a re-watch presents one follower's)
   };
   enum class watch_state { active, needed, sent };
@@ -138,7 +125,9 @@ struct broker_link::impl {
     std::vector<follower_state> followers;
     watch_state watch = watch_state::active;
     uint64_t watch_request = 0;
-    std::optional<clock::time_point> lost_since;  // the broker forgot the watch at this time
+    // Lost when the broker forgot the watch; re-watched as soon as the broker is there (no
+    // backoff), for the window of the client library's schedule.
+    reconnect_policy rewatch_wait{reconnect_policy::request_steps, reconnect_policy::retry_for};
   };
   enum class pending_kind { request, submit, follow, rewatch };
   struct pending {
@@ -169,9 +158,10 @@ struct broker_link::impl {
   std::optional<clock::time_point> probe_sent;
   bool was_up = false;
   std::string last_handshake_failure;
-  // A failed handshake: the socket is a fresh one, connected at this time (handshake_retry_*).
+  // A failed handshake: the socket is a fresh one, connected at this time, by the schedule's
+  // handshake steps (tried for ever: an admin may allow the key any time).
   std::optional<clock::time_point> reconnect_at;
-  std::chrono::milliseconds handshake_retry = handshake_retry_min;
+  reconnect_policy handshake_wait{reconnect_policy::handshake_steps, clock::duration::max()};
   // Why the broker is unreachable when it refused the handshake ("" otherwise): what requests
   // fail with, and what /health says. The link thread writes it; refusal() reads it.
   std::string refusal;
@@ -565,7 +555,7 @@ void broker_link::impl::on_reply(wire::command cmd, std::string_view body) {
       if (auto j = jobs.find(p.o.job_id);
           j != jobs.end() && j->second.watch_request == request_id) {
         j->second.watch = watch_state::active;
-        j->second.lost_since.reset();
+        j->second.rewatch_wait.recovered();
       }
       return;
   }
@@ -574,7 +564,7 @@ void broker_link::impl::on_reply(wire::command cmd, std::string_view body) {
 void broker_link::impl::register_follower(uint64_t job_id, const std::string& api_key, uint64_t id,
                                           std::shared_ptr<follower_sink> sink) {
   if (!sink->active.load()) return forget_follower(id);  // unfollowed before the answer
-  jobs[job_id].followers.push_back({id, std::move(sink), follow_stream(job_id), api_key});
+  jobs[job_id].followers.push_back({id, std::move(sink), stream_order{}, api_key});
   follower_jobs[id] = job_id;
   ++n_followers;
 }
@@ -632,15 +622,16 @@ void broker_link::impl::check_connection(clock::time_point now) {
     spdlog::info("broker link: connected to the broker at {}", opt.endpoint);
     last_heard = now;
     last_handshake_failure.clear();
-    handshake_retry = handshake_retry_min;
+    handshake_wait.recovered();
     set_refusal({});
   }
   was_up = up;
-  if (probe_sent && now - *probe_sent > probe_timeout && up) {
+  if (probe_sent && now - *probe_sent > reconnect_policy::link_probe_timeout && up) {
     return connection_lost("the broker at " + opt.endpoint + " has not answered for " +
-                           std::to_string(probe_timeout.count()) + " s");
+                           std::to_string(reconnect_policy::link_probe_timeout.count()) + " s");
   }
-  is_connected = up && now - last_heard < probe_after + probe_timeout;
+  is_connected = up && now - last_heard < reconnect_policy::link_probe_after +
+                                              reconnect_policy::link_probe_timeout;
 }
 
 void broker_link::impl::connection_lost(const std::string& why) {
@@ -658,8 +649,9 @@ void broker_link::impl::connection_lost(const std::string& why) {
 // once with the reason until a handshake succeeds, and /health says it.
 void broker_link::impl::handshake_failed(clock::time_point now, const net::handshake_failure& f) {
   const std::string text = net::handshake_failure_text(f);
-  const std::string retry =
-      "; trying again, every " + std::to_string(handshake_retry_max.count() / 1000) + " s at most";
+  const std::string retry = "; trying again, every " +
+                            std::to_string(reconnect_policy::handshake_steps.most.count() / 1000) +
+                            " s at most";
   std::string why;
   if (f.kind == net::handshake_failure_kind::auth) {
     why = "the broker at " + opt.endpoint + " refused this gateway's key (" + text + ")";
@@ -676,8 +668,8 @@ void broker_link::impl::handshake_failed(clock::time_point now, const net::hands
   set_refusal(why);
   drop_in_flight(handshake_refused(why));
   open_socket();
-  reconnect_at = now + handshake_retry;
-  handshake_retry = std::min(handshake_retry * 2, handshake_retry_max);
+  reconnect_at =
+      now + handshake_wait.next_wait(now).value_or(reconnect_policy::handshake_steps.most);
 }
 
 void broker_link::impl::set_refusal(std::string why) {
@@ -697,7 +689,7 @@ void broker_link::impl::drop_in_flight(const link_failure& why) {
   const auto now = clock::now();
   for (auto& [id, j] : jobs) {
     j.watch = watch_state::needed;
-    if (!j.lost_since) j.lost_since = now;
+    j.rewatch_wait.lost(now);
   }
   probe_sent.reset();
 }
@@ -712,10 +704,10 @@ void broker_link::impl::expire(clock::time_point now) {
     pending p = std::move(it->second);
     pending_requests.erase(it);
     if (p.kind == pending_kind::rewatch) {
-      // Tried again when the broker answers (rewatch), until rewatch_for has passed.
+      // Tried again when the broker answers (rewatch), until its window has passed.
       if (auto j = jobs.find(p.o.job_id); j != jobs.end() && j->second.watch_request == id) {
         j->second.watch = watch_state::needed;
-        if (!j->second.lost_since) j->second.lost_since = now;
+        j->second.rewatch_wait.lost(now);
       }
       continue;
     }
@@ -736,31 +728,31 @@ void broker_link::impl::rewatch(clock::time_point now) {
   std::vector<uint64_t> gave_up;
   for (auto& [job_id, j] : jobs) {
     if (j.watch != watch_state::needed) continue;
-    if (j.lost_since && now - *j.lost_since > rewatch_for) {
+    if (j.rewatch_wait.window_passed(now)) {
       gave_up.push_back(job_id);
       continue;
     }
     if (!was_up) continue;  // sent once the broker is there again
     // What every follower has: the least advanced one's mark, when all are on one attempt;
     // otherwise the latest attempt from its start (attempt 0). Each follower drops what it had.
-    stream_mark mark = j.followers.front().stream.resume_mark();
+    stream_resume mark = j.followers.front().stream.resume_point();
     for (const auto& f : j.followers) {
-      const stream_mark m = f.stream.resume_mark();
+      const stream_resume m = f.stream.resume_point();
       if (m.attempt != mark.attempt) {
         mark = {};
         break;
       }
-      if (m.byte < mark.byte) mark = m;
+      if (m.output_offset < mark.output_offset) mark = m;
     }
     wire::watch w;
     w.request_id = next_request_id++;
     w.job_id = job_id;
     w.attempt = mark.attempt;
     w.seq = mark.seq;
-    w.output_offset = mark.byte;
+    w.output_offset = mark.output_offset;
     w.api_key = j.followers.front().api_key;
     if (!request_send_now(socket, wire::command::watch, wire::encode(w))) continue;
-    for (auto& f : j.followers) f.stream.resume_from(mark);
+    for (auto& f : j.followers) f.stream.expect_resume(mark);
     pending p;
     p.kind = pending_kind::rewatch;
     p.reply = wire::command::ok;
@@ -773,12 +765,12 @@ void broker_link::impl::rewatch(clock::time_point now) {
   }
   for (uint64_t id : gave_up) {
     end_job(id, no_reply("the broker at " + opt.endpoint + " did not come back within " +
-                         std::to_string(rewatch_for.count()) + " s"));
+                         std::to_string(reconnect_policy::retry_for.count()) + " s"));
   }
 }
 
 void broker_link::impl::probe(clock::time_point now) {
-  if (!was_up || probe_sent || now - last_heard < probe_after) return;
+  if (!was_up || probe_sent || now - last_heard < reconnect_policy::link_probe_after) return;
   wire::whoami w;
   w.request_id = next_request_id++;
   if (!request_send_now(socket, wire::command::whoami, wire::encode(w))) return;

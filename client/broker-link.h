@@ -2,7 +2,7 @@
 // socket on a thread of its own (a socket never crosses threads, STYLE.md 10), shared by every
 // caller. Requests are matched to replies by request_id (client/protocol.h); job events are
 // routed to whoever follows the job, each follower's stream kept in order without repeats by a
-// follow_stream (client/follow-stream.h). Every callback runs on the caller's loop through `post`
+// stream_order (client/stream-order.h). Every callback runs on the caller's loop through `post`
 // (the gateway's I/O thread), so handlers need no locks.
 //
 //   client::broker_link link(opts, [&io](auto f) { asio::post(io, std::move(f)); });

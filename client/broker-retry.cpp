@@ -4,10 +4,6 @@
 #include <thread>
 
 namespace hearth::client {
-namespace {
-constexpr std::chrono::milliseconds first_backoff{250};
-constexpr std::chrono::milliseconds max_backoff{5000};
-}  // namespace
 
 broker_retry::broker_retry(broker_client& client, std::chrono::seconds retry_for, notice_fn notice,
                            bool retry_for_given)
@@ -16,15 +12,16 @@ broker_retry::broker_retry(broker_client& client, std::chrono::seconds retry_for
       notice_(std::move(notice)),
       retry_for_given_(retry_for_given),
       start_(std::chrono::steady_clock::now()),
-      backoff_(first_backoff) {}
+      wait_(reconnect_policy::request_steps, retry_for) {}
 
 void broker_retry::announce() {
   if (announced_ || retry_for_.count() <= 0) return;
   announced_ = true;
-  deadline_ = std::chrono::steady_clock::now() + retry_for_;
+  const auto now = std::chrono::steady_clock::now();
+  wait_.lost(now);
   if (never_reached() && !retry_for_given_) {
-    const auto left = std::chrono::ceil<std::chrono::seconds>(start_ + broker_start_window -
-                                                              std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::ceil<std::chrono::seconds>(start_ + reconnect_policy::start_window - now);
     notice_("hearth: nothing answers at " + client_.endpoint() + "; waiting up to " +
             std::to_string(std::max<int64_t>(left.count(), 1)) +
             " s more for a broker to start there\n");
@@ -37,14 +34,12 @@ void broker_retry::announce() {
 bool broker_retry::wait_for_next_try() {
   if (retry_for_.count() <= 0) return false;
   announce();
-  const auto now = std::chrono::steady_clock::now();
-  auto deadline = deadline_;
-  if (never_reached() && !retry_for_given_)
-    deadline = std::min(deadline, start_ + broker_start_window);
-  if (now >= deadline) return false;
-  std::this_thread::sleep_for(
-      std::min<std::chrono::steady_clock::duration>(backoff_, deadline - now));
-  backoff_ = std::min(backoff_ * 2, max_backoff);
+  const auto until = never_reached() && !retry_for_given_
+                         ? start_ + reconnect_policy::start_window
+                         : std::chrono::steady_clock::time_point::max();
+  const auto wait = wait_.next_wait(std::chrono::steady_clock::now(), until);
+  if (!wait) return false;
+  std::this_thread::sleep_for(*wait);
   return true;
 }
 
@@ -62,7 +57,7 @@ void broker_retry::throw_if_never_reached() {
 void broker_retry::got_through() {
   if (announced_) notice_("hearth: the broker at " + client_.endpoint() + " answers again\n");
   announced_ = false;
-  backoff_ = first_backoff;
+  wait_.recovered();
 }
 
 }  // namespace hearth::client

@@ -1,15 +1,15 @@
 // Trying a broker request again while the broker does not answer (down, restarting) or cannot
-// store it (storage_unavailable): backoff from 250 ms doubling to 5 s, for `retry_for` from the
-// first failure (or announce()), telling the user once that it waits and once that it got through.
-// Other errors are final. Each try after the first should use a fresh socket
-// (broker_client::reconnect), so that a request the dead connection still held is not sent twice.
+// store it (storage_unavailable), by the client library's schedule (client/reconnect-policy.h:
+// backoff from 250 ms doubling to 5 s, for `retry_for` from the first failure or announce()),
+// telling the user once that it waits and once that it got through. Other errors are final. Each
+// try after the first should use a fresh socket (broker_client::reconnect), so that a request the
+// dead connection still held is not sent twice.
 //
 // A broker that no connection has reached since the command began is another matter: most often
 // the address is wrong or no broker runs there, and waiting a minute only hides that. Unless the
-// user set --retry-for, such a broker gets broker_start_window from the command's start (a broker
-// started at the same moment, by hand or by a booting machine, binds within it), and then the
-// command ends with broker_unreachable: "nothing answers at ADDRESS". A broker that was reached
-// and went away (it restarts) keeps the whole retry_for.
+// user set --retry-for, such a broker gets reconnect_policy::start_window from the command's start,
+// and then the command ends with broker_unreachable: "nothing answers at ADDRESS". A broker that
+// was reached and went away (it restarts) keeps the whole retry_for.
 #pragma once
 
 #include <chrono>
@@ -19,10 +19,9 @@
 #include <type_traits>
 
 #include "client/broker-client.h"
+#include "client/reconnect-policy.h"
 
 namespace hearth::client {
-
-inline constexpr std::chrono::seconds broker_start_window{10};
 
 class broker_retry {
  public:
@@ -76,8 +75,7 @@ class broker_retry {
   notice_fn notice_;
   bool retry_for_given_;
   std::chrono::steady_clock::time_point start_;  // of this retry: the unreached window's start
-  std::chrono::steady_clock::time_point deadline_;
-  std::chrono::milliseconds backoff_;
+  reconnect_policy wait_;                        // lost from announce() until got_through()
   bool announced_ = false;
 };
 

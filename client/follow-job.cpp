@@ -5,15 +5,11 @@
 
 #include "client/broker-retry.h"
 #include "client/job-record.h"
+#include "client/reconnect-policy.h"
 
 namespace hearth::client {
 namespace {
 
-// How long a followed job may stay silent before we ask the broker whether it is still there
-// and whether the job ended without its job_done reaching us. Clients get no heartbeats and a
-// queued job is silent for long, so this is about three broker heartbeats; one get_job per
-// interval costs nothing.
-constexpr std::chrono::seconds silence_probe{3};
 // A silence this long is told (job_stream::on_silence; on a terminal, the CLI's status line): the
 // pause of a failover (the broker notices a lost node by its missed heartbeats) or a long wait in
 // the queue. Longer than a slow model's time between tokens, so that its text is not broken up
@@ -71,7 +67,7 @@ follow_end follow_job_events(broker_client& client, uint64_t job_id, job_stream&
   auto last_event = std::chrono::steady_clock::now();
   while (!s.done()) {
     if (stopped()) return follow_end::stopped;
-    if (auto ev = client.next_event(silence_probe, o.stop)) {
+    if (auto ev = client.next_event(reconnect_policy::follow_probe_after, o.stop)) {
       last_event = std::chrono::steady_clock::now();
       const auto cmd = event_command(*ev, client.endpoint());
       if (auto r = s.feed(cmd, ev->views()[2]); !r) {

@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "client/broker-client.h"
+#include "client/reconnect-policy.h"
 #include "client/stream-order.h"
 #include "common/result.h"
 #include "schema/messages.h"
@@ -21,7 +22,8 @@
 namespace hearth::client {
 
 // What a followed job's events go to: the CLI's text view and its JSON lines (tools/) are two.
-// stream_order (client/stream-order.h) is how one keeps the stream's order.
+// stream_order (client/stream-order.h) keeps the stream's order; resume_point() and
+// expect_resume() are its.
 class job_stream {
  public:
   virtual ~job_stream() = default;
@@ -47,7 +49,7 @@ struct job_follow_options {
   // Send watch first: the client is not watching the job yet (hearth watch, or a submit whose
   // reply came on a later try, whose watch flag was not sent).
   bool attach = false;
-  std::chrono::seconds retry_for{60};
+  std::chrono::seconds retry_for = reconnect_policy::retry_for;
   bool retry_for_given = false;  // the user chose retry_for (client/broker-retry.h)
   // When given and true, the following stops at once (the CLI's Ctrl-C).
   std::function<bool()> stop;

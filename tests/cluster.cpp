@@ -423,10 +423,10 @@ test_client::outcome test_client::follow(uint64_t job_id, std::chrono::milliseco
       auto t = wire::decode<wire::job_tokens>(ev->body);
       if (!t || t->job_id != job_id) continue;
       const uint32_t attempt = order.attempt();
-      // A chunk from before next_seq (a repeat, or a restatement from seq 0) adds nothing here.
-      if (order.accept(*t) != client::chunk_verdict::append) continue;
+      const client::chunk_place p = order.accept(*t);
+      if (!p.kept()) continue;
       if (order.attempt() != attempt) o.text.clear();  // a new attempt's text starts over
-      o.text += t->text;
+      o.text += t->text.substr(p.fresh);  // what a restatement adds beyond what we have
     } else if (ev->cmd == wire::command::job_restarted) {
       auto r = wire::decode<wire::job_restarted>(ev->body);
       if (r && r->job_id == job_id) ++o.restarts;

@@ -32,7 +32,6 @@ using client::broker_error;
 using client::broker_keys;
 using client::broker_options;
 using client::broker_retry;
-using client::broker_start_window;
 using client::broker_timeout;
 using client::broker_unreachable;
 using client::client_config_dir;

@@ -3,10 +3,12 @@
 
 #include <unistd.h>
 
-#include <algorithm>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "client/follow-job.h"
+#include "client/protocol.h"
 #include "tools/broker-cli.h"
 #include "tools/stream-view.h"
 
@@ -24,9 +26,10 @@ int report_end(const wire::job_done& d) {
   return 1;
 }
 
-// JSON lines: the events as they come, minus duplicates and chunks of replaced attempts, so
-// that the texts of one attempt's "tokens" events concatenate to its output; "restarted" says
-// the text starts over. A client::job_stream, as stream_view is.
+// JSON lines: the events as a follower gets them from client::stream_order (repeats after a
+// re-attach and chunks of replaced attempts dropped, each attempt announced), so that the texts of
+// one attempt's "tokens" events concatenate to its output; "restarted" says the text starts over.
+// A client::job_stream, as stream_view is.
 class json_lines_stream : public client::job_stream {
  public:
   explicit json_lines_stream(uint64_t job_id) : job_id_(job_id) {}
@@ -38,144 +41,51 @@ class json_lines_stream : public client::job_stream {
   void notice(std::string_view line) override { write_err(line); }
   bool done() const override { return exit_.has_value(); }
   int exit_code() const { return exit_.value_or(1); }
-  stream_resume resume_point() const override { return stream_resume_of(order_, received_); }
+  stream_resume resume_point() const override { return order_.resume_point(); }
   void expect_resume() override { order_.expect_resume(); }
 
  private:
-  // Makes `attempt` current when it is newer. A new attempt after an earlier one whose
-  // job_restarted we did not get (it came while we were re-attaching) is announced here, so that
-  // "restarted" still tells that the text starts over. Returns whether it was newer.
-  bool begin(uint32_t attempt, bool announced = false) {
-    const bool had_one = order_.started();
-    if (!order_.begin_attempt(attempt)) return false;
-    received_.clear();
-    printed_.clear();
-    printed_seq_ = 0;
-    if (had_one && !announced) {
-      print_json(event_json(
-          "restarted",
-          wire::job_restarted{job_id_, attempt, "attempt " + std::to_string(attempt) + " began"}));
-    }
-    return true;
-  }
-  void on_tokens(wire::job_tokens e);
-  // Prints what received_ holds beyond printed_, as a "tokens" event like `e`.
-  void print_beyond(wire::job_tokens e);
-  void finish(const wire::job_done& d) {
-    print_json(event_json("done", d));
-    exit_ = report_end(d);
-  }
+  void print(const std::vector<client::job_event>& events);
 
   uint64_t job_id_;
   stream_order order_;
-  std::string received_;  // the current attempt's text as received (rebuilt after a rewind)
-  std::string printed_;   // the texts of its "tokens" events so far: a prefix of received_
-  uint64_t printed_seq_ = 0;
   std::optional<int> exit_;
 };
 
-template <class M>
-result<M> decode_body(std::string_view body) {
-  auto m = wire::decode<M>(body);
-  if (!m) return error{std::string(wire::command_name(M::cmd)) + ": " + m.message()};
-  return m;
-}
-
 result<void> json_lines_stream::feed(wire::command cmd, std::string_view body) {
   if (done()) return {};
-  switch (cmd) {
-    case wire::command::job_queued: {
-      auto e = decode_body<wire::job_queued>(body);
-      if (!e) return e.err();
-      if (e->job_id == job_id_) print_json(event_json("queued", *e));
-      return {};
-    }
-    case wire::command::job_running: {
-      auto e = decode_body<wire::job_running>(body);
-      if (!e) return e.err();
-      if (e->job_id != job_id_ || (order_.started() && e->attempt < order_.attempt())) return {};
-      begin(e->attempt);
-      print_json(event_json("running", *e));
-      return {};
-    }
-    case wire::command::job_tokens: {
-      auto e = decode_body<wire::job_tokens>(body);
-      if (!e) return e.err();
-      if (e->job_id == job_id_) on_tokens(std::move(e).value());
-      return {};
-    }
-    case wire::command::job_restarted: {
-      auto e = decode_body<wire::job_restarted>(body);
-      if (!e) return e.err();
-      if (e->job_id != job_id_ || (order_.started() && e->attempt <= order_.attempt())) return {};
-      begin(e->attempt, true);
-      print_json(event_json("restarted", *e));
-      return {};
-    }
-    case wire::command::job_done: {
-      auto e = decode_body<wire::job_done>(body);
-      if (!e) return e.err();
-      if (e->job_id == job_id_) finish(*e);
-      return {};
-    }
-    default:
-      return {};
-  }
-}
-
-void json_lines_stream::on_tokens(wire::job_tokens e) {
-  if (!order_.started() || e.attempt > order_.attempt()) begin(e.attempt);
-  switch (order_.accept(e)) {
-    case chunk_verdict::append:
-      received_ += e.text;
-      break;
-    case chunk_verdict::restate:
-    case chunk_verdict::rewind:
-      // The attempt's text from its start: what was printed of it is its prefix.
-      received_ = e.text;
-      break;
-    case chunk_verdict::duplicate:
-    case chunk_verdict::old_attempt:
-      return;
-  }
-  print_beyond(std::move(e));
-}
-
-void json_lines_stream::print_beyond(wire::job_tokens e) {
-  if (!std::string_view(received_).starts_with(printed_)) {
-    if (received_.size() < printed_.size() && std::string_view(printed_).starts_with(received_)) {
-      return;  // a rewind still rebuilding what was printed
-    }
-    // The same attempt told differently: never expected, but said rather than mixed.
-    wire::job_restarted r{job_id_, order_.attempt(),
-                          "the attempt's text was sent again differently"};
-    print_json(event_json("restarted", r));
-    printed_.clear();
-    printed_seq_ = 0;
-  }
-  if (received_.size() <= printed_.size()) return;
-  const std::string_view extra = std::string_view(received_).substr(printed_.size());
-  if (extra != e.text) {
-    // Only the part beyond what was printed, so that texts still concatenate.
-    e.text = std::string(extra);
-    e.seq = printed_seq_;
-    e.n_tokens = uint32_t(order_.next_seq() > printed_seq_ ? order_.next_seq() - printed_seq_ : 0);
-  }
-  printed_seq_ = std::max(printed_seq_, e.seq + e.n_tokens);
-  printed_ = received_;
-  print_json(event_json("tokens", e));
+  auto ev = client::decode_job_event(cmd, body);
+  if (!ev) return {};  // not a job event
+  if (!*ev) return ev->err();
+  if ((*ev)->first != job_id_) return {};
+  std::vector<client::job_event> out;
+  order_.feed((*ev)->second, out);
+  print(out);
+  return {};
 }
 
 void json_lines_stream::on_final(const wire::job_summary& s, const std::string& output) {
   if (done()) return;
-  const wire::job_done d = job_done_of(s, order_.attempt());
-  if (output.size() > printed_.size() && std::string_view(output).starts_with(printed_)) {
-    received_ = output;
-    print_beyond(wire::job_tokens{job_id_, d.attempt, printed_seq_,
-                                  uint32_t(d.n_gen > printed_seq_ ? d.n_gen - printed_seq_ : 0),
-                                  ""});
+  std::vector<client::job_event> out;
+  order_.feed_final(s, output, out);
+  print(out);
+}
+
+void json_lines_stream::print(const std::vector<client::job_event>& events) {
+  for (const auto& e : events) {
+    if (auto* q = std::get_if<wire::job_queued>(&e)) {
+      print_json(event_json("queued", *q));
+    } else if (auto* r = std::get_if<wire::job_running>(&e)) {
+      print_json(event_json("running", *r));
+    } else if (auto* t = std::get_if<wire::job_tokens>(&e)) {
+      print_json(event_json("tokens", *t));
+    } else if (auto* a = std::get_if<wire::job_restarted>(&e)) {
+      print_json(event_json("restarted", *a));
+    } else if (auto* d = std::get_if<wire::job_done>(&e)) {
+      print_json(event_json("done", *d));
+      exit_ = report_end(*d);
+    }
   }
-  finish(d);
 }
 
 // Ctrl-C: the job is cancelled, or left running with --detach.

@@ -2,13 +2,15 @@
 // through a stream_view, or JSON lines. When the broker goes away (the connection drops, or a
 // silent broker does not answer a probe), the follower re-attaches with what it has of the
 // current attempt (watch with attempt/seq/output_offset), trying again with backoff for
-// retry_for (client/broker-retry.h), so the text goes on without duplicates or holes.
+// retry_for (client/broker-retry.h by client/reconnect-policy.h), so the text goes on without
+// duplicates or holes.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <optional>
 
+#include "client/reconnect-policy.h"
 #include "tools/broker-cli.h"
 
 namespace hearth::cli {
@@ -21,7 +23,7 @@ struct follow_options {
   // Send watch first: the client is not watching the job yet (hearth watch, or a submit whose
   // reply came on a later try, whose watch flag was not sent).
   bool attach = false;
-  std::chrono::seconds retry_for{60};
+  std::chrono::seconds retry_for = client::reconnect_policy::retry_for;
   bool retry_for_given = false;  // --retry-for was given (client/broker-retry.h)
   // After Ctrl-C (tools/interrupt.h, when the command caught it): cancel the job, or leave it
   // running (--detach) and say how to find it; either way the exit code is 130.

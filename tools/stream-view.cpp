@@ -57,25 +57,16 @@ void stream_view::on_running(const wire::job_running& e) {
 void stream_view::on_tokens(const wire::job_tokens& e) {
   if (e.job_id != job_id_ || done()) return;
   begin_attempt(e.attempt, "");
-  switch (order_.accept(e)) {
-    case chunk_verdict::append:
-      append(e.text);
-      break;
-    case chunk_verdict::restate:
-      if (std::string_view(e.text).starts_with(current_)) {
-        append(std::string_view(e.text).substr(current_.size()));
-      } else {
-        current_ = e.text;
-        resync();
-      }
-      break;
-    case chunk_verdict::rewind:
-      current_ = e.text;
-      resync();
-      break;
-    case chunk_verdict::duplicate:
-    case chunk_verdict::old_attempt:
-      break;
+  const chunk_place p = order_.accept(e);
+  if (!p.kept()) return;
+  // The attempt's text with the chunk in its place: one from before its end (a restatement, the
+  // attempt sent again after a re-attach) replaces what followed there.
+  std::string text = current_.substr(0, std::min<uint64_t>(p.pos, current_.size())) + e.text;
+  if (text.starts_with(current_)) {
+    append(std::string_view(text).substr(current_.size()));
+  } else {
+    current_ = std::move(text);
+    resync();
   }
 }
 

@@ -2,8 +2,9 @@
 // into the text a user sees, without sockets so that it can be tested alone.
 //
 // A job may run several attempts (its node died, or handed it back). Each attempt numbers its
-// chunks from seq 0; stream_order (client/stream-order.h) keeps the newest attempt and the next
-// expected seq, and drops chunks of older attempts and repeated chunks. When a new attempt starts
+// chunks from seq 0; stream_order (client/stream-order.h) keeps the newest attempt, drops chunks
+// of older attempts and repeated chunks, and says where in the attempt's text each chunk goes.
+// When a new attempt starts
 // after text has been shown, the new attempt usually reproduces it (the broker fixes the seed at
 // submit), so the view prints only what goes beyond what is already on screen; if the new text
 // differs, it says so on stderr and prints the new attempt from its start.
@@ -28,12 +29,12 @@
 namespace hearth::cli {
 
 // The stream's order is the client library's (client/stream-order.h).
+using client::chunk_place;
 using client::chunk_verdict;
 using client::chunk_verdict_name;
 using client::job_done_of;
 using client::stream_order;
 using client::stream_resume;
-using client::stream_resume_of;
 
 // A client::job_stream, so that client::follow_job_events (client/follow-job.h) feeds it.
 class stream_view : public client::job_stream {
@@ -68,7 +69,7 @@ class stream_view : public client::job_stream {
   void on_final(const wire::job_summary& s, const std::string& output) override;
 
   // What to re-attach with, and the re-attach made (expect_resume: see stream_order).
-  stream_resume resume_point() const override { return stream_resume_of(order_, current_); }
+  stream_resume resume_point() const override { return order_.resume_point(); }
   void expect_resume() override { order_.expect_resume(); }
 
   bool done() const override { return final_.has_value(); }
