@@ -130,6 +130,8 @@ uint64_t model_store::used() const {
   for (const char* d : {"blobs", "partial"}) {
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(root_ / d, ec)) {
+      // Journals are bookkeeping, not content: what the limit bounds is blobs.
+      if (e.path().extension() == ".ranges") continue;
       struct stat st {};
       if (::lstat(e.path().c_str(), &st) == 0 && S_ISREG(st.st_mode)) total += uint64_t(st.st_size);
     }
@@ -293,7 +295,11 @@ void model_store::write_view(const manifest& m) const {
       const fs::path link = tmp / f.path;
       fs::create_directories(link.parent_path());
       fs::path target;
-      for (auto it = fs::path(f.path).begin(); it != fs::path(f.path).end(); ++it) target /= "..";
+      // One ".." per component of the path, and one for the model's folder.
+      for (const auto& component : fs::path(f.path)) {
+        (void)component;
+        target /= "..";
+      }
       target = target / ".." / "blobs" / blob_path(f.digest).filename();
       fs::create_symlink(target, link);
     }
