@@ -86,7 +86,7 @@ void client_sessions::submit(const std::string& rid, const peer& who, wire::subm
     // A chat job that no node could format: refused now rather than failed once assigned.
     if (nodes_.chat_unformattable(m.model)) {
       return out_.send_error(
-          rid, m.request_id, error_code::invalid_params,
+          rid, m.request_id, error_code::no_chat_template,
           "model '" + m.model +
               "' has no chat template its nodes can use, so chat messages cannot "
               "be formatted for it; name a template (chat_template) or send a "

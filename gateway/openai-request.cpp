@@ -555,6 +555,10 @@ http_response openai_link_error(const link_failure& f) {
       return error_response(401, f.message, "authentication_error", {}, "invalid_api_key");
     case error_code::invalid_params:
       return error_response(400, f.message, "invalid_request_error", {}, code);
+    case error_code::no_chat_template:
+      // The request can be fixed by naming a template (hearth's chat_template) or by sending
+      // a prompt: a 400 about the messages.
+      return error_response(400, f.message, "invalid_request_error", "messages", code);
     case error_code::not_cancellable:
       return error_response(409, f.message, "invalid_request_error", {}, code);
     case error_code::storage_unavailable:

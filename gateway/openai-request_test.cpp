@@ -530,6 +530,10 @@ TEST(OpenaiRequest, BrokerRefusalsMapToOpenaisStatuses) {
        400,
        "invalid_request_error",
        "invalid_params"},
+      {{false, error_code::no_chat_template, "model 'm' has no chat template its nodes can use"},
+       400,
+       "invalid_request_error",
+       "no_chat_template"},
       {{false, error_code::storage_unavailable, "disk full"},
        503,
        "server_error",
@@ -547,6 +551,8 @@ TEST(OpenaiRequest, BrokerRefusalsMapToOpenaisStatuses) {
     EXPECT_NE(e["message"].get<std::string>().find(c.f.message), std::string::npos);
   }
   EXPECT_EQ(error_of(openai_link_error({false, error_code::unknown_model, "m"}))["param"], "model");
+  EXPECT_EQ(error_of(openai_link_error({false, error_code::no_chat_template, "m"}))["param"],
+            "messages");
 }
 
 }  // namespace

@@ -108,7 +108,7 @@ TEST_F(job_requests_test, a_request_at_fault_fails_once_and_is_not_tried_elsewhe
   chat.messages = {{"user", "hello"}};
   std::string refused;
   EXPECT_FALSE(client->request<wire::accepted>(chat, &refused));
-  EXPECT_NE(refused.find("invalid_params: model '" + std::string(k_model) +
+  EXPECT_NE(refused.find("no_chat_template: model '" + std::string(k_model) +
                          "' has no chat template its nodes can use"),
             std::string::npos)
       << refused;

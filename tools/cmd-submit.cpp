@@ -113,10 +113,7 @@ int submit(submit_options& o) {
       const std::string what = e.what();
       if (e.code() == wire::error_code::unknown_model)
         throw broker_error(e.code(), what + "; --wait-model queues it anyway");
-      // The broker's refusal of a chat job for want of a template has no code of its own on the
-      // wire (it is invalid_params, as a bad parameter is), so its text is what tells it apart.
-      if (e.code() == wire::error_code::invalid_params &&
-          what.find("has no chat template") != std::string::npos) {
+      if (e.code() == wire::error_code::no_chat_template) {
         throw broker_error(e.code(),
                            what + "; --template NAME names one (" + chat_template_names() + ")");
       }
