@@ -7,6 +7,7 @@
 #include <system_error>
 
 #include "engine/import/hf-import.h"
+#include "engine/io/gguf-split.h"
 
 namespace hearth {
 namespace {
@@ -33,19 +34,32 @@ result<model_file> model_file::open(const std::string& path, model_file_parts wh
   // A directory is a Hugging Face model (GGUF models are files). One without config.json fails in
   // the importer, saying so.
   std::error_code ec;
-  m.hf_dir = std::filesystem::is_directory(path, ec);
-  auto f = !m.hf_dir      ? gguf_file::open(path)
-           : what.weights ? hf_import(path)
-                          : hf_import_metadata(path);
-  if (!f) return f.err();
-  m.gguf = std::move(f).value();
+  const bool dir = std::filesystem::is_directory(path, ec);
+  // A folder without config.json that holds one split GGUF model (a model store's view of one)
+  // is that model.
+  const auto split_first =
+      dir && !std::filesystem::exists(std::filesystem::path(path) / "config.json", ec)
+          ? gguf_split_first_part_in(path)
+          : std::nullopt;
+  m.hf_dir = dir && !split_first;
+  if (m.hf_dir) {
+    auto f = what.weights ? hf_import(path) : hf_import_metadata(path);
+    if (!f) return f.err();
+    m.gguf = std::move(f).value();
+  } else {
+    auto f = gguf_model_open(split_first.value_or(path));
+    if (!f) return f.err();
+    m.gguf = std::move(f->gguf);
+    m.gguf_paths = std::move(f->paths);
+    m.size_bytes = f->file_bytes;
+  }
   if (what.hparams) {
     auto hp = model_hparams_read(m.gguf);
     if (!hp) return error{path + ": " + hp.message()};
     m.hparams = std::move(hp).value();
   }
   for (const auto& t : m.gguf.tensors()) m.weight_bytes += t.n_bytes;
-  m.size_bytes = m.hf_dir ? safetensors_bytes(path) : m.gguf.file_size();
+  if (m.hf_dir) m.size_bytes = safetensors_bytes(path);
   return m;
 }
 

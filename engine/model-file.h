@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/result.h"
 #include "engine/io/gguf.h"
@@ -28,14 +29,18 @@ struct model_file {
   std::string path;
   bool hf_dir = false;  // a Hugging Face model directory (else a GGUF file)
   gguf_file gguf;       // a directory opened without its weights has no tensors
+  // The GGUF files read: `path`, or every part of a split model (engine/io/gguf-split.h), whose
+  // joined tensors point into each part; empty for a Hugging Face directory.
+  std::vector<std::string> gguf_paths;
   // The common hyperparameters (the architecture's own family keys are read by its load()).
   model_hparams hparams;
   uint64_t weight_bytes = 0;  // bytes of every tensor (0 for a directory opened without weights)
-  uint64_t size_bytes = 0;    // on disk: the GGUF file, or a directory's safetensors files
+  uint64_t size_bytes = 0;    // on disk: the GGUF file(s), or a directory's safetensors files
 
-  // Opens `path`: a directory is a Hugging Face model (config.json, safetensors, tokenizer),
-  // anything else a GGUF file. An error names the path and the problem: the file does not parse,
-  // its architecture is unsupported, a hyperparameter is missing or out of range.
+  // Opens `path`: a directory is a Hugging Face model (config.json, safetensors, tokenizer), or
+  // a split GGUF model when it holds one's parts; anything else a GGUF file, or the first part of
+  // a split model (its other parts beside it). An error names the path and the problem: the file
+  // does not parse, its architecture is unsupported, a hyperparameter is missing or out of range.
   static result<model_file> open(const std::string& path, model_file_parts what = {});
 
   // Times a model was opened in this process, so that tests can prove a load reads (for a

@@ -1,10 +1,14 @@
 // hearth convert: a GGUF model -> a Hugging Face model directory (config.json, safetensors,
 // tokenizer files), which `model::load` reads back as the same model (engine/convert/hf-export.h).
 // The input may itself be a model directory (model::load reads both), to reshard or retype it.
+// With --split-max-tensors it writes the GGUF model as a split GGUF model instead
+// (engine/io/gguf-split.h), as the reference's gguf-split does: OUT is then the parts' prefix.
 #include <cstdio>
 #include <stdexcept>
 
 #include "engine/convert/hf-export.h"
+#include "engine/io/gguf-split.h"
+#include "engine/model-file.h"
 #include "tools/commands.h"
 
 namespace hearth::cli {
@@ -15,9 +19,23 @@ struct convert_options {
   std::string out;
   int shards = 1;
   std::string type;
+  uint32_t split_max_tensors = 0;  // 0: write a Hugging Face directory
 };
 
+// MODEL (a GGUF file, a split model's first part, or a folder of one) as OUT-00001-of-0000N.gguf...
+int convert_split(const convert_options& o) {
+  auto f = model_file::open(o.model, {.hparams = false});
+  if (!f) throw std::runtime_error(f.message());
+  if (f->hf_dir) throw std::runtime_error("--split-max-tensors splits a GGUF model, not a folder");
+  auto r = gguf_split_write(f->gguf, o.out, o.split_max_tensors);
+  if (!r) throw std::runtime_error(r.message());
+  for (const auto& p : *r) std::printf("%s\n", p.c_str());
+  std::fprintf(stderr, "wrote %zu parts, %zu tensors\n", r->size(), f->gguf.tensors().size());
+  return 0;
+}
+
 int convert(const convert_options& o) {
+  if (o.split_max_tensors > 0) return convert_split(o);
   hf_export_params p;
   p.n_shards = o.shards;
   if (!o.type.empty()) {
@@ -45,7 +63,9 @@ action add_convert(CLI::App& app) {
   cmd->add_option("model", o->model, "GGUF model file (or a model directory, to reshard or retype)")
       ->required()
       ->check(CLI::ExistingPath);
-  cmd->add_option("out", o->out, "Output directory (created; files in it are replaced)")
+  cmd->add_option("out", o->out,
+                  "Output directory (created; files in it are replaced), or with "
+                  "--split-max-tensors the parts' prefix")
       ->required();
   cmd->add_option("--shards", o->shards, "Number of safetensors files (HF's sharded naming)")
       ->capture_default_str()
@@ -53,6 +73,10 @@ action add_convert(CLI::App& app) {
   cmd->add_option("--type", o->type,
                   "Matrix type: f32, f16 or bf16 (default: each matrix's own type; quantized "
                   "ones become f32). Norms and biases are always f32");
+  cmd->add_option("--split-max-tensors", o->split_max_tensors,
+                  "Write a split GGUF model instead, as gguf-split does: OUT-00001-of-0000N.gguf "
+                  "..., at most N tensors a part, the metadata in the first")
+      ->check(CLI::Range(1u, 1u << 30));
   return [o] { return convert(*o); };
 }
 

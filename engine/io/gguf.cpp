@@ -541,17 +541,33 @@ result<std::optional<std::vector<int64_t>>> gguf_file::get_int_array(std::string
 }
 
 void gguf_file::prefetch(const std::function<void(uint64_t, uint64_t)>& progress) const {
-  if (bytes_.size() <= data_offset_) return;
-  const uint64_t total = bytes_.size() - data_offset_;
-  const uint8_t* base = bytes_.data() + data_offset_;
   constexpr uint64_t k_chunk = 16u << 20;
   constexpr uint64_t k_page = 4096;
   volatile uint8_t sink = 0;
-  for (uint64_t done = 0; done < total;) {
-    const uint64_t n = std::min(k_chunk, total - done);
-    for (uint64_t p = 0; p < n; p += k_page) sink = sink + base[done + p];
-    done += n;
-    if (progress) progress(done, total);
+  // One span of a file, touched a page at a time, `progress` called every k_chunk bytes.
+  auto touch = [&](const uint8_t* base, uint64_t size, uint64_t before, uint64_t total) {
+    for (uint64_t done = 0; done < size;) {
+      const uint64_t n = std::min(k_chunk, size - done);
+      for (uint64_t p = 0; p < n; p += k_page) sink = sink + base[done + p];
+      done += n;
+      if (progress) progress(before + done, total);
+    }
+  };
+  if (!bytes_.empty()) {
+    if (bytes_.size() > data_offset_) {
+      const uint64_t total = bytes_.size() - data_offset_;
+      touch(bytes_.data() + data_offset_, total, 0, total);
+    }
+    return;
+  }
+  // A file assembled from parts (a split model's files, an import) has no bytes of its own: its
+  // tensors, in whichever mapping holds each.
+  uint64_t total = 0;
+  for (const auto& t : tensors_) total += t.n_bytes;
+  uint64_t before = 0;
+  for (const auto& t : tensors_) {
+    if (t.data) touch(t.data, t.n_bytes, before, total);
+    before += t.n_bytes;
   }
 }
 
