@@ -18,6 +18,8 @@ build_packages=(
   libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libsqlite3-dev libyaml-cpp-dev libspdlog-dev libfmt-dev
   # CLI
   libcli11-dev
+  # pull/: downloads models (Hugging Face, Ollama's registry, URLs) over HTTP(S)
+  libcurl4-openssl-dev
   # gateway: HTTP (Boost.Beast, header-only) and TLS
   libboost-dev libssl-dev
   # the Vulkan backend module: headers, loader and shader compiler (built where they are found)

@@ -30,13 +30,15 @@ struct pull_progress {
 };
 
 struct pull_options {
-  int connections = 4;                       // parallel Range requests per pull
+  int connections = 4;                        // parallel Range requests per pull
   uint64_t piece_bytes = uint64_t(16) << 20;  // the size of one Range request
   // Written bytes are made durable (partial_blob::mark_done) at least this often, so a kill
   // loses at most this much per connection.
   uint64_t flush_bytes = uint64_t(4) << 20;
   uint64_t rate_limit = 0;  // bytes/s over all connections; 0: none
-  int retries = 5;          // per piece, on transient errors (connection lost, 5xx, 429, truncated)
+  int retries = 5;  // per request or piece without progress, on transient errors (connection
+                    // lost, 5xx, 429, a truncated body)
+  int retry_backoff_ms = 250;  // doubled each retry, at most 8 s
   int max_redirects = 10;
   // Environment, read by pull_options_from_env(): $HF_ENDPOINT, $HF_TOKEN,
   // $HEARTH_OLLAMA_REGISTRY.
@@ -54,14 +56,14 @@ pull_options pull_options_from_env();
 
 // Why a pull failed, for a caller to report without parsing the message (../shared/STYLE.md 9c).
 enum class pull_error_kind {
-  bad_source,    // the source string, or what it names does not exist (404), or is ambiguous
-  unsafe_path,   // a file list with a `..` or absolute path
-  not_a_model,   // not a GGUF / a malformed GGUF / no model files in a repository
-  digest,        // the bytes did not hash to the source's digest
-  no_space,      // the store cannot hold it (before anything was downloaded)
-  http,          // a server error, a redirect loop, more bytes than announced, too many retries
-  cancelled,     // the cancel flag was set (partial blobs kept: a later pull resumes)
-  busy,          // another pull writes the same blob
+  bad_source,   // the source string, or what it names does not exist (404), or is ambiguous
+  unsafe_path,  // a file list with a `..` or absolute path
+  not_a_model,  // not a GGUF / a malformed GGUF / no model files in a repository
+  digest,       // the bytes did not hash to the source's digest
+  no_space,     // the store cannot hold it (before anything was downloaded)
+  http,         // a server error, a redirect loop, more bytes than announced, too many retries
+  cancelled,    // the cancel flag was set (partial blobs kept: a later pull resumes)
+  busy,         // another pull writes the same blob
 };
 
 struct pull_error : std::runtime_error {

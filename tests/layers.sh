@@ -12,6 +12,7 @@ allowed() {
     common) echo "common" ;;
     schema) echo "common schema" ;;
     store) echo "common engine/io store" ;;
+    pull) echo "common engine/io store pull" ;;
     client) echo "common schema client" ;;
     engine/io) echo "common engine/io" ;;
     engine/tokenizer) echo "common engine/io engine/tokenizer" ;;
@@ -22,14 +23,14 @@ allowed() {
     backends) echo "common engine/io engine/tokenizer engine/import engine backends" ;;
     broker) echo "common schema broker" ;;
     gateway) echo "common schema client gateway" ;;
-    node) echo "common schema engine/io engine/tokenizer engine/import engine backends store node" ;;
-    tools) echo "common schema engine/io engine/tokenizer engine/import engine engine/convert fixtures backends broker node client gateway store tools" ;;
+    node) echo "common schema engine/io engine/tokenizer engine/import engine backends store pull node" ;;
+    tools) echo "common schema engine/io engine/tokenizer engine/import engine engine/convert fixtures backends broker node client gateway store pull tools" ;;
     *) echo "*" ;;  # tests/, bench/, fuzz/: anything
   esac
 }
 
 # Every include of every file, as "file include" lines; each checked by awk against the table.
-rules=$(for c in common schema store client engine/io engine/tokenizer engine/import engine engine/convert fixtures backends broker node gateway tools; do
+rules=$(for c in common schema store pull client engine/io engine/tokenizer engine/import engine engine/convert fixtures backends broker node gateway tools; do
   echo "$c $(allowed "$c")"
 done)
 # Hearth's own sources: what git tracks, or (outside a checkout) every source below the root

@@ -32,5 +32,7 @@ action add_up(CLI::App& app);
 action add_keygen(CLI::App& app);
 action add_apikey(CLI::App& app);
 action add_doctor(CLI::App& app);
+// hearth pull: into this machine's store, or onto nodes through the broker (--to, --all).
+action add_pull(CLI::App& app);
 
 }  // namespace hearth::cli
