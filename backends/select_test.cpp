@@ -162,6 +162,14 @@ class select : public ::testing::Test {
     const registry r = fake_.source();
     return load_model_on(path_, c, {}, r);
   }
+  // load() on the fake Vulkan backend, which falls back: the model is on the CPU; the note says
+  // why.
+  std::string cpu_fallback_note(int device = -1) {
+    auto r = load(backend_kind::vulkan, device);
+    EXPECT_EQ(r.backend, "cpu");
+    EXPECT_TRUE(r.model && r.model->backend().name() == "cpu");
+    return r.note;
+  }
   // Logits after "Once upon" — equal on the fake device and the CPU, which does its work.
   static std::vector<float> logits(const model& m) {
     context_params cp;
@@ -207,10 +215,7 @@ TEST_F(select, a_working_device_runs_the_model_and_says_nothing) {
 
 TEST_F(select, a_backend_that_did_not_load_falls_back_saying_why) {
   fake_.loaded = false;
-  auto r = load(backend_kind::vulkan);
-  ASSERT_TRUE(r.model);
-  EXPECT_EQ(r.backend, "cpu");
-  EXPECT_EQ(r.note,
+  EXPECT_EQ(cpu_fallback_note(),
             "fake: the Fake backend is not loaded (libhearth-fake.so not found); running on the "
             "CPU");
   EXPECT_EQ(fake_.made, 0);
@@ -218,56 +223,43 @@ TEST_F(select, a_backend_that_did_not_load_falls_back_saying_why) {
 
 TEST_F(select, no_device_falls_back) {
   fake_.devices.clear();
-  auto r = load(backend_kind::vulkan);
-  EXPECT_EQ(r.backend, "cpu");
-  EXPECT_EQ(r.model->backend().name(), "cpu");
-  EXPECT_EQ(r.note, "fake: no Fake device found; running on the CPU");
+  EXPECT_EQ(cpu_fallback_note(), "fake: no Fake device found; running on the CPU");
 }
 
 TEST_F(select, a_device_index_that_does_not_exist_falls_back) {
-  auto r = load(backend_kind::vulkan, 3);
-  EXPECT_EQ(r.backend, "cpu");
-  EXPECT_EQ(r.note,
+  EXPECT_EQ(cpu_fallback_note(3),
             "fake: there is no device 3 (1 device, see `hearth devices`); running on the CPU");
 }
 
 TEST_F(select, a_missing_weight_kernel_falls_back_naming_the_type) {
   fake_.mode = fake_mode::lacks_f32;
-  auto r = load(backend_kind::vulkan);
-  EXPECT_EQ(r.backend, "cpu");
-  EXPECT_EQ(r.model->backend().name(), "cpu");
-  EXPECT_EQ(r.note, "fake: Fake GPU has no f32 matrix kernel yet; running on the CPU");
+  EXPECT_EQ(cpu_fallback_note(), "fake: Fake GPU has no f32 matrix kernel yet; running on the CPU");
 }
 
 TEST_F(select, a_device_that_fails_to_start_falls_back_with_its_message) {
   fake_.mode = fake_mode::fails_to_start;
-  auto r = load(backend_kind::vulkan);
-  EXPECT_EQ(r.backend, "cpu");
-  EXPECT_EQ(r.note,
+  EXPECT_EQ(cpu_fallback_note(),
             "fake: Fake GPU: cannot create a device (VK_ERROR_INITIALIZATION_FAILED); running on "
             "the CPU");
 }
 
 TEST_F(select, a_failure_while_loading_falls_back_in_one_line) {
   fake_.mode = fake_mode::weights_fail;
-  auto r = load(backend_kind::vulkan);
-  EXPECT_EQ(r.backend, "cpu");
-  EXPECT_EQ(r.model->backend().name(), "cpu");
-  EXPECT_EQ(r.note.find('\n'), std::string::npos);
-  EXPECT_EQ(r.note.rfind("fake: Fake GPU: loading model ", 0), 0u) << r.note;
-  EXPECT_NE(r.note.find("out of device memory uploading a weight; running on the CPU"),
+  const std::string note = cpu_fallback_note();
+  EXPECT_EQ(note.find('\n'), std::string::npos);
+  EXPECT_EQ(note.rfind("fake: Fake GPU: loading model ", 0), 0u) << note;
+  EXPECT_NE(note.find("out of device memory uploading a weight; running on the CPU"),
             std::string::npos)
-      << r.note;
+      << note;
 }
 
 TEST_F(select, too_little_device_memory_falls_back_before_making_the_backend) {
   fake_.devices[0].memory_total = 1024;
-  auto r = load(backend_kind::vulkan);
-  EXPECT_EQ(r.backend, "cpu");
+  const std::string note = cpu_fallback_note();
   EXPECT_EQ(fake_.made, 0);
-  EXPECT_EQ(r.note.rfind("fake: Fake GPU has 1.0 KiB of device memory but the model needs ", 0), 0u)
-      << r.note;
-  EXPECT_NE(r.note.find("(weights "), std::string::npos) << r.note;
+  EXPECT_EQ(note.rfind("fake: Fake GPU has 1.0 KiB of device memory but the model needs ", 0), 0u)
+      << note;
+  EXPECT_NE(note.find("(weights "), std::string::npos) << note;
 }
 
 TEST_F(select, the_cache_shrinks_to_the_free_memory_when_the_context_was_left_to_the_model) {

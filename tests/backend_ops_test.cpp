@@ -366,6 +366,24 @@ class BackendOps : public ::testing::Test {
     return out;
   }
 
+  // One rope case, on both backends and compared: n_tok rows of n_head heads of head_dim at
+  // random positions below max_pos, rotated in place (the "output" is the input, with a sentinel
+  // row), with random frequency factors when with_ff.
+  void rope_case(const char* op, const rope_params& rp, int32_t n_head, int32_t head_dim,
+                 int64_t n_tok, uint32_t max_pos, bool with_ff, const std::string& shape) {
+    const int64_t row = int64_t(n_head) * head_dim;
+    const std::vector<float> v = random_floats(rng_, size_t(row * n_tok));
+    tensor_pair x = h_->output(tensor_type::f32, row, n_tok, v.data());
+    std::vector<int32_t> pos;
+    for (int64_t t = 0; t < n_tok; ++t) pos.push_back(int32_t(rng_() % max_pos));
+    tensor_pair p = h_->input_i32(pos);
+    tensor_pair ff =
+        h_->input_f32(rp.n_dims / 2, 1, random_floats(rng_, size_t(rp.n_dims / 2), 1.0f, 8.0f));
+    ref_->rope(x.ref, n_head, head_dim, p.ref, rp, with_ff ? &ff.ref : nullptr);
+    dut_->rope(x.dut, n_head, head_dim, p.dut, rp, with_ff ? &ff.dut : nullptr);
+    h_->compare(x, op, "f32", shape, 1e-6);
+  }
+
   // A weight [ne1 rows of ne0] of type t: random values in [lo, hi) where the CPU can write t,
   // else real blocks of the test data.
   tensor_pair weight(tensor_type t, int64_t ne0, int64_t ne1, float lo = -1.0f, float hi = 1.0f) {
@@ -640,30 +658,18 @@ TEST_F(BackendOps, Rope) {
         for (int32_t n_head : {1, 4}) {
           for (int64_t n_tok : {1, 9}) {
             for (bool with_ff : {false, true}) {
-              const int64_t row = int64_t(n_head) * head_dim;
-              const std::vector<float> v = random_floats(rng_, size_t(row * n_tok));
-              // The op works in place: the "output" is the input, with a sentinel row.
-              tensor_pair x = h_->output(tensor_type::f32, row, n_tok, v.data());
-              std::vector<int32_t> pos;
-              for (int64_t t = 0; t < n_tok; ++t) pos.push_back(int32_t(rng_() % 5000));
-              tensor_pair p = h_->input_i32(pos);
-              tensor_pair ff =
-                  h_->input_f32(n_dims / 2, 1, random_floats(rng_, size_t(n_dims / 2), 1.0f, 8.0f));
               rope_params rp;
               rp.n_dims = n_dims;
               rp.freq_base = 10000.0f;
               rp.freq_scale = with_ff ? 1.0f : 0.5f;
               rp.neox = neox;
-              ref_->rope(x.ref, n_head, head_dim, p.ref, rp, with_ff ? &ff.ref : nullptr);
-              dut_->rope(x.dut, n_head, head_dim, p.dut, rp, with_ff ? &ff.dut : nullptr);
-              h_->compare(x, "rope", "f32",
-                          shape_of({{"neox", neox},
-                                    {"hd", head_dim},
-                                    {"dims", n_dims},
-                                    {"heads", n_head},
-                                    {"tok", n_tok},
-                                    {"ff", with_ff}}),
-                          1e-6);
+              rope_case("rope", rp, n_head, head_dim, n_tok, 5000, with_ff,
+                        shape_of({{"neox", neox},
+                                  {"hd", head_dim},
+                                  {"dims", n_dims},
+                                  {"heads", n_head},
+                                  {"tok", n_tok},
+                                  {"ff", with_ff}}));
             }
           }
         }
@@ -680,15 +686,6 @@ TEST_F(BackendOps, RopeYarn) {
     for (int32_t n_dims : {128, 64}) {
       for (float ext_factor : {1.0f, 0.5f}) {
         for (bool with_ff : {false, true}) {
-          const int32_t head_dim = 128, n_head = 4;
-          const int64_t n_tok = 7, row = int64_t(n_head) * head_dim;
-          const std::vector<float> v = random_floats(rng_, size_t(row * n_tok));
-          tensor_pair x = h_->output(tensor_type::f32, row, n_tok, v.data());
-          std::vector<int32_t> pos;
-          for (int64_t t = 0; t < n_tok; ++t) pos.push_back(int32_t(rng_() % 100000));
-          tensor_pair p = h_->input_i32(pos);
-          tensor_pair ff =
-              h_->input_f32(n_dims / 2, 1, random_floats(rng_, size_t(n_dims / 2), 1.0f, 8.0f));
           rope_params rp;
           rp.n_dims = n_dims;
           rp.freq_base = 1000000.0f;
@@ -697,14 +694,11 @@ TEST_F(BackendOps, RopeYarn) {
           rp.ext_factor = ext_factor;
           rp.attn_factor = ext_factor == 1.0f ? 1.0f : 0.75f;
           rp.n_ctx_orig = 32768;
-          ref_->rope(x.ref, n_head, head_dim, p.ref, rp, with_ff ? &ff.ref : nullptr);
-          dut_->rope(x.dut, n_head, head_dim, p.dut, rp, with_ff ? &ff.dut : nullptr);
-          h_->compare(x, "rope_yarn", "f32",
-                      shape_of({{"neox", neox},
-                                {"dims", n_dims},
-                                {"ext", int64_t(ext_factor * 100)},
-                                {"ff", with_ff}}),
-                      1e-6);
+          rope_case("rope_yarn", rp, 4, 128, 7, 100000, with_ff,
+                    shape_of({{"neox", neox},
+                              {"dims", n_dims},
+                              {"ext", int64_t(ext_factor * 100)},
+                              {"ff", with_ff}}));
         }
       }
     }

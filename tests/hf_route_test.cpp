@@ -12,6 +12,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <list>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -222,6 +224,22 @@ void export_with_reference(const std::string& model_file, const temp_dir& dir,
   e.bytes = testing::read_file_bytes((dir.path() / "model.safetensors").string());
 }
 
+// The export in dir rewritten: `each` adds each tensor of its model.safetensors to the new file
+// (as it is, renamed, or with more beside it) and `config` makes the new config.json of the old;
+// fails the test (ASSERT_NO_FATAL_FAILURE at the caller) when a step does.
+void rewrite_export(const temp_dir& dir, const exported_reference& e,
+                    const std::function<void(const safetensors_tensor&, safetensors_writer&)>& each,
+                    const std::function<nlohmann::json(nlohmann::json)>& config) {
+  auto file = safetensors_file::parse(e.bytes);
+  ASSERT_TRUE(file.ok()) << file.message();
+  safetensors_writer w;
+  for (const auto& t : file->tensors()) ASSERT_NO_FATAL_FAILURE(each(t, w));
+  ASSERT_TRUE(w.write_file((dir.path() / "model.safetensors").string()).ok());
+  const fs::path path = dir.path() / "config.json";
+  const nlohmann::json old = nlohmann::json::parse(testing::read_file_text(path.string()));
+  std::ofstream(path) << config(old).dump(2);
+}
+
 // The round trip above would also pass if the converter and the importer both skipped the Q/K
 // permutation (or both did it the wrong way). HF's llama rotates half-split pairs: the exported
 // q_proj/k_proj loaded as qwen2 (half-split rope; zero biases added, rope base and all else the
@@ -230,12 +248,8 @@ TEST(hf_route_llama, exported_q_k_rows_are_in_hf_half_split_order) {
   temp_dir dir;
   exported_reference e;
   ASSERT_NO_FATAL_FAILURE(export_with_reference("synthetic/synthetic-llama-a.f32.gguf", dir, e));
-  const fs::path st = dir.path() / "model.safetensors";
-  auto file = safetensors_file::parse(e.bytes);
-  ASSERT_TRUE(file.ok()) << file.message();
-  safetensors_writer w;
-  std::vector<std::vector<uint8_t>> zeros;
-  for (const auto& t : file->tensors()) {
+  std::list<std::vector<uint8_t>> zeros;  // kept until the file is written
+  auto with_zero_biases = [&](const safetensors_tensor& t, safetensors_writer& w) {
     w.add_tensor(t.name, *t.type, t.shape, {t.data, t.n_bytes});
     for (const char* proj : {".q_proj.weight", ".k_proj.weight", ".v_proj.weight"}) {
       if (!t.name.ends_with(proj)) continue;
@@ -243,13 +257,12 @@ TEST(hf_route_llama, exported_q_k_rows_are_in_hf_half_split_order) {
       const std::string bias = t.name.substr(0, t.name.size() - 6) + "bias";
       w.add_tensor(bias, tensor_type::f32, {t.shape[0]}, zeros.back());
     }
-  }
-  ASSERT_TRUE(w.write_file(st.string()).ok());
-  auto config =
-      nlohmann::json::parse(testing::read_file_text((dir.path() / "config.json").string()));
-  config["model_type"] = "qwen2";
-  config["architectures"] = {"Qwen2ForCausalLM"};
-  std::ofstream(dir.path() / "config.json") << config.dump(2);
+  };
+  ASSERT_NO_FATAL_FAILURE(rewrite_export(dir, e, with_zero_biases, [](nlohmann::json config) {
+    config["model_type"] = "qwen2";
+    config["architectures"] = {"Qwen2ForCausalLM"};
+    return config;
+  }));
 
   auto as_qwen2 = model::load(dir.path().string(), {});
   ASSERT_EQ(as_qwen2->hparams().arch, "qwen2");
@@ -538,28 +551,29 @@ TEST(hf_route_rope, gemma3_conditional_generation_loads_its_text_model) {
   temp_dir dir;
   exported_reference e;
   ASSERT_NO_FATAL_FAILURE(export_with_reference("synthetic2/synthetic-gemma3-a.f32.gguf", dir, e));
-  const fs::path st = dir.path() / "model.safetensors";
-  auto file = safetensors_file::parse(e.bytes);
-  ASSERT_TRUE(file.ok()) << file.message();
-  safetensors_writer w;
-  for (const auto& t : file->tensors()) {
+  const std::vector<uint8_t> vision(64 * 4, 0);
+  bool vision_added = false;
+  auto under_language_model = [&](const safetensors_tensor& t, safetensors_writer& w) {
     ASSERT_TRUE(t.name.starts_with("model."));
     w.add_tensor("language_model." + t.name, *t.type, t.shape, {t.data, t.n_bytes});
-  }
-  const std::vector<uint8_t> vision(64 * 4, 0);
-  w.add_tensor("vision_tower.vision_model.embeddings.patch_embedding.weight", tensor_type::f32,
-               {64}, vision);
-  ASSERT_TRUE(w.write_file(st.string()).ok());
-  auto text = nlohmann::json::parse(testing::read_file_text((dir.path() / "config.json").string()));
-  text.erase("architectures");
-  text.erase("num_attention_heads");  // left to Gemma3TextConfig's default, as 4B's config does
+    // A vision tower's tensor beside the embedding.
+    if (t.name == "model.embed_tokens.weight") {
+      w.add_tensor("vision_tower.vision_model.embeddings.patch_embedding.weight", tensor_type::f32,
+                   {64}, vision);
+      vision_added = true;
+    }
+  };
   ASSERT_EQ(e.reference->hparams().n_head, 2);
-  text["num_attention_heads"] = 2;  // ... but this model is not 4B
-  nlohmann::json config = {{"architectures", {"Gemma3ForConditionalGeneration"}},
-                           {"model_type", "gemma3"},
-                           {"text_config", text},
-                           {"vision_config", {{"model_type", "siglip_vision_model"}}}};
-  std::ofstream(dir.path() / "config.json") << config.dump(2);
+  ASSERT_NO_FATAL_FAILURE(rewrite_export(dir, e, under_language_model, [](nlohmann::json text) {
+    text.erase("architectures");
+    text.erase("num_attention_heads");  // left to Gemma3TextConfig's default, as 4B's config does
+    text["num_attention_heads"] = 2;    // ... but this model is not 4B
+    return nlohmann::json{{"architectures", {"Gemma3ForConditionalGeneration"}},
+                          {"model_type", "gemma3"},
+                          {"text_config", text},
+                          {"vision_config", {{"model_type", "siglip_vision_model"}}}};
+  }));
+  ASSERT_TRUE(vision_added);
 
   auto m = model::load(dir.path().string(), {});
   EXPECT_EQ(m->hparams().arch, "gemma3");

@@ -190,6 +190,20 @@ inline void prefetch_cells(const group_args& a, const uint8_t* base, int64_t row
   }
 }
 
+// The F16 rows (`dim` values, row_bytes apart) of cells i .. i + nb - 1 (nb <= 16) of `base` as
+// F32 in a.block, row after row, once the rows k_cells_ahead further on are asked for. N16:
+// dim / 16 when known at compile time, else 0.
+template <int N16>
+HEARTH_AVX512 inline void rows_to_block(const group_args& a, const uint8_t* base, int64_t row_bytes,
+                                        int32_t dim, int32_t i, int32_t nb) {
+  const int32_t n16 = N16 ? N16 : dim / 16;
+  prefetch_cells(a, base, row_bytes, dim * 2, i + k_cells_ahead, i + k_cells_ahead + 16);
+  for (int32_t j = 0; j < nb; ++j) {
+    const uint8_t* r = base + int64_t(a.cells[i + j]) * row_bytes;
+    for (int32_t c = 0; c < n16; ++c) _mm512_storeu_ps(a.block + (j * n16 + c) * 16, load16(r, c));
+  }
+}
+
 // The scores of cells i .. i + nb - 1 (nb <= 16) for every head, K rows converted to F32 once for
 // all heads: a head's scores are up to 16 registers of multiply-adds summed across lanes together
 // (the missing cells of a last, partial block are zero and not stored). NK: the head size in
@@ -197,11 +211,7 @@ inline void prefetch_cells(const group_args& a, const uint8_t* base, int64_t row
 template <int NK>
 HEARTH_AVX512 void scores_block(const group_args& a, int32_t i, int32_t nb) {
   const int32_t nk = NK ? NK : a.dk / 16;
-  prefetch_cells(a, a.k_base, a.k_row_bytes, a.dk * 2, i + k_cells_ahead, i + k_cells_ahead + 16);
-  for (int32_t j = 0; j < nb; ++j) {
-    const uint8_t* kr = a.k_base + int64_t(a.cells[i + j]) * a.k_row_bytes;
-    for (int32_t c = 0; c < nk; ++c) _mm512_storeu_ps(a.block + (j * nk + c) * 16, load16(kr, c));
-  }
+  rows_to_block<NK>(a, a.k_base, a.k_row_bytes, a.dk, i, nb);
   const __mmask16 cells = __mmask16((1u << nb) - 1);
   for (int32_t h = 0; h < a.n_heads; ++h) {
     const float* q = a.q + int64_t(h) * a.dk;
@@ -256,12 +266,7 @@ HEARTH_AVX512 void values_heads(const group_args& a, int32_t i0, int32_t nb, int
 // once for all heads.
 template <int NVD>
 HEARTH_AVX512 void values_block(const group_args& a, int32_t i0, int32_t nb) {
-  const int32_t nvd = NVD ? NVD : a.dv / 16;
-  prefetch_cells(a, a.v_base, a.v_row_bytes, a.dv * 2, i0 + k_cells_ahead, i0 + k_cells_ahead + 16);
-  for (int32_t j = 0; j < nb; ++j) {
-    const uint8_t* vr = a.v_base + int64_t(a.cells[i0 + j]) * a.v_row_bytes;
-    for (int32_t c = 0; c < nvd; ++c) _mm512_storeu_ps(a.block + (j * nvd + c) * 16, load16(vr, c));
-  }
+  rows_to_block<NVD>(a, a.v_base, a.v_row_bytes, a.dv, i0, nb);
   // Heads per pass: as many as fill 16 registers with sums.
   constexpr int H = NVD == 4 ? 4 : NVD == 8 ? 2 : 1;
   int32_t h = 0;
