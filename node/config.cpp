@@ -8,6 +8,7 @@
 
 #include "backends/device.h"
 #include "common/yaml-settings.h"
+#include "store/manifest.h"
 
 namespace hearth::node {
 
@@ -16,10 +17,7 @@ std::string node_host_name() {
   if (gethostname(buf, sizeof buf - 1) != 0) return "unknown-host";
   return buf;
 }
-namespace {
-
-// "8GiB", "512 MiB", "1000000" -> bytes.
-result<uint64_t> parse_size(const std::string& s) {
+result<uint64_t> node_size_parse(const std::string& s) {
   size_t i = 0;
   uint64_t v = 0;
   while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) {
@@ -47,6 +45,20 @@ result<uint64_t> parse_size(const std::string& s) {
   return v * mult;
 }
 
+namespace {
+
+// A size setting ("8GiB", "50MiB", bytes), when the file has it.
+result<void> size_setting(const YAML::Node& root, const char* key, uint64_t& out,
+                          const std::string& path) {
+  if (!root[key]) return {};
+  std::string s;
+  if (auto r = yaml_setting(root, key, s, path); !r) return r;
+  auto v = node_size_parse(s);
+  if (!v) return error{path + ": " + key + ": " + v.message()};
+  out = *v;
+  return {};
+}
+
 // A path from the YAML file at `yaml_path`: relative ones are relative to the file's folder, so
 // the file means the same whatever the working directory of the daemon.
 std::string path_beside(const std::string& yaml_path, const std::string& p) {
@@ -58,31 +70,57 @@ std::string path_beside(const std::string& yaml_path, const std::string& p) {
 
 // Loads into a copy so that a bad file changes nothing.
 result<void> node_config_load(const std::string& path, node_config& out) {
-  auto root = yaml_settings_open(
-      path, {"broker", "models", "name", "slots", "engine", "null_tokens_per_s", "memory_budget",
-             "threads", "ctx_per_slot", "backend", "device", "drain_timeout_ms", "models_rescan_ms",
-             "hardware_refresh_ms", "log_level", "broker_key", "key"});
+  auto root = yaml_settings_open(path, {"broker",
+                                        "models",
+                                        "name",
+                                        "slots",
+                                        "engine",
+                                        "null_tokens_per_s",
+                                        "memory_budget",
+                                        "threads",
+                                        "ctx_per_slot",
+                                        "backend",
+                                        "device",
+                                        "drain_timeout_ms",
+                                        "models_rescan_ms",
+                                        "hardware_refresh_ms",
+                                        "log_level",
+                                        "broker_key",
+                                        "key",
+                                        "store",
+                                        "store_limit",
+                                        "pinned",
+                                        "transfer_port",
+                                        "transfer_bind",
+                                        "transfer_rate_limit",
+                                        "transfer_max_copies"});
   if (!root) return root.err();
   node_config cfg = out;
-  for (auto r :
-       {yaml_setting(*root, "broker", cfg.broker, path),
-        yaml_setting(*root, "models", cfg.models_dir, path),
-        yaml_setting(*root, "name", cfg.name, path), yaml_setting(*root, "slots", cfg.slots, path),
-        yaml_setting(*root, "engine", cfg.engine, path),
-        yaml_setting(*root, "null_tokens_per_s", cfg.null_tokens_per_s, path),
-        yaml_setting(*root, "threads", cfg.threads, path),
-        yaml_setting(*root, "ctx_per_slot", cfg.ctx_per_slot, path),
-        yaml_setting(*root, "device", cfg.device, path),
-        yaml_setting(*root, "drain_timeout_ms", cfg.drain_timeout_ms, path),
-        yaml_setting(*root, "models_rescan_ms", cfg.models_rescan_ms, path),
-        yaml_setting(*root, "hardware_refresh_ms", cfg.hardware_refresh_ms, path),
-        yaml_setting(*root, "log_level", cfg.log_level, path),
-        yaml_setting(*root, "broker_key", cfg.broker_key, path),
-        yaml_setting(*root, "key", cfg.key, path)}) {
+  for (auto r : {yaml_setting(*root, "broker", cfg.broker, path),
+                 yaml_setting(*root, "models", cfg.models_dir, path),
+                 yaml_setting(*root, "name", cfg.name, path),
+                 yaml_setting(*root, "slots", cfg.slots, path),
+                 yaml_setting(*root, "engine", cfg.engine, path),
+                 yaml_setting(*root, "null_tokens_per_s", cfg.null_tokens_per_s, path),
+                 yaml_setting(*root, "threads", cfg.threads, path),
+                 yaml_setting(*root, "ctx_per_slot", cfg.ctx_per_slot, path),
+                 yaml_setting(*root, "device", cfg.device, path),
+                 yaml_setting(*root, "drain_timeout_ms", cfg.drain_timeout_ms, path),
+                 yaml_setting(*root, "models_rescan_ms", cfg.models_rescan_ms, path),
+                 yaml_setting(*root, "hardware_refresh_ms", cfg.hardware_refresh_ms, path),
+                 yaml_setting(*root, "log_level", cfg.log_level, path),
+                 yaml_setting(*root, "broker_key", cfg.broker_key, path),
+                 yaml_setting(*root, "key", cfg.key, path),
+                 yaml_setting(*root, "store", cfg.store, path),
+                 yaml_setting(*root, "pinned", cfg.pinned, path),
+                 yaml_setting(*root, "transfer_port", cfg.transfer_port, path),
+                 yaml_setting(*root, "transfer_bind", cfg.transfer_bind, path),
+                 yaml_setting(*root, "transfer_max_copies", cfg.transfer_max_copies, path)}) {
     if (!r) return r;
   }
   if ((*root)["broker_key"]) cfg.broker_key = path_beside(path, cfg.broker_key);
   if ((*root)["key"]) cfg.key = path_beside(path, cfg.key);
+  if ((*root)["store"]) cfg.store = path_beside(path, cfg.store);
   if ((*root)["backend"]) {
     std::string name;
     if (auto r = yaml_setting(*root, "backend", name, path); !r) return r;
@@ -90,12 +128,10 @@ result<void> node_config_load(const std::string& path, node_config& out) {
     if (!kind) return error{path + ": " + kind.message()};
     cfg.backend = *kind;
   }
-  if ((*root)["memory_budget"]) {
-    std::string s;
-    if (auto r = yaml_setting(*root, "memory_budget", s, path); !r) return r;
-    auto v = parse_size(s);
-    if (!v) return error{path + ": memory_budget: " + v.message()};
-    cfg.memory_budget = *v;
+  for (auto r : {size_setting(*root, "memory_budget", cfg.memory_budget, path),
+                 size_setting(*root, "store_limit", cfg.store_limit, path),
+                 size_setting(*root, "transfer_rate_limit", cfg.transfer_rate_limit, path)}) {
+    if (!r) return r;
   }
   if (auto r = node_config_check(cfg); !r) return error{path + ": " + r.message()};
   out = std::move(cfg);
@@ -114,6 +150,10 @@ result<void> node_config_check(const node_config& cfg) {
   if (cfg.device < -1) return error{"device must be a device index, or -1 for the best"};
   if (cfg.threads < 0) return error{"threads must not be negative"};
   if (cfg.ctx_per_slot < 0) return error{"ctx_per_slot must not be negative"};
+  if (cfg.transfer_port > 65535) return error{"transfer_port must be a TCP port, or 0 for none"};
+  for (const auto& name : cfg.pinned)
+    if (!store::model_name_valid(name)) return error{"pinned: '" + name + "' is not a model name"};
+  if (cfg.transfer_max_copies < 1) return error{"transfer_max_copies must be at least 1"};
   static const std::set<std::string> levels = {"trace", "debug",    "info", "warn",
                                                "error", "critical", "off"};
   if (!levels.contains(cfg.log_level)) {

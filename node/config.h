@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "backends/device.h"
 #include "common/result.h"
@@ -36,6 +37,21 @@ struct node_config {
   // are relative to its folder.
   std::string broker_key;
   std::string key;
+  // The content-addressed model store (store/README.md) that `hearth pull` and copies from other
+  // nodes fill: its folder ("" = store::default_store_root(): $HEARTH_STORE, else
+  // $XDG_DATA_HOME/hearth/store, else ~/.local/share/hearth/store), its size limit (bytes; 0 =
+  // the disk), kept by evicting the least recently used models but never these pinned ones.
+  std::string store;
+  uint64_t store_limit = 0;
+  std::vector<std::string> pinned;
+  // The transfer socket where other nodes copy models from this one (node/README.md, PROTOCOL.md
+  // 16.4): its TCP port (0: off; a port in use: logged, and the node serves no copies) and
+  // address; the rate cap of copies onto this node (bytes/s, 0: none) so that a copy leaves room
+  // for inference traffic; how many copies it serves at once.
+  uint32_t transfer_port = 7712;
+  std::string transfer_bind = "0.0.0.0";
+  uint64_t transfer_rate_limit = 0;
+  uint32_t transfer_max_copies = 4;
 };
 
 // This machine's host name: a node's name when its configuration names none.
@@ -44,6 +60,9 @@ std::string node_host_name();
 // Reads the YAML file into `cfg`. Unknown keys, wrong types and bad values are errors naming the
 // key and the file. memory_budget accepts bytes or a size such as "8GiB", "512MiB".
 result<void> node_config_load(const std::string& path, node_config& cfg);
+
+// "8GiB", "512 MiB", "1000000" -> bytes (memory_budget, store_limit, --store-limit).
+result<uint64_t> node_size_parse(const std::string& s);
 
 // "cpu" | "cuda" | "vulkan" | "auto" from the YAML file or a flag; the error names the values.
 result<gpu::backend_kind> node_backend_parse(const std::string& name);

@@ -52,6 +52,23 @@ TEST(NodeConfig, ReadsSizesWithUnits) {
   EXPECT_EQ(cfg.memory_budget, uint64_t(512) << 20);
 }
 
+TEST(NodeConfig, ReadsTheStore) {
+  node_config cfg;
+  const std::string file = testing::write_temp_file(
+      "store.yaml", "store: models-store\nstore_limit: 200GiB\npinned: [llama3, qwen2.5-7b]\n");
+  ASSERT_TRUE(node_config_load(file, cfg));
+  // Relative to the file's folder, as the keys are.
+  EXPECT_EQ(cfg.store, (std::filesystem::path(file).parent_path() / "models-store").string());
+  EXPECT_EQ(cfg.store_limit, uint64_t(200) << 30);
+  EXPECT_EQ(cfg.pinned, (std::vector<std::string>{"llama3", "qwen2.5-7b"}));
+  auto r = node_config_load(testing::write_temp_file("store2.yaml", "pinned: [../x]\n"), cfg);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.message().find("pinned"), std::string::npos) << r.message();
+  r = node_config_load(testing::write_temp_file("store3.yaml", "store_limit: lots\n"), cfg);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.message().find("store_limit"), std::string::npos) << r.message();
+}
+
 TEST(NodeConfig, BadValuesNameTheProblem) {
   node_config cfg;
   auto r =

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", hearth::wire::version_line("hearth-node"));
   node_config cfg;
   std::string config_path, broker, models, name, engine, backend, log_level, broker_key, key;
+  std::string store, store_limit;
   uint32_t slots = 0;
   int32_t device = -1;
   double rate = -1;
@@ -28,6 +29,12 @@ int main(int argc, char** argv) {
                  "models (default " +
                      std::to_string(node_config{}.models_rescan_ms) + "; 0: only at start)")
       ->check(CLI::Range(int64_t(0), int64_t(86'400'000)));
+  app.add_option("--store", store,
+                 "the model store's folder (default $HEARTH_STORE, else "
+                 "~/.local/share/hearth/store)");
+  app.add_option("--store-limit", store_limit,
+                 "most bytes the model store holds, e.g. 200GiB (0: the disk); least recently used "
+                 "models are evicted to stay below it");
   app.add_option("--name", name, "node name (default: the hostname)");
   app.add_option("--slots", slots,
                  "jobs run at once (default " + std::to_string(node_config{}.slots) + ")");
@@ -54,6 +61,15 @@ int main(int argc, char** argv) {
   if (!broker.empty()) cfg.broker = broker;
   if (!models.empty()) cfg.models_dir = models;
   if (!name.empty()) cfg.name = name;
+  if (!store.empty()) cfg.store = store;
+  if (!store_limit.empty()) {
+    auto limit = node_size_parse(store_limit);
+    if (!limit) {
+      std::fprintf(stderr, "hearth-node: error: --store-limit: %s\n", limit.message().c_str());
+      return 2;
+    }
+    cfg.store_limit = *limit;
+  }
   if (slots != 0) cfg.slots = slots;
   if (!engine.empty()) cfg.engine = engine;
   if (rate >= 0) cfg.null_tokens_per_s = rate;
