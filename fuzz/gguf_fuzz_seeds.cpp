@@ -27,23 +27,6 @@ void add_blocks(gguf_writer& w, const std::string& name, tensor_type type, int64
                random_bytes(size_t(layout->block_bytes * rows), seed));
 }
 
-gguf_value scalar(gguf_value_type t, uint64_t u, int64_t i = 0, double f = 0) {
-  gguf_value v;
-  v.type = t;
-  v.u = u;
-  v.i = i;
-  v.f = f;
-  return v;
-}
-
-gguf_value array_of(gguf_value_type elem, std::vector<gguf_value> items) {
-  gguf_value v;
-  v.type = gguf_value_type::array;
-  v.elem_type = elem;
-  v.items = std::move(items);
-  return v;
-}
-
 gguf_writer all_value_types() {
   gguf_writer w;
   w.set_string("general.architecture", "llama");
@@ -61,10 +44,13 @@ gguf_writer all_value_types() {
   w.set_string_array("t.strings", {"a", "bc", ""});
   w.set_f32_array("t.floats", {0.5f, -2.0f});
   w.set_i32_array("t.ints", {1, -1, 7});
-  w.set("t.u64s", array_of(gguf_value_type::u64, {scalar(gguf_value_type::u64, 9)}));
-  w.set("t.nested", array_of(gguf_value_type::array,
-                             {array_of(gguf_value_type::u8, {scalar(gguf_value_type::u8, 1)}),
-                              array_of(gguf_value_type::boolean, {})}));
+  w.set("t.u64s",
+        gguf_value_of_array(gguf_value_type::u64, {gguf_value_of_u(gguf_value_type::u64, 9)}));
+  w.set("t.nested",
+        gguf_value_of_array(
+            gguf_value_type::array,
+            {gguf_value_of_array(gguf_value_type::u8, {gguf_value_of_u(gguf_value_type::u8, 1)}),
+             gguf_value_of_array(gguf_value_type::boolean, {})}));
   add_blocks(w, "token_embd.weight", tensor_type::f32, 3, 1);
   add_blocks(w, "blk.0.attn_q.weight", tensor_type::f16, 2, 2);
   add_blocks(w, "output.weight", tensor_type::q8_0, 2, 3);

@@ -13,6 +13,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/result.h"
@@ -20,6 +21,41 @@
 #include "engine/io/tensor-type.h"
 
 namespace hearth {
+
+// Values for gguf_writer::set, of any type (an out-of-range one too, which set() refuses): a number
+// in the field its type reads (u: u8/u16/u32/u64/bool, i: i8/i16/i32/i64, f: f32/f64), a string,
+// and an array of `elem` items.
+inline gguf_value gguf_value_of_u(gguf_value_type t, uint64_t u) {
+  gguf_value v;
+  v.type = t;
+  v.u = u;
+  return v;
+}
+inline gguf_value gguf_value_of_i(gguf_value_type t, int64_t i) {
+  gguf_value v;
+  v.type = t;
+  v.i = i;
+  return v;
+}
+inline gguf_value gguf_value_of_f(gguf_value_type t, double f) {
+  gguf_value v;
+  v.type = t;
+  v.f = f;
+  return v;
+}
+inline gguf_value gguf_value_of_string(std::string s) {
+  gguf_value v;
+  v.type = gguf_value_type::string;
+  v.str = std::move(s);
+  return v;
+}
+inline gguf_value gguf_value_of_array(gguf_value_type elem, std::vector<gguf_value> items) {
+  gguf_value v;
+  v.type = gguf_value_type::array;
+  v.elem_type = elem;
+  v.items = std::move(items);
+  return v;
+}
 
 class gguf_writer {
  public:
@@ -39,8 +75,9 @@ class gguf_writer {
   void set_string_array(std::string key, std::vector<std::string> v);
   void set_f32_array(std::string key, const std::vector<float>& v);
   void set_i32_array(std::string key, const std::vector<int32_t>& v);
-  // Any value, nested arrays included. Scalars must fit their type (a u8 holding 300 throws),
-  // bools must be 0 or 1, and every array item must have the array's element type.
+  // Any value, nested arrays included (gguf_value_of_* below make them). Scalars must fit their
+  // type (a u8 holding 300 throws), bools must be 0 or 1, and every array item must have the
+  // array's element type.
   void set(std::string key, gguf_value v);
 
   // Stores general.alignment (u32); `alignment` must be a power of two up to gguf_max_alignment.

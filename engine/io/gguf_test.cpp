@@ -24,48 +24,12 @@ namespace {
 
 // --- value builders --------------------------------------------------------------------------
 
-gguf_value make_u(gguf_value_type t, uint64_t u) {
-  gguf_value v;
-  v.type = t;
-  v.u = u;
-  return v;
-}
-
-gguf_value make_i(gguf_value_type t, int64_t i) {
-  gguf_value v;
-  v.type = t;
-  v.i = i;
-  return v;
-}
-
-gguf_value make_f(gguf_value_type t, double f) {
-  gguf_value v;
-  v.type = t;
-  v.f = f;
-  return v;
-}
-
-gguf_value make_str(std::string s) {
-  gguf_value v;
-  v.type = gguf_value_type::string;
-  v.str = std::move(s);
-  return v;
-}
-
-gguf_value make_array(gguf_value_type elem, std::vector<gguf_value> items) {
-  gguf_value v;
-  v.type = gguf_value_type::array;
-  v.elem_type = elem;
-  v.items = std::move(items);
-  return v;
-}
-
 // `depth` arrays nested in one another around a single u8.
 gguf_value nested_arrays(int depth) {
-  gguf_value v = make_u(gguf_value_type::u8, 7);
+  gguf_value v = gguf_value_of_u(gguf_value_type::u8, 7);
   for (int d = 0; d < depth; ++d) {
     const gguf_value_type elem = v.type;
-    v = make_array(elem, {v});
+    v = gguf_value_of_array(elem, {v});
   }
   return v;
 }
@@ -237,18 +201,24 @@ TEST(gguf_writer, every_value_type_round_trips) {
   w.set_string_array("t.strings", {"<s>", "", "\xe2\x96\x81the"});
   w.set_f32_array("t.floats", {-1.5f, 0.0f, 3.25f});
   w.set_i32_array("t.ints", {-7, 0, 2147483647});
-  w.set("t.u16s", make_array(gguf_value_type::u16, {make_u(gguf_value_type::u16, 1),
-                                                    make_u(gguf_value_type::u16, 65535)}));
-  w.set("t.bools", make_array(gguf_value_type::boolean, {make_u(gguf_value_type::boolean, 1),
-                                                         make_u(gguf_value_type::boolean, 0)}));
-  w.set("t.f64s", make_array(gguf_value_type::f64, {make_f(gguf_value_type::f64, 1e300)}));
-  w.set("t.i64s", make_array(gguf_value_type::i64, {make_i(gguf_value_type::i64, -1)}));
-  w.set("t.empty_array", make_array(gguf_value_type::u32, {}));
+  w.set("t.u16s",
+        gguf_value_of_array(gguf_value_type::u16, {gguf_value_of_u(gguf_value_type::u16, 1),
+                                                   gguf_value_of_u(gguf_value_type::u16, 65535)}));
+  w.set("t.bools", gguf_value_of_array(gguf_value_type::boolean,
+                                       {gguf_value_of_u(gguf_value_type::boolean, 1),
+                                        gguf_value_of_u(gguf_value_type::boolean, 0)}));
+  w.set("t.f64s",
+        gguf_value_of_array(gguf_value_type::f64, {gguf_value_of_f(gguf_value_type::f64, 1e300)}));
+  w.set("t.i64s",
+        gguf_value_of_array(gguf_value_type::i64, {gguf_value_of_i(gguf_value_type::i64, -1)}));
+  w.set("t.empty_array", gguf_value_of_array(gguf_value_type::u32, {}));
   w.set("t.nested",
-        make_array(gguf_value_type::array,
-                   {make_array(gguf_value_type::string, {make_str("x"), make_str("yz")}),
-                    make_array(gguf_value_type::i8, {make_i(gguf_value_type::i8, -3)}),
-                    make_array(gguf_value_type::f32, {})}));
+        gguf_value_of_array(
+            gguf_value_type::array,
+            {gguf_value_of_array(gguf_value_type::string,
+                                 {gguf_value_of_string("x"), gguf_value_of_string("yz")}),
+             gguf_value_of_array(gguf_value_type::i8, {gguf_value_of_i(gguf_value_type::i8, -3)}),
+             gguf_value_of_array(gguf_value_type::f32, {})}));
   w.set("t.deepest", nested_arrays(4));  // the deepest nesting the reader accepts
 
   const std::vector<uint8_t> bytes = w.to_bytes();
@@ -401,15 +371,17 @@ TEST(gguf_writer, programmer_errors_throw) {
   EXPECT_THROW(w.set_u64("general.alignment", 64), std::invalid_argument);
   EXPECT_THROW(w.set_u32("general.alignment", 48), std::invalid_argument);
   EXPECT_THROW(w.set_alignment(1u << 31), std::invalid_argument);
-  EXPECT_THROW(w.set("k", make_u(gguf_value_type::u8, 256)), std::invalid_argument);
-  EXPECT_THROW(w.set("k", make_i(gguf_value_type::i16, 40000)), std::invalid_argument);
-  EXPECT_THROW(w.set("k", make_u(gguf_value_type::boolean, 2)), std::invalid_argument);
-  EXPECT_THROW(w.set("k", make_u(gguf_value_type(13), 0)), std::invalid_argument);
-  EXPECT_THROW(w.set("k", make_array(gguf_value_type::u8, {make_str("x")})), std::invalid_argument);
-  EXPECT_THROW(
-      w.set("k", make_array(gguf_value_type::array,
-                            {make_array(gguf_value_type::u8, {make_u(gguf_value_type::u8, 999)})})),
-      std::invalid_argument);
+  EXPECT_THROW(w.set("k", gguf_value_of_u(gguf_value_type::u8, 256)), std::invalid_argument);
+  EXPECT_THROW(w.set("k", gguf_value_of_i(gguf_value_type::i16, 40000)), std::invalid_argument);
+  EXPECT_THROW(w.set("k", gguf_value_of_u(gguf_value_type::boolean, 2)), std::invalid_argument);
+  EXPECT_THROW(w.set("k", gguf_value_of_u(gguf_value_type(13), 0)), std::invalid_argument);
+  EXPECT_THROW(w.set("k", gguf_value_of_array(gguf_value_type::u8, {gguf_value_of_string("x")})),
+               std::invalid_argument);
+  EXPECT_THROW(w.set("k", gguf_value_of_array(
+                              gguf_value_type::array,
+                              {gguf_value_of_array(gguf_value_type::u8,
+                                                   {gguf_value_of_u(gguf_value_type::u8, 999)})})),
+               std::invalid_argument);
   EXPECT_TRUE(w.metadata().empty());
 }
 
@@ -553,8 +525,9 @@ TEST(gguf_hostile, random_byte_flips_never_crash) {
   gguf_writer w = small_writer();
   w.set_string_array("tokenizer.ggml.tokens", {"a", "bc", "def"});
   w.set("nested",
-        make_array(gguf_value_type::array,
-                   {make_array(gguf_value_type::i16, {make_i(gguf_value_type::i16, 5)})}));
+        gguf_value_of_array(gguf_value_type::array,
+                            {gguf_value_of_array(gguf_value_type::i16,
+                                                 {gguf_value_of_i(gguf_value_type::i16, 5)})}));
   w.set_bool("flag", true);
   const std::vector<uint8_t> bytes = w.to_bytes();
   const size_t header_size = size_t(parse(bytes)->data_offset());
@@ -788,7 +761,8 @@ TEST(gguf_hostile, bool_value_two) {
   EXPECT_TRUE(refused(b, {"bool value of key 'flag' is 2"}));
   // Inside an array too.
   gguf_writer wa;
-  wa.set("flags", make_array(gguf_value_type::boolean, {make_u(gguf_value_type::boolean, 0)}));
+  wa.set("flags", gguf_value_of_array(gguf_value_type::boolean,
+                                      {gguf_value_of_u(gguf_value_type::boolean, 0)}));
   auto ba = wa.to_bytes();
   const size_t at_a = find_bytes(ba, "flags") + 5 + 4 + 4 + 8;
   ASSERT_EQ(ba[at_a], 0);
@@ -806,8 +780,10 @@ TEST(gguf_hostile, typed_getters_on_wrong_types_are_errors) {
   w.set_i32_array("ints", {1, 2});
   w.set_string_array("strs", {"a"});
   w.set_f32_array("floats", {0.5f});
-  w.set("big", make_array(gguf_value_type::u64, {make_u(gguf_value_type::u64, ~uint64_t(0))}));
-  w.set("nested", make_array(gguf_value_type::array, {make_array(gguf_value_type::u8, {})}));
+  w.set("big", gguf_value_of_array(gguf_value_type::u64,
+                                   {gguf_value_of_u(gguf_value_type::u64, ~uint64_t(0))}));
+  w.set("nested", gguf_value_of_array(gguf_value_type::array,
+                                      {gguf_value_of_array(gguf_value_type::u8, {})}));
   const auto bytes = w.to_bytes();
   auto g = parse(bytes);
   ASSERT_TRUE(g) << g.message();

@@ -71,49 +71,50 @@ inline void min_max(const float* x, int n, float& min, float& max) {
 
 // --- 32-value blocks ----------------------------------------------------------------------
 
-// Q4_0: the scale maps the value of largest magnitude (with its sign) to -8, so the full
-// range [-8, 7] is used on the side where the extreme lies.
-void q4_0_from_float(const float* x, void* yv, int64_t n) {
-  auto* y = static_cast<block_q4_0*>(yv);
-  constexpr int qk = k_q4_0_block;
-  for (int64_t i = 0; i < n / qk; ++i, x += qk) {
-    const float max = signed_absmax(x, qk);
-    const float d = max / -8;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    y[i].d = fp32_to_fp16(d);
-    for (int j = 0; j < qk / 2; ++j) {
-      const float x0 = x[j] * id;
-      const float x1 = x[qk / 2 + j] * id;
-      // ggml truncates x + 8.5 through int8_t (rounding half up), then clamps the top.
-      const uint8_t xi0 = uint8_t(std::min(15, int(int8_t(x0 + 8.5f))));
-      const uint8_t xi1 = uint8_t(std::min(15, int(int8_t(x1 + 8.5f))));
-      y[i].qs[j] = uint8_t(xi0 | (xi1 << 4));
-    }
-  }
-}
-
-// Q4_1: min and max of the block span the 16 levels.
-void q4_1_from_float(const float* x, void* yv, int64_t n) {
-  auto* y = static_cast<block_q4_1*>(yv);
-  constexpr int qk = k_q4_1_block;
-  for (int64_t i = 0; i < n / qk; ++i, x += qk) {
-    float min, max;
-    min_max(x, qk, min, max);
-    const float d = (max - min) / ((1 << 4) - 1);
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    y[i].d = fp32_to_fp16(d);
-    y[i].m = fp32_to_fp16(min);
-    for (int j = 0; j < qk / 2; ++j) {
-      const float x0 = (x[j] - min) * id;
-      const float x1 = (x[qk / 2 + j] - min) * id;
-      const uint8_t xi0 = uint8_t(std::min(15, int(int8_t(x0 + 0.5f))));
-      const uint8_t xi1 = uint8_t(std::min(15, int(int8_t(x1 + 0.5f))));
-      y[i].qs[j] = uint8_t(xi0 | (xi1 << 4));
-    }
-  }
-}
-
 namespace {
+
+// The levels (Bits 4 or 5) of Q4_0's and Q5_0's 32 values: the scale maps the value of largest
+// magnitude (with its sign) to -2^(Bits-1), so the full range is used on the side where the
+// extreme lies. ggml truncates x + 2^(Bits-1) + 0.5 through int8_t (rounding half up), then clamps
+// the top. lo/hi: the levels of values j and 16 + j; returns the scale.
+template <int Bits>
+float levels_0(const float* x, uint8_t lo[16], uint8_t hi[16]) {
+  constexpr int top = (1 << Bits) - 1;
+  constexpr float mid = float(1 << (Bits - 1));
+  const float d = signed_absmax(x, 32) / -mid;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  for (int j = 0; j < 16; ++j) {
+    lo[j] = uint8_t(std::min(top, int(int8_t(x[j] * id + (mid + 0.5f)))));
+    hi[j] = uint8_t(std::min(top, int(int8_t(x[16 + j] * id + (mid + 0.5f)))));
+  }
+  return d;
+}
+
+// The levels of Q4_1's and Q5_1's 32 values: their min and max span the 2^Bits levels. Clamped
+// as Q4_0's; ggml does not clamp Q5_1's (its largest value lands on 31). lo/hi as levels_0; returns
+// the scale, `min` the offset.
+template <int Bits, bool Clamp>
+float levels_1(const float* x, float& min, uint8_t lo[16], uint8_t hi[16]) {
+  constexpr int top = (1 << Bits) - 1;
+  float max;
+  min_max(x, 32, min, max);
+  const float d = (max - min) / top;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  auto level = [&](float v) {
+    const float f = (v - min) * id + 0.5f;
+    return Clamp ? uint8_t(std::min(top, int(int8_t(f)))) : uint8_t(f);
+  };
+  for (int j = 0; j < 16; ++j) {
+    lo[j] = level(x[j]);
+    hi[j] = level(x[16 + j]);
+  }
+  return d;
+}
+
+// Q4_0's and Q4_1's nibbles: value j's low, value 16 + j's high.
+void pack_q4_nibbles(const uint8_t lo[16], const uint8_t hi[16], uint8_t qs[16]) {
+  for (int j = 0; j < 16; ++j) qs[j] = uint8_t(lo[j] | (hi[j] << 4));
+}
 
 // The fifth bits of Q5_0/Q5_1: value j's at bit j of a little-endian uint32.
 void pack_q5_bits(const uint8_t xi0[16], const uint8_t xi1[16], uint8_t qs[16], uint8_t qh[4]) {
@@ -126,44 +127,57 @@ void pack_q5_bits(const uint8_t xi0[16], const uint8_t xi1[16], uint8_t qs[16], 
   for (int b = 0; b < 4; ++b) qh[b] = uint8_t(h >> (8 * b));
 }
 
-}  // namespace
-
-// Q5_0: as Q4_0 with 32 levels, the extreme mapped to -16.
-void q5_0_from_float(const float* x, void* yv, int64_t n) {
-  auto* y = static_cast<block_q5_0*>(yv);
-  constexpr int qk = k_q5_0_block;
-  for (int64_t i = 0; i < n / qk; ++i, x += qk) {
-    const float max = signed_absmax(x, qk);
-    const float d = max / -16;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    y[i].d = fp32_to_fp16(d);
-    uint8_t xi0[16], xi1[16];
-    for (int j = 0; j < qk / 2; ++j) {
-      xi0[j] = uint8_t(std::min(31, int(int8_t(x[j] * id + 16.5f))));
-      xi1[j] = uint8_t(std::min(31, int(int8_t(x[qk / 2 + j] * id + 16.5f))));
-    }
-    pack_q5_bits(xi0, xi1, y[i].qs, y[i].qh);
+// Q4_0 and Q5_0 (Bits 4 or 5): levels_0, packed as the block type has it.
+template <class Block, int Bits>
+void from_float_0(const float* x, void* yv, int64_t n) {
+  static_assert(sizeof(Block::qs) == 16);
+  auto* y = static_cast<Block*>(yv);
+  for (int64_t i = 0; i < n / 32; ++i, x += 32) {
+    uint8_t lo[16], hi[16];
+    y[i].d = fp32_to_fp16(levels_0<Bits>(x, lo, hi));
+    if constexpr (Bits == 4)
+      pack_q4_nibbles(lo, hi, y[i].qs);
+    else
+      pack_q5_bits(lo, hi, y[i].qs, y[i].qh);
   }
 }
 
-// Q5_1: as Q4_1 with 32 levels. ggml does not clamp here (the largest value lands on 31).
-void q5_1_from_float(const float* x, void* yv, int64_t n) {
-  auto* y = static_cast<block_q5_1*>(yv);
-  constexpr int qk = k_q5_1_block;
-  for (int64_t i = 0; i < n / qk; ++i, x += qk) {
-    float min, max;
-    min_max(x, qk, min, max);
-    const float d = (max - min) / ((1 << 5) - 1);
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    y[i].d = fp32_to_fp16(d);
+// Q4_1 and Q5_1: levels_1, packed as the block type has it.
+template <class Block, int Bits, bool Clamp>
+void from_float_1(const float* x, void* yv, int64_t n) {
+  static_assert(sizeof(Block::qs) == 16);
+  auto* y = static_cast<Block*>(yv);
+  for (int64_t i = 0; i < n / 32; ++i, x += 32) {
+    uint8_t lo[16], hi[16];
+    float min;
+    y[i].d = fp32_to_fp16(levels_1<Bits, Clamp>(x, min, lo, hi));
     y[i].m = fp32_to_fp16(min);
-    uint8_t xi0[16], xi1[16];
-    for (int j = 0; j < qk / 2; ++j) {
-      xi0[j] = uint8_t((x[j] - min) * id + 0.5f);
-      xi1[j] = uint8_t((x[qk / 2 + j] - min) * id + 0.5f);
-    }
-    pack_q5_bits(xi0, xi1, y[i].qs, y[i].qh);
+    if constexpr (Bits == 4)
+      pack_q4_nibbles(lo, hi, y[i].qs);
+    else
+      pack_q5_bits(lo, hi, y[i].qs, y[i].qh);
   }
+}
+
+}  // namespace
+
+static_assert(k_q4_0_block == 32 && k_q4_1_block == 32 && k_q5_0_block == 32 && k_q5_1_block == 32);
+
+void q4_0_from_float(const float* x, void* yv, int64_t n) {
+  from_float_0<block_q4_0, 4>(x, yv, n);
+}
+
+void q4_1_from_float(const float* x, void* yv, int64_t n) {
+  from_float_1<block_q4_1, 4, true>(x, yv, n);
+}
+
+void q5_0_from_float(const float* x, void* yv, int64_t n) {
+  from_float_0<block_q5_0, 5>(x, yv, n);
+}
+
+// ggml does not clamp Q5_1's levels.
+void q5_1_from_float(const float* x, void* yv, int64_t n) {
+  from_float_1<block_q5_1, 5, false>(x, yv, n);
 }
 
 // Q8_0: scale max|x| / 127, round half away from zero (C's roundf).
