@@ -12,89 +12,16 @@
 #include <thread>
 
 #include "tests/cluster.h"
+#include "tests/fake-node.h"
 
 namespace hearth {
 namespace {
 
 using namespace std::chrono_literals;
 using testing::cluster;
+using testing::fake_node;
 using testing::test_client;
 using testing::wait_until;
-
-// The cluster's usual broker settings (cluster::start_broker) plus `extra` YAML lines.
-void write_broker_config(const cluster& c, const std::string& extra) {
-  std::ofstream(c.dir().file("broker.yaml"))
-      << "heartbeat_ms: 200\nliveness: 5\noutput_flush_ms: 50\nqueue_position_ms: 50\n"
-         "log_level: debug\n"
-      << extra;
-}
-
-// A hand-written node (a "node" client of the cluster) that serves `model` and runs one job at a
-// time with whatever output the test gives it.
-class fake_node {
- public:
-  fake_node(cluster& c, const std::string& name, const std::string& model)
-      : c_(c.client("node", name)) {
-    wire::node_hello h;
-    h.name = name;
-    h.hostname = "fake-host";
-    h.engine = "null";
-    h.slots = 1;
-    wire::model_info m;
-    m.name = model;
-    m.architecture = "llama";
-    m.quantization = "F16";
-    h.models = {m};
-    send(h);
-    welcomed_ = wait_for(wire::command::node_welcome).has_value();
-  }
-  bool welcomed() const { return welcomed_; }
-
-  // Takes the next job and streams `pieces` (each one chunk of `tokens_per_piece` tokens) as
-  // its output, then completes it. Returns the job id, or 0 when no job came.
-  uint64_t run_one(const std::vector<std::string>& pieces, uint32_t tokens_per_piece) {
-    send(wire::node_pull{1});
-    auto ev = wait_for(wire::command::job_assign);
-    if (!ev) return 0;
-    auto a = wire::decode<wire::job_assign>(ev->body);
-    if (!a) return 0;
-    send(wire::job_started{a->job_id, a->attempt, 1});
-    uint64_t seq = 0;
-    for (const auto& p : pieces) {
-      send(wire::job_tokens{a->job_id, a->attempt, seq, tokens_per_piece, p});
-      seq += tokens_per_piece;
-    }
-    wire::job_final f;
-    f.job_id = a->job_id;
-    f.attempt = a->attempt;
-    f.state = wire::job_state::completed;
-    f.stop_reason = "max_tokens";
-    f.n_prompt = 1;
-    f.n_gen = uint32_t(seq);
-    send(f);
-    return a->job_id;
-  }
-
-  // Keeps the node alive (the broker hears from it) while a test waits.
-  void heartbeat() { send(wire::heartbeat{}); }
-
- private:
-  template <class M>
-  void send(const M& m) {
-    net::send(c_->socket(), "", m);
-  }
-  std::optional<test_client::reply> wait_for(wire::command cmd) {
-    const auto until = std::chrono::steady_clock::now() + 20s;
-    while (std::chrono::steady_clock::now() < until) {
-      heartbeat();
-      auto ev = c_->next_event(100ms);
-      if (ev && ev->cmd == cmd) return ev;
-    }
-    return std::nullopt;
-  }
-  std::unique_ptr<test_client> c_;
-  bool welcomed_ = false;
-};
 
 // About `bytes` of text with characters of 1 to 4 bytes, so that page and chunk boundaries fall
 // inside characters unless cut with care; in pieces of whole characters of about 512 KiB.
@@ -168,7 +95,8 @@ TEST(BrokerClientLimits, a_job_larger_than_a_message_reads_back_whole_in_pages) 
   cluster c;
   auto broker = c.start_broker();
   auto client = c.client("client");
-  fake_node node(c, "fake1", "big");
+  fake_node node(c, "fake1");
+  node.hello(1, {"big"});
   ASSERT_TRUE(node.welcomed()) << broker.log();
 
   auto s = job_of("big", "tell me everything");
@@ -259,10 +187,11 @@ TEST(BrokerClientLimits, a_job_larger_than_a_message_reads_back_whole_in_pages) 
 
 TEST(BrokerClientLimits, a_client_that_never_reads_is_dropped_and_the_broker_stays_small) {
   cluster c;
-  write_broker_config(c, "peer_stall_ms: 2000\n");
+  c.broker_settings({{"peer_stall_ms", "2000"}});
   auto broker = c.start_broker();
   auto client = c.client("client");
-  fake_node node(c, "fake1", "big");
+  fake_node node(c, "fake1");
+  node.hello(1, {"big"});
   ASSERT_TRUE(node.welcomed()) << broker.log();
   auto acc = client->request<wire::accepted>(job_of("big", "hello"));
   ASSERT_TRUE(acc);
@@ -305,7 +234,7 @@ TEST(BrokerClientLimits, a_client_that_never_reads_is_dropped_and_the_broker_sta
   uint64_t rss_max = 0;
   const auto until = std::chrono::steady_clock::now() + 5s;
   while (std::chrono::steady_clock::now() < until) {
-    node.heartbeat();
+    node.send(wire::heartbeat{});
     const auto t0 = std::chrono::steady_clock::now();
     auto r = client->request<wire::jobs_reply>(wire::list_jobs{});
     auto d = client->request<wire::job_reply>(wire::get_job{0, acc->job_id});
@@ -344,11 +273,12 @@ TEST(BrokerClientLimits, many_watchers_that_never_read_share_the_total_bound) {
   constexpr uint64_t total = 64u << 20;
   constexpr int n_watchers = 250;
   cluster c;
-  write_broker_config(
-      c, "max_outbox_bytes: " + std::to_string(total) + "\nmax_connections_per_address: 4096\n");
+  c.broker_settings(
+      {{"max_outbox_bytes", std::to_string(total)}, {"max_connections_per_address", "4096"}});
   auto broker = c.start_broker();
   auto client = c.client("client");
-  fake_node node(c, "fake1", "big");
+  fake_node node(c, "fake1");
+  node.hello(1, {"big"});
   ASSERT_TRUE(node.welcomed()) << broker.log();
   const uint64_t job_id = finished_job(*client, node, 6 << 20);
   ASSERT_NE(job_id, 0u);
@@ -382,7 +312,7 @@ TEST(BrokerClientLimits, many_watchers_that_never_read_share_the_total_bound) {
   const auto until = std::chrono::steady_clock::now() + 10s;
   int answered = 0;
   while (std::chrono::steady_clock::now() < until) {
-    node.heartbeat();
+    node.send(wire::heartbeat{});
     auto m = client->request<wire::models_reply>(wire::list_models{});
     ASSERT_TRUE(m) << "list_models unanswered";
     ++answered;
@@ -412,7 +342,8 @@ TEST(BrokerClientLimits, a_slow_watcher_of_a_fast_stream_catches_up_in_pages) {
   cluster c;
   auto broker = c.start_broker();
   auto watcher = c.client("client", "slow");
-  fake_node node(c, "fake1", "big");
+  fake_node node(c, "fake1");
+  node.hello(1, {"big"});
   ASSERT_TRUE(node.welcomed()) << broker.log();
   watcher->socket().set(zmq::sockopt::rcvhwm, 1);
   auto s = job_of("big", "stream");
@@ -485,9 +416,9 @@ TEST(BrokerClientLimits, a_malformed_request_is_refused_under_its_request_id) {
 
 TEST(BrokerClientLimits, unfinished_jobs_are_bounded_per_client_and_in_all) {
   cluster c;
-  write_broker_config(c,
-                      "max_client_queued_jobs: 3\nmax_client_queued_bytes: 300000\n"
-                      "max_queue_bytes: 250000\n");
+  c.broker_settings({{"max_client_queued_jobs", "3"},
+                     {"max_client_queued_bytes", "300000"},
+                     {"max_queue_bytes", "250000"}});
   auto broker = c.start_broker();
   auto client = c.client("client");
   std::string err;

@@ -71,9 +71,10 @@ class broker_restart_test : public ::testing::Test {
     return acc ? acc->job_id : 0;
   }
 
-  // A broker, the fake node welcomed with one credit, and a 12-token job assigned to it and
-  // started; the assignment (nullopt after a failed assertion).
+  // A broker, the fake node (one slot of model alpha) welcomed with one credit, and a 12-token
+  // job assigned to it and started; the assignment (nullopt after a failed assertion).
   std::optional<wire::job_assign> stream_to(fake_node& node) {
+    node.hello(1, {"alpha"});
     broker_ = c_.start_broker();
     EXPECT_TRUE(node.next<wire::node_welcome>());
     node.send(wire::node_pull{1});
@@ -155,7 +156,6 @@ TEST_F(broker_restart_test, a_job_finished_while_the_broker_was_down_is_not_run_
 
 TEST_F(broker_restart_test, a_gap_in_a_stream_is_filled_by_job_resume) {
   fake_node node(c_, "gappy");
-  node.hello(1, {"alpha"});
   const auto a = stream_to(node);
   ASSERT_TRUE(a);
   node.send(wire::job_tokens{a->job_id, a->attempt, 0, 4, "a b c d "});
@@ -177,7 +177,6 @@ TEST_F(broker_restart_test, a_gap_in_a_stream_is_filled_by_job_resume) {
 
 TEST_F(broker_restart_test, a_gap_job_resume_cannot_fill_ends_the_attempt) {
   fake_node node(c_, "deaf");
-  node.hello(1, {"alpha"});
   const auto a = stream_to(node);
   ASSERT_TRUE(a);
   node.send(wire::job_tokens{a->job_id, a->attempt, 4, 4, "e f g h "});
@@ -196,7 +195,6 @@ TEST_F(broker_restart_test, an_assignment_the_restart_lost_costs_no_attempt) {
   // One attempt allowed, one node: a loss counted against the job would fail it.
   c_.broker_settings({{"max_attempts", "1"}});
   fake_node node(c_, "late");
-  node.hello(1, {"alpha"});
   const auto a = stream_to(node);
   ASSERT_TRUE(a);
   // The broker dies after committing the assignment; the node comes back without the job, as a

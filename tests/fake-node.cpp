@@ -50,6 +50,27 @@ int fake_node::bounce(int times, std::chrono::milliseconds wait) {
   return taken;
 }
 
+uint64_t fake_node::run_one(const std::vector<std::string>& pieces, uint32_t tokens_per_piece) {
+  send(wire::node_pull{1});
+  auto a = next<wire::job_assign>();
+  if (!a) return 0;
+  send(wire::job_started{a->job_id, a->attempt, 1});
+  uint64_t seq = 0;
+  for (const auto& p : pieces) {
+    send(wire::job_tokens{a->job_id, a->attempt, seq, tokens_per_piece, p});
+    seq += tokens_per_piece;
+  }
+  wire::job_final f;
+  f.job_id = a->job_id;
+  f.attempt = a->attempt;
+  f.state = wire::job_state::completed;
+  f.stop_reason = "max_tokens";
+  f.n_prompt = 1;
+  f.n_gen = uint32_t(seq);
+  send(f);
+  return a->job_id;
+}
+
 void fake_node::serve(uint32_t slots, const std::vector<std::string>& models, std::stop_token stop,
                       const std::function<void(const wire::job_assign&)>& run) {
   hello(slots, models);

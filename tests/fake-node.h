@@ -60,6 +60,10 @@ class fake_node {
   // serve() for a node that has said hello already (and waited to be welcomed).
   void pull_and_run(uint32_t slots, std::stop_token stop,
                     const std::function<void(const wire::job_assign&)>& run);
+  // Grants one slot, takes the next job and streams `pieces` (each one chunk of
+  // `tokens_per_piece` tokens) as its output, then completes it. Returns the job id, or 0 when no
+  // job came.
+  uint64_t run_one(const std::vector<std::string>& pieces, uint32_t tokens_per_piece);
   // node_bye, given up to 500 ms to leave when the node is destroyed.
   void bye();
 
