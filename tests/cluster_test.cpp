@@ -30,21 +30,31 @@ using testing::wait_until;
 
 constexpr auto job = testing::greedy_job;
 
-class cluster_test : public testing::stories_cluster_test {};
+class cluster_test : public testing::stories_cluster_test {
+ protected:
+  // A broker, one node `name` serving `model` (stories260K underneath) on `engine` with `slots`
+  // slots (and `node_args`), and a client; false when the client does not see the node online.
+  bool start_one_node(const std::string& name, const std::string& model, const std::string& engine,
+                      int slots, const std::vector<std::string>& node_args = {}) {
+    broker_ = c_.start_broker();
+    node_ = c_.start_node(name, models("m", {model}), engine, slots, node_args);
+    client_ = c_.client();
+    return nodes_online(*client_, 1);
+  }
+  testing::process broker_, node_;
+  std::unique_ptr<test_client> client_;
+};
 
 TEST_F(cluster_test, submit_streams_the_reference_greedy_text_and_records_it) {
   const auto ref = nlohmann::json::parse(
       testing::read_file_text(testing::testdata_path("reference/stories260K.json")));
-  auto broker = c_.start_broker();
-  auto node = c_.start_node("cpu-node", models("m", {"stories260K"}), "cpu", 1);
-  auto client_ptr = c_.client();
-  auto& client = *client_ptr;
-  ASSERT_TRUE(nodes_online(client, 1)) << broker.log() << node.log();
+  ASSERT_TRUE(start_one_node("cpu-node", "stories260K", "cpu", 1)) << broker_.log() << node_.log();
+  auto& client = *client_;
 
   for (const auto& kase : ref["cases"]) {
     testing::greedy_run run;
     ASSERT_NO_FATAL_FAILURE(testing::expect_greedy_text(
-        client, "stories260K", kase["prompt"], kase["greedy_text"], [&] { return node.log(); },
+        client, "stories260K", kase["prompt"], kase["greedy_text"], [&] { return node_.log(); },
         &run));
     const auto& out = run.out;
 
@@ -69,11 +79,8 @@ TEST_F(cluster_test, submit_streams_the_reference_greedy_text_and_records_it) {
 TEST_F(cluster_test, concurrent_jobs_on_one_node_match_one_at_a_time) {
   const auto ref = nlohmann::json::parse(
       testing::read_file_text(testing::testdata_path("reference/stories260K.json")));
-  auto broker = c_.start_broker();
-  auto node = c_.start_node("batcher", models("m", {"stories260K"}), "cpu", 4);
-  auto client_ptr = c_.client();
-  auto& client = *client_ptr;
-  ASSERT_TRUE(nodes_online(client, 1));
+  ASSERT_TRUE(start_one_node("batcher", "stories260K", "cpu", 4));
+  auto& client = *client_;
   std::vector<std::pair<uint64_t, std::string>> jobs;
   for (int round = 0; round < 2; ++round) {
     for (const auto& kase : ref["cases"]) {
@@ -203,12 +210,8 @@ TEST_F(cluster_test, a_node_killed_mid_job_loses_nothing) {
 }
 
 TEST_F(cluster_test, a_broker_killed_with_jobs_queued_and_running_loses_none) {
-  auto broker = c_.start_broker();
-  auto node =
-      c_.start_node("steady", models("m", {"alpha"}), "null", 2, {"--null-tokens-per-s", "100"});
-  auto client_ptr = c_.client();
-  auto& client = *client_ptr;
-  ASSERT_TRUE(nodes_online(client, 1));
+  ASSERT_TRUE(start_one_node("steady", "alpha", "null", 2, {"--null-tokens-per-s", "100"}));
+  auto& client = *client_;
   std::vector<uint64_t> ids;
   for (int i = 0; i < 10; ++i) {
     auto acc = client.request<wire::accepted>(job("alpha", "durable " + std::to_string(i), 30));
@@ -219,9 +222,9 @@ TEST_F(cluster_test, a_broker_killed_with_jobs_queued_and_running_loses_none) {
     auto r = client.request<wire::jobs_reply>(wire::list_jobs{0, "running", "", 20});
     return r && !r->jobs.empty();
   }));
-  broker.signal(SIGKILL);
-  EXPECT_EQ(broker.wait(), 128 + SIGKILL);
-  broker = c_.start_broker();
+  broker_.signal(SIGKILL);
+  EXPECT_EQ(broker_.wait(), 128 + SIGKILL);
+  broker_ = c_.start_broker();
   auto after_ptr = c_.client();
   auto& after = *after_ptr;
   for (auto id : ids) {
@@ -230,15 +233,12 @@ TEST_F(cluster_test, a_broker_killed_with_jobs_queued_and_running_loses_none) {
     EXPECT_EQ(d->summary.state, wire::job_state::completed) << d->summary.error;
     EXPECT_EQ(d->summary.n_gen, 30u);
   }
-  EXPECT_TRUE(node.running()) << "the node reconnected by itself";
+  EXPECT_TRUE(node_.running()) << "the node reconnected by itself";
 }
 
 TEST_F(cluster_test, cancel_stops_running_and_queued_jobs) {
-  auto broker = c_.start_broker();
-  auto node = c_.start_node("n", models("m", {"alpha"}), "null", 1, {"--null-tokens-per-s", "20"});
-  auto client_ptr = c_.client();
-  auto& client = *client_ptr;
-  ASSERT_TRUE(nodes_online(client, 1));
+  ASSERT_TRUE(start_one_node("n", "alpha", "null", 1, {"--null-tokens-per-s", "20"}));
+  auto& client = *client_;
   auto running = client.request<wire::accepted>(job("alpha", "long", 1000));
   auto queued = client.request<wire::accepted>(job("alpha", "waiting", 10));
   ASSERT_TRUE(running && queued);
@@ -261,11 +261,8 @@ TEST_F(cluster_test, cancel_stops_running_and_queued_jobs) {
 }
 
 TEST_F(cluster_test, bad_requests_get_clear_errors) {
-  auto broker = c_.start_broker();
-  auto node = c_.start_node("n", models("m", {"alpha"}), "null", 1);
-  auto client_ptr = c_.client();
-  auto& client = *client_ptr;
-  ASSERT_TRUE(nodes_online(client, 1));
+  ASSERT_TRUE(start_one_node("n", "alpha", "null", 1));
+  auto& client = *client_;
   std::string err;
   EXPECT_FALSE(client.request<wire::accepted>(job("no-such-model", "x", 4), &err));
   EXPECT_NE(err.find("unknown_model"), std::string::npos) << err;
@@ -290,11 +287,8 @@ TEST_F(cluster_test, bad_requests_get_clear_errors) {
 }
 
 TEST_F(cluster_test, malformed_frames_are_dropped_and_everyone_else_is_served) {
-  auto broker = c_.start_broker();
-  auto node = c_.start_node("n", models("m", {"alpha"}), "null", 1);
-  auto client_ptr = c_.client();
-  auto& client = *client_ptr;
-  ASSERT_TRUE(nodes_online(client, 1));
+  ASSERT_TRUE(start_one_node("n", "alpha", "null", 1));
+  auto& client = *client_;
 
   zmq::context_t ctx;
   auto raw = net::make_socket(ctx, zmq::socket_type::dealer);
@@ -329,8 +323,8 @@ TEST_F(cluster_test, malformed_frames_are_dropped_and_everyone_else_is_served) {
   std::this_thread::sleep_for(200ms);
 
   ASSERT_NO_FATAL_FAILURE(testing::expect_completes(client, job("alpha", "still served", 3),
-                                                    [&] { return broker.log(); }));
-  EXPECT_TRUE(broker.running());
+                                                    [&] { return broker_.log(); }));
+  EXPECT_TRUE(broker_.running());
   // The raw peer heard about the version mismatch (and got malformed errors for the rest).
   bool version_error = false, malformed_error = false;
   for (int i = 0; i < 20; ++i) {
@@ -441,11 +435,8 @@ TEST_F(cluster_test, the_cli_submits_streams_and_queries_history) {
   const auto ref = nlohmann::json::parse(
       testing::read_file_text(testing::testdata_path("reference/stories260K.json")));
   const auto& kase = ref["cases"][0];
-  auto broker = c_.start_broker();
-  auto node = c_.start_node("desk", models("m", {"stories260K"}), "cpu", 2);
-  auto client_ptr = c_.client();
-  auto& client = *client_ptr;
-  ASSERT_TRUE(nodes_online(client, 1));
+  ASSERT_TRUE(start_one_node("desk", "stories260K", "cpu", 2));
+  auto& client = *client_;
   std::string ep = c_.endpoint();
   for (const auto& a : c_.key_args("client", "default")) ep += " " + a;
 
@@ -504,11 +495,8 @@ TEST_F(cluster_test, the_cli_submits_streams_and_queries_history) {
 }
 
 TEST_F(cluster_test, an_over_long_prompt_fails_the_job_with_a_clear_error) {
-  auto broker = c_.start_broker();
-  auto node = c_.start_node("small", models("m", {"stories260K"}), "cpu", 1);
-  auto client_ptr = c_.client();
-  auto& client = *client_ptr;
-  ASSERT_TRUE(nodes_online(client, 1));
+  ASSERT_TRUE(start_one_node("small", "stories260K", "cpu", 1));
+  auto& client = *client_;
   std::string prompt;
   for (int i = 0; i < 3000; ++i) prompt += "once upon a time ";
   auto acc = client.request<wire::accepted>(job("stories260K", prompt, 8));
@@ -520,16 +508,12 @@ TEST_F(cluster_test, an_over_long_prompt_fails_the_job_with_a_clear_error) {
   EXPECT_EQ(d->summary.attempts, 1u) << "a job the model cannot take is not retried elsewhere";
   // The node is fine and serves the next job.
   ASSERT_NO_FATAL_FAILURE(testing::expect_completes(
-      client, job("stories260K", "Once upon a time", 4), [&] { return node.log(); }));
+      client, job("stories260K", "Once upon a time", 4), [&] { return node_.log(); }));
 }
 
 TEST_F(cluster_test, a_waiting_client_hears_its_queue_position) {
-  auto broker = c_.start_broker();
-  auto node =
-      c_.start_node("one", models("m", {"alpha"}), "null", 1, {"--null-tokens-per-s", "100"});
-  auto client_ptr = c_.client();
-  auto& client = *client_ptr;
-  ASSERT_TRUE(nodes_online(client, 1));
+  ASSERT_TRUE(start_one_node("one", "alpha", "null", 1, {"--null-tokens-per-s", "100"}));
+  auto& client = *client_;
   for (int i = 0; i < 3; ++i)
     ASSERT_TRUE(client.request<wire::accepted>(job("alpha", "ahead", 10)));
   auto s = job("alpha", "last", 2);
