@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "engine/io/gguf-split.h"
 #include "engine/io/tensor-type.h"
 #include "engine/model-file.h"
 #include "engine/tokenizer/chat-template.h"
@@ -36,8 +37,12 @@ std::string model_file_type_name(uint64_t ftype) {
 result<wire::model_info> model_info_read(const model_file& f) {
   const std::string& path = f.path;
   wire::model_info info;
-  info.name = f.hf_dir ? std::filesystem::path(path).filename().string()
-                       : std::filesystem::path(path).stem().string();
+  // split GGUF (E): a folder (a Hugging Face model, or a store's view of a split model) by its
+  // name, a GGUF file by its stem, a split's first part without "-00001-of-0000N".
+  std::error_code dir_ec;
+  info.name = std::filesystem::is_directory(path, dir_ec)
+                  ? std::filesystem::path(path).filename().string()
+                  : gguf_model_name(path);
   info.architecture = f.hparams.arch;
   auto ftype = f.gguf.get_uint("general.file_type");
   if (!ftype) return error{path + ": " + ftype.message()};
@@ -83,7 +88,15 @@ uint64_t stamp_of_file(const fs::path& p) {
 uint64_t model_file_stamp(const fs::path& p) {
   struct stat st {};
   if (::stat(p.c_str(), &st) != 0) return 0;
-  if (!S_ISDIR(st.st_mode)) return stamp_of_stat(st);
+  if (!S_ISDIR(st.st_mode)) {
+    // split GGUF (E): a split's first part stands for every part (a part replaced, rewritten or
+    // still being copied is a change to the model).
+    const auto parts = gguf_model_paths(p.string());
+    if (parts.size() == 1) return stamp_of_stat(st);
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const auto& part : parts) h = stamp_mix(h, stamp_of_file(part));
+    return h;
+  }
   std::error_code ec;
   uint64_t h = 0xcbf29ce484222325ull;
   for (fs::directory_iterator it(p, ec), end; !ec && it != end; it.increment(ec)) {
@@ -133,9 +146,13 @@ model_catalog model_catalog::scan(const std::string& dir, const model_catalog* p
                              0});
       continue;
     }
-    const bool gguf = it->path().extension() == ".gguf" && it->is_regular_file(type_ec);
+    // split GGUF (E): a split model is listed once, by its first part (or by the folder that
+    // holds its parts: a store's view); its other parts are neither models nor skipped files.
+    const bool gguf = it->path().extension() == ".gguf" && it->is_regular_file(type_ec) &&
+                      !gguf_split_is_later_part(it->path().string());
     const bool hf_dir =
-        it->is_directory(type_ec) && fs::exists(it->path() / "config.json", type_ec);
+        it->is_directory(type_ec) && (fs::exists(it->path() / "config.json", type_ec) ||
+                                      gguf_split_first_part_in(it->path().string()));
     if (gguf || hf_dir) files.push_back(it->path());
   }
   if (ec) throw std::runtime_error("cannot read the models directory " + dir + ": " + ec.message());

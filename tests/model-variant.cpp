@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
+#include "engine/io/gguf-split.h"
 #include "tests/testdata.h"
 
 namespace hearth::testing {
@@ -23,6 +26,19 @@ std::string write_stories_variant(const std::string& name, const model_edit& e) 
   auto r = w.write_file(out);
   EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.message());
   return out;
+}
+
+std::vector<std::string> write_stories_split(const std::string& prefix, uint32_t n_parts) {
+  auto f = gguf_file::open(testdata_path("models/stories260K.gguf"));
+  EXPECT_TRUE(f.ok()) << (f.ok() ? "" : f.message());
+  if (!f.ok() || n_parts == 0) return {};
+  std::filesystem::create_directories(std::filesystem::path(prefix).parent_path());
+  const auto per_part = uint32_t((f->tensors().size() + n_parts - 1) / n_parts);
+  auto r = gguf_split_write(*f, prefix, per_part);
+  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.message());
+  if (!r.ok()) return {};
+  EXPECT_EQ(r->size(), n_parts);
+  return std::move(r).value();
 }
 
 }  // namespace hearth::testing

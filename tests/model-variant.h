@@ -2,8 +2,10 @@
 // tensors, in the test's temporary folder.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "engine/io/gguf-writer.h"
 #include "engine/io/gguf.h"
@@ -19,6 +21,11 @@ struct model_edit {
 
 // Writes the edited copy as <temp>/hearth_<name>.gguf and returns its path.
 std::string write_stories_variant(const std::string& name, const model_edit& e);
+
+// stories260K split into `n_parts` GGUF files as gguf-split writes them
+// (engine/io/gguf-split.h), at `prefix`-0000k-of-0000n.gguf (its folder created); the parts' paths,
+// the first first (empty after a test failure).
+std::vector<std::string> write_stories_split(const std::string& prefix, uint32_t n_parts);
 
 // A real chat template (teknium/OpenHermes-2.5-Mistral-7B's, chatml), for copies of stories260K
 // that chat jobs can be formatted for (tokenizer.chat_template).

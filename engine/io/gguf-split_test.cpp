@@ -14,6 +14,7 @@
 
 #include "engine/io/gguf-writer.h"
 #include "tests/gguf-value-diff.h"
+#include "tests/model-variant.h"
 #include "tests/testdata.h"
 
 namespace hearth {
@@ -43,14 +44,7 @@ class gguf_split : public ::testing::Test {
 
   // stories260K in `n` parts as <dir>/<name>-0000k-of-0000n.gguf; the parts' paths.
   std::vector<std::string> split(const std::string& name, uint32_t n, fs::path dir = {}) {
-    if (dir.empty()) dir = dir_;
-    fs::create_directories(dir);
-    const uint32_t per_part = uint32_t((whole_.tensors().size() + n - 1) / n);
-    auto r = gguf_split_write(whole_, (dir / name).string(), per_part);
-    EXPECT_TRUE(r.ok()) << r.message();
-    if (!r.ok()) return {};
-    EXPECT_EQ(r->size(), n);
-    return std::move(r).value();
+    return testing::write_stories_split(((dir.empty() ? dir_ : dir) / name).string(), n);
   }
 
   gguf_file whole_;
