@@ -47,6 +47,7 @@
 #include "broker/log-limiter.h"
 #include "broker/metrics-report.h"
 #include "broker/metrics.h"
+#include "broker/model-placement.h"
 #include "broker/node-attempts.h"
 #include "broker/node-registry.h"
 #include "broker/peer-gate.h"
@@ -122,11 +123,14 @@ class broker {
   // A failed commit's undoing and reload, and the load at start (storage-recovery.h).
   storage_recovery recovery_{*store_,   storage_, out_,      jobs_,    nodes_,
                              attempts_, relay_,   api_keys_, history_, turn_metrics_};
+  // Models: who holds what, the transfers between nodes (model-placement.h).
+  model_placement placement_{cfg_, nodes_, out_, metrics_};
   // Each message, by its command, to the part that owns it (command-dispatch.h).
   command_dispatch commands_{*store_,  out_,     storage_,  jobs_,   nodes_, attempts_,
-                             clients_, history_, api_keys_, report_, zap_};
+                             clients_, history_, api_keys_, report_, zap_,   placement_};
   // The turn's timers: heartbeats, attempts, flushes, queue positions, pruning (turn-timers.h).
-  turn_timers timers_{cfg_, storage_, nodes_, jobs_, attempts_, relay_, report_, history_};
+  turn_timers timers_{cfg_,   storage_, nodes_,   jobs_,     attempts_,
+                      relay_, report_,  history_, placement_};
   std::unique_ptr<zmq::socket_t> router_;
   std::atomic<bool> bound_{false};
   std::string endpoint_;

@@ -66,8 +66,17 @@ void command_dispatch::handle(const std::string& rid, const peer& who, wire::com
       return client_request<wire::list_models>(rid, who, body, [&](auto m, const peer&) {
         std::map<std::string, uint32_t> queued;
         for (const auto& [model, q] : jobs_.queues()) queued[model] = uint32_t(q.size());
-        list_models(out_, rid, m, nodes_, queued);
+        list_models(out_, rid, m, nodes_, queued, placement_.listing());
       });
+    case command::pull_model:
+      return client_request<wire::pull_model>(
+          rid, who, body, [&](auto m, const peer&) { placement_.pull(rid, m); });
+    case command::place_model:
+      return client_request<wire::place_model>(
+          rid, who, body, [&](auto m, const peer&) { placement_.place(rid, m); });
+    case command::evict_model:
+      return client_request<wire::evict_model>(
+          rid, who, body, [&](auto m, const peer&) { placement_.evict(rid, m); });
     case command::whoami:
       return client_request<wire::whoami>(
           rid, who, body, [&](auto m, const peer& as) { api_keys_.whoami(rid, as, m); });
@@ -85,7 +94,8 @@ void command_dispatch::handle(const std::string& rid, const peer& who, wire::com
         report_.reply(
             out_, rid, m,
             {jobs_.queues(), jobs_.jobs(), nodes_, jobs_.unfinished_bytes(), store_.stats(),
-             zap_ ? std::optional<size_t>(zap_->connections()) : std::nullopt});
+             zap_ ? std::optional<size_t>(zap_->connections()) : std::nullopt,
+             placement_.live_by_state()});
       });
     default:
       if (wire::command_from_node(cmd)) break;
@@ -134,6 +144,11 @@ void command_dispatch::node_message(node_entry& node, wire::command cmd, std::st
     case command::job_handback:
       if (auto m = decode_or_log<wire::job_handback>(body, node.name)) {
         attempts_.on_handback(node, *m);
+      }
+      return;
+    case command::transfer_status:
+      if (auto m = decode_or_log<wire::transfer_status>(body, node.name)) {
+        placement_.on_status(node, *m);
       }
       return;
     case command::node_bye:

@@ -15,6 +15,7 @@
 #include "broker/job-store.h"
 #include "broker/job-table.h"
 #include "broker/metrics-report.h"
+#include "broker/model-placement.h"
 #include "broker/node-attempts.h"
 #include "broker/node-registry.h"
 #include "broker/peer.h"
@@ -31,7 +32,7 @@ class command_dispatch {
   command_dispatch(job_store& store, turn_output& out, const storage_gate& storage, job_table& jobs,
                    node_registry& nodes, node_attempts& attempts, client_sessions& clients,
                    job_history& history, api_key_service& api_keys, const metrics_report& report,
-                   const std::unique_ptr<zap_handler>& zap)
+                   const std::unique_ptr<zap_handler>& zap, model_placement& placement)
       : store_(store),
         out_(out),
         storage_(storage),
@@ -42,7 +43,8 @@ class command_dispatch {
         history_(history),
         api_keys_(api_keys),
         report_(report),
-        zap_(zap) {}
+        zap_(zap),
+        placement_(placement) {}
 
   // A message of `who` on connection `rid`; `node`: the node that said hello on it, if any (node
   // commands from any other connection are answered unknown_node).
@@ -68,6 +70,7 @@ class command_dispatch {
   api_key_service& api_keys_;
   const metrics_report& report_;
   const std::unique_ptr<zap_handler>& zap_;
+  model_placement& placement_;
 };
 
 }  // namespace hearth::broker

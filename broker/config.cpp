@@ -47,6 +47,9 @@ void broker_settings(broker_config& c, F&& f) {
   f("max_client_queued_jobs", c.max_client_queued_jobs);
   f("max_client_queued_bytes", c.max_client_queued_bytes);
   f("max_queue_bytes", c.max_queue_bytes);
+  f("max_transfers_per_node", c.max_transfers_per_node);
+  f("max_transfers", c.max_transfers);
+  f("auto_place", c.auto_place);
 }
 // `retention:` is a map of its own, checked key by key like the top level.
 result<void> read_retention(const YAML::Node& root, broker_config& c, const std::string& path) {
@@ -141,6 +144,9 @@ result<void> broker_config_load(const std::string& path, broker_config& out) {
     return error{path + ": max_outbox_bytes must be at least max_peer_outbox_bytes"};
   }
   if (cfg.peer_stall_ms < 100) return error{path + ": peer_stall_ms must be at least 100"};
+  if (cfg.max_transfers_per_node < 1 || cfg.max_transfers < 1) {
+    return error{path + ": max_transfers_per_node and max_transfers must be at least 1"};
+  }
   if (!log_level_valid(cfg.log_level)) {
     return error{path + ": log_level must be one of trace, debug, info, warn, error, off"};
   }

@@ -73,6 +73,12 @@ struct broker_config {
   uint32_t max_client_queued_jobs = 10000;       // unfinished jobs of one client (owner)
   uint64_t max_client_queued_bytes = 256 << 20;  // their prompts and messages, bytes
   uint64_t max_queue_bytes = uint64_t(1) << 30;  // prompts and messages of all unfinished jobs
+  // Models (schema/PROTOCOL.md section 16): transfers running onto one node, and in all, at most;
+  // auto_place: a job for a model no online node can run now, while an online node holds it, is
+  // queued while the broker copies the model onto the best-fitting node (model-placement.h).
+  uint32_t max_transfers_per_node = 2;
+  uint32_t max_transfers = 64;
+  bool auto_place = false;
 };
 
 // The job store's options these settings ask for.

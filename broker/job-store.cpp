@@ -483,6 +483,13 @@ void job_store::job_requeued(uint64_t id, uint32_t attempt, const std::string& n
   w.done();
 }
 
+void job_store::job_noted(uint64_t id, uint32_t attempt, const std::string& node,
+                          const std::string& event, const std::string& detail, int64_t now_ms) {
+  impl::write_scope w(*p_);
+  p_->event(id, now_ms, event, attempt, node, detail);
+  w.done();
+}
+
 void job_store::job_finished(uint64_t id, uint32_t attempt, const std::string& node,
                              wire::job_state state, const std::string& stop_reason,
                              const std::string& error, uint32_t n_prompt, uint32_t n_gen,

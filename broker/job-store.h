@@ -147,6 +147,10 @@ class job_store {
                     const std::string& stop_reason, const std::string& error, uint32_t n_prompt,
                     uint32_t n_gen, int64_t now_ms);
 
+  // An event that changes nothing of the job's row (event name, attempt, node, detail).
+  void job_noted(uint64_t id, uint32_t attempt, const std::string& node, const std::string& event,
+                 const std::string& detail, int64_t now_ms);
+
   // Appends `text` to the running job's output at byte `offset` (which must equal its stored
   // output_bytes: chunks are never rewritten) and sets its n_gen. Only the new bytes are
   // written; the job's row and earlier chunks are not rewritten. Ignored for a job that is not

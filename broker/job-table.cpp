@@ -241,6 +241,13 @@ live_job* job_table::find(uint64_t id) {
   return it == jobs_.end() ? nullptr : &it->second;
 }
 
+void job_table::note(uint64_t id, const std::string& event, const std::string& detail) {
+  if (live_job* j = find(id)) {
+    // No node: it is no attempt's event (hearth job sums attempts up by their node's events).
+    store_.job_noted(id, j->row.attempts, "", event, detail, net::wall_ms());
+  }
+}
+
 live_job& job_table::add(job_row row) {
   const uint64_t id = row.id;
   live_job& j = jobs_[id];

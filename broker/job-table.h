@@ -87,6 +87,10 @@ class job_table {
   // Attempts that did not move on for too long are taken back (from the turn's timers).
   void attempt_timers(net::steady::time_point now);
 
+  // Records an event in a live job's history that changes nothing of its state (auto_place's
+  // "waiting for placement of MODEL on NODE").
+  void note(uint64_t id, const std::string& event, const std::string& detail);
+
   // Writes what a job streamed since its last flush (append_output: only the new bytes).
   void flush_output(live_job& j);
   void flush_all();

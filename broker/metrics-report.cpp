@@ -192,6 +192,12 @@ void metrics_report::append_state_metrics(std::vector<wire::metric_family>& out,
     put(connections, {}, double(*from.connections));
     out.push_back(std::move(connections));
   }
+  auto transfers = gauge("hearth_model_transfers",
+                         "Model transfers onto nodes not finished yet, by state (starting: sent, "
+                         "no report yet; running).",
+                         {"state"});
+  for (const auto& [state, n] : from.transfers) put(transfers, {state}, double(n));
+  out.push_back(std::move(transfers));
 }
 
 void metrics_report::reply(turn_output& out, const std::string& rid, const wire::get_metrics& m,

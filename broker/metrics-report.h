@@ -30,7 +30,8 @@ struct metrics_sources {
   const node_registry& nodes;
   uint64_t unfinished_job_bytes = 0;  // prompts and messages of the unfinished jobs
   store_stats store;
-  std::optional<size_t> connections;  // with auth: the ZAP handler's count
+  std::optional<size_t> connections;             // with auth: the ZAP handler's count
+  std::map<std::string, size_t> transfers = {};  // model transfers not finished, by state
 };
 
 class metrics_report {

@@ -20,17 +20,19 @@ namespace hearth::broker {
 
 // Every family the broker keeps, in the order they are reported.
 enum class metric : uint8_t {
-  jobs_submitted,     // counter {model}
-  jobs_finished,      // counter {model, state}
-  requeues,           // counter {cause}
-  tokens_generated,   // counter {model, node}
-  heartbeats_missed,  // counter {node}
-  auth_failures,      // counter {reason}
-  job_queue_wait,     // histogram {model}
-  job_first_token,    // histogram {model}
-  job_duration,       // histogram {model, state}
-  turn_duration,      // histogram {}
-  store_commit,       // histogram {}
+  jobs_submitted,      // counter {model}
+  jobs_finished,       // counter {model, state}
+  requeues,            // counter {cause}
+  tokens_generated,    // counter {model, node}
+  heartbeats_missed,   // counter {node}
+  auth_failures,       // counter {reason}
+  transfer_bytes,      // counter {from}: model bytes onto nodes, from the internet or a peer
+  transfers_finished,  // counter {state}
+  job_queue_wait,      // histogram {model}
+  job_first_token,     // histogram {model}
+  job_duration,        // histogram {model, state}
+  turn_duration,       // histogram {}
+  store_commit,        // histogram {}
   count_
 };
 

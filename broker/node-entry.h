@@ -32,7 +32,14 @@ struct node_entry {
   wire::hardware_info hardware;
   std::vector<wire::model_info> models;
   std::vector<wire::skipped_model> skipped;  // files of its models directory it does not serve
-  std::set<uint64_t> running;                // job ids assigned to it
+  // Models flowing (model-placement.h): the address its connection comes from (ZeroMQ's
+  // Peer-Address; "" over inproc or ipc), where peers fetch its blobs (hello's transfer_port, 0:
+  // nowhere) with which CURVE key, and what its model store may still take (0: no store).
+  std::string address;
+  uint32_t transfer_port = 0;
+  std::string transfer_key;
+  uint64_t store_capacity = 0;
+  std::set<uint64_t> running;  // job ids assigned to it
   bool online = false;
   net::steady::time_point last_heard{};
   net::steady::time_point last_sent{};

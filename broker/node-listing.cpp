@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "broker/model-placement.h"
 #include "broker/reply-list.h"
 
 namespace hearth::broker {
@@ -24,7 +25,8 @@ void list_nodes(turn_output& out, const std::string& rid, const wire::list_nodes
 }
 
 void list_models(turn_output& out, const std::string& rid, const wire::list_models& m,
-                 const node_registry& nodes, const std::map<std::string, uint32_t>& queued) {
+                 const node_registry& nodes, const std::map<std::string, uint32_t>& queued,
+                 std::vector<wire::transfer_info> transfers) {
   std::map<std::string, wire::model_summary> models;
   for (const auto& [name, n] : nodes.nodes()) {
     for (const auto& mi : n.models) {
@@ -52,6 +54,10 @@ void list_models(turn_output& out, const std::string& rid, const wire::list_mode
     s.name = model;
     s.queued = n_queued;
   }
+  for (auto& [name, s] : models) {
+    s.digest = listed_digest(nodes.nodes(), name);
+    s.holders = model_holders(nodes.nodes(), name, s.digest);
+  }
   wire::models_reply r;
   r.request_id = m.request_id;
   // Capped to fit one message: models an online node serves or a job waits for come first.
@@ -72,6 +78,9 @@ void list_models(turn_output& out, const std::string& rid, const wire::list_mode
     r.skipped.push_back({name, {n.skipped.begin(), n.skipped.begin() + ptrdiff_t(take)}});
     listed += take;
   }
+  // At most model_placement::k_finished_kept: a transfer_info is small, so they fit beside the
+  // capped lists.
+  r.transfers = std::move(transfers);
   out.send(rid, r);
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "broker/node-registry.h"
 #include "broker/turn-output.h"
@@ -15,8 +16,10 @@ namespace hearth::broker {
 
 void list_nodes(turn_output& out, const std::string& rid, const wire::list_nodes& m,
                 const node_registry& nodes);
-// `queued`: jobs waiting per model.
+// `queued`: jobs waiting per model; `transfers`: running, then recently finished
+// (model-placement.h).
 void list_models(turn_output& out, const std::string& rid, const wire::list_models& m,
-                 const node_registry& nodes, const std::map<std::string, uint32_t>& queued);
+                 const node_registry& nodes, const std::map<std::string, uint32_t>& queued,
+                 std::vector<wire::transfer_info> transfers);
 
 }  // namespace hearth::broker

@@ -30,6 +30,10 @@ node_entry* node_registry::hello(const std::string& rid, const peer& who, wire::
   n.hostname = m.hostname;
   n.engine = m.engine;
   n.instance = m.instance;
+  n.address = who.address;
+  n.transfer_port = m.transfer_port;
+  n.transfer_key = m.transfer_key;
+  n.store_capacity = m.store_capacity;
   if (m.slots > cfg_.max_node_slots && m.slots != n.declared_slots) {
     spdlog::warn("node {} declares {} slots; it gets at most {} (max_node_slots)", m.name, m.slots,
                  cfg_.max_node_slots);
@@ -79,6 +83,7 @@ bool node_registry::status(node_entry& n, wire::node_status m) {
   n.skipped = std::move(m.skipped);
   // An older node sends no hardware (cpu_threads 0): the hello's stays.
   if (m.hardware.cpu_threads > 0) n.hardware = std::move(m.hardware);
+  if (m.store_capacity > 0) n.store_capacity = m.store_capacity;
   for (const auto& model : n.models) known_models_.insert(model.name);
   store_node(n);
   return true;

@@ -8,12 +8,13 @@
 namespace hearth::broker {
 namespace {
 // Commands only admin keys may send: forgetting and releasing nodes, pruning the history,
-// managing API keys.
+// managing API keys, moving models between nodes (a pull fills disks, an evict empties them).
 bool admin_only(wire::command cmd) {
   using wire::command;
   return cmd == command::forget_node || cmd == command::release_node ||
          cmd == command::prune_jobs || cmd == command::create_api_key ||
-         cmd == command::list_api_keys || cmd == command::revoke_api_key;
+         cmd == command::list_api_keys || cmd == command::revoke_api_key ||
+         cmd == command::pull_model || cmd == command::place_model || cmd == command::evict_model;
 }
 
 // Which role may send a command: nodes speak the node protocol, clients and admins the client
@@ -26,7 +27,7 @@ bool role_may_send(peer_role role, wire::command cmd) {
 }  // namespace
 
 std::optional<peer> peer_gate::identify(const net::received& msg) {
-  if (!auth_) return peer{};
+  if (!auth_) return peer{peer_role::admin, "", "", msg.peer_address};
   const allowed_key* k = auth_->find(msg.user_id);
   if (!k) {
     // Connected with a key that has since been removed: nothing it sends is handled.
@@ -37,7 +38,7 @@ std::optional<peer> peer_gate::identify(const net::received& msg) {
     }
     return std::nullopt;
   }
-  return peer{k->role, msg.user_id, k->name};
+  return peer{k->role, msg.user_id, k->name, msg.peer_address};
 }
 
 bool peer_gate::refuses(const std::string& rid, const peer& who, wire::command cmd,

@@ -15,6 +15,9 @@ struct peer {
   peer_role role = peer_role::admin;
   std::string key;   // Z85 public key; "" without auth; "api:" + id for an API key
   std::string name;  // the key's certificate file name, or the API key's name
+  // The IP address its connection comes from (ZeroMQ's Peer-Address; "" over inproc and ipc):
+  // where a node's transfer socket is reached (model-placement.h).
+  std::string address;
 };
 
 // A peer's ZeroMQ routing id in hex, for the log.

@@ -29,6 +29,13 @@ void turn_timers::run(net::steady::time_point now) {
                     [&](node_entry& n, const std::string& why) { attempts_.node_lost(n, why); });
     attempts_.timers(now);
     jobs_.attempt_timers(now);
+    placement_.timers(now);
+    // Its notes go to the jobs' history, which waits while the store refuses writes.
+    if (cfg_.auto_place && !storage_down) {
+      placement_.auto_place(
+          jobs_.queues(), [&](const std::string& model) { return nodes_.waiting_reason(model); },
+          [&](uint64_t id, const std::string& detail) { jobs_.note(id, "waiting", detail); });
+    }
   }
   // While the store refuses writes, output waits in memory (it is flushed once writes work).
   if (now >= next_flush_ && !storage_down) {
