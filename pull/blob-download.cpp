@@ -43,12 +43,14 @@ struct piece_request {
   std::string error;     // set by a callback that refused the answer
   bool fatal = false;    // ... for good (not worth a retry)
   std::string content_range, content_length;
+  std::chrono::steady_clock::time_point flushed_at = std::chrono::steady_clock::now();
 
   // Marks what was written and not yet marked done: it survives a kill from now on.
   void flush() {
     if (pos > flushed) {
       blob->mark_done(flushed, pos - flushed);
       flushed = pos;
+      flushed_at = std::chrono::steady_clock::now();
     }
   }
 };
@@ -144,7 +146,10 @@ size_t on_piece_body(char* data, size_t size, size_t n, void* user) {
   try {
     r->blob->write(r->pos, data, len);
     r->pos += len;
-    if (r->pos - r->flushed >= r->flush_bytes) r->flush();
+    // Durable every flush_bytes, and at least every second on a slow link: a kill loses little.
+    if (r->pos - r->flushed >= r->flush_bytes ||
+        std::chrono::steady_clock::now() - r->flushed_at >= std::chrono::seconds(1))
+      r->flush();
   } catch (const std::exception& e) {
     r->error = std::string("writing the blob: ") + e.what();
     r->fatal = true;
