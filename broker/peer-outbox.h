@@ -1,50 +1,33 @@
 // Messages the broker could not hand to ZeroMQ yet, per peer, with their bytes counted, so that a
 // peer that stops reading costs the broker a bounded amount of memory (broker.h: "Sending").
 //
-// ZeroMQ bounds what it holds for a peer in messages (ZMQ_SNDHWM), not bytes: 1024 pages of
-// output are 256 MiB. So the outboxes also bound the bytes a peer's pipe can hold. A send that
-// ZeroMQ accepts proves that the pipe holds at most `pipe_messages` messages, the newest ones:
-// the bytes of a peer's last `pipe_messages` sends bound what its pipe holds. A message that
-// would take that past max_peer_bytes waits in the outbox, and the outbox first sends the peer
-// empty heartbeats (which every peer ignores, PROTOCOL.md section 9.4): each one ZeroMQ accepts
-// pushes one older message out of the count, and a peer that does not read stops accepting them.
+// A peer's outbox holds at most max_peer_bytes, and so may its ZeroMQ pipe: what the pipe may
+// hold is counted by peer_pipes (peer-pipes.h), and a message that does not fit it waits here.
 //
 // All peers together hold at most max_total_bytes: their outboxes and their counted pipe bytes
 // (500 watchers of a 6 MiB output that never read held 1.9 GiB in their pipes, issue 52). Those
 // catching up share what the total has left (total_room()); when it is used up and someone
-// waits for it, or it is passed, the peers holding the most are asked to read, with heartbeats
-// as above, and one whose count has not gone down a second later is dropped (take_overflowing);
-// the broker then ends its connection, which frees its pipe (peer-connection.h; closing()), and
-// its count is kept until ZeroMQ says the peer is gone, so that the room is given again only
-// once it is free.
+// waits for it, or it is passed, the peers holding the most are asked to read (with heartbeats,
+// peer_pipes::ask_to_read), and one whose count has not gone down a second later is dropped
+// (take_overflowing); the broker then ends its connection, which frees its pipe
+// (peer-connection.h; closing()), and its count is kept until ZeroMQ says the peer is gone, so
+// that the room is given again only once it is free.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <deque>
-#include <optional>
 #include <string>
-#include <string_view>
 #include <unordered_map>
-#include <unordered_set>
+#include <utility>
 #include <vector>
 #include <zmq.hpp>
 
+#include "broker/peer-pipes.h"
+#include "broker/router-send.h"
 #include "schema/messages.h"
 
 namespace hearth::broker {
-
-enum class send_status {
-  sent,
-  would_block,  // the peer's pipe is at its high-water mark (EAGAIN)
-  unreachable,  // no such peer (EHOSTUNREACH: it disconnected)
-};
-
-// Sends [routing id][signature][command][body] on a ROUTER with ZMQ_ROUTER_MANDATORY without
-// blocking. Only the routing-id frame can be refused: the rest of a multipart message always
-// follows once its first frame is queued.
-send_status router_send(zmq::socket_t& router, std::string_view routing_id, wire::command cmd,
-                        std::string_view body);
 
 struct outbox_limits {
   // A peer's outbox, and again what its ZeroMQ pipe may hold in messages of k_small_message_bytes
@@ -55,14 +38,11 @@ struct outbox_limits {
   uint64_t pipe_messages = 1024;  // the ROUTER's ZMQ_SNDHWM
 };
 
-// Messages smaller than this are not counted against a pipe's bytes (there is no need: the pipe
-// holds at most pipe_messages of them), so that token chunks cost no bookkeeping.
-inline constexpr uint64_t k_small_message_bytes = 1024;
-
 class peer_outboxes {
  public:
   using clock = std::chrono::steady_clock;
-  explicit peer_outboxes(outbox_limits limits) : limits_(limits) {}
+  explicit peer_outboxes(outbox_limits limits)
+      : limits_(limits), pipes_(limits.max_peer_bytes, limits.pipe_messages, limits.max_stall) {}
 
   // Sends now, or queues behind what already waits for this peer (order is kept per peer).
   // Returns false when the message was dropped because the peer is gone.
@@ -102,13 +82,15 @@ class peer_outboxes {
   // read, and drops one that does not.
   void want_room() { room_wanted_ = true; }
   // Outboxes and counted pipe bytes of all peers.
-  uint64_t held_bytes() const { return total_bytes_ + total_pipe_bytes_; }
+  uint64_t held_bytes() const { return total_bytes_ + pipes_.total(); }
 
   bool empty() const { return peers_.empty(); }
   uint64_t total_bytes() const { return total_bytes_; }
   uint64_t bytes_of(const std::string& routing_id) const;
   // The counted bytes its ZeroMQ pipe may still hold.
-  uint64_t pipe_bytes_of(const std::string& routing_id) const;
+  uint64_t pipe_bytes_of(const std::string& routing_id) const {
+    return pipes_.bytes_of(routing_id);
+  }
 
  private:
   struct message {
@@ -120,30 +102,9 @@ class peer_outboxes {
     uint64_t bytes = 0;
     clock::time_point blocked_since;  // when its oldest waiting message was last refused or sent
   };
-  // A peer's recent sends that count: the pipe holds at most the last pipe_messages sends.
-  struct pipe_window {
-    uint64_t sends = 0;  // messages ZeroMQ accepted for it since the window was opened
-    std::deque<std::pair<uint64_t, uint64_t>> counted;  // (send number, bytes), oldest first
-    uint64_t bytes = 0;                                 // the sum of `counted`
-    clock::time_point last_send;
-    // Since when room() finds no room, ZeroMQ taking nothing more (and when it last asked): a
-    // peer that waits for room without reading is dropped after max_stall, as one whose outbox
-    // does not move.
-    std::optional<clock::time_point> starved_since;
-    clock::time_point starved_last;
-  };
   void free_peer(std::unordered_map<std::string, peer>::iterator it);
-  // Sends one message if its bytes fit the peer's pipe (asking with heartbeats as needed) and
-  // ZeroMQ takes it, and counts it.
-  send_status send_counted(zmq::socket_t& router, const std::string& routing_id, wire::command cmd,
-                           const std::string& body, clock::time_point now);
-  // Sends heartbeats until `bytes` more fit the peer's pipe; would_block when they do not.
-  send_status make_room(zmq::socket_t& router, const std::string& routing_id, uint64_t bytes,
-                        clock::time_point now);
-  void count_send(const std::string& routing_id, uint64_t bytes, clock::time_point now);
-  void forget_old(pipe_window& w);
-  void erase_pipe(const std::string& routing_id);
-  bool fits(const std::string& routing_id, uint64_t bytes) const;
+  // A peer found gone: it is not asked to read any more.
+  void gone(const std::string& routing_id) { shed_asked_.erase(routing_id); }
   // The total is used up and wanted, or passed: the peers holding the most are asked to read
   // (heartbeats push their counted bytes out), at most k_shed_probes a turn, and those whose
   // count has not gone down a second after they were asked are noted in shed_ for
@@ -153,10 +114,8 @@ class peer_outboxes {
   outbox_limits limits_;
   std::unordered_map<std::string, peer> peers_;  // only peers with something waiting
   uint64_t total_bytes_ = 0;
-  std::unordered_map<std::string, pipe_window> pipes_;  // only peers with counted bytes
-  uint64_t total_pipe_bytes_ = 0;                       // the sum of their counts
+  peer_pipes pipes_;
   bool room_wanted_ = false;
-  std::unordered_set<std::string> closing_;  // peers whose connections are being closed
   // Peers shed() asked to read: since when, and what they held then.
   std::unordered_map<std::string, std::pair<clock::time_point, uint64_t>> shed_asked_;
   std::vector<overflow> shed_;  // dropped by shed(), reported by take_overflowing
