@@ -139,7 +139,8 @@ class batch_engine final : public job_engine {
   batch_engine(const batch_engine_config& cfg, job_sink& sink)
       : cfg_(cfg),
         sink_(sink),
-        catalog_(cfg.models_dir, std::chrono::milliseconds(cfg.models_rescan_ms),
+        catalog_({cfg.models_dir, cfg.store_dir, cfg.pinned,
+                  std::chrono::milliseconds(cfg.models_rescan_ms)},
                  [this] { sink_.models_changed(); }) {
     if (cfg_.slots < 1) cfg_.slots = 1;
     // A model file truncated or rewritten while loaded (CPU weights are mapped) costs the jobs
@@ -161,6 +162,15 @@ class batch_engine final : public job_engine {
   }
 
   std::vector<wire::skipped_model> skipped() const override { return catalog_.get()->skipped(); }
+
+  // A change is told to the sink by the catalog's own callback.
+  void rescan_models() override { catalog_.rescan(); }
+
+  std::optional<std::filesystem::path> file_by_digest(std::string_view digest) const override {
+    return catalog_.file_by_digest(digest);
+  }
+
+  bool hide_model(std::string_view name) override { return catalog_.hide(name); }
 
   void submit(const wire::job_assign& job) override {
     {
@@ -450,6 +460,7 @@ class batch_engine final : public job_engine {
     const model_catalog_entry* entry = catalog->find(job.model);
     if (!entry)
       return report_failed(ref, "model '" + job.model + "' is not in this node's models directory");
+    catalog_.touch(job.model);  // a store model used: the last the store's limit evicts
     std::vector<chat_message> messages;
     for (const auto& m : job.messages) messages.push_back({m.role, m.content});
     const bool chat = !messages.empty();

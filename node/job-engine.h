@@ -8,8 +8,11 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -69,6 +72,21 @@ class job_engine {
   // Stops every attempt without reporting them and returns those that had not finished, for the
   // node to hand back to the broker. The engine accepts no more work afterwards.
   virtual std::vector<wire::job_ref> stop() = 0;
+  // Reads the models directory now instead of at the next periodic rescan (a transfer just put
+  // a model into the store's views, or one was evicted); models_changed() when it changed.
+  virtual void rescan_models() {}
+  // A file of a model it serves with that digest (a store blob, or a file of the models
+  // directory once hashed), for another node's copy; any thread.
+  virtual std::optional<std::filesystem::path> file_by_digest(std::string_view digest) const {
+    (void)digest;
+    return std::nullopt;
+  }
+  // Stops serving a model of the models directory until restart (model_evict of a "local"
+  // model: the user's file is never deleted); false when it serves no such model.
+  virtual bool hide_model(std::string_view name) {
+    (void)name;
+    return false;
+  }
 };
 
 struct batch_engine_config {
@@ -80,12 +98,17 @@ struct batch_engine_config {
   int32_t n_ctx_per_slot = 0;     // context cells per slot; 0: the model's (at most 4096)
   gpu::backend_kind backend = gpu::backend_kind::cpu;  // where models load (backends/select.h)
   int32_t device = -1;                                 // Vulkan device index; -1: the best
+  // The model store's root, whose models are served too (model_catalog_options); "": none.
+  std::string store_dir;
+  std::vector<std::string> pinned;  // advertised as pinned
 };
 
 struct null_engine_config {
   std::string models_dir;
   double tokens_per_s = 1000;     // per attempt; <= 0: as fast as possible
   uint32_t models_rescan_ms = 0;  // 0: the directory is scanned only at construction
+  std::string store_dir;          // as batch_engine_config's
+  std::vector<std::string> pinned;
 };
 
 // Scans the models directory at construction; throws std::runtime_error if it cannot be read.

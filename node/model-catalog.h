@@ -1,11 +1,15 @@
 // The models a node serves: every *.gguf file directly in its models directory and every
-// Hugging Face model directory there (a folder with config.json), described from metadata alone
+// Hugging Face model directory there (a folder with config.json), and every model of its model
+// store (store/README.md: the store's view folder, described by its manifests; a name in both is
+// the models directory's), described from metadata alone
 // (a GGUF header is mapped, safetensors weights are never opened). A file that does
 // not parse is left out and reported, so one bad download does not take the node down.
 // The directory is rescanned periodically (model_catalog_watch): files added, changed or removed
-// are seen without a restart, and only those are read again.
+// are seen without a restart, and only those are read again. The models directory's files are
+// hashed once, in the background (the store's digest cache), so that other nodes can copy them.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -13,6 +17,8 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -21,6 +27,8 @@
 #include "common/result.h"
 #include "engine/model-file.h"
 #include "schema/messages.h"
+#include "store/digest-cache.h"
+#include "store/model-store.h"
 
 namespace hearth::node {
 
@@ -39,6 +47,20 @@ struct model_catalog_entry {
   // instead of opening it again while the file's stamp is still `stamp`; null for a Hugging Face
   // folder (described without its weights, so its load imports them).
   std::shared_ptr<const model_file> file;
+  // Every file of the model on disk, as info.files lists them (same order), once their digests
+  // are known: what another node may copy.
+  std::vector<std::string> file_paths;
+};
+
+// What a scan reads: the models directory, and a store's view folder with the store's manifests.
+struct model_catalog_sources {
+  std::string models_dir;                  // "": none
+  std::string store_views;                 // model_store::views(); "": no store
+  std::vector<store::manifest> manifests;  // the store's (model_store::list())
+  std::set<std::string> pinned;            // pinned by the node's settings
+  std::set<std::string> hidden;            // models-directory models evicted (until restart)
+  // Digests of the models directory's files already known (none hashed by the scan).
+  const store::digest_cache* digests = nullptr;
 };
 
 class model_catalog {
@@ -48,6 +70,9 @@ class model_catalog {
   // With `previous` (an earlier scan of the same directory), files whose size and modification
   // time are unchanged are not read again.
   static model_catalog scan(const std::string& dir, const model_catalog* previous = nullptr);
+  // The same over the models directory (which may be "") and the store's models.
+  static model_catalog scan(const model_catalog_sources& sources,
+                            const model_catalog* previous = nullptr);
 
   // Models sorted by name.
   const std::vector<model_catalog_entry>& entries() const { return entries_; }
@@ -64,8 +89,16 @@ class model_catalog {
   // Skipped files as the node advertises them (names within the directory, at most
   // k_max_skipped_advertised, errors cut to k_max_skipped_error_bytes).
   std::vector<wire::skipped_model> skipped() const;
-  // Same models (name, description, file) and same skipped files as `other`.
+  // Same models (name, description, file, digest, source, pinned) and same skipped files as
+  // `other`.
   bool same_as(const model_catalog& other) const;
+  // Files of models-directory models whose digest the scan's digest cache did not know.
+  const std::vector<std::string>& unhashed() const { return unhashed_; }
+  // Names of store models not served because the models directory has a model of that name.
+  const std::vector<std::string>& shadowed() const { return shadowed_; }
+  // A file of a served model with that digest (a store blob through its view, or a file of the
+  // models directory), for another node's copy.
+  std::optional<std::filesystem::path> file_by_digest(std::string_view digest) const;
 
   static constexpr size_t k_max_skipped_advertised = 64;
   static constexpr size_t k_max_skipped_error_bytes = 300;
@@ -74,6 +107,18 @@ class model_catalog {
   std::string dir_;
   std::vector<model_catalog_entry> entries_;
   std::vector<model_catalog_error> errors_;
+  std::vector<std::string> unhashed_;
+  std::vector<std::string> shadowed_;
+};
+
+// What a model_catalog_watch serves.
+struct model_catalog_options {
+  std::string models_dir;  // "": none (the store's models only)
+  // The store's root (store::model_store): its models are served too, and the models directory's
+  // files are hashed in the background into its digest cache. "": no store, nothing hashed.
+  std::string store_dir;
+  std::vector<std::string> pinned;  // advertised as pinned (the node never evicts them)
+  std::chrono::milliseconds period{0};
 };
 
 // The catalog an engine serves, replaced whole by rescans on the watcher's own thread while
@@ -86,6 +131,10 @@ class model_catalog_watch {
   // Scans `dir` (throws as model_catalog::scan does) and logs the files it skips.
   model_catalog_watch(const std::string& dir, std::chrono::milliseconds period,
                       std::function<void()> changed);
+  // The same with a store (options.store_dir): its models served, the models directory's files
+  // hashed on the watcher's thread (`changed` once their digests are known). The thread runs
+  // when there is a period or a store.
+  model_catalog_watch(model_catalog_options options, std::function<void()> changed);
   ~model_catalog_watch();
   model_catalog_watch(const model_catalog_watch&) = delete;
   model_catalog_watch& operator=(const model_catalog_watch&) = delete;
@@ -94,18 +143,34 @@ class model_catalog_watch {
   // Scans now (also what the watcher's thread does); true when the catalog changed. A directory
   // that cannot be read keeps the last catalog (logged once until it can be read again).
   bool rescan();
+  // Stops serving a model of the models directory until restart (model_evict of a "local"
+  // model: its file is the user's, never deleted); false when no such model is served.
+  bool hide(std::string_view name);
+  // A store model was used (a job started on it): last in line for eviction.
+  void touch(std::string_view name);
+  // catalog::file_by_digest of the current catalog.
+  std::optional<std::filesystem::path> file_by_digest(std::string_view digest) const;
 
  private:
   void run();
+  model_catalog_sources sources() const;
+  // Hashes the current catalog's unhashed files (stops when the watch stops); true when some
+  // digest became known.
+  bool hash_pending();
 
-  const std::string dir_;
-  const std::chrono::milliseconds period_;
+  const model_catalog_options options_;
   const std::function<void()> changed_;
+  std::unique_ptr<store::model_store> store_;  // null without a store
+  std::unique_ptr<store::digest_cache> digests_;
   mutable std::mutex mu_;
   std::shared_ptr<const model_catalog> catalog_;
+  std::set<std::string> hidden_;
+  std::set<std::string> shadowed_logged_;
   bool unreadable_logged_ = false;
   std::condition_variable cv_;
   bool stop_ = false;
+  bool kick_ = false;  // a rescan may have found files to hash
+  std::atomic<bool> stopping_{false};
   std::thread thread_;
 };
 

@@ -83,7 +83,8 @@ class null_engine final : public job_engine {
  public:
   null_engine(const null_engine_config& cfg, job_sink& sink)
       : sink_(sink),
-        catalog_(cfg.models_dir, std::chrono::milliseconds(cfg.models_rescan_ms),
+        catalog_({cfg.models_dir, cfg.store_dir, cfg.pinned,
+                  std::chrono::milliseconds(cfg.models_rescan_ms)},
                  [this] { sink_.models_changed(); }) {
     if (cfg.tokens_per_s > 0) {
       period_ = std::chrono::duration_cast<clock::duration>(
@@ -103,6 +104,15 @@ class null_engine final : public job_engine {
   }
 
   std::vector<wire::skipped_model> skipped() const override { return catalog_.get()->skipped(); }
+
+  // A change is told to the sink by the catalog's own callback.
+  void rescan_models() override { catalog_.rescan(); }
+
+  std::optional<std::filesystem::path> file_by_digest(std::string_view digest) const override {
+    return catalog_.file_by_digest(digest);
+  }
+
+  bool hide_model(std::string_view name) override { return catalog_.hide(name); }
 
   void submit(const wire::job_assign& job) override {
     {
