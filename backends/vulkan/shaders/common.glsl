@@ -1,6 +1,7 @@
 // Helpers shared by every shader: F16 conversions that round exactly as the CPU backend does
 // (engine/io/tensor-type.cpp), byte and half access to uint-addressed buffers, and a workgroup sum
-// (subgroupAdd where the device has subgroup arithmetic: USE_SUBGROUP, else shared memory).
+// and max (subgroup operations where the device has subgroup arithmetic: USE_SUBGROUP, else
+// shared memory).
 #ifndef HEARTH_COMMON_GLSL
 #define HEARTH_COMMON_GLSL
 
@@ -37,14 +38,21 @@ float round_f16(float f) { return f16_bits_to_f32(f32_to_f16_bits(f)); }
 
 shared float reduce_shared[BLOCK];
 
-// Sum of v over the workgroup (local size BLOCK, 1, 1); every invocation must call it.
-float block_sum(float v) {
+// The reductions block_reduce makes: a sum or a max.
+const uint REDUCE_SUM = 0u;
+const uint REDUCE_MAX = 1u;
+
+float reduce_combine(uint op, float a, float b) { return op == REDUCE_MAX ? max(a, b) : a + b; }
+
+// The sum or max (op) of v over the workgroup (local size BLOCK, 1, 1); every invocation must call
+// it. op is a constant at every call, so each call compiles to one of the two.
+float block_reduce(uint op, float v) {
 #if USE_SUBGROUP
-  v = subgroupAdd(v);
+  v = op == REDUCE_MAX ? subgroupMax(v) : subgroupAdd(v);
   if (subgroupElect()) reduce_shared[gl_SubgroupID] = v;
   barrier();
-  float s = 0.0;
-  for (uint i = 0; i < gl_NumSubgroups; ++i) s += reduce_shared[i];
+  float s = reduce_shared[0];
+  for (uint i = 1; i < gl_NumSubgroups; ++i) s = reduce_combine(op, s, reduce_shared[i]);
   barrier();
   return s;
 #else
@@ -52,7 +60,8 @@ float block_sum(float v) {
   barrier();
   for (uint n = BLOCK / 2; n > 0; n >>= 1) {
     if (gl_LocalInvocationID.x < n)
-      reduce_shared[gl_LocalInvocationID.x] += reduce_shared[gl_LocalInvocationID.x + n];
+      reduce_shared[gl_LocalInvocationID.x] = reduce_combine(
+          op, reduce_shared[gl_LocalInvocationID.x], reduce_shared[gl_LocalInvocationID.x + n]);
     barrier();
   }
   float s = reduce_shared[0];
@@ -61,30 +70,8 @@ float block_sum(float v) {
 #endif
 }
 
-// Max of v over the workgroup.
-float block_max(float v) {
-#if USE_SUBGROUP
-  v = subgroupMax(v);
-  if (subgroupElect()) reduce_shared[gl_SubgroupID] = v;
-  barrier();
-  float s = reduce_shared[0];
-  for (uint i = 1; i < gl_NumSubgroups; ++i) s = max(s, reduce_shared[i]);
-  barrier();
-  return s;
-#else
-  reduce_shared[gl_LocalInvocationID.x] = v;
-  barrier();
-  for (uint n = BLOCK / 2; n > 0; n >>= 1) {
-    if (gl_LocalInvocationID.x < n)
-      reduce_shared[gl_LocalInvocationID.x] =
-          max(reduce_shared[gl_LocalInvocationID.x], reduce_shared[gl_LocalInvocationID.x + n]);
-    barrier();
-  }
-  float s = reduce_shared[0];
-  barrier();
-  return s;
-#endif
-}
+float block_sum(float v) { return block_reduce(REDUCE_SUM, v); }
+float block_max(float v) { return block_reduce(REDUCE_MAX, v); }
 
 // Index of this workgroup when a large count is spread over x and y (max 65535 per dimension).
 uint group_index() { return gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x; }
