@@ -15,9 +15,13 @@
 
 #include "node/attempt-journal.h"
 #include "node/hardware.h"
+#include "node/transfer-runner.h"
+#include "node/transfer-server.h"
+#include "pull/pull.h"
 #include "schema/curve-cert.h"
 #include "schema/handshake-monitor.h"
 #include "schema/zmq-io.h"
+#include "store/model-store.h"
 
 namespace hearth::node {
 namespace {
@@ -178,9 +182,57 @@ struct node_daemon::impl {
   net::steady::time_point drain_deadline;
   int exit_code = 0;
   std::string refusal;  // the broker's message when it refused the node for good
+  // The transfer socket and the transfer runner, from the config (after the store and the
+  // engine). The transfer socket is a CURVE server with the node's own key; it reads store blobs
+  // and the models directory's files whose digest the catalog knows. A port already taken is
+  // logged and the node serves no copies (several nodes on one machine take one port each).
+  void start_transfers() {
+    if (cfg.transfer_port > 0) {
+      transfer_server_options o;
+      o.endpoint = "tcp://" + cfg.transfer_bind + ":" + std::to_string(cfg.transfer_port);
+      o.key = keys.own;
+      o.max_copies = cfg.transfer_max_copies;
+      try {
+        transfers_out = std::make_unique<transfer_server>(
+            o,
+            [st = store.get(),
+             en = engine.get()](std::string_view d) -> std::optional<std::filesystem::path> {
+              if (st->has_blob(d)) return st->blob_path(d);
+              return en->file_by_digest(d);
+            });
+        spdlog::info("serving copies to other nodes on {}", o.endpoint);
+      } catch (const std::exception& e) {
+        spdlog::warn("{}; this node serves no copies to other nodes", e.what());
+      }
+    }
+    transfer_runner_config rc;
+    rc.fetch.key = keys.own;
+    rc.fetch.rate_limit = cfg.transfer_rate_limit;
+    rc.pull = [](store::model_store& st, const wire::model_fetch& m,
+                 const std::set<std::string>& in_use,
+                 const std::function<void(const pull_report&)>& progress,
+                 const std::atomic<bool>* cancel) {
+      pull::pull_options o = pull::pull_options_from_env();
+      o.evict_lru = true;
+      o.in_use = in_use;
+      return pull::pull_model(
+          st, {m.source, m.name, m.sha256}, o,
+          [&](const pull::pull_progress& p) {
+            progress({p.bytes_done, p.bytes_total});
+          },
+          cancel);
+    };
+    transfers_in = std::make_unique<transfer_runner>(*store, std::move(rc));
+  }
+
   // A failed handshake is logged once until the node registers, since the admin may add the key
   // any moment and the retries would otherwise fill the log.
   bool handshake_failure_logged = false;
+  // The model store, the transfer socket other nodes copy from (null when off or its port was
+  // taken) and the transfers onto this node (PROTOCOL.md 16). The runner goes before the store.
+  std::unique_ptr<store::model_store> store;
+  std::unique_ptr<transfer_server> transfers_out;
+  std::unique_ptr<transfer_runner> transfers_in;
 
   // The one place the session's state changes, with what entering each state does. Refused is
   // final: what the broker sends after it changes nothing.
@@ -271,9 +323,65 @@ struct node_daemon::impl {
     h.running = journal.refs();
     h.skipped = engine->skipped();
     h.instance = instance;
+    if (transfers_out) {
+      h.transfer_port = transfers_out->port();
+      h.transfer_key = transfers_out->public_key();
+    }
+    h.store_capacity = store_capacity();
     send(h);
     last_heard = net::steady::now();
     enter(session_state::registering);
+  }
+
+  uint64_t store_capacity() const { return store ? store->capacity() : 0; }
+
+  wire::node_status status_now() const {
+    return {engine->models(), engine->skipped(), hardware, store_capacity()};
+  }
+
+  // The models loaded or running now, and the pinned ones: what the store's size limit never
+  // evicts for a transfer.
+  std::set<std::string> models_in_use() const {
+    std::set<std::string> out(cfg.pinned.begin(), cfg.pinned.end());
+    for (const auto& m : engine->models())
+      if (m.loaded) out.insert(m.name);
+    return out;
+  }
+
+  void on_model_fetch(const wire::model_fetch& m) {
+    if (!transfers_in) {
+      send(wire::transfer_status{m.transfer_id, "failed", 0, 0, 0, "", "",
+                                 "this node has no model store"});
+      return;
+    }
+    send(transfers_in->start(m, models_in_use()));
+  }
+
+  void on_model_evict(const wire::model_evict& m) {
+    if (store && store->remove(m.name)) {
+      spdlog::info("model {} evicted from the store", m.name);
+      engine->rescan_models();
+      return;
+    }
+    if (engine->hide_model(m.name)) {
+      spdlog::info(
+          "model {} of the models directory is no longer served (until restart; the "
+          "file is not deleted)",
+          m.name);
+      send(status_now());
+      return;
+    }
+    spdlog::warn("asked to evict model {}, which this node does not have", m.name);
+  }
+
+  // The transfers' statuses that are due; a model a transfer added is advertised at once.
+  void report_transfers(net::steady::time_point now) {
+    if (!transfers_in) return;
+    bool added = false;
+    for (const auto& st : transfers_in->due(now, added)) send(st);
+    if (!added) return;
+    engine->rescan_models();
+    send(status_now());  // the store's capacity changed, whether or not the catalog did
   }
 
   void flush_chunk(const std::pair<uint64_t, uint32_t>& key) {
@@ -317,7 +425,7 @@ struct node_daemon::impl {
           if (!draining) send(wire::node_pull{1});
           break;
         case engine_event::kind::models_changed:
-          send(wire::node_status{engine->models(), engine->skipped(), hardware});
+          send(status_now());
           break;
       }
     }
@@ -369,6 +477,28 @@ struct node_daemon::impl {
         auto m = wire::decode<wire::job_resume>(env.env.body);
         if (!m) return spdlog::warn("dropped a malformed resume: {}", m.message());
         return on_resume(*m);
+      }
+      case wire::command::model_fetch: {
+        auto m = wire::decode<wire::model_fetch>(env.env.body);
+        if (!m) return spdlog::warn("dropped a malformed model_fetch: {}", m.message());
+        return on_model_fetch(*m);
+      }
+      case wire::command::transfer_allow: {
+        auto m = wire::decode<wire::transfer_allow>(env.env.body);
+        if (!m) return spdlog::warn("dropped a malformed transfer_allow: {}", m.message());
+        if (!transfers_out) {
+          return spdlog::warn("transfer {}: a ticket for {}, but this node serves no copies",
+                              m->transfer_id, m->node);
+        }
+        spdlog::info("transfer {}: node {} may copy {} blobs from here", m->transfer_id, m->node,
+                     m->digests.size());
+        transfers_out->allow(*m);
+        return;
+      }
+      case wire::command::model_evict: {
+        auto m = wire::decode<wire::model_evict>(env.env.body);
+        if (!m) return spdlog::warn("dropped a malformed model_evict: {}", m.message());
+        return on_model_evict(*m);
       }
       case wire::command::heartbeat:
         return;
@@ -457,7 +587,7 @@ struct node_daemon::impl {
     wire::hardware_info h = hardware_read();
     if (!hardware_changed(hardware, h)) return;
     hardware = std::move(h);
-    send(wire::node_status{engine->models(), engine->skipped(), hardware});
+    send(status_now());
   }
 
   // Sends due chunks and heartbeats, and notices a silent broker (the state is then lost).
@@ -477,6 +607,8 @@ struct node_daemon::impl {
     }
     journal.expire(now);
     refresh_hardware(now);
+    // Not between a hello and its welcome: the broker would not know the node yet.
+    if (state != session_state::registering) report_transfers(now);
     const auto hb = std::chrono::milliseconds(heartbeat_ms);
     if (now - last_sent >= hb) send(wire::heartbeat{});
     // Before calling the broker dead, read what it may have sent while this loop was busy.
@@ -499,14 +631,20 @@ node_daemon::node_daemon(node_config cfg) : p_(std::make_unique<impl>()) {
   p_->keys = std::move(keys).value();
   p_->cfg = std::move(cfg);
   const auto& c = p_->cfg;
+  p_->store = std::make_unique<store::model_store>(
+      c.store.empty() ? store::default_store_root() : std::filesystem::path(c.store),
+      c.store_limit);
+  const std::string store_dir = p_->store->root().string();
   if (c.engine == "null") {
-    p_->engine =
-        make_null_engine({c.models_dir, c.null_tokens_per_s, c.models_rescan_ms}, p_->events);
+    p_->engine = make_null_engine(
+        {c.models_dir, c.null_tokens_per_s, c.models_rescan_ms, store_dir, c.pinned}, p_->events);
   } else {
-    p_->engine = make_batch_engine({c.models_dir, c.models_rescan_ms, c.slots, c.memory_budget,
-                                    c.threads, c.ctx_per_slot, c.backend, c.device},
-                                   p_->events);
+    p_->engine =
+        make_batch_engine({c.models_dir, c.models_rescan_ms, c.slots, c.memory_budget, c.threads,
+                           c.ctx_per_slot, c.backend, c.device, store_dir, c.pinned},
+                          p_->events);
   }
+  p_->start_transfers();
 }
 
 node_daemon::~node_daemon() = default;
@@ -562,6 +700,9 @@ int node_daemon::run(const std::atomic<bool>& stop) {
     s.send(wire::job_handback{ref.job_id, ref.attempt, "the node is shutting down"});
   }
   for (auto it = s.pending.begin(); it != s.pending.end();) s.flush_chunk((it++)->first);
+  // Copies and pulls still running stop here; their partial blobs stay for the next try.
+  s.transfers_in.reset();
+  s.transfers_out.reset();
   s.send(wire::node_bye{});
   // Give the socket a moment to deliver the goodbye (linger is 0 on hearth sockets).
   s.sock->set(zmq::sockopt::linger, 1000);

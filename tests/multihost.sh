@@ -46,20 +46,9 @@ cleanup() {
 trap cleanup EXIT
 
 # --- The network: br0 here, one namespace per machine, a veth from each to br0.
-mkdir -p /run/netns
-mount -t tmpfs none /run/netns
-ip link set lo up
-ip link add br0 type bridge
-ip link set br0 up
+source tests/netns-lan.sh
 declare -A addr=([broker]=10.77.0.1 [n1]=10.77.0.2 [n2]=10.77.0.3 [client]=10.77.0.4)
-for m in broker n1 n2 client; do
-  ip netns add "$m"
-  ip link add "br-$m" type veth peer name eth0 netns "$m"
-  ip link set "br-$m" master br0 up
-  ip -n "$m" addr add "${addr[$m]}/24" dev eth0
-  ip -n "$m" link set eth0 up
-  ip -n "$m" link set lo up
-done
+netns_lan_make broker n1 n2 client
 if ip netns exec n2 tc qdisc add dev eth0 root netem delay 40ms loss 2% 2>/dev/null; then
   echo "multihost: n2's link: 40 ms delay, 2% loss (netem)"
 else
