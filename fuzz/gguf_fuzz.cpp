@@ -2,13 +2,15 @@
 // (never crash, leak, hang or throw). A file that parses must also keep the reader's promises,
 // checked here beyond what the sanitizers see: every tensor lies inside the data section, sizes
 // match type and shape, getters agree with the values, and writing the file back with
-// gguf_writer and parsing that gives the same metadata and tensors.
+// gguf_writer and parsing that gives the same metadata and tensors. It is also joined as the parts
+// of a split model (engine/io/gguf-split.cpp), which must keep its promises or say why not.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 
+#include "engine/io/gguf-split.h"
 #include "engine/io/gguf-writer.h"
 #include "engine/io/gguf.h"
 #include "fuzz/fuzz-check.h"
@@ -130,6 +132,24 @@ void check_round_trip(const gguf_file& g) {
   }
 }
 
+// The file as the one part of a split, and as both parts of a split of two (never a model: both
+// would claim the same split.no, and hold the same tensors).
+void check_split_join(const gguf_file& g) {
+  auto one = gguf_split_join({g}, {"part"});
+  if (one) {
+    FUZZ_CHECK(one->tensors().size() == g.tensors().size());
+    FUZZ_CHECK(one->find("split.count") == nullptr && one->find("split.no") == nullptr);
+    for (const auto& t : one->tensors()) {
+      const gguf_tensor* in = g.find_tensor(t.name);
+      FUZZ_CHECK(in && in->data == t.data && in->n_bytes == t.n_bytes);
+    }
+  } else {
+    FUZZ_CHECK(!one.message().empty());
+  }
+  auto two = gguf_split_join({g, g}, {"part0", "part1"});
+  FUZZ_CHECK(!two.ok() && !two.message().empty());
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -147,5 +167,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   check_tensors(*g, data, size);
   check_round_trip(*g);
+  check_split_join(*g);
   return 0;
 }

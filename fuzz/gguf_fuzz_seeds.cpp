@@ -98,6 +98,16 @@ gguf_writer shrunk(const gguf_file& src) {
   return w;
 }
 
+// gguf-split's first part of a split of one (split.no 0, split.count 1, every tensor): what a
+// split's join accepts, for the fuzzer to start from.
+gguf_writer split_of_one() {
+  gguf_writer w = all_value_types();
+  w.set_u16("split.no", 0);
+  w.set_u16("split.count", 1);
+  w.set_i32("split.tensors.count", int32_t(w.tensor_count()));
+  return w;
+}
+
 bool write(const gguf_writer& w, const std::filesystem::path& path) {
   return fuzz_seeds::write_file("gguf_fuzz_seeds", w, path);
 }
@@ -114,6 +124,7 @@ int main(int argc, char** argv) {
   bool ok = write(all_value_types(), dir / "all-value-types.gguf") &&
             write(aligned_64(), dir / "aligned-64.gguf") &&
             write(vocab_only(), dir / "vocab-only.gguf") &&
+            write(split_of_one(), dir / "split-of-one.gguf") &&
             write(gguf_writer{}, dir / "empty.gguf");
   if (ok && argc == 3) {
     auto model = gguf_file::open(argv[2]);
