@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -44,7 +45,8 @@ class model_flow_test : public testing::stories_cluster_test {
     admin_ = c_.client("admin");
   }
 
-  // A fake node's hello: `models`, a transfer socket on `port` (0: none), `capacity` bytes of store.
+  // A fake node's hello: `models`, a transfer socket on `port` (0: none), `capacity` bytes of
+  // store.
   std::unique_ptr<fake_node> node(const std::string& name, std::vector<wire::model_info> models,
                                   uint32_t port, uint64_t capacity) {
     auto n = std::make_unique<fake_node>(c_, name);
@@ -79,7 +81,9 @@ class model_flow_test : public testing::stories_cluster_test {
     testing::wait_until([&] { return (t = transfer(id)) && t->state == state; });
     return t;
   }
-  std::string public_key(const std::string& node) { return c_.client_keys("node", node).own.public_key; }
+  std::string public_key(const std::string& node) {
+    return c_.client_keys("node", node).own.public_key;
+  }
 
   testing::process broker_;
   std::unique_ptr<test_client> admin_;
@@ -89,8 +93,8 @@ TEST_F(model_flow_test, OnlyAdminKeysMoveModels) {
   auto n1 = node("n1", {holder_model()}, 7001, uint64_t(1) << 30);
   auto client = c_.client("client");
   std::string error;
-  EXPECT_FALSE(client->request<wire::transfers_started>(wire::place_model{0, "m", "n2", false},
-                                                        &error));
+  EXPECT_FALSE(
+      client->request<wire::transfers_started>(wire::place_model{0, "m", "n2", false}, &error));
   EXPECT_NE(error.find("unauthorized"), std::string::npos) << error;
   EXPECT_NE(error.find("admin key"), std::string::npos) << error;
   EXPECT_FALSE(client->request<wire::ok>(wire::evict_model{0, "m", "n1"}, &error));
@@ -272,6 +276,36 @@ TEST_F(model_flow_test, ATargetGoingOfflineFailsItsTransfer) {
   EXPECT_FALSE(
       admin_->request<wire::transfers_started>(wire::place_model{0, "m", "n2", false}, &error));
   EXPECT_NE(error.find("not online"), std::string::npos) << error;
+}
+
+// `hearth models` shows digests, holders and transfers; `hearth models place|evict` need an
+// admin key.
+TEST_F(model_flow_test, TheCliPlacesEvictsAndShowsTransfers) {
+  auto n1 = node("n1", {holder_model()}, 7001, uint64_t(1) << 30);
+  auto n2 = node("n2", {}, 7002, uint64_t(1) << 30);
+  auto hearth = [&](const std::string& args, const std::string& role) {
+    std::string cmd = std::string(HEARTH_BIN) + " " + args + " --broker " + c_.endpoint();
+    for (const auto& a : c_.key_args(role, "default")) cmd += " " + a;
+    std::string out;
+    if (FILE* p = popen((cmd + " 2>&1").c_str(), "r")) {
+      char buf[4096];
+      for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+      pclose(p);
+    }
+    return out;
+  };
+  std::string out = hearth("models place m --to n2 --no-wait", "client");
+  EXPECT_NE(out.find("admin key"), std::string::npos) << out;
+  EXPECT_TRUE(transfers().empty());
+  out = hearth("models place m --to n2 --no-wait", "admin");
+  EXPECT_NE(out.find("m -> n2 from peer:n1: starting"), std::string::npos) << out;
+  ASSERT_TRUE(n2->next<wire::model_fetch>(5s));
+  out = hearth("models", "client");
+  EXPECT_NE(out.find(digest_m.substr(0, 19)), std::string::npos) << out;
+  EXPECT_NE(out.find("transfers:"), std::string::npos) << out;
+  out = hearth("models evict m --from n1", "admin");
+  EXPECT_NE(out.find("evicted m from n1"), std::string::npos) << out;
+  EXPECT_TRUE(n1->next<wire::model_evict>(5s));
 }
 
 }  // namespace

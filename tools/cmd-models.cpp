@@ -1,10 +1,14 @@
-// hearth models: the models the nodes serve, where they are loaded, and their queues; with --all
-// also the files of the nodes' models directories that they skipped, and why.
+// hearth models: the models the nodes serve, where they are loaded, which nodes hold them (by
+// digest), their queues and the transfers of models onto nodes; with --all also the files of the
+// nodes' models directories that they skipped, and why. `hearth models place NAME --to NODE|--all`
+// copies a model from the nodes holding it, `hearth models evict NAME --from NODE` removes it
+// (admin keys; schema/PROTOCOL.md section 16).
 #include <algorithm>
 #include <cstdio>
 
 #include "tools/broker-cli.h"
 #include "tools/commands.h"
+#include "tools/follow-transfers.h"
 
 namespace hearth::cli {
 namespace {
@@ -13,7 +17,22 @@ struct models_options {
   broker_options broker;
   bool json = false;
   bool all = false;
+  // place / evict
+  std::string name, to, from;
+  bool place_all = false;
+  bool no_wait = false;
 };
+
+// "sha256:9f86d081884c": enough of a digest to tell models apart; "-" while not hashed.
+std::string short_digest(const std::string& d) {
+  return d.empty() ? "-" : d.substr(0, std::min<size_t>(d.size(), 19));
+}
+
+std::string names_text(const std::vector<std::string>& names) {
+  std::string s;
+  for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
+  return or_dash(s);
+}
 
 // Node names, '*' after those with the model loaded.
 std::string nodes_text(const wire::model_summary& m) {
@@ -65,9 +84,16 @@ int models(const models_options& o) {
     for (const auto& m : reply.models) {
       rows.push_back({m.name, or_dash(m.architecture), or_dash(m.quantization),
                       format_bytes(m.size_bytes), params_text(m), std::to_string(m.context_length),
-                      nodes_text(m), std::to_string(m.queued)});
+                      short_digest(m.digest), nodes_text(m), names_text(m.holders),
+                      std::to_string(m.queued)});
     }
-    print_table({"NAME", "ARCH", "QUANT", "SIZE", "PARAMS", "CTX", "NODES", "QUEUED"}, rows);
+    print_table(
+        {"NAME", "ARCH", "QUANT", "SIZE", "PARAMS", "CTX", "DIGEST", "NODES", "HOLDERS", "QUEUED"},
+        rows);
+  }
+  if (!reply.transfers.empty()) {
+    std::printf("\ntransfers:\n");
+    for (const auto& t : reply.transfers) std::printf("  %s\n", transfer_text(t).c_str());
   }
   size_t n_skipped = 0;
   for (const auto& n : reply.skipped) n_skipped += n.files.size();
@@ -85,6 +111,37 @@ int models(const models_options& o) {
   return 0;
 }
 
+int place(const models_options& o) {
+  broker_client client(o.broker);
+  const auto started =
+      client.request<wire::transfers_started>(wire::place_model{0, o.name, o.to, o.place_all});
+  if (started.transfers.empty()) {
+    std::fprintf(stderr, "no node needs it (%s)\n",
+                 o.to.empty() ? "every online node that can hold it has it"
+                              : (o.to + " holds it already").c_str());
+    return 0;
+  }
+  if (o.no_wait) {
+    for (const auto& t : started.transfers) {
+      if (o.json) {
+        print_json(wire_json(t));
+      } else {
+        std::printf("transfer %llu: %s\n", static_cast<unsigned long long>(t.transfer_id),
+                    transfer_text(t).c_str());
+      }
+    }
+    return 0;
+  }
+  return follow_transfers(client, started, "placed", o.json);
+}
+
+int evict(const models_options& o) {
+  broker_client client(o.broker);
+  client.request<wire::ok>(wire::evict_model{0, o.name, o.from});
+  std::printf("evicted %s from %s\n", o.name.c_str(), o.from.c_str());
+  return 0;
+}
+
 }  // namespace
 
 action add_models(CLI::App& app) {
@@ -99,7 +156,32 @@ action add_models(CLI::App& app) {
                 "Also list the files of online nodes' models folders that they skipped, and why "
                 "(truncated downloads, unsupported architectures, dangling links)");
   add_broker_options(cmd, o->broker);
-  return [o] { return models(*o); };
+
+  CLI::App* place_cmd = cmd->add_subcommand(
+      "place",
+      "Copy a model from the nodes holding it onto a node, or onto every online node "
+      "that lacks it and can hold it, over the LAN (admin key needed)");
+  place_cmd->add_option("name", o->name, "The model")->required();
+  auto* to = place_cmd->add_option("--to", o->to, "The node to copy it onto");
+  place_cmd->add_flag("--all", o->place_all, "Onto every online node that lacks it and can hold it")
+      ->excludes(to);
+  place_cmd->add_flag("--no-wait", o->no_wait, "Print the transfers started and return");
+  place_cmd->add_flag("--json", o->json, "The transfers as JSON");
+  add_broker_options(place_cmd, o->broker);
+  CLI::App* evict_cmd =
+      cmd->add_subcommand("evict", "Remove a model from a node's model store (admin key needed)");
+  evict_cmd->add_option("name", o->name, "The model")->required();
+  evict_cmd->add_option("--from", o->from, "The node")->required();
+  add_broker_options(evict_cmd, o->broker);
+  return [o, place_cmd, evict_cmd] {
+    if (evict_cmd->parsed()) return evict(*o);
+    if (!place_cmd->parsed()) return models(*o);
+    if (o->to.empty() && !o->place_all) {
+      std::fprintf(stderr, "hearth models place: --to NODE or --all is needed\n");
+      return 2;
+    }
+    return place(*o);
+  };
 }
 
 }  // namespace hearth::cli

@@ -15,6 +15,7 @@
 #include "store/model-store.h"
 #include "tools/broker-cli.h"
 #include "tools/commands.h"
+#include "tools/follow-transfers.h"
 #include "tools/interrupt.h"
 
 namespace hearth::cli {
@@ -165,51 +166,7 @@ int pull_on_nodes(const pull_cli_options& o) {
     std::fprintf(stderr, "no node needs it (every node that can hold it has it)\n");
     return 0;
   }
-  std::set<uint64_t> ids;
-  for (const auto& t : started.transfers) {
-    ids.insert(t.transfer_id);
-    std::fprintf(stderr, "transfer %llu: %s onto %s\n",
-                 static_cast<unsigned long long>(t.transfer_id), t.model.c_str(), t.node.c_str());
-  }
-  const bool tty = ::isatty(2) != 0;
-  std::map<uint64_t, wire::transfer_info> last;
-  for (const auto& t : started.transfers) last[t.transfer_id] = t;
-  for (;;) {
-    const auto reply = client.request<wire::models_reply>(wire::list_models{});
-    size_t ended = 0;
-    std::string line;
-    for (const auto& t : reply.transfers) {
-      if (!ids.count(t.transfer_id)) continue;
-      last[t.transfer_id] = t;
-    }
-    for (const auto& [id, t] : last) {
-      const bool over = t.state == "done" || t.state == "failed";
-      ended += over;
-      const int pct = t.bytes_total ? int(100.0 * double(t.bytes_done) / double(t.bytes_total)) : 0;
-      line += (line.empty() ? "" : "  ") + t.node + ": " + t.state +
-              (over ? "" : " " + std::to_string(pct) + "% of " + pull_bytes_text(t.bytes_total));
-    }
-    if (tty) {
-      std::fprintf(stderr, "\r%s\033[K", line.c_str());
-    } else {
-      std::fprintf(stderr, "pull: %s\n", line.c_str());
-    }
-    if (ended == last.size()) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(tty ? 500 : 2000));
-  }
-  if (tty) std::fprintf(stderr, "\n");
-  int failed = 0;
-  for (const auto& [id, t] : last) {
-    if (o.json) {
-      print_json(wire_json(t));
-    } else if (t.state == "done") {
-      std::printf("pulled %s onto %s\n", t.model.c_str(), t.node.c_str());
-    } else {
-      std::printf("FAILED %s onto %s: %s\n", t.model.c_str(), t.node.c_str(), t.error.c_str());
-    }
-    failed += t.state != "done";
-  }
-  return failed ? 1 : 0;
+  return follow_transfers(client, started, "pulled", o.json);
 }
 
 }  // namespace
