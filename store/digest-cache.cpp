@@ -18,6 +18,14 @@ namespace {
 // The cache holds a line per file of a models directory: 64 MiB is far beyond any.
 constexpr size_t k_digest_cache_max_bytes = size_t(64) << 20;
 
+// The key of a file: its absolute path, so that a daemon's relative models directory and an
+// absolute one name the same entry.
+std::string digest_cache_key(const std::filesystem::path& file) {
+  std::error_code ec;
+  auto abs = std::filesystem::absolute(file, ec);
+  return (ec ? file : abs).lexically_normal().string();
+}
+
 bool digest_cache_stat(const std::filesystem::path& file, uint64_t& size, int64_t& mtime_ns) {
   struct stat st {};
   if (::stat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
@@ -77,7 +85,7 @@ std::optional<std::string> digest_cache::known(const std::filesystem::path& file
   int64_t mtime = 0;
   if (!digest_cache_stat(file, size, mtime)) return std::nullopt;
   std::lock_guard lk(mu_);
-  auto it = entries_.find(file.string());
+  auto it = entries_.find(digest_cache_key(file));
   if (it == entries_.end() || it->second.size != size || it->second.mtime_ns != mtime)
     return std::nullopt;
   return it->second.digest;
@@ -97,7 +105,7 @@ std::optional<std::string> digest_cache::digest(const std::filesystem::path& fil
   if (digest_cache_stat(file, size_after, mtime_after) && size_after == size &&
       mtime_after == mtime) {
     std::lock_guard lk(mu_);
-    entries_[file.string()] = {size, mtime, *d};
+    entries_[digest_cache_key(file)] = {size, mtime, *d};
     dirty_ = true;
   }
   return d;
@@ -119,9 +127,11 @@ std::optional<std::filesystem::path> digest_cache::path_of(std::string_view dige
 }
 
 void digest_cache::retain(const std::set<std::string>& paths) {
+  std::set<std::string> keep;
+  for (const auto& p : paths) keep.insert(digest_cache_key(p));
   std::lock_guard lk(mu_);
   for (auto it = entries_.begin(); it != entries_.end();) {
-    if (paths.count(it->first)) {
+    if (keep.count(it->first)) {
       ++it;
     } else {
       it = entries_.erase(it);

@@ -1,6 +1,7 @@
 // The digests of a plain models directory's files (`--models DIR`), which the store does not own:
 // (path, size, mtime) -> digest, kept in STORE/digests.json so that a file is hashed once, not at
-// every start; a file whose size or modification time changed is hashed again. Thread-safe: the
+// every start; a file whose size or modification time changed is hashed again. Files are keyed by
+// their absolute path. Thread-safe: the
 // catalog's watch thread hashes while the transfer server looks files up by digest.
 #pragma once
 

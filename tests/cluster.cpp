@@ -334,6 +334,8 @@ process cluster::start_node(const std::string& name, const std::string& models_d
     const auto keys = key_args("node", name);
     argv.insert(argv.end(), keys.begin(), keys.end());
   }
+  if (std::find(extra.begin(), extra.end(), "--store") == extra.end())
+    argv.insert(argv.end(), {"--store", node_store(name)});
   argv.insert(argv.end(), extra.begin(), extra.end());
   return spawn(argv, dir_.file("node-" + name + "-" + std::to_string(n_logs_++) + ".log"));
 }

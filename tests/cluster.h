@@ -91,6 +91,9 @@ class cluster {
   const std::string& endpoint() const { return endpoint_; }
   const temp_dir& dir() const { return dir_; }
   std::string db() const { return dir_.file("hearth.db"); }
+  // The model store of the node of that name (start_node gives each node its own, in the
+  // cluster's folder, unless the test passes --store: never the user's).
+  std::string node_store(const std::string& name) const { return dir_.file("store-" + name); }
   // A models folder `dir_name` in the cluster's directory: each name a link to stories260K.
   std::string models(const std::string& dir_name, const std::vector<std::string>& names) const;
   // The same with a copy of stories260K that names the chatml chat template, for chat jobs
