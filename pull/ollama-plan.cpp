@@ -78,6 +78,12 @@ pull_plan ollama_plan(http_client& http, const source_spec& s) {
       if (j.is_discarded()) throw pull_error(pull_error_kind::http, what + ": params are not JSON");
       plan.metadata["params"] = std::move(j);
     } else {
+      // Text in the manifest's JSON: it must be UTF-8 (nlohmann's dump refuses anything else).
+      try {
+        (void)nlohmann::json(body.body).dump();
+      } catch (const nlohmann::json::exception&) {
+        throw pull_error(pull_error_kind::http, what + ": its " + kind + " layer is not UTF-8");
+      }
       plan.metadata[kind] = body.body;
     }
   }

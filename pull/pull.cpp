@@ -321,6 +321,11 @@ store::manifest pull_model(store::model_store& store, const pull_request& req,
       report();
       continue;
     }
+    if (f.size == 0) {  // nothing to fetch (a Range request of nothing is a 416)
+      auto blob = open_blob(store, f.digest, 0);
+      check_and_commit(*blob, f.path);
+      continue;
+    }
     auto src = http.probe(f.url);
     const std::string linked =
         src.first_headers.count("x-linked-size") ? src.first_headers.at("x-linked-size") : "";
