@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -372,6 +373,54 @@ TEST_F(pull_test, transient_faults_retried) {
               store::sha256_file(model_file("stories260K.gguf")));
     fs::remove_all(store_dir());
   }
+}
+
+// The cancel flag stops a pull where it is (no model); a second pull of the same blob while one
+// runs is refused as busy; the next pull resumes from what the cancelled one flushed.
+TEST_F(pull_test, cancel_busy_and_resume) {
+  const std::string big = model_file("synthetic/synthetic-gemma2-a.f16.gguf");
+  copy(big, src() / "hf/org/big-GGUF/main/big-F16.gguf");
+  const uint64_t size = fs::file_size(big);
+  fake_source slow(src(), {"--rate", "4000000"});
+  options_.hf_endpoint = slow.url();
+  options_.piece_bytes = 4 << 20;
+  options_.flush_bytes = 1 << 20;
+  std::atomic<bool> cancel{false}, halfway{false};
+  std::string first_error;
+  std::thread first([&] {
+    store::model_store st(store_dir());
+    try {
+      pull::pull_model(
+          st, {"hf:org/big-GGUF:F16", "", ""}, options_,
+          [&](const pull::pull_progress& p) {
+            if (p.bytes_done >= size / 2) halfway = true;
+          },
+          &cancel);
+    } catch (const pull::pull_error& e) {
+      first_error = std::to_string(int(e.kind)) + " " + e.what();
+    }
+  });
+  while (!halfway && first_error.empty())
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  {
+    store::model_store st(store_dir());
+    try {
+      pull::pull_model(st, {"hf:org/big-GGUF:F16", "", ""}, options_, nullptr, nullptr);
+      ADD_FAILURE() << "two pulls wrote one blob";
+    } catch (const pull::pull_error& e) {
+      EXPECT_EQ(int(e.kind), int(pull::pull_error_kind::busy)) << e.what();
+    }
+  }
+  cancel = true;
+  first.join();
+  EXPECT_EQ(first_error, std::to_string(int(pull::pull_error_kind::cancelled)) + " cancelled");
+  EXPECT_TRUE(store::model_store(store_dir()).list().empty());
+  const uint64_t sent_before = slow.stats()["bytes_sent"].get<uint64_t>();
+  fake_source fast(src(), {});
+  EXPECT_EQ(pull(fast, "hf:org/big-GGUF:F16").digest, store::sha256_file(big));
+  const uint64_t again = fast.stats()["bytes_sent"].get<uint64_t>();
+  EXPECT_LT(again, size - size / 4)
+      << "resumed from less than a quarter (" << sent_before << " bytes were sent before)";
 }
 
 // `hearth pull` killed (SIGKILL) at half a download, run again: it fetches what it lacks only.
