@@ -278,6 +278,45 @@ TEST_F(model_flow_test, ATargetGoingOfflineFailsItsTransfer) {
   EXPECT_NE(error.find("not online"), std::string::npos) << error;
 }
 
+// auto_place: a job whose model no online node can run now (its only holder is quarantined) waits
+// while the broker copies the model onto the node with a store and the most free memory, and the
+// job's history says so.
+TEST_F(model_flow_test, AutoPlaceCopiesTheModelAJobWaitsFor) {
+  broker_ = testing::process();
+  c_.broker_settings({{"liveness", "50"}, {"auto_place", "true"}, {"quarantine_after", "1"}});
+  broker_ = c_.start_broker();
+  admin_ = c_.client("admin");
+  auto n1 = node("n1", {holder_model()}, 7001, uint64_t(1) << 30);
+  auto n2 = node("n2", {}, 7002, uint64_t(1) << 30);
+  n1->send(wire::node_pull{1});
+  auto acc = admin_->request<wire::accepted>(testing::greedy_job("m", "hi", 4));
+  ASSERT_TRUE(acc);
+  auto assign = n1->next<wire::job_assign>(5s);
+  ASSERT_TRUE(assign);
+  // n1 fails it by its own fault: quarantined, the job queued again with no node to run it.
+  wire::job_final f;
+  f.job_id = assign->job_id;
+  f.attempt = assign->attempt;
+  f.state = wire::job_state::failed;
+  f.error = "the GPU fell off the bus";
+  n1->send(f);
+  auto fetch = n2->next<wire::model_fetch>(10s);
+  ASSERT_TRUE(fetch);
+  EXPECT_EQ(fetch->name, "m");
+  ASSERT_EQ(fetch->peers.size(), 1u);
+  EXPECT_EQ(fetch->peers[0].node, "n1");
+  EXPECT_TRUE(n1->next<wire::transfer_allow>(5s));
+  bool noted = false;
+  testing::wait_until([&] {
+    auto d = admin_->request<wire::job_reply>(wire::get_job{0, acc->job_id});
+    for (const auto& e : d ? d->job.events : std::vector<wire::job_event>{}) {
+      noted = noted || (e.event == "waiting" && e.detail == "waiting for placement of m on n2");
+    }
+    return noted;
+  });
+  EXPECT_TRUE(noted);
+}
+
 // `hearth models` shows digests, holders and transfers; `hearth models place|evict` need an
 // admin key.
 TEST_F(model_flow_test, TheCliPlacesEvictsAndShowsTransfers) {
