@@ -42,13 +42,19 @@ std::string store_tmp_name(std::string_view base) {
          std::to_string(counter++);
 }
 
-// Whether an entry is a temporary (of write_file_atomic or store_tmp_name) left by a process
-// that no longer runs.
+// Whether an entry is a temporary (of write_file_atomic or store_tmp_name: a name ending in
+// ".tmp-<pid>-<n>", nothing after it, so no model's file is taken for one) left by a process that
+// no longer runs.
 bool store_tmp_stale(const std::string& name) {
   auto at = name.rfind(".tmp-");
   if (at == std::string::npos) return false;
-  long pid = std::strtol(name.c_str() + at + 5, nullptr, 10);
-  if (pid <= 0) return false;
+  const char* p = name.c_str() + at + 5;
+  char* end = nullptr;
+  long pid = std::strtol(p, &end, 10);
+  if (end == p || *end != '-' || pid <= 0) return false;
+  p = end + 1;
+  std::strtoull(p, &end, 10);
+  if (end == p || *end != '\0') return false;
   return ::kill(pid_t(pid), 0) != 0 && errno == ESRCH;
 }
 

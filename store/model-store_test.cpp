@@ -285,7 +285,12 @@ TEST_F(ModelStore, OpeningRepairsAKilledPutOrRemove) {
   fs::remove(store.views() / "a.gguf");
   fs::remove(store.manifest_path("b"));
   fs::create_directory(store.views() / ".c.tmp-999999999-0");
+  // A model whose name looks like a temporary's is not one.
+  manifest look_alike = one_file_model("d.tmp-999999999-0", 100, 26);
+  store.put_manifest(look_alike);
   model_store reopened(dir.path());
+  EXPECT_TRUE(reopened.find("d.tmp-999999999-0"));
+  EXPECT_TRUE(fs::is_symlink(reopened.views() / "d.tmp-999999999-0.gguf"));
   EXPECT_TRUE(fs::is_symlink(reopened.views() / "a.gguf"));
   EXPECT_FALSE(fs::exists(fs::symlink_status(reopened.views() / "b.gguf")));
   EXPECT_FALSE(fs::exists(reopened.views() / ".c.tmp-999999999-0"));
