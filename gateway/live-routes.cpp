@@ -173,10 +173,13 @@ struct live_poll {
         queues.push_back({{"model", m.name},
                           {"queued", m.queued},
                           {"nodes", m.nodes},
-                          {"loaded_on", m.loaded_on}});
+                          {"loaded_on", m.loaded_on},
+                          {"digest", m.digest},
+                          {"holders", m.holders}});
       }
     }
     j["models"] = std::move(queues);
+    j["transfers"] = models ? wire_json(models->transfers) : ojson::array();
     j["running"] = running ? wire_json(running->jobs) : ojson::array();
     j["queued"] = queued ? wire_json(queued->jobs) : ojson::array();
     ojson errors = ojson::array();

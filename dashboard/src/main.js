@@ -13,6 +13,7 @@ import { html } from './html.js';
 import { ActiveJobs, History } from './jobs.js';
 import { Nodes, Queues } from './nodes.js';
 import { Submit } from './submit.js';
+import { Transfers } from './transfers.js';
 
 const retryMs = 2000;
 
@@ -90,6 +91,7 @@ function App() {
   return html`<${KeyBar} live=${live} onKey=${() => setKeyEpoch((n) => n + 1)} />
     <main key=${keyEpoch}>
       <${Nodes} snapshot=${snapshot} />
+      <${Transfers} snapshot=${snapshot} />
       <div class="row">
         <${Queues} snapshot=${snapshot} />
         <${Charts} />
