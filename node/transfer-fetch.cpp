@@ -247,10 +247,14 @@ class model_copy {
       why = "cannot connect to " + peer.endpoint + ": " + e.what();
       return peer_outcome::dropped;
     }
+    // Under a rate cap a request asks for at most a tenth of a second's worth (at least 64 KiB),
+    // so that the cap holds over short spans too, not only on average.
+    uint64_t chunk = opts_.chunk_bytes;
+    if (opts_.rate_limit > 0) chunk = std::clamp<uint64_t>(opts_.rate_limit / 10, 64 << 10, chunk);
     std::deque<store::byte_range> queue;
     for (const auto& r : part.missing()) {
-      for (uint64_t o = r.offset; o < r.offset + r.length; o += opts_.chunk_bytes)
-        queue.push_back({o, std::min<uint64_t>(opts_.chunk_bytes, r.offset + r.length - o)});
+      for (uint64_t o = r.offset; o < r.offset + r.length; o += chunk)
+        queue.push_back({o, std::min<uint64_t>(chunk, r.offset + r.length - o)});
     }
     std::map<uint64_t, store::byte_range> in_flight;  // by request_id
     std::map<uint64_t, uint64_t> written;             // not yet durable: begin -> end
@@ -271,14 +275,18 @@ class model_copy {
       bool send_blocked = false;  // the peer's queue is full, or it was never connected
       while (in_flight.size() < opts_.window && !queue.empty()) {
         const auto r = queue.front();
+        // The rate cap: a request goes when the time the bytes asked before it take at the cap
+        // has passed (an idle copy saves up at most k_rate_burst_s of it).
         if (opts_.rate_limit > 0) {
           const auto burst = std::chrono::duration_cast<steady::duration>(
               std::chrono::duration<double>(k_rate_burst_s));
-          if (allowed_at_ < now - burst) allowed_at_ = now - burst;
-          if (allowed_at_ > now) {
-            wait = std::min(wait, std::chrono::ceil<std::chrono::milliseconds>(allowed_at_ - now));
+          if (paid_until_ < now - burst) paid_until_ = now - burst;
+          if (paid_until_ > now) {
+            wait = std::min(wait, std::chrono::ceil<std::chrono::milliseconds>(paid_until_ - now));
             break;
           }
+          paid_until_ += std::chrono::duration_cast<steady::duration>(
+              std::chrono::duration<double>(double(r.length) / double(opts_.rate_limit)));
         }
         const wire::blob_request req{next_request_id_, fetch_.transfer_id, f.digest, r.offset,
                                      uint32_t(r.length)};
@@ -287,10 +295,6 @@ class model_copy {
         if (in_flight.empty()) last_answer = now;
         in_flight[next_request_id_++] = r;
         queue.pop_front();
-        if (opts_.rate_limit > 0) {
-          allowed_at_ += std::chrono::duration_cast<steady::duration>(
-              std::chrono::duration<double>(double(r.length) / double(opts_.rate_limit)));
-        }
       }
       if (in_flight.empty() && queue.empty()) return end_session(peer_outcome::complete);
       // Waiting on the rate cap alone is not the peer's silence.
@@ -391,7 +395,7 @@ class model_copy {
   size_t current_ = 0;
   uint64_t done_before_ = 0;  // bytes of the files before the current one
   uint64_t next_request_id_ = 1;
-  steady::time_point allowed_at_{};  // the rate cap: when the next request may go
+  steady::time_point paid_until_{};  // the rate cap: requests so far take the cap until then
   fetch_progress progress_;
   std::string source_peer_;  // the last peer that sent bytes (else the first asked)
 };
