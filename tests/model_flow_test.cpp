@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <thread>
 
 #include "tests/cluster-fixture.h"
@@ -115,6 +116,18 @@ TEST_F(model_flow_e2e, PullOnceThenCopyOverTheLanThenServeWithoutTheFirstNode) {
   ASSERT_TRUE(on_n2) << logs();
   EXPECT_EQ(on_n2->digest, on_n1->digest);
   EXPECT_EQ(on_n2->source, on_n1->source) << "a copy keeps where the model came from";
+
+  // /metrics: the model came from the internet once and over the LAN once.
+  const double size = double(fs::file_size(testing::testdata_path("models/stories260K.gguf")));
+  auto metrics = client_->request<wire::metrics_reply>(wire::get_metrics{});
+  ASSERT_TRUE(metrics);
+  std::map<std::string, double> bytes_from;
+  for (const auto& f : metrics->families) {
+    if (f.name != "hearth_model_transfer_bytes_total") continue;
+    for (const auto& s : f.samples) bytes_from[s.labels.at(0)] = s.value;
+  }
+  EXPECT_EQ(bytes_from["internet"], size);
+  EXPECT_EQ(bytes_from["peer"], size);
 
   auto models = client_->request<wire::models_reply>(wire::list_models{});
   ASSERT_TRUE(models);
