@@ -44,7 +44,7 @@ class fake_source {
                                      "--port-file",      port_file};
     argv.insert(argv.end(), switches.begin(), switches.end());
     proc_ = std::make_unique<child_process>(argv, root + "/../fake-source.log");
-    for (int i = 0; i < 200 && !fs::exists(port_file); ++i)
+    for (int i = 0; i < 1200 && !fs::exists(port_file); ++i)  // 30 s on a loaded machine
       std::this_thread::sleep_for(std::chrono::milliseconds(25));
     std::ifstream in(port_file);
     in >> port_;
@@ -381,7 +381,9 @@ TEST_F(pull_test, cancel_busy_and_resume) {
   const std::string big = model_file("synthetic/synthetic-gemma2-a.f16.gguf");
   copy(big, src() / "hf/org/big-GGUF/main/big-F16.gguf");
   const uint64_t size = fs::file_size(big);
-  fake_source slow(src(), {"--rate", "4000000"});
+  // Slow enough (about 4 MB/s in all) that the first pull is still running, whatever the load,
+  // when the second one tries the blob.
+  fake_source slow(src(), {"--rate", "1000000"});
   options_.hf_endpoint = slow.url();
   options_.piece_bytes = 4 << 20;
   options_.flush_bytes = 1 << 20;
@@ -431,12 +433,13 @@ TEST_F(pull_test, cli_resumes_after_kill) {
   const std::string store_arg = " --store " + quote(store_dir().string());
   std::string err_log = (dir_ / "pull-1.log").string();
   {
-    fake_source slow(src(), {"--rate", "2000000"});
+    // About 10 s in all: killed at half whatever the load (the stats lag behind on a busy machine).
+    fake_source slow(src(), {"--rate", "1000000"});
     child_process p({"/usr/bin/env", "HF_ENDPOINT=" + slow.url(), HEARTH_BIN, "pull",
                      "hf:org/big-GGUF:F16", "--store", store_dir().string()},
                     err_log);
     uint64_t sent = 0;
-    for (int i = 0; i < 600 && sent < size / 2; ++i) {
+    for (int i = 0; i < 1200 && sent < size / 2; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       sent = slow.stats()["bytes_sent"].get<uint64_t>();
     }
