@@ -7,8 +7,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <map>
-#include <set>
 #include <thread>
 
 #include "pull/pull.h"
