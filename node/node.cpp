@@ -184,26 +184,32 @@ struct node_daemon::impl {
   std::string refusal;  // the broker's message when it refused the node for good
   // The transfer socket and the transfer runner, from the config (after the store and the
   // engine). The transfer socket is a CURVE server with the node's own key; it reads store blobs
-  // and the models directory's files whose digest the catalog knows. A port already taken is
-  // logged and the node serves no copies (several nodes on one machine take one port each).
+  // and the models directory's files whose digest the catalog knows. A port already taken (several
+  // nodes on one machine, `hearth up` beside a node) is logged and a free port taken instead: the
+  // hello advertises the port bound, and the broker builds the endpoint from it. Nothing here
+  // stops or blocks the node: at worst it serves no copies.
   void start_transfers() {
     if (cfg.transfer_port > 0) {
       transfer_server_options o;
       o.endpoint = "tcp://" + cfg.transfer_bind + ":" + std::to_string(cfg.transfer_port);
       o.key = keys.own;
       o.max_copies = cfg.transfer_max_copies;
-      try {
-        transfers_out = std::make_unique<transfer_server>(
-            o,
-            [st = store.get(),
-             en = engine.get()](std::string_view d) -> std::optional<std::filesystem::path> {
-              if (st->has_blob(d)) return st->blob_path(d);
-              return en->file_by_digest(d);
-            });
-        spdlog::info("serving copies to other nodes on {}", o.endpoint);
-      } catch (const std::exception& e) {
-        spdlog::warn("{}; this node serves no copies to other nodes", e.what());
+      auto locate = [st = store.get(), en = engine.get()](
+                        std::string_view d) -> std::optional<std::filesystem::path> {
+        if (st->has_blob(d)) return st->blob_path(d);
+        return en->file_by_digest(d);
+      };
+      for (const std::string& endpoint : {o.endpoint, "tcp://" + cfg.transfer_bind + ":*"}) {
+        o.endpoint = endpoint;
+        try {
+          transfers_out = std::make_unique<transfer_server>(o, locate);
+          spdlog::info("serving copies to other nodes on port {}", transfers_out->port());
+          break;
+        } catch (const std::exception& e) {
+          spdlog::warn("{}", e.what());
+        }
       }
+      if (!transfers_out) spdlog::warn("this node serves no copies to other nodes");
     }
     transfer_runner_config rc;
     rc.fetch.key = keys.own;
