@@ -186,6 +186,7 @@ int tcp_recv(const std::string& address, int port, uint64_t bytes) {
   a.sin_family = AF_INET;
   a.sin_port = htons(uint16_t(port));
   inet_pton(AF_INET, address.c_str(), &a.sin_addr);
+  const double cpu0 = cpu_seconds(), sys0 = cpu_seconds(true);
   const auto t0 = steady::now();
   if (connect(c, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
     throw std::runtime_error("cannot connect");
@@ -197,7 +198,9 @@ int tcp_recv(const std::string& address, int port, uint64_t bytes) {
     done += uint64_t(n);
   }
   close(c);
-  report("plain TCP copy", done, std::chrono::duration<double>(steady::now() - t0).count(), 0);
+  report("plain TCP copy (receiver)", done,
+         std::chrono::duration<double>(steady::now() - t0).count(), cpu_seconds() - cpu0,
+         cpu_seconds(true) - sys0);
   return done == bytes ? 0 : 1;
 }
 
