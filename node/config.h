@@ -1,5 +1,5 @@
 // The node's settings: flags for the essentials, a YAML file for the rest. Every setting has a
-// default, so `hearth-node --models DIR` is enough.
+// default, so `hearth-node` alone serves the models `hearth pull` put into the store.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +13,7 @@ namespace hearth::node {
 
 struct node_config {
   std::string broker = "tcp://127.0.0.1:5555";
-  std::string models_dir;
+  std::string models_dir;           // "" = none: the store's models only
   std::string name;                 // "" = the hostname
   uint32_t slots = 2;               // jobs run at once (hearth up's default too)
   std::string engine = "cpu";       // cpu | null

@@ -23,7 +23,9 @@ int main(int argc, char** argv) {
   int64_t rescan_ms = -1;
   app.add_option("--config", config_path, "YAML file with further settings");
   app.add_option("--broker", broker, "broker endpoint (default tcp://127.0.0.1:5555)");
-  app.add_option("--models", models, "directory of GGUF models to serve");
+  app.add_option("--models", models,
+                 "directory of GGUF models and Hugging Face folders to serve besides the store's "
+                 "(default: none, the store's models only)");
   app.add_option("--models-rescan-ms", rescan_ms,
                  "how often the models directory is scanned for added, changed and removed "
                  "models (default " +

@@ -630,7 +630,6 @@ struct node_daemon::impl {
 
 node_daemon::node_daemon(node_config cfg) : p_(std::make_unique<impl>()) {
   if (auto r = node_config_check(cfg); !r) throw std::runtime_error(r.message());
-  if (cfg.models_dir.empty()) throw std::runtime_error("no models directory (--models DIR)");
   if (cfg.name.empty()) cfg.name = p_->hostname;
   auto keys = net::curve_client_keys_load(cfg.broker_key, cfg.key);
   if (!keys) throw std::runtime_error(keys.message());

@@ -118,6 +118,11 @@ void check_node_side(report& r, const local_node_config& n, const std::string& e
   if (n.cfg.broker != endpoint) {
     r.problem("the node's " + n.path + " says broker: " + n.cfg.broker + ", not " + endpoint);
   }
+  if (n.cfg.models_dir.empty()) {
+    // A models folder is optional: such a node serves its store's models alone.
+    r.ok("the node's " + n.path + " names no models folder: it serves the models of its store");
+    return;
+  }
   try {
     const auto catalog = node::model_catalog::scan(n.cfg.models_dir);
     std::vector<wire::model_info> models = catalog.models();

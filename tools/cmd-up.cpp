@@ -21,6 +21,7 @@
 #include "gateway/routes.h"
 #include "node/node.h"
 #include "schema/curve-cert.h"
+#include "store/model-store.h"
 #include "tools/broker-cli.h"
 #include "tools/commands.h"
 
@@ -161,13 +162,21 @@ std::string http_address(const std::string& listen, uint16_t port) {
   return "http://" + listen.substr(0, listen.rfind(':')) + ":" + std::to_string(port);
 }
 
+// What the node serves, for the startup line: the store always (where `hearth pull` puts models),
+// and the models folder when one was given.
+std::string up_served(const std::string& models, const std::string& store) {
+  const std::string root = store.empty() ? store::default_store_root().string() : store;
+  return (models.empty() ? "" : models + " and ") + "the store " + root;
+}
+
 }  // namespace
 
 action add_up(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "up", "Run a broker, a node and the OpenAI HTTP API on this machine until Ctrl-C");
   struct options {
-    std::string models, bind = "tcp://127.0.0.1:5555", db, name, engine = "cpu", backend = "auto";
+    std::string models, store, bind = "tcp://127.0.0.1:5555", db, name, engine = "cpu";
+    std::string backend = "auto";
     std::string auth, http = "127.0.0.1:8080";
     bool insecure = false;
     uint32_t slots = node::node_config{}.slots;
@@ -175,7 +184,12 @@ action add_up(CLI::App& app) {
     int32_t device = -1;
   };
   auto o = std::make_shared<options>();
-  cmd->add_option("--models", o->models, "directory of GGUF models to serve")->required();
+  cmd->add_option("--models", o->models,
+                  "directory of GGUF models and Hugging Face folders to serve besides the store's "
+                  "(default: none)");
+  cmd->add_option("--store", o->store,
+                  "the model store whose models the node serves, where `hearth pull` puts them "
+                  "(default $HEARTH_STORE, else ~/.local/share/hearth/store)");
   cmd->add_option("--bind", o->bind, "broker endpoint")->capture_default_str();
   cmd->add_option("--auth", o->auth,
                   "key folder (made on first use): CURVE, and only keys in its nodes/, clients/ "
@@ -220,6 +234,7 @@ action add_up(CLI::App& app) {
     node::node_config nc;
     nc.broker = o->bind;
     nc.models_dir = o->models;
+    nc.store = o->store;
     nc.name = o->name;
     nc.slots = o->slots;
     nc.engine = o->engine;
@@ -247,7 +262,7 @@ action add_up(CLI::App& app) {
                    "their .pub files in %s/nodes/ or %s/clients/\n",
                    o->auth.c_str(), o->auth.c_str(), o->auth.c_str());
     }
-    node::node_daemon node(nc);  // scans the models directory; throws on a bad one
+    node::node_daemon node(nc);  // scans the models directory and the store; throws on a bad one
 
     std::signal(SIGINT, on_signal);
     std::signal(SIGTERM, on_signal);
@@ -278,9 +293,9 @@ action add_up(CLI::App& app) {
       const std::string api = http ? ", OpenAI API on " + http_address(go.listen, http->port()) +
                                          (go.dashboard.empty() ? "" : " (dashboard: /)")
                                    : ", no HTTP API";
-      std::fprintf(stderr,
-                   "hearth up: broker on %s%s, database %s, node serving %s; Ctrl-C stops\n",
-                   o->bind.c_str(), api.c_str(), o->db.c_str(), o->models.c_str());
+      std::fprintf(
+          stderr, "hearth up: broker on %s%s, database %s, node serving %s; Ctrl-C stops\n",
+          o->bind.c_str(), api.c_str(), o->db.c_str(), up_served(o->models, o->store).c_str());
     }
     const int rc = failed ? 1 : node.run(g_stop);
     // The node said goodbye (its jobs handed back); now the gateway and the broker may stop.
