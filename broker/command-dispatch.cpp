@@ -66,7 +66,7 @@ void command_dispatch::handle(const std::string& rid, const peer& who, wire::com
       return client_request<wire::list_models>(rid, who, body, [&](auto m, const peer&) {
         std::map<std::string, uint32_t> queued;
         for (const auto& [model, q] : jobs_.queues()) queued[model] = uint32_t(q.size());
-        list_models(out_, rid, m, nodes_, queued, placement_.listing());
+        list_models(out_, rid, m, nodes_, queued, placement_.transfers().listing());
       });
     case command::pull_model:
       return client_request<wire::pull_model>(
@@ -95,7 +95,7 @@ void command_dispatch::handle(const std::string& rid, const peer& who, wire::com
             out_, rid, m,
             {jobs_.queues(), jobs_.jobs(), nodes_, jobs_.unfinished_bytes(), store_.stats(),
              zap_ ? std::optional<size_t>(zap_->connections()) : std::nullopt,
-             placement_.live_by_state()});
+             placement_.transfers().live_by_state()});
       });
     default:
       if (wire::command_from_node(cmd)) break;

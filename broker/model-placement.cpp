@@ -6,56 +6,6 @@
 #include <algorithm>
 
 namespace hearth::broker {
-namespace {
-
-const wire::model_info* advertised(const node_entry& n, const std::string& model) {
-  for (const auto& m : n.models) {
-    if (m.name == model) return &m;
-  }
-  return nullptr;
-}
-
-// Where peers reach a node's transfer socket: the address its broker connection comes from (none
-// over inproc or ipc, which only a node on the broker's machine uses: loopback).
-std::string transfer_endpoint(const node_entry& n) {
-  std::string host = n.address.empty() ? "127.0.0.1" : n.address;
-  if (host.find(':') != std::string::npos) host = "[" + host + "]";
-  return "tcp://" + host + ":" + std::to_string(n.transfer_port);
-}
-
-// RAM and GPU memory free on `n`, as it last said: where a placed model runs best.
-uint64_t free_memory(const node_entry& n) {
-  uint64_t free = n.hardware.memory_available;
-  for (const auto& g : n.hardware.gpus) free += g.memory_free;
-  return free;
-}
-
-uint64_t model_bytes(const wire::model_info& m) {
-  uint64_t total = 0;
-  for (const auto& f : m.files) total += f.size;
-  return std::max(total, m.size_bytes);
-}
-
-}  // namespace
-
-std::string listed_digest(const node_map& nodes, const std::string& model) {
-  for (const auto& [name, n] : nodes) {
-    if (!n.online) continue;
-    if (const auto* m = advertised(n, model); m && !m->digest.empty()) return m->digest;
-  }
-  return "";
-}
-
-std::vector<std::string> model_holders(const node_map& nodes, const std::string& model,
-                                       const std::string& digest) {
-  std::vector<std::string> holders;
-  if (digest.empty()) return holders;
-  for (const auto& [name, n] : nodes) {
-    if (!n.online) continue;
-    if (const auto* m = advertised(n, model); m && m->digest == digest) holders.push_back(name);
-  }
-  return holders;
-}
 
 std::string model_placement::refuse_target(const node_entry* n, const std::string& name,
                                            wire::error_code& code) const {
@@ -66,37 +16,15 @@ std::string model_placement::refuse_target(const node_entry* n, const std::strin
     return "node " + name + " keeps no model store (its store is full or off, or it is older)";
   }
   code = wire::error_code::limit_reached;
-  if (transfers_onto(name) >= cfg_.max_transfers_per_node) {
+  if (transfers_.onto(name) >= cfg_.max_transfers_per_node) {
     return "node " + name + " has " + std::to_string(cfg_.max_transfers_per_node) +
            " transfers running (max_transfers_per_node); wait for one to end";
   }
-  if (live_.size() >= cfg_.max_transfers) {
-    return "the broker runs " + std::to_string(live_.size()) +
+  if (transfers_.live_count() >= cfg_.max_transfers) {
+    return "the broker runs " + std::to_string(transfers_.live_count()) +
            " transfers (max_transfers); wait for one to end";
   }
   return "";
-}
-
-uint32_t model_placement::transfers_onto(const std::string& node) const {
-  uint32_t n = 0;
-  for (const auto& [id, t] : live_) n += t.info.node == node;
-  return n;
-}
-
-uint32_t model_placement::copies_from(const std::string& holder) const {
-  uint32_t n = 0;
-  for (const auto& [id, t] : live_) {
-    n += std::find(t.peers.begin(), t.peers.end(), holder) != t.peers.end();
-  }
-  return n;
-}
-
-model_placement::transfer* model_placement::running(const std::string& model,
-                                                    const std::string& node) {
-  for (auto& [id, t] : live_) {
-    if (t.info.model == model && t.info.node == node) return &t;
-  }
-  return nullptr;
 }
 
 void model_placement::pull(const std::string& rid, const wire::pull_model& m) {
@@ -135,15 +63,16 @@ void model_placement::pull(const std::string& rid, const wire::pull_model& m) {
   }
   // Until the node resolves the source, the source names the transfer.
   std::string model = m.name.empty() ? m.source : m.name;
-  if (model.size() > k_max_error_bytes) model.resize(k_max_error_bytes);
+  model.resize(std::min(model.size(), transfer_table::k_max_error_bytes));
   wire::transfers_started r{m.request_id, {}};
   for (node_entry* n : targets) {
-    if (transfer* t = running(model, n->name)) {
+    if (model_transfer* t = transfers_.running(model, n->name)) {
       r.transfers.push_back(t->info);
       continue;
     }
-    transfer t;
-    t.info = {next_id_++, model, n->name, m.source, "starting", 0, 0, uint64_t(net::wall_ms()), ""};
+    model_transfer t;
+    const uint64_t id = transfers_.next_id();
+    t.info = {id, model, n->name, m.source, "starting", 0, 0, uint64_t(net::wall_ms()), ""};
     t.pull_source = m.source;
     t.pull_name = m.name;
     t.sha256 = m.sha256;
@@ -151,7 +80,7 @@ void model_placement::pull(const std::string& rid, const wire::pull_model& m) {
     out_.send(n->routing_id, wire::model_fetch{t.info.transfer_id, m.name, m.source, m.sha256});
     spdlog::info("transfer {}: pull {} onto node {}", t.info.transfer_id, m.source, n->name);
     r.transfers.push_back(t.info);
-    live_.emplace(t.info.transfer_id, std::move(t));
+    transfers_.add(std::move(t));
   }
   out_.send(rid, r);
 }
@@ -170,7 +99,7 @@ void model_placement::place(const std::string& rid, const wire::place_model& m) 
   const wire::model_info* info = nullptr;
   for (const auto& h : holders) {
     const node_entry& n = nodes.at(h);
-    const auto* mi = advertised(n, m.name);
+    const auto* mi = model_advertised(n, m.name);
     if (n.transfer_port > 0 && !mi->files.empty()) info = mi;
   }
   if (!info) {
@@ -187,7 +116,7 @@ void model_placement::place(const std::string& rid, const wire::place_model& m) 
       out_.send(rid, wire::transfers_started{m.request_id, {}});  // it has it already
       return;
     }
-    if (transfer* t = running(m.name, m.to)) {
+    if (model_transfer* t = transfers_.running(m.name, m.to)) {
       out_.send(rid, wire::transfers_started{m.request_id, {t->info}});
       return;
     }
@@ -201,7 +130,7 @@ void model_placement::place(const std::string& rid, const wire::place_model& m) 
   } else {
     for (auto& [name, n] : nodes_.nodes()) {
       if (std::find(holders.begin(), holders.end(), name) != holders.end()) continue;
-      if (running(m.name, name) ||
+      if (transfers_.running(m.name, name) ||
           (n.store_capacity >= size && refuse_target(&n, name, code).empty())) {
         targets.push_back(&n);
       }
@@ -209,7 +138,7 @@ void model_placement::place(const std::string& rid, const wire::place_model& m) 
   }
   wire::transfers_started r{m.request_id, {}};
   for (node_entry* n : targets) {
-    if (transfer* t = running(m.name, n->name)) {
+    if (model_transfer* t = transfers_.running(m.name, n->name)) {
       r.transfers.push_back(t->info);
     } else if (auto started = start_copy(m.name, digest, *n)) {
       r.transfers.push_back(*started);
@@ -222,25 +151,25 @@ std::optional<wire::transfer_info> model_placement::start_copy(const std::string
                                                                const std::string& digest,
                                                                node_entry& target) {
   const node_map& nodes = nodes_.nodes();
-  transfer t;
+  model_transfer t;
   t.copy = true;
   t.digest = digest;
   for (const auto& h : model_holders(nodes, model, digest)) {
-    const auto* mi = advertised(nodes.at(h), model);
+    const auto* mi = model_advertised(nodes.at(h), model);
     if (h == target.name || nodes.at(h).transfer_port == 0 || mi->files.empty()) continue;
     t.files = mi->files;
     t.origin = mi->source;
     break;
   }
   if (t.files.empty()) return std::nullopt;
-  t.info = {next_id_++, model, target.name, "", "starting", 0, 0, uint64_t(net::wall_ms()), ""};
+  const uint64_t id = transfers_.next_id();
+  t.info = {id, model, target.name, "", "starting", 0, 0, uint64_t(net::wall_ms()), ""};
   for (const auto& f : t.files) t.info.bytes_total += f.size;
   if (!send_copy(t)) return std::nullopt;
-  auto [it, added] = live_.emplace(t.info.transfer_id, std::move(t));
-  return it->second.info;
+  return transfers_.add(std::move(t)).info;
 }
 
-bool model_placement::send_copy(transfer& t) {
+bool model_placement::send_copy(model_transfer& t) {
   const node_map& nodes = nodes_.nodes();
   const node_entry* target = nodes_.find(t.info.node);
   if (!target || !target->online) return false;
@@ -251,8 +180,9 @@ bool model_placement::send_copy(transfer& t) {
   }
   if (peers.empty()) return false;
   t.peers.clear();
-  std::stable_sort(peers.begin(), peers.end(),
-                   [&](const auto& a, const auto& b) { return copies_from(a) < copies_from(b); });
+  std::stable_sort(peers.begin(), peers.end(), [&](const auto& a, const auto& b) {
+    return transfers_.copies_from(a) < transfers_.copies_from(b);
+  });
   t.peers = peers;
   wire::model_fetch f{
       t.info.transfer_id, t.info.model, "peer:" + peers.front(), "", t.files, {}, t.origin};
@@ -272,7 +202,7 @@ bool model_placement::send_copy(transfer& t) {
   return true;
 }
 
-void model_placement::send_tickets(const transfer& t) {
+void model_placement::send_tickets(const model_transfer& t) {
   const node_entry* target = nodes_.find(t.info.node);
   if (!target) return;
   // The key the fetcher proves on the holder's socket: the one the broker authenticated it by
@@ -294,7 +224,7 @@ void model_placement::evict(const std::string& rid, const wire::evict_model& m) 
   if (!n || !n->online) {
     out_.send_error(rid, m.request_id, wire::error_code::not_found,
                     "node " + m.from + " is not online");
-  } else if (!advertised(*n, m.name)) {
+  } else if (!model_advertised(*n, m.name)) {
     out_.send_error(rid, m.request_id, wire::error_code::not_found,
                     "node " + m.from + " does not hold model " + m.name);
   } else {
@@ -305,118 +235,43 @@ void model_placement::evict(const std::string& rid, const wire::evict_model& m) 
 }
 
 void model_placement::on_status(const node_entry& node, wire::transfer_status m) {
-  // A node's words stay small in every models_reply that lists them.
-  if (m.error.size() > k_max_error_bytes) m.error.resize(k_max_error_bytes);
-  auto it = live_.find(m.transfer_id);
-  if (it == live_.end()) {
-    // A node that came back (its transfers failed as it went offline) and goes on with one.
-    auto f = std::find_if(finished_.begin(), finished_.end(), [&](const transfer& t) {
-      return t.info.transfer_id == m.transfer_id && t.info.node == node.name &&
-             t.info.state == "failed";
-    });
-    if (f == finished_.end()) return;
-    f->info.error.clear();
-    it = live_.emplace(m.transfer_id, std::move(*f)).first;
-    finished_.erase(f);
+  model_transfer* t = transfers_.report(node, m);
+  if (!t) return;  // not this node's, or not failed
+  if (t->copy && t->retries == 0) {
+    // Once more, from the holders online now; the node resumes what it had.
+    ++t->retries;
+    spdlog::warn("transfer {} onto node {} failed ({}); trying again", m.transfer_id, node.name,
+                 m.error);
+    t->info.state = "starting";
+    if (send_copy(*t)) return;
   }
-  transfer& t = it->second;
-  if (t.info.node != node.name) {
-    spdlog::debug("node {}: dropped a transfer_status of transfer {} (node {}'s)", node.name,
-                  m.transfer_id, t.info.node);
-    return;
-  }
-  t.last_report = net::steady::now();
-  t.info.bytes_done = m.bytes_done;
-  if (m.bytes_total > 0) t.info.bytes_total = m.bytes_total;
-  count_bytes(t, m);
-  if (m.state == "running") {
-    t.info.state = "running";
-  } else if (m.state == "done") {
-    finish(m.transfer_id, "done", "");
-  } else if (m.state == "failed") {
-    if (t.copy && t.retries == 0) {
-      // Once more, from the holders online now; the node resumes what it had.
-      ++t.retries;
-      spdlog::warn("transfer {} onto node {} failed ({}); trying again", m.transfer_id, node.name,
-                   m.error);
-      t.info.state = "starting";
-      if (send_copy(t)) return;
-    }
-    finish(m.transfer_id, "failed", m.error.empty() ? "the node gave no reason" : m.error);
-  }
-}
-
-void model_placement::count_bytes(transfer& t, const wire::transfer_status& m) {
-  // A copy's bytes all come from peers, whatever an older node says of them.
-  const uint64_t peers = t.copy ? m.bytes_done : std::min(m.bytes_from_peers, m.bytes_done);
-  const uint64_t internet = m.bytes_done - peers;
-  if (peers > t.counted_peers) {
-    metrics_.add(metric::transfer_bytes, {"peer"}, double(peers - t.counted_peers));
-    t.counted_peers = peers;
-  }
-  if (internet > t.counted_internet) {
-    metrics_.add(metric::transfer_bytes, {"internet"}, double(internet - t.counted_internet));
-    t.counted_internet = internet;
-  }
-}
-
-void model_placement::finish(uint64_t id, const std::string& state, const std::string& error) {
-  auto it = live_.find(id);
-  if (it == live_.end()) return;
-  transfer t = std::move(it->second);
-  live_.erase(it);
-  t.info.state = state;
-  t.info.error = error;
-  metrics_.add(metric::transfers_finished, {state});
-  if (state == "done") {
-    spdlog::info("transfer {}: {} is on node {} ({} bytes)", id, t.info.model, t.info.node,
-                 t.info.bytes_done);
-  } else {
-    spdlog::warn("transfer {} of {} onto node {} failed: {}", id, t.info.model, t.info.node, error);
-  }
-  finished_.push_back(std::move(t));
-  while (finished_.size() > k_finished_kept) finished_.pop_front();
+  transfers_.finish(m.transfer_id, "failed", m.error.empty() ? "the node gave no reason" : m.error);
 }
 
 void model_placement::timers(net::steady::time_point now) {
-  std::vector<std::pair<uint64_t, std::string>> failed;
-  for (auto& [id, t] : live_) {
-    const node_entry* n = nodes_.find(t.info.node);
-    if (!n || !n->online) {
-      failed.push_back({id, "node " + t.info.node + " went offline"});
-    } else if (t.info.state == "starting" && now - t.sent > k_start_timeout) {
-      failed.push_back({id, "node " + t.info.node + " did not answer the model_fetch within " +
-                                std::to_string(k_start_timeout.count()) +
-                                " s (a node without model transfers?)"});
-    } else if (t.info.state == "running" && now - t.last_report > k_report_timeout) {
-      failed.push_back({id, "no progress report from node " + t.info.node + " for " +
-                                std::to_string(k_report_timeout.count()) + " s"});
-    } else if (t.copy && now >= t.next_tickets) {
-      send_tickets(t);
-      t.next_tickets = now + k_ticket_renew;
-    }
-  }
-  for (const auto& [id, why] : failed) finish(id, "failed", why);
+  transfers_.expire(now, nodes_.nodes(), [&](model_transfer& t) {
+    send_tickets(t);
+    t.next_tickets = now + k_ticket_renew;
+  });
 }
 
 std::string model_placement::place_for_job(const std::string& model) {
-  for (const auto& [id, t] : live_) {
-    if (t.copy && t.info.model == model) return t.info.node;
-  }
+  if (std::string node = transfers_.copying(model); !node.empty()) return node;
   const node_map& nodes = nodes_.nodes();
   const std::string digest = listed_digest(nodes, model);
   uint64_t size = 0;
   for (const auto& h : model_holders(nodes, model, digest)) {
     const node_entry& n = nodes.at(h);
-    if (n.transfer_port > 0) size = model_bytes(*advertised(n, model));
+    if (n.transfer_port > 0) size = model_bytes(*model_advertised(n, model));
   }
   if (size == 0) return "";
   node_entry* best = nullptr;
   wire::error_code code{};
   for (auto& [name, n] : nodes_.nodes()) {
-    if (advertised(n, model) || n.store_capacity < size || free_memory(n) < size) continue;
+    if (model_advertised(n, model) || n.store_capacity < size || node_free_memory(n) < size)
+      continue;
     if (!refuse_target(&n, name, code).empty()) continue;
-    if (!best || free_memory(n) > free_memory(*best)) best = &n;
+    if (!best || node_free_memory(n) > node_free_memory(*best)) best = &n;
   }
   if (!best || !start_copy(model, digest, *best)) return "";
   spdlog::info("auto_place: a job waits for model {}; placing it on node {}", model, best->name);
@@ -429,7 +284,7 @@ void model_placement::auto_place(const std::map<std::string, job_queue>& queues,
   for (const auto& [model, queue] : queues) {
     if (queue.empty() || waiting(model).empty()) continue;
     const std::string node = place_for_job(model);
-    transfer* t = node.empty() ? nullptr : running(model, node);
+    model_transfer* t = node.empty() ? nullptr : transfers_.running(model, node);
     if (!t) continue;
     // Each waiting job hears it once (a bounded number per turn: the rest on the next tick).
     const std::string detail = "waiting for placement of " + model + " on " + node;
@@ -442,23 +297,6 @@ void model_placement::auto_place(const std::map<std::string, job_queue>& queues,
       }
     }
   }
-}
-
-std::vector<wire::transfer_info> model_placement::listing(size_t max) const {
-  std::vector<wire::transfer_info> list;
-  for (const auto& [id, t] : live_) {
-    if (list.size() < max) list.push_back(t.info);
-  }
-  for (auto it = finished_.rbegin(); it != finished_.rend() && list.size() < max; ++it) {
-    list.push_back(it->info);
-  }
-  return list;
-}
-
-std::map<std::string, size_t> model_placement::live_by_state() const {
-  std::map<std::string, size_t> by_state{{"starting", 0}, {"running", 0}};
-  for (const auto& [id, t] : live_) ++by_state[t.info.state];
-  return by_state;
 }
 
 }  // namespace hearth::broker

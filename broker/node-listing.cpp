@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "broker/model-placement.h"
+#include "broker/model-holders.h"
 #include "broker/reply-list.h"
 
 namespace hearth::broker {
@@ -78,7 +78,7 @@ void list_models(turn_output& out, const std::string& rid, const wire::list_mode
     r.skipped.push_back({name, {n.skipped.begin(), n.skipped.begin() + ptrdiff_t(take)}});
     listed += take;
   }
-  // At most model_placement::k_finished_kept: a transfer_info is small, so they fit beside the
+  // At most transfer_table::k_finished_kept: a transfer_info is small, so they fit beside the
   // capped lists.
   r.transfers = std::move(transfers);
   out.send(rid, r);

@@ -17,7 +17,7 @@ namespace hearth::broker {
 void list_nodes(turn_output& out, const std::string& rid, const wire::list_nodes& m,
                 const node_registry& nodes);
 // `queued`: jobs waiting per model; `transfers`: running, then recently finished
-// (model-placement.h).
+// (transfer-table.h).
 void list_models(turn_output& out, const std::string& rid, const wire::list_models& m,
                  const node_registry& nodes, const std::map<std::string, uint32_t>& queued,
                  std::vector<wire::transfer_info> transfers);

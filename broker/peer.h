@@ -16,7 +16,7 @@ struct peer {
   std::string key;   // Z85 public key; "" without auth; "api:" + id for an API key
   std::string name;  // the key's certificate file name, or the API key's name
   // The IP address its connection comes from (ZeroMQ's Peer-Address; "" over inproc and ipc):
-  // where a node's transfer socket is reached (model-placement.h).
+  // where a node's transfer socket is reached (transfer_endpoint, model-holders.h).
   std::string address;
 };
 
