@@ -1308,6 +1308,47 @@ TEST_F(cli_cluster, up_with_auth_makes_an_admin_key_that_the_cli_uses_by_default
   }
 }
 
+// Issue 54, the newcomer's path with no models folder: `hearth pull` puts stories260K into a
+// store, `hearth up --store` (no --models) serves it, and a greedy `hearth submit` gives the
+// reference text.
+TEST_F(cli_cluster, up_without_models_serves_what_pull_put_into_the_store) {
+  const auto reference = nlohmann::json::parse(
+      testing::read_file_text(testing::testdata_path("reference/stories260K.json")));
+  const auto& c = reference["cases"][0];
+  const std::string store = c_.dir().file("up-store");
+  // No store but --store's: the user's default one ($XDG_DATA_HOME/hearth/store) is empty.
+  const std::string env =
+      "env -u HEARTH_BROKER_KEY -u HEARTH_KEY -u HEARTH_STORE XDG_CONFIG_HOME=" +
+      quote(c_.dir().file("up-config")) + " XDG_DATA_HOME=" + quote(c_.dir().file("up-data"));
+  const auto pulled = testing::run_command(
+      env + " " + HEARTH_BIN + " pull " + quote(testing::testdata_path("models/stories260K.gguf")) +
+      " --store " + quote(store));
+  ASSERT_EQ(pulled.exit_code, 0) << pulled.err;
+  EXPECT_NE(pulled.out.find("pulled stories260K"), std::string::npos) << pulled.out;
+
+  const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(testing::free_port());
+  auto up = testing::spawn(
+      {"/bin/sh", "-c",
+       "exec " + env + " " + HEARTH_BIN + " up --backend cpu --slots 1 --http off --bind " +
+           endpoint + " --store " + quote(store) + " --db " + quote(c_.dir().file("up.db"))},
+      c_.dir().file("up.log"));
+  ASSERT_TRUE(testing::wait_until([&] {
+    return up.log().find("Ctrl-C stops") != std::string::npos;
+  })) << up.log();
+  EXPECT_NE(up.log().find("node serving the store " + store + ";"), std::string::npos) << up.log();
+  const std::string cli = env + " " + HEARTH_BIN;
+  ASSERT_TRUE(testing::wait_until([&] {
+    return testing::run_command(cli + " models --broker " + endpoint).out.find("stories260K") !=
+           std::string::npos;
+  })) << up.log();
+  const auto r = testing::run_command(cli + " submit -m stories260K -n 64 --temp 0 --broker " +
+                                      endpoint + " " + quote(c["prompt"]));
+  ASSERT_EQ(r.exit_code, 0) << r.err << up.log();
+  EXPECT_EQ(r.out, c["greedy_text"].get<std::string>() + "\n");
+  up.signal(SIGINT);
+  EXPECT_EQ(up.wait(std::chrono::seconds(20)), 0) << up.log();
+}
+
 TEST_F(cli_cluster, submit_waits_for_a_broker_that_starts_later_and_makes_one_job) {
   // No node: --wait-model queues the job all the same.
   auto sub = start_cli("submit", "submit --wait-model --no-stream -m stories260K 'Once upon'");
