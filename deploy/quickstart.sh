@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's first command: installs dependencies, builds hearth, starts a broker, a node and the
 # OpenAI HTTP API with its web dashboard on this machine (`hearth up`, serving the stories260K
-# model), submits a job and streams the answer back through the broker, shows the job in the
+# model pulled into a model store), submits a job and streams the answer back through the broker, shows the job in the
 # history and the Prometheus metrics, and stops the service again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,13 +30,15 @@ cmake --build --preset release -j "$(nproc)" --target "${targets[@]}"
 hearth=build/release/tools/hearth
 testdata=${HEARTH_TESTDATA:-../shared/testdata}
 work=$(mktemp -d)
-mkdir -p "$work/models"
-ln -s "$(realpath "$testdata/models/stories260K.gguf")" "$work/models/stories260K.gguf"
+# A model comes into the model store with hearth pull (from Hugging Face, Ollama's registry or a
+# URL on a machine with internet; here the test model's file, which pull links instead of copying).
+store=$work/store
+"$hearth" pull "$(realpath "$testdata/models/stories260K.gguf")" --store "$store"
 port=${HEARTH_QUICKSTART_PORT:-5555}
 export HEARTH_BROKER=tcp://127.0.0.1:$port
 
 http=127.0.0.1:${HEARTH_QUICKSTART_HTTP_PORT:-8080}
-"$hearth" up --models "$work/models" --bind "$HEARTH_BROKER" --db "$work/hearth.db" \
+"$hearth" up --store "$store" --bind "$HEARTH_BROKER" --db "$work/hearth.db" \
   --http "$http" 2>"$work/up.log" &
 up=$!
 trap 'kill $up 2>/dev/null; wait $up 2>/dev/null; rm -rf "$work"' EXIT
