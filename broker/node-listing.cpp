@@ -3,7 +3,6 @@
 
 #include <algorithm>
 
-#include "broker/model-holders.h"
 #include "broker/reply-list.h"
 
 namespace hearth::broker {
@@ -28,6 +27,11 @@ void list_models(turn_output& out, const std::string& rid, const wire::list_mode
                  const node_registry& nodes, const std::map<std::string, uint32_t>& queued,
                  std::vector<wire::transfer_info> transfers) {
   std::map<std::string, wire::model_summary> models;
+  // Online nodes advertising each model with a digest, in the registry's order: the first one's
+  // digest is the listed one, its holders those with the same (as listed_digest and model_holders
+  // say, gathered in this one pass: thousands of nodes and models would make asking per model
+  // quadratic).
+  std::map<std::string, std::vector<std::pair<std::string, const std::string*>>> digests;
   for (const auto& [name, n] : nodes.nodes()) {
     for (const auto& mi : n.models) {
       auto& s = models[mi.name];
@@ -46,6 +50,7 @@ void list_models(turn_output& out, const std::string& rid, const wire::list_mode
       if (n.online) {
         s.nodes.push_back(name);
         if (mi.loaded) s.loaded_on.push_back(name);
+        if (!mi.digest.empty()) digests[mi.name].emplace_back(name, &mi.digest);
       }
     }
   }
@@ -54,9 +59,12 @@ void list_models(turn_output& out, const std::string& rid, const wire::list_mode
     s.name = model;
     s.queued = n_queued;
   }
-  for (auto& [name, s] : models) {
-    s.digest = listed_digest(nodes.nodes(), name);
-    s.holders = model_holders(nodes.nodes(), name, s.digest);
+  for (const auto& [model, advertised] : digests) {
+    auto& s = models[model];
+    s.digest = *advertised.front().second;
+    for (const auto& [node, digest] : advertised) {
+      if (*digest == s.digest) s.holders.push_back(node);
+    }
   }
   wire::models_reply r;
   r.request_id = m.request_id;
