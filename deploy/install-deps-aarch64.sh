@@ -19,6 +19,8 @@ packages=(
   crossbuild-essential-arm64 qemu-user
   libpcre2-dev:arm64 libzmq3-dev:arm64 cppzmq-dev:arm64 libmsgpack-cxx-dev:arm64
   libsqlite3-dev:arm64 libspdlog-dev:arm64 libfmt-dev:arm64 libssl-dev:arm64
+  # pull/ (hearth pull's downloads; the node links it): configured with the rest
+  libcurl4-openssl-dev:arm64
   libgtest-dev:arm64 libgmock-dev:arm64
   # sentencepiece's dependency (the library itself is unpacked below)
   libprotobuf-lite32:arm64
