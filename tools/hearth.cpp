@@ -54,13 +54,13 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", hearth::wire::version_line("hearth"));
 
   std::vector<std::pair<CLI::App*, hearth::cli::action>> commands;
-  for (auto add : {hearth::cli::add_run, hearth::cli::add_eval, hearth::cli::add_tokenize,
-                   hearth::cli::add_bench, hearth::cli::add_convert, hearth::cli::add_devices,
+  for (auto add : {hearth::cli::add_run,      hearth::cli::add_eval,    hearth::cli::add_tokenize,
+                   hearth::cli::add_bench,    hearth::cli::add_convert, hearth::cli::add_devices,
                    hearth::cli::add_quantize, hearth::cli::add_mkmodel, hearth::cli::add_submit,
-                   hearth::cli::add_watch, hearth::cli::add_jobs, hearth::cli::add_job,
-                   hearth::cli::add_cancel, hearth::cli::add_nodes, hearth::cli::add_models,
-                   hearth::cli::add_up, hearth::cli::add_keygen, hearth::cli::add_apikey,
-                   hearth::cli::add_doctor, hearth::cli::add_pull}) {
+                   hearth::cli::add_watch,    hearth::cli::add_jobs,    hearth::cli::add_job,
+                   hearth::cli::add_cancel,   hearth::cli::add_nodes,   hearth::cli::add_models,
+                   hearth::cli::add_up,       hearth::cli::add_keygen,  hearth::cli::add_apikey,
+                   hearth::cli::add_doctor,   hearth::cli::add_pull}) {
     const size_t before = app.get_subcommands({}).size();
     auto act = add(app);
     commands.emplace_back(app.get_subcommands({})[before], std::move(act));
