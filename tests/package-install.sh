@@ -311,10 +311,12 @@ in_root apt-get purge -y hearth-broker hearth-node hearth-gateway \
 [[ ! -e $root/etc/hearth/auth && ! -e $root/etc/hearth/node.key && ! -e $root/var/lib/hearth/hearth.db ]] ||
   fail "purge left keys or the job database behind"
 # Nothing the services made stays in the state folder (the database's -wal, -shm and .lock
-# files, the gateway's database): only the models.
-left=$(cd "$root/var/lib/hearth" && find . -mindepth 1 -maxdepth 1 ! -name models -printf '%P ')
+# files, the gateway's database): only the models — the models folder and the node's model store
+# (models pulled or copied from other nodes: gigabytes a reinstall should not download again).
+left=$(cd "$root/var/lib/hearth" && find . -mindepth 1 -maxdepth 1 ! -name models ! -name store -printf '%P ')
 [[ -z $left ]] || fail "purge left $left in /var/lib/hearth"
 [[ -f $root/var/lib/hearth/models/stories260K.gguf ]] || fail "purge removed the models"
+[[ -d $root/var/lib/hearth/store ]] || fail "purge removed the model store"
 [[ ! -e $root/etc/systemd/system/multi-user.target.wants/hearth-broker.service ]] ||
   fail "purge left the broker's enable link"
 lap "purged: keys, database and enable links gone, models kept"
