@@ -132,13 +132,81 @@ struct skipped_model {
   }
 };
 
+// A tool call an assistant made (OpenAI's tool_calls[i] of type "function").
+struct tool_call {
+  std::string id;    // "call_..." as the model or the server named it
+  std::string name;  // the function's name
+  std::string
+      arguments;  // the arguments as JSON text (OpenAI sends a string; templates get an object)
+  template <class F>
+  void fields(F& f) {
+    f("id", id);
+    f("name", name);
+    f("arguments", arguments);
+  }
+};
+
 struct chat_message {
-  std::string role;  // "system", "user", "assistant"
+  std::string role;  // "system", "user", "assistant", "tool" (and "developer", read as system)
   std::string content;
+  // Beyond role and content (issue 56; all optional on the wire, empty when absent):
+  std::string name;                   // a tool message's function name, or a participant's
+  std::string tool_call_id;           // a tool message: the call it answers
+  std::string reasoning_content;      // an assistant's reasoning, for templates that replay it
+  std::vector<tool_call> tool_calls;  // an assistant's calls
   template <class F>
   void fields(F& f) {
     f("role", role);
     f("content", content);
+    f.optional("name", name);
+    f.optional("tool_call_id", tool_call_id);
+    f.optional("reasoning_content", reasoning_content);
+    f.optional("tool_calls", tool_calls);
+  }
+};
+
+// logit_bias: `bias` added to token `token`'s logit before sampling (OpenAI's -100..100).
+struct token_bias {
+  int32_t token = 0;
+  float bias = 0;
+  template <class F>
+  void fields(F& f) {
+    f("token", token);
+    f("bias", bias);
+  }
+};
+
+// What the OpenAI-style APIs ask of a job beyond text generation (issue 56): tools, constrained
+// output, log-probabilities, several choices. The defaults ask for none of it, and a job that
+// asks for none is generated and streamed exactly as before.
+struct api_params {
+  std::string tools;  // OpenAI's `tools` array as JSON text; "" = none
+  // "" (auto when tools are given), "auto", "none", "required", or "function:NAME" (that one)
+  std::string tool_choice;
+  bool parallel_tool_calls = true;
+  std::string json_schema;      // the output must be JSON valid against this JSON Schema (text); ""
+  std::string grammar;          // the output must match this GBNF grammar; "" = none
+  std::string template_kwargs;  // a JSON object: more variables for the chat template; "" = none
+  bool logprobs = false;        // report each sampled token's log-probability
+  int32_t top_logprobs = 0;     // and that many most likely alternatives (0..20)
+  int32_t n = 1;                // choices generated from the one prompt (its KV computed once)
+  std::vector<token_bias> logit_bias;
+  // The job's output is output events (schema/output-events.h, JSON lines) instead of plain
+  // text. Tool calls, reasoning kept apart, logprobs and n > 1 need it; the gateway sets it.
+  bool events = false;
+  template <class F>
+  void fields(F& f) {
+    f.optional("tools", tools);
+    f.optional("tool_choice", tool_choice);
+    f.optional("parallel_tool_calls", parallel_tool_calls);
+    f.optional("json_schema", json_schema);
+    f.optional("grammar", grammar);
+    f.optional("template_kwargs", template_kwargs);
+    f.optional("logprobs", logprobs);
+    f.optional("top_logprobs", top_logprobs);
+    f.optional("n", n);
+    f.optional("logit_bias", logit_bias);
+    f.optional("events", events);
   }
 };
 
@@ -163,6 +231,7 @@ struct job_params {
   // wrote it, which the node otherwise keeps out of the job's text.
   bool enable_thinking = true;
   bool show_thinking = false;
+  api_params api;  // tools, constrained output, logprobs, n (issue 56)
   template <class F>
   void fields(F& f) {
     f("max_tokens", max_tokens);
@@ -179,6 +248,7 @@ struct job_params {
     f.optional("chat_template", chat_template);
     f.optional("enable_thinking", enable_thinking);
     f.optional("show_thinking", show_thinking);
+    f.optional("api", api);
   }
 };
 
