@@ -18,6 +18,13 @@ namespace hearth {
 // sampler_params::seed value that asks for a seed from std::random_device.
 inline constexpr uint64_t sampler_seed_random = 0xFFFFFFFFFFFFFFFF;
 
+// One entry of logit_bias: added to the token's logit before the penalties (llama.cpp's order);
+// -100 in practice bans a token, +100 forces it.
+struct logit_bias_entry {
+  int32_t token = 0;
+  float bias = 0;
+};
+
 struct sampler_params {
   float temperature = 0.8f;  // <= 0: greedy (argmax; ties -> lowest id); requests: 0
   int32_t top_k = 40;        // <= 0: off; requests: 0
@@ -30,6 +37,9 @@ struct sampler_params {
   float frequency_penalty = 0;  // logit -= count_in_window * frequency_penalty
   float presence_penalty = 0;   // logit -= (count_in_window > 0) * presence_penalty
   uint64_t seed = sampler_seed_random;  // sampler_seed_random: random seed; else deterministic
+  // Added to the logits first; a token outside the vocabulary is ignored (as llama-server does).
+  // Finite biases only (requests: schema/job-params.h checks OpenAI's bounds).
+  std::vector<logit_bias_entry> logit_bias;
 };
 
 // Bounds of a request: a job may not ask for more than this (the broker's limits since the
@@ -107,6 +117,9 @@ inline param_check sampler_params_check(const sampler_params& p) {
   }
   if (!std::isfinite(p.presence_penalty)) {
     return param_refused(range, "presence_penalty", "finite", p.presence_penalty);
+  }
+  for (const logit_bias_entry& b : p.logit_bias) {
+    if (!std::isfinite(b.bias)) return param_refused(range, "logit_bias", "finite", b.bias);
   }
   return {};
 }

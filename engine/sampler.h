@@ -24,16 +24,30 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/generation-params.h"
+#include "engine/grammar/grammar-matcher.h"
 
 namespace hearth {
 
 // sampler_params and sampler_params_check (what the sampler can run) are in
 // common/generation-params.h, beside the stricter check of requests.
+
+// The log-probabilities of one sampled token as llama-server reports them "before sampling": the
+// natural log of the softmax over the logits after logit_bias, the penalties and the grammar's
+// mask, before temperature, top-k, top-p and min-p. A token the grammar forbids has -inf.
+struct token_logprobs {
+  int32_t token = -1;
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;  // most probable first, ties by lower id
+};
+
+inline constexpr int32_t sampler_max_top_logprobs = 20;
 
 // One sampler per sequence. Not thread-safe; sample() does not allocate.
 class sampler {
@@ -46,8 +60,23 @@ class sampler {
   int32_t sample(const float* logits);
 
   // Adds a token to the penalty history: prompt tokens if they should count, and every sampled
-  // token. Tokens outside [0, n_vocab) are ignored.
+  // token. Tokens outside [0, n_vocab) are ignored. With a grammar, the first accept() after a
+  // sample() also advances the grammar by that token (the prompt's tokens, accepted before any
+  // sample(), do not).
   void accept(int32_t token);
+
+  // Constrains every following sample() to the grammar: tokens it forbids are never drawn,
+  // end-of-generation tokens only where it can end (and only they once it is complete). When
+  // the grammar allows nothing at all (a cap in the matcher dropped every path), sample() returns
+  // the first EOG token. The grammar_vocab comes from grammar_vocab::make(model's vocab), once
+  // per model. set_grammar(nullptr, ...) removes the constraint.
+  void set_grammar(std::shared_ptr<const grammar> g, std::shared_ptr<const grammar_vocab> v);
+  grammar_matcher* grammar_state() { return matcher_ ? matcher_.get() : nullptr; }
+
+  // The last sample()'s token with its log-probability and the top_n (clamped to
+  // [0, sampler_max_top_logprobs]) most probable tokens' (token_logprobs says over what).
+  // Computed here from the logits sample() kept, O(n_vocab): sample() does no work for it.
+  token_logprobs last_logprobs(int32_t top_n) const;
 
   // Clears the history and restarts the random sequence from seed().
   void reset();
@@ -90,7 +119,12 @@ class sampler {
   uint64_t seed_;
   std::mt19937_64 rng_;
 
-  std::vector<float> logits_;          // F32 [n_vocab] penalised copy of the input
+  std::vector<float> logits_;  // F32 [n_vocab] copy of the input: biased, penalised, masked
+  // logit_bias folded into one entry per token (out-of-range tokens dropped), applied in order.
+  std::vector<logit_bias_entry> bias_;
+  std::unique_ptr<grammar_matcher> matcher_;
+  bool grammar_pending_ = false;       // sample() ran with a grammar; accept() advances it
+  int32_t last_token_ = -1;            // the last sample()'s pick, for last_logprobs
   std::vector<candidate> candidates_;  // [n_vocab] capacity; the first n are still in the running
   std::vector<candidate> boundary_;    // [n_vocab] capacity; top-p's boundary bucket
   std::vector<double> bucket_mass_;    // [top_p_buckets] top-p's mass per logit bucket
