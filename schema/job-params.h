@@ -3,6 +3,8 @@
 // a job by the CLI (hearth submit), the broker (at submit) and the node (at admission).
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "common/generation-params.h"
@@ -28,8 +30,29 @@ inline constexpr const char* stop_reason_invalid_request = "invalid_request";
 // file again, or elsewhere) without counting toward max_attempts.
 inline constexpr const char* stop_reason_model_changed = "model_changed";
 
-// generation_params_check of the job's parameters, and chat_template's shape (param
-// "chat_template", code not_a_name): ok, or the parameter, its allowed range and the value given.
+// The bounds of api_params (PROTOCOL.md section 7.1), which api_params_check enforces.
+inline constexpr size_t api_max_text_bytes = 256 << 10;  // tools, json_schema, grammar, kwargs
+inline constexpr size_t api_max_tools = 128;             // OpenAI's limit
+inline constexpr size_t api_max_tool_name_bytes = 64;    // OpenAI's: a-z A-Z 0-9 _ -
+inline constexpr int32_t api_max_n = 8;
+inline constexpr int32_t api_max_top_logprobs = 20;  // OpenAI's
+inline constexpr size_t api_max_logit_bias = 300;    // OpenAI's
+inline constexpr float api_max_bias = 100;           // |bias|, OpenAI's
+
+// What can be checked of `api` without the model: n, top_logprobs (only with logprobs),
+// logit_bias (count, range, each token once), tool_choice's form (`required` and `function:NAME`
+// only with tools), the sizes of the text fields, tools / json_schema / template_kwargs
+// well-formed JSON of the right kind (an array of objects, an object, an object: json-shape.h),
+// json_schema and grammar not both, and events on when tools, logprobs or n > 1 ask for them
+// (a client that did not ask for events must not get JSON lines it cannot read). The param is the
+// api_params field ("n", "tools", ...). What needs the model is the node's: a token past the
+// vocabulary, a grammar that does not compile, a named tool missing from `tools`, a template
+// that cannot render the tools.
+param_check api_params_check(const api_params& api);
+
+// generation_params_check of the job's parameters, chat_template's shape (param
+// "chat_template", code not_a_name) and api_params_check: ok, or the parameter, its allowed
+// range and the value given.
 param_check job_params_check(const job_params& p);
 
 }  // namespace hearth::wire

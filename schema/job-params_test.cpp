@@ -138,6 +138,185 @@ TEST(JobParams, RequestsAreStricterThanTheSampler) {
   EXPECT_NE(generation_params_check({.sampling = s}).message, "");
 }
 
+// api_params (issue 56): each rule's good and bad values, the exact messages and the field named.
+TEST(JobParams, ApiParamsRulesNameTheFieldAndTheValue) {
+  const std::string tool = R"({"type":"function","function":{"name":"get_weather"}})";
+  const std::string tools = "[" + tool + "]";
+  std::string many_tools = "[" + tool;
+  for (int i = 1; i < 129; ++i) many_tools += "," + tool;
+  many_tools += "]";
+  struct api_case {
+    const char* what;
+    std::function<void(api_params&)> set;
+    std::string param;  // "" when the value is good
+    std::string error;
+  };
+  const api_case cases[] = {
+      {"the defaults", [](api_params&) {}, "", ""},
+      {"n 8 with events",
+       [](api_params& a) {
+         a.n = 8;
+         a.events = true;
+       },
+       "", ""},
+      {"n 0", [](api_params& a) { a.n = 0; }, "n", "n must be in [1, 8], got 0"},
+      {"n 9", [](api_params& a) { a.n = 9; }, "n", "n must be in [1, 8], got 9"},
+      {"n 2 without events", [](api_params& a) { a.n = 2; }, "events",
+       "events must be on when tools, logprobs or n > 1 are asked for (their results are output "
+       "events)"},
+      {"top_logprobs 20",
+       [](api_params& a) {
+         a.logprobs = a.events = true;
+         a.top_logprobs = 20;
+       },
+       "", ""},
+      {"top_logprobs 21",
+       [](api_params& a) {
+         a.logprobs = a.events = true;
+         a.top_logprobs = 21;
+       },
+       "top_logprobs", "top_logprobs must be in [0, 20], got 21"},
+      {"top_logprobs -1", [](api_params& a) { a.top_logprobs = -1; }, "top_logprobs",
+       "top_logprobs must be in [0, 20], got -1"},
+      {"top_logprobs without logprobs",
+       [](api_params& a) {
+         a.events = true;
+         a.top_logprobs = 3;
+       },
+       "top_logprobs", "top_logprobs must be 0 when logprobs is off, got 3"},
+      {"logprobs without events", [](api_params& a) { a.logprobs = true; }, "events",
+       "events must be on when tools, logprobs or n > 1 are asked for (their results are output "
+       "events)"},
+      {"logit_bias -100 and 100",
+       [](api_params& a) {
+         a.logit_bias = {{1, -100}, {2, 100}};
+       },
+       "", ""},
+      {"logit_bias 100.5",
+       [](api_params& a) {
+         a.logit_bias = {{7, 100.5f}};
+       },
+       "logit_bias", "the logit_bias of token 7 must be in [-100, 100], got 100.5"},
+      {"logit_bias nan",
+       [](api_params& a) {
+         a.logit_bias = {{7, nan}};
+       },
+       "logit_bias", "the logit_bias of token 7 must be in [-100, 100], got nan"},
+      {"logit_bias token -1",
+       [](api_params& a) {
+         a.logit_bias = {{-1, 1}};
+       },
+       "logit_bias", "a logit_bias token must be >= 0, got -1"},
+      {"logit_bias twice",
+       [](api_params& a) {
+         a.logit_bias = {{5, 1}, {3, 1}, {5, 2}};
+       },
+       "logit_bias", "logit_bias must name each token once, got token 5 twice"},
+      {"300 logit_bias",
+       [](api_params& a) {
+         for (int32_t i = 0; i < 300; ++i) a.logit_bias.push_back({i, 1});
+       },
+       "", ""},
+      {"301 logit_bias",
+       [](api_params& a) {
+         for (int32_t i = 0; i < 301; ++i) a.logit_bias.push_back({i, 1});
+       },
+       "logit_bias", "the number of logit_bias entries must be at most 300, got 301"},
+      {"tools",
+       [&](api_params& a) {
+         a.tools = tools;
+         a.events = true;
+       },
+       "", ""},
+      {"tools without events", [&](api_params& a) { a.tools = tools; }, "events",
+       "events must be on when tools, logprobs or n > 1 are asked for (their results are output "
+       "events)"},
+      {"tools not JSON", [](api_params& a) { a.tools = "[{\"type\": }]"; }, "tools",
+       "tools must be JSON, got expected a value at byte 10"},
+      {"tools an object", [&](api_params& a) { a.tools = tool; }, "tools",
+       "tools must be an array, got an object"},
+      {"tools of strings", [](api_params& a) { a.tools = R"([{}, "get_weather"])"; }, "tools",
+       "tools must be an array of objects, got an element that is not"},
+      {"129 tools", [&](api_params& a) { a.tools = many_tools; }, "tools",
+       "the number of tools must be at most 128, got 129"},
+      {"tools over 256 KiB",
+       [](api_params& a) { a.tools = "[\"" + std::string(256 << 10, 'x') + "\"]"; }, "tools",
+       "tools's length must be at most 262144 bytes, got 262148"},
+      {"tool_choice required",
+       [&](api_params& a) {
+         a.tools = tools;
+         a.events = true;
+         a.tool_choice = "required";
+       },
+       "", ""},
+      {"tool_choice named",
+       [&](api_params& a) {
+         a.tools = tools;
+         a.events = true;
+         a.tool_choice = "function:get_weather";
+       },
+       "", ""},
+      {"tool_choice none without tools", [](api_params& a) { a.tool_choice = "none"; }, "", ""},
+      {"tool_choice required without tools", [](api_params& a) { a.tool_choice = "required"; },
+       "tool_choice", "tool_choice must be auto or none without tools, got 'required'"},
+      {"tool_choice named, tools empty",
+       [](api_params& a) {
+         a.tools = "[]";
+         a.events = true;
+         a.tool_choice = "function:f";
+       },
+       "tool_choice", "tool_choice must be auto or none without tools, got 'function:f'"},
+      {"tool_choice unknown", [](api_params& a) { a.tool_choice = "any\n\xff"; }, "tool_choice",
+       "tool_choice must be auto, none, required or function:NAME, got 'any\\x0a\\xff'"},
+      {"tool_choice bad name",
+       [&](api_params& a) {
+         a.tools = tools;
+         a.events = true;
+         a.tool_choice = "function:get weather";
+       },
+       "tool_choice",
+       "tool_choice's function name must be 1 to 64 of a-z, A-Z, 0-9, '_', '-', got 'get "
+       "weather'"},
+      {"tool_choice empty name",
+       [&](api_params& a) {
+         a.tools = tools;
+         a.events = true;
+         a.tool_choice = "function:";
+       },
+       "tool_choice",
+       "tool_choice's function name must be 1 to 64 of a-z, A-Z, 0-9, '_', '-', got ''"},
+      {"json_schema", [](api_params& a) { a.json_schema = R"({"type":"object"})"; }, "", ""},
+      {"json_schema an array", [](api_params& a) { a.json_schema = "[]"; }, "json_schema",
+       "json_schema must be an object, got an array"},
+      {"json_schema cut short", [](api_params& a) { a.json_schema = "{\"type\":\"obj"; },
+       "json_schema", "json_schema must be JSON, got an unended string at byte 12"},
+      {"json_schema too deep",
+       [](api_params& a) { a.json_schema = std::string(65, '[') + std::string(65, ']'); },
+       "json_schema", "json_schema must be JSON, got nested deeper than 64 at byte 64"},
+      {"grammar", [](api_params& a) { a.grammar = "root ::= \"yes\" | \"no\""; }, "", ""},
+      {"grammar over 256 KiB", [](api_params& a) { a.grammar = std::string((256 << 10) + 1, 'x'); },
+       "grammar", "grammar's length must be at most 262144 bytes, got 262145"},
+      {"grammar and json_schema",
+       [](api_params& a) {
+         a.grammar = "root ::= \"{}\"";
+         a.json_schema = "{}";
+       },
+       "grammar", "grammar must be empty when json_schema is given (one constraint at a time)"},
+      {"template_kwargs", [](api_params& a) { a.template_kwargs = R"({"enable_thinking":false})"; },
+       "", ""},
+      {"template_kwargs a string", [](api_params& a) { a.template_kwargs = R"("x")"; },
+       "template_kwargs", "template_kwargs must be an object, got a string"},
+  };
+  for (const api_case& c : cases) {
+    job_params p;
+    c.set(p.api);
+    const param_check e = job_params_check(p);
+    EXPECT_EQ(e.param, c.param) << c.what;
+    EXPECT_EQ(e.message, c.error) << c.what;
+    EXPECT_EQ(e.ok(), c.param.empty()) << c.what;
+  }
+}
+
 TEST(JobParams, EveryWireFieldIsCopiedOnce) {
   job_params p;
   p.max_tokens = 7;

@@ -26,7 +26,8 @@ namespace {
   X(gpu_heap) X(gpu_info) X(hardware_info) X(model_info) X(skipped_model) X(chat_message) \
   X(job_params) X(job_ref) X(job_summary) X(job_event) X(job_detail) X(node_loss) \
   X(node_summary) X(model_summary) X(node_skipped_models) X(metric_sample) X(metric_family) \
-  X(api_key_info) X(model_file) X(transfer_peer) X(transfer_info)
+  X(api_key_info) X(model_file) X(transfer_peer) X(transfer_info) X(tool_call) X(token_bias) \
+  X(api_params)
 // clang-format on
 
 template <class T>
