@@ -21,6 +21,8 @@ generation_params generation_params_of(const job_params& p) {
   g.sampling.presence_penalty = p.presence_penalty;
   g.sampling.frequency_penalty = p.frequency_penalty;
   g.sampling.seed = p.seed;
+  g.sampling.logit_bias.reserve(p.api.logit_bias.size());
+  for (const token_bias& b : p.api.logit_bias) g.sampling.logit_bias.push_back({b.token, b.bias});
   return g;
 }
 

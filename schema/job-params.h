@@ -14,7 +14,7 @@ namespace hearth::wire {
 
 // The seed is copied as it is: the broker has replaced 0 ("choose one") by the time a node sees
 // it. Presence and frequency penalties are OpenAI's (the sampler applies them within
-// repeat_last_n, after repeat_penalty).
+// repeat_last_n, after repeat_penalty). api.logit_bias becomes the sampler's logit_bias.
 generation_params generation_params_of(const job_params& p);
 
 // The stop_reason of a failed job whose request was at fault (PROTOCOL.md section 10.2): no node
@@ -45,9 +45,9 @@ inline constexpr float api_max_bias = 100;           // |bias|, OpenAI's
 // well-formed JSON of the right kind (an array of objects, an object, an object: json-shape.h),
 // json_schema and grammar not both, and events on when tools, logprobs or n > 1 ask for them
 // (a client that did not ask for events must not get JSON lines it cannot read). The param is the
-// api_params field ("n", "tools", ...). What needs the model is the node's: a token past the
-// vocabulary, a grammar that does not compile, a named tool missing from `tools`, a template
-// that cannot render the tools.
+// api_params field ("n", "tools", ...). What needs the model is the node's (a token past the
+// vocabulary is ignored, as llama-server does): a grammar that does not compile, a named tool
+// missing from `tools`, a template that cannot render the tools.
 param_check api_params_check(const api_params& api);
 
 // generation_params_check of the job's parameters, chat_template's shape (param

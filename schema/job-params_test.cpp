@@ -201,7 +201,7 @@ TEST(JobParams, ApiParamsRulesNameTheFieldAndTheValue) {
        [](api_params& a) {
          a.logit_bias = {{7, nan}};
        },
-       "logit_bias", "the logit_bias of token 7 must be in [-100, 100], got nan"},
+       "logit_bias", "logit_bias must be finite, got nan"},  // the sampler's rule, checked first
       {"logit_bias token -1",
        [](api_params& a) {
          a.logit_bias = {{-1, 1}};
@@ -330,6 +330,7 @@ TEST(JobParams, EveryWireFieldIsCopiedOnce) {
   p.stop = {"a", "b"};
   p.presence_penalty = -0.5f;
   p.frequency_penalty = 1.75f;
+  p.api.logit_bias = {{5, -100}, {9, 2.5f}};
   const generation_params g = generation_params_of(p);
   EXPECT_EQ(g.max_tokens, 7);
   EXPECT_EQ(g.stop, p.stop);
@@ -342,6 +343,11 @@ TEST(JobParams, EveryWireFieldIsCopiedOnce) {
   EXPECT_EQ(g.sampling.seed, 1234u);
   EXPECT_EQ(g.sampling.frequency_penalty, 1.75f);
   EXPECT_EQ(g.sampling.presence_penalty, -0.5f);
+  ASSERT_EQ(g.sampling.logit_bias.size(), 2u);
+  EXPECT_EQ(g.sampling.logit_bias[0].token, 5);
+  EXPECT_EQ(g.sampling.logit_bias[0].bias, -100.0f);
+  EXPECT_EQ(g.sampling.logit_bias[1].token, 9);
+  EXPECT_EQ(g.sampling.logit_bias[1].bias, 2.5f);
 }
 
 }  // namespace
