@@ -175,6 +175,7 @@ class server_responder final : public responder {
   void reply(http_response r) override;
   void start_events() override;
   void event(std::string_view data) override;
+  void named_event(std::string_view name, std::string_view data) override;
   void comment(std::string_view text) override;
   void end_events() override;
   bool closed() const override;
@@ -1010,6 +1011,13 @@ std::string sse_lines(std::string_view prefix, std::string_view text) {
 
 void server_responder::event(std::string_view data) {
   if (auto s = live()) s->send_event(seq_, sse_lines("data: ", data));
+}
+
+void server_responder::named_event(std::string_view name, std::string_view data) {
+  // The name is one line: what follows a line break in it is left out.
+  name = name.substr(0, name.find_first_of("\r\n"));
+  if (auto s = live())
+    s->send_event(seq_, "event: " + std::string(name) + "\n" + sse_lines("data: ", data));
 }
 
 void server_responder::comment(std::string_view text) {

@@ -59,6 +59,13 @@ class responder {
   virtual void start_events() = 0;
   // Writes "data: <data>\n\n" (one SSE event; `data` holds no newline).
   virtual void event(std::string_view data) = 0;
+  // Writes "event: <name>\ndata: <data>\n\n": an event with a type, as Anthropic's Messages API
+  // streams (its SDK drops events without one) and OpenAI's Responses API. The default leaves
+  // the name out (responders that record events for tests).
+  virtual void named_event(std::string_view name, std::string_view data) {
+    (void)name;
+    event(data);
+  }
   // Writes an SSE comment line (": <text>\n\n"): a keep-alive that clients ignore.
   virtual void comment(std::string_view text) = 0;
   virtual void end_events() = 0;
