@@ -98,7 +98,7 @@ void client_sessions::submit(const std::string& rid, const peer& who, wire::subm
         rid, m.request_id, error_code::queue_full,
         "the queue is full (" + std::to_string(cfg_.max_queue) + " jobs waiting)");
   }
-  const uint64_t bytes = request_bytes(m.prompt, m.messages);
+  const uint64_t bytes = request_bytes(m.prompt, m.messages, m.params);
   const client_usage used = jobs_.usage_of(who.key);
   if (used.jobs >= cfg_.max_client_queued_jobs) {
     return out_.send_error(rid, m.request_id, error_code::limit_reached,

@@ -10,7 +10,7 @@ namespace {
 // user_version is the layout below. A layout change bumps it and adds a step to `migrations`;
 // open() upgrades older files in place and refuses newer ones.
 constexpr int32_t hearth_application_id = 0x48525448;
-constexpr int32_t hearth_schema_version = 7;
+constexpr int32_t hearth_schema_version = 8;
 
 // uint64 values (seed, sizes) are stored as the int64 of the same bits.
 // A job's row holds only small columns: the broker updates it many times a second per running
@@ -79,7 +79,38 @@ CREATE TABLE IF NOT EXISTS job_messages (
   idx INTEGER NOT NULL,
   role TEXT NOT NULL,
   content TEXT NOT NULL,
+  name TEXT NOT NULL DEFAULT '',  -- chat_message's optional fields (issue 56)
+  tool_call_id TEXT NOT NULL DEFAULT '',
+  reasoning_content TEXT NOT NULL DEFAULT '',
   PRIMARY KEY (job_id, idx)
+);
+-- An assistant message's tool calls: call idx of message message_idx of the job.
+CREATE TABLE IF NOT EXISTS job_tool_calls (
+  job_id INTEGER NOT NULL REFERENCES jobs(id),
+  message_idx INTEGER NOT NULL,
+  idx INTEGER NOT NULL,
+  call_id TEXT NOT NULL,
+  name TEXT NOT NULL,
+  arguments TEXT NOT NULL,
+  PRIMARY KEY (job_id, message_idx, idx)
+) WITHOUT ROWID;
+-- job_params.api (issue 56), one column per api_params field under its wire name, written once
+-- at submit and only for a job that asks for any of it: its texts (tools, a JSON Schema, a
+-- grammar) may be large, and the jobs row is rewritten many times a second while a job runs.
+-- logit_bias: each entry as its int32 token and float32 bias, little-endian, 8 bytes.
+CREATE TABLE IF NOT EXISTS job_api (
+  job_id INTEGER PRIMARY KEY REFERENCES jobs(id),
+  tools TEXT NOT NULL,
+  tool_choice TEXT NOT NULL,
+  parallel_tool_calls INTEGER NOT NULL,
+  json_schema TEXT NOT NULL,
+  grammar TEXT NOT NULL,
+  template_kwargs TEXT NOT NULL,
+  logprobs INTEGER NOT NULL,
+  top_logprobs INTEGER NOT NULL,
+  n INTEGER NOT NULL,
+  logit_bias BLOB NOT NULL,
+  events INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS job_events (
   id INTEGER PRIMARY KEY,
@@ -185,6 +216,19 @@ constexpr const char* migrations[] = {
     // 6 -> 7: a thinking model's job parameters.
     "ALTER TABLE jobs ADD COLUMN enable_thinking INTEGER NOT NULL DEFAULT 1;"
     "ALTER TABLE jobs ADD COLUMN show_thinking INTEGER NOT NULL DEFAULT 0;",
+    // 7 -> 8: tool calls, tool messages and the OpenAI-style API parameters (issue 56).
+    "ALTER TABLE job_messages ADD COLUMN name TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE job_messages ADD COLUMN tool_call_id TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE job_messages ADD COLUMN reasoning_content TEXT NOT NULL DEFAULT '';"
+    "CREATE TABLE job_tool_calls (job_id INTEGER NOT NULL REFERENCES jobs(id), "
+    "  message_idx INTEGER NOT NULL, idx INTEGER NOT NULL, call_id TEXT NOT NULL, "
+    "  name TEXT NOT NULL, arguments TEXT NOT NULL, PRIMARY KEY (job_id, message_idx, idx)) "
+    "  WITHOUT ROWID;"
+    "CREATE TABLE job_api (job_id INTEGER PRIMARY KEY REFERENCES jobs(id), tools TEXT NOT NULL, "
+    "  tool_choice TEXT NOT NULL, parallel_tool_calls INTEGER NOT NULL, "
+    "  json_schema TEXT NOT NULL, grammar TEXT NOT NULL, template_kwargs TEXT NOT NULL, "
+    "  logprobs INTEGER NOT NULL, top_logprobs INTEGER NOT NULL, n INTEGER NOT NULL, "
+    "  logit_bias BLOB NOT NULL, events INTEGER NOT NULL);",
 };
 static_assert(std::size(migrations) == hearth_schema_version - 1);
 

@@ -1,4 +1,4 @@
-// The job store's layout on disk: the tables of schema version 4, and the steps that upgrade a
+// The job store's layout on disk: the tables of schema version 8, and the steps that upgrade a
 // file of an older version in place.
 #pragma once
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <concepts>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <stdexcept>
@@ -62,6 +63,128 @@ std::vector<std::string> decode_stop(std::string_view s, uint64_t id) {
 
 using sqlite::db_ptr;
 using sqlite::query;
+
+// api_params as the columns of job_api, by the same fields() list that drives the codec: the
+// INSERT's columns are the fields' wire names, so a field added to api_params without its column
+// (a migration) makes every store fail to open, in every test, instead of being silently lost.
+// fields() is not const: the visitors that only read take the struct by non-const reference.
+struct api_column_names {
+  std::string names, marks;
+  template <class T>
+  void operator()(const char* name, T&) {
+    names += std::string(", ") + name;
+    marks += ", ?";
+  }
+  template <class T>
+  void optional(const char* name, T& v) {
+    (*this)(name, v);
+  }
+};
+
+std::string api_insert_sql() {
+  api_column_names c;
+  wire::api_params defaults;
+  defaults.fields(c);
+  return "INSERT INTO job_api (job_id" + c.names + ") VALUES (?" + c.marks + ")";
+}
+
+std::string api_select_sql() {
+  api_column_names c;
+  wire::api_params defaults;
+  defaults.fields(c);
+  return "SELECT " + c.names.substr(2) + " FROM job_api WHERE job_id = ?";
+}
+
+std::string encode_logit_bias(const std::vector<wire::token_bias>& bias) {
+  std::string b;
+  b.reserve(bias.size() * 8);
+  for (const auto& e : bias) {
+    uint32_t bits = 0;
+    std::memcpy(&bits, &e.bias, 4);
+    for (uint32_t v : {static_cast<uint32_t>(e.token), bits})
+      for (int i = 0; i < 4; ++i) b += static_cast<char>((v >> (8 * i)) & 0xff);
+  }
+  return b;
+}
+
+std::vector<wire::token_bias> decode_logit_bias(std::string_view b, uint64_t id) {
+  if (b.size() % 8 != 0) {
+    throw std::runtime_error("job " + std::to_string(id) + ": malformed logit_bias in database");
+  }
+  auto u32 = [&](size_t at) {
+    uint32_t v = 0;
+    for (int i = 0; i < 4; ++i) v |= uint32_t(static_cast<unsigned char>(b[at + i])) << (8 * i);
+    return v;
+  };
+  std::vector<wire::token_bias> bias(b.size() / 8);
+  for (size_t i = 0; i < bias.size(); ++i) {
+    bias[i].token = static_cast<int32_t>(u32(8 * i));
+    const uint32_t bits = u32(8 * i + 4);
+    std::memcpy(&bias[i].bias, &bits, 4);
+  }
+  return bias;
+}
+
+// Binds each field after the job id, in fields() order. Holds the encoded blobs until the
+// query has run (query binds without copying).
+struct api_binder {
+  query& q;
+  std::vector<std::string> blobs;
+  void operator()(const char*, std::string& v) { q.bind(std::string_view(v)); }
+  void operator()(const char*, bool& v) { q.bind(int64_t(v)); }
+  void operator()(const char*, int32_t& v) { q.bind(int64_t(v)); }
+  void operator()(const char*, std::vector<wire::token_bias>& v) {
+    q.bind_blob(blobs.emplace_back(encode_logit_bias(v)));
+  }
+  template <class T>
+  void optional(const char* name, T& v) {
+    (*this)(name, v);
+  }
+};
+
+// Reads each field from its column of api_select_sql()'s row.
+struct api_reader {
+  query& q;
+  uint64_t id;
+  int col = 0;
+  void operator()(const char*, std::string& v) { v = q.text(col++); }
+  void operator()(const char*, bool& v) { v = q.i64(col++) != 0; }
+  void operator()(const char*, int32_t& v) { v = static_cast<int32_t>(q.i64(col++)); }
+  void operator()(const char*, std::vector<wire::token_bias>& v) {
+    v = decode_logit_bias(q.blob(col++), id);
+  }
+  template <class T>
+  void optional(const char* name, T& v) {
+    (*this)(name, v);
+  }
+};
+
+// Whether a job asks for any of api_params (else it has no job_api row and reads as the
+// defaults): every scalar as its default instance has it, every text and list empty.
+struct api_usage {
+  std::vector<int64_t> scalars;
+  bool any_content = false;
+  void operator()(const char*, std::string& v) { any_content = any_content || !v.empty(); }
+  void operator()(const char*, std::vector<wire::token_bias>& v) {
+    any_content = any_content || !v.empty();
+  }
+  template <std::integral T>
+  void operator()(const char*, T& v) {
+    scalars.push_back(int64_t(v));
+  }
+  template <class T>
+  void optional(const char* name, T& v) {
+    (*this)(name, v);
+  }
+};
+
+bool api_in_use(wire::api_params& api) {
+  api_usage used, defaults;
+  api.fields(used);
+  wire::api_params d;
+  d.fields(defaults);
+  return used.any_content || used.scalars != defaults.scalars;
+}
 
 // The store's statements are prepared once and kept for its life.
 class statement : public sqlite::statement {
@@ -163,7 +286,12 @@ struct job_store::impl {
                    "?, ?, ?, ?, ?, ?)"),
         prompt_insert(conn, "INSERT INTO job_prompts (job_id, prompt) VALUES (?, ?)"),
         message_insert(conn,
-                       "INSERT INTO job_messages (job_id, idx, role, content) VALUES (?, ?, ?, ?)"),
+                       "INSERT INTO job_messages (job_id, idx, role, content, name, tool_call_id, "
+                       "reasoning_content) VALUES (?, ?, ?, ?, ?, ?, ?)"),
+        tool_call_insert(conn,
+                         "INSERT INTO job_tool_calls (job_id, message_idx, idx, call_id, name, "
+                         "arguments) VALUES (?, ?, ?, ?, ?, ?)"),
+        api_insert(conn, api_insert_sql()),
         event_insert(conn,
                      "INSERT INTO job_events (job_id, time_ms, event, attempt, node, detail) "
                      "VALUES (?, ?, ?, ?, ?, ?)"),
@@ -195,7 +323,12 @@ struct job_store::impl {
                       "ORDER BY byte_offset"),
         job_select(conn, select_jobs_with_prompt("WHERE id = ?")),
         messages_select(conn,
-                        "SELECT role, content FROM job_messages WHERE job_id = ? ORDER BY idx"),
+                        "SELECT role, content, name, tool_call_id, reasoning_content FROM "
+                        "job_messages WHERE job_id = ? ORDER BY idx"),
+        tool_calls_select(conn,
+                          "SELECT message_idx, call_id, name, arguments FROM job_tool_calls "
+                          "WHERE job_id = ? ORDER BY message_idx, idx"),
+        api_select(conn, api_select_sql()),
         events_select(conn,
                       "SELECT time_ms, event, attempt, node, detail FROM job_events "
                       "WHERE job_id = ? ORDER BY id"),
@@ -223,6 +356,8 @@ struct job_store::impl {
         prompt_delete(conn, "DELETE FROM job_prompts WHERE job_id = ?"),
         output_delete(conn, "DELETE FROM job_output WHERE job_id = ?"),
         messages_delete(conn, "DELETE FROM job_messages WHERE job_id = ?"),
+        tool_calls_delete(conn, "DELETE FROM job_tool_calls WHERE job_id = ?"),
+        api_delete(conn, "DELETE FROM job_api WHERE job_id = ?"),
         events_delete(conn, "DELETE FROM job_events WHERE job_id = ?"),
         job_delete(conn, "DELETE FROM jobs WHERE id = ?"),
         incremental_vacuum(conn,
@@ -280,14 +415,15 @@ struct job_store::impl {
   db_ptr db;
   std::string path;
   statement begin, commit, rollback;
-  statement job_insert, prompt_insert, message_insert, event_insert, request_key_select;
+  statement job_insert, prompt_insert, message_insert, tool_call_insert, api_insert, event_insert,
+      request_key_select;
   statement job_assigned, job_started, job_requeued, job_finished;
   statement output_grow, output_state, output_insert, output_select;
-  statement job_select, messages_select, events_select;
+  statement job_select, messages_select, tool_calls_select, api_select, events_select;
   statement jobs_any, jobs_state, jobs_model, jobs_state_model, jobs_owner, jobs_unfinished;
   statement job_count;
   statement prune_by_age, prune_by_count, prompt_delete, output_delete, messages_delete,
-      events_delete, job_delete;
+      tool_calls_delete, api_delete, events_delete, job_delete;
   statement incremental_vacuum;
   statement node_upsert, node_delete, models_seen_prune;
   statement node_gpus_delete, node_models_delete, node_gpu_insert, node_model_insert;
@@ -344,10 +480,39 @@ struct job_store::impl {
     return rows;
   }
 
-  void fill_messages(job_row& r) {
-    query q(messages_select);
+  // The job's messages with their tool calls, and its api params: what it was submitted with
+  // besides the prompt and the jobs row.
+  void fill_request(job_row& r) {
+    {
+      query q(messages_select);
+      q.bind(r.id);
+      while (q.next()) {
+        wire::chat_message& m = r.messages.emplace_back();
+        m.role = q.text(0);
+        m.content = q.text(1);
+        m.name = q.text(2);
+        m.tool_call_id = q.text(3);
+        m.reasoning_content = q.text(4);
+      }
+    }
+    {
+      query q(tool_calls_select);
+      q.bind(r.id);
+      while (q.next()) {
+        const int64_t m = q.i64(0);
+        if (m < 0 || static_cast<uint64_t>(m) >= r.messages.size()) {
+          throw std::runtime_error("job " + std::to_string(r.id) +
+                                   ": a tool call of a message it does not have in database");
+        }
+        r.messages[size_t(m)].tool_calls.push_back({q.text(1), q.text(2), q.text(3)});
+      }
+    }
+    query q(api_select);
     q.bind(r.id);
-    while (q.next()) r.messages.push_back({q.text(0), q.text(1)});
+    if (q.next()) {
+      api_reader reader{q, r.id};
+      r.params.api.fields(reader);
+    }
   }
 };
 
@@ -435,7 +600,33 @@ uint64_t job_store::insert_job(job_row& row, int64_t now_ms) {
   query(p_->prompt_insert).bind(id).bind(row.prompt).run();
   for (size_t i = 0; i < row.messages.size(); ++i) {
     const auto& m = row.messages[i];
-    query(p_->message_insert).bind(id).bind(i).bind(m.role).bind(m.content).run();
+    query(p_->message_insert)
+        .bind(id)
+        .bind(i)
+        .bind(m.role)
+        .bind(m.content)
+        .bind(m.name)
+        .bind(m.tool_call_id)
+        .bind(m.reasoning_content)
+        .run();
+    for (size_t c = 0; c < m.tool_calls.size(); ++c) {
+      const wire::tool_call& call = m.tool_calls[c];
+      query(p_->tool_call_insert)
+          .bind(id)
+          .bind(i)
+          .bind(c)
+          .bind(call.id)
+          .bind(call.name)
+          .bind(call.arguments)
+          .run();
+    }
+  }
+  if (api_in_use(row.params.api)) {
+    query q(p_->api_insert);
+    q.bind(id);
+    api_binder binder{q, {}};
+    row.params.api.fields(binder);
+    q.run();
   }
   p_->event(id, now_ms, "queued", 0, "", "");
   w.done();
@@ -551,7 +742,7 @@ std::optional<job_row> job_store::job(uint64_t id) {
     if (!q.next()) return std::nullopt;
     r = read_job(q, true);
   }
-  p_->fill_messages(*r);
+  p_->fill_request(*r);
   return r;
 }
 
@@ -599,7 +790,7 @@ std::vector<job_row> job_store::unfinished_jobs() {
     query q(p_->jobs_unfinished);
     rows = p_->collect(q, true);
   }
-  for (auto& r : rows) p_->fill_messages(r);
+  for (auto& r : rows) p_->fill_request(r);
   return rows;
 }
 
@@ -629,8 +820,9 @@ uint64_t job_store::prune(const retention& r, int64_t now_ms, uint32_t max_jobs)
   if (r.keep_last != 0) select(p_->prune_by_count, clamp_i64(r.keep_last - 1));
   // Children first: the foreign keys refer to the job.
   for (uint64_t id : ids) {
-    for (statement* st : {&p_->messages_delete, &p_->events_delete, &p_->prompt_delete,
-                          &p_->output_delete, &p_->job_delete}) {
+    for (statement* st :
+         {&p_->tool_calls_delete, &p_->messages_delete, &p_->api_delete, &p_->events_delete,
+          &p_->prompt_delete, &p_->output_delete, &p_->job_delete}) {
       query(*st).bind(id).run();
     }
   }

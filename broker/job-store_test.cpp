@@ -10,12 +10,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <thread>
 
 #include "broker/counting-vfs.h"
+#include "schema/codec.h"
 
 namespace hearth::broker {
 namespace {
@@ -56,6 +58,52 @@ job_row sample_job(std::string model = "stories260K", std::string prompt = "Once
   r.model = std::move(model);
   r.prompt = std::move(prompt);
   return r;
+}
+
+// A job of issue 56's API: tool calls and tool messages, every api_params field set to a value
+// other than its default.
+job_row api_job() {
+  job_row r = sample_job("qwen3", "");
+  r.messages = {{"system", "use the tools"}, {"user", "weather in Oslo?"}};
+  wire::chat_message call;
+  call.role = "assistant";
+  call.reasoning_content = "The user wants the weather.";
+  call.tool_calls = {{"call_1", "get_weather", R"({"city": "Oslo"})"},
+                     {"call_2", "get_time", "{\"tz\": \"\xc3\xa9\\u0000\"}"}};
+  wire::chat_message result;
+  result.role = "tool";
+  result.name = "get_weather";
+  result.tool_call_id = "call_1";
+  result.content = "-3 C, snow";
+  r.messages.push_back(call);
+  r.messages.push_back(result);
+  r.messages.push_back({"assistant", "It snows."});
+  wire::api_params& a = r.params.api;
+  a.tools = R"([{"type":"function","function":{"name":"get_weather","parameters":{}}}])" +
+            std::string(100000, ' ');  // large texts live outside the jobs row
+  a.tool_choice = "function:get_weather";
+  a.parallel_tool_calls = false;
+  a.json_schema = R"({"type":"object"})";
+  a.grammar = "root ::= \"a\"\n";
+  a.template_kwargs = R"({"enable_thinking":false})";
+  a.logprobs = true;
+  a.top_logprobs = 20;
+  a.n = 8;
+  a.logit_bias = {{0, -100}, {151643, 100}, {7, 0.1f}, {2147483647, -0.0f}};
+  a.events = true;
+  return r;
+}
+
+// What the broker hands a node for `r` (job_table::assign copies these fields).
+std::string assign_of(const job_row& r) {
+  wire::job_assign a;
+  a.job_id = r.id;
+  a.attempt = 1;
+  a.model = r.model;
+  a.prompt = r.prompt;
+  a.messages = r.messages;
+  a.params = r.params;
+  return wire::encode(a);
 }
 
 std::vector<std::string> event_names(job_store& s, uint64_t id) {
@@ -367,7 +415,7 @@ TEST_F(JobStore, UsesWalAndRecordsTheSchemaVersion) {
     return v;
   };
   EXPECT_EQ(pragma("PRAGMA journal_mode"), "wal");
-  EXPECT_EQ(pragma("PRAGMA user_version"), "7");
+  EXPECT_EQ(pragma("PRAGMA user_version"), "8");
   EXPECT_EQ(pragma("PRAGMA auto_vacuum"), "2");  // incremental: prune() can shrink the file
   EXPECT_EQ(pragma("PRAGMA application_id"), std::to_string(0x48525448));
   sqlite3_close(db);
@@ -495,10 +543,10 @@ TEST_F(JobStore, RejectsAnotherApplicationsDatabase) {
   EXPECT_NE(b.message().find("application_id 0x000004d2"), std::string::npos) << b.message();
 
   { ASSERT_TRUE(open_store()); }
-  make(path(), "PRAGMA user_version = 8");
+  make(path(), "PRAGMA user_version = 9");
   auto c = job_store::open(path());
   ASSERT_FALSE(c);
-  EXPECT_NE(c.message().find("schema version 8"), std::string::npos) << c.message();
+  EXPECT_NE(c.message().find("schema version 9"), std::string::npos) << c.message();
 }
 
 // The layout of version 1 (before owners and node keys), as a broker of that version made it.
@@ -756,7 +804,7 @@ TEST_F(JobStore, UpgradesAVersion2FileInPlace) {
   }
   auto s = open_store();
   ASSERT_TRUE(s);
-  EXPECT_EQ(sql_value(path(), "PRAGMA user_version"), "7");
+  EXPECT_EQ(sql_value(path(), "PRAGMA user_version"), "8");
   EXPECT_EQ(sql_value(path(), "PRAGMA auto_vacuum"), "2");
   EXPECT_EQ(sql_value(path(),
                       "SELECT count(*) FROM pragma_table_info('jobs') WHERE name IN "
@@ -939,7 +987,7 @@ TEST_F(JobStore, UpgradesAVersion3FileInPlace) {
   }
   auto s = open_store();
   ASSERT_TRUE(s);
-  EXPECT_EQ(sql_value(path(), "PRAGMA user_version"), "7");
+  EXPECT_EQ(sql_value(path(), "PRAGMA user_version"), "8");
   EXPECT_EQ(sql_value(path(), "SELECT count(*) FROM pragma_foreign_key_check"), "0");
   auto done = s->job(1);
   ASSERT_TRUE(done);
@@ -967,10 +1015,13 @@ TEST_F(JobStore, UpgradesAVersion3FileInPlace) {
   r.params.frequency_penalty = -2;
   r.params.chat_template = "gemma";
   EXPECT_EQ(s->insert_job(r, 30), 3u);
+  job_row api = api_job();  // the tables and columns of version 8
+  EXPECT_EQ(s->insert_job(api, 31), 4u);
   s->api_key_insert({"0123456789ab", "ci", std::string(64, 'f'), "hk_AbCdE", 40, 0, 0});
   s.reset();
   s = open_store();
   ASSERT_TRUE(s);
+  EXPECT_EQ(assign_of(*s->job(4)), assign_of(api));
   auto got = s->job(3);
   ASSERT_TRUE(got);
   EXPECT_EQ(got->params.presence_penalty, 0.5f);
@@ -1454,6 +1505,52 @@ TEST_F(JobStore, RollbackEndsTheTurnAndKeepsNothing) {
   EXPECT_EQ(s->job(kept.id)->state, job_state::running);
 }
 
+TEST_F(JobStore, ApiParamsAndToolMessagesSurviveAReopenAndGiveTheSameAssignment) {
+  job_row r = api_job();
+  job_row plain = sample_job();
+  {
+    auto s = open_store();
+    ASSERT_TRUE(s);
+    s->insert_job(r, 10);
+    s->insert_job(plain, 11);
+    s->job_assigned(r.id, 1, "n1", 12);
+  }
+  EXPECT_EQ(sql_value(path(), "SELECT count(*) FROM job_api"), "1");  // none for the plain job
+  EXPECT_EQ(sql_value(path(), "SELECT length(logit_bias) FROM job_api"), "32");
+  EXPECT_EQ(sql_value(path(), "SELECT count(*) FROM job_tool_calls"), "2");
+  auto s = open_store();  // a restarted broker
+  ASSERT_TRUE(s);
+  auto got = s->job(r.id);
+  ASSERT_TRUE(got);
+  EXPECT_EQ(assign_of(*got), assign_of(r));
+  ASSERT_EQ(got->messages.size(), 5u);
+  EXPECT_EQ(got->messages[2].tool_calls.size(), 2u);
+  EXPECT_EQ(got->messages[2].tool_calls[1].arguments, r.messages[2].tool_calls[1].arguments);
+  EXPECT_EQ(got->messages[2].reasoning_content, "The user wants the weather.");
+  EXPECT_EQ(got->messages[3].tool_call_id, "call_1");
+  EXPECT_EQ(got->messages[3].name, "get_weather");
+  EXPECT_EQ(got->params.api.tools, r.params.api.tools);
+  EXPECT_FALSE(got->params.api.parallel_tool_calls);
+  EXPECT_EQ(got->params.api.n, 8);
+  ASSERT_EQ(got->params.api.logit_bias.size(), 4u);
+  EXPECT_EQ(got->params.api.logit_bias[1].token, 151643);
+  EXPECT_EQ(got->params.api.logit_bias[2].bias, 0.1f);
+  EXPECT_EQ(got->params.api.logit_bias[3].token, 2147483647);
+  EXPECT_TRUE(std::signbit(got->params.api.logit_bias[3].bias));  // the float's exact bits
+  auto unfinished = s->unfinished_jobs();                         // what a restart takes over
+  ASSERT_EQ(unfinished.size(), 2u);
+  EXPECT_EQ(assign_of(unfinished[0]), assign_of(r));
+  EXPECT_EQ(assign_of(unfinished[1]), assign_of(plain));
+  // A retry is the same job row: requeued and assigned again, it still asks for the same.
+  s->job_requeued(r.id, 1, "n1", "node lost", 20);
+  s->job_assigned(r.id, 2, "n2", 21);
+  EXPECT_EQ(assign_of(*s->job(r.id)), assign_of(r));
+  // A job that asks for none of it reads as the defaults.
+  const wire::api_params defaults;
+  EXPECT_EQ(wire::encode(wire::job_assign{.params = {.api = s->job(plain.id)->params.api}}),
+            wire::encode(wire::job_assign{.params = {.api = defaults}}));
+}
+
 TEST_F(JobStore, PruneDeletesOldFinishedJobsInBatchesAndNothingElse) {
   auto s = open_store();
   ASSERT_TRUE(s);
@@ -1463,6 +1560,8 @@ TEST_F(JobStore, PruneDeletesOldFinishedJobsInBatchesAndNothingElse) {
   for (int i = 1; i <= 12; ++i) {
     job_row r = sample_job();
     r.messages = {{"user", "hi"}};
+    r.messages[0].tool_calls = {{"call_1", "f", "{}"}};  // job_tool_calls rows to delete
+    r.params.api.n = 2;                                  // and a job_api row
     s->insert_job(r, 0);
     if (i == 11) continue;
     s->job_assigned(r.id, 1, "n1", 0);
@@ -1487,7 +1586,8 @@ TEST_F(JobStore, PruneDeletesOldFinishedJobsInBatchesAndNothingElse) {
     EXPECT_TRUE(s->job_events(id).empty()) << id;
     EXPECT_EQ(s->read_output(id, 0, 10), "") << id;
   }
-  for (const char* table : {"job_messages", "job_prompts", "job_output", "job_events"}) {
+  for (const char* table :
+       {"job_messages", "job_tool_calls", "job_api", "job_prompts", "job_output", "job_events"}) {
     std::string sql = "SELECT count(*) FROM "s + table + " WHERE job_id <= 4";
     EXPECT_EQ(sql_value(path(), sql.c_str()), "0") << table;
   }

@@ -68,8 +68,11 @@ struct live_job {
   net::steady::time_point attempt_progress{};
 };
 
-// The bytes a job's prompt and messages hold, as the per-client and queue limits count them.
-uint64_t request_bytes(const std::string& prompt, const std::vector<wire::chat_message>& messages);
+// The bytes a job's prompt, messages (their tool calls too) and api params' texts hold, as the
+// per-client and queue limits count them: tools, a JSON Schema and a grammar may each be larger
+// than the prompt.
+uint64_t request_bytes(const std::string& prompt, const std::vector<wire::chat_message>& messages,
+                       const wire::job_params& params);
 
 // What one owner's unfinished jobs hold (the per-client limits).
 struct client_usage {
