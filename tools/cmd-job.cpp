@@ -9,6 +9,7 @@
 #include "schema/zmq-io.h"
 #include "tools/broker-cli.h"
 #include "tools/commands.h"
+#include "tools/events-view.h"
 
 namespace hearth::cli {
 namespace {
@@ -104,6 +105,60 @@ void print_block(const std::string& heading, const std::string& text) {
   b.end();
 }
 
+// A JSON text's first line, cut to `max` bytes, for a field's one line.
+std::string one_line(std::string_view text, size_t max = 60) {
+  std::string s(text.substr(0, std::min(text.find('\n'), max)));
+  return s.size() < text.size() ? s + "... (" + std::to_string(text.size()) + " bytes)" : s;
+}
+
+// The tools' function names, from OpenAI's tools array (the broker checked it is an array of
+// objects); the text itself when it does not parse as that.
+std::string tool_names(const std::string& tools) {
+  const json j = json::parse(tools, nullptr, false);
+  if (!j.is_array()) return one_line(tools);
+  std::string names;
+  for (const auto& t : j) {
+    const auto f = t.find("function");
+    const bool named = t.is_object() && f != t.end() && f->is_object() && f->contains("name") &&
+                       (*f)["name"].is_string();
+    names += (names.empty() ? "" : ", ") + (named ? (*f)["name"].get<std::string>() : "?");
+  }
+  return names + " (" + std::to_string(j.size()) + (j.size() == 1 ? " tool)" : " tools)");
+}
+
+// api_params (issue 56), each only when it asks for something.
+template <class Field>
+void print_api_params(const wire::api_params& a, const Field& field) {
+  if (!a.tools.empty()) field("tools", tool_names(a.tools));
+  if (!a.tool_choice.empty()) field("tool_choice", a.tool_choice);
+  if (!a.parallel_tool_calls) field("parallel calls", "false (one tool call at most)");
+  if (!a.json_schema.empty()) field("json_schema", one_line(a.json_schema));
+  if (!a.grammar.empty()) field("grammar", one_line(a.grammar));
+  if (!a.template_kwargs.empty()) field("template_kwargs", one_line(a.template_kwargs));
+  if (a.logprobs) field("logprobs", "true, " + std::to_string(a.top_logprobs) + " alternatives");
+  if (a.n != 1) field("choices", std::to_string(a.n));
+  std::string bias;
+  for (const auto& b : a.logit_bias)
+    bias += (bias.empty() ? "" : ", ") + std::to_string(b.token) + ":" + float_text(b.bias);
+  if (!bias.empty()) field("logit_bias", bias);
+  if (a.events) field("events", "true (the output is output events, shown rendered)");
+}
+
+// A chat message: its role (a tool message's function and the call it answers), its reasoning,
+// its text and its tool calls, as hearth submit prints a job's.
+void print_message(const wire::chat_message& m) {
+  std::string heading = "  [" + m.role + (m.name.empty() ? "" : " " + m.name) +
+                        (m.tool_call_id.empty() ? "" : ", answers " + m.tool_call_id) + "]";
+  std::string text;
+  if (!m.reasoning_content.empty()) text = "<think>" + m.reasoning_content + "</think>\n";
+  text += m.content;
+  for (const auto& c : m.tool_calls) {
+    if (!text.empty() && text.back() != '\n') text += "\n";
+    text += "tool call: " + c.name + "(" + c.arguments + ") [" + c.id + "]";
+  }
+  print_block(heading, text);
+}
+
 void print_detail(const wire::job_detail& d, const job_timings& t) {
   const auto& s = d.summary;
   const auto& p = d.params;
@@ -156,12 +211,13 @@ void print_detail(const wire::job_detail& d, const job_timings& t) {
   // Only when not the default: they matter for thinking models alone.
   if (!p.enable_thinking) field("enable_thinking", "false");
   if (p.show_thinking) field("show_thinking", "true (the output keeps the <think> block)");
+  print_api_params(p.api, field);
 
   if (d.messages.empty()) {
     print_block("prompt", d.prompt);
   } else {
     std::printf("messages\n");
-    for (const auto& m : d.messages) print_block("  [" + m.role + "]", m.content);
+    for (const auto& m : d.messages) print_message(m);
   }
 
   // Per attempt: where it ran and how it ended, from the events that name a node.
@@ -247,6 +303,8 @@ int show_job(const job_options& o) {
   broker_client client(o.broker);
   json_record_writer json_out;
   std::optional<block_writer> text_out;
+  // An events job's output rendered (tools/events-view.h), reasoning and every choice shown.
+  std::optional<events_printer> events_out;
   const bool whole = read_job(
       client, o.job_id,
       [&](wire::job_detail d) {
@@ -256,11 +314,17 @@ int show_job(const job_options& o) {
         } else {
           print_detail(d, t);
           text_out.emplace("output");
+          if (d.params.api.events) {
+            events_out.emplace([&](std::string_view text) { text_out->add(text); }, write_err,
+                               events_printer::options{.reasoning = true});
+          }
         }
       },
       [&](std::string_view page) {
         if (o.json) {
           json_out.add(page);
+        } else if (events_out) {
+          events_out->feed(page);
         } else {
           text_out->add(page);
         }
@@ -268,6 +332,7 @@ int show_job(const job_options& o) {
   if (o.json) {
     json_out.end();
   } else {
+    if (events_out) events_out->finish();
     text_out->end();
   }
   if (!whole) {

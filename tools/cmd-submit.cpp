@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <random>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "client/broker-retry.h"
 #include "engine/tokenizer/chat-template.h"
@@ -33,6 +35,14 @@ struct submit_options {
   CLI::Option* template_flag = nullptr;       // --template NAME: params.chat_template
   CLI::Option* show_thinking_flag = nullptr;  // params.show_thinking
   CLI::Option* no_think_flag = nullptr;       // params.enable_thinking = false
+  // Issue 56's API (job_params::api), from files and flags:
+  std::string tools_file;               // --tools: OpenAI's tools array
+  std::string tool_choice;              // --tool-choice auto|none|required|NAME
+  std::string json_schema_file;         // --json-schema
+  std::string grammar_file;             // --grammar (GBNF)
+  std::string template_kwargs;          // --template-kwargs JSON
+  int32_t logprobs = -1;                // --logprobs N: N alternatives per token; -1: not asked
+  std::vector<std::string> logit_bias;  // --logit-bias TOKEN:BIAS
   bool json = false;
   bool detach = false;
   int retry_for_s = 60;
@@ -49,6 +59,49 @@ std::string fresh_request_key() {
     key += buf;
   }
   return key;
+}
+
+// TOKEN:BIAS, as --logit-bias takes it.
+wire::token_bias logit_bias_of(const std::string& arg) {
+  const size_t colon = arg.find(':');
+  size_t token_end = 0, bias_end = 0;
+  wire::token_bias b;
+  try {
+    if (colon == std::string::npos) throw std::invalid_argument(arg);
+    b.token = std::stoi(arg.substr(0, colon), &token_end);
+    b.bias = std::stof(arg.substr(colon + 1), &bias_end);
+  } catch (const std::logic_error&) {
+    token_end = 0;
+  }
+  if (token_end == 0 || token_end != colon || bias_end != arg.size() - colon - 1) {
+    throw std::runtime_error("--logit-bias " + arg + ": expected TOKEN:BIAS, e.g. 13:-100");
+  }
+  return b;
+}
+
+// The api params the options ask for (job_params_check then checks them as the broker will).
+// Events are asked for whenever what was asked needs them (tools, logprobs, several choices),
+// and the output is then printed from them.
+void api_params_fill(submit_options& o, bool chat) {
+  wire::api_params& a = o.params.api;
+  if (!chat && (!o.tools_file.empty() || !o.template_kwargs.empty()))
+    throw std::runtime_error("--tools and --template-kwargs need --chat");
+  if (!o.tools_file.empty())
+    a.tools = request_file_read(o.tools_file, wire::api_max_text_bytes, "--tools");
+  if (!o.json_schema_file.empty())
+    a.json_schema =
+        request_file_read(o.json_schema_file, wire::api_max_text_bytes, "--json-schema");
+  if (!o.grammar_file.empty())
+    a.grammar = request_file_read(o.grammar_file, wire::api_max_text_bytes, "--grammar");
+  a.template_kwargs = o.template_kwargs;
+  const std::string& c = o.tool_choice;
+  a.tool_choice = c.empty() || c == "auto" || c == "none" || c == "required" ? c : "function:" + c;
+  if (o.logprobs >= 0) {
+    a.logprobs = true;
+    a.top_logprobs = o.logprobs;
+  }
+  for (const auto& b : o.logit_bias) a.logit_bias.push_back(logit_bias_of(b));
+  a.events = !a.tools.empty() || a.logprobs || a.n > 1;
 }
 
 int submit(submit_options& o) {
@@ -72,6 +125,7 @@ int submit(submit_options& o) {
     if (auto t = chat_template_from_name(p.chat_template); !t)
       throw std::runtime_error(t.message());
   }
+  api_params_fill(o, chat);
   // The broker checks too; checking here refuses a bad job before a round trip, with the same
   // message.
   if (auto e = wire::job_params_check(p); !e.ok()) throw std::runtime_error(e.message);
@@ -142,7 +196,9 @@ int submit(submit_options& o) {
                      .attach = retried,
                      .retry_for = retry_for,
                      .retry_for_given = retry_for_given,
-                     .cancel_on_interrupt = !o.detach});
+                     .cancel_on_interrupt = !o.detach,
+                     .output_events = p.api.events,
+                     .show_reasoning = p.show_thinking});
 }
 
 }  // namespace
@@ -192,6 +248,27 @@ action add_submit(CLI::App& app) {
       cmd->add_flag("--show-thinking", p.show_thinking,
                     "Stream a thinking model's <think>...</think> reasoning too; the job's text "
                     "then keeps it (hidden by default)");
+  cmd->add_option("--tools", o->tools_file,
+                  "A JSON file of OpenAI's tools array for --chat; the model's calls are printed "
+                  "as lines 'tool call: NAME(ARGUMENTS)'");
+  cmd->add_option("--tool-choice", o->tool_choice,
+                  "auto (the model decides), none, required (at least one call), or a tool's NAME "
+                  "(a call of that one)");
+  cmd->add_option("--json-schema", o->json_schema_file,
+                  "A JSON Schema file: the output is JSON valid against it");
+  cmd->add_option("--grammar", o->grammar_file, "A GBNF grammar file the output matches");
+  cmd->add_option("--template-kwargs", o->template_kwargs,
+                  "A JSON object of more variables for the chat template, e.g. "
+                  "'{\"enable_thinking\": false}'");
+  cmd->add_option("--logprobs", o->logprobs,
+                  "Record each token's log-probability and N most likely alternatives (0-20) "
+                  "in the job's output events (--json, hearth job N --json)");
+  cmd->add_option("--choices", p.api.n,
+                  "Generate N choices from the one prompt (1-8); the first streams, the others "
+                  "follow when the job ends")
+      ->capture_default_str();
+  cmd->add_option("--logit-bias", o->logit_bias,
+                  "TOKEN:BIAS: add BIAS (-100 to 100) to a token's logit (repeatable)");
   o->no_think_flag = cmd->add_flag(
       "--no-think", [o](int64_t) { o->params.enable_thinking = false; },
       "Ask a thinking model (Qwen3) to answer without reasoning first");

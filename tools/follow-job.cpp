@@ -10,6 +10,7 @@
 #include "client/follow-job.h"
 #include "client/protocol.h"
 #include "tools/broker-cli.h"
+#include "tools/events-view.h"
 #include "tools/stream-view.h"
 
 namespace hearth::cli {
@@ -132,8 +133,21 @@ int follow_job(broker_client& client, uint64_t job_id, const follow_options& o) 
     json_lines_stream s(job_id);
     return follow(client, job_id, s, o);
   }
-  stream_view view(job_id, write_out, write_err, isatty(STDERR_FILENO) != 0,
-                   isatty(STDOUT_FILENO) != 0);
+  events_printer printer(write_out, write_err, {.reasoning = o.show_reasoning});
+  stream_view view(job_id,
+                   o.output_events
+                       ? stream_view::write_fn([&](std::string_view t) { printer.feed(t); })
+                       : stream_view::write_fn(write_out),
+                   write_err, isatty(STDERR_FILENO) != 0, isatty(STDOUT_FILENO) != 0);
+  if (o.output_events) {
+    view.set_renderer({.restart = [&] { printer.restart(); },
+                       .finish =
+                           [&] {
+                             printer.finish();
+                             if (!printer.at_line_start()) write_out("\n");
+                           },
+                       .at_line_start = [&] { return printer.at_line_start(); }});
+  }
   if (o.position) view.on_queued({job_id, *o.position, o.waiting});
   return follow(client, job_id, view, o);
 }

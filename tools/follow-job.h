@@ -28,6 +28,10 @@ struct follow_options {
   // After Ctrl-C (tools/interrupt.h, when the command caught it): cancel the job, or leave it
   // running (--detach) and say how to find it; either way the exit code is 130.
   bool cancel_on_interrupt = true;
+  // The job's output is output events (its api.events): printed as tools/events-view.h renders
+  // them, reasoning too when asked (JSON lines carry them as they come, in "tokens").
+  bool output_events = false;
+  bool show_reasoning = false;
 };
 
 // Returns the exit code: 0 when the job completed, 1 when it failed or was cancelled, 130 after

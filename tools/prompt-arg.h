@@ -3,6 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstddef>
 #include <string>
 
 namespace hearth::cli {
@@ -19,5 +20,10 @@ struct prompt_arg {
   // a command that fails its checks does not wait for input).
   const std::string& read();
 };
+
+// The text of a file a request carries (hearth submit --tools, --json-schema, --grammar): read
+// whole, "-" for standard input; at most `max_bytes`, else an error naming `what` (the option)
+// and the file, as is one that cannot be read.
+std::string request_file_read(const std::string& path, size_t max_bytes, const std::string& what);
 
 }  // namespace hearth::cli

@@ -91,7 +91,13 @@ void stream_view::on_done(const wire::job_done& e) {
       current_.size() < shown_.size()) {
     diverge();
   }
-  if (!at_line_start_) print("\n");
+  if (renderer_.finish) {
+    clear_status();
+    renderer_.finish();
+    at_line_start_ = true;
+  } else if (!at_line_start_) {
+    print("\n");
+  }
   final_ = e;
   const std::string job = "job " + std::to_string(job_id_);
   switch (e.state) {
@@ -211,7 +217,12 @@ void stream_view::show_beyond() {
 
 void stream_view::diverge() {
   clear_status();
-  if (!at_line_start_) print("\n");
+  if (renderer_.restart) {
+    renderer_.restart();  // it ends its own line
+    at_line_start_ = true;
+  } else if (!at_line_start_) {
+    print("\n");
+  }
   const std::string reason =
       restart_reason_.empty() ? "attempt " + std::to_string(order_.attempt()) : restart_reason_;
   err_("[hearth: job " + std::to_string(job_id_) + " restarted on another node (" + reason +
@@ -224,7 +235,7 @@ void stream_view::print(std::string_view text) {
   if (text.empty()) return;
   clear_status();
   out_(text);
-  at_line_start_ = text.back() == '\n';
+  at_line_start_ = renderer_.at_line_start ? renderer_.at_line_start() : text.back() == '\n';
   line_broken_ = false;
 }
 

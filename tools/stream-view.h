@@ -72,6 +72,17 @@ class stream_view : public client::job_stream {
   stream_resume resume_point() const override { return order_.resume_point(); }
   void expect_resume() override { order_.expect_resume(); }
 
+  // A renderer between the job's bytes and `out` (output events, tools/events-view.h): told
+  // when the text is printed anew from an attempt's start and when the job ended (each time
+  // instead of a newline: it ends its own line, as only it knows where its text is), and asked
+  // whether what it printed ends a line, which the bytes it was given do not say.
+  struct renderer_hooks {
+    std::function<void()> restart;
+    std::function<void()> finish;
+    std::function<bool()> at_line_start;
+  };
+  void set_renderer(renderer_hooks r) { renderer_ = std::move(r); }
+
   bool done() const override { return final_.has_value(); }
   // 0 when the job completed, 1 when it failed or was cancelled (valid once done()).
   int exit_code() const;
@@ -113,6 +124,7 @@ class stream_view : public client::job_stream {
   std::string node_;                  // where the current attempt runs, from job_running
   int catch_up_shown_ = -1;  // the percentage of the screen's text a new attempt reproduced
   std::optional<wire::job_done> final_;
+  renderer_hooks renderer_;
 };
 
 }  // namespace hearth::cli
