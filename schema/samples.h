@@ -84,8 +84,21 @@ inline skipped_model skipped() {
           "tensor 'blk.31.ffn_down.weight' ends at byte 4920000000 but the file has 2147483648"};
 }
 
+// Every field of chat_message away from its default somewhere: a tool call and its result.
 inline std::vector<chat_message> conversation() {
-  return {{"system", "Answer briefly."}, {"user", "Pourquoi le ciel est-il bleu ?"}};
+  chat_message call;
+  call.role = "assistant";
+  call.content = "Je regarde.";
+  call.name = "meteo";
+  call.tool_call_id = "call_0";
+  call.reasoning_content = "The user asks why; a tool knows the sky.";
+  call.tool_calls = {{"call_1", "get_weather", R"({"city": "Paris", "units": "metric"})"}};
+  chat_message result;
+  result.role = "tool";
+  result.content = R"({"sky": "blue"})";
+  result.name = "get_weather";
+  result.tool_call_id = "call_1";
+  return {{"system", "Answer briefly."}, {"user", "Pourquoi le ciel est-il bleu ?"}, call, result};
 }
 
 inline job_params params() {
@@ -104,6 +117,18 @@ inline job_params params() {
   p.chat_template = "llama3";
   p.enable_thinking = false;
   p.show_thinking = true;
+  api_params& a = p.api;
+  a.tools = R"([{"type":"function","function":{"name":"get_weather","parameters":{}}}])";
+  a.tool_choice = "function:get_weather";
+  a.parallel_tool_calls = false;
+  a.json_schema = R"({"type":"object","required":["sky"]})";
+  a.grammar = "root ::= \"{\" [^}]* \"}\"";
+  a.template_kwargs = R"({"enable_thinking":false})";
+  a.logprobs = true;
+  a.top_logprobs = 20;
+  a.n = std::numeric_limits<int32_t>::max();
+  a.logit_bias = {{std::numeric_limits<int32_t>::max(), -100}, {-1, 0.5f}};
+  a.events = true;
   return p;
 }
 
