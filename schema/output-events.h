@@ -16,7 +16,7 @@
 //                                                 sampled tokens' log-probabilities, in order
 //   {"i":0,"finish":"stop"}                       the choice ended: "stop", "length", "tool_calls"
 //
-// PROTOCOL.md section 10.4 is this format for other implementations.
+// PROTOCOL.md section 10.8 is this format for other implementations.
 #pragma once
 
 #include <cstdint>
