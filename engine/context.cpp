@@ -182,6 +182,54 @@ result<void> context::warm_up() {
   return r;
 }
 
+result<void> context::seq_copy(int32_t src, int32_t dst) {
+  for (int32_t s : {src, dst}) {
+    if (s < 0 || s >= params_.n_seq_max) {
+      return error{"sequence id " + std::to_string(s) + " is outside [0, " +
+                   std::to_string(params_.n_seq_max) + ")"};
+    }
+  }
+  if (src == dst) return error{"seq_copy: a sequence cannot be copied onto itself"};
+  if (kv_->seq_pos_max(dst) >= 0) {
+    return error{"seq_copy: sequence " + std::to_string(dst) + " is not empty"};
+  }
+  const std::vector<int32_t> from = kv_->seq_cells(src);
+  if (int32_t(from.size()) > kv_->n_free()) {
+    return error{"context full: copying sequence " + std::to_string(src) + " needs " +
+                 std::to_string(from.size()) + " cells but only " + std::to_string(kv_->n_free()) +
+                 " are free"};
+  }
+  backend& be = model_.backend();
+  // In chunks of n_batch rows: the F32 scratch rows are act_.k and act_.v, the source cells go in
+  // tok_ids (get_rows' ids) and the new cells in tok_cell (kv_store's cells).
+  for (size_t begin = 0; begin < from.size(); begin += size_t(params_.n_batch)) {
+    const int32_t n = int32_t(std::min(from.size() - begin, size_t(params_.n_batch)));
+    for (int32_t i = 0; i < n; ++i) {
+      ids_[size_t(i)] = from[begin + size_t(i)];
+      pos_[size_t(i)] = kv_->cell_pos(ids_[size_t(i)]);
+      seq_[size_t(i)] = dst;
+    }
+    if (!kv_->place({seq_.data(), size_t(n)}, {pos_.data(), size_t(n)},
+                    {cell_.data(), size_t(n)})) {
+      return error{"context full"};  // checked above: not reached
+    }
+    kv_->upload_cells();
+    be.upload(fb_.tok_ids, ids_.data(), size_t(n) * 4);
+    be.upload(fb_.tok_cell, cell_.data(), size_t(n) * 4);
+    tensor ids = fb_.tok_ids, cells = fb_.tok_cell;
+    ids.ne[0] = cells.ne[0] = n;
+    const tensor k = tensor_rows(act_.k, n), v = tensor_rows(act_.v, n);
+    for (int32_t l = 0; l < kv_->n_layer(); ++l) {
+      be.get_rows(kv_->k(l), ids, k);
+      be.kv_store(k, cells, kv_->k(l));
+      be.get_rows(kv_->v(l), ids, v);
+      be.kv_store(v, cells, kv_->v(l));
+    }
+  }
+  be.synchronize();
+  return {};
+}
+
 result<void> context::decode_chunk(std::span<const batch_token> chunk) {
   const int32_t n = int32_t(chunk.size());
   int32_t n_out = 0;

@@ -82,6 +82,13 @@ class context {
   void seq_truncate(int32_t seq, int32_t pos) { kv_->seq_truncate(seq, pos); }
   // The position the next token of `seq` takes (0 for an empty sequence).
   int32_t seq_next_pos(int32_t seq) const { return kv_->seq_pos_max(seq) + 1; }
+  // Gives the empty sequence `dst` copies of every cell of `src` (same positions, same keys and
+  // values): `dst` then continues from `src`'s tokens without decoding them again, as n choices
+  // of one prompt do (node/batch-engine.cpp). The rows go through the backend's own ops (get_rows
+  // of the F16 cache into F32 scratch, kv_store back, exact both ways), so it works the same on
+  // every backend, device memory included. Errors (ids out of range, `dst` not empty, too few
+  // free cells) leave the context as it was.
+  result<void> seq_copy(int32_t src, int32_t dst);
 
   int32_t n_ctx() const { return kv_->size(); }
   int32_t n_free() const { return kv_->n_free(); }

@@ -103,6 +103,15 @@ int32_t kv_cache::seq_pos_max(int32_t seq) const {
   return best;
 }
 
+std::vector<int32_t> kv_cache::seq_cells(int32_t seq) const {
+  std::vector<int32_t> out;
+  for (size_t c = 0; c < cell_seq_.size(); ++c)
+    if (cell_seq_[c] == seq) out.push_back(int32_t(c));
+  std::sort(out.begin(), out.end(),
+            [&](int32_t a, int32_t b) { return cell_pos_[size_t(a)] < cell_pos_[size_t(b)]; });
+  return out;
+}
+
 void kv_cache::upload_cells() {
   backend_.upload(cell_seq_t_, cell_seq_.data(), cell_seq_.size() * 4);
   backend_.upload(cell_pos_t_, cell_pos_.data(), cell_pos_.size() * 4);

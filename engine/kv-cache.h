@@ -40,6 +40,11 @@ class kv_cache {
   void clear();
   // Highest position stored for a sequence, or -1 when it has none.
   int32_t seq_pos_max(int32_t seq) const;
+  // The cells of a sequence, by position (what context::seq_copy copies).
+  std::vector<int32_t> seq_cells(int32_t seq) const;
+  // The position a cell holds (-1 when free).
+  int32_t cell_pos(int32_t cell) const { return cell_pos_[size_t(cell)]; }
+  int32_t n_layer() const { return int32_t(k_.size()); }
 
   // Copies the cell metadata to the backend tensors below (after place/clear).
   void upload_cells();

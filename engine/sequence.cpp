@@ -58,6 +58,11 @@ void sequence::decoded() {
   }
 }
 
+void sequence::prompt_copied() {
+  assert(!prompt_done_);
+  decoded();
+}
+
 std::optional<generated_piece> sequence::step(const float* logits) {
   assert(!done_ && prompt_decoded());
   const int32_t tok = smp_.sample(logits);

@@ -75,6 +75,11 @@ class sequence {
   // The batch of append_batch() was decoded: the prompt's tokens go into the sampler's penalty
   // history (the first time), the cells held grow.
   void decoded();
+  // Instead of append_batch() and decoded() for the prompt: the context got this sequence's
+  // prompt cells by a copy from another sequence that decoded the same prompt at the same
+  // positions (context::seq_copy), so it continues from them; it then samples from that
+  // sequence's prompt logits.
+  void prompt_copied();
 
   // Samples the next token from `logits` (F32 [n_vocab], this sequence's row of the last
   // decode), accepts it, and applies the end rule. Returns the generated token and the text to

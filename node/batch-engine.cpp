@@ -48,6 +48,7 @@
 #include "node/job-engine.h"
 #include "node/model-catalog.h"
 #include "schema/job-params.h"
+#include "schema/output-events.h"
 
 namespace hearth::node {
 namespace {
@@ -62,53 +63,90 @@ bool same_ref(const wire::job_ref& a, const wire::job_ref& b) {
   return a.job_id == b.job_id && a.attempt == b.attempt;
 }
 
-// One attempt from admission to its end. Owned by its model's waiting queue, then its sequence
-// of the model's context, which `gen` runs once it has one.
+// What a job's output is made of (schema/output-events.h): output events when the request set
+// api.events, else the plain text of its one choice, streamed exactly as before issue 56.
+//
+// Events mode. Every choice is a sequence of its own; each step writes, per choice, the event
+// lines its sampled token made complete: reasoning (a thinking model's think block, kept instead
+// of dropped), content (the answer, without what the tool-call parser took as calls), tool_call
+// (one whole call), logprobs (when asked), and finish once the choice ended. A chunk reports the
+// tokens the step sampled, one per choice still running, the end-of-generation token included:
+// so the closing lines of a choice (the text held back, its finish) always come with a token,
+// and n_gen counts every sampled token of every choice (at most n × max_tokens).
+struct batch_choice {
+  batch_choice(uint32_t i, const sampler_params& sp, int32_t n_vocab)
+      : index(i), smp(sp, n_vocab) {}
+
+  uint32_t index;  // the choice's `i`
+  sampler smp;     // seeded with the job's seed + index
+  std::optional<sequence> gen;
+  int32_t seq = -1;    // its sequence of the model's context, once placed
+  int32_t row = -1;    // its logits row in the current step (-1: it reads choice 0's)
+  bool ended = false;  // events mode: its finish line is written and its sequence freed
+
+  // Plain mode: the think block kept out of the text (a thinking model's chat job without
+  // show_thinking). Events mode: the think block split off as reasoning events.
+  std::optional<think_filter> think;
+  uint32_t n_calls = 0;  // tool calls it made (events mode)
+
+  // Plain mode: generated tokens not reported yet and their visible text (see holds_back).
+  uint32_t held_tokens = 0;
+  std::string held_text;
+};
+
+// One attempt from admission to its end. Owned by its model's waiting queue, then by its running
+// list once every choice holds a sequence of the model's context.
 struct batch_attempt {
   batch_attempt(const wire::job_ref& r, std::vector<int32_t> prompt_tokens, generation_params p,
-                int32_t n_vocab)
-      : ref(r),
-        prompt(std::move(prompt_tokens)),
-        params(std::move(p)),
-        smp(params.sampling, n_vocab) {}
+                const wire::api_params& api_params, int32_t n_vocab)
+      : ref(r), prompt(std::move(prompt_tokens)), params(std::move(p)), api(api_params) {
+    const int32_t n = std::max(api.n, 1);
+    for (int32_t i = 0; i < n; ++i) {
+      sampler_params sp = params.sampling;
+      sp.seed += uint64_t(i);  // each choice its own draw; choice 0 samples as n = 1 does
+      choices.push_back(std::make_unique<batch_choice>(uint32_t(i), sp, n_vocab));
+    }
+  }
 
-  // It joins sequence `seq`, which may hold `n_ctx` cells.
-  void place(const vocab& voc, int32_t seq, int32_t n_ctx) {
-    gen.emplace(
-        voc, smp, std::move(prompt),
+  bool events() const { return api.events; }
+  // Choice 0 decodes the prompt; the others get copies of its cells (context::seq_copy).
+  void place(const vocab& voc, batch_choice& c, int32_t seq, int32_t n_ctx) {
+    c.seq = seq;
+    c.gen.emplace(
+        voc, c.smp, prompt,
         sequence_params{
             .seq = seq, .max_tokens = params.max_tokens, .stop = params.stop, .n_ctx = n_ctx});
   }
-  bool started() const { return gen && gen->prompt_decoded(); }
+  bool started() const { return choices[0]->gen && choices[0]->gen->prompt_decoded(); }
+  bool all_ended() const {
+    return std::all_of(choices.begin(), choices.end(), [](const auto& c) { return c->ended; });
+  }
 
-  // Of the text the sequence streams, what the job's text gets: all of it, or without the think
-  // block when `thinking_hidden` (the rest held back with it at the end, `last`).
-  std::string visible(std::string text, bool last) {
-    if (!thinking_hidden) return text;
-    std::string out = thinking_hidden->push(text).answer;
-    if (last) out += thinking_hidden->flush().answer;
+  // Plain mode. Of the text the sequence streams, what the job's text gets: all of it, or
+  // without the think block (the rest held back with it at the end, `last`).
+  static std::string visible(batch_choice& c, std::string text, bool last) {
+    if (!c.think) return text;
+    std::string out = c.think->push(text).answer;
+    if (last) out += c.think->flush().answer;
     return out;
   }
-  // Text is held back after the last token (an unfinished character, a possible stop string or
-  // think tag): that token is not reported yet, so the text it may end with has a token to come
-  // with (a chunk with text and no tokens is refused, PROTOCOL.md section 11).
-  bool holds_back(const generated_piece& p) const {
-    return p.holds_back || (thinking_hidden && thinking_hidden->holds_back());
+  // Plain mode. Text is held back after the last token (an unfinished character, a possible stop
+  // string or think tag): that token is not reported yet, so the text it may end with has a token
+  // to come with (a chunk with text and no tokens is refused, PROTOCOL.md section 11).
+  static bool holds_back(const batch_choice& c, const generated_piece& p) {
+    return p.holds_back || (c.think && c.think->holds_back());
   }
 
   wire::job_ref ref;
-  // A thinking model's chat job that did not ask for show_thinking (PROTOCOL.md job_params).
-  std::optional<think_filter> thinking_hidden;
-  std::vector<int32_t> prompt;  // until place()
+  std::vector<int32_t> prompt;  // what every choice's sequence starts from
   generation_params params;
-  sampler smp;
-  std::optional<sequence> gen;  // once it holds a sequence
+  wire::api_params api;
+  std::vector<std::unique_ptr<batch_choice>> choices;  // [max(api.n, 1)]
 
-  // Generated tokens not reported yet and their visible text (see holds_back).
-  uint32_t held_tokens = 0;
-  std::string held_text;
+  uint64_t n_sent = 0;       // tokens reported so far (the next chunk's seq)
+  uint32_t step_tokens = 0;  // events mode: tokens sampled in this step, not reported yet
+  std::string step_lines;    // events mode: their event lines
 
-  int32_t row = -1;    // its logits row in the current step
   double load_ms = 0;  // the model was loaded for it, taking this long
   double prompt_ms = 0;
   clock::time_point t_gen;  // generation began (the prompt's logits were ready)
@@ -123,14 +161,26 @@ struct batch_model {
   std::string backend;  // where it runs: "cpu", "cuda", "vulkan"
   std::unique_ptr<context> ctx;
   int32_t n_ctx_per_slot = 0;
-  uint64_t bytes = 0;      // file size + context memory: what it counts against the budget
-  uint64_t last_used = 0;  // a tick of the engine, for least-recently-used unloading
-  std::vector<std::unique_ptr<batch_attempt>> seqs;    // [slots]; nullptr: a free sequence
-  std::deque<std::unique_ptr<batch_attempt>> waiting;  // for a free sequence
+  uint64_t bytes = 0;          // file size + context memory: what it counts against the budget
+  uint64_t last_used = 0;      // a tick of the engine, for least-recently-used unloading
+  std::vector<bool> seq_used;  // [slots]: held by a choice
+  std::vector<std::unique_ptr<batch_attempt>> running;  // every choice holds a sequence
+  // For free sequences, first come first served: an attempt of n choices waits for n of them.
+  std::deque<std::unique_ptr<batch_attempt>> waiting;
 
-  bool busy() const {
-    return !waiting.empty() ||
-           std::any_of(seqs.begin(), seqs.end(), [](const auto& a) { return a != nullptr; });
+  bool busy() const { return !waiting.empty() || !running.empty(); }
+  int32_t n_free_seqs() const {
+    return int32_t(std::count(seq_used.begin(), seq_used.end(), false));
+  }
+  // Takes `a` out of the running list.
+  std::unique_ptr<batch_attempt> take(const batch_attempt* a) {
+    for (auto it = running.begin(); it != running.end(); ++it) {
+      if (it->get() != a) continue;
+      std::unique_ptr<batch_attempt> out = std::move(*it);
+      running.erase(it);
+      return out;
+    }
+    return nullptr;
   }
 };
 
@@ -172,6 +222,8 @@ class batch_engine final : public job_engine {
 
   bool hide_model(std::string_view name) override { return catalog_.hide(name); }
 
+  uint64_t prompt_tokens_decoded() const override { return prompt_tokens_decoded_.load(); }
+
   void submit(const wire::job_assign& job) override {
     {
       std::lock_guard lk(mu_);
@@ -202,8 +254,7 @@ class batch_engine final : public job_engine {
     worker_.join();
     std::vector<wire::job_ref> out;
     for (const auto& cm : models_) {
-      for (const auto& a : cm->seqs)
-        if (a) out.push_back(a->ref);
+      for (const auto& a : cm->running) out.push_back(a->ref);
       for (const auto& a : cm->waiting) out.push_back(a->ref);
     }
     for (const auto& j : inbox_) out.push_back({j.job_id, j.attempt});
@@ -219,40 +270,71 @@ class batch_engine final : public job_engine {
     report_failed(ref, std::move(error), wire::stop_reason_invalid_request);
   }
 
-  // Reports the attempt's held tokens and their text.
+  // Plain mode: reports the held tokens of the attempt's one choice and their text.
   void report_held(batch_attempt& a) {
-    if (a.held_tokens == 0) return;
-    sink_.tokens(a.ref, uint64_t(a.gen->n_generated()) - a.held_tokens, a.held_tokens,
-                 std::move(a.held_text));
-    a.held_tokens = 0;
-    a.held_text.clear();
+    batch_choice& c = *a.choices[0];
+    if (c.held_tokens == 0) return;
+    sink_.tokens(a.ref, a.n_sent, c.held_tokens, std::move(c.held_text));
+    a.n_sent += c.held_tokens;
+    c.held_tokens = 0;
+    c.held_text.clear();
+  }
+  // Events mode: reports the tokens the step sampled and their lines (never lines without a
+  // token: every choice still running samples one each step).
+  void report_step(batch_attempt& a) {
+    if (a.step_tokens == 0) return;
+    sink_.tokens(a.ref, a.n_sent, a.step_tokens, std::move(a.step_lines));
+    a.n_sent += a.step_tokens;
+    a.step_tokens = 0;
+    a.step_lines.clear();
   }
 
-  // Ends an attempt that holds sequence `seq` of `cm` (or none, seq < 0) and frees it.
-  void finish(batch_model& cm, std::unique_ptr<batch_attempt> a, int32_t seq, wire::job_state state,
+  // Ends an attempt, frees the sequences its choices hold in `cm` and reports its end.
+  void finish(batch_model& cm, std::unique_ptr<batch_attempt> a, wire::job_state state,
               std::string_view reason, std::string error = {}) {
-    if (seq >= 0) cm.ctx->seq_clear(seq);
-    report_held(*a);  // n_gen counts them
+    for (auto& c : a->choices) {
+      if (c->seq < 0) continue;
+      cm.ctx->seq_clear(c->seq);
+      cm.seq_used[size_t(c->seq)] = false;
+      c->seq = -1;
+    }
+    if (a->events()) {
+      report_step(*a);
+    } else {
+      report_held(*a);  // n_gen counts them
+    }
     wire::job_final f;
     f.job_id = a->ref.job_id;
     f.attempt = a->ref.attempt;
     f.state = state;
     f.stop_reason = std::string(reason);
     f.error = std::move(error);
-    f.n_prompt = a->started() ? uint32_t(a->gen->n_prompt()) : 0;
-    f.n_gen = a->started() ? uint32_t(a->gen->n_generated()) : 0;
+    f.n_prompt = a->started() ? uint32_t(a->prompt.size()) : 0;
+    f.n_gen = uint32_t(a->n_sent);
     f.prompt_ms = a->prompt_ms;
     f.gen_ms = a->started() ? ms_since(a->t_gen, clock::now()) : 0;
     sink_.finished(f);
   }
+  // Ends a running attempt (see finish).
+  void finish_running(batch_model& cm, const batch_attempt* a, wire::job_state state,
+                      std::string_view reason, std::string error = {}) {
+    finish(cm, cm.take(a), state, reason, std::move(error));
+  }
+  // Ends every running attempt of `cm` alike.
+  void finish_all_running(batch_model& cm, wire::job_state state, std::string_view reason,
+                          const std::string& error) {
+    while (!cm.running.empty()) finish_running(cm, cm.running.front().get(), state, reason, error);
+  }
 
-  // A normal end: what the text streams still hold back (an unfinished character as U+FFFD) goes
-  // with the held tokens, which exist whenever there is such text, as generate() passes it on.
-  void complete(batch_model& cm, int32_t seq) {
-    std::unique_ptr<batch_attempt> a = std::move(cm.seqs[size_t(seq)]);
-    sequence& gen = *a->gen;
-    a->held_text += a->visible(gen.finish(), true);
-    finish(cm, std::move(a), seq, wire::job_state::completed, stop_reason_name(gen.reason()));
+  // A normal end. Plain mode: what the text streams still hold back (an unfinished character as
+  // U+FFFD) goes with the held tokens, which exist whenever there is such text, as generate()
+  // passes it on. Events mode: every choice wrote its closing lines when it ended.
+  void complete(batch_model& cm, const batch_attempt* running) {
+    std::unique_ptr<batch_attempt> a = cm.take(running);
+    batch_choice& c0 = *a->choices[0];
+    if (!a->events()) c0.held_text += batch_attempt::visible(c0, c0.gen->finish(), true);
+    const stop_reason reason = c0.gen->reason();
+    finish(cm, std::move(a), wire::job_state::completed, stop_reason_name(reason));
   }
 
   void unload(size_t index) {
@@ -334,17 +416,10 @@ class batch_engine final : public job_engine {
   // Fails every attempt of `cm` (running or waiting) because its file changed, and marks it for
   // unloading.
   void fail_changed(batch_model& cm, const std::string& why) {
-    size_t n = 0;
-    for (size_t s = 0; s < cm.seqs.size(); ++s) {
-      if (!cm.seqs[s]) continue;
-      finish(cm, std::move(cm.seqs[s]), int32_t(s), wire::job_state::failed,
-             wire::stop_reason_model_changed, why);
-      ++n;
-    }
-    for (auto& a : cm.waiting) {
-      finish(cm, std::move(a), -1, wire::job_state::failed, wire::stop_reason_model_changed, why);
-      ++n;
-    }
+    size_t n = cm.running.size() + cm.waiting.size();
+    finish_all_running(cm, wire::job_state::failed, wire::stop_reason_model_changed, why);
+    for (auto& a : cm.waiting)
+      finish(cm, std::move(a), wire::job_state::failed, wire::stop_reason_model_changed, why);
     cm.waiting.clear();
     cm.changed = true;
     // Read the directory now rather than at the next rescan: a file that no longer parses stops
@@ -440,7 +515,7 @@ class batch_engine final : public job_engine {
     }
     const double warm_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - warm_start).count();
-    cm->seqs.resize(cfg_.slots);
+    cm->seq_used.assign(cfg_.slots, false);
     spdlog::info("loaded model {} on {} ({} slots of {} tokens, {}; warm-up {:.2f} s)", cm->name,
                  cm->backend, cfg_.slots, cm->n_ctx_per_slot, format_bytes(cm->bytes), warm_s);
     models_.push_back(std::move(cm));
@@ -471,6 +546,19 @@ class batch_engine final : public job_engine {
       if (auto ok = chat_messages_check(messages); !ok) return report_invalid(ref, ok.message());
     }
     if (auto e = wire::job_params_check(job.params); !e.ok()) return report_invalid(ref, e.message);
+    const wire::api_params& api = job.params.api;
+    const bool events = api.events;
+    if (api.n < 1 || (api.n > 1 && !events)) {
+      return report_invalid(ref, "n must be 1 without output events (api.events), and >= 1; got " +
+                                     std::to_string(api.n));
+    }
+    if (uint32_t(api.n) > cfg_.slots) {
+      // Its choices run side by side, one sequence each: it could never start here. Not the
+      // request's fault (a node with more slots runs it), so the broker may try another.
+      return report_failed(ref, "n = " + std::to_string(api.n) + " choices need " +
+                                    std::to_string(api.n) + " sequences but this node runs " +
+                                    std::to_string(cfg_.slots) + " at once (slots)");
+    }
     if (!chat && job.prompt.empty()) return report_invalid(ref, "the prompt is empty");
     if (running(ref)) {
       return report_failed(ref, "attempt " + std::to_string(job.attempt) + " of job " +
@@ -486,7 +574,7 @@ class batch_engine final : public job_engine {
     cm->last_used = ++tick_;
     // As `hearth run` does (engine/prompt.h).
     std::vector<int32_t> prompt;
-    std::optional<think_filter> thinking_hidden;
+    std::optional<think_filter> think;
     if (chat) {
       auto prepared = chat_prompt_prepare(*cm->weights, messages,
                                           {.template_name = job.params.chat_template,
@@ -496,7 +584,9 @@ class batch_engine final : public job_engine {
       }
       auto& p = std::get<chat_prompt>(prepared);
       prompt = std::move(p.tokens);
-      thinking_hidden = p.thinking_filter(job.params.show_thinking);
+      // Events mode keeps the think block as reasoning events; plain text leaves it out unless
+      // show_thinking asks for it.
+      think = p.thinking_filter(events ? false : job.params.show_thinking);
     } else {
       prompt = text_prompt_tokens(*cm->weights, job.prompt, false);
     }
@@ -508,9 +598,9 @@ class batch_engine final : public job_engine {
                            wire::stop_reason_prompt_too_long);
     }
     auto attempt = std::make_unique<batch_attempt>(ref, std::move(prompt),
-                                                   wire::generation_params_of(job.params),
+                                                   wire::generation_params_of(job.params), api,
                                                    cm->weights->hparams().n_vocab);
-    attempt->thinking_hidden = std::move(thinking_hidden);
+    for (auto& c : attempt->choices) c->think = think;
     attempt->load_ms = load_ms;
     cm->waiting.push_back(std::move(attempt));
   }
@@ -525,8 +615,8 @@ class batch_engine final : public job_engine {
 
   bool running(const wire::job_ref& ref) const {
     for (const auto& cm : models_) {
-      for (const auto& a : cm->seqs)
-        if (a && same_ref(a->ref, ref)) return true;
+      for (const auto& a : cm->running)
+        if (same_ref(a->ref, ref)) return true;
       for (const auto& a : cm->waiting)
         if (same_ref(a->ref, ref)) return true;
     }
@@ -535,10 +625,10 @@ class batch_engine final : public job_engine {
 
   void cancel_now(const wire::job_ref& ref) {
     for (auto& cm : models_) {
-      for (size_t s = 0; s < cm->seqs.size(); ++s) {
-        if (cm->seqs[s] && same_ref(cm->seqs[s]->ref, ref)) {
-          finish(*cm, std::move(cm->seqs[s]), int32_t(s), wire::job_state::cancelled,
-                 stop_reason_name(stop_reason::cancelled));
+      for (const auto& a : cm->running) {
+        if (same_ref(a->ref, ref)) {
+          finish_running(*cm, a.get(), wire::job_state::cancelled,
+                         stop_reason_name(stop_reason::cancelled));
           return;
         }
       }
@@ -546,7 +636,7 @@ class batch_engine final : public job_engine {
         if (same_ref((*it)->ref, ref)) {
           auto a = std::move(*it);
           cm->waiting.erase(it);
-          finish(*cm, std::move(a), -1, wire::job_state::cancelled,
+          finish(*cm, std::move(a), wire::job_state::cancelled,
                  stop_reason_name(stop_reason::cancelled));
           return;
         }
@@ -554,32 +644,103 @@ class batch_engine final : public job_engine {
     }
   }
 
-  // After a decode gave attempt `seq` its logits: one token of its sequence, streamed.
-  void advance(batch_model& cm, int32_t seq, const float* logits) {
-    batch_attempt& a = *cm.seqs[size_t(seq)];
-    if (auto piece = a.gen->step(logits)) {
-      a.held_text += a.visible(std::move(piece->text), false);
-      ++a.held_tokens;
-      if (!a.holds_back(*piece)) report_held(a);
+  // Plain mode: one token of the attempt's one choice from `logits`, streamed.
+  void advance_plain(batch_attempt& a, const float* logits) {
+    batch_choice& c = *a.choices[0];
+    if (auto piece = c.gen->step(logits)) {
+      c.held_text += batch_attempt::visible(c, std::move(piece->text), false);
+      ++c.held_tokens;
+      if (!batch_attempt::holds_back(c, *piece)) report_held(a);
     }
-    if (a.gen->done()) complete(cm, seq);
   }
 
-  // One decode() for every attempt of the model: prompts of those that joined, else one token.
+  // Events mode: the lines a choice's text makes: reasoning split off by the think filter, the
+  // rest content. `last`: the choice ended, so what the filter holds back comes out too.
+  static void write_text(batch_attempt& a, batch_choice& c, std::string_view text, bool last) {
+    think_filter::split parts;
+    if (c.think) {
+      parts = c.think->push(text);
+      if (last) {
+        think_filter::split rest = c.think->flush();
+        parts.reasoning += rest.reasoning;
+        parts.answer += rest.answer;
+      }
+    } else {
+      parts.answer = std::string(text);
+    }
+    auto line = [&](wire::output_event_kind kind, std::string body) {
+      if (body.empty()) return;
+      wire::output_event e;
+      e.choice = c.index;
+      e.kind = kind;
+      e.text = std::move(body);
+      a.step_lines += wire::output_event_line(e);
+    };
+    line(wire::output_event_kind::reasoning, std::move(parts.reasoning));
+    line(wire::output_event_kind::content, std::move(parts.answer));
+  }
+
+  // OpenAI's finish_reason of an ended choice.
+  static std::string finish_reason_of(const batch_choice& c) {
+    switch (c.gen->reason()) {
+      case stop_reason::max_tokens:
+      case stop_reason::context_full:
+        return "length";
+      default:
+        return c.n_calls > 0 ? "tool_calls" : "stop";
+    }
+  }
+
+  // Events mode: one token of choice `c` from `logits`, and its lines; a choice that ends writes
+  // what its streams held back and its finish line, and frees its sequence.
+  void advance_event(batch_model& cm, batch_attempt& a, batch_choice& c, const float* logits) {
+    ++a.step_tokens;  // sampled: a generated token or the end-of-generation one
+    if (auto piece = c.gen->step(logits)) write_text(a, c, piece->text, false);
+    if (!c.gen->done()) return;
+    write_text(a, c, c.gen->finish(), true);
+    wire::output_event e;
+    e.choice = c.index;
+    e.kind = wire::output_event_kind::finish;
+    e.text = finish_reason_of(c);
+    a.step_lines += wire::output_event_line(e);
+    cm.ctx->seq_clear(c.seq);
+    cm.seq_used[size_t(c.seq)] = false;
+    c.seq = -1;
+    c.ended = true;
+  }
+
+  // Waiting attempts take free sequences, in order: one per choice.
+  void place_waiting(batch_model& cm) {
+    while (!cm.waiting.empty()) {
+      batch_attempt& a = *cm.waiting.front();
+      if (cm.n_free_seqs() < int32_t(a.choices.size())) return;
+      size_t s = 0;
+      for (auto& c : a.choices) {
+        while (cm.seq_used[s]) ++s;
+        cm.seq_used[s] = true;
+        a.place(cm.weights->vocab(), *c, int32_t(s), cm.n_ctx_per_slot);
+      }
+      cm.running.push_back(std::move(cm.waiting.front()));
+      cm.waiting.pop_front();
+    }
+  }
+
+  // One decode() for every attempt of the model: prompts of those that joined (once for all their
+  // choices), else one token per choice still running.
   void step(batch_model& cm) {
     cm.last_used = ++tick_;
-    for (size_t s = 0; s < cm.seqs.size() && !cm.waiting.empty(); ++s) {
-      if (cm.seqs[s]) continue;
-      cm.seqs[s] = std::move(cm.waiting.front());
-      cm.waiting.pop_front();
-      cm.seqs[s]->place(cm.weights->vocab(), int32_t(s), cm.n_ctx_per_slot);
-    }
+    place_waiting(cm);
     batch_.clear();
     int32_t n_rows = 0;
-    for (const auto& a : cm.seqs) {
-      if (!a) continue;
-      a->gen->append_batch(batch_);
-      a->row = n_rows++;
+    for (const auto& a : cm.running) {
+      const bool joining = !a->started();
+      for (const auto& c : a->choices) {
+        c->row = -1;
+        if (c->ended || (joining && c->index > 0)) continue;
+        c->gen->append_batch(batch_);
+        c->row = n_rows++;
+      }
+      if (joining) prompt_tokens_decoded_ += a->prompt.size();
     }
     if (batch_.empty()) return;
 
@@ -596,27 +757,52 @@ class batch_engine final : public job_engine {
                                   "model is unloaded and read again for the next job");
     }
     if (!r) {
-      for (size_t s = 0; s < cm.seqs.size(); ++s) {
-        if (cm.seqs[s]) {
-          finish(cm, std::move(cm.seqs[s]), int32_t(s), wire::job_state::failed, "",
-                 "decoding failed: " + r.message());
-        }
-      }
-      return;
+      return finish_all_running(cm, wire::job_state::failed, "", "decoding failed: " + r.message());
     }
     const auto t1 = clock::now();
-    for (size_t s = 0; s < cm.seqs.size(); ++s) {
-      batch_attempt* a = cm.seqs[s].get();
-      if (!a) continue;
-      const bool joined = !a->started();
-      a->gen->decoded();
+    std::vector<const batch_attempt*> ended;
+    std::vector<std::pair<const batch_attempt*, std::string>> broken;
+    for (const auto& ap : cm.running) {
+      batch_attempt& a = *ap;
+      const bool joined = !a.started();
+      batch_choice& c0 = *a.choices[0];
       if (joined) {
-        a->prompt_ms = ms_since(t0, t1);
-        a->t_gen = t1;
-        sink_.started(a->ref, uint32_t(a->gen->n_prompt()), a->load_ms);
+        c0.gen->decoded();
+        std::string copy_error;
+        for (size_t i = 1; i < a.choices.size() && copy_error.empty(); ++i) {
+          batch_choice& c = *a.choices[i];
+          if (auto k = cm.ctx->seq_copy(c0.seq, c.seq); !k) {
+            copy_error = "copying the prompt to choice " + std::to_string(i) + ": " + k.message();
+          } else {
+            c.gen->prompt_copied();
+          }
+        }
+        a.prompt_ms = ms_since(t0, clock::now());
+        a.t_gen = t1;
+        sink_.started(a.ref, uint32_t(a.prompt.size()), a.load_ms);
+        if (!copy_error.empty()) {
+          broken.emplace_back(&a, std::move(copy_error));
+          continue;
+        }
+      } else {
+        for (auto& c : a.choices)
+          if (!c->ended) c->gen->decoded();
       }
-      advance(cm, int32_t(s), cm.ctx->logits(a->row));
+      if (!a.events()) {
+        advance_plain(a, cm.ctx->logits(c0.row));
+        if (c0.gen->done()) ended.push_back(&a);
+        continue;
+      }
+      for (auto& c : a.choices) {
+        if (c->ended) continue;
+        // A choice that joined samples from the prompt's logits, which choice 0's row holds.
+        advance_event(cm, a, *c, cm.ctx->logits(joined ? c0.row : c->row));
+      }
+      report_step(a);
+      if (a.all_ended()) ended.push_back(&a);
     }
+    for (const batch_attempt* a : ended) complete(cm, a);
+    for (auto& [a, why] : broken) finish_running(cm, a, wire::job_state::failed, "", why);
   }
 
   // The next model with attempts, taking turns.
@@ -668,10 +854,7 @@ class batch_engine final : public job_engine {
         step(*cm);
       } catch (const std::exception& e) {
         spdlog::warn("model {}: {}", cm->name, e.what());
-        for (size_t s = 0; s < cm->seqs.size(); ++s) {
-          if (cm->seqs[s])
-            finish(*cm, std::move(cm->seqs[s]), int32_t(s), wire::job_state::failed, "", e.what());
-        }
+        finish_all_running(*cm, wire::job_state::failed, "", e.what());
       }
       if (cm->changed) unload(*cm);
     }
@@ -698,6 +881,7 @@ class batch_engine final : public job_engine {
   size_t rr_ = 0;
   uint64_t tick_ = 0;
   uint64_t loads_ = 0;  // models loaded so far
+  std::atomic<uint64_t> prompt_tokens_decoded_{0};
   std::thread worker_;
   // Last, so that it is destroyed first: its rescan thread calls sink_ and nothing else.
   model_catalog_watch catalog_;

@@ -72,6 +72,9 @@ class job_engine {
   // Stops every attempt without reporting them and returns those that had not finished, for the
   // node to hand back to the broker. The engine accepts no more work afterwards.
   virtual std::vector<wire::job_ref> stop() = 0;
+  // Prompt tokens run through forward passes so far (all models): n choices of one prompt count
+  // it once (their prompt cells are copied). For tests and metrics; any thread.
+  virtual uint64_t prompt_tokens_decoded() const { return 0; }
   // Reads the models directory now instead of at the next periodic rescan (a transfer just put
   // a model into the store's views, or one was evicted); models_changed() when it changed.
   virtual void rescan_models() {}
