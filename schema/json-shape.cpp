@@ -1,5 +1,9 @@
 #include "schema/json-shape.h"
 
+#include <locale.h>
+#include <stdlib.h>
+
+#include <cmath>
 #include <string>
 
 namespace hearth::wire {
@@ -125,8 +129,23 @@ class json_scanner {
     return true;
   }
 
-  // -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+  // -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?, whose value is a finite double: the JSON
+  // parsers that read these texts later (nlohmann-json's, in the node and the gateway) refuse a
+  // number that overflows one, so it is refused here first.
   bool number() {
+    const size_t start = pos_;
+    if (!number_syntax()) return false;
+    // strtod_l in the C locale: the decimal point is '.' whatever the process's locale.
+    static const locale_t c_locale = newlocale(LC_ALL_MASK, "C", locale_t(0));
+    const std::string digits(s_.substr(start, pos_ - start));
+    if (!std::isfinite(strtod_l(digits.c_str(), nullptr, c_locale))) {
+      pos_ = start;
+      return fail("a number too large for a double");
+    }
+    return true;
+  }
+
+  bool number_syntax() {
     if (peek() == '-') ++pos_;
     if (peek() == '0') {
       ++pos_;

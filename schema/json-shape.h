@@ -33,7 +33,8 @@ struct json_shape {
 
 // The shape of `text` (whitespace around the value allowed), or what is wrong and at which byte:
 // "expected a value at byte 7", "invalid UTF-8 at byte 12", "nested deeper than 64 at byte 70".
-// Duplicate keys are allowed, as RFC 8259 allows them.
+// Duplicate keys are allowed, as RFC 8259 allows them; a number whose value overflows a double is
+// not, as the parsers that read the text later refuse it.
 result<json_shape> json_shape_of(std::string_view text);
 
 }  // namespace hearth::wire

@@ -17,6 +17,8 @@ TEST(JsonShape, AcceptsEveryKindOfValue) {
       {"0", json_kind::number},
       {"-0.5e+10", json_kind::number},
       {"12E3", json_kind::number},
+      {"1e-400", json_kind::number},  // underflows to 0, as other parsers read it
+      {"123456789012345678901234567890", json_kind::number},
       {R"("a\"\\\/\b\f\n\r\t\u00e9\ud83d\ude00")", json_kind::string},
       {"\"h\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"", json_kind::string},
       {"[]", json_kind::array},
@@ -66,6 +68,8 @@ TEST(JsonShape, RefusesWhatIsNotJsonAndSaysWhere) {
       {"\"\xe2\x82\"", "invalid UTF-8 at byte 1"},          // cut short
       {"\"\xe2\x82", "invalid UTF-8 at byte 1"},
       {"{} {}", "text after the value at byte 3"},
+      {"[1, 8e620]", "a number too large for a double at byte 4"},
+      {"-1" + std::string(400, '0'), "a number too large for a double at byte 0"},
   };
   for (const auto& [text, why] : cases) {
     auto s = json_shape_of(text);
