@@ -122,11 +122,15 @@ void node_attempts::on_tokens(node_entry& n, const wire::job_tokens& m, std::str
     // Text must come with its tokens: a chunk without any would let a node grow the output
     // without advancing the stream, and a resume could not tell where it belongs.
     wrong = "node " + n.name + " sent text without tokens";
-  } else if (m.seq + m.n_tokens > uint64_t(std::max(j->row.params.max_tokens, 0))) {
-    // No attempt generates more than its max_tokens: a count beyond is not the job's output.
-    wrong = "node " + n.name + " sent tokens " + std::to_string(m.seq) + ".." +
-            std::to_string(m.seq + m.n_tokens - 1) + " of a job of at most " +
-            std::to_string(j->row.params.max_tokens) + " tokens (max_tokens)";
+  } else if (const uint64_t most = wire::job_params_max_stream_tokens(j->row.params);
+             m.seq + m.n_tokens > most) {
+    // No attempt generates more than max_tokens per choice: a count beyond is not the job's
+    // output.
+    wrong =
+        "node " + n.name + " sent tokens " + std::to_string(m.seq) + ".." +
+        std::to_string(m.seq + m.n_tokens - 1) + " of a job of at most " + std::to_string(most) +
+        " tokens (max_tokens" +
+        (j->row.params.api.n > 1 ? " × " + std::to_string(j->row.params.api.n) + " choices)" : ")");
   }
   if (!wrong.empty()) {
     out_.send(n.routing_id, wire::job_cancel{m.job_id, m.attempt});

@@ -168,6 +168,10 @@ param_check api_params_check(const api_params& api) {
   return {};
 }
 
+uint64_t job_params_max_stream_tokens(const job_params& p) {
+  return uint64_t(std::max(p.max_tokens, 0)) * uint64_t(std::max(p.api.n, 1));
+}
+
 param_check job_params_check(const job_params& p) {
   // The name itself is checked where the templates are known (the node, the CLI): here only
   // that it could be one.

@@ -50,6 +50,11 @@ inline constexpr float api_max_bias = 100;           // |bias|, OpenAI's
 // missing from `tools`, a template that cannot render the tools.
 param_check api_params_check(const api_params& api);
 
+// The most tokens one attempt of the job streams (job_tokens' seq + n_tokens, job_final's n_gen):
+// max_tokens for each of its api.n choices (an events job counts every token each choice
+// sampled, its end of generation included, and no choice samples more than max_tokens).
+uint64_t job_params_max_stream_tokens(const job_params& p);
+
 // generation_params_check of the job's parameters, chat_template's shape (param
 // "chat_template", code not_a_name) and api_params_check: ok, or the parameter, its allowed
 // range and the value given.

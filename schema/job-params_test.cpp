@@ -317,6 +317,20 @@ TEST(JobParams, ApiParamsRulesNameTheFieldAndTheValue) {
   }
 }
 
+TEST(JobParams, AnAttemptStreamsMaxTokensPerChoice) {
+  job_params p;
+  p.max_tokens = 100;
+  EXPECT_EQ(job_params_max_stream_tokens(p), 100u);
+  p.api.n = 8;
+  EXPECT_EQ(job_params_max_stream_tokens(p), 800u);
+  p.max_tokens = 1 << 20;
+  EXPECT_EQ(job_params_max_stream_tokens(p), 8u << 20);
+  p.api.n = 0;  // refused by the check; counted as one choice
+  EXPECT_EQ(job_params_max_stream_tokens(p), 1u << 20);
+  p.max_tokens = -5;
+  EXPECT_EQ(job_params_max_stream_tokens(p), 0u);
+}
+
 TEST(JobParams, EveryWireFieldIsCopiedOnce) {
   job_params p;
   p.max_tokens = 7;
