@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <ctime>
 #include <functional>
+#include <utility>
 
 #include "engine/chat/jinja-render.h"
 #include "engine/chat/jinja-text.h"
@@ -799,6 +800,22 @@ value apply_filter(interpreter& in, std::string_view name, const value& v, std::
     }
     return value(std::move(out));
   }
+  if (name == "batch") {
+    int64_t n = need_int(args.get(0, "linecount"), "linecount");
+    if (n <= 0) fail("ValueError", "batch size must be positive");
+    value fill = args.get(1, "fill_with", none());
+    std::vector<value> out, cur;
+    for (const value& x : iterate(v)) {
+      cur.push_back(x);
+      if (static_cast<int64_t>(cur.size()) == n) out.emplace_back(std::exchange(cur, {}));
+    }
+    if (!cur.empty()) {
+      if (!fill.is_none())
+        while (static_cast<int64_t>(cur.size()) < n) cur.push_back(fill);
+      out.emplace_back(std::move(cur));
+    }
+    return value(std::move(out));
+  }
   if (name == "select" || name == "reject")
     return value(select_items(in, v, pos, kw, false, name == "select"));
   if (name == "selectattr" || name == "rejectattr")
@@ -935,7 +952,9 @@ bool apply_test(interpreter& in, std::string_view name, const value& v, std::vec
     if (v.is_object() && o.is_object()) return v.obj() == o.obj();
     if ((v.is_none() && o.is_none()) || (v.is_bool() && o.is_bool() && v.as_bool() == o.as_bool()))
       return true;
-    return false;
+    // CPython keeps one object per small int.
+    return v.is_int() && o.is_int() && v.as_int() == o.as_int() && v.as_int() >= -5 &&
+           v.as_int() <= 256;
   }
   if (name == "in") return contains(args.get(0, "seq"), v);
   if (name == "eq" || name == "equalto" || name == "==") return equal(v, args.get(0, "other"));
@@ -966,7 +985,7 @@ bool apply_test(interpreter& in, std::string_view name, const value& v, std::vec
         "min",        "max",        "sum",    "reverse",    "map",         "select",  "reject",
         "selectattr", "rejectattr", "attr",   "int",        "float",       "abs",     "round",
         "indent",     "wordcount",  "escape", "e",          "forceescape", "pprint",  "format",
-        "center",     "truncate"};
+        "center",     "truncate",   "batch"};
     static const char* tests[] = {
         "defined",     "undefined", "none",   "boolean",     "true",     "false",    "integer",
         "float",       "number",    "string", "mapping",     "iterable", "sequence", "callable",

@@ -23,10 +23,10 @@ struct scope {
 using scope_ptr = std::shared_ptr<scope>;
 
 struct limits {
-  size_t max_output = 16u << 20;    // bytes
-  uint64_t max_steps = 50'000'000;  // expressions and statements evaluated
-  int max_call_depth = 100;         // macro calls nested (Python's recursion limit is ~1000)
-  std::chrono::milliseconds max_time{10'000};
+  size_t max_output = 16u << 20;   // bytes
+  uint64_t max_steps = 5'000'000;  // expressions and statements evaluated (a shared pair: < 100k)
+  int max_call_depth = 100;        // macro calls nested (Python's recursion limit is ~1000)
+  std::chrono::milliseconds max_time{3'000};
 };
 
 class interpreter {

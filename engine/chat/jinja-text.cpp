@@ -157,15 +157,86 @@ std::string replace(std::string_view s, std::string_view old, std::string_view r
   return out;
 }
 
+namespace {
+
+void put_utf8(std::string& out, uint32_t cp) {
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xc0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3f));
+  } else {
+    out += static_cast<char>(0xe0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+    out += static_cast<char>(0x80 | (cp & 0x3f));
+  }
+}
+
+uint32_t decode2or3(std::string_view cp) {
+  if (cp.size() == 2)
+    return ((static_cast<uint32_t>(cp[0]) & 0x1f) << 6) | (static_cast<uint32_t>(cp[1]) & 0x3f);
+  return ((static_cast<uint32_t>(cp[0]) & 0x0f) << 12) |
+         ((static_cast<uint32_t>(cp[1]) & 0x3f) << 6) | (static_cast<uint32_t>(cp[2]) & 0x3f);
+}
+
+// Case of one code point in the alphabets chat messages mostly use beyond ASCII: Latin-1, Latin
+// Extended-A, Greek, Cyrillic (Python maps all of Unicode; others stay as they are).
+uint32_t case_map(uint32_t c, bool to_upper) {
+  if (c < 0x80)
+    return to_upper ? static_cast<uint32_t>(to_up(static_cast<char>(c)))
+                    : static_cast<uint32_t>(to_low(static_cast<char>(c)));
+  if (to_upper) {
+    if ((c >= 0xe0 && c <= 0xfe && c != 0xf7) || (c >= 0x3b1 && c <= 0x3c9 && c != 0x3c2) ||
+        (c >= 0x430 && c <= 0x44f))
+      return c - 32;
+    if (c >= 0x450 && c <= 0x45f) return c - 80;
+    if (c >= 0x100 && c <= 0x17f && c != 0x130 && c != 0x131 && c != 0x138 && c != 0x149 &&
+        c != 0x17f) {
+      bool odd_lower = (c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17e);
+      if (odd_lower ? (c % 2 == 0) : (c % 2 == 1)) return c - 1;
+    }
+    if (c == 0xff) return 0x178;
+    return c;
+  }
+  if ((c >= 0xc0 && c <= 0xde && c != 0xd7) || (c >= 0x391 && c <= 0x3a9 && c != 0x3a2) ||
+      (c >= 0x410 && c <= 0x42f))
+    return c + 32;
+  if (c >= 0x400 && c <= 0x40f) return c + 80;
+  if (c >= 0x100 && c <= 0x17f && c != 0x130 && c != 0x131 && c != 0x138 && c != 0x149 &&
+      c != 0x17f) {
+    bool odd_lower = (c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17e);
+    if (odd_lower ? (c % 2 == 1) : (c % 2 == 0)) return c + 1;
+  }
+  if (c == 0x178) return 0xff;
+  return c;
+}
+
+std::string map_case(std::string_view s, bool to_upper) {
+  std::string out;
+  out.reserve(s.size());
+  for (auto cp : code_points(s)) {
+    if (cp.size() == 1) {
+      out += to_upper ? to_up(cp[0]) : to_low(cp[0]);
+    } else if (cp.size() <= 3 && (static_cast<unsigned char>(cp[1]) & 0xc0) == 0x80) {
+      uint32_t c = decode2or3(cp);
+      if (to_upper && c == 0xdf)
+        out += "SS";
+      else
+        put_utf8(out, case_map(c, to_upper));
+    } else {
+      out.append(cp);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string upper(std::string_view s) {
-  std::string r(s);
-  for (char& c : r) c = to_up(c);
-  return r;
+  return map_case(s, true);
 }
 std::string lower(std::string_view s) {
-  std::string r(s);
-  for (char& c : r) c = to_low(c);
-  return r;
+  return map_case(s, false);
 }
 std::string swapcase(std::string_view s) {
   std::string r(s);
