@@ -16,11 +16,27 @@ struct watch_options {
 
 int watch(const watch_options& o) {
   broker_client client(o.broker);
+  // Whether its output is output events, printed rendered (tools/events-view.h), with reasoning
+  // as its submit asked: from the job's record, its pages kept to a byte. A broker that does not
+  // answer here is met again by follow_job, which says so.
+  wire::job_params params;
+  if (!o.json) {
+    try {
+      wire::get_job g;
+      g.job_id = o.job_id;
+      g.max_output_bytes = 1;
+      g.max_prompt_bytes = 1;
+      params = client.request<wire::job_reply>(g).job.params;
+    } catch (const std::exception&) {
+    }
+  }
   return follow_job(client, o.job_id,
                     {.json_lines = o.json,
                      .attach = true,
                      .retry_for = std::chrono::seconds(o.retry_for_s),
-                     .retry_for_given = o.retry_flag->count() > 0});
+                     .retry_for_given = o.retry_flag->count() > 0,
+                     .output_events = params.api.events,
+                     .show_reasoning = params.show_thinking});
 }
 
 }  // namespace

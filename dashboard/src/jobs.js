@@ -5,6 +5,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { cancelJob, getJSON, streamJSON } from './api.js';
 import { clock, dateTime, duration } from './format.js';
 import { html } from './html.js';
+import { callText, outputEventsOf } from './output-events.js';
 
 const states = ['', 'queued', 'running', 'completed', 'failed', 'cancelled'];
 
@@ -136,6 +137,25 @@ function timings(job) {
   ];
 }
 
+// An events job's output (api.events): per choice its reasoning (folded), answer, tool calls and
+// how it ended.
+function EventsOutput({ text }) {
+  const { choices, error } = outputEventsOf(text);
+  const several = choices.length > 1;
+  return html`<div data-testid="detail-output-events">
+    ${choices.map(
+      (c) => html`<div class="choice" data-choice=${c.i}>
+        ${several ? html`<h4>choice ${c.i}</h4>` : null}
+        ${c.reasoning ? html`<details><summary>reasoning</summary><pre class="muted">${c.reasoning}</pre></details>` : null}
+        ${c.content ? html`<pre data-testid="choice-output">${c.content}</pre>` : null}
+        ${c.calls.map((k) => html`<pre data-testid="tool-call">tool call: ${callText(k)}</pre>`)}
+        <p class="muted">${c.finish ? `finish: ${c.finish}` : 'not finished'}${c.tokens ? ` · logprobs of ${c.tokens} tokens` : ''}</p>
+      </div>`,
+    )}
+    ${error ? html`<p class="error">${error}</p>` : null}
+  </div>`;
+}
+
 export function JobDetail({ id, onClose }) {
   const [job, setJob] = useState(null);
   const [error, setError] = useState(null);
@@ -187,10 +207,15 @@ export function JobDetail({ id, onClose }) {
     </table>
     <h3>Prompt</h3>
     ${job.messages?.length
-      ? html`<ul class="plain">${job.messages.map((m) => html`<li><b>${m.role}:</b> <pre class="inline">${m.content}</pre></li>`)}</ul>`
+      ? html`<ul class="plain">${job.messages.map((m) => html`<li><b>${m.role}${m.name ? ` ${m.name}` : ''}${m.tool_call_id ? ` (answers ${m.tool_call_id})` : ''}:</b>
+          ${m.reasoning_content ? html`<pre class="inline muted">${m.reasoning_content}</pre>` : null}
+          <pre class="inline">${m.content}</pre>
+          ${(m.tool_calls || []).map((c) => html`<pre class="inline" data-testid="message-tool-call">tool call: ${callText(c)}</pre>`)}</li>`)}</ul>`
       : html`<pre data-testid="detail-prompt">${job.prompt}</pre>`}
     <h3>Output ${job.output_truncated ? html`<span class="muted">(first ${job.output.length} bytes of ${job.output_bytes})</span>` : null}</h3>
-    <pre data-testid="detail-output">${job.output}</pre>
+    ${job.params?.api?.events
+      ? html`<${EventsOutput} text=${job.output} />`
+      : html`<pre data-testid="detail-output">${job.output}</pre>`}
   </section>`;
 }
 
