@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <span>
 #include <stdexcept>
 
 namespace hearth {
@@ -38,6 +39,9 @@ sampler::sampler(const sampler_params& p, int32_t n_vocab) : params_(p), n_vocab
     while (seed_ == sampler_seed_random) seed_ = (uint64_t{rd()} << 32) ^ rd();
   }
   rng_.seed(seed_);
+  for (const logit_bias_entry& b : p.logit_bias) {
+    if (b.token >= 0 && b.token < n_vocab) bias_.push_back(b);
+  }
 
   logits_.resize(n_vocab);
   candidates_.resize(n_vocab);
@@ -108,6 +112,10 @@ void sampler::history_push(int32_t token) {
 }
 
 void sampler::accept(int32_t token) {
+  if (grammar_pending_) {
+    grammar_pending_ = false;
+    matcher_->accept(token);  // a token the grammar refuses (not one sample() drew) leaves it be
+  }
   if (token < 0 || token >= n_vocab_ || params_.repeat_last_n == 0) return;
   history_push(token);
 }
@@ -121,6 +129,82 @@ void sampler::reset() {
   window_.clear();
   window_head_ = 0;
   rng_.seed(seed_);
+  if (matcher_) matcher_->reset();
+  grammar_pending_ = false;
+  last_token_ = -1;
+}
+
+void sampler::set_grammar(std::shared_ptr<const grammar> g,
+                          std::shared_ptr<const grammar_vocab> v) {
+  grammar_pending_ = false;
+  if (!g || !v) {
+    matcher_.reset();
+    grammar_vocab_.reset();
+    return;
+  }
+  if (v->n_tokens() != n_vocab_) {
+    throw std::invalid_argument("sampler: the grammar's vocabulary has " +
+                                std::to_string(v->n_tokens()) + " tokens, the model " +
+                                std::to_string(n_vocab_));
+  }
+  grammar_vocab_ = v;
+  matcher_ = std::make_unique<grammar_matcher>(std::move(g), std::move(v));
+}
+
+bool sampler::apply_grammar() {
+  const std::span<const uint64_t> mask = matcher_->allowed();
+  bool any = false;
+  for (size_t w = 0; w < mask.size(); ++w) {
+    const uint64_t bits = mask[w];
+    any |= bits != 0;
+    if (bits == ~uint64_t{0}) continue;
+    const size_t end = std::min(size_t(n_vocab_), w * 64 + 64);
+    for (size_t t = w * 64; t < end; ++t) {
+      if (!((bits >> (t % 64)) & 1)) logits_[t] = -inf;
+    }
+  }
+  return any;
+}
+
+token_logprobs sampler::last_logprobs(int32_t top_n) const {
+  token_logprobs out;
+  out.token = last_token_;
+  if (last_token_ < 0) return out;
+  top_n = std::clamp(top_n, 0, sampler_max_top_logprobs);
+  float max = -inf;
+  for (float l : logits_) {
+    if (l > max) max = l;  // NaN never compares greater
+  }
+  if (max == -inf || max == inf) {
+    // Nothing drawable, or +inf logits (a draw among those alone): no finite distribution.
+    out.logprob = logits_[size_t(last_token_)] == inf ? 0.0f : -inf;
+    return out;
+  }
+  double sum = 0;
+  for (float l : logits_) {
+    if (l > -inf) sum += std::exp(double(l) - max);
+  }
+  const float log_z = float(double(max) + std::log(sum));
+  const auto logprob = [&](float l) { return l > -inf ? l - log_z : -inf; };
+  out.logprob = logprob(logits_[size_t(last_token_)]);
+  // The top_n by logit, ties by lower id, kept in a small sorted array.
+  std::vector<std::pair<int32_t, float>>& top = out.top;
+  const auto better = [](float la, int32_t a, float lb, int32_t b) {
+    return la > lb || (la == lb && a < b);
+  };
+  for (int32_t t = 0; t < n_vocab_ && top_n > 0; ++t) {
+    const float l = logits_[size_t(t)];
+    if (!(l > -inf)) continue;
+    if (top.size() == size_t(top_n) && !better(l, t, top.back().second, top.back().first)) {
+      continue;
+    }
+    if (top.size() == size_t(top_n)) top.pop_back();
+    auto at = std::find_if(top.begin(), top.end(),
+                           [&](const auto& x) { return better(l, t, x.second, x.first); });
+    top.insert(at, {t, l});
+  }
+  for (auto& x : top) x.second = logprob(x.second);
+  return out;
 }
 
 void sampler::penalize() {
@@ -137,7 +221,21 @@ void sampler::penalize() {
 
 int32_t sampler::sample(const float* logits) {
   std::copy(logits, logits + n_vocab_, logits_.begin());
+  for (const logit_bias_entry& b : bias_) logits_[size_t(b.token)] += b.bias;
   penalize();
+  if (matcher_) {
+    grammar_pending_ = true;
+    if (!apply_grammar()) {
+      const std::vector<int32_t>& eog = grammar_vocab_->eog();
+      last_token_ = eog.empty() ? argmax_nan_lowest(logits, n_vocab_) : eog[0];
+      return last_token_;
+    }
+  }
+  last_token_ = sample_unconstrained();
+  return last_token_;
+}
+
+int32_t sampler::sample_unconstrained() {
   if (params_.temperature <= 0) return argmax_nan_lowest(logits_.data(), n_vocab_);
 
   // Candidates in id order. NaN and -inf never enter; +inf tokens, if any, are the only ones and

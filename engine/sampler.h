@@ -68,8 +68,10 @@ class sampler {
   // Constrains every following sample() to the grammar: tokens it forbids are never drawn,
   // end-of-generation tokens only where it can end (and only they once it is complete). When
   // the grammar allows nothing at all (a cap in the matcher dropped every path), sample() returns
-  // the first EOG token. The grammar_vocab comes from grammar_vocab::make(model's vocab), once
-  // per model. set_grammar(nullptr, ...) removes the constraint.
+  // the first EOG token (the argmax if the vocabulary has none). Throws std::invalid_argument
+  // when the grammar_vocab's size is not n_vocab. The grammar_vocab comes from
+  // grammar_vocab::make(model's vocab), once per model. set_grammar(nullptr, ...) removes the
+  // constraint.
   void set_grammar(std::shared_ptr<const grammar> g, std::shared_ptr<const grammar_vocab> v);
   grammar_matcher* grammar_state() { return matcher_ ? matcher_.get() : nullptr; }
 
@@ -113,6 +115,9 @@ class sampler {
   void penalize();
   size_t top_p(size_t n_candidates, bool sorted);
   int32_t draw(size_t n_candidates, bool sorted);
+  int32_t sample_unconstrained();
+  // Sets the grammar's forbidden tokens to -inf; false when it allows none.
+  bool apply_grammar();
 
   sampler_params params_;
   int32_t n_vocab_;
@@ -120,9 +125,9 @@ class sampler {
   std::mt19937_64 rng_;
 
   std::vector<float> logits_;  // F32 [n_vocab] copy of the input: biased, penalised, masked
-  // logit_bias folded into one entry per token (out-of-range tokens dropped), applied in order.
-  std::vector<logit_bias_entry> bias_;
+  std::vector<logit_bias_entry> bias_;  // logit_bias without out-of-range tokens, added in turn
   std::unique_ptr<grammar_matcher> matcher_;
+  std::shared_ptr<const grammar_vocab> grammar_vocab_;
   bool grammar_pending_ = false;       // sample() ran with a grammar; accept() advances it
   int32_t last_token_ = -1;            // the last sample()'s pick, for last_logprobs
   std::vector<candidate> candidates_;  // [n_vocab] capacity; the first n are still in the running
