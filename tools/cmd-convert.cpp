@@ -3,11 +3,17 @@
 // The input may itself be a model directory (model::load reads both), to reshard or retype it.
 // With --split-max-tensors it writes the GGUF model as a split GGUF model instead
 // (engine/io/gguf-split.h), as the reference's gguf-split does: OUT is then the parts' prefix.
+// With --chat-template FILE it writes a copy of the GGUF model whose tokenizer.chat_template is
+// FILE's text (a test fixture: a random-weight model carrying a tool-calling template).
 #include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
 
 #include "engine/convert/hf-export.h"
 #include "engine/io/gguf-split.h"
+#include "engine/io/gguf-writer.h"
 #include "engine/model-file.h"
 #include "tools/commands.h"
 
@@ -20,7 +26,35 @@ struct convert_options {
   int shards = 1;
   std::string type;
   uint32_t split_max_tensors = 0;  // 0: write a Hugging Face directory
+  std::string chat_template;       // a Jinja file: write a GGUF copy carrying it instead
 };
+
+// MODEL (a GGUF model, split or whole) as one GGUF file OUT whose tokenizer.chat_template is the
+// text of o.chat_template; every other key and every tensor as they were.
+int convert_chat_template(const convert_options& o) {
+  std::ifstream in(o.chat_template, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + o.chat_template);
+  std::ostringstream text;
+  text << in.rdbuf();
+  auto f = model_file::open(o.model, {.hparams = false});
+  if (!f) throw std::runtime_error(f.message());
+  if (f->hf_dir) throw std::runtime_error("--chat-template rewrites a GGUF model, not a folder");
+  const gguf_file& src = f->gguf;
+  gguf_writer w;
+  w.copy_metadata_from(src);
+  w.set_string("tokenizer.chat_template", text.str());
+  for (const gguf_tensor& t : src.tensors()) {
+    const std::vector<int64_t> ne(t.ne, t.ne + t.n_dims);
+    // Copied from the mapping as the file is written: one tensor in memory at a time.
+    w.add_tensor_lazy(t.name, t.type, ne, [&t](std::span<uint8_t> out) {
+      std::memcpy(out.data(), t.data, out.size());
+    });
+  }
+  auto r = w.write_file(o.out);
+  if (!r) throw std::runtime_error(r.message());
+  std::printf("%s\n", o.out.c_str());
+  return 0;
+}
 
 // MODEL (a GGUF file, a split model's first part, or a folder of one) as OUT-00001-of-0000N.gguf...
 int convert_split(const convert_options& o) {
@@ -35,6 +69,10 @@ int convert_split(const convert_options& o) {
 }
 
 int convert(const convert_options& o) {
+  if (!o.chat_template.empty()) {
+    if (o.split_max_tensors > 0) throw std::runtime_error("--chat-template writes one GGUF file");
+    return convert_chat_template(o);
+  }
   if (o.split_max_tensors > 0) return convert_split(o);
   hf_export_params p;
   p.n_shards = o.shards;
@@ -77,6 +115,10 @@ action add_convert(CLI::App& app) {
                   "Write a split GGUF model instead, as gguf-split does: OUT-00001-of-0000N.gguf "
                   "..., at most N tensors a part, the metadata in the first")
       ->check(CLI::Range(1u, 1u << 30));
+  cmd->add_option("--chat-template", o->chat_template,
+                  "Write a GGUF copy of the model (OUT a file) whose tokenizer.chat_template is "
+                  "this Jinja file's text")
+      ->check(CLI::ExistingFile);
   return [o] { return convert(*o); };
 }
 
