@@ -1,5 +1,6 @@
 #include "schema/output-events.h"
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <utility>
 
@@ -30,8 +31,16 @@ json bytes_json(const std::vector<uint8_t>& b) {
   return a;
 }
 
+// PROTOCOL.md 10.8: a logprob is finite; an impossible token's (a grammar masked it) is -9999.
+// JSON has no infinity (nlohmann writes null, which readers refuse).
+constexpr float impossible_logprob = -9999;
+float finite_logprob(float lp) {
+  return std::isfinite(lp) ? lp : impossible_logprob;
+}
+
 json logprob_json(const token_logprob& t) {
-  return json{{"token", t.token}, {"bytes", bytes_json(t.bytes)}, {"logprob", t.logprob}};
+  return json{
+      {"token", t.token}, {"bytes", bytes_json(t.bytes)}, {"logprob", finite_logprob(t.logprob)}};
 }
 
 // A string field, or an error naming it.
@@ -49,7 +58,7 @@ result<token_logprob> logprob_of(const json& o) {
   t.token = std::move(*tok);
   auto lp = o.find("logprob");
   if (lp == o.end() || !lp->is_number()) return error{"'logprob' is not a number"};
-  t.logprob = lp->get<float>();
+  t.logprob = finite_logprob(lp->get<float>());  // 1e300 does not fit a float
   auto b = o.find("bytes");
   if (b != o.end()) {
     if (!b->is_array()) return error{"'bytes' is not an array"};

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,17 @@ TEST(OutputEvents, InvalidUtf8TextIsReplacedNotRefused) {
   auto e = output_events_parse(line);
   ASSERT_TRUE(e) << e.message();
   EXPECT_EQ((*e)[0].text, "a\xef\xbf\xbd");
+}
+
+TEST(OutputEvents, AnImpossibleTokensLogprobIsWrittenAsMinus9999) {
+  output_event lp{.kind = output_event_kind::logprobs};
+  lp.probs.push_back({{"a", {97}, -INFINITY}, {}});
+  auto e = output_events_parse(output_event_line(lp));
+  ASSERT_TRUE(e) << e.message();
+  EXPECT_EQ((*e)[0].probs[0].sampled.logprob, -9999.0f);
+  auto big = output_events_parse("{\"logprobs\":[{\"token\":\"a\",\"logprob\":-1e300}]}\n");
+  ASSERT_TRUE(big) << big.message();
+  EXPECT_EQ((*big)[0].probs[0].sampled.logprob, -9999.0f);
 }
 
 TEST(OutputEvents, AMalformedLineIsAnErrorAndSpendsTheReader) {
