@@ -47,9 +47,22 @@
 
 namespace hearth {
 
+// A call an assistant message made (OpenAI's tool_calls[i]).
+struct chat_tool_call {
+  std::string id;         // "call_..." as the model or the server named it
+  std::string name;       // the function's name
+  std::string arguments;  // JSON text, as OpenAI sends it (a Jinja template gets it parsed)
+};
+
+// One message; the same fields as the wire's (schema/message-parts.h). The built-in formats read
+// role and content only; a model's own Jinja template (engine/prompt.h) reads them all.
 struct chat_message {
-  std::string role;  // "system", "user" or "assistant"
+  std::string role;  // "system", "user", "assistant"; a Jinja template also takes "tool", ...
   std::string content;
+  std::string name;               // a tool message's function name, or a participant's
+  std::string tool_call_id;       // a tool message: the call it answers
+  std::string reasoning_content;  // an assistant's reasoning, for templates that replay it
+  std::vector<chat_tool_call> tool_calls;
 };
 
 // The formats hearth can write; the names are llama.cpp's (llama_chat_builtin_templates).
