@@ -12,12 +12,12 @@
 //   which no other seed the gateway accepts ([0, 2^63 - 1]) maps to.
 #include "gateway/openai-request.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "common/think-filter.h"
 #include "gateway/openai-json.h"
 #include "schema/job-params.h"
 
@@ -34,6 +34,11 @@ constexpr size_t k_max_stop = 4;
 // rest of the submit).
 constexpr size_t k_max_text_bytes = wire::max_string_bytes;
 constexpr uint64_t k_seed_zero = uint64_t(1) << 63;
+// OpenAI's own limits: top_logprobs 0..20, 128 tools, logit_bias entries (300, as llama.cpp's
+// server and schema/job-params.cpp take).
+constexpr int64_t k_max_top_logprobs = 20;
+constexpr size_t k_max_tools = 128;
+constexpr size_t k_max_logit_bias = 300;
 
 // What a JSON value is, in the words of a message: "a string", "an integer", ...
 std::string json_kind(const json& v) {
@@ -182,7 +187,70 @@ std::optional<std::string> message_content(const json& content, const std::strin
   return text;
 }
 
-// messages -> the submit's conversation.
+// A JSON value given as text (a tool call's arguments): parsed within the depth bound, or
+// nullopt.
+std::optional<json> json_of_text(std::string_view text) {
+  bool too_deep = false;
+  const json::parser_callback_t depth_check = [&](int depth, json::parse_event_t, json&) {
+    if (depth >= k_max_json_depth) too_deep = true;
+    return !too_deep;
+  };
+  json j = json::parse(text, depth_check, /*allow_exceptions=*/false);
+  if (too_deep || j.is_discarded()) return std::nullopt;
+  return j;
+}
+
+// An assistant message's tool_calls: [{id, type: "function", function: {name, arguments}}],
+// arguments as JSON text (OpenAI's) or, leniently, as the object itself. The text must be JSON:
+// the template gets it as a value.
+void read_tool_calls(const json& calls, const std::string& param, wire::chat_message& m,
+                     request_reader& rr) {
+  if (!calls.is_array()) return rr.refuse(wrong_type(param, "an array", calls));
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const json& call = calls[i];
+    const std::string p = param + "[" + std::to_string(i) + "]";
+    if (!call.is_object()) return rr.refuse(wrong_type(p, "an object", call));
+    wire::tool_call tc;
+    auto id = call.find("id");
+    if (id != call.end() && !id->is_null()) {
+      if (!id->is_string()) return rr.refuse(wrong_type(p + ".id", "a string", *id));
+      tc.id = id->get<std::string>();
+    }
+    auto type = call.find("type");
+    if (type != call.end() && !type->is_null() && *type != "function") {
+      return rr.refuse(refusal(p + ".type", p + ".type must be \"function\""));
+    }
+    auto fn = call.find("function");
+    if (fn == call.end() || !fn->is_object()) {
+      return rr.refuse(wrong_type(p + ".function", "an object", fn == call.end() ? json() : *fn));
+    }
+    auto name = fn->find("name");
+    if (name == fn->end() || !name->is_string() || name->get_ref<const std::string&>().empty()) {
+      return rr.refuse(
+          refusal(p + ".function.name", p + ".function.name must be a function's name"));
+    }
+    tc.name = name->get<std::string>();
+    auto args = fn->find("arguments");
+    const std::string ap = p + ".function.arguments";
+    if (args == fn->end() || args->is_null()) {
+      tc.arguments = "{}";
+    } else if (args->is_string()) {
+      tc.arguments = args->get<std::string>();
+      if (!json_of_text(tc.arguments)) {
+        return rr.refuse(refusal(ap, ap + " must be JSON text (the call's arguments), got " +
+                                         args->dump().substr(0, 80)));
+      }
+    } else if (args->is_object()) {
+      tc.arguments = args->dump();
+    } else {
+      return rr.refuse(wrong_type(ap, "a string of JSON", *args));
+    }
+    m.tool_calls.push_back(std::move(tc));
+  }
+}
+
+// messages -> the submit's conversation: system (developer), user, assistant (with tool_calls),
+// tool (answering a call by tool_call_id).
 void read_messages(request_reader& rr, wire::submit& s) {
   const json* m = rr.field("messages");
   if (!m) return rr.refuse(refusal("messages", "messages is required"));
@@ -202,35 +270,57 @@ void read_messages(request_reader& rr, wire::submit& s) {
     if (role == msg.end() || !role->is_string()) {
       return rr.refuse(wrong_type(p + ".role", "a string", role == msg.end() ? json() : *role));
     }
-    std::string r = role->get<std::string>();
+    wire::chat_message out;
+    out.role = role->get<std::string>();
     // OpenAI's newer name for the system role.
-    if (r == "developer") r = "system";
-    if (r != "system" && r != "user" && r != "assistant") {
-      return rr.refuse(refusal(p + ".role", p + ".role '" + r +
-                                                "' is not supported: system, developer, user "
-                                                "or assistant (hearth runs no tools)"));
+    if (out.role == "developer") out.role = "system";
+    if (out.role != "system" && out.role != "user" && out.role != "assistant" &&
+        out.role != "tool") {
+      return rr.refuse(refusal(p + ".role", p + ".role '" + out.role +
+                                                "' is not supported: system, developer, user, "
+                                                "assistant or tool"));
     }
-    if (auto tc = msg.find("tool_calls"); tc != msg.end() && !tc->is_null() && !tc->empty()) {
-      return rr.refuse(
-          refusal(p + ".tool_calls", p + ".tool_calls is not supported: hearth runs no tools"));
+    for (auto [key, dst] :
+         {std::pair{"name", &out.name}, std::pair{"tool_call_id", &out.tool_call_id},
+          std::pair{"reasoning_content", &out.reasoning_content}}) {
+      auto v = msg.find(key);
+      if (v == msg.end() || v->is_null()) continue;
+      if (!v->is_string()) return rr.refuse(wrong_type(p + "." + key, "a string", *v));
+      *dst = v->get<std::string>();
+    }
+    if (out.role == "tool" && out.tool_call_id.empty()) {
+      return rr.refuse(refusal(p + ".tool_call_id",
+                               p + ".tool_call_id is required: the id of the call it answers"));
+    }
+    if (auto tc = msg.find("tool_calls"); tc != msg.end() && !tc->is_null()) {
+      if (out.role != "assistant") {
+        return rr.refuse(
+            refusal(p + ".tool_calls", p + ".tool_calls is for assistant messages only"));
+      }
+      read_tool_calls(*tc, p + ".tool_calls", out, rr);
+      if (rr.refused()) return;
     }
     auto content = msg.find("content");
-    std::string text;
-    if (content == msg.end() || content->is_null()) {
-      // Only an assistant turn may come without content (OpenAI's, for tool calls).
-      if (r != "assistant") return rr.refuse(refusal(p + ".content", p + ".content is required"));
-    } else {
+    if (content == msg.end()) {
+      // An assistant turn that made calls comes without content (OpenAI's).
+      if (out.role != "assistant")
+        return rr.refuse(refusal(p + ".content", p + ".content is required"));
+    } else if (!content->is_null()) {
+      // content null reads as "", as llama.cpp's server takes it.
       auto c = message_content(*content, p + ".content", rr);
       if (!c) return;
-      text = std::move(*c);
+      out.content = std::move(*c);
     }
-    bytes += text.size();
+    bytes += out.content.size() + out.name.size() + out.tool_call_id.size() +
+             out.reasoning_content.size();
+    for (const auto& tc : out.tool_calls)
+      bytes += tc.id.size() + tc.name.size() + tc.arguments.size();
     if (bytes > k_max_text_bytes) {
       return rr.refuse(
           refusal("messages", param_error("the messages' text in bytes",
                                           "at most " + std::to_string(k_max_text_bytes), bytes)));
     }
-    s.messages.push_back(wire::chat_message{std::move(r), std::move(text)});
+    s.messages.push_back(std::move(out));
   }
 }
 
@@ -293,10 +383,6 @@ void refuse_unsupported(request_reader& rr, openai_endpoint endpoint) {
     const json* v = rr.field(n);
     return !v || (v->is_boolean() && !v->get<bool>());
   };
-  auto is_zero = [&](const char* n) {
-    const json* v = rr.field(n);
-    return !v || (v->is_number() && v->get<double>() == 0);
-  };
   auto is_empty = [&](const char* n) {
     const json* v = rr.field(n);
     if (v && v->is_string()) return v->get_ref<const std::string&>().empty();
@@ -306,41 +392,98 @@ void refuse_unsupported(request_reader& rr, openai_endpoint endpoint) {
     const json* v = rr.field(n);
     return !v || (v->is_number() && v->get<double>() == 1);
   };
-  if (const json* n = rr.field("n"); n && !(n->is_number_integer() && n->get<int64_t>() == 1)) {
-    if (!n->is_number_integer()) return rr.refuse(wrong_type("n", "an integer", *n));
-    const int64_t v = n->get<int64_t>();
-    if (v < 1) return rr.refuse(refusal("n", param_error("n", "1", v)));
-    return rr.refuse(refusal(
-        "n", "n > 1 is not supported (hearth answers one choice), got " + std::to_string(v)));
-  }
-  if (endpoint == openai_endpoint::chat_completions) {
-    rr.unsupported_unless("logprobs", is_false("logprobs"), "is not supported");
-    rr.unsupported_unless("top_logprobs", is_zero("top_logprobs"), "is not supported");
-  } else {
-    rr.unsupported_unless("logprobs", is_zero("logprobs"), "is not supported");
+  if (endpoint == openai_endpoint::completions) {
     rr.unsupported_unless("echo", is_false("echo"), "is not supported");
     rr.unsupported_unless("best_of", is_one("best_of"), "> 1 is not supported");
     rr.unsupported_unless("suffix", is_empty("suffix"), "is not supported");
   }
-  rr.unsupported_unless("tools", is_empty("tools"), "is not supported: hearth runs no tools");
+  // The deprecated forms of tools and tool_choice, whose answers (message.function_call) differ.
   rr.unsupported_unless("functions", is_empty("functions"),
-                        "is not supported: hearth runs no tools");
-  for (const char* n : {"tool_choice", "function_call"}) {
-    const json* v = rr.field(n);
-    const bool off = !v || (v->is_string() && (*v == "none" || *v == "auto"));
-    rr.unsupported_unless(n, off, "is not supported: hearth runs no tools");
-  }
-  rr.unsupported_unless("logit_bias", is_empty("logit_bias"), "is not supported");
-  if (const json* f = rr.field("response_format")) {
-    const bool text = f->is_object() && f->contains("type") && (*f)["type"] == "text";
-    rr.unsupported_unless("response_format", text,
-                          "is not supported but for {\"type\": \"text\"} (no JSON mode)");
+                        "is not supported: send them as tools (type \"function\")");
+  if (const json* v = rr.field("function_call")) {
+    const bool off = v->is_string() && (*v == "none" || *v == "auto");
+    rr.unsupported_unless("function_call", off, "is not supported: use tool_choice");
   }
   const json* a = rr.field("audio");
   rr.unsupported_unless("audio", !a, "is not supported: hearth answers text");
   if (const json* m = rr.field("modalities")) {
     const bool text = m->is_array() && m->size() == 1 && (*m)[0] == "text";
     rr.unsupported_unless("modalities", text, "is not supported but for [\"text\"]");
+  }
+}
+
+// tools, tool_choice, parallel_tool_calls (chat).
+void read_tools(request_reader& rr, wire::api_params& api) {
+  std::vector<std::string> names;
+  if (const json* t = rr.field("tools")) {
+    auto text = openai_tools_text(*t, "tools", &names);
+    if (auto* r = std::get_if<request_refusal>(&text)) return rr.refuse(std::move(*r));
+    api.tools = std::move(std::get<std::string>(text));
+  }
+  if (const json* c = rr.field("tool_choice")) {
+    auto choice = openai_tool_choice(*c, "tool_choice", names);
+    if (auto* r = std::get_if<request_refusal>(&choice)) return rr.refuse(std::move(*r));
+    api.tool_choice = std::move(std::get<std::string>(choice));
+  }
+  if (auto v = rr.boolean("parallel_tool_calls")) api.parallel_tool_calls = *v;
+}
+
+// response_format (chat) and llama.cpp's `grammar`.
+void read_constraints(request_reader& rr, openai_endpoint endpoint, wire::api_params& api) {
+  if (const json* f = rr.field("response_format");
+      f && endpoint == openai_endpoint::chat_completions) {
+    auto schema = openai_response_format_schema(*f, "response_format");
+    if (auto* r = std::get_if<request_refusal>(&schema)) return rr.refuse(std::move(*r));
+    api.json_schema = std::move(std::get<std::string>(schema));
+  }
+  if (auto g = rr.string("grammar")) {
+    if (!api.json_schema.empty()) {
+      return rr.refuse(refusal("grammar",
+                               "grammar and a JSON response_format exclude each other: "
+                               "send one"));
+    }
+    api.grammar = std::move(*g);
+  }
+}
+
+// logprobs and top_logprobs (chat: a boolean and a count; completions: logprobs is the count),
+// n, logit_bias ({"token id": bias}).
+void read_sampling_extras(request_reader& rr, openai_endpoint endpoint, wire::api_params& api) {
+  if (endpoint == openai_endpoint::chat_completions) {
+    if (auto v = rr.boolean("logprobs")) api.logprobs = *v;
+    if (auto v = rr.integer("top_logprobs", 0, k_max_top_logprobs)) {
+      if (*v > 0 && !api.logprobs) {
+        return rr.refuse(refusal("top_logprobs", "top_logprobs needs logprobs: true"));
+      }
+      api.top_logprobs = int32_t(*v);
+    }
+  } else if (auto v = rr.integer("logprobs", 0, k_max_top_logprobs)) {
+    api.logprobs = true;
+    api.top_logprobs = int32_t(*v);
+  }
+  if (auto v = rr.integer("n", 1, k_max_choices)) api.n = int32_t(*v);
+  if (const json* b = rr.field("logit_bias")) {
+    if (!b->is_object()) return rr.refuse(wrong_type("logit_bias", "an object", *b));
+    if (b->size() > k_max_logit_bias) {
+      return rr.refuse(refusal(
+          "logit_bias", param_error("the number of logit_bias entries",
+                                    "at most " + std::to_string(k_max_logit_bias), b->size())));
+    }
+    for (const auto& [key, value] : b->items()) {
+      const std::string p = "logit_bias[\"" + key.substr(0, 32) + "\"]";
+      // A token id in decimal, as OpenAI's keys are.
+      const bool digits = !key.empty() && key.size() <= 10 &&
+                          key.find_first_not_of("0123456789") == std::string::npos;
+      if (!digits || std::stoull(key) > uint64_t(std::numeric_limits<int32_t>::max())) {
+        return rr.refuse(refusal("logit_bias", p + ": the key must be a token id (a number)"));
+      }
+      if (!value.is_number()) return rr.refuse(wrong_type(p, "a number", value));
+      const double bias = value.get<double>();
+      if (!(bias >= -100 && bias <= 100)) {
+        return rr.refuse(refusal("logit_bias", param_error(p, "in [-100, 100]", bias)));
+      }
+      api.logit_bias.push_back(wire::token_bias{int32_t(std::stoul(key)), float(bias)});
+    }
   }
 }
 
@@ -351,18 +494,20 @@ void read_thinking(request_reader& rr, openai_request& r) {
   if (const json* kw = rr.field("chat_template_kwargs")) {
     if (!kw->is_object()) {
       rr.refuse(wrong_type("chat_template_kwargs", "an object", *kw));
-    } else if (auto et = kw->find("enable_thinking"); et != kw->end() && !et->is_null()) {
-      if (!et->is_boolean()) {
-        rr.refuse(wrong_type("chat_template_kwargs.enable_thinking", "a boolean", *et));
-      } else {
-        r.submit.params.enable_thinking = et->get<bool>();
+    } else {
+      // Every variable goes to the template (api.template_kwargs); enable_thinking is also the
+      // job's own switch, which templates without the variable honour too.
+      if (!kw->empty()) r.submit.params.api.template_kwargs = kw->dump();
+      if (auto et = kw->find("enable_thinking"); et != kw->end() && !et->is_null()) {
+        if (!et->is_boolean()) {
+          rr.refuse(wrong_type("chat_template_kwargs.enable_thinking", "a boolean", *et));
+        } else {
+          r.submit.params.enable_thinking = et->get<bool>();
+        }
       }
     }
   }
-  if (auto v = rr.boolean("include_reasoning")) {
-    r.include_reasoning = *v;
-    r.submit.params.show_thinking = *v;
-  }
+  if (auto v = rr.boolean("include_reasoning")) r.include_reasoning = *v;
 }
 
 // `chat_template`: one of hearth's template names instead of the model's own (as the CLI's
@@ -382,6 +527,141 @@ request_refusal refusal_of(const param_check& e) {
 }
 
 }  // namespace
+
+static bool tool_name_ok(std::string_view name) {
+  // OpenAI's rule (a-z, A-Z, 0-9, '_', '-', at most 64), with '.' and ':' that MCP tools use.
+  return !name.empty() && name.size() <= 64 &&
+         name.find_first_not_of(
+             "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.:") ==
+             std::string_view::npos;
+}
+
+std::variant<std::string, request_refusal> openai_tools_text(const nlohmann::json& tools,
+                                                             const std::string& param,
+                                                             std::vector<std::string>* names) {
+  if (!tools.is_array()) return wrong_type(param, "an array of tools", tools);
+  if (tools.size() > k_max_tools) {
+    return refusal(param, param_error("the number of " + param,
+                                      "at most " + std::to_string(k_max_tools), tools.size()));
+  }
+  std::vector<std::string> seen;
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const json& t = tools[i];
+    const std::string p = param + "[" + std::to_string(i) + "]";
+    if (!t.is_object()) return wrong_type(p, "an object", t);
+    auto type = t.find("type");
+    if (type == t.end() || *type != "function") {
+      return refusal(p + ".type", p + ".type must be \"function\" (the only kind hearth runs)");
+    }
+    auto fn = t.find("function");
+    if (fn == t.end() || !fn->is_object()) {
+      return wrong_type(p + ".function", "an object", fn == t.end() ? json() : *fn);
+    }
+    auto name = fn->find("name");
+    if (name == fn->end() || !name->is_string() ||
+        !tool_name_ok(name->get_ref<const std::string&>())) {
+      return refusal(p + ".function.name",
+                     p + ".function.name must be a name of 1 to 64 of a-z, A-Z, 0-9, '_', '-', "
+                         "'.', ':'");
+    }
+    const std::string n = name->get<std::string>();
+    if (std::find(seen.begin(), seen.end(), n) != seen.end()) {
+      return refusal(p + ".function.name", p + ".function.name '" + n + "' is given twice");
+    }
+    seen.push_back(n);
+    if (auto d = fn->find("description"); d != fn->end() && !d->is_null() && !d->is_string()) {
+      return wrong_type(p + ".function.description", "a string", *d);
+    }
+    if (auto s = fn->find("parameters"); s != fn->end() && !s->is_null() && !s->is_object()) {
+      return wrong_type(p + ".function.parameters", "an object (a JSON Schema)", *s);
+    }
+    if (auto s = fn->find("strict"); s != fn->end() && !s->is_null() && !s->is_boolean()) {
+      return wrong_type(p + ".function.strict", "a boolean", *s);
+    }
+  }
+  if (names) *names = seen;
+  return tools.empty() ? std::string() : tools.dump();
+}
+
+std::variant<std::string, request_refusal> openai_tool_choice(
+    const nlohmann::json& v, const std::string& param, const std::vector<std::string>& names) {
+  std::string choice;
+  if (v.is_string()) {
+    choice = v.get<std::string>();
+    if (choice != "auto" && choice != "none" && choice != "required") {
+      return refusal(param, param +
+                                " must be \"auto\", \"none\", \"required\" or "
+                                "{\"type\": \"function\", \"function\": {\"name\": ...}}, got \"" +
+                                choice.substr(0, 64) + "\"");
+    }
+  } else if (v.is_object()) {
+    auto type = v.find("type");
+    auto fn = v.find("function");
+    auto name = fn != v.end() && fn->is_object() ? fn->find("name") : v.end();
+    if (type == v.end() || *type != "function" || fn == v.end() || !fn->is_object() ||
+        name == fn->end() || !name->is_string()) {
+      return refusal(param, param +
+                                " must be {\"type\": \"function\", \"function\": {\"name\": "
+                                "NAME}} to name a tool");
+    }
+    const std::string n = name->get<std::string>();
+    if (std::find(names.begin(), names.end(), n) == names.end()) {
+      return refusal(param,
+                     param + " names '" + n.substr(0, 64) + "', which is not one of the tools");
+    }
+    choice = "function:" + n;
+  } else {
+    return wrong_type(param, "a string or an object", v);
+  }
+  if (names.empty()) {
+    // Without tools only "no call" makes sense, which is what a job without tools does.
+    if (choice == "auto" || choice == "none") return std::string();
+    return refusal(param, param + " \"" + choice + "\" needs tools");
+  }
+  return choice;
+}
+
+std::variant<std::string, request_refusal> openai_response_format_schema(const nlohmann::json& f,
+                                                                         const std::string& param) {
+  if (!f.is_object()) return wrong_type(param, "an object", f);
+  auto type = f.find("type");
+  if (type == f.end() || !type->is_string()) {
+    return refusal(param + ".type", param +
+                                        ".type must be \"text\", \"json_object\" or "
+                                        "\"json_schema\"");
+  }
+  if (*type == "text") return std::string();
+  if (*type == "json_object") {
+    // llama.cpp's server takes a schema here too.
+    if (auto s = f.find("schema"); s != f.end() && !s->is_null()) {
+      if (!s->is_object()) return wrong_type(param + ".schema", "an object (a JSON Schema)", *s);
+      return s->dump();
+    }
+    return std::string(R"({"type":"object"})");
+  }
+  if (*type == "json_schema") {
+    auto js = f.find("json_schema");
+    if (js == f.end() || !js->is_object()) {
+      return wrong_type(param + ".json_schema", "an object", js == f.end() ? json() : *js);
+    }
+    if (auto n = js->find("name"); n != js->end() && !n->is_null() && !n->is_string()) {
+      return wrong_type(param + ".json_schema.name", "a string", *n);
+    }
+    if (auto s = js->find("strict"); s != js->end() && !s->is_null() && !s->is_boolean()) {
+      return wrong_type(param + ".json_schema.strict", "a boolean", *s);
+    }
+    auto s = js->find("schema");
+    // Without a schema any JSON value is valid (strict or not: the output is always held to it).
+    if (s == js->end() || s->is_null()) return std::string("{}");
+    if (!s->is_object() && !s->is_boolean()) {
+      return wrong_type(param + ".json_schema.schema", "an object (a JSON Schema)", *s);
+    }
+    return s->dump();
+  }
+  return refusal(param + ".type", param + ".type '" + type->get<std::string>().substr(0, 64) +
+                                      "' is not supported: \"text\", \"json_object\" or "
+                                      "\"json_schema\"");
+}
 
 std::optional<openai_endpoint> openai_endpoint_of(std::string_view url) {
   if (url == "/v1/chat/completions") return openai_endpoint::chat_completions;
@@ -461,16 +741,23 @@ std::variant<openai_request, request_refusal> parse_openai_request(openai_endpoi
   if (endpoint == openai_endpoint::chat_completions) {
     read_thinking(rr, r);
     read_chat_template(rr, p);
+    read_tools(rr, p.api);
   }
+  read_constraints(rr, endpoint, p.api);
+  read_sampling_extras(rr, endpoint, p.api);
   if (rr.refused()) return *rr.refused();
+  // The job writes output events when the answer needs more than text: tool calls, logprobs,
+  // several choices. A plain job stays plain text, as batches, the history and older nodes
+  // read it; its think block then comes in the text (show_thinking) for the answer to split.
+  p.api.events = !p.api.tools.empty() || p.api.logprobs || p.api.n > 1;
+  p.show_thinking = r.include_reasoning && !p.api.events;
 
   if (auto e = wire::job_params_check(p); !e.ok()) return refusal_of(e);
   return r;
 }
 
 std::string_view openai_finish_reason(std::string_view stop_reason) {
-  if (stop_reason == "max_tokens" || stop_reason == "context_full") return "length";
-  return "stop";
+  return finish_reason_of_stop(stop_reason);
 }
 
 std::string openai_response_id(openai_endpoint endpoint, uint64_t job_id) {
@@ -478,34 +765,34 @@ std::string openai_response_id(openai_endpoint endpoint, uint64_t job_id) {
          std::to_string(job_id);
 }
 
-std::string openai_response_body(const openai_request& r, uint64_t job_id, int64_t created,
-                                 std::string_view text, const wire::job_done& done) {
-  ojson choice;
-  if (r.endpoint == openai_endpoint::chat_completions) {
-    choice["index"] = 0;
-    if (!r.include_reasoning) {
-      choice["message"] = {{"role", "assistant"}, {"content", std::string(text)}};
-    } else {
-      think_filter f;
-      think_filter::split part = f.push(text);
-      think_filter::split rest = f.flush();
-      part.answer += rest.answer;
-      part.reasoning += rest.reasoning;
-      // The newline the model writes before "</think>" is not part of the reasoning.
-      while (!part.reasoning.empty() && part.reasoning.back() == '\n') part.reasoning.pop_back();
-      choice["message"] = {{"role", "assistant"}, {"content", part.answer}};
-      if (!part.reasoning.empty()) choice["message"]["reasoning_content"] = part.reasoning;
-    }
-  } else {
-    choice["text"] = std::string(text);
-    choice["index"] = 0;
+http_response openai_response(const openai_request& r, uint64_t job_id, int64_t created,
+                              std::string_view output, const wire::job_done& done) {
+  const wire::job_params& p = r.submit.params;
+  auto out = job_output_of(output, job_output_mode_of(p), uint32_t(std::max(p.api.n, 1)));
+  if (!out) {
+    return error_response(500, "job " + std::to_string(job_id) + "'s output: " + out.message(),
+                          "server_error");
   }
-  choice["logprobs"] = nullptr;
-  choice["finish_reason"] = openai_finish_reason(done.stop_reason);
+  return openai_response(r, job_id, created, *out, done);
+}
+
+http_response openai_response(const openai_request& r, uint64_t job_id, int64_t created,
+                              const job_output& out, const wire::job_done& done) {
+  ojson choices = ojson::array();
+  for (uint32_t i = 0; i < out.choices.size(); ++i) {
+    choices.push_back(openai_choice_json(r, i, out.choices[i], done.stop_reason));
+  }
   ojson body = openai_object_head(r, job_id, created, false);
-  body["choices"] = ojson::array({std::move(choice)});
+  body["choices"] = std::move(choices);
   body["usage"] = openai_usage(done);
-  return json_text(body);
+  http_response res;
+  res.body = json_text(body);
+  return res;
+}
+
+std::string openai_response_body(const openai_request& r, uint64_t job_id, int64_t created,
+                                 std::string_view output, const wire::job_done& done) {
+  return openai_response(r, job_id, created, output, done).body;
 }
 
 http_response openai_job_error(const wire::job_done& done) {

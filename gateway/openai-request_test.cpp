@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/generation-params.h"
+#include "schema/output-events.h"
 
 namespace hearth::gateway {
 namespace {
@@ -227,9 +228,11 @@ TEST(OpenaiRequest, MessagesAreCheckedOneByOne) {
       {chat, m + R"([{"content":"Hi"}]})", "messages[0].role",
        "messages[0].role must be a string, got null"},
       {chat, m + R"([{"role":"user","content":"a"},{"role":"tool","content":"b"}]})",
-       "messages[1].role",
-       "messages[1].role 'tool' is not supported: system, developer, user or assistant (hearth "
-       "runs no tools)"},
+       "messages[1].tool_call_id",
+       "messages[1].tool_call_id is required: the id of the call it answers"},
+      {chat, m + R"([{"role":"function","content":"b"}]})", "messages[0].role",
+       "messages[0].role 'function' is not supported: system, developer, user, assistant or "
+       "tool"},
       {chat, m + R"([{"role":"user"}]})", "messages[0].content", "messages[0].content is required"},
       {chat, m + R"([{"role":"user","content":5}]})", "messages[0].content",
        "messages[0].content must be a string or an array of text parts, got an integer"},
@@ -247,7 +250,30 @@ TEST(OpenaiRequest, MessagesAreCheckedOneByOne) {
        "messages[0].content[0] must be an object, got a string"},
       {chat,
        m + R"([{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function"}]}]})",
-       "messages[0].tool_calls", "messages[0].tool_calls is not supported: hearth runs no tools"},
+       "messages[0].tool_calls[0].function",
+       "messages[0].tool_calls[0].function must be an object, got null"},
+      {chat, m + R"([{"role":"assistant","tool_calls":{"id":"c"}}]})", "messages[0].tool_calls",
+       "messages[0].tool_calls must be an array, got an object"},
+      {chat, m + R"([{"role":"assistant","tool_calls":[{"id":"c","type":"code","function":{}}]}]})",
+       "messages[0].tool_calls[0].type", "messages[0].tool_calls[0].type must be \"function\""},
+      {chat, m + R"([{"role":"assistant","tool_calls":[{"id":"c","function":{"name":""}}]}]})",
+       "messages[0].tool_calls[0].function.name",
+       "messages[0].tool_calls[0].function.name must be a function's name"},
+      {chat,
+       m + R"([{"role":"assistant","tool_calls":[{"id":"c","function":{"name":"f",)"
+           R"("arguments":"{\"a\": "}}]}]})",
+       "messages[0].tool_calls[0].function.arguments",
+       "messages[0].tool_calls[0].function.arguments must be JSON text (the call's arguments), "
+       "got \"{\\\"a\\\": \""},
+      {chat,
+       m + R"([{"role":"assistant","tool_calls":[{"id":"c","function":{"name":"f",)"
+           R"("arguments":7}}]}]})",
+       "messages[0].tool_calls[0].function.arguments",
+       "messages[0].tool_calls[0].function.arguments must be a string of JSON, got an integer"},
+      {chat, m + R"([{"role":"user","content":"a","tool_calls":[]}]})", "messages[0].tool_calls",
+       "messages[0].tool_calls is for assistant messages only"},
+      {chat, m + R"([{"role":"tool","tool_call_id":5,"content":"a"}]})", "messages[0].tool_call_id",
+       "messages[0].tool_call_id must be a string, got an integer"},
   });
 }
 
@@ -371,22 +397,10 @@ TEST(OpenaiRequest, StopIsAStringOrUpToFourStrings) {
 
 TEST(OpenaiRequest, WhatHearthCannotHonourIsRefusedClearly) {
   expect_refusals({
-      {chat, chat_body(R"("n":2)"), "n",
-       "n > 1 is not supported (hearth answers one choice), got 2"},
-      {chat, chat_body(R"("n":0)"), "n", "n must be 1, got 0"},
-      {chat, chat_body(R"("n":"2")"), "n", "n must be an integer, got a string"},
-      {chat, chat_body(R"("logprobs":true)"), "logprobs", "logprobs is not supported"},
-      {chat, chat_body(R"("top_logprobs":3)"), "top_logprobs", "top_logprobs is not supported"},
-      {chat, chat_body(R"("tools":[{"type":"function","function":{"name":"f"}}])"), "tools",
-       "tools is not supported: hearth runs no tools"},
-      {chat, chat_body(R"("tool_choice":"required")"), "tool_choice",
-       "tool_choice is not supported: hearth runs no tools"},
       {chat, chat_body(R"("functions":[{"name":"f"}])"), "functions",
-       "functions is not supported: hearth runs no tools"},
-      {chat, chat_body(R"("response_format":{"type":"json_object"})"), "response_format",
-       "response_format is not supported but for {\"type\": \"text\"} (no JSON mode)"},
-      {chat, chat_body(R"("logit_bias":{"50256":-100})"), "logit_bias",
-       "logit_bias is not supported"},
+       "functions is not supported: send them as tools (type \"function\")"},
+      {chat, chat_body(R"("function_call":{"name":"f"})"), "function_call",
+       "function_call is not supported: use tool_choice"},
       {chat, chat_body(R"("audio":{"voice":"alloy"})"), "audio",
        "audio is not supported: hearth answers text"},
       {chat, chat_body(R"("modalities":["text","audio"])"), "modalities",
@@ -394,17 +408,231 @@ TEST(OpenaiRequest, WhatHearthCannotHonourIsRefusedClearly) {
       {completions, R"({"model":"m","prompt":"a","echo":true})", "echo", "echo is not supported"},
       {completions, R"({"model":"m","prompt":"a","best_of":3})", "best_of",
        "best_of > 1 is not supported"},
-      {completions, R"({"model":"m","prompt":"a","logprobs":2})", "logprobs",
-       "logprobs is not supported"},
       {completions, R"({"model":"m","prompt":"a","suffix":"end"})", "suffix",
        "suffix is not supported"},
   });
-  // ... and their "off" values pass.
-  parse_ok(chat, chat_body(R"("logprobs":false,"top_logprobs":0,"tools":[],"tool_choice":"none",)"
-                           R"("response_format":{"type":"text"},"logit_bias":{},)"
-                           R"("modalities":["text"])"));
-  parse_ok(completions, R"({"model":"m","prompt":"a","echo":false,"best_of":1,"logprobs":0,)"
-                        R"("suffix":""})");
+  // ... and their "off" values pass, a plain job staying plain text.
+  auto r = parse_ok(chat, chat_body(R"("logprobs":false,"top_logprobs":0,"tools":[],)"
+                                    R"("tool_choice":"none","response_format":{"type":"text"},)"
+                                    R"("logit_bias":{},"modalities":["text"],"n":1,)"
+                                    R"("function_call":"auto")"));
+  EXPECT_FALSE(r.submit.params.api.events);
+  EXPECT_EQ(r.submit.params.api.tools, "");
+  EXPECT_EQ(r.submit.params.api.tool_choice, "");
+  EXPECT_EQ(r.submit.params.api.json_schema, "");
+  parse_ok(completions, R"({"model":"m","prompt":"a","echo":false,"best_of":1,"suffix":""})");
+}
+
+// The assistant's calls and the tools' answers, as the official clients send them back.
+TEST(OpenaiRequest, ToolCallsAndToolMessagesRoundTrip) {
+  auto r = parse_ok(chat, R"({"model":"m","messages":[
+      {"role":"user","content":"Weather in Oslo?"},
+      {"role":"assistant","content":null,"tool_calls":[
+         {"id":"call_1","type":"function",
+          "function":{"name":"get_weather","arguments":"{\"city\": \"Oslo\"}"}},
+         {"id":"call_2","type":"function","function":{"name":"get_time","arguments":{"tz":"CET"}}},
+         {"id":"call_3","type":"function","function":{"name":"noop"}}],
+       "reasoning_content":"Two lookups."},
+      {"role":"tool","tool_call_id":"call_1","name":"get_weather",
+       "content":[{"type":"text","text":"12"},{"type":"text","text":" C"}]},
+      {"role":"tool","tool_call_id":"call_2","content":null}]})");
+  ASSERT_EQ(r.submit.messages.size(), 4u);
+  const auto& a = r.submit.messages[1];
+  EXPECT_EQ(a.role, "assistant");
+  EXPECT_EQ(a.content, "");
+  EXPECT_EQ(a.reasoning_content, "Two lookups.");
+  ASSERT_EQ(a.tool_calls.size(), 3u);
+  EXPECT_EQ(a.tool_calls[0].id, "call_1");
+  EXPECT_EQ(a.tool_calls[0].name, "get_weather");
+  EXPECT_EQ(a.tool_calls[0].arguments, R"({"city": "Oslo"})");  // as sent
+  EXPECT_EQ(a.tool_calls[1].arguments, R"({"tz":"CET"})");      // an object, leniently
+  EXPECT_EQ(a.tool_calls[2].arguments, "{}");
+  const auto& t = r.submit.messages[2];
+  EXPECT_EQ(t.role, "tool");
+  EXPECT_EQ(t.tool_call_id, "call_1");
+  EXPECT_EQ(t.name, "get_weather");
+  EXPECT_EQ(t.content, "12 C");
+  EXPECT_EQ(r.submit.messages[3].content, "");
+  // Messages alone ask for no events: the answer is text unless tools are offered again.
+  EXPECT_FALSE(r.submit.params.api.events);
+}
+
+const char* k_weather_tool = R"({"type":"function","function":{"name":"get_weather",)"
+                             R"("description":"The weather","parameters":{"type":"object",)"
+                             R"("properties":{"city":{"type":"string"}},"required":["city"]},)"
+                             R"("strict":true}})";
+
+TEST(OpenaiRequest, ToolsAndToolChoiceGoToTheJob) {
+  const std::string tools = std::string("\"tools\":[") + k_weather_tool + "]";
+  auto r = parse_ok(chat, chat_body(tools));
+  const wire::api_params& api = r.submit.params.api;
+  EXPECT_EQ(json::parse(api.tools), json::parse("[" + std::string(k_weather_tool) + "]"));
+  EXPECT_EQ(api.tool_choice, "");  // auto
+  EXPECT_TRUE(api.parallel_tool_calls);
+  EXPECT_TRUE(api.events) << "tool calls come back as events";
+  for (auto [given, mapped] : {std::pair{R"("auto")", "auto"}, std::pair{R"("none")", "none"},
+                               std::pair{R"("required")", "required"},
+                               std::pair{R"({"type":"function","function":{"name":"get_weather"}})",
+                                         "function:get_weather"}}) {
+    SCOPED_TRACE(given);
+    auto c = parse_ok(
+        chat, chat_body(tools + ",\"tool_choice\":" + given + ",\"parallel_tool_calls\":false"));
+    EXPECT_EQ(c.submit.params.api.tool_choice, mapped);
+    EXPECT_FALSE(c.submit.params.api.parallel_tool_calls);
+  }
+  expect_refusals({
+      {chat, chat_body(R"("tools":{"type":"function"})"), "tools",
+       "tools must be an array of tools, got an object"},
+      {chat, chat_body(R"("tools":[{"type":"code_interpreter"}])"), "tools[0].type",
+       "tools[0].type must be \"function\" (the only kind hearth runs)"},
+      {chat, chat_body(R"("tools":[{"type":"function"}])"), "tools[0].function",
+       "tools[0].function must be an object, got null"},
+      {chat, chat_body(R"("tools":[{"type":"function","function":{"name":"a b"}}])"),
+       "tools[0].function.name",
+       "tools[0].function.name must be a name of 1 to 64 of a-z, A-Z, 0-9, '_', '-', '.', ':'"},
+      {chat,
+       chat_body(R"("tools":[{"type":"function","function":{"name":"f"}},)"
+                 R"({"type":"function","function":{"name":"f"}}])"),
+       "tools[1].function.name", "tools[1].function.name 'f' is given twice"},
+      {chat, chat_body(R"("tools":[{"type":"function","function":{"name":"f","parameters":[]}}])"),
+       "tools[0].function.parameters",
+       "tools[0].function.parameters must be an object (a JSON Schema), got an array"},
+      {chat, chat_body(R"("tools":[{"type":"function","function":{"name":"f","strict":1}}])"),
+       "tools[0].function.strict", "tools[0].function.strict must be a boolean, got an integer"},
+      {chat, chat_body(tools + R"(,"tool_choice":"any")"), "tool_choice",
+       "tool_choice must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", "
+       "\"function\": {\"name\": ...}}, got \"any\""},
+      {chat, chat_body(tools + R"(,"tool_choice":{"type":"function","function":{"name":"g"}})"),
+       "tool_choice", "tool_choice names 'g', which is not one of the tools"},
+      {chat, chat_body(tools + R"(,"tool_choice":{"type":"function"})"), "tool_choice",
+       "tool_choice must be {\"type\": \"function\", \"function\": {\"name\": NAME}} to name a "
+       "tool"},
+      {chat, chat_body(R"("tool_choice":"required")"), "tool_choice",
+       "tool_choice \"required\" needs tools"},
+      {chat, chat_body(tools + R"(,"parallel_tool_calls":"yes")"), "parallel_tool_calls",
+       "parallel_tool_calls must be a boolean, got a string"},
+  });
+  // 128 tools at most, as OpenAI takes.
+  json many = json::array();
+  for (int i = 0; i < 129; ++i) {
+    many.push_back({{"type", "function"}, {"function", {{"name", "f" + std::to_string(i)}}}});
+  }
+  EXPECT_EQ(parse_refused(chat, chat_body("\"tools\":" + many.dump())).message,
+            "the number of tools must be at most 128, got 129");
+}
+
+TEST(OpenaiRequest, ResponseFormatAndGrammarConstrainTheOutput) {
+  auto schema_of = [](const std::string& extra) {
+    return parse_ok(chat, chat_body(extra)).submit.params.api.json_schema;
+  };
+  EXPECT_EQ(schema_of(R"("response_format":{"type":"text"})"), "");
+  EXPECT_EQ(schema_of(R"("response_format":{"type":"json_object"})"), R"({"type":"object"})");
+  EXPECT_EQ(schema_of(R"("response_format":{"type":"json_object","schema":{"type":"array"}})"),
+            R"({"type":"array"})");
+  const char* person =
+      R"({"type":"object","properties":{"name":{"type":"string"}},"required":["name"],)"
+      R"("additionalProperties":false})";
+  for (const char* strict : {"true", "false"}) {
+    EXPECT_EQ(json::parse(schema_of(
+                  std::string(R"("response_format":{"type":"json_schema","json_schema":)") +
+                  R"({"name":"person","strict":)" + strict + R"(,"schema":)" + person + "}}")),
+              json::parse(person));
+  }
+  EXPECT_EQ(schema_of(R"("response_format":{"type":"json_schema","json_schema":{"name":"x"}})"),
+            "{}");
+  auto g = parse_ok(completions, R"({"model":"m","prompt":"a","grammar":"root ::= \"yes\""})");
+  EXPECT_EQ(g.submit.params.api.grammar, "root ::= \"yes\"");
+  EXPECT_FALSE(g.submit.params.api.events) << "constrained text is still text";
+  expect_refusals({
+      {chat, chat_body(R"("response_format":"json")"), "response_format",
+       "response_format must be an object, got a string"},
+      {chat, chat_body(R"("response_format":{"type":"xml"})"), "response_format.type",
+       "response_format.type 'xml' is not supported: \"text\", \"json_object\" or "
+       "\"json_schema\""},
+      {chat, chat_body(R"("response_format":{"type":"json_schema"})"),
+       "response_format.json_schema", "response_format.json_schema must be an object, got null"},
+      {chat, chat_body(R"("response_format":{"type":"json_schema","json_schema":{"schema":3}})"),
+       "response_format.json_schema.schema",
+       "response_format.json_schema.schema must be an object (a JSON Schema), got an integer"},
+      {chat, chat_body(R"("response_format":{"type":"json_object"},"grammar":"root ::= \"a\"")"),
+       "grammar", "grammar and a JSON response_format exclude each other: send one"},
+      {chat, chat_body(R"("grammar":5)"), "grammar", "grammar must be a string, got an integer"},
+  });
+}
+
+TEST(OpenaiRequest, LogprobsNAndLogitBias) {
+  auto r = parse_ok(chat, chat_body(R"("logprobs":true,"top_logprobs":5,"n":3,)"
+                                    R"("logit_bias":{"15":-100,"2047":2.5})"));
+  const wire::api_params& api = r.submit.params.api;
+  EXPECT_TRUE(api.logprobs);
+  EXPECT_EQ(api.top_logprobs, 5);
+  EXPECT_EQ(api.n, 3);
+  ASSERT_EQ(api.logit_bias.size(), 2u);
+  EXPECT_EQ(api.logit_bias[0].token, 15);
+  EXPECT_EQ(api.logit_bias[0].bias, -100.0f);
+  EXPECT_EQ(api.logit_bias[1].token, 2047);
+  EXPECT_EQ(api.logit_bias[1].bias, 2.5f);
+  EXPECT_TRUE(api.events);
+  // n alone and logprobs alone each need events; logit_bias alone does not.
+  EXPECT_TRUE(parse_ok(chat, chat_body(R"("n":2)")).submit.params.api.events);
+  EXPECT_TRUE(parse_ok(chat, chat_body(R"("logprobs":true)")).submit.params.api.events);
+  EXPECT_FALSE(parse_ok(chat, chat_body(R"("logit_bias":{"1":1})")).submit.params.api.events);
+  // Completions: logprobs is the number of alternatives.
+  auto c = parse_ok(completions, R"({"model":"m","prompt":"a","logprobs":2,"n":8})");
+  EXPECT_TRUE(c.submit.params.api.logprobs);
+  EXPECT_EQ(c.submit.params.api.top_logprobs, 2);
+  EXPECT_EQ(c.submit.params.api.n, 8);
+  auto zero = parse_ok(completions, R"({"model":"m","prompt":"a","logprobs":0})");
+  EXPECT_TRUE(zero.submit.params.api.logprobs) << "the sampled tokens' own, no alternatives";
+  EXPECT_EQ(zero.submit.params.api.top_logprobs, 0);
+  expect_refusals({
+      {chat, chat_body(R"("n":0)"), "n", "n must be in [1, 8], got 0"},
+      {chat, chat_body(R"("n":9)"), "n", "n must be in [1, 8], got 9"},
+      {chat, chat_body(R"("n":"2")"), "n", "n must be an integer, got a string"},
+      {chat, chat_body(R"("logprobs":1)"), "logprobs",
+       "logprobs must be a boolean, got an integer"},
+      {chat, chat_body(R"("top_logprobs":3)"), "top_logprobs", "top_logprobs needs logprobs: true"},
+      {chat, chat_body(R"("logprobs":true,"top_logprobs":21)"), "top_logprobs",
+       "top_logprobs must be in [0, 20], got 21"},
+      {completions, R"({"model":"m","prompt":"a","logprobs":true})", "logprobs",
+       "logprobs must be an integer, got a boolean"},
+      {chat, chat_body(R"("logit_bias":[1])"), "logit_bias",
+       "logit_bias must be an object, got an array"},
+      {chat, chat_body(R"("logit_bias":{"abc":1})"), "logit_bias",
+       "logit_bias[\"abc\"]: the key must be a token id (a number)"},
+      {chat, chat_body(R"("logit_bias":{"-1":1})"), "logit_bias",
+       "logit_bias[\"-1\"]: the key must be a token id (a number)"},
+      {chat, chat_body(R"("logit_bias":{"99999999999":1})"), "logit_bias",
+       "logit_bias[\"99999999999\"]: the key must be a token id (a number)"},
+      {chat, chat_body(R"("logit_bias":{"5":101})"), "logit_bias",
+       "logit_bias[\"5\"] must be in [-100, 100], got 101"},
+      {chat, chat_body(R"("logit_bias":{"5":"x"})"), "logit_bias[\"5\"]",
+       "logit_bias[\"5\"] must be a number, got a string"},
+  });
+  json bias = json::object();
+  for (int i = 0; i < 301; ++i) bias[std::to_string(i)] = 1;
+  EXPECT_EQ(parse_refused(chat, chat_body("\"logit_bias\":" + bias.dump())).message,
+            "the number of logit_bias entries must be at most 300, got 301");
+}
+
+TEST(OpenaiRequest, ChatTemplateKwargsGoToTheTemplate) {
+  auto r = parse_ok(chat, chat_body(R"("chat_template_kwargs":{"enable_thinking":false,"x":[1]})"));
+  EXPECT_EQ(json::parse(r.submit.params.api.template_kwargs),
+            json::parse(R"({"enable_thinking":false,"x":[1]})"));
+  EXPECT_FALSE(r.submit.params.enable_thinking);
+  EXPECT_EQ(
+      parse_ok(chat, chat_body(R"("chat_template_kwargs":{})")).submit.params.api.template_kwargs,
+      "");
+}
+
+// Reasoning with events comes as reasoning events: the job need not keep its think block in the
+// text then.
+TEST(OpenaiRequest, IncludeReasoningKeepsTheThinkBlockOnlyInAPlainJob) {
+  auto plain = parse_ok(chat, chat_body(R"("include_reasoning":true)"));
+  EXPECT_TRUE(plain.submit.params.show_thinking);
+  auto events = parse_ok(chat, chat_body(R"("include_reasoning":true,"n":2)"));
+  EXPECT_TRUE(events.include_reasoning);
+  EXPECT_FALSE(events.submit.params.show_thinking);
 }
 
 TEST(OpenaiRequest, FinishReasons) {
@@ -458,6 +686,142 @@ TEST(OpenaiRequest, TextThatIsNotUtf8IsReplacedNotThrownOn) {
   EXPECT_EQ(json::parse(body)["choices"][0]["text"],
             "a\xEF\xBF\xBD"
             "b");
+}
+
+// Output events as the node writes them (schema/output-events.h).
+std::string event_lines(const std::vector<wire::output_event>& events) {
+  std::string s;
+  for (const auto& e : events) s += wire::output_event_line(e);
+  return s;
+}
+
+wire::output_event content_event(uint32_t choice, std::string text) {
+  wire::output_event e;
+  e.choice = choice;
+  e.text = std::move(text);
+  return e;
+}
+
+wire::output_event finish_event(uint32_t choice, std::string reason) {
+  wire::output_event e = content_event(choice, std::move(reason));
+  e.kind = wire::output_event_kind::finish;
+  return e;
+}
+
+wire::output_event call_event(uint32_t choice, std::string id, std::string name, std::string args) {
+  wire::output_event e;
+  e.choice = choice;
+  e.kind = wire::output_event_kind::tool_call;
+  e.call = {std::move(id), std::move(name), std::move(args)};
+  return e;
+}
+
+wire::output_event logprobs_event(uint32_t choice, std::string token, float lp,
+                                  std::vector<std::pair<std::string, float>> top) {
+  wire::output_event e;
+  e.choice = choice;
+  e.kind = wire::output_event_kind::logprobs;
+  wire::sampled_logprob s;
+  s.sampled = {token, std::vector<uint8_t>(token.begin(), token.end()), lp};
+  for (auto& [t, l] : top) s.top.push_back({t, std::vector<uint8_t>(t.begin(), t.end()), l});
+  e.probs.push_back(std::move(s));
+  return e;
+}
+
+TEST(OpenaiRequest, AToolCallAnswerHasNullContentAndTheCalls) {
+  auto r = parse_ok(chat, chat_body(std::string("\"tools\":[") + k_weather_tool + "]"));
+  const std::string out = event_lines({
+      call_event(0, "call_a", "get_weather", R"({"city":"Oslo"})"),
+      call_event(0, "call_b", "get_weather", R"({"city":"Bergen"})"),
+      finish_event(0, "tool_calls"),
+  });
+  EXPECT_EQ(openai_response_body(r, 4, 10, out, done_of(4, "end_of_generation", 5, 6)),
+            R"({"id":"chatcmpl-4","object":"chat.completion","created":10,"model":"m",)"
+            R"("choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[)"
+            R"({"id":"call_a","type":"function","function":{"name":"get_weather",)"
+            R"("arguments":"{\"city\":\"Oslo\"}"}},)"
+            R"({"id":"call_b","type":"function","function":{"name":"get_weather",)"
+            R"("arguments":"{\"city\":\"Bergen\"}"}}]},)"
+            R"("logprobs":null,"finish_reason":"tool_calls"}],)"
+            R"("usage":{"prompt_tokens":5,"completion_tokens":6,"total_tokens":11}})");
+  // Text beside a call keeps its content; calls without a finish event still finish as calls.
+  const std::string both =
+      event_lines({content_event(0, "Let me look."), call_event(0, "c", "get_weather", "{}")});
+  json body =
+      json::parse(openai_response_body(r, 4, 10, both, done_of(4, "end_of_generation", 1, 1)));
+  EXPECT_EQ(body["choices"][0]["message"]["content"], "Let me look.");
+  EXPECT_EQ(body["choices"][0]["message"]["tool_calls"].size(), 1u);
+  EXPECT_EQ(body["choices"][0]["finish_reason"], "tool_calls");
+}
+
+TEST(OpenaiRequest, ChoicesLogprobsAndReasoningFromEvents) {
+  auto r = parse_ok(chat, chat_body(R"("n":2,"logprobs":true,"top_logprobs":1)"));
+  wire::output_event think = content_event(1, "Hmm.\n");
+  think.kind = wire::output_event_kind::reasoning;
+  const std::string out = event_lines({
+      content_event(0, "Hi"),
+      logprobs_event(0, "Hi", -0.5f, {{"Hi", -0.5f}}),
+      think,
+      content_event(1, "Yo"),
+      logprobs_event(1, "Yo", -1.25f, {{"Hey", -0.75f}}),
+      finish_event(1, "length"),
+  });
+  json body =
+      json::parse(openai_response_body(r, 1, 1, out, done_of(1, "end_of_generation", 3, 4)));
+  ASSERT_EQ(body["choices"].size(), 2u);
+  EXPECT_EQ(body["choices"][0]["index"], 0);
+  EXPECT_EQ(body["choices"][0]["message"]["content"], "Hi");
+  EXPECT_EQ(body["choices"][0]["finish_reason"], "stop");  // the job's end, no finish event
+  EXPECT_EQ(body["choices"][1]["index"], 1);
+  EXPECT_EQ(body["choices"][1]["message"]["content"], "Yo");
+  EXPECT_EQ(body["choices"][1]["finish_reason"], "length");
+  EXPECT_FALSE(body["choices"][1]["message"].contains("reasoning_content"))
+      << "reasoning only when asked for";
+  EXPECT_EQ(
+      body["choices"][1]["logprobs"],
+      json::parse(R"({"content":[{"token":"Yo","logprob":-1.25,"bytes":[89,111],)"
+                  R"("top_logprobs":[{"token":"Hey","logprob":-0.75,"bytes":[72,101,121]}]}],)"
+                  R"("refusal":null})"));
+  auto asked = parse_ok(chat, chat_body(R"("n":2,"include_reasoning":true)"));
+  body = json::parse(openai_response_body(asked, 1, 1, out, done_of(1, "end_of_generation", 3, 4)));
+  EXPECT_EQ(body["choices"][1]["message"]["reasoning_content"], "Hmm.");
+  EXPECT_EQ(body["choices"][0]["logprobs"], nullptr) << "logprobs only when asked for";
+  // n choices are answered even when one wrote nothing.
+  body = json::parse(openai_response_body(asked, 1, 1, "", done_of(1, "max_tokens", 3, 0)));
+  ASSERT_EQ(body["choices"].size(), 2u);
+  EXPECT_EQ(body["choices"][1]["message"]["content"], "");
+  EXPECT_EQ(body["choices"][1]["finish_reason"], "length");
+}
+
+TEST(OpenaiRequest, ACompletionsLogprobsHasTheLegacyShape) {
+  auto r = parse_ok(completions, R"({"model":"m","prompt":"a","logprobs":2})");
+  const std::string out = event_lines({
+      content_event(0, " upon"),
+      logprobs_event(0, " up", -0.25f, {{" up", -0.25f}, {" in", -2.0f}}),
+      logprobs_event(0, "on", -0.5f, {{"on", -0.5f}, {"to", -1.5f}}),
+  });
+  json body = json::parse(openai_response_body(r, 2, 2, out, done_of(2, "max_tokens", 1, 2)));
+  EXPECT_EQ(body["choices"][0]["text"], " upon");
+  EXPECT_EQ(body["choices"][0]["logprobs"],
+            json::parse(R"({"tokens":[" up","on"],"token_logprobs":[-0.25,-0.5],)"
+                        R"("top_logprobs":[{" up":-0.25," in":-2.0},{"on":-0.5,"to":-1.5}],)"
+                        R"("text_offset":[0,3]})"));
+}
+
+TEST(OpenaiRequest, OutputThatIsNotEventsIsAServerError) {
+  auto r = parse_ok(chat, chat_body(R"("n":2)"));
+  auto res = openai_response(r, 6, 1, "plain text\n", done_of(6, "max_tokens", 1, 1));
+  EXPECT_EQ(res.status, 500);
+  EXPECT_NE(res.body.find("job 6's output: output event plain text"), std::string::npos)
+      << res.body;
+  res = openai_response(r, 6, 1,
+                        R"({"i":9,"content":"x"})"
+                        "\n",
+                        done_of(6, "max_tokens", 1, 1));
+  EXPECT_EQ(res.status, 500);
+  EXPECT_NE(res.body.find("choice 9"), std::string::npos) << res.body;
+  res = openai_response(r, 6, 1, R"({"content":"x"})", done_of(6, "max_tokens", 1, 1));
+  EXPECT_EQ(res.status, 500) << "an unended line";
 }
 
 json error_of(const http_response& r) {

@@ -59,10 +59,12 @@ void submit_completion(gateway_services& s, const std::shared_ptr<exchange>& ex,
   const std::string api_key = ex->who.api_key;
   r.submit.api_key = api_key;
   r.submit.priority = k_interactive_priority;
-  // The answer needs the request's model and options, not its text: the text goes to the broker.
+  // The answer needs the request's model and parameters (how to read the job's output), not
+  // its text: the text goes to the broker.
   wire::submit submit = std::move(r.submit);
   r.submit = wire::submit{};
   r.submit.model = submit.model;
+  r.submit.params = submit.params;
   auto answer = std::make_shared<openai_answer>(std::move(r), unix_seconds(), ex->out);
   auto st = std::make_shared<follow_state>();
   st->follower = s.broker().submit_and_follow(

@@ -3,34 +3,14 @@
 #include <algorithm>
 #include <type_traits>
 
-#include "gateway/openai-json.h"
-
 namespace hearth::gateway {
 
-size_t utf8_whole_prefix(std::string_view s) {
-  // The last lead byte within a character's reach of the end, and whether its character is cut.
-  const size_t n = s.size();
-  for (size_t back = 1; back <= 4 && back <= n; ++back) {
-    const auto c = static_cast<unsigned char>(s[n - back]);
-    if ((c & 0xC0) == 0x80) continue;  // a continuation byte: look further back
-    size_t need = 1;
-    if ((c & 0xE0) == 0xC0) {
-      need = 2;
-    } else if ((c & 0xF0) == 0xE0) {
-      need = 3;
-    } else if ((c & 0xF8) == 0xF0) {
-      need = 4;
-    }
-    return back < need ? n - back : n;
-  }
-  return n;
-}
-
 openai_answer::openai_answer(openai_request r, int64_t created, std::shared_ptr<responder> out)
-    : request_(std::move(r)), created_(created), out_(std::move(out)) {
-  if (request_.include_reasoning && request_.endpoint == openai_endpoint::chat_completions)
-    reasoning_.emplace();
-}
+    : request_(std::move(r)),
+      created_(created),
+      out_(std::move(out)),
+      stream_(job_output_mode_of(request_.submit.params), request_.stream),
+      choices_(std::clamp<int32_t>(request_.submit.params.api.n, 1, int32_t(k_max_choices))) {}
 
 void openai_answer::accepted(uint64_t job_id) {
   job_id_ = job_id;
@@ -48,11 +28,9 @@ bool openai_answer::event(const job_event& e) {
         if constexpr (std::is_same_v<T, wire::job_tokens>) {
           tokens(m);
         } else if constexpr (std::is_same_v<T, wire::job_restarted>) {
-          // The next attempt's stream starts at its beginning; its text repeats what the
-          // client has (same seed), which tokens() skips.
-          attempt_ = m.attempt;
-          attempt_bytes_ = 0;
-          text_.clear();
+          // The next attempt's stream starts at its beginning; its output repeats what the
+          // client has (same seed), which the job_stream skips.
+          stream_.restarted(m.attempt);
         } else if constexpr (std::is_same_v<T, wire::job_done>) {
           done(m);
         } else if constexpr (std::is_same_v<T, link_failure>) {
@@ -64,73 +42,114 @@ bool openai_answer::event(const job_event& e) {
   return ended_;
 }
 
-void openai_answer::tokens(const wire::job_tokens& t) {
-  if (t.attempt != attempt_) {
-    // An attempt announced by its tokens alone (a watch taken up after a broker restart).
-    attempt_ = t.attempt;
-    attempt_bytes_ = 0;
-    text_.clear();
-  }
-  const uint64_t from = attempt_bytes_;
-  attempt_bytes_ += t.text.size();
-  if (!request_.stream) {
-    text_ += t.text;
-    return;
-  }
-  if (attempt_bytes_ <= taken_bytes_) return;  // the client has all of it
-  pending_.append(t.text, size_t(taken_bytes_ - std::min(taken_bytes_, from)));
-  taken_bytes_ = attempt_bytes_;
-  send_text(false);
+bool openai_answer::take(result<std::vector<wire::output_event>>& events) {
+  if (events) return true;
+  fail(error_response(500, "job " + std::to_string(job_id_) + "'s output: " + events.message(),
+                      "server_error"));
+  return false;
 }
 
-void openai_answer::send_text(bool flush) {
-  const size_t n = flush ? pending_.size() : utf8_whole_prefix(pending_);
-  // At the end the think filter may still hold text (an unfinished tag) with nothing pending.
-  if (n == 0 && !(flush && reasoning_)) return;
+void openai_answer::tokens(const wire::job_tokens& t) {
+  auto events = stream_.tokens(t);
+  if (take(events)) send(*events);
+}
+
+void openai_answer::send_piece(const chunk_piece& p) {
+  if (p.empty()) return;
   if (!started_) start_stream();
-  if (!reasoning_) {
-    out_->event(openai_chunk(request_, job_id_, created_, std::string_view(pending_).substr(0, n),
-                             false, std::nullopt));
-  } else {
-    // The filter holds back only ASCII (a tag's start), so both parts end on whole characters.
-    think_filter::split part = reasoning_->push(std::string_view(pending_).substr(0, n));
-    if (flush) {
-      think_filter::split rest = reasoning_->flush();
-      part.answer += rest.answer;
-      part.reasoning += rest.reasoning;
-    }
-    if (!part.answer.empty() || !part.reasoning.empty()) {
-      out_->event(openai_chunk(request_, job_id_, created_, part.answer, false, std::nullopt,
-                               part.reasoning));
+  out_->event(openai_chunk(request_, job_id_, created_, p));
+  wrote_ = true;
+}
+
+void openai_answer::send(const std::vector<wire::output_event>& events) {
+  const bool chat = request_.endpoint == openai_endpoint::chat_completions;
+  chunk_piece piece;
+  // Sends what the piece holds and starts the next, about choice `index`.
+  auto flush = [&](uint32_t index) {
+    send_piece(piece);
+    piece = chunk_piece{};
+    piece.index = index;
+  };
+  for (const auto& e : events) {
+    if (e.choice >= choices_.size()) choices_.resize(e.choice + 1);  // < k_max_choices
+    choice_state& c = choices_[e.choice];
+    if (c.finished) continue;  // nothing of a choice follows its finish
+    if (piece.index != e.choice) flush(e.choice);
+    switch (e.kind) {
+      case wire::output_event_kind::content:
+        piece.content += e.text;
+        break;
+      case wire::output_event_kind::reasoning:
+        if (!chat || !request_.include_reasoning) break;
+        // Reasoning after text starts a chunk of its own, so that the order stays.
+        if (!piece.content.empty()) flush(e.choice);
+        piece.reasoning += e.text;
+        break;
+      case wire::output_event_kind::logprobs:
+        if (!request_.submit.params.api.logprobs) break;
+        if (piece.logprobs.empty()) piece.text_offset = c.logprob_bytes;
+        for (const auto& p : e.probs) {
+          c.logprob_bytes +=
+              p.sampled.bytes.empty() ? p.sampled.token.size() : p.sampled.bytes.size();
+          piece.logprobs.push_back(p);
+        }
+        break;
+      case wire::output_event_kind::tool_call:
+        if (!chat) break;
+        // A call goes in a chunk of its own, after the text before it.
+        flush(e.choice);
+        piece.tool_calls.emplace_back(c.calls++, e.call);
+        flush(e.choice);
+        break;
+      case wire::output_event_kind::finish:
+        piece.finish_reason = e.text;
+        c.finished = true;
+        flush(e.choice);
+        break;
     }
   }
-  pending_.erase(0, n);
-  wrote_ = true;
+  flush(0);
 }
 
 void openai_answer::start_stream() {
   started_ = true;
   wrote_ = true;
   out_->start_events();
-  // OpenAI's first chat chunk names the role and carries no text yet.
+  // OpenAI's first chat chunk of each choice names the role and carries no text yet.
   if (request_.endpoint == openai_endpoint::chat_completions) {
-    out_->event(openai_chunk(request_, job_id_, created_, "", true, std::nullopt));
+    for (uint32_t i = 0; i < choices_.size(); ++i) {
+      chunk_piece role;
+      role.index = i;
+      role.role = true;
+      out_->event(openai_chunk(request_, job_id_, created_, role));
+    }
   }
 }
 
 void openai_answer::done(const wire::job_done& d) {
   if (d.state != wire::job_state::completed) return fail(openai_job_error(d));
-  ended_ = true;
+  auto events = stream_.finish();
+  if (!take(events)) return;
   if (!request_.stream) {
-    http_response r;
-    r.body = openai_response_body(request_, job_id_, created_, text_, d);
-    out_->reply(std::move(r));
+    ended_ = true;
+    job_output out;
+    out.choices.resize(choices_.size());
+    out.add(*events);
+    out_->reply(openai_response(request_, job_id_, created_, out, d));
     return;
   }
-  send_text(true);
+  send(*events);
+  ended_ = true;
   if (!started_) start_stream();
-  out_->event(
-      openai_chunk(request_, job_id_, created_, "", false, openai_finish_reason(d.stop_reason)));
+  for (uint32_t i = 0; i < choices_.size(); ++i) {
+    if (choices_[i].finished) continue;
+    choice_output c;
+    c.tool_calls.resize(choices_[i].calls);  // only their number counts here
+    chunk_piece last;
+    last.index = i;
+    last.finish_reason = choice_finish_reason(c, d.stop_reason);
+    out_->event(openai_chunk(request_, job_id_, created_, last));
+  }
   if (request_.include_usage) out_->event(openai_usage_chunk(request_, job_id_, created_, d));
   out_->event("[DONE]");
   out_->end_events();

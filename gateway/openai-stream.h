@@ -2,16 +2,23 @@
 // or Server-Sent Events in OpenAI's chunk format. Knows nothing of the broker link: the route
 // feeds it the submit's outcome and the job's events, and cancels the job when the client goes.
 //
-// Streaming: the status line waits for the first token (or job_done), so a job that fails before
+// The job's output is read as output events (gateway/job-output.h), whether the job wrote events
+// (tools, logprobs, n > 1) or text: one path for both.
+//
+// Streaming: the status line waits for the first chunk (or job_done), so a job that fails before
 // any text still gets its HTTP error status; a keep-alive that falls due first commits to 200
 // (an error after that is an `error` event, as OpenAI streams one). Every chunk carries the
-// same id and created; finish_reason is null until the last chunk; a usage chunk follows when
-// asked for; then `data: [DONE]`. A restarted attempt (failover) streams the same text again
-// (the broker gave every attempt the same seed): the bytes the client already has are skipped.
+// same id and created; each choice's first chat chunk names the role; a chunk is about one
+// choice (`index`); content, reasoning_content and logprobs of consecutive events go in one
+// chunk, a tool call in its own (`delta.tool_calls` with index, id, type, name and the whole
+// arguments, as OpenAI's first chunk of a call has them); finish_reason is null until a
+// choice's last chunk; a usage chunk follows when asked for; then `data: [DONE]`. A restarted
+// attempt (failover) streams the same output again (the broker gave every attempt the same
+// seed): the bytes the client already has are skipped.
 //
-// With include_reasoning the job streams a thinking model's "<think>...</think>" block as it came
-// (job_params.show_thinking), and the answer splits it off (common/think-filter.h): reasoning
-// goes as `reasoning_content` (the delta's, or the message's), the rest as `content`.
+// With include_reasoning a thinking model's reasoning goes as `reasoning_content` (the delta's,
+// or the message's): the job's reasoning events, or the think block a plain-text job streamed
+// as it came (job_params.show_thinking), split off with common/think-filter.h.
 #pragma once
 
 #include <chrono>
@@ -20,9 +27,10 @@
 #include <optional>
 #include <string>
 
-#include "common/think-filter.h"
 #include "gateway/broker-link.h"
 #include "gateway/http.h"
+#include "gateway/job-output.h"
+#include "gateway/openai-json.h"
 #include "gateway/openai-request.h"
 
 namespace hearth::gateway {
@@ -50,11 +58,21 @@ class openai_answer {
   bool streaming() const { return request_.stream; }
 
  private:
+  // What the stream has said of one choice.
+  struct choice_state {
+    bool finished = false;       // its finish_reason went out
+    uint32_t calls = 0;          // tool calls streamed
+    uint64_t logprob_bytes = 0;  // text bytes its streamed logprobs' tokens cover
+  };
+
   void tokens(const wire::job_tokens& t);
   void done(const wire::job_done& d);
   void fail(const http_response& error);
   void start_stream();
-  void send_text(bool flush);
+  void send(const std::vector<wire::output_event>& events);
+  void send_piece(const chunk_piece& p);
+  // The events, or the 500 for output that is not what the job should have written.
+  bool take(result<std::vector<wire::output_event>>& events);
 
   openai_request request_;
   int64_t created_ = 0;
@@ -63,18 +81,8 @@ class openai_answer {
   bool started_ = false;  // the stream's status line and first chunk went out
   bool ended_ = false;
   bool wrote_ = false;  // something was written since the last keep_alive()
-  uint32_t attempt_ = 0;
-  uint64_t attempt_bytes_ = 0;  // text bytes the current attempt has produced
-  uint64_t taken_bytes_ = 0;    // text bytes taken for the client (sent, or held in pending_)
-  std::string pending_;         // streaming: taken, not sent yet (an unfinished UTF-8 character)
-  std::string text_;            // whole response: the current attempt's text
-  // include_reasoning, streaming: the reasoning apart from the answer (chat completions only; a
-  // whole response is split by openai_response_body).
-  std::optional<think_filter> reasoning_;
+  job_stream stream_;
+  std::vector<choice_state> choices_;  // streaming: at least the request's n
 };
-
-// The length of the longest prefix of `s` that ends on a UTF-8 character boundary (a character
-// cut at the end is left for the next piece; invalid bytes count as characters).
-size_t utf8_whole_prefix(std::string_view s);
 
 }  // namespace hearth::gateway

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
 
 namespace hearth::gateway {
@@ -149,6 +150,7 @@ TEST(OpenaiStream, AChatStreamIsOpenaisChunkSequence) {
 TEST(OpenaiStream, ReasoningIsStreamedAsReasoningContent) {
   auto r = request_of(openai_endpoint::chat_completions, true);
   r.include_reasoning = true;
+  r.submit.params.show_thinking = true;  // as parse_openai_request sets it for a plain job
   fixture f(std::move(r));
   for (const char* t : {"<thi", "nk>\nThe user", " greets.\n</", "think>\n\nHel", "lo"})
     f.answer.event(tokens(1, 0, t));
@@ -167,6 +169,7 @@ TEST(OpenaiStream, ReasoningIsStreamedAsReasoningContent) {
 TEST(OpenaiStream, AWholeResponseCarriesTheReasoningApart) {
   auto r = request_of(openai_endpoint::chat_completions, false);
   r.include_reasoning = true;
+  r.submit.params.show_thinking = true;  // as parse_openai_request sets it for a plain job
   fixture f(std::move(r));
   f.answer.event(tokens(1, 0, "<think>\nHmm.\n</think>\n\n"));
   f.answer.event(tokens(1, 1, "Hi"));
@@ -187,6 +190,7 @@ TEST(OpenaiStream, AWholeResponseCarriesTheReasoningApart) {
 TEST(OpenaiStream, AnUnfinishedTagIsFlushedAtTheEnd) {
   auto r = request_of(openai_endpoint::chat_completions, true);
   r.include_reasoning = true;
+  r.submit.params.show_thinking = true;  // as parse_openai_request sets it for a plain job
   fixture f(std::move(r));
   f.answer.event(tokens(1, 0, "<thi"));
   f.answer.event(completed());
@@ -315,6 +319,192 @@ TEST(OpenaiStream, KeepAlivesStartAWaitingStreamAndStayQuietWhileTextFlows) {
   fixture whole(request_of(openai_endpoint::chat_completions, false));
   whole.answer.keep_alive();
   EXPECT_TRUE(whole.out->log.empty());
+}
+
+// Output events (a job with tools, logprobs or n > 1), cut anywhere across token messages.
+std::string event_lines(const std::vector<std::string>& json_lines) {
+  std::string s;
+  for (const auto& l : json_lines) s += l + "\n";
+  return s;
+}
+
+openai_request events_request(openai_endpoint e, bool stream, int32_t n = 1) {
+  openai_request r = request_of(e, stream);
+  r.submit.params.api.events = true;
+  r.submit.params.api.n = n;
+  return r;
+}
+
+// Feeds `output` in pieces of `step` bytes.
+void feed(fixture& f, const std::string& output, size_t step) {
+  uint64_t seq = 0;
+  for (size_t at = 0; at < output.size(); at += step) {
+    f.answer.event(tokens(1, seq++, output.substr(at, step)));
+  }
+}
+
+TEST(OpenaiStream, AToolCallStreamsAsOpenaisToolCallChunks) {
+  const std::string out = event_lines({
+      R"({"content":"Checking."})",
+      R"({"tool_call":{"id":"call_1","name":"get_weather","arguments":"{\"city\":\"Oslo\"}"}})",
+      R"({"tool_call":{"id":"call_2","name":"get_time","arguments":"{}"}})",
+      R"({"finish":"tool_calls"})",
+  });
+  for (size_t step : {size_t(1), size_t(7), out.size()}) {
+    SCOPED_TRACE(step);
+    fixture f(events_request(openai_endpoint::chat_completions, true));
+    feed(f, out, step);
+    f.answer.event(completed("end_of_generation"));
+    auto chunks = f.out->chunks();
+    std::vector<json> calls;
+    std::vector<json> finishes;
+    for (const auto& c : chunks) {
+      const json& choice = c["choices"][0];
+      if (choice["delta"].contains("tool_calls")) {
+        for (const auto& call : choice["delta"]["tool_calls"]) calls.push_back(call);
+      }
+      if (!choice["finish_reason"].is_null()) finishes.push_back(choice["finish_reason"]);
+    }
+    EXPECT_EQ(f.out->text(), "Checking.");
+    ASSERT_EQ(calls.size(), 2u);
+    EXPECT_EQ(calls[0],
+              json::parse(R"({"index":0,"id":"call_1","type":"function","function":)"
+                          R"({"name":"get_weather","arguments":"{\"city\":\"Oslo\"}"}})"));
+    EXPECT_EQ(calls[1]["index"], 1);
+    EXPECT_EQ(calls[1]["function"]["name"], "get_time");
+    EXPECT_EQ(finishes, std::vector<json>{"tool_calls"}) << "one finish, the node's";
+    EXPECT_EQ(f.out->log[f.out->log.size() - 2], "event:[DONE]");
+  }
+}
+
+TEST(OpenaiStream, ACallWithoutAFinishEventStillFinishesAsToolCalls) {
+  fixture f(events_request(openai_endpoint::chat_completions, true));
+  feed(f, event_lines({R"({"tool_call":{"id":"c","name":"f","arguments":"{}"}})"}), 1000);
+  f.answer.event(completed("end_of_generation"));
+  auto chunks = f.out->chunks();
+  EXPECT_EQ(chunks.back()["choices"][0]["finish_reason"], "tool_calls");
+}
+
+TEST(OpenaiStream, SeveralChoicesStreamByIndexEachWithItsRoleAndFinish) {
+  fixture f(events_request(openai_endpoint::chat_completions, true, 2));
+  feed(f,
+       event_lines({R"({"content":"A"})", R"({"i":1,"content":"B"})", R"({"content":"a"})",
+                    R"({"i":1,"finish":"length"})"}),
+       5);
+  f.answer.event(completed("end_of_generation"));
+  std::map<int, std::string> text;
+  std::map<int, int> roles;
+  std::map<int, std::vector<json>> finishes;
+  for (const auto& c : f.out->chunks()) {
+    const json& choice = c["choices"][0];
+    const int i = choice["index"];
+    if (choice["delta"].contains("role")) ++roles[i];
+    if (choice["delta"].contains("content")) text[i] += choice["delta"]["content"];
+    if (!choice["finish_reason"].is_null()) finishes[i].push_back(choice["finish_reason"]);
+  }
+  EXPECT_EQ(text[0], "Aa");
+  EXPECT_EQ(text[1], "B");
+  EXPECT_EQ(roles[0], 1);
+  EXPECT_EQ(roles[1], 1);
+  EXPECT_EQ(finishes[0], std::vector<json>{"stop"});
+  EXPECT_EQ(finishes[1], std::vector<json>{"length"});
+}
+
+TEST(OpenaiStream, LogprobsGoWithTheirChunks) {
+  auto r = events_request(openai_endpoint::chat_completions, true);
+  r.submit.params.api.logprobs = true;
+  fixture f(std::move(r));
+  feed(f,
+       event_lines({R"({"content":"Hi"})",
+                    R"({"logprobs":[{"token":"Hi","bytes":[72,105],"logprob":-0.5,)"
+                    R"("top":[{"token":"Hi","bytes":[72,105],"logprob":-0.5}]}]})"}),
+       1000);
+  f.answer.event(completed("end_of_generation"));
+  auto chunks = f.out->chunks();
+  ASSERT_EQ(chunks.size(), 3u);  // role, text with its logprobs, finish
+  EXPECT_EQ(chunks[1]["choices"][0]["delta"]["content"], "Hi");
+  EXPECT_EQ(chunks[1]["choices"][0]["logprobs"],
+            json::parse(R"({"content":[{"token":"Hi","logprob":-0.5,"bytes":[72,105],)"
+                        R"("top_logprobs":[{"token":"Hi","logprob":-0.5,"bytes":[72,105]}]}],)"
+                        R"("refusal":null})"));
+  EXPECT_EQ(chunks[2]["choices"][0]["logprobs"], nullptr);
+}
+
+TEST(OpenaiStream, ACompletionStreamsLogprobsWithTextOffsets) {
+  auto r = events_request(openai_endpoint::completions, true);
+  r.submit.params.api.logprobs = true;
+  fixture f(std::move(r));
+  const std::string lp1 = R"({"logprobs":[{"token":"ab","bytes":[97,98],"logprob":-1}]})";
+  const std::string lp2 = R"({"logprobs":[{"token":"c","bytes":[99],"logprob":-2}]})";
+  f.answer.event(tokens(1, 0, event_lines({R"({"content":"ab"})", lp1})));
+  f.answer.event(tokens(1, 1, event_lines({R"({"content":"c"})", lp2})));
+  f.answer.event(completed());
+  auto chunks = f.out->chunks();
+  ASSERT_EQ(chunks.size(), 3u);
+  EXPECT_EQ(chunks[0]["choices"][0]["logprobs"]["text_offset"], json::array({0}));
+  EXPECT_EQ(chunks[1]["choices"][0]["logprobs"]["text_offset"], json::array({2}));
+  EXPECT_EQ(chunks[1]["choices"][0]["logprobs"]["tokens"], json::array({"c"}));
+  EXPECT_EQ(chunks[1]["choices"][0]["logprobs"]["top_logprobs"], json::array({json::object()}));
+}
+
+TEST(OpenaiStream, ReasoningEventsAreShownOnlyWhenAskedFor) {
+  const std::string out = event_lines({R"({"reasoning":"Think."})", R"({"content":"Answer."})"});
+  for (bool asked : {false, true}) {
+    auto r = events_request(openai_endpoint::chat_completions, true);
+    r.include_reasoning = asked;
+    fixture f(std::move(r));
+    feed(f, out, 3);
+    f.answer.event(completed("end_of_generation"));
+    std::string reasoning;
+    for (const auto& c : f.out->chunks()) {
+      const json& delta = c["choices"][0]["delta"];
+      if (delta.contains("reasoning_content")) reasoning += delta["reasoning_content"];
+    }
+    EXPECT_EQ(reasoning, asked ? "Think." : "");
+    EXPECT_EQ(f.out->text(), "Answer.");
+  }
+}
+
+TEST(OpenaiStream, ARestartedAttemptOfEventsIsNotRepeated) {
+  fixture f(events_request(openai_endpoint::chat_completions, true));
+  const std::string out = event_lines({R"({"content":"Once"})", R"({"content":" upon"})"});
+  f.answer.event(tokens(1, 0, out.substr(0, 20)));
+  f.answer.event(wire::job_restarted{9, 2, "node lost"});
+  f.answer.event(tokens(2, 0, out.substr(0, 7)));
+  f.answer.event(tokens(2, 1, out.substr(7)));
+  f.answer.event(completed());
+  EXPECT_EQ(f.out->text(), "Once upon");
+}
+
+TEST(OpenaiStream, OutputThatIsNotEventsEndsTheStreamWithAnError) {
+  fixture f(events_request(openai_endpoint::chat_completions, true));
+  f.answer.event(tokens(1, 0, event_lines({R"({"content":"Once"})"})));
+  f.answer.event(tokens(1, 1, "garbage\n"));
+  ASSERT_TRUE(f.answer.ended());
+  const auto& log = f.out->log;
+  EXPECT_EQ(log.back(), "end");
+  EXPECT_NE(log[log.size() - 2].find("job 9's output"), std::string::npos) << log[log.size() - 2];
+  // A whole answer is a 500.
+  fixture whole(events_request(openai_endpoint::chat_completions, false));
+  whole.answer.event(tokens(1, 0, R"({"content":"unended")"));
+  whole.answer.event(completed());
+  ASSERT_EQ(whole.out->log.size(), 1u);
+  EXPECT_TRUE(whole.out->log[0].starts_with("reply:500:")) << whole.out->log[0];
+}
+
+TEST(OpenaiStream, AWholeAnswerOfEventsCarriesEveryChoice) {
+  fixture f(events_request(openai_endpoint::chat_completions, false, 2));
+  feed(f,
+       event_lines(
+           {R"({"content":"A"})", R"({"i":1,"tool_call":{"id":"c","name":"f","arguments":"{}"}})"}),
+       4);
+  f.answer.event(completed("end_of_generation"));
+  json body = json::parse(f.out->log[0].substr(10));
+  ASSERT_EQ(body["choices"].size(), 2u);
+  EXPECT_EQ(body["choices"][0]["message"]["content"], "A");
+  EXPECT_EQ(body["choices"][1]["message"]["content"], nullptr);
+  EXPECT_EQ(body["choices"][1]["message"]["tool_calls"][0]["function"]["name"], "f");
+  EXPECT_EQ(body["choices"][1]["finish_reason"], "tool_calls");
 }
 
 TEST(OpenaiStream, Utf8WholePrefix) {
