@@ -14,8 +14,48 @@ void fail(std::string_view cls, std::string_view detail) {
   throw error{std::move(m)};
 }
 
-value::value(std::vector<value> items, bool tuple)
-    : v_(list_t{std::make_shared<const std::vector<value>>(std::move(items)), tuple}) {}
+namespace {
+
+uint32_t checked_depth(uint32_t inner) {
+  if (inner + 1 > k_max_nesting)
+    fail("RecursionError", "lists and dicts nested deeper than " + std::to_string(k_max_nesting));
+  return inner + 1;
+}
+
+// Printing and comparing recurse through namespaces too, which the nesting count does not see.
+thread_local int t_recursion = 0;
+struct recursion_guard {
+  recursion_guard() {
+    if (++t_recursion > 1000) {
+      --t_recursion;
+      fail("RecursionError", "maximum recursion depth exceeded");
+    }
+  }
+  ~recursion_guard() { --t_recursion; }
+  recursion_guard(const recursion_guard&) = delete;
+  recursion_guard& operator=(const recursion_guard&) = delete;
+};
+
+}  // namespace
+
+value::value(std::vector<value> items, bool tuple) {
+  uint32_t inner = 0;
+  for (const value& v : items) inner = std::max(inner, v.depth());
+  v_ = list_t{std::make_shared<const std::vector<value>>(std::move(items)), tuple,
+              checked_depth(inner)};
+}
+
+value::value(std::shared_ptr<const dict_data> d) {
+  uint32_t inner = 0;
+  for (const auto& [k, v] : d->entries) inner = std::max({inner, k.depth(), v.depth()});
+  v_ = dict_t{std::move(d), checked_depth(inner)};
+}
+
+uint32_t value::depth() const {
+  if (is_list()) return std::get<6>(v_).depth;
+  if (is_dict()) return std::get<7>(v_).depth;
+  return 0;
+}
 
 value value::undefined(std::string why, bool security) {
   value v;
@@ -257,6 +297,7 @@ void append_dict(std::string& out, const value& v) {
 }
 
 void append_repr(std::string& out, const value& v) {
+  recursion_guard g;
   if (v.is_string())
     out += string_repr(v.str());
   else if (v.is_undefined())
@@ -272,6 +313,7 @@ void append_repr(std::string& out, const value& v) {
 }  // namespace
 
 void append_str(std::string& out, const value& v) {
+  recursion_guard g;
   if (v.is_undefined()) return;
   if (v.is_none())
     out += "None";
@@ -305,6 +347,7 @@ std::string repr(const value& v) {
 }
 
 bool equal(const value& a, const value& b) {
+  recursion_guard g;
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) return a.to_float() == b.to_float();
     return a.to_int() == b.to_int();
@@ -334,6 +377,7 @@ bool equal(const value& a, const value& b) {
 }
 
 bool less(const value& a, const value& b) {
+  recursion_guard g;
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) return a.to_float() < b.to_float();
     return a.to_int() < b.to_int();
@@ -395,7 +439,11 @@ std::vector<value> iterate(const value& v) {
   fail("TypeError", "'" + type_name(v) + "' object is not iterable");
 }
 
-value from_json(const nlohmann::ordered_json& j) {
+namespace {
+
+value json_value(const nlohmann::ordered_json& j, uint32_t depth) {
+  if (depth > k_max_nesting)
+    fail("RecursionError", "the context nests deeper than " + std::to_string(k_max_nesting));
   switch (j.type()) {
     case nlohmann::ordered_json::value_t::null:
       return value(none_t{});
@@ -415,18 +463,25 @@ value from_json(const nlohmann::ordered_json& j) {
     case nlohmann::ordered_json::value_t::array: {
       std::vector<value> items;
       items.reserve(j.size());
-      for (const auto& x : j) items.push_back(from_json(x));
+      for (const auto& x : j) items.push_back(json_value(x, depth + 1));
       return value(std::move(items));
     }
     case nlohmann::ordered_json::value_t::object: {
       auto d = std::make_shared<dict_data>();
       d->entries.reserve(j.size());
-      for (const auto& [k, x] : j.items()) d->entries.emplace_back(value(k), from_json(x));
+      for (const auto& [k, x] : j.items())
+        d->entries.emplace_back(value(k), json_value(x, depth + 1));
       return value(std::shared_ptr<const dict_data>(std::move(d)));
     }
     default:
       return value(none_t{});
   }
+}
+
+}  // namespace
+
+value from_json(const nlohmann::ordered_json& j) {
+  return json_value(j, 0);
 }
 
 namespace {

@@ -42,10 +42,16 @@ struct none_t {};
 struct list_t {
   std::shared_ptr<const std::vector<value>> items;
   bool tuple = false;
+  uint32_t depth = 1;  // nesting of lists and dicts in it, itself included
 };
 struct dict_t {
   std::shared_ptr<const dict_data> d;
+  uint32_t depth = 1;
 };
+
+// Lists and dicts nest at most this deep (deeper is a RecursionError when made): printing,
+// comparing and freeing them recurse.
+constexpr uint32_t k_max_nesting = 512;
 // A str; `markup` = markupsafe's Markup (from the safe and escape filters), which escapes the
 // plain str it is concatenated with, as jinja2 hands it around even without autoescaping.
 struct str_t {
@@ -67,7 +73,7 @@ class value {
   value(std::string_view s) : value(std::string(s)) {}
   value(const char* s) : value(std::string(s)) {}
   value(std::vector<value> items, bool tuple = false);
-  value(std::shared_ptr<const dict_data> d) : v_(dict_t{std::move(d)}) {}
+  value(std::shared_ptr<const dict_data> d);
   value(std::shared_ptr<object> o) : v_(std::move(o)) {}
   static value undefined(std::string why, bool security = false);
   static value markup(std::string s);
@@ -93,6 +99,8 @@ class value {
   const dict_data& dict() const { return *std::get<7>(v_).d; }
   const std::shared_ptr<object>& obj() const { return std::get<8>(v_); }
   const undefined_t& undef() const { return std::get<0>(v_); }
+  // 1 + the nesting of lists and dicts in it; 0 for a scalar or object.
+  uint32_t depth() const;
 
   // Python's int(x) / float(x) of a number (bool, int or float).
   int64_t to_int() const;
