@@ -14,10 +14,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <thread>
 
 #include "broker/counting-vfs.h"
 #include "schema/codec.h"
+#include "schema/samples.h"
 
 namespace hearth::broker {
 namespace {
@@ -60,37 +62,15 @@ job_row sample_job(std::string model = "stories260K", std::string prompt = "Once
   return r;
 }
 
-// A job of issue 56's API: tool calls and tool messages, every api_params field set to a value
-// other than its default.
+// A job of issue 56's API: tool calls and a tool message, every api_params field away from its
+// default (schema/samples.h), a bias of -0 (its sign is kept) and a large tools text (it lives
+// outside the jobs row).
 job_row api_job() {
   job_row r = sample_job("qwen3", "");
-  r.messages = {{"system", "use the tools"}, {"user", "weather in Oslo?"}};
-  wire::chat_message call;
-  call.role = "assistant";
-  call.reasoning_content = "The user wants the weather.";
-  call.tool_calls = {{"call_1", "get_weather", R"({"city": "Oslo"})"},
-                     {"call_2", "get_time", "{\"tz\": \"\xc3\xa9\\u0000\"}"}};
-  wire::chat_message result;
-  result.role = "tool";
-  result.name = "get_weather";
-  result.tool_call_id = "call_1";
-  result.content = "-3 C, snow";
-  r.messages.push_back(call);
-  r.messages.push_back(result);
-  r.messages.push_back({"assistant", "It snows."});
-  wire::api_params& a = r.params.api;
-  a.tools = R"([{"type":"function","function":{"name":"get_weather","parameters":{}}}])" +
-            std::string(100000, ' ');  // large texts live outside the jobs row
-  a.tool_choice = "function:get_weather";
-  a.parallel_tool_calls = false;
-  a.json_schema = R"({"type":"object"})";
-  a.grammar = "root ::= \"a\"\n";
-  a.template_kwargs = R"({"enable_thinking":false})";
-  a.logprobs = true;
-  a.top_logprobs = 20;
-  a.n = 8;
-  a.logit_bias = {{0, -100}, {151643, 100}, {7, 0.1f}, {2147483647, -0.0f}};
-  a.events = true;
+  r.messages = wire::samples::conversation();
+  r.params.api = wire::samples::params().api;
+  r.params.api.logit_bias.push_back({7, -0.0f});
+  r.params.api.tools += std::string(100000, ' ');
   return r;
 }
 
@@ -1516,27 +1496,25 @@ TEST_F(JobStore, ApiParamsAndToolMessagesSurviveAReopenAndGiveTheSameAssignment)
     s->job_assigned(r.id, 1, "n1", 12);
   }
   EXPECT_EQ(sql_value(path(), "SELECT count(*) FROM job_api"), "1");  // none for the plain job
-  EXPECT_EQ(sql_value(path(), "SELECT length(logit_bias) FROM job_api"), "32");
-  EXPECT_EQ(sql_value(path(), "SELECT count(*) FROM job_tool_calls"), "2");
+  EXPECT_EQ(sql_value(path(), "SELECT length(logit_bias) FROM job_api"), "24");
+  EXPECT_EQ(sql_value(path(), "SELECT count(*) FROM job_tool_calls"), "1");
   auto s = open_store();  // a restarted broker
   ASSERT_TRUE(s);
   auto got = s->job(r.id);
   ASSERT_TRUE(got);
-  EXPECT_EQ(assign_of(*got), assign_of(r));
-  ASSERT_EQ(got->messages.size(), 5u);
-  EXPECT_EQ(got->messages[2].tool_calls.size(), 2u);
-  EXPECT_EQ(got->messages[2].tool_calls[1].arguments, r.messages[2].tool_calls[1].arguments);
-  EXPECT_EQ(got->messages[2].reasoning_content, "The user wants the weather.");
+  EXPECT_EQ(assign_of(*got), assign_of(r));  // every field, by the codec
+  ASSERT_EQ(got->messages.size(), r.messages.size());
+  ASSERT_EQ(got->messages[2].tool_calls.size(), 1u);
+  EXPECT_EQ(got->messages[2].tool_calls[0].arguments, r.messages[2].tool_calls[0].arguments);
+  EXPECT_EQ(got->messages[2].reasoning_content, r.messages[2].reasoning_content);
   EXPECT_EQ(got->messages[3].tool_call_id, "call_1");
-  EXPECT_EQ(got->messages[3].name, "get_weather");
   EXPECT_EQ(got->params.api.tools, r.params.api.tools);
   EXPECT_FALSE(got->params.api.parallel_tool_calls);
-  EXPECT_EQ(got->params.api.n, 8);
-  ASSERT_EQ(got->params.api.logit_bias.size(), 4u);
-  EXPECT_EQ(got->params.api.logit_bias[1].token, 151643);
-  EXPECT_EQ(got->params.api.logit_bias[2].bias, 0.1f);
-  EXPECT_EQ(got->params.api.logit_bias[3].token, 2147483647);
-  EXPECT_TRUE(std::signbit(got->params.api.logit_bias[3].bias));  // the float's exact bits
+  ASSERT_EQ(got->params.api.logit_bias.size(), 3u);
+  EXPECT_EQ(got->params.api.logit_bias[0].token, std::numeric_limits<int32_t>::max());
+  EXPECT_EQ(got->params.api.logit_bias[1].token, -1);
+  EXPECT_EQ(got->params.api.logit_bias[1].bias, 0.5f);
+  EXPECT_TRUE(std::signbit(got->params.api.logit_bias[2].bias));  // the float's exact bits
   auto unfinished = s->unfinished_jobs();                         // what a restart takes over
   ASSERT_EQ(unfinished.size(), 2u);
   EXPECT_EQ(assign_of(unfinished[0]), assign_of(r));
