@@ -529,10 +529,11 @@ request_refusal refusal_of(const param_check& e) {
 }  // namespace
 
 static bool tool_name_ok(std::string_view name) {
-  // OpenAI's rule (a-z, A-Z, 0-9, '_', '-', at most 64), with '.' and ':' that MCP tools use.
+  // OpenAI's rule (a-z, A-Z, 0-9, '_', '-', at most 64), which job_params_check holds
+  // tool_choice's name to as well.
   return !name.empty() && name.size() <= 64 &&
          name.find_first_not_of(
-             "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.:") ==
+             "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") ==
              std::string_view::npos;
 }
 
@@ -561,8 +562,7 @@ std::variant<std::string, request_refusal> openai_tools_text(const nlohmann::jso
     if (name == fn->end() || !name->is_string() ||
         !tool_name_ok(name->get_ref<const std::string&>())) {
       return refusal(p + ".function.name",
-                     p + ".function.name must be a name of 1 to 64 of a-z, A-Z, 0-9, '_', '-', "
-                         "'.', ':'");
+                     p + ".function.name must be a name of 1 to 64 of a-z, A-Z, 0-9, '_', '-'");
     }
     const std::string n = name->get<std::string>();
     if (std::find(seen.begin(), seen.end(), n) != seen.end()) {

@@ -38,7 +38,7 @@ void cancel_job(gateway_services& s, uint64_t job_id, const std::string& api_key
   s.broker().request<wire::ok>(std::move(c), [](link_result<wire::ok>) {});
 }
 
-void keep_alive_every(gateway_services& s, std::weak_ptr<openai_answer> a) {
+void keep_alive_every(gateway_services& s, std::weak_ptr<job_answer> a) {
   s.after(k_keep_alive, [&s, a] {
     auto answer = a.lock();
     if (!answer || answer->ended()) return;
@@ -56,39 +56,14 @@ struct follow_state {
 };
 
 void submit_completion(gateway_services& s, const std::shared_ptr<exchange>& ex, openai_request r) {
-  const std::string api_key = ex->who.api_key;
-  r.submit.api_key = api_key;
-  r.submit.priority = k_interactive_priority;
   // The answer needs the request's model and parameters (how to read the job's output), not
   // its text: the text goes to the broker.
   wire::submit submit = std::move(r.submit);
   r.submit = wire::submit{};
   r.submit.model = submit.model;
   r.submit.params = submit.params;
-  auto answer = std::make_shared<openai_answer>(std::move(r), unix_seconds(), ex->out);
-  auto st = std::make_shared<follow_state>();
-  st->follower = s.broker().submit_and_follow(
-      std::move(submit),
-      [&s, answer, st, api_key](link_result<wire::accepted> a) {
-        if (auto* f = std::get_if<link_failure>(&a)) return answer->refused(*f);
-        answer->accepted(std::get<wire::accepted>(a).job_id);
-        st->accepted = true;
-        if (st->client_gone) {
-          s.broker().unfollow(st->follower);
-          cancel_job(s, answer->job_id(), api_key);
-        }
-      },
-      [answer](const job_event& e) { answer->event(e); });
-  // The follower is dropped only once the job is known, so that its acceptance is seen and
-  // the job cancelled even when the client leaves before the broker answered.
-  ex->out->on_close([&s, answer, st, api_key] {
-    if (answer->ended() || st->client_gone) return;
-    st->client_gone = true;
-    if (!st->accepted) return;
-    s.broker().unfollow(st->follower);
-    cancel_job(s, answer->job_id(), api_key);
-  });
-  if (answer->streaming()) keep_alive_every(s, answer);
+  submit_and_answer(s, ex, std::move(submit),
+                    std::make_shared<openai_answer>(std::move(r), unix_seconds(), ex->out));
 }
 
 void completion_route(gateway_services& s, const std::shared_ptr<model_catalog>& models,
@@ -137,6 +112,36 @@ void get_model_route(const std::shared_ptr<model_catalog>& models, std::shared_p
 }
 
 }  // namespace
+
+void submit_and_answer(gateway_services& s, const std::shared_ptr<exchange>& ex,
+                       wire::submit submit, std::shared_ptr<job_answer> answer) {
+  const std::string api_key = ex->who.api_key;
+  submit.api_key = api_key;
+  submit.priority = k_interactive_priority;
+  auto st = std::make_shared<follow_state>();
+  st->follower = s.broker().submit_and_follow(
+      std::move(submit),
+      [&s, answer, st, api_key](link_result<wire::accepted> a) {
+        if (auto* f = std::get_if<link_failure>(&a)) return answer->refused(*f);
+        answer->accepted(std::get<wire::accepted>(a).job_id);
+        st->accepted = true;
+        if (st->client_gone) {
+          s.broker().unfollow(st->follower);
+          cancel_job(s, answer->job_id(), api_key);
+        }
+      },
+      [answer](const job_event& e) { answer->event(e); });
+  // The follower is dropped only once the job is known, so that its acceptance is seen and
+  // the job cancelled even when the client leaves before the broker answered.
+  ex->out->on_close([&s, answer, st, api_key] {
+    if (answer->ended() || st->client_gone) return;
+    st->client_gone = true;
+    if (!st->accepted) return;
+    s.broker().unfollow(st->follower);
+    cancel_job(s, answer->job_id(), api_key);
+  });
+  if (answer->streaming()) keep_alive_every(s, answer);
+}
 
 void add_openai_routes(router& r, gateway_services& s) {
   auto models = std::make_shared<model_catalog>(s);

@@ -5,16 +5,25 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 
 #include "gateway/gateway.h"
+#include "gateway/job-answer.h"
 #include "gateway/router.h"
 
 namespace hearth::gateway {
 
 void add_openai_routes(router& r, gateway_services& s);
+
+// Submits `submit` as the caller (their API key, interactive priority) and feeds `answer` the
+// outcome and the job's events to its end; a streaming answer gets keep_alive() every
+// k_keep_alive; a client that goes away cancels the job (also when it leaves before the broker
+// accepted it). The route has checked the request and the model.
+void submit_and_answer(gateway_services& s, const std::shared_ptr<exchange>& ex,
+                       wire::submit submit, std::shared_ptr<job_answer> answer);
 void add_history_routes(router& r, gateway_services& s);
 
 // A job id as hearth writes it (42) or as an OpenAI response names it (chatcmpl-42, cmpl-42);

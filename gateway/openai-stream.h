@@ -29,6 +29,7 @@
 
 #include "gateway/broker-link.h"
 #include "gateway/http.h"
+#include "gateway/job-answer.h"
 #include "gateway/job-output.h"
 #include "gateway/openai-json.h"
 #include "gateway/openai-request.h"
@@ -39,23 +40,20 @@ namespace hearth::gateway {
 // clients with read timeouts keep the connection: the OpenAI streams and the dashboard's job view.
 inline constexpr auto k_keep_alive = std::chrono::seconds(15);
 
-class openai_answer {
+class openai_answer : public job_answer {
  public:
   openai_answer(openai_request r, int64_t created, std::shared_ptr<responder> out);
 
-  // The broker accepted the submit as job `job_id`.
-  void accepted(uint64_t job_id);
-  // The broker refused the submit or did not answer: the error goes to the client.
-  void refused(const link_failure& f);
-  // One event of the job, in the broker's order. Returns true when the answer has ended.
-  bool event(const job_event& e);
-  // Due every keep-alive period: a stream that wrote nothing since the last one gets a comment
-  // (starting the stream if it had not started). A whole response cannot be kept alive.
-  void keep_alive();
+  void accepted(uint64_t job_id) override;
+  void refused(const link_failure& f) override;
+  bool event(const job_event& e) override;
+  // A stream that wrote nothing since the last one gets a comment (starting the stream if it
+  // had not started). A whole response cannot be kept alive.
+  void keep_alive() override;
 
-  bool ended() const { return ended_; }
-  uint64_t job_id() const { return job_id_; }
-  bool streaming() const { return request_.stream; }
+  bool ended() const override { return ended_; }
+  uint64_t job_id() const override { return job_id_; }
+  bool streaming() const override { return request_.stream; }
 
  private:
   // What the stream has said of one choice.
