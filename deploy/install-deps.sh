@@ -39,8 +39,9 @@ test_packages=(
   libbenchmark-dev
   # the durability test watches the broker's fsyncs with strace
   strace
-  # tests/lan-copy.sh: the link's throughput beside a copy between nodes
-  iperf3
+  # tests/lan-copy.sh: the link's throughput beside a copy between nodes, its round trip, and
+  # its 0.5 ms delay where the kernel has no netem (tests/netns-delay.cpp: an NFQUEUE rule)
+  iperf3 iputils-ping iptables
   # the pull and model_flow tests' fake Hugging Face Hub and Ollama registry (tests/fake-model-source.py)
   python3
   # Debian packages: cpack's dpkg-shlibdeps, and the clean root tests/package-install.sh installs

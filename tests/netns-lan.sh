@@ -18,3 +18,34 @@ netns_lan_make() {
     ip -n "$m" link set lo up
   done
 }
+
+# Delays what namespace NAME sends on eth0 by DELAY_US microseconds where the kernel has no netem:
+# an iptables NFQUEUE rule in its output hook hands each packet to netfilter's queue 0, where it
+# stays in the kernel until TOOL (the build's tests/netns_delay, run in the namespace, writing to
+# LOG) releases it DELAY_US after it was queued. Sets NETNS_DELAY_PID; returns 1 with the reason on
+# stderr when it cannot (no iptables, no tool, the queue refused).
+# Usage: netns_delay_start NAME DELAY_US TOOL LOG
+netns_delay_start() {
+  local m=$1 us=$2 tool=$3 log=$4
+  NETNS_DELAY_PID=""
+  command -v iptables >/dev/null || { echo "no iptables (deploy/install-deps.sh installs it)" >&2; return 1; }
+  [[ -x $tool ]] || { echo "no $tool (build the target netns_delay)" >&2; return 1; }
+  ip netns exec "$m" "$tool" 0 "$us" >"$log" 2>&1 &
+  local pid=$! i
+  # The rule goes in only once the queue is bound: a packet queued to nobody is dropped.
+  for i in $(seq 100); do
+    grep -q '^delaying' "$log" && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.05
+  done
+  if ! grep -q '^delaying' "$log"; then
+    kill "$pid" 2>/dev/null || true
+    echo "netns_delay did not start: $(cat "$log")" >&2
+    return 1
+  fi
+  if ! ip netns exec "$m" iptables -A OUTPUT -o eth0 -j NFQUEUE --queue-num 0 >&2; then
+    kill "$pid" 2>/dev/null || true
+    return 1
+  fi
+  NETNS_DELAY_PID=$pid
+}
