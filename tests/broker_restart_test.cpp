@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "schema/codec.h"
 #include "tests/cluster.h"
 #include "tests/fake-node.h"
 
@@ -218,6 +219,76 @@ TEST_F(broker_restart_test, an_assignment_the_restart_lost_costs_no_attempt) {
   ASSERT_TRUE(d);
   EXPECT_EQ(d->summary.state, wire::job_state::completed) << d->summary.error << broker_.log();
   EXPECT_EQ(d->output, "a b ");
+}
+
+// Issue 56: a chat job with tool calls, a tool message and every api_params field is handed to a
+// node the same after the broker restarts (from its database), and its n choices may stream up to
+// max_tokens each.
+TEST_F(broker_restart_test, an_api_job_is_assigned_the_same_after_a_restart) {
+  fake_node node(c_, "tools");
+  node.hello(1, {"alpha"});
+  broker_ = c_.start_broker();
+  ASSERT_TRUE(node.next<wire::node_welcome>());
+  node.send(wire::node_pull{1});
+  client_ = c_.client();
+  wire::submit s = testing::greedy_job("alpha", "", 4);
+  s.params.chat_template = "chatml";  // the fake node advertises none
+  s.messages = {{"user", "weather in Oslo?"}};
+  wire::chat_message call;
+  call.role = "assistant";
+  call.reasoning_content = "A tool knows.";
+  call.tool_calls = {{"call_1", "get_weather", R"({"city": "Oslo"})"}};
+  wire::chat_message result;
+  result.role = "tool";
+  result.name = "get_weather";
+  result.tool_call_id = "call_1";
+  result.content = "snow";
+  s.messages.push_back(call);
+  s.messages.push_back(result);
+  wire::api_params& api = s.params.api;
+  api.tools = R"([{"type":"function","function":{"name":"get_weather","parameters":{}}}])";
+  api.tool_choice = "function:get_weather";
+  api.parallel_tool_calls = false;
+  api.template_kwargs = R"({"k": [1, 2]})";
+  api.grammar = "root ::= \"x\"";
+  api.logprobs = true;
+  api.top_logprobs = 3;
+  api.n = 2;
+  api.logit_bias = {{5, -100}, {6, 1.5f}};
+  api.events = true;
+  ASSERT_TRUE(client_->request<wire::accepted>(s)) << broker_.log();
+  auto a = node.next<wire::job_assign>();
+  ASSERT_TRUE(a) << broker_.log();
+  EXPECT_EQ(wire::encode(wire::submit{.messages = a->messages}),
+            wire::encode(wire::submit{.messages = s.messages}));
+  EXPECT_EQ(a->params.api.tools, api.tools);
+  EXPECT_EQ(a->params.api.n, 2);
+
+  restart_broker();
+  node.hello(1, {"alpha"});  // without the job: it is assigned again, from the database
+  ASSERT_TRUE(node.next<wire::node_welcome>()) << broker_.log();
+  node.send(wire::node_pull{1});
+  auto again = node.next<wire::job_assign>();
+  ASSERT_TRUE(again) << broker_.log();
+  EXPECT_EQ(again->attempt, a->attempt + 1);
+  wire::job_assign first = *a;
+  first.attempt = again->attempt;
+  EXPECT_EQ(wire::encode(*again), wire::encode(first)) << "the same job, params and messages";
+
+  // Two choices of max_tokens 4: 8 tokens are the job's, not a faulty node's.
+  node.send(wire::job_started{again->job_id, again->attempt, 1});
+  const std::string out = "{\"content\":\"a\"}\n{\"i\":1,\"content\":\"b\"}\n";
+  node.send(wire::job_tokens{again->job_id, again->attempt, 0, 8, out});
+  node.send(wire::job_final{.job_id = again->job_id,
+                            .attempt = again->attempt,
+                            .stop_reason = "max_tokens",
+                            .n_prompt = 1,
+                            .n_gen = 8});
+  auto d = client_->wait_final(a->job_id);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->summary.state, wire::job_state::completed) << d->summary.error << broker_.log();
+  EXPECT_EQ(d->output, out);
+  EXPECT_EQ(d->params.api.logit_bias.size(), 2u);  // get_job shows them too (hearth job --json)
 }
 
 }  // namespace
