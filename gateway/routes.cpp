@@ -1,6 +1,7 @@
 #include "gateway/routes.h"
 
 #include "gateway/batch-service.h"
+#include "gateway/chat-answer.h"
 #include "gateway/metrics-route.h"
 #include "gateway/openai-routes.h"
 
@@ -8,6 +9,7 @@ namespace hearth::gateway {
 
 std::shared_ptr<void> add_routes(router& r, gateway_services& s) {
   add_openai_routes(r, s);
+  add_chat_api_routes(r, s);  // /v1/responses, /v1/messages
   add_history_routes(r, s);
   add_metrics_route(r, s);
   add_dashboard_routes(r, s.options().dashboard);

@@ -1,0 +1,602 @@
+// Anthropic's request -> a chat job's messages:
+//   system (a string or text blocks)          a system message, first
+//   {role "user", content}                    its tool_result blocks as tool messages (each
+//                                             answering its tool_use_id, named after the call),
+//                                             then its text blocks as a user message
+//   {role "assistant", content}               one assistant message: text blocks joined, thinking
+//                                             as reasoning_content, tool_use blocks as tool calls
+//                                             (input, an object, as JSON text)
+// tools ({name, description, input_schema}) go to the job in OpenAI's chat shape, as the node and
+// the templates take them; tool_choice auto / any / tool / none is auto / required /
+// function:NAME / none, disable_parallel_tool_use turns parallel_tool_calls off. Sampling as
+// Anthropic's: temperature 1 unless given, no top_p, top_k, min_p or repeat penalty.
+// `thinking` {type: enabled | adaptive} lets a thinking model reason (its reasoning comes back as
+// thinking blocks); without it, or disabled, the model is asked to answer without reasoning, as
+// Anthropic's models do.
+#include "gateway/anthropic-api.h"
+
+#include <chrono>
+#include <limits>
+#include <map>
+
+#include "schema/job-params.h"
+
+namespace hearth::gateway {
+namespace {
+
+using json = nlohmann::json;
+
+int64_t unix_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string at(const std::string& param, size_t i) {
+  return param + "[" + std::to_string(i) + "]";
+}
+
+std::string dump(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+// The type of a content block, or nullopt (refused) when it has none.
+std::optional<std::string> block_type(field_reader& fr, const json& block, const std::string& p) {
+  if (!block.is_object()) return fr.wrong_type(p, "an object", block), std::nullopt;
+  auto type = fr.string(block, "type", p + ".type");
+  if (!type && !fr.refused()) fr.refuse(p + ".type", p + ".type is required");
+  return type;
+}
+
+std::optional<std::string> required_string(field_reader& fr, const json& obj, const char* key,
+                                           const std::string& param) {
+  auto v = fr.string(obj, key, param);
+  if (!v && !fr.refused()) fr.refuse(param, param + " is required");
+  return v;
+}
+
+void refuse_block(field_reader& fr, const std::string& p, const std::string& type,
+                  std::string_view allowed) {
+  fr.refuse(p + ".type", p + ".type '" + type + "' is not supported here: " + std::string(allowed) +
+                             " (hearth takes text)");
+}
+
+// Text blocks (system, a tool_result's content): a string, or text blocks joined.
+std::optional<std::string> text_blocks(field_reader& fr, const json& v, const std::string& param) {
+  if (v.is_string()) return v.get<std::string>();
+  if (!v.is_array())
+    return fr.wrong_type(param, "a string or an array of text blocks", v), std::nullopt;
+  std::string text;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string p = at(param, i);
+    auto type = block_type(fr, v[i], p);
+    if (!type) return std::nullopt;
+    if (*type != "text") return refuse_block(fr, p, *type, "text"), std::nullopt;
+    auto t = required_string(fr, v[i], "text", p + ".text");
+    if (!t) return std::nullopt;
+    if (!text.empty()) text += "\n";
+    text += *t;
+  }
+  return text;
+}
+
+class messages_reader {
+ public:
+  messages_reader(field_reader& fr, std::vector<wire::chat_message>& out) : fr_(fr), out_(out) {}
+
+  void message(const json& m, const std::string& p) {
+    if (!m.is_object()) return fr_.wrong_type(p, "an object", m);
+    auto role = required_string(fr_, m, "role", p + ".role");
+    if (!role) return;
+    if (*role != "user" && *role != "assistant" && *role != "system") {
+      return fr_.refuse(p + ".role",
+                        p + ".role '" + *role + "' is not supported: user or assistant");
+    }
+    const json* content = field_reader::field(m, "content");
+    if (!content) return fr_.refuse(p + ".content", p + ".content is required");
+    if (content->is_string()) {
+      out_.push_back(wire::chat_message{*role, content->get<std::string>()});
+      return;
+    }
+    if (!content->is_array()) {
+      return fr_.wrong_type(p + ".content", "a string or an array of content blocks", *content);
+    }
+    if (*role == "assistant") return assistant(*content, p + ".content");
+    if (*role == "system") {
+      auto text = text_blocks(fr_, *content, p + ".content");
+      if (text) out_.push_back(wire::chat_message{"system", std::move(*text)});
+      return;
+    }
+    user(*content, p + ".content");
+  }
+
+ private:
+  void assistant(const json& blocks, const std::string& param) {
+    wire::chat_message m{"assistant", ""};
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      const std::string p = at(param, i);
+      auto type = block_type(fr_, blocks[i], p);
+      if (!type) return;
+      const json& b = blocks[i];
+      if (*type == "text") {
+        auto t = required_string(fr_, b, "text", p + ".text");
+        if (!t) return;
+        m.content += *t;
+      } else if (*type == "thinking") {
+        auto t = required_string(fr_, b, "thinking", p + ".thinking");
+        if (!t) return;
+        m.reasoning_content += *t;
+      } else if (*type == "redacted_thinking") {
+        // Encrypted reasoning of another provider's model: nothing a template can show.
+      } else if (*type == "tool_use") {
+        auto id = required_string(fr_, b, "id", p + ".id");
+        auto name = required_string(fr_, b, "name", p + ".name");
+        if (fr_.refused()) return;
+        const json* input = field_reader::field(b, "input");
+        if (input && !input->is_object()) return fr_.wrong_type(p + ".input", "an object", *input);
+        call_names_[*id] = *name;
+        m.tool_calls.push_back(wire::tool_call{*id, *name, input ? dump(*input) : "{}"});
+      } else {
+        return refuse_block(fr_, p, *type, "text, thinking, redacted_thinking or tool_use");
+      }
+    }
+    out_.push_back(std::move(m));
+  }
+
+  // Tool results answer the calls of the turn before, so they come first, then the user's text.
+  void user(const json& blocks, const std::string& param) {
+    std::string text;
+    bool has_text = false;
+    size_t results = 0;
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      const std::string p = at(param, i);
+      auto type = block_type(fr_, blocks[i], p);
+      if (!type) return;
+      const json& b = blocks[i];
+      if (*type == "text") {
+        auto t = required_string(fr_, b, "text", p + ".text");
+        if (!t) return;
+        text += *t;
+        has_text = true;
+      } else if (*type == "tool_result") {
+        auto id = required_string(fr_, b, "tool_use_id", p + ".tool_use_id");
+        if (!id) return;
+        wire::chat_message m{"tool", ""};
+        if (const json* c = field_reader::field(b, "content")) {
+          auto t = text_blocks(fr_, *c, p + ".content");
+          if (!t) return;
+          m.content = std::move(*t);
+        }
+        // A template has no field for a failed tool: the model learns it from the text.
+        if (auto e = fr_.boolean(b, "is_error", p + ".is_error"); e && *e) {
+          m.content = "Error: " + m.content;
+        }
+        if (fr_.refused()) return;
+        m.tool_call_id = *id;
+        if (auto n = call_names_.find(*id); n != call_names_.end()) m.name = n->second;
+        out_.push_back(std::move(m));
+        ++results;
+      } else {
+        return refuse_block(fr_, p, *type, "text or tool_result");
+      }
+    }
+    if (has_text || results == 0) {
+      out_.push_back(wire::chat_message{"user", std::move(text)});
+    }
+  }
+
+  field_reader& fr_;
+  std::vector<wire::chat_message>& out_;
+  std::map<std::string, std::string> call_names_;
+};
+
+void read_messages(field_reader& fr, const json& body, wire::submit& s) {
+  if (const json* system = field_reader::field(body, "system")) {
+    auto text = text_blocks(fr, *system, "system");
+    if (!text) return;
+    s.messages.push_back(wire::chat_message{"system", std::move(*text)});
+  }
+  const json* messages = field_reader::field(body, "messages");
+  if (!messages) return fr.refuse("messages", "messages is required");
+  if (!messages->is_array()) return fr.wrong_type("messages", "an array", *messages);
+  if (messages->empty()) return fr.refuse("messages", "messages must not be empty");
+  if (messages->size() > wire::max_array_items) {
+    return fr.refuse("messages", "messages holds " + std::to_string(messages->size()) +
+                                     "; at most " + std::to_string(wire::max_array_items));
+  }
+  messages_reader reader(fr, s.messages);
+  for (size_t i = 0; i < messages->size() && !fr.refused(); ++i) {
+    reader.message((*messages)[i], at("messages", i));
+  }
+  if (fr.refused()) return;
+  if (s.messages.size() > wire::max_array_items) {
+    return fr.refuse("messages", "the messages make more than " +
+                                     std::to_string(wire::max_array_items) + " chat messages");
+  }
+  size_t bytes = 0;
+  for (const auto& m : s.messages) {
+    bytes += m.content.size() + m.reasoning_content.size();
+    for (const auto& c : m.tool_calls) bytes += c.arguments.size();
+  }
+  if (bytes > wire::max_string_bytes) {
+    fr.refuse("messages", "the messages' text is " + std::to_string(bytes) + " bytes; at most " +
+                              std::to_string(wire::max_string_bytes));
+  }
+}
+
+void read_tools(field_reader& fr, const json& body, wire::api_params& api) {
+  const json* tools = field_reader::field(body, "tools");
+  if (!tools) return;
+  if (!tools->is_array()) return fr.wrong_type("tools", "an array", *tools);
+  if (tools->size() > wire::api_max_tools) {
+    return fr.refuse("tools", "tools holds " + std::to_string(tools->size()) + " tools; at most " +
+                                  std::to_string(wire::api_max_tools));
+  }
+  json chat = json::array();
+  for (size_t i = 0; i < tools->size(); ++i) {
+    const json& t = (*tools)[i];
+    const std::string p = at("tools", i);
+    if (!t.is_object()) return fr.wrong_type(p, "an object", t);
+    if (auto type = fr.string(t, "type", p + ".type"); type && *type != "custom") {
+      return fr.refuse(p + ".type", p + ".type '" + *type +
+                                        "' is not supported: hearth runs the client's own tools "
+                                        "(custom), not Anthropic's server tools");
+    }
+    auto name = required_string(fr, t, "name", p + ".name");
+    if (!name) return;
+    json function = {{"name", *name}};
+    if (auto d = fr.string(t, "description", p + ".description")) function["description"] = *d;
+    const json* schema = field_reader::field(t, "input_schema");
+    if (!schema) return fr.refuse(p + ".input_schema", p + ".input_schema is required");
+    if (!schema->is_object()) return fr.wrong_type(p + ".input_schema", "an object", *schema);
+    function["parameters"] = *schema;
+    if (auto strict = fr.boolean(t, "strict", p + ".strict")) function["strict"] = *strict;
+    if (fr.refused()) return;
+    chat.push_back({{"type", "function"}, {"function", std::move(function)}});
+  }
+  if (!chat.empty()) api.tools = dump(chat);
+}
+
+void read_tool_choice(field_reader& fr, const json& body, wire::api_params& api) {
+  const json* c = field_reader::field(body, "tool_choice");
+  if (!c) return;
+  if (!c->is_object()) return fr.wrong_type("tool_choice", "an object", *c);
+  auto type = required_string(fr, *c, "type", "tool_choice.type");
+  if (!type) return;
+  if (*type == "auto") {
+    api.tool_choice = "auto";
+  } else if (*type == "any") {
+    api.tool_choice = "required";
+  } else if (*type == "none") {
+    api.tool_choice = "none";
+  } else if (*type == "tool") {
+    auto name = required_string(fr, *c, "name", "tool_choice.name");
+    if (!name) return;
+    api.tool_choice = "function:" + *name;
+  } else {
+    return fr.refuse("tool_choice.type",
+                     "tool_choice.type must be auto, any, tool or none, got '" + *type + "'");
+  }
+  if (auto d =
+          fr.boolean(*c, "disable_parallel_tool_use", "tool_choice.disable_parallel_tool_use")) {
+    api.parallel_tool_calls = !*d;
+  }
+}
+
+void read_stop_sequences(field_reader& fr, const json& body, std::vector<std::string>& stop) {
+  const json* v = field_reader::field(body, "stop_sequences");
+  if (!v) return;
+  if (!v->is_array()) return fr.wrong_type("stop_sequences", "an array of strings", *v);
+  if (v->size() > generation_max_stop_strings) {
+    return fr.refuse("stop_sequences", "stop_sequences holds " + std::to_string(v->size()) +
+                                           "; at most " +
+                                           std::to_string(generation_max_stop_strings));
+  }
+  for (size_t i = 0; i < v->size(); ++i) {
+    if (!(*v)[i].is_string()) return fr.wrong_type(at("stop_sequences", i), "a string", (*v)[i]);
+    stop.push_back((*v)[i].get<std::string>());
+  }
+}
+
+// thinking {type: enabled | adaptive | disabled}; absent: no reasoning, as Anthropic's default.
+void read_thinking(field_reader& fr, const json& body, wire::job_params& p) {
+  p.enable_thinking = false;
+  const json* t = field_reader::field(body, "thinking");
+  if (!t) return;
+  if (!t->is_object()) return fr.wrong_type("thinking", "an object", *t);
+  auto type = required_string(fr, *t, "type", "thinking.type");
+  if (!type) return;
+  if (*type == "enabled" || *type == "adaptive") {
+    // budget_tokens has no counterpart: a thinking model reasons as long as it does.
+    fr.integer(*t, "budget_tokens", "thinking.budget_tokens", 0,
+               std::numeric_limits<int64_t>::max());
+    p.enable_thinking = true;
+  } else if (*type != "disabled") {
+    fr.refuse("thinking.type",
+              "thinking.type must be enabled, adaptive or disabled, got '" + *type + "'");
+  }
+}
+
+// output_config.format (or the older output_format): {type: json_schema, schema}.
+void read_output_format(field_reader& fr, const json& body, wire::api_params& api) {
+  const json* format = nullptr;
+  std::string param = "output_format";
+  if (const json* config = field_reader::field(body, "output_config")) {
+    if (!config->is_object()) return fr.wrong_type("output_config", "an object", *config);
+    format = field_reader::field(*config, "format");
+    param = "output_config.format";
+  }
+  if (!format) format = field_reader::field(body, "output_format");
+  if (!format) return;
+  if (!format->is_object()) return fr.wrong_type(param, "an object", *format);
+  auto type = required_string(fr, *format, "type", param + ".type");
+  if (!type) return;
+  if (*type != "json_schema") {
+    return fr.refuse(param + ".type", param + ".type must be json_schema, got '" + *type + "'");
+  }
+  const json* schema = field_reader::field(*format, "schema");
+  if (!schema) return fr.refuse(param + ".schema", param + ".schema is required");
+  if (!schema->is_object()) return fr.wrong_type(param + ".schema", "an object", *schema);
+  api.json_schema = dump(*schema);
+}
+
+ojson usage_json(uint32_t input_tokens, uint32_t output_tokens) {
+  return {{"input_tokens", input_tokens},
+          {"cache_creation_input_tokens", 0},
+          {"cache_read_input_tokens", 0},
+          {"output_tokens", output_tokens}};
+}
+
+// A tool call's input: its arguments as JSON (an object, as the node writes them); arguments
+// that are not JSON are passed on as the string they are rather than lost.
+ojson tool_input(const std::string& arguments) {
+  if (arguments.empty()) return ojson::object();
+  ojson v = ojson::parse(arguments, nullptr, false);
+  return v.is_discarded() ? ojson(arguments) : v;
+}
+
+std::string_view anthropic_error_type(int status) {
+  switch (status) {
+    case 400:
+    case 409:
+    case 422:
+      return "invalid_request_error";
+    case 401:
+      return "authentication_error";
+    case 403:
+      return "permission_error";
+    case 404:
+      return "not_found_error";
+    case 413:
+      return "request_too_large";
+    case 429:
+      return "rate_limit_error";
+    default:
+      return status >= 400 && status < 500 ? "invalid_request_error" : "api_error";
+  }
+}
+
+// The message of an error in OpenAI's shape (or its whole body when it has none).
+std::string error_message(const http_response& openai_error) {
+  const json e = json::parse(openai_error.body, nullptr, false);
+  if (e.is_object() && e.contains("error") && e["error"].is_object()) {
+    const json& err = e["error"];
+    if (err.contains("message") && err["message"].is_string()) return err["message"];
+  }
+  return openai_error.body;
+}
+
+}  // namespace
+
+std::variant<anthropic_request, request_refusal> parse_anthropic_request(std::string_view body) {
+  auto parsed = chat_request_json(body);
+  if (!parsed) return request_refusal{400, parsed.message(), "", ""};
+  const json& j = *parsed;
+  anthropic_request r;
+  wire::submit& s = r.submit;
+  wire::job_params& p = s.params;
+  p.temperature = 1;
+  p.top_p = 1;
+  p.top_k = 0;
+  p.min_p = 0;
+  p.repeat_penalty = 1;
+
+  field_reader fr;
+  auto refused = [&]() -> std::optional<request_refusal> {
+    if (!fr.refused()) return std::nullopt;
+    return request_refusal{400, fr.refused()->message, fr.refused()->param, ""};
+  };
+  if (auto m = fr.string(j, "model", "model")) s.model = std::move(*m);
+  if (auto e = refused()) return *e;
+  if (s.model.empty()) return request_refusal{400, "model: field required", "model", ""};
+  auto max_tokens = fr.integer(j, "max_tokens", "max_tokens", 1, generation_max_tokens_limit);
+  if (auto e = refused()) return *e;
+  if (!max_tokens) return request_refusal{400, "max_tokens: field required", "max_tokens", ""};
+  p.max_tokens = int32_t(*max_tokens);
+  read_messages(fr, j, s);
+  if (auto e = refused()) return *e;
+  read_tools(fr, j, p.api);
+  read_tool_choice(fr, j, p.api);
+  read_stop_sequences(fr, j, p.stop);
+  read_thinking(fr, j, p);
+  read_output_format(fr, j, p.api);
+  if (auto v = fr.number(j, "temperature", "temperature", 0, 1)) p.temperature = float(*v);
+  if (auto v = fr.number(j, "top_p", "top_p", 0, 1)) {
+    p.top_p = *v > 0 ? float(*v) : std::numeric_limits<float>::min();
+  }
+  if (auto v = fr.integer(j, "top_k", "top_k", 0, std::numeric_limits<int32_t>::max())) {
+    p.top_k = int32_t(*v);
+  }
+  if (auto v = fr.boolean(j, "stream", "stream")) r.stream = *v;
+  if (const json* mcp = field_reader::field(j, "mcp_servers"); mcp && !mcp->empty()) {
+    fr.refuse("mcp_servers", "mcp_servers is not supported: the client runs its tools");
+  }
+  // hearth's: one of its templates by name, for a model whose file has none.
+  if (auto t = fr.string(j, "chat_template", "chat_template")) p.chat_template = std::move(*t);
+  if (auto e = refused()) return *e;
+
+  // Tool calls come back as output events; without tools a thinking model's think block comes
+  // in the text (show_thinking) when thinking was asked for.
+  p.api.events = !p.api.tools.empty();
+  p.show_thinking = !p.api.events && p.enable_thinking;
+  if (auto e = wire::job_params_check(p); !e.ok()) {
+    std::string param = e.param == "stop"          ? "stop_sequences"
+                        : e.param == "json_schema" ? "output_config.format.schema"
+                                                   : e.param;
+    return request_refusal{400, e.message, param, ""};
+  }
+  return r;
+}
+
+http_response anthropic_error(const http_response& openai_error) {
+  ojson body = {{"type", "error"},
+                {"error",
+                 {{"type", std::string(anthropic_error_type(openai_error.status))},
+                  {"message", error_message(openai_error)}}}};
+  http_response r;
+  r.status = openai_error.status;
+  r.headers = openai_error.headers;
+  r.body = json_text(body);
+  return r;
+}
+
+std::string_view anthropic_stop_reason(std::string_view finish, std::string_view job_stop_reason) {
+  if (finish == "tool_calls") return "tool_use";
+  if (finish == "length") {
+    return job_stop_reason == "context_full" ? "model_context_window_exceeded" : "max_tokens";
+  }
+  return job_stop_reason == "stop_string" ? "stop_sequence" : "end_turn";
+}
+
+std::string anthropic_message_id(uint64_t job_id) {
+  return "msg_" + std::to_string(job_id);
+}
+
+anthropic_answer::anthropic_answer(anthropic_request r, int64_t created,
+                                   std::shared_ptr<responder> out)
+    : chat_answer(r.submit.params, r.stream, created, std::move(out)),
+      model_(r.submit.model),
+      stop_sequence_(r.submit.params.stop.size() == 1 ? r.submit.params.stop[0] : "") {}
+
+ojson anthropic_answer::message(ojson content, ojson stop_reason, ojson stop_sequence,
+                                ojson usage) const {
+  return {{"id", anthropic_message_id(job_id())},
+          {"type", "message"},
+          {"role", "assistant"},
+          {"model", model_},
+          {"content", std::move(content)},
+          {"stop_reason", std::move(stop_reason)},
+          {"stop_sequence", std::move(stop_sequence)},
+          {"usage", std::move(usage)}};
+}
+
+void anthropic_answer::send(std::string_view type, ojson fields) {
+  ojson e = {{"type", std::string(type)}};
+  for (auto& [k, v] : fields.items()) e[k] = std::move(v);
+  out().named_event(type, json_text(e));
+}
+
+void anthropic_answer::opened() {
+  send("message_start", {{"message", message(ojson::array(), nullptr, nullptr, usage_json(0, 0))}});
+  send("ping", ojson::object());
+}
+
+void anthropic_answer::item_began(size_t i) {
+  const chat_item& it = items()[i];
+  ojson block;
+  switch (it.k) {
+    case chat_item::kind::reasoning:
+      block = {{"type", "thinking"}, {"thinking", ""}, {"signature", ""}};
+      break;
+    case chat_item::kind::content:
+      block = {{"type", "text"}, {"text", ""}};
+      break;
+    case chat_item::kind::tool_call:
+      block = {{"type", "tool_use"},
+               {"id", it.call.id},
+               {"name", it.call.name},
+               {"input", ojson::object()}};
+      break;
+  }
+  send("content_block_start", {{"index", i}, {"content_block", std::move(block)}});
+  if (it.k == chat_item::kind::tool_call) {
+    // A call comes whole: its input in one delta.
+    const std::string& args = it.call.arguments.empty() ? "{}" : it.call.arguments;
+    send("content_block_delta",
+         {{"index", i}, {"delta", {{"type", "input_json_delta"}, {"partial_json", args}}}});
+  }
+}
+
+void anthropic_answer::item_grew(size_t i, std::string_view delta) {
+  const bool thinking = items()[i].k == chat_item::kind::reasoning;
+  ojson d = thinking ? ojson{{"type", "thinking_delta"}, {"thinking", std::string(delta)}}
+                     : ojson{{"type", "text_delta"}, {"text", std::string(delta)}};
+  send("content_block_delta", {{"index", i}, {"delta", std::move(d)}});
+}
+
+void anthropic_answer::item_ended(size_t i) {
+  send("content_block_stop", {{"index", i}});
+}
+
+void anthropic_answer::completed(const wire::job_done& done, std::string_view finish) {
+  const std::string stop_reason(anthropic_stop_reason(finish, done.stop_reason));
+  const ojson stop_sequence = stop_reason == "stop_sequence" && !stop_sequence_.empty()
+                                  ? ojson(stop_sequence_)
+                                  : ojson(nullptr);
+  if (streaming()) {
+    send("message_delta",
+         {{"delta", {{"stop_reason", stop_reason}, {"stop_sequence", stop_sequence}}},
+          {"usage", usage_json(done.n_prompt, done.n_gen)}});
+    send("message_stop", ojson::object());
+    return;
+  }
+  ojson content = ojson::array();
+  for (const chat_item& it : items()) {
+    switch (it.k) {
+      case chat_item::kind::reasoning:
+        content.push_back({{"type", "thinking"}, {"thinking", it.text}, {"signature", ""}});
+        break;
+      case chat_item::kind::content:
+        content.push_back({{"type", "text"}, {"text", it.text}});
+        break;
+      case chat_item::kind::tool_call:
+        content.push_back({{"type", "tool_use"},
+                           {"id", it.call.id},
+                           {"name", it.call.name},
+                           {"input", tool_input(it.call.arguments)}});
+        break;
+    }
+  }
+  http_response r;
+  r.body = json_text(message(std::move(content), stop_reason, stop_sequence,
+                             usage_json(done.n_prompt, done.n_gen)));
+  out().reply(std::move(r));
+}
+
+http_response anthropic_answer::error_reply(const http_response& openai_error) {
+  return anthropic_error(openai_error);
+}
+
+void anthropic_answer::error_events(const http_response& openai_error) {
+  const ojson body = ojson::parse(anthropic_error(openai_error).body);
+  out().named_event("error", json_text(body));
+}
+
+void add_anthropic_route(router& r, gateway_services& s, std::shared_ptr<model_catalog> models) {
+  r.add("POST", "/v1/messages", [&s, models](std::shared_ptr<exchange> ex) {
+    auto parsed = parse_anthropic_request(ex->request.body);
+    if (auto* refused = std::get_if<request_refusal>(&parsed)) {
+      return ex->out->reply(anthropic_error(error_response(
+          refused->status, refused->message, "invalid_request_error", refused->param)));
+    }
+    auto& req = std::get<anthropic_request>(parsed);
+    wire::submit submit = std::move(req.submit);
+    req.submit = wire::submit{};
+    req.submit.model = submit.model;
+    req.submit.params = submit.params;
+    auto answer = std::make_shared<anthropic_answer>(std::move(req), unix_seconds(), ex->out);
+    submit_chat(s, *models, ex, std::move(submit), std::move(answer));
+  });
+}
+
+}  // namespace hearth::gateway

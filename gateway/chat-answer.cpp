@@ -1,0 +1,266 @@
+#include "gateway/chat-answer.h"
+
+#include <cstdio>
+#include <type_traits>
+
+#include "gateway/anthropic-api.h"
+#include "gateway/openai-request.h"
+#include "gateway/openai-routes.h"
+#include "gateway/responses-api.h"
+
+namespace hearth::gateway {
+namespace {
+
+using json = nlohmann::json;
+
+// Deeper JSON than any request needs is refused before it is turned into values.
+constexpr int k_max_json_depth = 64;
+
+http_response malformed_output(uint64_t job_id, const std::string& why) {
+  return error_response(
+      500, "job " + std::to_string(job_id) + " wrote output it should not: " + why, "server_error");
+}
+
+}  // namespace
+
+chat_answer::chat_answer(const wire::job_params& params, bool stream, int64_t created,
+                         std::shared_ptr<responder> out)
+    : stream_mode_(stream),
+      created_(created),
+      out_(std::move(out)),
+      stream_(job_output_mode_of(params), stream) {}
+
+void chat_answer::refused(const link_failure& f) {
+  fail(openai_link_error(f));
+}
+
+bool chat_answer::event(const job_event& e) {
+  if (ended_) return true;
+  std::visit(
+      [&](const auto& m) {
+        using T = std::decay_t<decltype(m)>;
+        if constexpr (std::is_same_v<T, wire::job_tokens>) {
+          auto events = stream_.tokens(m);
+          if (take(events)) add(*events);
+        } else if constexpr (std::is_same_v<T, wire::job_restarted>) {
+          stream_.restarted(m.attempt);
+        } else if constexpr (std::is_same_v<T, wire::job_done>) {
+          done(m);
+        } else if constexpr (std::is_same_v<T, link_failure>) {
+          fail(openai_link_error(m));
+        }
+        // job_queued and job_running change nothing the client sees.
+      },
+      e);
+  return ended_;
+}
+
+bool chat_answer::take(result<std::vector<wire::output_event>>& events) {
+  if (events) return true;
+  fail(malformed_output(job_id_, events.message()));
+  return false;
+}
+
+void chat_answer::open() {
+  if (started_) return;
+  started_ = true;
+  wrote_ = true;
+  out_->start_events();
+  opened();
+}
+
+void chat_answer::end_item() {
+  if (!item_open_) return;
+  item_open_ = false;
+  if (stream_mode_) item_ended(items_.size() - 1);
+}
+
+void chat_answer::add(const std::vector<wire::output_event>& events) {
+  for (const wire::output_event& e : events) {
+    // These APIs answer one choice; logprobs are not asked for.
+    if (e.choice != 0 || e.kind == wire::output_event_kind::logprobs) continue;
+    if (e.kind == wire::output_event_kind::finish) {
+      finish_ = e.text;
+      continue;
+    }
+    if (stream_mode_) {
+      open();
+      wrote_ = true;
+    }
+    if (e.kind == wire::output_event_kind::tool_call) {
+      end_item();
+      items_.push_back(chat_item{chat_item::kind::tool_call, {}, e.call});
+      if (stream_mode_) {
+        item_began(items_.size() - 1);
+        item_ended(items_.size() - 1);
+      }
+      continue;
+    }
+    if (e.text.empty()) continue;
+    const auto k = e.kind == wire::output_event_kind::reasoning ? chat_item::kind::reasoning
+                                                                : chat_item::kind::content;
+    if (!item_open_ || items_.back().k != k) {
+      end_item();
+      items_.push_back(chat_item{k, {}, {}});
+      item_open_ = true;
+      if (stream_mode_) item_began(items_.size() - 1);
+    }
+    items_.back().text += e.text;
+    if (stream_mode_) item_grew(items_.size() - 1, e.text);
+  }
+}
+
+void chat_answer::done(const wire::job_done& d) {
+  if (d.state != wire::job_state::completed) return fail(openai_job_error(d));
+  auto rest = stream_.finish();
+  if (!take(rest)) return;
+  add(*rest);
+  end_item();
+  std::string finish = finish_;
+  if (finish.empty()) {
+    bool calls = false;
+    for (const chat_item& i : items_) calls |= i.k == chat_item::kind::tool_call;
+    finish = calls ? "tool_calls" : std::string(finish_reason_of_stop(d.stop_reason));
+  }
+  ended_ = true;
+  if (stream_mode_) open();
+  completed(d, finish);
+  if (stream_mode_) out_->end_events();
+}
+
+void chat_answer::fail(const http_response& openai_error) {
+  if (ended_) return;
+  ended_ = true;
+  if (!started_) return out_->reply(error_reply(openai_error));
+  // The status line has gone: the API's error events, and the stream ends.
+  error_events(openai_error);
+  out_->end_events();
+}
+
+void chat_answer::keep_alive() {
+  if (ended_ || !stream_mode_) return;
+  if (!wrote_) {
+    open();
+    out_->comment("keep-alive");
+  }
+  wrote_ = false;
+}
+
+void submit_chat(gateway_services& s, model_catalog& models, const std::shared_ptr<exchange>& ex,
+                 wire::submit submit, std::shared_ptr<chat_answer> answer) {
+  auto sub = std::make_shared<wire::submit>(std::move(submit));
+  models.get([&s, ex, sub, answer](const link_result<wire::models_reply>& m) {
+    if (ex->out->closed()) return;
+    if (auto* f = std::get_if<link_failure>(&m)) return answer->refused(*f);
+    if (auto e = model_unavailable(std::get<wire::models_reply>(m), sub->model)) {
+      return answer->fail(*e);
+    }
+    submit_and_answer(s, ex, std::move(*sub), answer);
+  });
+}
+
+result<json> chat_request_json(std::string_view body) {
+  bool too_deep = false;
+  const json::parser_callback_t depth_check = [&](int depth, json::parse_event_t, json&) {
+    if (depth >= k_max_json_depth) too_deep = true;  // depth counts from 0
+    return !too_deep;
+  };
+  json j = json::parse(body, depth_check, /*allow_exceptions=*/false);
+  if (too_deep) {
+    return error{"the body nests deeper than " + std::to_string(k_max_json_depth) + " levels"};
+  }
+  if (j.is_discarded()) return error{"the body is not valid JSON"};
+  if (!j.is_object()) return error{"the body must be a JSON object, got " + json_kind_text(j)};
+  return j;
+}
+
+std::string json_kind_text(const json& v) {
+  switch (v.type()) {
+    case json::value_t::null:
+      return "null";
+    case json::value_t::boolean:
+      return "a boolean";
+    case json::value_t::string:
+      return "a string";
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned:
+      return "an integer";
+    case json::value_t::number_float:
+      return "a number";
+    case json::value_t::array:
+      return "an array";
+    case json::value_t::object:
+      return "an object";
+    default:
+      return "a value of another kind";
+  }
+}
+
+void field_reader::refuse(std::string param, std::string message) {
+  if (!refused_) refused_ = refusal{std::move(param), std::move(message)};
+}
+
+void field_reader::wrong_type(const std::string& param, std::string_view expected, const json& v) {
+  refuse(param, param + " must be " + std::string(expected) + ", got " + json_kind_text(v));
+}
+
+const json* field_reader::field(const json& obj, std::string_view key) {
+  if (!obj.is_object()) return nullptr;
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+std::optional<std::string> field_reader::string(const json& obj, std::string_view key,
+                                                const std::string& param) {
+  const json* v = field(obj, key);
+  if (!v) return std::nullopt;
+  if (!v->is_string()) return wrong_type(param, "a string", *v), std::nullopt;
+  return v->get<std::string>();
+}
+
+std::optional<bool> field_reader::boolean(const json& obj, std::string_view key,
+                                          const std::string& param) {
+  const json* v = field(obj, key);
+  if (!v) return std::nullopt;
+  if (!v->is_boolean()) return wrong_type(param, "a boolean", *v), std::nullopt;
+  return v->get<bool>();
+}
+
+std::optional<double> field_reader::number(const json& obj, std::string_view key,
+                                           const std::string& param, double lo, double hi) {
+  const json* v = field(obj, key);
+  if (!v) return std::nullopt;
+  if (!v->is_number()) return wrong_type(param, "a number", *v), std::nullopt;
+  const double d = v->get<double>();
+  if (!(d >= lo && d <= hi)) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, " must be in [%g, %g], got %g", lo, hi, d);
+    refuse(param, param + buf);
+    return std::nullopt;
+  }
+  return d;
+}
+
+std::optional<int64_t> field_reader::integer(const json& obj, std::string_view key,
+                                             const std::string& param, int64_t lo, int64_t hi) {
+  const json* v = field(obj, key);
+  if (!v) return std::nullopt;
+  if (!v->is_number_integer()) return wrong_type(param, "an integer", *v), std::nullopt;
+  // An unsigned value past int64's range is out of range, not a wrapped negative.
+  const bool too_big = v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(hi);
+  if (too_big || v->get<int64_t>() < lo || v->get<int64_t>() > hi) {
+    refuse(param, param + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                      "], got " + v->dump());
+    return std::nullopt;
+  }
+  return v->get<int64_t>();
+}
+
+void add_chat_api_routes(router& r, gateway_services& s) {
+  auto models = std::make_shared<model_catalog>(s);
+  add_responses_route(r, s, models);
+  add_anthropic_route(r, s, models);
+}
+
+}  // namespace hearth::gateway

@@ -1,0 +1,142 @@
+// What the Responses API (responses-api.*) and Anthropic's Messages API (anthropic-api.*) share:
+// a chat job submitted as the caller and followed to its end, and its output turned into the
+// items both APIs are made of — reasoning, answer text, tool calls — in the order the model wrote
+// them. Each API derives from chat_answer and writes only its JSON: the events of its stream as
+// items begin, grow and end, or its whole object at the end. The bookkeeping is here, once: the
+// job's output read as events whatever the job wrote (gateway/job-output.h: failover without
+// repeats), the status line held until the first item so that a job that fails early still gets
+// its HTTP status, keep-alives, and errors before or after the stream started.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.h"
+#include "gateway/gateway.h"
+#include "gateway/http.h"
+#include "gateway/job-answer.h"
+#include "gateway/job-output.h"
+#include "gateway/model-catalog.h"
+#include "gateway/router.h"
+
+namespace hearth::gateway {
+
+// One part of an answer, in the order the model wrote them.
+struct chat_item {
+  enum class kind : uint8_t { reasoning, content, tool_call };
+  kind k = kind::content;
+  std::string text;      // reasoning, content
+  wire::tool_call call;  // tool_call (arguments as JSON text)
+};
+
+class chat_answer : public job_answer {
+ public:
+  // `params`: the submitted job's (how to read its output).
+  chat_answer(const wire::job_params& params, bool stream, int64_t created,
+              std::shared_ptr<responder> out);
+
+  void accepted(uint64_t job_id) override { job_id_ = job_id; }
+  void refused(const link_failure& f) override;
+  bool event(const job_event& e) override;
+  // A stream that wrote nothing since the last one gets a comment (opening the stream if it had
+  // not opened).
+  void keep_alive() override;
+  bool ended() const override { return ended_; }
+  uint64_t job_id() const override { return job_id_; }
+  bool streaming() const override { return stream_mode_; }
+
+  // The answer fails with `openai_error` (OpenAI's shape), in the API's own words.
+  void fail(const http_response& openai_error);
+
+ protected:
+  // Streaming only: the status line went out; the API's opening events.
+  virtual void opened() = 0;
+  // Streaming only: items()[i] began (a tool call begins whole), grew by `delta` (text), ended.
+  virtual void item_began(size_t i) = 0;
+  virtual void item_grew(size_t i, std::string_view delta) = 0;
+  virtual void item_ended(size_t i) = 0;
+  // The job completed with items() and `finish` ("stop", "length" or "tool_calls"): the
+  // stream's closing events, or the whole answer through out().reply().
+  virtual void completed(const wire::job_done& done, std::string_view finish) = 0;
+  // An error in OpenAI's shape (openai_link_error, openai_job_error, ...) as the API's HTTP
+  // error (before the stream opened), or as its closing events (after: the stream then ends).
+  virtual http_response error_reply(const http_response& openai_error) = 0;
+  virtual void error_events(const http_response& openai_error) = 0;
+
+  const std::vector<chat_item>& items() const { return items_; }
+  responder& out() { return *out_; }
+  int64_t created() const { return created_; }
+
+ private:
+  void add(const std::vector<wire::output_event>& events);
+  void end_item();
+  void open();
+  void done(const wire::job_done& d);
+  // The events, or the failure for output that is not what the job should have written.
+  bool take(result<std::vector<wire::output_event>>& events);
+
+  bool stream_mode_;
+  int64_t created_;
+  std::shared_ptr<responder> out_;
+  job_stream stream_;
+  uint64_t job_id_ = 0;
+  std::vector<chat_item> items_;
+  bool item_open_ = false;  // the last item may still grow
+  std::string finish_;      // the node's finish event; "" when none came
+  bool started_ = false;    // the stream's status line went out
+  bool ended_ = false;
+  bool wrote_ = false;  // something was written since the last keep_alive()
+};
+
+// Checks `submit.model` against the broker's list (404 unknown, 503 no node online: as
+// `answer`'s errors), then submits it and follows the job into `answer` (submit_and_answer,
+// openai-routes.h: as the caller, cancelled when the client goes away, kept alive).
+void submit_chat(gateway_services& s, model_catalog& models, const std::shared_ptr<exchange>& ex,
+                 wire::submit submit, std::shared_ptr<chat_answer> answer);
+
+// A request body as JSON: an object nested at most 64 levels, else the reason.
+result<nlohmann::json> chat_request_json(std::string_view body);
+
+// Reading one request's fields: the first refusal wins, naming the field (a path such as
+// "messages[2].content[0].text") and what was wrong.
+class field_reader {
+ public:
+  struct refusal {
+    std::string param;
+    std::string message;
+  };
+
+  // The refusal so far, if any.
+  const std::optional<refusal>& refused() const { return refused_; }
+  void refuse(std::string param, std::string message);
+  // "<param> must be <expected>, got <what v is>".
+  void wrong_type(const std::string& param, std::string_view expected, const nlohmann::json& v);
+
+  // `obj[key]`, or nullptr when absent or null (both mean "not given").
+  static const nlohmann::json* field(const nlohmann::json& obj, std::string_view key);
+  // obj[key] as the type asked for; nullopt when absent or refused. `param` names it.
+  std::optional<std::string> string(const nlohmann::json& obj, std::string_view key,
+                                    const std::string& param);
+  std::optional<bool> boolean(const nlohmann::json& obj, std::string_view key,
+                              const std::string& param);
+  std::optional<double> number(const nlohmann::json& obj, std::string_view key,
+                               const std::string& param, double lo, double hi);
+  std::optional<int64_t> integer(const nlohmann::json& obj, std::string_view key,
+                                 const std::string& param, int64_t lo, int64_t hi);
+
+ private:
+  std::optional<refusal> refused_;
+};
+
+// What a JSON value is, in a message's words: "a string", "an integer", ...
+std::string json_kind_text(const nlohmann::json& v);
+
+// The routes of both APIs (POST /v1/responses, POST /v1/messages), sharing one model list.
+void add_chat_api_routes(router& r, gateway_services& s);
+
+}  // namespace hearth::gateway
