@@ -14,6 +14,8 @@ using action = std::function<int()>;
 action add_run(CLI::App& app);
 action add_eval(CLI::App& app);
 action add_tokenize(CLI::App& app);
+// hearth chat-template render: a template rendered as transformers' apply_chat_template does.
+action add_chat_template(CLI::App& app);
 action add_bench(CLI::App& app);
 action add_convert(CLI::App& app);
 action add_devices(CLI::App& app);

@@ -60,7 +60,8 @@ int main(int argc, char** argv) {
                    hearth::cli::add_watch,    hearth::cli::add_jobs,    hearth::cli::add_job,
                    hearth::cli::add_cancel,   hearth::cli::add_nodes,   hearth::cli::add_models,
                    hearth::cli::add_up,       hearth::cli::add_keygen,  hearth::cli::add_apikey,
-                   hearth::cli::add_doctor,   hearth::cli::add_pull}) {
+                   hearth::cli::add_doctor,   hearth::cli::add_pull,
+                   hearth::cli::add_chat_template}) {
     const size_t before = app.get_subcommands({}).size();
     auto act = add(app);
     commands.emplace_back(app.get_subcommands({})[before], std::move(act));

@@ -358,6 +358,11 @@ TEST(Jinja, HostileTemplatesAreBounded) {
       // One huge repetition.
       "{{ 'x' * 100000000000 }}",
       "{{ [1] * 100000000000 }}",
+      // Values nested 100,000 deep, printed: lists, then namespaces (which nesting does not count).
+      "{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}{% endfor "
+      "%}{{ ns.x }}",
+      "{% set r = namespace(cur=none) %}{% for i in range(100000) %}{% set r.cur = "
+      "namespace(p=r.cur) %}{% endfor %}{{ r.cur }}",
       // A namespace holding itself (a reference cycle) with a loop that never ends in practice.
       "{% set ns = namespace() %}{% set ns.me = ns %}{% for i in range(100000) %}{% for j in "
       "range(100000) %}{% endfor %}{% endfor %}",
