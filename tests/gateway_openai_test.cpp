@@ -3,7 +3,9 @@
 // processes on loopback. The official OpenAI client from npm and curl drive it from
 // tests/openai/*.test.* (node --test; packages installed into the build folder by the ctest
 // fixture gateway_openai_npm). Here, beside them: failover under a stream (a node killed
-// mid-stream, the client's text whole and without repeats).
+// mid-stream, the client's text whole and without repeats). Tool calls, structured output,
+// logprobs and n (tests/openai/tools.test.cjs) run on a random-weight qwen3 carrying Qwen2.5's
+// real chat template, which offers tools and writes calls as <tool_call> JSON.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -11,9 +13,12 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <sstream>
 #include <thread>
 
+#include "engine/io/gguf-writer.h"
+#include "engine/io/gguf.h"
 #include "schema/codec.h"
 #include "tests/cluster.h"
 #include "tests/model-variant.h"
@@ -39,6 +44,39 @@ std::string http_get(int port, const std::string& path, const std::string& api_k
   return r.out.substr(sp + 1) + " " + r.out.substr(0, sp);
 }
 
+// A copy of the GGUF model `src` whose tokenizer.chat_template is the text of `template_file`, as
+// `hearth convert IN OUT --chat-template FILE` writes it; its path ("" after a failure).
+std::string write_with_template(const std::string& src, const std::string& template_file,
+                                const std::string& name) {
+  auto f = gguf_file::open(src);
+  if (!f.ok()) {
+    ADD_FAILURE() << src << ": " << f.message();
+    return "";
+  }
+  std::ifstream t(template_file);
+  std::stringstream text;
+  text << t.rdbuf();
+  if (!t || text.str().empty()) {
+    ADD_FAILURE() << "cannot read " << template_file;
+    return "";
+  }
+  gguf_writer w;
+  w.copy_metadata_from(*f);
+  w.set_string("tokenizer.chat_template", text.str());
+  for (const auto& tensor : f->tensors()) {
+    w.add_tensor(tensor.name, tensor.type,
+                 std::vector<int64_t>(tensor.ne, tensor.ne + tensor.n_dims),
+                 std::span(tensor.data, tensor.n_bytes));
+  }
+  const std::string out = ::testing::TempDir() + "hearth_" + name + ".gguf";
+  auto r = w.write_file(out);
+  if (!r.ok()) {
+    ADD_FAILURE() << out << ": " << r.message();
+    return "";
+  }
+  return out;
+}
+
 class gateway_openai : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -50,6 +88,11 @@ class gateway_openai : public ::testing::Test {
           w.set_string("tokenizer.chat_template", testing::k_chatml_template);
         }}));
     testing::link_model(models, "stories-chat", *chat_path_);
+    tools_path_ = new std::string(write_with_template(
+        testing::testdata_path("models/synthetic2/synthetic-qwen3-a.q4_k_m.gguf"),
+        testing::testdata_path("chat-templates/templates/Qwen-Qwen2.5-7B-Instruct.jinja"),
+        "gateway_qwen3_tools"));
+    testing::link_model(models, "qwen3-tools", *tools_path_);
     cpu_ = new process(c_->start_node("cpu", models, "cpu", 2));
     // The null engine's models: "slow" for a client that disconnects, "relay" served by two
     // nodes for failover under a stream.
@@ -89,8 +132,10 @@ class gateway_openai : public ::testing::Test {
     for (process* p : {gateway_, relay_b_, relay_a_, null_, cpu_, broker_}) delete p;
     delete admin_;
     delete api_key_;
-    if (chat_path_) fs::remove(*chat_path_);
-    delete chat_path_;
+    for (std::string* path : {chat_path_, tools_path_}) {
+      if (path && !path->empty()) fs::remove(*path);
+      delete path;
+    }
     delete c_;
   }
 
@@ -111,6 +156,7 @@ class gateway_openai : public ::testing::Test {
   static inline testing::test_client* admin_ = nullptr;
   static inline std::string* api_key_ = nullptr;
   static inline std::string* chat_path_ = nullptr;
+  static inline std::string* tools_path_ = nullptr;  // qwen3 with Qwen2.5's template
   static inline int port_ = 0;
 };
 
@@ -136,6 +182,7 @@ TEST_F(gateway_openai, the_official_client_and_curl) {
       {"HEARTH_API_KEY", *api_key_},
       {"HEARTH_MODEL_TEXT", "stories260K"},
       {"HEARTH_MODEL_CHAT", "stories-chat"},
+      {"HEARTH_MODEL_TOOLS", "qwen3-tools"},
       {"HEARTH_MODEL_SLOW", "slow"},
       {"HEARTH_MODEL_TEXT_PATH", testing::testdata_path("models/stories260K.gguf")},
       {"HEARTH_MODEL_CHAT_PATH", *chat_path_},
