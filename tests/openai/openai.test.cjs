@@ -299,8 +299,10 @@ test('bodies that are not what OpenAI defines get a 400 in OpenAI\'s error shape
     ['[]', 'the body must be a JSON object, got an array', null],
     [`{"model":"${chatModel}","messages":${'['.repeat(100)}${']'.repeat(100)}}`,
       'the body nests deeper than 64 levels', null],
+    [`{"model":"${chatModel}","messages":[{"role":"function","content":"x"}]}`,
+      "messages[0].role 'function' is not supported", 'messages[0].role'],
     [`{"model":"${chatModel}","messages":[{"role":"tool","content":"x"}]}`,
-      "messages[0].role 'tool' is not supported", 'messages[0].role'],
+      'messages[0].tool_call_id is required', 'messages[0].tool_call_id'],
     [`{"model":"${chatModel}","messages":[{"role":"user","content":"x"}],"max_tokens":"9"}`,
       'max_tokens must be an integer, got a string', 'max_tokens'],
   ];
@@ -347,8 +349,8 @@ test('errors are raised by the client with their status and a message that says 
     },
   );
   await assert.rejects(
-    client.chat.completions.create({ model: chatModel, messages: [{ role: 'user', content: 'x' }], n: 2 }),
-    (e) => e instanceof OpenAI.BadRequestError && /n > 1 is not supported/.test(e.message),
+    client.chat.completions.create({ model: chatModel, messages: [{ role: 'user', content: 'x' }], n: 9 }),
+    (e) => e instanceof OpenAI.BadRequestError && e.param === 'n' && /n must be in \[1, 8\], got 9/.test(e.message),
   );
   await assert.rejects(
     client.completions.create({ model: textModel, prompt, temperature: 3 }),
