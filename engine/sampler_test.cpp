@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -12,6 +14,9 @@
 #include <set>
 #include <stdexcept>
 #include <vector>
+
+#include "engine/grammar/grammar.h"
+#include "engine/grammar/json-schema.h"
 
 // Counting replacement of the global operator new, to check that sample() does not allocate.
 namespace {
@@ -655,6 +660,121 @@ TEST(Sampler, SampleDoesNotAllocate) {
   g_count_allocs = false;
   EXPECT_EQ(g_allocs.load(), 0);
   EXPECT_GT(std::set<int32_t>(picks.begin(), picks.end()).size(), 10u);
+}
+
+TEST(Sampler, LogitBiasBansAndForces) {
+  const std::vector<float> logits = random_logits(50, 7);
+  const int32_t best = argmax(logits);
+  sampler_params p = untruncated(0);
+  p.logit_bias = {{best, -100}, {999, 100}, {-1, 100}};  // out-of-range tokens are ignored
+  sampler ban(p, 50);
+  EXPECT_NE(ban.sample(logits.data()), best);
+  p.logit_bias = {{3, 100}};
+  sampler force(p, 50);
+  EXPECT_EQ(force.sample(logits.data()), 3);
+  // At temperature 1 as well: +100 leaves the other tokens ~e^-80 of the mass.
+  p = untruncated(1, 5);
+  p.logit_bias = {{11, 100}};
+  sampler warm(p, 50);
+  for (int i = 0; i < 200; ++i) EXPECT_EQ(warm.sample(logits.data()), 11);
+  // Non-finite biases are refused.
+  p.logit_bias = {{1, std::numeric_limits<float>::quiet_NaN()}};
+  EXPECT_THROW(sampler(p, 50), std::invalid_argument);
+}
+
+TEST(Sampler, LogprobsAreTheSoftmaxBeforeTemperature) {
+  const std::vector<float> logits = random_logits(300, 9);
+  sampler_params p;  // top-k 40, top-p, min-p and temperature 0.8 do not change the log-probs
+  p.seed = 3;
+  p.logit_bias = {{17, 2.5f}};
+  sampler s(p, 300);
+  const int32_t t = s.sample(logits.data());
+  std::vector<float> biased = logits;
+  biased[17] += 2.5f;
+  const std::vector<double> ref = softmax(biased, 1.0);
+  const token_logprobs lp = s.last_logprobs(5);
+  EXPECT_EQ(lp.token, t);
+  EXPECT_NEAR(lp.logprob, std::log(ref[size_t(t)]), 1e-4);
+  ASSERT_EQ(lp.top.size(), 5u);
+  std::vector<int32_t> order(300);
+  for (int32_t i = 0; i < 300; ++i) order[size_t(i)] = i;
+  std::sort(order.begin(), order.end(),
+            [&](int32_t a, int32_t b) { return ref[size_t(a)] > ref[size_t(b)]; });
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(lp.top[i].first, order[i]);
+    EXPECT_NEAR(lp.top[i].second, std::log(ref[size_t(order[i])]), 1e-4);
+  }
+  EXPECT_EQ(s.last_logprobs(1000).top.size(), size_t(sampler_max_top_logprobs));
+  EXPECT_TRUE(s.last_logprobs(0).top.empty());
+  EXPECT_EQ(sampler(p, 300).last_logprobs(3).token, -1);  // nothing sampled yet
+}
+
+// A vocabulary of JSON-ish pieces and random logits: whatever the draws, the text is a document
+// the schema accepts, and ends with EOG.
+TEST(Sampler, GrammarConstrainsRandomDrawsToAValidDocument) {
+  std::vector<std::string> pieces = {
+      "{",   "}",         "\"",   "\":", ",",     " ",     "\n",   "a",  "b", "é",
+      "1",   "0",         "-",    ".",   "true",  "false", "null", "[",  "]", "\"name",
+      "\"n", "ame\": \"", "x\"}", "{\"", "<eos>", "9",     "e",    "\\", "f"};
+  const int32_t eos = 24;
+  // Every printable ASCII character alone too, as real vocabularies have: a grammar can only be
+  // followed where the vocabulary can spell what it needs.
+  for (char c = ' '; c < 127; ++c) pieces.push_back(std::string(1, c));
+  auto gv = grammar_vocab::make(pieces, {eos});
+  auto gbnf = json_schema_to_gbnf(R"({"type": "object", "additionalProperties": false,
+    "properties": {"name": {"type": "string", "maxLength": 5}, "n": {"type": "integer",
+    "minimum": -5, "maximum": 90}, "f": {"type": "array", "items": {"type": "boolean"},
+    "maxItems": 3}}, "required": ["name", "n", "f"]})");
+  ASSERT_TRUE(gbnf.ok()) << gbnf.message();
+  auto g = grammar_from_gbnf(*gbnf);
+  ASSERT_TRUE(g.ok()) << g.message();
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    sampler s(untruncated(1.5f, seed), int32_t(pieces.size()));
+    s.set_grammar(*g, gv);
+    s.accept(7);  // a prompt token: does not move the grammar
+    std::string text;
+    int32_t t = -1;
+    for (int step = 0; step < 2000; ++step) {
+      const std::vector<float> logits =
+          random_logits(int(pieces.size()), uint32_t(seed * 1000 + step));
+      t = s.sample(logits.data());
+      const token_logprobs lp = s.last_logprobs(3);
+      EXPECT_GT(lp.logprob, -std::numeric_limits<float>::infinity());
+      s.accept(t);
+      if (t == eos) break;
+      text += pieces[size_t(t)];
+    }
+    ASSERT_EQ(t, eos) << "seed " << seed << ": " << text;
+    const auto doc = nlohmann::json::parse(text, nullptr, false);
+    ASSERT_FALSE(doc.is_discarded()) << text;
+    EXPECT_LE(doc["name"].get<std::string>().size(), 10u) << text;  // 5 characters, é 2 bytes
+    EXPECT_GE(doc["n"].get<int>(), -5) << text;
+    EXPECT_LE(doc["n"].get<int>(), 90) << text;
+    EXPECT_LE(doc["f"].size(), 3u) << text;
+    EXPECT_EQ(doc.size(), 3u) << text;
+  }
+}
+
+TEST(Sampler, GrammarMasksLogprobsAndGreedy) {
+  std::vector<std::string> pieces = {"a", "b", "c", "<eos>"};
+  auto gv = grammar_vocab::make(pieces, {3});
+  auto g = grammar_from_gbnf("root ::= \"b\" \"c\"");
+  ASSERT_TRUE(g.ok());
+  sampler s(untruncated(0), 4);
+  s.set_grammar(*g, gv);
+  const std::vector<float> logits = {5, 1, 0, 9};
+  EXPECT_EQ(s.sample(logits.data()), 1);
+  const token_logprobs lp = s.last_logprobs(4);
+  EXPECT_NEAR(lp.logprob, 0, 1e-6);  // the only allowed token
+  ASSERT_EQ(lp.top.size(), 1u);      // forbidden tokens have no probability
+  s.accept(1);
+  EXPECT_EQ(s.sample(logits.data()), 2);
+  s.accept(2);
+  EXPECT_EQ(s.sample(logits.data()), 3);  // complete: only EOG
+  s.accept(3);
+  EXPECT_THROW(s.set_grammar(*g, grammar_vocab::make({"a"}, {})), std::invalid_argument);
+  s.reset();
+  EXPECT_EQ(s.sample(logits.data()), 1);  // reset restarts the grammar
 }
 
 }  // namespace

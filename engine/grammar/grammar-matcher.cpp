@@ -28,9 +28,19 @@ constexpr size_t piece_bytes_limit = 4096;
 constexpr uint32_t no_parent = 0;  // node 0: the empty stack (the grammar is complete)
 
 // A charset's partial UTF-8 character, kept in its frame's count: bit 31 set, the sequence's
-// length, the bytes still needed and the code point's bits so far.
+// length, the bytes still needed and the code point's bits so far; or, with partial_whole set
+// instead of the bits, "every completion is in the set" (a prefix whose whole interval of code
+// points lies inside one range): then the bits no longer matter, and keeping them would make a
+// state per prefix (a thousand for CJK text inside a JSON string, each with its own mask).
+constexpr uint32_t partial_whole = 1u << 27;
 constexpr uint32_t partial_encode(uint32_t len, uint32_t need, uint32_t value) {
   return 1u << 31 | len << 28 | need << 24 | value;
+}
+
+bool charset_contains(const grammar_charset& set, uint32_t lo, uint32_t hi) {
+  auto it = std::lower_bound(set.begin(), set.end(), lo,
+                             [](const auto& r, uint32_t v) { return r.second < v; });
+  return it != set.end() && it->first <= lo && hi <= it->second;
 }
 
 bool charset_intersects(const grammar_charset& set, uint32_t lo, uint32_t hi) {
@@ -61,14 +71,22 @@ byte_step charset_feed(const grammar_charset& set, uint32_t& partial, uint8_t b)
     if ((b & 0xC0) != 0x80) return byte_step::reject;
     len = (partial >> 28) & 7;
     need = ((partial >> 24) & 3) - 1;
+    if (partial & partial_whole) {
+      if (need == 0) return byte_step::complete;
+      partial = partial_encode(len, need, partial_whole);
+      return byte_step::partial;
+    }
     value = (partial & 0x1FFFFF) << 6 | (b & 0x3F);
   }
   static constexpr uint32_t min_of_len[5] = {0, 0, 0x80, 0x800, 0x10000};
-  const uint32_t lo = std::max(value << (6 * need), min_of_len[len]);
-  const uint32_t hi = std::min((value << (6 * need)) | ((1u << (6 * need)) - 1), 0x10FFFFu);
+  const uint32_t first = value << (6 * need), last = first | ((1u << (6 * need)) - 1);
+  const uint32_t lo = std::max(first, min_of_len[len]);
+  const uint32_t hi = std::min(last, 0x10FFFFu);
   if (lo > hi || !charset_intersects(set, lo, hi)) return byte_step::reject;
   if (need == 0) return byte_step::complete;
-  partial = partial_encode(len, need, value);
+  // Whole only when no completion is overlong or past U+10FFFF either (lo, hi unclipped).
+  const bool whole = first == lo && last == hi && charset_contains(set, lo, hi);
+  partial = partial_encode(len, need, whole ? partial_whole : value);
   return byte_step::partial;
 }
 
@@ -78,9 +96,7 @@ byte_step charset_feed(const grammar_charset& set, uint32_t& partial, uint8_t b)
 // State 0 is the dead state (no stack); a state is accepting when it holds node 0.
 class grammar_automaton {
  public:
-  grammar_automaton(const grammar& g, size_t longest_piece) : g_(g), clip_(longest_piece + 1) {
-    clear();
-  }
+  explicit grammar_automaton(const grammar& g) : g_(g), clip_(grammar_short_piece + 1) { clear(); }
 
   int32_t start() {
     std::vector<uint32_t> work;
@@ -118,9 +134,9 @@ class grammar_automaton {
     return t;
   }
 
-  // The state with every repetition counter clipped to what one token can change, which has the
-  // same mask: a count more than clip_ passes away from both of its bounds is moved to exactly
-  // clip_ passes away (each non-empty pass takes a byte; nullable bodies have min 0).
+  // The state with every repetition counter clipped to what a short piece can change, which has
+  // the same mask for those: a count more than clip_ passes away from both of its bounds is moved
+  // to exactly clip_ passes away (each non-empty pass takes a byte; nullable bodies have min 0).
   int32_t canonical(int32_t s) {
     if (canon_[size_t(s)] >= 0) return canon_[size_t(s)];
     std::vector<uint32_t> out;
@@ -154,13 +170,14 @@ class grammar_automaton {
   }
 
   // Masks by canonical state, cleared when there are too many.
-  std::vector<uint64_t>* mask(int32_t canonical_state) {
-    auto it = masks_.find(canonical_state);
+  // Masks by canonical state, of every piece (exact) or of the short ones.
+  std::vector<uint64_t>* mask(int32_t canonical_state, bool exact) {
+    auto it = masks_.find(int64_t(canonical_state) * 2 + exact);
     return it == masks_.end() ? nullptr : &it->second;
   }
-  std::vector<uint64_t>& new_mask(int32_t canonical_state, size_t words) {
+  std::vector<uint64_t>& new_mask(int32_t canonical_state, bool exact, size_t words) {
     if (masks_.size() >= max_masks) masks_.clear();
-    auto& m = masks_[canonical_state];
+    auto& m = masks_[int64_t(canonical_state) * 2 + exact];
     m.assign(words, 0);
     return m;
   }
@@ -293,7 +310,7 @@ class grammar_automaton {
   std::vector<int32_t> trans_;  // [state * 256 + byte], -1 not yet computed
   std::vector<uint8_t> accepting_;
   std::vector<int32_t> canon_;
-  std::unordered_map<int32_t, std::vector<uint64_t>> masks_;
+  std::unordered_map<int64_t, std::vector<uint64_t>> masks_;
   std::vector<uint32_t> visited_;
   uint32_t visit_stamp_ = 0;
   size_t walk_budget_ = SIZE_MAX;
@@ -364,6 +381,7 @@ void grammar_vocab::build() {
       node_tokens.push_back(0);
     }
     ++node_tokens[path[p.size()]];
+    if (p.size() > grammar_short_piece) long_.push_back(t);
     token_ids.push_back(t);
     max_piece_ = std::max(max_piece_, p.size());
     prev = &p;
@@ -376,7 +394,7 @@ void grammar_vocab::build() {
 grammar_matcher::grammar_matcher(std::shared_ptr<const grammar> g,
                                  std::shared_ptr<const grammar_vocab> v)
     : grammar_(std::move(g)), vocab_(std::move(v)) {
-  dfa_ = std::make_unique<grammar_automaton>(*grammar_, vocab_->max_piece_bytes());
+  dfa_ = std::make_unique<grammar_automaton>(*grammar_);
   state_ = dfa_->start();
   eog_only_.assign((size_t(vocab_->n_tokens()) + 63) / 64, 0);
   for (int32_t t : vocab_->eog()) eog_only_[size_t(t) / 64] |= uint64_t{1} << (t % 64);
@@ -389,26 +407,58 @@ grammar_matcher& grammar_matcher::operator=(grammar_matcher&&) noexcept = defaul
 std::span<const uint64_t> grammar_matcher::allowed() {
   if (ended_) return eog_only_;
   state_ = dfa_->maybe_flush(state_);
+  // The canonical state (counters clipped to grammar_short_piece + 1 passes from their bounds)
+  // has the mask of state_ for every piece of at most grammar_short_piece bytes. When clipping
+  // changed nothing its mask is exact for every piece and is the answer; otherwise the short
+  // pieces' mask is cached and the long pieces are walked from state_ itself.
   const int32_t c = dfa_->canonical(state_);
-  if (auto* m = dfa_->mask(c)) {
+  const bool exact = c == state_;
+  std::vector<uint64_t>* m = dfa_->mask(c, exact);
+  if (m) {
     ++masks_cached_;
-    return *m;
+  } else {
+    ++masks_computed_;
+    m = &dfa_->new_mask(c, exact, eog_only_.size());
+    walk(c, exact ? SIZE_MAX : grammar_short_piece, *m);
+    if (dfa_->accepting(c)) {
+      for (size_t w = 0; w < m->size(); ++w) (*m)[w] |= eog_only_[w];
+    }
   }
-  ++masks_computed_;
-  std::vector<uint64_t>& m = dfa_->new_mask(c, eog_only_.size());
+  if (exact) return *m;
+  composed_ = *m;
+  for (int32_t t : vocab_->long_tokens()) {
+    int32_t s = state_;
+    for (char b : vocab_->piece(t)) {
+      s = dfa_->step(s, uint8_t(b));
+      if (s <= 0) break;
+    }
+    if (s > 0) composed_[size_t(t) / 64] |= uint64_t{1} << (t % 64);
+  }
+  return composed_;
+}
+
+// The trie walked from state `from` down to `max_depth` bytes: every piece that stays alive
+// sets its tokens' bits in `m`.
+void grammar_matcher::walk(int32_t from, size_t max_depth, std::vector<uint64_t>& m) {
   const grammar_vocab& v = *vocab_;
   // states[d]: the state after the first d bytes of the trie path being walked.
-  std::vector<int32_t> states(v.max_piece_bytes() + 1, 0);
-  states[0] = c;
+  walk_states_.assign(v.max_piece_bytes() + 1, 0);
+  int32_t* states = walk_states_.data();
+  states[0] = from;
   dfa_->walk_begin();
   const uint32_t n = uint32_t(v.byte.size());
   for (uint32_t i = 1; i < n;) {
-    const int32_t s = dfa_->step(states[v.depth[i] - 1u], v.byte[i]);
+    const uint32_t d = v.depth[i];
+    if (d > max_depth) {
+      i = v.subtree_end[i];
+      continue;
+    }
+    const int32_t s = dfa_->step(states[d - 1], v.byte[i]);
     if (s <= 0) {
       i = v.subtree_end[i];  // no piece starting so can match
       continue;
     }
-    states[v.depth[i]] = s;
+    states[d] = s;
     for (uint32_t k = v.token_begin[i]; k < v.token_begin[i + 1]; ++k) {
       const int32_t t = v.token_ids[k];
       m[size_t(t) / 64] |= uint64_t{1} << (t % 64);
@@ -416,10 +466,6 @@ std::span<const uint64_t> grammar_matcher::allowed() {
     ++i;
   }
   dfa_->walk_end();
-  if (dfa_->accepting(c)) {
-    for (size_t w = 0; w < m.size(); ++w) m[w] |= eog_only_[w];
-  }
-  return m;
 }
 
 bool grammar_matcher::is_allowed(int32_t token) {
@@ -465,7 +511,7 @@ bool grammar_matcher::dead() const {
 }
 
 void grammar_matcher::reset() {
-  dfa_ = std::make_unique<grammar_automaton>(*grammar_, vocab_->max_piece_bytes());
+  dfa_ = std::make_unique<grammar_automaton>(*grammar_);
   state_ = dfa_->start();
   ended_ = false;
 }

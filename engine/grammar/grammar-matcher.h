@@ -5,9 +5,11 @@
 // DFA over bytes: a byte's transition from a state is computed once, then looked up. A token's
 // admissibility is its bytes walked through the DFA; the mask of a state walks the vocabulary's
 // byte trie once (a dead transition skips the subtree), and is cached by the state with its
-// repetition counters clipped to what one token can change (a count farther than the longest
-// token from its bounds acts the same), so x{0,1000} does not make 1000 masks. Both caches are
-// bounded and flushed when full.
+// repetition counters clipped to what a short piece (<= grammar_short_piece bytes) can change: a
+// count farther than that from its bounds acts the same for short pieces, and the few long pieces
+// are then checked one by one, so x{0,1000} does not make 1000 masks. Partial UTF-8 characters
+// whose every completion is allowed are one state, not one per prefix. Both caches are bounded
+// and flushed when full.
 //
 // Special (control) tokens and tokens whose piece is empty are never allowed; end-of-generation
 // tokens are allowed exactly when the grammar can end here.
@@ -26,6 +28,9 @@ namespace hearth {
 
 class vocab;
 
+// Pieces of at most this many bytes share masks across repetition counts (see allowed()).
+inline constexpr size_t grammar_short_piece = 16;
+
 // What the matcher needs of a vocabulary, built once per model (~100 ms for 150k tokens) and
 // shared by every matcher: the pieces' byte trie (in preorder) and the end-of-generation tokens.
 class grammar_vocab {
@@ -40,6 +45,8 @@ class grammar_vocab {
   const std::vector<int32_t>& eog() const { return eog_; }
   bool is_eog(int32_t id) const;
   size_t max_piece_bytes() const { return max_piece_; }
+  // Tokens whose piece is longer than grammar_short_piece bytes (EOG and empty ones excluded).
+  const std::vector<int32_t>& long_tokens() const { return long_; }
 
   // The trie in preorder: node i (0 = the root) holds byte[i] at depth[i], its subtree ends
   // before subtree_end[i], and the tokens whose piece ends there are
@@ -57,6 +64,7 @@ class grammar_vocab {
   std::vector<std::string> pieces_;
   std::vector<int32_t> eog_;
   std::vector<uint8_t> eog_flag_;
+  std::vector<int32_t> long_;
 };
 
 class grammar_automaton;  // the interned stacks and the DFA, one per matcher
@@ -91,7 +99,11 @@ class grammar_matcher {
  private:
   std::shared_ptr<const grammar> grammar_;
   std::shared_ptr<const grammar_vocab> vocab_;
+  void walk(int32_t from, size_t max_depth, std::vector<uint64_t>& m);
+
   std::unique_ptr<grammar_automaton> dfa_;
+  std::vector<uint64_t> composed_;  // a cached short-piece mask with the long pieces added
+  std::vector<int32_t> walk_states_;
   int32_t state_ = 0;
   bool ended_ = false;  // an EOG token was accepted
   std::vector<uint64_t> eog_only_;

@@ -396,6 +396,7 @@ class gbnf_compiler {
   }
 
   uint32_t intern_charset(grammar_charset set) {
+    set = charset_normalize(std::move(set));  // `.` and literals too: no surrogates
     auto [it, added] = charset_ids_.try_emplace(set, uint32_t(charsets_.size()));
     if (added) charsets_.push_back(std::move(set));
     return it->second;
