@@ -15,7 +15,6 @@
 // Anthropic's models do.
 #include "gateway/anthropic-api.h"
 
-#include <chrono>
 #include <limits>
 #include <map>
 
@@ -25,16 +24,6 @@ namespace hearth::gateway {
 namespace {
 
 using json = nlohmann::json;
-
-int64_t unix_seconds() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-std::string at(const std::string& param, size_t i) {
-  return param + "[" + std::to_string(i) + "]";
-}
 
 std::string dump(const json& j) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
@@ -46,13 +35,6 @@ std::optional<std::string> block_type(field_reader& fr, const json& block, const
   auto type = fr.string(block, "type", p + ".type");
   if (!type && !fr.refused()) fr.refuse(p + ".type", p + ".type is required");
   return type;
-}
-
-std::optional<std::string> required_string(field_reader& fr, const json& obj, const char* key,
-                                           const std::string& param) {
-  auto v = fr.string(obj, key, param);
-  if (!v && !fr.refused()) fr.refuse(param, param + " is required");
-  return v;
 }
 
 void refuse_block(field_reader& fr, const std::string& p, const std::string& type,
@@ -68,11 +50,11 @@ std::optional<std::string> text_blocks(field_reader& fr, const json& v, const st
     return fr.wrong_type(param, "a string or an array of text blocks", v), std::nullopt;
   std::string text;
   for (size_t i = 0; i < v.size(); ++i) {
-    const std::string p = at(param, i);
+    const std::string p = param_at(param, i);
     auto type = block_type(fr, v[i], p);
     if (!type) return std::nullopt;
     if (*type != "text") return refuse_block(fr, p, *type, "text"), std::nullopt;
-    auto t = required_string(fr, v[i], "text", p + ".text");
+    auto t = fr.required(v[i], "text", p + ".text");
     if (!t) return std::nullopt;
     if (!text.empty()) text += "\n";
     text += *t;
@@ -86,7 +68,7 @@ class messages_reader {
 
   void message(const json& m, const std::string& p) {
     if (!m.is_object()) return fr_.wrong_type(p, "an object", m);
-    auto role = required_string(fr_, m, "role", p + ".role");
+    auto role = fr_.required(m, "role", p + ".role");
     if (!role) return;
     if (*role != "user" && *role != "assistant" && *role != "system") {
       return fr_.refuse(p + ".role",
@@ -114,23 +96,23 @@ class messages_reader {
   void assistant(const json& blocks, const std::string& param) {
     wire::chat_message m{"assistant", ""};
     for (size_t i = 0; i < blocks.size(); ++i) {
-      const std::string p = at(param, i);
+      const std::string p = param_at(param, i);
       auto type = block_type(fr_, blocks[i], p);
       if (!type) return;
       const json& b = blocks[i];
       if (*type == "text") {
-        auto t = required_string(fr_, b, "text", p + ".text");
+        auto t = fr_.required(b, "text", p + ".text");
         if (!t) return;
         m.content += *t;
       } else if (*type == "thinking") {
-        auto t = required_string(fr_, b, "thinking", p + ".thinking");
+        auto t = fr_.required(b, "thinking", p + ".thinking");
         if (!t) return;
         m.reasoning_content += *t;
       } else if (*type == "redacted_thinking") {
         // Encrypted reasoning of another provider's model: nothing a template can show.
       } else if (*type == "tool_use") {
-        auto id = required_string(fr_, b, "id", p + ".id");
-        auto name = required_string(fr_, b, "name", p + ".name");
+        auto id = fr_.required(b, "id", p + ".id");
+        auto name = fr_.required(b, "name", p + ".name");
         if (fr_.refused()) return;
         const json* input = field_reader::field(b, "input");
         if (input && !input->is_object()) return fr_.wrong_type(p + ".input", "an object", *input);
@@ -149,17 +131,17 @@ class messages_reader {
     bool has_text = false;
     size_t results = 0;
     for (size_t i = 0; i < blocks.size(); ++i) {
-      const std::string p = at(param, i);
+      const std::string p = param_at(param, i);
       auto type = block_type(fr_, blocks[i], p);
       if (!type) return;
       const json& b = blocks[i];
       if (*type == "text") {
-        auto t = required_string(fr_, b, "text", p + ".text");
+        auto t = fr_.required(b, "text", p + ".text");
         if (!t) return;
         text += *t;
         has_text = true;
       } else if (*type == "tool_result") {
-        auto id = required_string(fr_, b, "tool_use_id", p + ".tool_use_id");
+        auto id = fr_.required(b, "tool_use_id", p + ".tool_use_id");
         if (!id) return;
         wire::chat_message m{"tool", ""};
         if (const json* c = field_reader::field(b, "content")) {
@@ -200,59 +182,33 @@ void read_messages(field_reader& fr, const json& body, wire::submit& s) {
   if (!messages) return fr.refuse("messages", "messages is required");
   if (!messages->is_array()) return fr.wrong_type("messages", "an array", *messages);
   if (messages->empty()) return fr.refuse("messages", "messages must not be empty");
-  if (messages->size() > wire::max_array_items) {
-    return fr.refuse("messages", "messages holds " + std::to_string(messages->size()) +
-                                     "; at most " + std::to_string(wire::max_array_items));
-  }
+  array_bounded(fr, *messages, "messages", wire::max_array_items);
   messages_reader reader(fr, s.messages);
   for (size_t i = 0; i < messages->size() && !fr.refused(); ++i) {
-    reader.message((*messages)[i], at("messages", i));
+    reader.message((*messages)[i], param_at("messages", i));
   }
   if (fr.refused()) return;
-  if (s.messages.size() > wire::max_array_items) {
-    return fr.refuse("messages", "the messages make more than " +
-                                     std::to_string(wire::max_array_items) + " chat messages");
-  }
-  size_t bytes = 0;
-  for (const auto& m : s.messages) {
-    bytes += m.content.size() + m.reasoning_content.size();
-    for (const auto& c : m.tool_calls) bytes += c.arguments.size();
-  }
-  if (bytes > wire::max_string_bytes) {
-    fr.refuse("messages", "the messages' text is " + std::to_string(bytes) + " bytes; at most " +
-                              std::to_string(wire::max_string_bytes));
-  }
+  chat_messages_bounded(fr, s.messages, "messages");
 }
 
 void read_tools(field_reader& fr, const json& body, wire::api_params& api) {
   const json* tools = field_reader::field(body, "tools");
   if (!tools) return;
   if (!tools->is_array()) return fr.wrong_type("tools", "an array", *tools);
-  if (tools->size() > wire::api_max_tools) {
-    return fr.refuse("tools", "tools holds " + std::to_string(tools->size()) + " tools; at most " +
-                                  std::to_string(wire::api_max_tools));
-  }
+  array_bounded(fr, *tools, "tools", wire::api_max_tools);
   json chat = json::array();
   for (size_t i = 0; i < tools->size(); ++i) {
     const json& t = (*tools)[i];
-    const std::string p = at("tools", i);
+    const std::string p = param_at("tools", i);
     if (!t.is_object()) return fr.wrong_type(p, "an object", t);
     if (auto type = fr.string(t, "type", p + ".type"); type && *type != "custom") {
       return fr.refuse(p + ".type", p + ".type '" + *type +
                                         "' is not supported: hearth runs the client's own tools "
                                         "(custom), not Anthropic's server tools");
     }
-    auto name = required_string(fr, t, "name", p + ".name");
-    if (!name) return;
-    json function = {{"name", *name}};
-    if (auto d = fr.string(t, "description", p + ".description")) function["description"] = *d;
-    const json* schema = field_reader::field(t, "input_schema");
-    if (!schema) return fr.refuse(p + ".input_schema", p + ".input_schema is required");
-    if (!schema->is_object()) return fr.wrong_type(p + ".input_schema", "an object", *schema);
-    function["parameters"] = *schema;
-    if (auto strict = fr.boolean(t, "strict", p + ".strict")) function["strict"] = *strict;
-    if (fr.refused()) return;
-    chat.push_back({{"type", "function"}, {"function", std::move(function)}});
+    json tool = chat_function_tool(fr, t, p, "input_schema", true);
+    if (tool.is_null()) return;
+    chat.push_back(std::move(tool));
   }
   if (!chat.empty()) api.tools = dump(chat);
 }
@@ -261,7 +217,7 @@ void read_tool_choice(field_reader& fr, const json& body, wire::api_params& api)
   const json* c = field_reader::field(body, "tool_choice");
   if (!c) return;
   if (!c->is_object()) return fr.wrong_type("tool_choice", "an object", *c);
-  auto type = required_string(fr, *c, "type", "tool_choice.type");
+  auto type = fr.required(*c, "type", "tool_choice.type");
   if (!type) return;
   if (*type == "auto") {
     api.tool_choice = "auto";
@@ -270,7 +226,7 @@ void read_tool_choice(field_reader& fr, const json& body, wire::api_params& api)
   } else if (*type == "none") {
     api.tool_choice = "none";
   } else if (*type == "tool") {
-    auto name = required_string(fr, *c, "name", "tool_choice.name");
+    auto name = fr.required(*c, "name", "tool_choice.name");
     if (!name) return;
     api.tool_choice = "function:" + *name;
   } else {
@@ -293,7 +249,8 @@ void read_stop_sequences(field_reader& fr, const json& body, std::vector<std::st
                                            std::to_string(generation_max_stop_strings));
   }
   for (size_t i = 0; i < v->size(); ++i) {
-    if (!(*v)[i].is_string()) return fr.wrong_type(at("stop_sequences", i), "a string", (*v)[i]);
+    if (!(*v)[i].is_string())
+      return fr.wrong_type(param_at("stop_sequences", i), "a string", (*v)[i]);
     stop.push_back((*v)[i].get<std::string>());
   }
 }
@@ -304,7 +261,7 @@ void read_thinking(field_reader& fr, const json& body, wire::job_params& p) {
   const json* t = field_reader::field(body, "thinking");
   if (!t) return;
   if (!t->is_object()) return fr.wrong_type("thinking", "an object", *t);
-  auto type = required_string(fr, *t, "type", "thinking.type");
+  auto type = fr.required(*t, "type", "thinking.type");
   if (!type) return;
   if (*type == "enabled" || *type == "adaptive") {
     // budget_tokens has no counterpart: a thinking model reasons as long as it does.
@@ -329,7 +286,7 @@ void read_output_format(field_reader& fr, const json& body, wire::api_params& ap
   if (!format) format = field_reader::field(body, "output_format");
   if (!format) return;
   if (!format->is_object()) return fr.wrong_type(param, "an object", *format);
-  auto type = required_string(fr, *format, "type", param + ".type");
+  auto type = fr.required(*format, "type", param + ".type");
   if (!type) return;
   if (*type != "json_schema") {
     return fr.refuse(param + ".type", param + ".type must be json_schema, got '" + *type + "'");
@@ -590,11 +547,8 @@ void add_anthropic_route(router& r, gateway_services& s, std::shared_ptr<model_c
           refused->status, refused->message, "invalid_request_error", refused->param)));
     }
     auto& req = std::get<anthropic_request>(parsed);
-    wire::submit submit = std::move(req.submit);
-    req.submit = wire::submit{};
-    req.submit.model = submit.model;
-    req.submit.params = submit.params;
-    auto answer = std::make_shared<anthropic_answer>(std::move(req), unix_seconds(), ex->out);
+    wire::submit submit = submit_taken(req.submit);
+    auto answer = std::make_shared<anthropic_answer>(std::move(req), unix_seconds_now(), ex->out);
     submit_chat(s, *models, ex, std::move(submit), std::move(answer));
   });
 }

@@ -1,5 +1,6 @@
 #include "gateway/chat-answer.h"
 
+#include <chrono>
 #include <cstdio>
 #include <type_traits>
 
@@ -159,6 +160,66 @@ void submit_chat(gateway_services& s, model_catalog& models, const std::shared_p
   });
 }
 
+wire::submit submit_taken(wire::submit& kept) {
+  wire::submit submit = std::move(kept);
+  kept = wire::submit{};
+  kept.model = submit.model;
+  kept.params = submit.params;
+  return submit;
+}
+
+int64_t unix_seconds_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string param_at(const std::string& param, size_t i) {
+  return param + "[" + std::to_string(i) + "]";
+}
+
+void array_bounded(field_reader& fr, const json& a, const std::string& param, size_t max) {
+  if (a.is_array() && a.size() > max) {
+    fr.refuse(param, param + " holds " + std::to_string(a.size()) + " elements; at most " +
+                         std::to_string(max));
+  }
+}
+
+void chat_messages_bounded(field_reader& fr, const std::vector<wire::chat_message>& messages,
+                           const std::string& param) {
+  if (messages.size() > wire::max_array_items) {
+    return fr.refuse(param, param + " makes " + std::to_string(messages.size()) +
+                                " chat messages; at most " + std::to_string(wire::max_array_items));
+  }
+  size_t bytes = 0;
+  for (const auto& m : messages) {
+    bytes += m.content.size() + m.reasoning_content.size();
+    for (const auto& c : m.tool_calls) bytes += c.arguments.size();
+  }
+  if (bytes > wire::max_string_bytes) {
+    fr.refuse(param, param + "'s text is " + std::to_string(bytes) + " bytes; at most " +
+                         std::to_string(wire::max_string_bytes));
+  }
+}
+
+json chat_function_tool(field_reader& fr, const json& t, const std::string& p,
+                        std::string_view schema_key, bool schema_required) {
+  auto name = fr.required(t, "name", p + ".name");
+  if (!name) return nullptr;
+  json function = {{"name", *name}};
+  if (auto d = fr.string(t, "description", p + ".description")) function["description"] = *d;
+  const std::string schema_param = p + "." + std::string(schema_key);
+  if (const json* schema = field_reader::field(t, schema_key)) {
+    if (!schema->is_object()) return fr.wrong_type(schema_param, "an object", *schema), nullptr;
+    function["parameters"] = *schema;
+  } else if (schema_required) {
+    return fr.refuse(schema_param, schema_param + " is required"), nullptr;
+  }
+  if (auto strict = fr.boolean(t, "strict", p + ".strict")) function["strict"] = *strict;
+  if (fr.refused()) return nullptr;
+  return {{"type", "function"}, {"function", std::move(function)}};
+}
+
 result<json> chat_request_json(std::string_view body) {
   bool too_deep = false;
   const json::parser_callback_t depth_check = [&](int depth, json::parse_event_t, json&) {
@@ -217,6 +278,13 @@ std::optional<std::string> field_reader::string(const json& obj, std::string_vie
   if (!v) return std::nullopt;
   if (!v->is_string()) return wrong_type(param, "a string", *v), std::nullopt;
   return v->get<std::string>();
+}
+
+std::optional<std::string> field_reader::required(const json& obj, std::string_view key,
+                                                  const std::string& param) {
+  auto v = string(obj, key, param);
+  if (!v && !refused_) refuse(param, param + " is required");
+  return v;
 }
 
 std::optional<bool> field_reader::boolean(const json& obj, std::string_view key,

@@ -99,6 +99,16 @@ class chat_answer : public job_answer {
 void submit_chat(gateway_services& s, model_catalog& models, const std::shared_ptr<exchange>& ex,
                  wire::submit submit, std::shared_ptr<chat_answer> answer);
 
+// The submit to send, moved out of `kept`, which keeps what the answer needs of it (model and
+// parameters: how to read the job's output), not the conversation.
+wire::submit submit_taken(wire::submit& kept);
+
+// Seconds since the Unix epoch: a response's created time.
+int64_t unix_seconds_now();
+
+// "param[i]": an element's name in a refusal.
+std::string param_at(const std::string& param, size_t i);
+
 // A request body as JSON: an object nested at most 64 levels, else the reason.
 result<nlohmann::json> chat_request_json(std::string_view body);
 
@@ -122,6 +132,9 @@ class field_reader {
   // obj[key] as the type asked for; nullopt when absent or refused. `param` names it.
   std::optional<std::string> string(const nlohmann::json& obj, std::string_view key,
                                     const std::string& param);
+  // A string field that must be there: refused when absent.
+  std::optional<std::string> required(const nlohmann::json& obj, std::string_view key,
+                                      const std::string& param);
   std::optional<bool> boolean(const nlohmann::json& obj, std::string_view key,
                               const std::string& param);
   std::optional<double> number(const nlohmann::json& obj, std::string_view key,
@@ -132,6 +145,18 @@ class field_reader {
  private:
   std::optional<refusal> refused_;
 };
+
+// Refuses `a` (an array named `param`) when it holds more than `max` elements.
+void array_bounded(field_reader& fr, const nlohmann::json& a, const std::string& param, size_t max);
+// Refuses a conversation that the wire cannot carry: more messages than a submit holds, or more
+// text (contents, reasoning, tool arguments) than one wire string. `param` names it.
+void chat_messages_bounded(field_reader& fr, const std::vector<wire::chat_message>& messages,
+                           const std::string& param);
+// One function tool in OpenAI's chat shape ({"type": "function", "function": {name,
+// description, parameters, strict}}) from an API's tool object `t` (named `p`) whose schema is
+// under `schema_key`; null (and refused) when `t` is not one.
+nlohmann::json chat_function_tool(field_reader& fr, const nlohmann::json& t, const std::string& p,
+                                  std::string_view schema_key, bool schema_required);
 
 // What a JSON value is, in a message's words: "a string", "an integer", ...
 std::string json_kind_text(const nlohmann::json& v);

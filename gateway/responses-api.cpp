@@ -15,7 +15,6 @@
 // top_k, min_p or repeat penalty, no token limit of the gateway's own.
 #include "gateway/responses-api.h"
 
-#include <chrono>
 #include <limits>
 #include <map>
 
@@ -25,16 +24,6 @@ namespace hearth::gateway {
 namespace {
 
 using json = nlohmann::json;
-
-int64_t unix_seconds() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-std::string at(const std::string& param, size_t i) {
-  return param + "[" + std::to_string(i) + "]";
-}
 
 // The text of a message's content: a string, or parts of text joined.
 std::optional<std::string> content_text(field_reader& fr, const json& content,
@@ -47,7 +36,7 @@ std::optional<std::string> content_text(field_reader& fr, const json& content,
   std::string text;
   for (size_t i = 0; i < content.size(); ++i) {
     const json& part = content[i];
-    const std::string p = at(param, i);
+    const std::string p = param_at(param, i);
     if (!part.is_object()) return fr.wrong_type(p, "an object", part), std::nullopt;
     auto type = fr.string(part, "type", p + ".type");
     if (!type) {
@@ -70,14 +59,6 @@ std::optional<std::string> content_text(field_reader& fr, const json& content,
     text += *t;
   }
   return text;
-}
-
-// A required string field; refuses when absent.
-std::optional<std::string> required_string(field_reader& fr, const json& obj, const char* key,
-                                           const std::string& param) {
-  auto v = fr.string(obj, key, param);
-  if (!v && !fr.refused()) fr.refuse(param, param + " is required");
-  return v;
 }
 
 class input_reader {
@@ -104,7 +85,7 @@ class input_reader {
   }
 
   void message(const json& it, const std::string& p) {
-    auto role = required_string(fr_, it, "role", p + ".role");
+    auto role = fr_.required(it, "role", p + ".role");
     if (!role) return;
     if (*role == "developer") *role = "system";
     if (*role != "user" && *role != "assistant" && *role != "system") {
@@ -123,9 +104,9 @@ class input_reader {
   }
 
   void function_call(const json& it, const std::string& p) {
-    auto call_id = required_string(fr_, it, "call_id", p + ".call_id");
-    auto name = required_string(fr_, it, "name", p + ".name");
-    auto arguments = required_string(fr_, it, "arguments", p + ".arguments");
+    auto call_id = fr_.required(it, "call_id", p + ".call_id");
+    auto name = fr_.required(it, "name", p + ".name");
+    auto arguments = fr_.required(it, "arguments", p + ".arguments");
     if (fr_.refused()) return;
     // Calls follow the text of their turn, or open a turn of their own.
     if (out_.empty() || out_.back().role != "assistant") {
@@ -138,7 +119,7 @@ class input_reader {
   }
 
   void function_call_output(const json& it, const std::string& p) {
-    auto call_id = required_string(fr_, it, "call_id", p + ".call_id");
+    auto call_id = fr_.required(it, "call_id", p + ".call_id");
     if (!call_id) return;
     const json* output = field_reader::field(it, "output");
     if (!output) return fr_.refuse(p + ".output", p + ".output is required");
@@ -160,7 +141,7 @@ class input_reader {
       if (!parts) continue;
       if (!parts->is_array()) return fr_.wrong_type(p + "." + key, "an array", *parts);
       for (size_t i = 0; i < parts->size(); ++i) {
-        auto t = fr_.string((*parts)[i], "text", at(p + "." + key, i) + ".text");
+        auto t = fr_.string((*parts)[i], "text", param_at(p + "." + key, i) + ".text");
         if (fr_.refused()) return;
         if (t) text += *t;
       }
@@ -185,28 +166,14 @@ void read_input(field_reader& fr, const json& body, wire::submit& s) {
     return fr.wrong_type("input", "a string or an array of items", *input);
   } else {
     if (input->empty()) return fr.refuse("input", "input must not be empty");
-    if (input->size() > wire::max_array_items) {
-      return fr.refuse("input", "input holds " + std::to_string(input->size()) +
-                                    " items; at most " + std::to_string(wire::max_array_items));
-    }
+    array_bounded(fr, *input, "input", wire::max_array_items);
+    if (fr.refused()) return;
     input_reader items(fr, s.messages);
     for (size_t i = 0; i < input->size() && !fr.refused(); ++i)
-      items.item((*input)[i], at("input", i));
+      items.item((*input)[i], param_at("input", i));
     if (fr.refused()) return;
   }
-  if (s.messages.size() > wire::max_array_items) {
-    return fr.refuse("input", "the input makes more than " + std::to_string(wire::max_array_items) +
-                                  " messages");
-  }
-  size_t bytes = 0;
-  for (const auto& m : s.messages) {
-    bytes += m.content.size() + m.reasoning_content.size();
-    for (const auto& c : m.tool_calls) bytes += c.arguments.size();
-  }
-  if (bytes > wire::max_string_bytes) {
-    fr.refuse("input", "the input's text is " + std::to_string(bytes) + " bytes; at most " +
-                           std::to_string(wire::max_string_bytes));
-  }
+  chat_messages_bounded(fr, s.messages, "input");
 }
 
 // tools: the Responses API's flat function tools -> api.tools in the chat shape; the echo keeps
@@ -215,33 +182,22 @@ void read_tools(field_reader& fr, const json& body, wire::api_params& api, ojson
   const json* tools = field_reader::field(body, "tools");
   if (!tools) return;
   if (!tools->is_array()) return fr.wrong_type("tools", "an array", *tools);
-  if (tools->size() > wire::api_max_tools) {
-    return fr.refuse("tools", "tools holds " + std::to_string(tools->size()) + " tools; at most " +
-                                  std::to_string(wire::api_max_tools));
-  }
+  array_bounded(fr, *tools, "tools", wire::api_max_tools);
   json chat = json::array();
   for (size_t i = 0; i < tools->size(); ++i) {
     const json& t = (*tools)[i];
-    const std::string p = at("tools", i);
+    const std::string p = param_at("tools", i);
     if (!t.is_object()) return fr.wrong_type(p, "an object", t);
-    auto type = required_string(fr, t, "type", p + ".type");
+    auto type = fr.required(t, "type", p + ".type");
     if (!type) return;
     if (*type != "function") {
       return fr.refuse(p + ".type", p + ".type '" + *type +
                                         "' is not supported: hearth runs function tools (the "
                                         "client runs them)");
     }
-    auto name = required_string(fr, t, "name", p + ".name");
-    if (!name) return;
-    json function = {{"name", *name}};
-    if (auto d = fr.string(t, "description", p + ".description")) function["description"] = *d;
-    if (const json* params = field_reader::field(t, "parameters")) {
-      if (!params->is_object()) return fr.wrong_type(p + ".parameters", "an object", *params);
-      function["parameters"] = *params;
-    }
-    if (auto strict = fr.boolean(t, "strict", p + ".strict")) function["strict"] = *strict;
-    if (fr.refused()) return;
-    chat.push_back({{"type", "function"}, {"function", std::move(function)}});
+    json tool = chat_function_tool(fr, t, p, "parameters", false);
+    if (tool.is_null()) return;
+    chat.push_back(std::move(tool));
   }
   if (!chat.empty()) api.tools = chat.dump(-1, ' ', false, json::error_handler_t::replace);
   echo["tools"] = ojson::parse(tools->dump(-1, ' ', false, json::error_handler_t::replace));
@@ -263,14 +219,14 @@ void read_tool_choice(field_reader& fr, const json& body, wire::api_params& api,
     return;
   }
   if (!c->is_object()) return fr.wrong_type("tool_choice", "a string or an object", *c);
-  auto type = required_string(fr, *c, "type", "tool_choice.type");
+  auto type = fr.required(*c, "type", "tool_choice.type");
   if (!type) return;
   if (*type != "function") {
     return fr.refuse("tool_choice.type", "tool_choice.type '" + *type +
                                              "' is not supported: function (a named function "
                                              "tool), or the strings auto, none, required");
   }
-  auto name = required_string(fr, *c, "name", "tool_choice.name");
+  auto name = fr.required(*c, "name", "tool_choice.name");
   if (!name) return;
   api.tool_choice = "function:" + *name;
   echo["tool_choice"] = {{"type", "function"}, {"name", *name}};
@@ -284,7 +240,7 @@ void read_text_format(field_reader& fr, const json& body, wire::api_params& api,
   const json* format = field_reader::field(*text, "format");
   if (!format) return;
   if (!format->is_object()) return fr.wrong_type("text.format", "an object", *format);
-  auto type = required_string(fr, *format, "type", "text.format.type");
+  auto type = fr.required(*format, "type", "text.format.type");
   if (!type) return;
   if (*type == "json_object") {
     api.json_schema = R"({"type":"object"})";
@@ -642,11 +598,8 @@ void add_responses_route(router& r, gateway_services& s, std::shared_ptr<model_c
                                            "invalid_request_error", refused->param, refused->code));
     }
     auto& req = std::get<responses_request>(parsed);
-    wire::submit submit = std::move(req.submit);
-    req.submit = wire::submit{};
-    req.submit.model = submit.model;
-    req.submit.params = submit.params;
-    auto answer = std::make_shared<responses_answer>(std::move(req), unix_seconds(), ex->out);
+    wire::submit submit = submit_taken(req.submit);
+    auto answer = std::make_shared<responses_answer>(std::move(req), unix_seconds_now(), ex->out);
     submit_chat(s, *models, ex, std::move(submit), std::move(answer));
   });
 }
