@@ -663,6 +663,18 @@ std::variant<std::string, request_refusal> openai_response_format_schema(const n
                                       "\"json_schema\"");
 }
 
+wire::job_params openai_default_params() {
+  wire::job_params p;
+  p.max_tokens = generation_max_tokens_limit;
+  p.temperature = 1;
+  p.top_p = 1;
+  p.top_k = 0;
+  p.min_p = 0;
+  p.repeat_penalty = 1;
+  p.repeat_last_n = -1;
+  return p;
+}
+
 std::optional<openai_endpoint> openai_endpoint_of(std::string_view url) {
   if (url == "/v1/chat/completions") return openai_endpoint::chat_completions;
   if (url == "/v1/completions") return openai_endpoint::completions;
@@ -688,14 +700,7 @@ std::variant<openai_request, request_refusal> parse_openai_request(openai_endpoi
   r.endpoint = endpoint;
   wire::submit& s = r.submit;
   wire::job_params& p = s.params;
-  // OpenAI's defaults (see the top of this file).
-  p.max_tokens = generation_max_tokens_limit;
-  p.temperature = 1;
-  p.top_p = 1;
-  p.top_k = 0;
-  p.min_p = 0;
-  p.repeat_penalty = 1;
-  p.repeat_last_n = -1;
+  p = openai_default_params();
 
   request_reader rr(j);
   if (auto m = rr.string("model")) s.model = std::move(*m);

@@ -55,6 +55,10 @@ struct request_refusal {
 std::variant<openai_request, request_refusal> parse_openai_request(openai_endpoint endpoint,
                                                                    std::string_view body);
 
+// A job's parameters with OpenAI's defaults where hearth's CLI has others (the top of
+// openai-request.cpp says which and why): every HTTP API's starting point.
+wire::job_params openai_default_params();
+
 // The parts of a request that other APIs (gateway/responses-api.cpp, anthropic-api.cpp) share,
 // each the value for api_params or the refusal naming `param`:
 // OpenAI's chat `tools` ([{"type": "function", "function": {"name", "description",

@@ -143,11 +143,11 @@ void openai_answer::done(const wire::job_done& d) {
   if (!started_) start_stream();
   for (uint32_t i = 0; i < choices_.size(); ++i) {
     if (choices_[i].finished) continue;
-    choice_output c;
-    c.tool_calls.resize(choices_[i].calls);  // only their number counts here
+    // A choice that made calls and got no finish event ended with them (choice_finish_reason).
     chunk_piece last;
     last.index = i;
-    last.finish_reason = choice_finish_reason(c, d.stop_reason);
+    last.finish_reason = choices_[i].calls > 0 ? std::string("tool_calls")
+                                               : std::string(finish_reason_of_stop(d.stop_reason));
     out_->event(openai_chunk(request_, job_id_, created_, last));
   }
   if (request_.include_usage) out_->event(openai_usage_chunk(request_, job_id_, created_, d));
