@@ -95,4 +95,15 @@ void events_printer::finish() {
   }
 }
 
+stream_view::renderer_hooks events_printer_hooks(events_printer& printer,
+                                                 events_printer::write_fn out) {
+  return {.restart = [&printer] { printer.restart(); },
+          .finish =
+              [&printer, out = std::move(out)] {
+                printer.finish();
+                if (!printer.at_line_start()) out("\n");
+              },
+          .at_line_start = [&printer] { return printer.at_line_start(); }};
+}
+
 }  // namespace hearth::cli

@@ -17,6 +17,7 @@
 
 #include "common/result.h"
 #include "schema/output-events.h"
+#include "tools/stream-view.h"
 
 namespace hearth::cli {
 
@@ -60,5 +61,11 @@ class events_printer {
   bool raw_ = false;  // the stream was not output events: bytes pass through
   bool at_line_start_ = true;
 };
+
+// What puts `printer` between a stream_view and the screen (hearth submit and watch): the view
+// writes the job's bytes to printer.feed, and these hooks tell the printer of a restart printed
+// anew and of the job's end (then `out`, the screen, gets the newline that ends the text).
+stream_view::renderer_hooks events_printer_hooks(events_printer& printer,
+                                                 events_printer::write_fn out);
 
 }  // namespace hearth::cli

@@ -128,5 +128,48 @@ TEST(EventsView, AStreamThatIsNotEventsIsPrintedAsItIsAfterANotice) {
   EXPECT_NE(p.err.find("not output events"), std::string::npos) << p.err;
 }
 
+// As hearth submit wires them: a stream_view writing the job's bytes into the printer.
+struct followed {
+  std::string out, err;
+  events_printer printer{
+      [this](std::string_view t) { out += t; }, [this](std::string_view t) { err += t; }, {}};
+  stream_view view{7, [this](std::string_view t) { printer.feed(t); },
+                   [this](std::string_view t) { err += t; }, false};
+  followed() {
+    view.set_renderer(events_printer_hooks(printer, [this](std::string_view t) { out += t; }));
+  }
+  void tokens(uint32_t attempt, uint64_t seq, std::string text) {
+    view.on_tokens({7, attempt, seq, 1, std::move(text)});
+  }
+  void done(uint32_t attempt) {
+    wire::job_done d;
+    d.job_id = 7;
+    d.attempt = attempt;
+    d.state = wire::job_state::completed;
+    view.on_done(d);
+  }
+};
+
+TEST(EventsView, ARestartThatReproducesTheTextPrintsOnlyWhatIsNew) {
+  followed f;
+  f.tokens(1, 0, line(0, output_event_kind::content, "Once upon"));
+  f.view.on_restarted({7, 2, "node lost"});
+  f.tokens(2, 0, line(0, output_event_kind::content, "Once upon"));
+  f.tokens(2, 1, line(0, output_event_kind::content, " a time") + call_line(0, "f", "{}"));
+  f.done(2);
+  EXPECT_EQ(f.out, "Once upon a time\ntool call: f({})\n");
+}
+
+TEST(EventsView, ARestartThatDiffersIsPrintedAnewOnALineOfItsOwn) {
+  followed f;
+  f.tokens(1, 0, line(0, output_event_kind::content, "Once upon"));
+  f.view.on_restarted({7, 2, "node lost"});
+  f.tokens(2, 0, line(0, output_event_kind::content, "Twice"));
+  f.done(2);
+  EXPECT_EQ(f.out, "Once upon\nTwice\n");  // the job's end ends the line, as for plain text
+  EXPECT_NE(f.err.find("restarted on another node"), std::string::npos) << f.err;
+  EXPECT_EQ(f.err.find("not output events"), std::string::npos) << f.err;
+}
+
 }  // namespace
 }  // namespace hearth::cli

@@ -139,15 +139,7 @@ int follow_job(broker_client& client, uint64_t job_id, const follow_options& o) 
                        ? stream_view::write_fn([&](std::string_view t) { printer.feed(t); })
                        : stream_view::write_fn(write_out),
                    write_err, isatty(STDERR_FILENO) != 0, isatty(STDOUT_FILENO) != 0);
-  if (o.output_events) {
-    view.set_renderer({.restart = [&] { printer.restart(); },
-                       .finish =
-                           [&] {
-                             printer.finish();
-                             if (!printer.at_line_start()) write_out("\n");
-                           },
-                       .at_line_start = [&] { return printer.at_line_start(); }});
-  }
+  if (o.output_events) view.set_renderer(events_printer_hooks(printer, write_out));
   if (o.position) view.on_queued({job_id, *o.position, o.waiting});
   return follow(client, job_id, view, o);
 }
