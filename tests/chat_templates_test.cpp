@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <ctime>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -36,15 +35,8 @@ std::vector<std::string> stems(const fs::path& dir, const std::string& ext) {
 
 // The README's fixed clock: strftime_now sees 2026-12-01T09:30:00 local time.
 jinja::render_options fixed_clock() {
-  std::tm tm{};
-  tm.tm_year = 2026 - 1900;
-  tm.tm_mon = 11;
-  tm.tm_mday = 1;
-  tm.tm_hour = 9;
-  tm.tm_min = 30;
-  tm.tm_isdst = -1;
   jinja::render_options o;
-  o.now = std::chrono::system_clock::from_time_t(std::mktime(&tm));
+  o.now = *jinja::parse_local_time("2026-12-01T09:30:00");
   return o;
 }
 

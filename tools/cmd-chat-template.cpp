@@ -4,7 +4,6 @@
 // its BOS/EOS token texts). Prints the text exactly (no newline added); the template's error on
 // stderr and exit 1 when it fails.
 #include <cstdio>
-#include <ctime>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -30,22 +29,6 @@ std::string read_text(const std::string& path) {
   std::ostringstream s;
   s << f.rdbuf();
   return s.str();
-}
-
-// "2026-12-01T09:30:00" (seconds optional) as local time, as Python's naive datetime.
-std::chrono::system_clock::time_point parse_now(const std::string& text) {
-  std::tm tm{};
-  int n = 0;
-  if (std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                  &tm.tm_hour, &tm.tm_min, &n) != 5)
-    throw std::runtime_error("--now wants YYYY-MM-DDTHH:MM[:SS], not '" + text + "'");
-  if (text[static_cast<size_t>(n)] == ':' &&
-      std::sscanf(text.c_str() + n + 1, "%2d", &tm.tm_sec) != 1)
-    throw std::runtime_error("--now wants YYYY-MM-DDTHH:MM[:SS], not '" + text + "'");
-  tm.tm_year -= 1900;
-  tm.tm_mon -= 1;
-  tm.tm_isdst = -1;
-  return std::chrono::system_clock::from_time_t(std::mktime(&tm));
 }
 
 int render_template(const chat_template_options& o) {
@@ -76,7 +59,11 @@ int render_template(const chat_template_options& o) {
   auto program = jinja::parse(source);
   if (!program) throw std::runtime_error(program.message());
   jinja::render_options opts;
-  if (!o.now.empty()) opts.now = parse_now(o.now);
+  if (!o.now.empty()) {
+    auto now = jinja::parse_local_time(o.now);
+    if (!now) throw std::runtime_error("--now: " + now.message());
+    opts.now = *now;
+  }
   auto text = jinja::render(**program, ctx, opts);
   if (!text) throw std::runtime_error(text.message());
   std::fwrite(text->data(), 1, text->size(), stdout);

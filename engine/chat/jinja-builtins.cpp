@@ -9,6 +9,7 @@
 
 #include "engine/chat/jinja-render.h"
 #include "engine/chat/jinja-text.h"
+#include "engine/chat/jinja.h"
 
 namespace hearth::jinja {
 namespace {
@@ -1002,6 +1003,38 @@ bool apply_test(interpreter& in, std::string_view name, const value& v, std::vec
   }
   fail("TemplateAssertionError", "No test named '" + std::string(name) + "'.");
 }
+
+}  // namespace hearth::jinja
+
+namespace hearth {
+
+result<std::chrono::system_clock::time_point> jinja::parse_local_time(std::string_view iso) {
+  const std::string text(iso.substr(0, 64));
+  std::tm tm{};
+  int n = 0;
+  if (iso.size() > 32 || std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d%n", &tm.tm_year, &tm.tm_mon,
+                                     &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &n) != 5)
+    return hearth::error{"a time is YYYY-MM-DDTHH:MM[:SS], not '" + text + "'"};
+  size_t rest = static_cast<size_t>(n);
+  if (rest < text.size()) {
+    int sec = 0, m = 0;
+    if (std::sscanf(text.c_str() + rest, ":%2d%n", &sec, &m) != 1 ||
+        rest + static_cast<size_t>(m) != text.size())
+      return hearth::error{"a time is YYYY-MM-DDTHH:MM[:SS], not '" + text + "'"};
+    tm.tm_sec = sec;
+  }
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  tm.tm_isdst = -1;
+  const std::time_t t = std::mktime(&tm);
+  if (t == static_cast<std::time_t>(-1))
+    return hearth::error{"'" + text + "' is not a time this machine knows"};
+  return std::chrono::system_clock::from_time_t(t);
+}
+
+}  // namespace hearth
+
+namespace hearth::jinja {
 
 void add_globals(scope& root) {
   root.vars["range"] =

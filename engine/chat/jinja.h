@@ -22,6 +22,10 @@ struct render_options {
   std::optional<std::chrono::system_clock::time_point> now;
 };
 
+// "2026-12-01T09:30[:SS]" as local time (Python's naive datetime), for render_options::now: a
+// fixed clock for tests and `hearth chat-template render --now`. An error for other text.
+result<std::chrono::system_clock::time_point> parse_local_time(std::string_view iso);
+
 // A parsed template: immutable, shared by every render of the model's chats (thread-safe to render
 // concurrently).
 class chat_template_program;

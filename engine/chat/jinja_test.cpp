@@ -4,7 +4,6 @@
 // raise_exception, strftime_now at 2026-12-01 09:30), with the context of render_case().
 #include <gtest/gtest.h>
 
-#include <ctime>
 #include <string>
 
 #include "engine/chat/jinja.h"
@@ -20,15 +19,8 @@ const nlohmann::ordered_json& case_context() {
 }
 
 render_options fixed_clock() {
-  std::tm tm{};
-  tm.tm_year = 2026 - 1900;
-  tm.tm_mon = 11;
-  tm.tm_mday = 1;
-  tm.tm_hour = 9;
-  tm.tm_min = 30;
-  tm.tm_isdst = -1;
   render_options o;
-  o.now = std::chrono::system_clock::from_time_t(std::mktime(&tm));
+  o.now = *parse_local_time("2026-12-01T09:30:00");
   return o;
 }
 
@@ -386,6 +378,10 @@ TEST(Jinja, StrftimeNowUsesTheGivenInstant) {
   auto r = render_text("{{ strftime_now('%d %b %Y %H:%M') }}");
   ASSERT_TRUE(r.ok()) << r.message();
   EXPECT_EQ(*r, "01 Dec 2026 09:30");
+  EXPECT_TRUE(parse_local_time("2026-12-01T09:30").ok());
+  EXPECT_FALSE(parse_local_time("2026-12-01 09:30").ok());
+  EXPECT_FALSE(parse_local_time("2026-12-01T09:30:00Z").ok());
+  EXPECT_FALSE(parse_local_time("").ok());
 }
 
 }  // namespace
