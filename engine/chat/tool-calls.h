@@ -18,9 +18,10 @@
 //                 to=functions.NAME<|channel|>commentary json<|message|>{...}, Kimi, Mistral
 //                 [TOOL_CALLS]NAME[ARGS]{...}); an id the template writes in that text is a slot
 //   name_params   the name, then each argument as key and value between literals (Qwen3-Coder and
-//                 Seed <function=NAME><parameter=K>V</parameter>, GLM and Hy3 <arg_key>/<arg_value>,
-//                 MiniMax <invoke name=..><parameter name="K">, MiniCPM <param name="K">, Gemma 4
-//                 call:NAME{K:<|"|>V<|"|>}); a string value is written as is, any other as JSON
+//                 Seed <function=NAME><parameter=K>V</parameter>, GLM and Hy3
+//                 <arg_key>/<arg_value>, MiniMax <invoke name=..><parameter name="K">, MiniCPM
+//                 <param name="K">, Gemma 4 call:NAME{K:<|"|>V<|"|>}); a string value is written as
+//                 is, any other as JSON
 // A template that writes nothing for tool calls (or that cannot render them) gives an error saying
 // so: such a model is offered tools in its prompt, but its output is not parsed for calls.
 //
@@ -74,10 +75,10 @@ enum class tool_call_id_style {
 // parts of a call. The literals are exactly what the template wrote (whitespace included).
 struct tool_call_format {
   tool_call_shape shape = tool_call_shape::json_object;
-  std::string section_open;   // before the first call ("<｜tool▁calls▁begin｜>", "[TOOL_CALLS]")
-  std::string call_open;      // before each call ("<tool_call>\n", "<function=")
-  std::string call_close;     // after each call's arguments (after the last value: name_params)
-  std::string call_sep;       // between a call's close and the next call's open
+  std::string section_open;  // before the first call ("<｜tool▁calls▁begin｜>", "[TOOL_CALLS]")
+  std::string call_open;     // before each call ("<tool_call>\n", "<function=")
+  std::string call_close;    // after each call's arguments (after the last value: name_params)
+  std::string call_sep;      // between a call's close and the next call's open
   std::string section_close;  // after the last call
   // json_object / json_array: the keys of a call object; name_key "" = the object's one key is
   // the function's name and its value the arguments (Apertus).
@@ -99,6 +100,9 @@ struct tool_call_format {
   std::string trigger;
   bool trigger_at_start = false;
   tool_call_id_style id_style = tool_call_id_style::openai;
+  // The template writes several calls in one message (Llama 3.x's refuse: "This model only
+  // supports single tool-calls at once!").
+  bool parallel_calls = true;
 };
 
 // The call's format as `program` writes it. `base_context` holds the variables every render needs

@@ -1,0 +1,99 @@
+#include "engine/chat/tool-call-text.h"
+
+namespace hearth::tool_call_text {
+
+bool is_space(char c) {
+  return c == ' ' || c == '\n' || c == '\t' || c == '\r';
+}
+
+bool is_name_byte(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '-' || c == '.';
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+std::string_view first_run(std::string_view lit) {
+  size_t b = 0;
+  while (b < lit.size() && is_space(lit[b])) ++b;
+  size_t e = b;
+  while (e < lit.size() && !is_space(lit[e])) ++e;
+  return lit.substr(b, e - b);
+}
+
+match match_literal(std::string_view text, size_t pos, std::string_view lit, bool final,
+                    size_t* end) {
+  size_t i = 0;
+  while (i < lit.size()) {
+    if (is_space(lit[i])) {
+      while (i < lit.size() && is_space(lit[i])) ++i;
+      while (pos < text.size() && is_space(text[pos])) ++pos;
+      if (pos == text.size() && !final) return match::more;
+      continue;
+    }
+    if (pos == text.size()) return final ? match::no : match::more;
+    if (text[pos] != lit[i]) return match::no;
+    ++pos;
+    ++i;
+  }
+  *end = pos;
+  return match::ok;
+}
+
+match json_span(std::string_view text, size_t pos, bool final, size_t* end) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = pos; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      if (++depth > max_json_depth) return match::no;
+    } else if (c == '}' || c == ']') {
+      if (--depth < 0) return match::no;
+      if (depth == 0) {
+        *end = i + 1;
+        return match::ok;
+      }
+    }
+  }
+  return final ? match::no : match::more;
+}
+
+std::optional<nlohmann::ordered_json> json_parse(std::string_view text) {
+  // nlohmann's parser recurses once per level: refuse deep nesting before it sees the text.
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if ((c == '{' || c == '[') && ++depth > max_json_depth) {
+      return std::nullopt;
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  auto v = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (v.is_discarded()) return std::nullopt;
+  return v;
+}
+
+}  // namespace hearth::tool_call_text
