@@ -148,7 +148,7 @@ void sampler::set_grammar(std::shared_ptr<const grammar> g,
                                 std::to_string(n_vocab_));
   }
   grammar_vocab_ = v;
-  matcher_ = std::make_unique<grammar_matcher>(std::move(g), std::move(v));
+  matcher_.emplace(std::move(g), std::move(v));
 }
 
 bool sampler::apply_grammar() {

@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <utility>
@@ -73,7 +74,7 @@ class sampler {
   // grammar_vocab::make(model's vocab), once per model. set_grammar(nullptr, ...) removes the
   // constraint.
   void set_grammar(std::shared_ptr<const grammar> g, std::shared_ptr<const grammar_vocab> v);
-  grammar_matcher* grammar_state() { return matcher_ ? matcher_.get() : nullptr; }
+  grammar_matcher* grammar_state() { return matcher_ ? &*matcher_ : nullptr; }
 
   // The last sample()'s token with its log-probability and the top_n (clamped to
   // [0, sampler_max_top_logprobs]) most probable tokens' (token_logprobs says over what).
@@ -125,8 +126,8 @@ class sampler {
   std::mt19937_64 rng_;
 
   std::vector<float> logits_;  // F32 [n_vocab] copy of the input: biased, penalised, masked
-  std::vector<logit_bias_entry> bias_;  // logit_bias without out-of-range tokens, added in turn
-  std::unique_ptr<grammar_matcher> matcher_;
+  std::vector<logit_bias_entry> bias_;      // logit_bias without out-of-range tokens, added in turn
+  std::optional<grammar_matcher> matcher_;  // copied with the sampler (hearth bench copies them)
   std::shared_ptr<const grammar_vocab> grammar_vocab_;
   bool grammar_pending_ = false;       // sample() ran with a grammar; accept() advances it
   int32_t last_token_ = -1;            // the last sample()'s pick, for last_logprobs

@@ -768,6 +768,10 @@ TEST(Sampler, GrammarMasksLogprobsAndGreedy) {
   EXPECT_NEAR(lp.logprob, 0, 1e-6);  // the only allowed token
   ASSERT_EQ(lp.top.size(), 1u);      // forbidden tokens have no probability
   s.accept(1);
+  sampler copy = s;  // continues from the same text, on its own
+  EXPECT_EQ(copy.sample(logits.data()), 2);
+  copy.accept(2);
+  EXPECT_EQ(copy.sample(logits.data()), 3);
   EXPECT_EQ(s.sample(logits.data()), 2);
   s.accept(2);
   EXPECT_EQ(s.sample(logits.data()), 3);  // complete: only EOG

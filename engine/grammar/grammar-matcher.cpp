@@ -404,6 +404,22 @@ grammar_matcher::~grammar_matcher() = default;
 grammar_matcher::grammar_matcher(grammar_matcher&&) noexcept = default;
 grammar_matcher& grammar_matcher::operator=(grammar_matcher&&) noexcept = default;
 
+grammar_matcher::grammar_matcher(const grammar_matcher& o)
+    : grammar_(o.grammar_),
+      vocab_(o.vocab_),
+      dfa_(std::make_unique<grammar_automaton>(*o.dfa_)),
+      composed_(o.composed_),
+      state_(o.state_),
+      ended_(o.ended_),
+      eog_only_(o.eog_only_),
+      masks_computed_(o.masks_computed_),
+      masks_cached_(o.masks_cached_) {}
+
+grammar_matcher& grammar_matcher::operator=(const grammar_matcher& o) {
+  if (this != &o) *this = grammar_matcher(o);
+  return *this;
+}
+
 std::span<const uint64_t> grammar_matcher::allowed() {
   if (ended_) return eog_only_;
   state_ = dfa_->maybe_flush(state_);

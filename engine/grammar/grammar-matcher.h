@@ -76,6 +76,9 @@ class grammar_matcher {
   ~grammar_matcher();
   grammar_matcher(grammar_matcher&&) noexcept;
   grammar_matcher& operator=(grammar_matcher&&) noexcept;
+  // A copy continues from the same text with its own copy of the automaton and caches.
+  grammar_matcher(const grammar_matcher& o);
+  grammar_matcher& operator=(const grammar_matcher& o);
 
   // The tokens allowed next, a bitset of n_tokens bits (bit t of word t / 64): EOG tokens set
   // exactly when can_end(). Valid until the next accept() or reset().
@@ -97,10 +100,10 @@ class grammar_matcher {
   size_t masks_cached() const { return masks_cached_; }
 
  private:
-  std::shared_ptr<const grammar> grammar_;
-  std::shared_ptr<const grammar_vocab> vocab_;
   void walk(int32_t from, size_t max_depth, std::vector<uint64_t>& m);
 
+  std::shared_ptr<const grammar> grammar_;
+  std::shared_ptr<const grammar_vocab> vocab_;
   std::unique_ptr<grammar_automaton> dfa_;
   std::vector<uint64_t> composed_;  // a cached short-piece mask with the long pieces added
   std::vector<int32_t> walk_states_;
