@@ -428,19 +428,29 @@ void read_tools(request_reader& rr, wire::api_params& api) {
   if (auto v = rr.boolean("parallel_tool_calls")) api.parallel_tool_calls = *v;
 }
 
-// response_format (chat) and llama.cpp's `grammar`.
-void read_constraints(request_reader& rr, openai_endpoint endpoint, wire::api_params& api) {
-  if (const json* f = rr.field("response_format");
-      f && endpoint == openai_endpoint::chat_completions) {
+// response_format, and llama.cpp's server's `json_schema` and `grammar` (for completions too, as
+// that server takes them): one constraint at a time.
+void read_constraints(request_reader& rr, wire::api_params& api) {
+  if (const json* f = rr.field("response_format")) {
     auto schema = openai_response_format_schema(*f, "response_format");
     if (auto* r = std::get_if<request_refusal>(&schema)) return rr.refuse(std::move(*r));
     api.json_schema = std::move(std::get<std::string>(schema));
   }
+  if (const json* s = rr.field("json_schema")) {
+    if (!s->is_object())
+      return rr.refuse(wrong_type("json_schema", "an object (a JSON Schema)", *s));
+    if (!api.json_schema.empty()) {
+      return rr.refuse(refusal("json_schema",
+                               "json_schema and a JSON response_format exclude each other: "
+                               "send one"));
+    }
+    api.json_schema = s->dump();
+  }
   if (auto g = rr.string("grammar")) {
     if (!api.json_schema.empty()) {
       return rr.refuse(refusal("grammar",
-                               "grammar and a JSON response_format exclude each other: "
-                               "send one"));
+                               "grammar and a JSON schema (response_format, json_schema) exclude "
+                               "each other: send one"));
     }
     api.grammar = std::move(*g);
   }
@@ -748,7 +758,7 @@ std::variant<openai_request, request_refusal> parse_openai_request(openai_endpoi
     read_chat_template(rr, p);
     read_tools(rr, p.api);
   }
-  read_constraints(rr, endpoint, p.api);
+  read_constraints(rr, p.api);
   read_sampling_extras(rr, endpoint, p.api);
   if (rr.refused()) return *rr.refused();
   // The job writes output events when the answer needs more than text: tool calls, logprobs,

@@ -543,6 +543,12 @@ TEST(OpenaiRequest, ResponseFormatAndGrammarConstrainTheOutput) {
   auto g = parse_ok(completions, R"({"model":"m","prompt":"a","grammar":"root ::= \"yes\""})");
   EXPECT_EQ(g.submit.params.api.grammar, "root ::= \"yes\"");
   EXPECT_FALSE(g.submit.params.api.events) << "constrained text is still text";
+  // llama.cpp's server's fields, completions too.
+  auto s = parse_ok(completions, R"({"model":"m","prompt":"a","json_schema":{"type":"array"}})");
+  EXPECT_EQ(s.submit.params.api.json_schema, R"({"type":"array"})");
+  auto f = parse_ok(completions,
+                    R"({"model":"m","prompt":"a","response_format":{"type":"json_object"}})");
+  EXPECT_EQ(f.submit.params.api.json_schema, R"({"type":"object"})");
   expect_refusals({
       {chat, chat_body(R"("response_format":"json")"), "response_format",
        "response_format must be an object, got a string"},
@@ -555,7 +561,12 @@ TEST(OpenaiRequest, ResponseFormatAndGrammarConstrainTheOutput) {
        "response_format.json_schema.schema",
        "response_format.json_schema.schema must be an object (a JSON Schema), got an integer"},
       {chat, chat_body(R"("response_format":{"type":"json_object"},"grammar":"root ::= \"a\"")"),
-       "grammar", "grammar and a JSON response_format exclude each other: send one"},
+       "grammar",
+       "grammar and a JSON schema (response_format, json_schema) exclude each other: send one"},
+      {chat, chat_body(R"("response_format":{"type":"json_object"},"json_schema":{})"),
+       "json_schema", "json_schema and a JSON response_format exclude each other: send one"},
+      {completions, R"({"model":"m","prompt":"a","json_schema":[]})", "json_schema",
+       "json_schema must be an object (a JSON Schema), got an array"},
       {chat, chat_body(R"("grammar":5)"), "grammar", "grammar must be a string, got an integer"},
   });
 }
