@@ -539,18 +539,4 @@ void anthropic_answer::error_events(const http_response& openai_error) {
   out().named_event("error", json_text(body));
 }
 
-void add_anthropic_route(router& r, gateway_services& s, std::shared_ptr<model_catalog> models) {
-  r.add("POST", "/v1/messages", [&s, models](std::shared_ptr<exchange> ex) {
-    auto parsed = parse_anthropic_request(ex->request.body);
-    if (auto* refused = std::get_if<request_refusal>(&parsed)) {
-      return ex->out->reply(anthropic_error(error_response(
-          refused->status, refused->message, "invalid_request_error", refused->param)));
-    }
-    auto& req = std::get<anthropic_request>(parsed);
-    wire::submit submit = submit_taken(req.submit);
-    auto answer = std::make_shared<anthropic_answer>(std::move(req), unix_seconds_now(), ex->out);
-    submit_chat(s, *models, ex, std::move(submit), std::move(answer));
-  });
-}
-
 }  // namespace hearth::gateway

@@ -70,6 +70,4 @@ class anthropic_answer final : public chat_answer {
   std::string stop_sequence_;
 };
 
-void add_anthropic_route(router& r, gateway_services& s, std::shared_ptr<model_catalog> models);
-
 }  // namespace hearth::gateway

@@ -4,10 +4,7 @@
 #include <cstdio>
 #include <type_traits>
 
-#include "gateway/anthropic-api.h"
 #include "gateway/openai-request.h"
-#include "gateway/openai-routes.h"
-#include "gateway/responses-api.h"
 
 namespace hearth::gateway {
 namespace {
@@ -145,19 +142,6 @@ void chat_answer::keep_alive() {
     out_->comment("keep-alive");
   }
   wrote_ = false;
-}
-
-void submit_chat(gateway_services& s, model_catalog& models, const std::shared_ptr<exchange>& ex,
-                 wire::submit submit, std::shared_ptr<chat_answer> answer) {
-  auto sub = std::make_shared<wire::submit>(std::move(submit));
-  models.get([&s, ex, sub, answer](const link_result<wire::models_reply>& m) {
-    if (ex->out->closed()) return;
-    if (auto* f = std::get_if<link_failure>(&m)) return answer->refused(*f);
-    if (auto e = model_unavailable(std::get<wire::models_reply>(m), sub->model)) {
-      return answer->fail(*e);
-    }
-    submit_and_answer(s, ex, std::move(*sub), answer);
-  });
 }
 
 wire::submit submit_taken(wire::submit& kept) {
@@ -323,12 +307,6 @@ std::optional<int64_t> field_reader::integer(const json& obj, std::string_view k
     return std::nullopt;
   }
   return v->get<int64_t>();
-}
-
-void add_chat_api_routes(router& r, gateway_services& s) {
-  auto models = std::make_shared<model_catalog>(s);
-  add_responses_route(r, s, models);
-  add_anthropic_route(r, s, models);
 }
 
 }  // namespace hearth::gateway

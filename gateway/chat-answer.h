@@ -1,11 +1,12 @@
 // What the Responses API (responses-api.*) and Anthropic's Messages API (anthropic-api.*) share:
-// a chat job submitted as the caller and followed to its end, and its output turned into the
-// items both APIs are made of — reasoning, answer text, tool calls — in the order the model wrote
-// them. Each API derives from chat_answer and writes only its JSON: the events of its stream as
-// items begin, grow and end, or its whole object at the end. The bookkeeping is here, once: the
-// job's output read as events whatever the job wrote (gateway/job-output.h: failover without
-// repeats), the status line held until the first item so that a job that fails early still gets
-// its HTTP status, keep-alives, and errors before or after the stream started.
+// a chat job's output turned into the items both APIs are made of — reasoning, answer text, tool
+// calls — in the order the model wrote them, and the reading of their request bodies. Each API
+// derives from chat_answer and writes only its JSON: the events of its stream as items begin,
+// grow and end, or its whole object at the end. The bookkeeping is here, once: the job's output
+// read as events whatever the job wrote (gateway/job-output.h: failover without repeats), the
+// status line held until the first item so that a job that fails early still gets its HTTP
+// status, keep-alives, and errors before or after the stream started. The routes that submit the
+// jobs are chat-api-routes.*.
 #pragma once
 
 #include <cstdint>
@@ -17,12 +18,9 @@
 #include <vector>
 
 #include "common/result.h"
-#include "gateway/gateway.h"
 #include "gateway/http.h"
 #include "gateway/job-answer.h"
 #include "gateway/job-output.h"
-#include "gateway/model-catalog.h"
-#include "gateway/router.h"
 
 namespace hearth::gateway {
 
@@ -93,12 +91,6 @@ class chat_answer : public job_answer {
   bool wrote_ = false;  // something was written since the last keep_alive()
 };
 
-// Checks `submit.model` against the broker's list (404 unknown, 503 no node online: as
-// `answer`'s errors), then submits it and follows the job into `answer` (submit_and_answer,
-// openai-routes.h: as the caller, cancelled when the client goes away, kept alive).
-void submit_chat(gateway_services& s, model_catalog& models, const std::shared_ptr<exchange>& ex,
-                 wire::submit submit, std::shared_ptr<chat_answer> answer);
-
 // The submit to send, moved out of `kept`, which keeps what the answer needs of it (model and
 // parameters: how to read the job's output), not the conversation.
 wire::submit submit_taken(wire::submit& kept);
@@ -160,8 +152,5 @@ nlohmann::json chat_function_tool(field_reader& fr, const nlohmann::json& t, con
 
 // What a JSON value is, in a message's words: "a string", "an integer", ...
 std::string json_kind_text(const nlohmann::json& v);
-
-// The routes of both APIs (POST /v1/responses, POST /v1/messages), sharing one model list.
-void add_chat_api_routes(router& r, gateway_services& s);
 
 }  // namespace hearth::gateway

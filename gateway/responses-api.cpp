@@ -590,18 +590,4 @@ void responses_answer::error_events(const http_response& openai_error) {
   send("response.failed", {{"response", std::move(body)}});
 }
 
-void add_responses_route(router& r, gateway_services& s, std::shared_ptr<model_catalog> models) {
-  r.add("POST", "/v1/responses", [&s, models](std::shared_ptr<exchange> ex) {
-    auto parsed = parse_responses_request(ex->request.body);
-    if (auto* refused = std::get_if<request_refusal>(&parsed)) {
-      return ex->out->reply(error_response(refused->status, refused->message,
-                                           "invalid_request_error", refused->param, refused->code));
-    }
-    auto& req = std::get<responses_request>(parsed);
-    wire::submit submit = submit_taken(req.submit);
-    auto answer = std::make_shared<responses_answer>(std::move(req), unix_seconds_now(), ex->out);
-    submit_chat(s, *models, ex, std::move(submit), std::move(answer));
-  });
-}
-
 }  // namespace hearth::gateway

@@ -63,6 +63,4 @@ class responses_answer final : public chat_answer {
   uint64_t sequence_ = 0;
 };
 
-void add_responses_route(router& r, gateway_services& s, std::shared_ptr<model_catalog> models);
-
 }  // namespace hearth::gateway

@@ -1,7 +1,7 @@
 #include "gateway/routes.h"
 
 #include "gateway/batch-service.h"
-#include "gateway/chat-answer.h"
+#include "gateway/chat-api-routes.h"
 #include "gateway/metrics-route.h"
 #include "gateway/openai-routes.h"
 
