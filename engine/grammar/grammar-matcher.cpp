@@ -453,9 +453,9 @@ std::span<const uint64_t> grammar_matcher::allowed() {
   return composed_;
 }
 
-// The trie walked from state `from` down to `max_depth` bytes: every piece that stays alive
+// The trie walked from state `from` down to `depth_limit` bytes: every piece that stays alive
 // sets its tokens' bits in `m`.
-void grammar_matcher::walk(int32_t from, size_t max_depth, std::vector<uint64_t>& m) {
+void grammar_matcher::walk(int32_t from, size_t depth_limit, std::vector<uint64_t>& m) {
   const grammar_vocab& v = *vocab_;
   // states[d]: the state after the first d bytes of the trie path being walked.
   walk_states_.assign(v.max_piece_bytes() + 1, 0);
@@ -465,7 +465,7 @@ void grammar_matcher::walk(int32_t from, size_t max_depth, std::vector<uint64_t>
   const uint32_t n = uint32_t(v.byte.size());
   for (uint32_t i = 1; i < n;) {
     const uint32_t d = v.depth[i];
-    if (d > max_depth) {
+    if (d > depth_limit) {
       i = v.subtree_end[i];
       continue;
     }

@@ -100,7 +100,7 @@ class grammar_matcher {
   size_t masks_cached() const { return masks_cached_; }
 
  private:
-  void walk(int32_t from, size_t max_depth, std::vector<uint64_t>& m);
+  void walk(int32_t from, size_t depth_limit, std::vector<uint64_t>& m);
 
   std::shared_ptr<const grammar> grammar_;
   std::shared_ptr<const grammar_vocab> vocab_;
