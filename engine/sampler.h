@@ -2,8 +2,8 @@
 // (engine/grammar/: forbidden tokens set to -inf), then (unless greedy) top-k, top-p, min-p,
 // temperature and a seeded draw, in the order of llama.cpp's default sampler chain
 // (common_params_sampling::samplers: logit_bias, penalties, top_k, top_p, min_p, temperature,
-// dist; its grammar, which it applies to the drawn token and then to all when that one fails,
-// gives the same draws as masking first).
+// dist). llama.cpp checks its grammar on the drawn token and draws again with the mask when that
+// one fails; masking first, as here, is its grammar_first mode (and the same for greedy).
 //
 // top_p and min_p see the softmax of the surviving candidates at temperature 1, as in llama.cpp,
 // where temperature comes after them: min_p keeps logit >= max_logit + log(min_p), which is
