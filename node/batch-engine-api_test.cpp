@@ -4,7 +4,11 @@
 // copy they rest on.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -15,6 +19,7 @@
 #include "node/job-engine.h"
 #include "schema/job-params.h"
 #include "schema/output-events.h"
+#include "tests/model-variant.h"
 #include "tests/testdata.h"
 
 namespace hearth::node {
@@ -33,8 +38,10 @@ struct choice_events {
   int n_finish = 0;
 };
 
+// Public: the checks shared by tests (expect_choices_as_single_jobs) use its helpers.
 class batch_engine_api_test : public ::testing::Test {
- protected:
+ public:
+  static const hearth::model& stories() { return *model_; }
   static void SetUpTestSuite() {
     const std::string stories = hearth::testing::testdata_path("models/stories260K.gguf");
     if (stories.empty()) return;
@@ -43,6 +50,19 @@ class batch_engine_api_test : public ::testing::Test {
     fs::remove_all(*dir_);
     fs::create_directories(*dir_);
     fs::create_symlink(fs::absolute(stories), *dir_ / "stories.gguf");
+    // The same weights carrying a tool-calling template (Qwen2.5's own): what `hearth convert
+    // --chat-template` makes of a model.
+    const std::string qwen_template =
+        hearth::testing::testdata_path("chat-templates/templates/Qwen-Qwen2.5-7B-Instruct.jinja");
+    if (!qwen_template.empty()) {
+      const std::string text = hearth::testing::read_file_text(qwen_template);
+      fs::copy_file(hearth::testing::write_stories_variant(
+                        "node_api_tools", {.metadata =
+                                               [text](gguf_writer& w) {
+                                                 w.set_string("tokenizer.chat_template", text);
+                                               }}),
+                    *dir_ / "stories-tools.gguf");
+    }
   }
   static void TearDownTestSuite() {
     if (dir_) fs::remove_all(*dir_);
@@ -51,7 +71,7 @@ class batch_engine_api_test : public ::testing::Test {
   }
   void SetUp() override { ASSERT_TRUE(model_) << "stories260K test data missing"; }
 
-  batch_engine_config config(uint32_t slots, int32_t n_ctx_per_slot) {
+  static batch_engine_config config(uint32_t slots, int32_t n_ctx_per_slot) {
     batch_engine_config c;
     c.models_dir = dir_->string();
     c.slots = slots;
@@ -69,10 +89,11 @@ class batch_engine_api_test : public ::testing::Test {
     return p;
   }
 
-  static wire::job_assign job(uint64_t id, const std::string& prompt, wire::job_params p) {
+  static wire::job_assign job(uint64_t id, const std::string& prompt, wire::job_params p,
+                              const std::string& model_name = "stories") {
     wire::job_assign j;
     j.job_id = id;
-    j.model = "stories";
+    j.model = model_name;
     j.prompt = prompt;
     j.params = std::move(p);
     return j;
@@ -85,7 +106,9 @@ class batch_engine_api_test : public ::testing::Test {
     EXPECT_TRUE(r.final && r.final->state == wire::job_state::completed)
         << "job " << id << ": " << (r.final ? r.final->error : "did not finish");
     EXPECT_TRUE(r.seq_ok && r.text_with_tokens && r.started_before_tokens) << "job " << id;
-    if (r.final) EXPECT_EQ(r.final->n_gen, r.n_tokens) << "job " << id;
+    if (r.final) {
+      EXPECT_EQ(r.final->n_gen, r.n_tokens) << "job " << id;
+    }
     auto events = wire::output_events_parse(r.text);
     EXPECT_TRUE(events.ok()) << (events.ok() ? "" : events.message());
     std::vector<choice_events> out;
@@ -155,29 +178,30 @@ TEST_F(batch_engine_api_test, events_content_is_the_plain_text_of_the_same_seed)
 
 // n = 3: three choices, the prompt decoded once for all of them, and choice i what a job of one
 // choice gives with seed + i (its cells are copies of choice 0's, the same keys and values).
-TEST_F(batch_engine_api_test, n_choices_share_one_prompt_decode_and_each_samples_its_own_seed) {
+void expect_choices_as_single_jobs(const batch_engine_config& cfg) {
   fake_job_sink sink;
-  auto engine = make_batch_engine(config(4, 128), sink);
+  auto engine = make_batch_engine(cfg, sink);
   const std::string prompt = "Once upon a time, there was a little dog";
-  const uint32_t n_prompt = uint32_t(model_->vocab().tokenize(prompt, true, false).size());
-  wire::job_params p = sampled(48, 21);
+  const uint32_t n_prompt =
+      uint32_t(batch_engine_api_test::stories().vocab().tokenize(prompt, true, false).size());
+  wire::job_params p = batch_engine_api_test::sampled(48, 21);
   p.api.events = true;
   p.api.n = 3;
   const uint64_t decoded_before = engine->prompt_tokens_decoded();
-  engine->submit(job(0, prompt, p));
+  engine->submit(batch_engine_api_test::job(0, prompt, p));
   ASSERT_TRUE(sink.wait_finished(0));
   EXPECT_EQ(engine->prompt_tokens_decoded() - decoded_before, n_prompt);
   EXPECT_EQ(sink.record(0).final->n_prompt, n_prompt);
-  const auto choices = events_of(sink, 0);
+  const auto choices = batch_engine_api_test::events_of(sink, 0);
   ASSERT_EQ(choices.size(), 3u);
 
   // Each alone, one after the other.
   for (uint64_t i = 0; i < 3; ++i) {
-    wire::job_params one = sampled(48, 21 + i);
+    wire::job_params one = batch_engine_api_test::sampled(48, 21 + i);
     one.api.events = true;
-    engine->submit(job(1 + i, prompt, one));
+    engine->submit(batch_engine_api_test::job(1 + i, prompt, one));
     ASSERT_TRUE(sink.wait_finished(1 + i));
-    const auto alone = events_of(sink, 1 + i);
+    const auto alone = batch_engine_api_test::events_of(sink, 1 + i);
     ASSERT_EQ(alone.size(), 1u);
     EXPECT_EQ(choices[i].content, alone[0].content) << "choice " << i;
     EXPECT_EQ(choices[i].finish, alone[0].finish) << "choice " << i;
@@ -185,6 +209,18 @@ TEST_F(batch_engine_api_test, n_choices_share_one_prompt_decode_and_each_samples
   EXPECT_NE(choices[0].content, choices[1].content);
   EXPECT_NE(choices[1].content, choices[2].content);
   EXPECT_EQ(engine->prompt_tokens_decoded() - decoded_before, 4 * n_prompt);
+}
+
+TEST_F(batch_engine_api_test, n_choices_share_one_prompt_decode_and_each_samples_its_own_seed) {
+  expect_choices_as_single_jobs(config(4, 128));
+}
+
+// The same on a Vulkan device where there is one (lavapipe in CI: the copy runs the device's own
+// get_rows and kv_store on device memory); elsewhere the model falls back to the CPU.
+TEST_F(batch_engine_api_test, n_choices_on_the_vulkan_backend_are_single_jobs_too) {
+  batch_engine_config cfg = config(4, 128);
+  cfg.backend = gpu::backend_kind::vulkan;
+  expect_choices_as_single_jobs(cfg);
 }
 
 // Choices of several attempts side by side, more than the slots at once: each attempt waits for
@@ -217,8 +253,9 @@ TEST_F(batch_engine_api_test, attempts_of_several_choices_wait_for_free_sequence
       ASSERT_TRUE(sink.wait_finished(id));
       const auto alone = events_of(sink, id);
       ASSERT_EQ(alone.size(), 1u);
-      if (size_t(k) < got[i].size())
+      if (size_t(k) < got[i].size()) {
         EXPECT_EQ(got[i][size_t(k)].content, alone[0].content) << "job " << i << " choice " << k;
+      }
     }
   }
 }
@@ -241,6 +278,236 @@ TEST_F(batch_engine_api_test, choices_beyond_the_slots_or_without_events_are_ref
   EXPECT_EQ(r1.final->state, wire::job_state::failed);
   EXPECT_EQ(r1.final->stop_reason, wire::stop_reason_invalid_request);
   EXPECT_FALSE(r0.started || r1.started);
+}
+
+// logprobs: one entry per generated token, its alternatives most likely first, and the sampled
+// token's log-probability the log-softmax of the model's logits after logit_bias (recomputed
+// here from a context of its own).
+TEST_F(batch_engine_api_test, logprobs_are_the_log_softmax_of_the_biased_logits) {
+  fake_job_sink sink;
+  auto engine = make_batch_engine(config(2, 128), sink);
+  const std::string prompt = "Once upon a time";
+  wire::job_params p;
+  p.max_tokens = 12;
+  p.temperature = 0;  // greedy: the sampled token is the argmax of the biased logits
+  p.seed = 5;
+  p.api.events = true;
+  p.api.logprobs = true;
+  p.api.top_logprobs = 5;
+  p.api.logit_bias = {{.token = 278, .bias = 2.5f}, {.token = 263, .bias = -100}};
+  engine->submit(job(0, prompt, p));
+  ASSERT_TRUE(sink.wait_finished(0));
+  const auto choices = events_of(sink, 0);
+  ASSERT_EQ(choices.size(), 1u);
+  const auto& probs = choices[0].probs;
+  ASSERT_EQ(probs.size(), size_t(sink.record(0).final->n_gen) -
+                              (sink.record(0).final->stop_reason == "end_of_generation" ? 1 : 0));
+
+  context ctx(*model_, {.n_ctx = 128});
+  const vocab& voc = model_->vocab();
+  std::vector<int32_t> tokens = voc.tokenize(prompt, true, false);
+  std::vector<batch_token> batch;
+  for (size_t i = 0; i < tokens.size(); ++i)
+    batch.push_back({tokens[i], int32_t(i), 0, i + 1 == tokens.size()});
+  std::string text;
+  for (size_t k = 0; k < probs.size(); ++k) {
+    ASSERT_TRUE(ctx.decode(batch).ok());
+    std::vector<double> row(ctx.logits(0), ctx.logits(0) + ctx.n_vocab());
+    for (const auto& b : p.api.logit_bias) row[size_t(b.token)] += b.bias;
+    const int32_t best = int32_t(std::max_element(row.begin(), row.end()) - row.begin());
+    double sum = 0;
+    for (double x : row) sum += std::exp(x - row[size_t(best)]);
+    const double lse = row[size_t(best)] + std::log(sum);
+    const auto& got = probs[k];
+    EXPECT_EQ(got.sampled.token, voc.token_to_piece(best, false)) << "token " << k;
+    EXPECT_NEAR(got.sampled.logprob, row[size_t(best)] - lse, 1e-4) << "token " << k;
+    EXPECT_EQ(std::string(got.sampled.bytes.begin(), got.sampled.bytes.end()), got.sampled.token);
+    ASSERT_EQ(got.top.size(), 5u) << "token " << k;
+    EXPECT_EQ(got.top[0].token, got.sampled.token);
+    for (size_t j = 1; j < got.top.size(); ++j)
+      EXPECT_GE(got.top[j - 1].logprob, got.top[j].logprob) << "token " << k;
+    for (const auto& t : got.top) EXPECT_NE(t.token, voc.token_to_piece(263, false));
+    text += got.sampled.token;
+    batch = {{best, int32_t(tokens.size() + k), 0, true}};
+  }
+  EXPECT_EQ(text, choices[0].content);
+}
+
+// json_schema: a random sample still gives JSON valid against the schema (the grammar decides
+// what may be sampled); a schema or grammar that does not compile is the request's fault.
+TEST_F(batch_engine_api_test, a_json_schema_constrains_the_output_to_valid_json) {
+  fake_job_sink sink;
+  auto engine = make_batch_engine(config(4, 256), sink);
+  const nlohmann::json schema = {{"type", "object"},
+                                 {"properties",
+                                  {{"name", {{"type", "string"}, {"maxLength", 12}}},
+                                   {"age", {{"type", "integer"}, {"minimum", 0}, {"maximum", 150}}},
+                                   {"pet", {{"enum", {"cat", "dog"}}}}}},
+                                 {"required", {"name", "age", "pet"}},
+                                 {"additionalProperties", false}};
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    wire::job_params p = sampled(200, seed);
+    p.api.events = true;
+    p.api.json_schema = schema.dump();
+    p.api.n = 1 + int32_t(seed % 2);
+    engine->submit(job(seed, "Once upon a time", p));
+  }
+  wire::job_params bad = sampled(20, 1);
+  bad.api.grammar = "root ::= undefined-rule";
+  engine->submit(job(10, "Once upon a time", bad));
+  ASSERT_TRUE(sink.wait_all_finished({1, 2, 3, 10}));
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    for (const auto& c : events_of(sink, seed)) {
+      EXPECT_EQ(c.finish, "stop") << c.content;
+      const auto v = nlohmann::json::parse(c.content, nullptr, false);
+      ASSERT_TRUE(v.is_object()) << c.content;
+      EXPECT_EQ(v.size(), 3u) << c.content;
+      ASSERT_TRUE(v.contains("name") && v["name"].is_string()) << c.content;
+      EXPECT_LE(v["name"].get<std::string>().size(), 12u) << c.content;
+      ASSERT_TRUE(v.contains("age") && v["age"].is_number_integer()) << c.content;
+      EXPECT_TRUE(v["age"].get<int64_t>() >= 0 && v["age"].get<int64_t>() <= 150) << c.content;
+      ASSERT_TRUE(v.contains("pet")) << c.content;
+      EXPECT_TRUE(v["pet"] == "cat" || v["pet"] == "dog") << c.content;
+    }
+  }
+  const auto r = sink.record(10);
+  EXPECT_EQ(r.final->stop_reason, wire::stop_reason_invalid_request);
+  EXPECT_NE(r.final->error.find("grammar"), std::string::npos) << r.final->error;
+}
+
+// A thinking model's think block: reasoning events in events mode, content the rest. The grammar
+// makes a random model write one.
+TEST_F(batch_engine_api_test, a_think_block_comes_as_reasoning_events) {
+  fake_job_sink sink;
+  auto engine = make_batch_engine(config(2, 128), sink);
+  wire::job_params p = sampled(80, 7);
+  p.chat_template = "qwen3";
+  p.api.events = true;
+  p.api.grammar = R"(root ::= "<think>" [a-z]{3,12} "</think>" [A-Z] [a-z]{2,12})";
+  auto j = job(0, "", p);
+  j.messages = {{.role = "user", .content = "Once upon a time"}};
+  engine->submit(j);
+  ASSERT_TRUE(sink.wait_finished(0));
+  const auto choices = events_of(sink, 0);
+  ASSERT_EQ(choices.size(), 1u);
+  const auto& c = choices[0];
+  EXPECT_EQ(c.finish, "stop");
+  EXPECT_TRUE(c.reasoning.size() >= 3 && c.reasoning.size() <= 12) << c.reasoning;
+  EXPECT_EQ(c.reasoning.find_first_not_of("abcdefghijklmnopqrstuvwxyz"), std::string::npos)
+      << c.reasoning;
+  ASSERT_GE(c.content.size(), 3u) << c.content;
+  EXPECT_TRUE(c.content[0] >= 'A' && c.content[0] <= 'Z') << c.content;
+  EXPECT_EQ(c.content.find("think"), std::string::npos) << c.content;
+}
+
+// tool_choice auto (or absent): calls the model writes in its template's format are parsed out of
+// the answer (a grammar makes this random model write one); "none" leaves the text as it is.
+TEST_F(batch_engine_api_test, calls_in_the_templates_format_are_parsed_unless_tool_choice_is_none) {
+  ASSERT_TRUE(fs::exists(*dir_ / "stories-tools.gguf")) << "the Qwen2.5 template is missing";
+  fake_job_sink sink;
+  auto engine = make_batch_engine(config(3, 1280), sink);
+  const nlohmann::json tools = nlohmann::json::array(
+      {{{"type", "function"},
+        {"function",
+         {{"name", "get_time"},
+          {"parameters",
+           {{"type", "object"}, {"properties", {{"zone", {{"type", "string"}}}}}}}}}}});
+  // GBNF's escapes: \n a newline, \" a quote.
+  const std::string call =
+      R"(<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"zone\": \"UTC\"}}\n</tool_call>)";
+  for (uint64_t id = 1; id <= 3; ++id) {
+    wire::job_params p = sampled(120, id);
+    p.api.events = true;
+    p.api.tools = tools.dump();
+    p.api.tool_choice = id == 1 ? "" : id == 2 ? "auto" : "none";
+    p.api.grammar = "root ::= \"Sure. \" \"" + call + "\"";
+    auto j = job(id, "", p, "stories-tools");
+    j.messages = {{.role = "user", .content = "What time is it?"}};
+    engine->submit(j);
+  }
+  ASSERT_TRUE(sink.wait_all_finished({1, 2, 3}));
+  for (uint64_t id = 1; id <= 2; ++id) {
+    const auto choices = events_of(sink, id);
+    ASSERT_EQ(choices.size(), 1u);
+    EXPECT_EQ(choices[0].finish, "tool_calls");
+    EXPECT_EQ(choices[0].content, "Sure. ");
+    ASSERT_EQ(choices[0].calls.size(), 1u) << choices[0].content;
+    EXPECT_EQ(choices[0].calls[0].name, "get_time");
+    EXPECT_EQ(nlohmann::json::parse(choices[0].calls[0].arguments, nullptr, false),
+              nlohmann::json({{"zone", "UTC"}}))
+        << choices[0].calls[0].arguments;
+    EXPECT_FALSE(choices[0].calls[0].id.empty());
+  }
+  const auto none = events_of(sink, 3);
+  ASSERT_EQ(none.size(), 1u);
+  EXPECT_EQ(none[0].finish, "stop");
+  EXPECT_TRUE(none[0].calls.empty());
+  EXPECT_EQ(none[0].content,
+            "Sure. <tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"zone\": "
+            "\"UTC\"}}\n</tool_call>");
+}
+
+// tool_choice naming a function, on a model whose own template writes tool calls (Qwen2.5's):
+// the output is a call of that function, with arguments valid against its parameters, as a
+// tool_call event with an id, and the choice finishes with "tool_calls".
+TEST_F(batch_engine_api_test, a_named_tool_choice_gives_a_valid_call_of_that_function) {
+  ASSERT_TRUE(fs::exists(*dir_ / "stories-tools.gguf")) << "the Qwen2.5 template is missing";
+  fake_job_sink sink;
+  // Qwen2.5's system prompt lists the tools: some 700 tokens of the stories vocabulary.
+  auto engine = make_batch_engine(config(2, 1280), sink);
+  const nlohmann::json tools = nlohmann::json::array(
+      {{{"type", "function"},
+        {"function",
+         {{"name", "get_weather"},
+          {"description", "The weather in a city"},
+          {"parameters",
+           {{"type", "object"},
+            {"properties",
+             {{"city", {{"type", "string"}, {"maxLength", 16}}},
+              {"days", {{"type", "integer"}, {"minimum", 1}, {"maximum", 7}}}}},
+            {"required", {"city", "days"}},
+            {"additionalProperties", false}}}}}},
+       {{"type", "function"},
+        {"function",
+         {{"name", "get_time"},
+          {"parameters", {{"type", "object"}, {"properties", nlohmann::json::object()}}}}}}});
+  for (uint64_t seed = 1; seed <= 2; ++seed) {
+    wire::job_params p = sampled(200, seed);
+    p.api.events = true;
+    p.api.tools = tools.dump();
+    p.api.tool_choice = "function:get_weather";
+    p.api.parallel_tool_calls = false;
+    auto j = job(seed, "", p, "stories-tools");
+    j.messages = {{.role = "user", .content = "What is the weather in Oslo?"}};
+    engine->submit(j);
+  }
+  wire::job_params unknown = sampled(20, 1);
+  unknown.api.events = true;
+  unknown.api.tools = tools.dump();
+  unknown.api.tool_choice = "function:no_such_tool";
+  auto j = job(3, "", unknown, "stories-tools");
+  j.messages = {{.role = "user", .content = "Hi"}};
+  engine->submit(j);
+  ASSERT_TRUE(sink.wait_all_finished({1, 2, 3}));
+  for (uint64_t seed = 1; seed <= 2; ++seed) {
+    const auto choices = events_of(sink, seed);
+    ASSERT_EQ(choices.size(), 1u);
+    const auto& c = choices[0];
+    EXPECT_EQ(c.finish, "tool_calls") << c.content;
+    ASSERT_EQ(c.calls.size(), 1u) << c.content;
+    EXPECT_EQ(c.calls[0].name, "get_weather");
+    EXPECT_TRUE(c.calls[0].id.starts_with("call_")) << c.calls[0].id;
+    const auto args = nlohmann::json::parse(c.calls[0].arguments, nullptr, false);
+    ASSERT_TRUE(args.is_object()) << c.calls[0].arguments;
+    EXPECT_EQ(args.size(), 2u) << c.calls[0].arguments;
+    ASSERT_TRUE(args.contains("city") && args["city"].is_string()) << c.calls[0].arguments;
+    EXPECT_LE(args["city"].get<std::string>().size(), 16u);
+    ASSERT_TRUE(args.contains("days") && args["days"].is_number_integer());
+    EXPECT_TRUE(args["days"].get<int64_t>() >= 1 && args["days"].get<int64_t>() <= 7);
+  }
+  EXPECT_EQ(sink.record(3).final->stop_reason, wire::stop_reason_invalid_request);
+  EXPECT_NE(sink.record(3).final->error.find("no_such_tool"), std::string::npos)
+      << sink.record(3).final->error;
 }
 
 // context::seq_copy: a sequence continued from copied cells computes what the original does.

@@ -2,14 +2,15 @@
 // Vulkan, CUDA).
 //
 // All running attempts of one model share one context whose cache holds slots × n_ctx_per_slot
-// cells; each attempt owns one sequence id and may fill at most n_ctx_per_slot cells, so one long
-// job cannot starve the others. Each step is one decode() per model holding, for every attempt
-// of that model, either its whole prompt (an attempt that joined since the last step; logits for
-// the last prompt token only) or the one token it sampled last. Attempts join and leave between
-// steps; models with running attempts take steps in turn. Each attempt is one engine/sequence.h,
-// the type generate() loops over (same sampler calls, end rule and text streaming), and a
-// sequence's logits do not depend on the other rows of a batch, so an attempt's tokens are those
-// generate() gives for it alone.
+// cells; each choice of an attempt (one unless api.n asks for more) owns one sequence id and may
+// fill at most n_ctx_per_slot cells, so one long job cannot starve the others. Each step is one
+// decode() per model holding, for every attempt of that model, either its whole prompt once (an
+// attempt that joined since the last step; logits for the last prompt token only; its other
+// choices then get copies of those cells) or the one token each running choice sampled last.
+// Attempts join and leave between steps; models with running attempts take steps in turn. Each
+// attempt is one engine/sequence.h, the type generate() loops over (same sampler calls, end rule
+// and text streaming), and a sequence's logits do not depend on the other rows of a batch, so an
+// attempt's tokens are those generate() gives for it alone.
 //
 // Models load on the backend the configuration asks for (backends/select.h): the device is chosen
 // once at start, and a model that device cannot run (a weight type without a kernel, too little
@@ -37,7 +38,11 @@
 
 #include "backends/select.h"
 #include "common/think-filter.h"
+#include "engine/chat/tool-calls.h"
 #include "engine/context.h"
+#include "engine/grammar/grammar-matcher.h"
+#include "engine/grammar/grammar.h"
+#include "engine/grammar/json-schema.h"
 #include "engine/io/mapped-file.h"
 #include "engine/model.h"
 #include "engine/prompt.h"
@@ -87,6 +92,8 @@ struct batch_choice {
   // Plain mode: the think block kept out of the text (a thinking model's chat job without
   // show_thinking). Events mode: the think block split off as reasoning events.
   std::optional<think_filter> think;
+  // Events mode, with tools offered and tool_choice not "none": calls parsed out of the answer.
+  std::optional<tool_call_parser> calls;
   uint32_t n_calls = 0;  // tool calls it made (events mode)
 
   // Plain mode: generated tokens not reported yet and their visible text (see holds_back).
@@ -103,7 +110,8 @@ struct batch_attempt {
     const int32_t n = std::max(api.n, 1);
     for (int32_t i = 0; i < n; ++i) {
       sampler_params sp = params.sampling;
-      sp.seed += uint64_t(i);  // each choice its own draw; choice 0 samples as n = 1 does
+      // Each choice its own draw; choice 0 samples as n = 1 does. A random seed stays random.
+      if (sp.seed != sampler_seed_random) sp.seed += uint64_t(i);
       choices.push_back(std::make_unique<batch_choice>(uint32_t(i), sp, n_vocab));
     }
   }
@@ -143,6 +151,10 @@ struct batch_attempt {
   wire::api_params api;
   std::vector<std::unique_ptr<batch_choice>> choices;  // [max(api.n, 1)]
 
+  int32_t top_logprobs = -1;  // events mode, api.logprobs: alternatives per token; -1: none
+  tool_call_id_style id_style = tool_call_id_style::openai;
+  size_t n_call_ids = 0;  // tool-call ids given so far, across choices
+
   uint64_t n_sent = 0;       // tokens reported so far (the next chunk's seq)
   uint32_t step_tokens = 0;  // events mode: tokens sampled in this step, not reported yet
   std::string step_lines;    // events mode: their event lines
@@ -164,6 +176,10 @@ struct batch_model {
   uint64_t bytes = 0;          // file size + context memory: what it counts against the budget
   uint64_t last_used = 0;      // a tick of the engine, for least-recently-used unloading
   std::vector<bool> seq_used;  // [slots]: held by a choice
+  // What constrained jobs need of the model, made on first use: the vocabulary's byte trie for
+  // grammar matchers, the tool-call format its own chat template writes (or why none).
+  std::shared_ptr<const grammar_vocab> grammar_tokens;
+  std::optional<result<tool_call_format>> tool_format;
   std::vector<std::unique_ptr<batch_attempt>> running;  // every choice holds a sequence
   // For free sequences, first come first served: an attempt of n choices waits for n of them.
   std::deque<std::unique_ptr<batch_attempt>> waiting;
@@ -536,14 +552,12 @@ class batch_engine final : public job_engine {
     if (!entry)
       return report_failed(ref, "model '" + job.model + "' is not in this node's models directory");
     catalog_.touch(job.model);  // a store model used: the last the store's limit evicts
-    std::vector<chat_message> messages;
-    for (const auto& m : job.messages) messages.push_back({m.role, m.content});
+    // The messages are checked where they are formatted (chat_prompt_prepare): a model's own
+    // Jinja template takes roles the built-in formats refuse (tool results).
+    const std::vector<chat_message> messages = engine_messages(job.messages);
     const bool chat = !messages.empty();
     if (chat && !job.prompt.empty()) {
       return report_invalid(ref, "the job has both a prompt and chat messages; send one of them");
-    }
-    if (chat) {
-      if (auto ok = chat_messages_check(messages); !ok) return report_invalid(ref, ok.message());
     }
     if (auto e = wire::job_params_check(job.params); !e.ok()) return report_invalid(ref, e.message);
     const wire::api_params& api = job.params.api;
@@ -576,9 +590,13 @@ class batch_engine final : public job_engine {
     std::vector<int32_t> prompt;
     std::optional<think_filter> think;
     if (chat) {
+      // Tools are written into the prompt whatever tool_choice says ("none" included, as OpenAI
+      // does); whether the output is parsed for calls is constrain()'s.
       auto prepared = chat_prompt_prepare(*cm->weights, messages,
                                           {.template_name = job.params.chat_template,
-                                           .enable_thinking = job.params.enable_thinking});
+                                           .enable_thinking = job.params.enable_thinking,
+                                           .tools_json = api.tools,
+                                           .template_kwargs_json = api.template_kwargs});
       if (const auto* e = std::get_if<prompt_error>(&prepared)) {
         return report_invalid(ref, chat_prompt_error(cm->name, job.params, *e));
       }
@@ -601,14 +619,103 @@ class batch_engine final : public job_engine {
                                                    wire::generation_params_of(job.params), api,
                                                    cm->weights->hparams().n_vocab);
     for (auto& c : attempt->choices) c->think = think;
+    if (std::string why = constrain(*cm, *attempt); !why.empty()) return report_invalid(ref, why);
     attempt->load_ms = load_ms;
     cm->waiting.push_back(std::move(attempt));
   }
 
-  // Why a chat job's messages could not be made a prompt, as its error says it.
+  // The tool-call format the model's own chat template writes (engine/chat/tool-calls.h), or why
+  // it has none.
+  static result<tool_call_format> tool_format_of(const model& m) {
+    auto program = model_chat_program(m);
+    if (!program) return program.err();
+    const vocab& voc = m.vocab();
+    auto token_text = [&](int32_t id) { return id >= 0 ? voc.text(id) : std::string(); };
+    const nlohmann::ordered_json base = {{"bos_token", token_text(voc.bos())},
+                                         {"eos_token", token_text(voc.eos())}};
+    return tool_call_format_derive(**program, base);
+  }
+
+  // Sets up the request's constraints and parsers on every choice of `a`: the grammar its output
+  // must match (a valid call for tool_choice "required" or a named function, which goes before
+  // json_schema and grammar; else json_schema's; else the GBNF grammar), compiled once for all
+  // its choices; the tool-call parser (events mode, tools offered, tool_choice not "none"); the
+  // logprobs asked for. Returns why the request cannot run ("" when it can).
+  std::string constrain(batch_model& cm, batch_attempt& a) {
+    const wire::api_params& api = a.api;
+    const bool offered = !api.tools.empty() && api.tool_choice != "none";
+    const bool forced =
+        offered && (api.tool_choice == "required" || api.tool_choice.starts_with("function:"));
+    const tool_call_format* format = nullptr;
+    if (offered && a.events()) {
+      if (!cm.tool_format) cm.tool_format = tool_format_of(*cm.weights);
+      if (cm.tool_format->ok()) {
+        format = &cm.tool_format->value();
+      } else if (forced) {
+        return "tool_choice '" + api.tool_choice + "' asks for a tool call, but model '" + cm.name +
+               "' cannot make one: " + cm.tool_format->message();
+      }
+    }
+    std::string gbnf, what;
+    if (forced && format) {
+      const std::string_view choice = api.tool_choice == "required"
+                                          ? std::string_view(api.tool_choice)
+                                          : std::string_view(api.tool_choice).substr(9);
+      auto g = tool_call_gbnf(*format, api.tools, choice, api.parallel_tool_calls);
+      if (!g) return "tool_choice: " + g.message();
+      gbnf = std::move(*g);
+      what = "tool_choice";
+    } else if (!api.json_schema.empty()) {
+      auto g = json_schema_to_gbnf(api.json_schema);
+      if (!g) return "json_schema: " + g.message();
+      gbnf = std::move(*g);
+      what = "json_schema";
+    } else if (!api.grammar.empty()) {
+      gbnf = api.grammar;
+      what = "grammar";
+    }
+    std::shared_ptr<const grammar> compiled;
+    if (!gbnf.empty()) {
+      auto g = grammar_from_gbnf(gbnf);
+      if (!g) return g.message().starts_with(what) ? g.message() : what + ": " + g.message();
+      compiled = std::move(*g);
+      if (!cm.grammar_tokens) cm.grammar_tokens = grammar_vocab::make(cm.weights->vocab());
+    }
+    for (auto& c : a.choices) {
+      if (compiled) c->smp.set_grammar(compiled, cm.grammar_tokens);
+      if (format) c->calls.emplace(*format, api.tools);
+    }
+    if (format) a.id_style = format->id_style;
+    if (a.events() && api.logprobs) a.top_logprobs = api.top_logprobs;
+    return {};
+  }
+
+  // The wire's messages as the engine's chat templates take them (every field).
+  static std::vector<chat_message> engine_messages(const std::vector<wire::chat_message>& wire) {
+    std::vector<chat_message> out;
+    out.reserve(wire.size());
+    for (const auto& m : wire) {
+      chat_message e{.role = m.role,
+                     .content = m.content,
+                     .name = m.name,
+                     .tool_call_id = m.tool_call_id,
+                     .reasoning_content = m.reasoning_content,
+                     .tool_calls = {}};
+      for (const auto& c : m.tool_calls)
+        e.tool_calls.push_back({.id = c.id, .name = c.name, .arguments = c.arguments});
+      out.push_back(std::move(e));
+    }
+    return out;
+  }
+
+  // Why a chat job's messages could not be made a prompt, as its error says it: the messages'
+  // fault, or the template's own refusal (its raise_exception message), as they say it.
   static std::string chat_prompt_error(const std::string& model, const wire::job_params& params,
                                        const prompt_error& e) {
-    if (e.code == prompt_error_code::messages_invalid) return e.message;
+    if (e.code == prompt_error_code::messages_invalid ||
+        e.code == prompt_error_code::template_error) {
+      return e.message;
+    }
     return "cannot format the chat messages for model '" + model + "': " + e.message +
            (params.chat_template.empty() ? "; name a template or send a prompt instead" : "");
   }
@@ -677,7 +784,45 @@ class batch_engine final : public job_engine {
       a.step_lines += wire::output_event_line(e);
     };
     line(wire::output_event_kind::reasoning, std::move(parts.reasoning));
-    line(wire::output_event_kind::content, std::move(parts.answer));
+    if (!c.calls) return line(wire::output_event_kind::content, std::move(parts.answer));
+    tool_call_parser::piece found = c.calls->feed(parts.answer);
+    if (last) {
+      tool_call_parser::piece rest = c.calls->finish();
+      found.content += rest.content;
+      for (auto& call : rest.calls) found.calls.push_back(std::move(call));
+    }
+    line(wire::output_event_kind::content, std::move(found.content));
+    for (auto& call : found.calls) {
+      wire::output_event e;
+      e.choice = c.index;
+      e.kind = wire::output_event_kind::tool_call;
+      e.call.id = tool_call_id(a.n_call_ids++, a.id_style, a.params.sampling.seed);
+      e.call.name = std::move(call.name);
+      e.call.arguments = std::move(call.arguments);
+      a.step_lines += wire::output_event_line(e);
+      ++c.n_calls;
+    }
+  }
+
+  // Events mode, api.logprobs: the line of the token `c` just sampled, its text and bytes from
+  // the vocabulary.
+  static void write_logprobs(batch_attempt& a, batch_choice& c, const vocab& voc) {
+    const token_logprobs lp = c.smp.last_logprobs(a.top_logprobs);
+    auto entry = [&](int32_t token, float logprob) {
+      wire::token_logprob t;
+      t.token = voc.token_to_piece(token, false);
+      t.bytes.assign(t.token.begin(), t.token.end());
+      t.logprob = logprob;
+      return t;
+    };
+    wire::output_event e;
+    e.choice = c.index;
+    e.kind = wire::output_event_kind::logprobs;
+    wire::sampled_logprob p;
+    p.sampled = entry(lp.token, lp.logprob);
+    for (const auto& [token, logprob] : lp.top) p.top.push_back(entry(token, logprob));
+    e.probs.push_back(std::move(p));
+    a.step_lines += wire::output_event_line(e);
   }
 
   // OpenAI's finish_reason of an ended choice.
@@ -695,7 +840,11 @@ class batch_engine final : public job_engine {
   // what its streams held back and its finish line, and frees its sequence.
   void advance_event(batch_model& cm, batch_attempt& a, batch_choice& c, const float* logits) {
     ++a.step_tokens;  // sampled: a generated token or the end-of-generation one
-    if (auto piece = c.gen->step(logits)) write_text(a, c, piece->text, false);
+    if (auto piece = c.gen->step(logits)) {
+      write_text(a, c, piece->text, false);
+      // The end-of-generation token is no part of the answer, so it has no entry (as OpenAI).
+      if (a.top_logprobs >= 0) write_logprobs(a, c, cm.weights->vocab());
+    }
     if (!c.gen->done()) return;
     write_text(a, c, c.gen->finish(), true);
     wire::output_event e;

@@ -592,10 +592,16 @@ TEST_F(batch_engine_test, bad_attempts_fail_with_a_clear_message) {
   auto both = job(10, prompt_of(0), greedy(4), "stories-chatml");
   both.messages = {{"user", "hello"}};
   engine->submit(both);
+  // The built-in formats know no tool messages (a model's own Jinja template may: job 12).
   auto tool = job(11, "", greedy(4), "stories-chatml");
   tool.messages = {{"user", "hello"}, {"tool", "{}"}};
+  tool.params.chat_template = "chatml";
   engine->submit(tool);
-  ASSERT_TRUE(sink.wait_all_finished({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
+  auto jinja_tool = tool;
+  jinja_tool.job_id = 12;
+  jinja_tool.params.chat_template = "";
+  engine->submit(jinja_tool);
+  ASSERT_TRUE(sink.wait_all_finished({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}));
 
   EXPECT_EQ(failure_of(sink, 0), "model 'no-such-model' is not in this node's models directory");
   EXPECT_EQ(failure_of(sink, 1), "the prompt has 12 tokens but a slot holds 8");
@@ -613,7 +619,9 @@ TEST_F(batch_engine_test, bad_attempts_fail_with_a_clear_message) {
   EXPECT_EQ(failure_of(sink, 10), "the job has both a prompt and chat messages; send one of them");
   EXPECT_EQ(failure_of(sink, 11),
             "message 2 has the role 'tool'; a chat template knows only system, user and assistant");
-  for (uint64_t i = 0; i < 12; ++i) EXPECT_EQ(sink.record(i).n_finished, 1) << i;
+  // Formatted (the template wrote the tool message), then too long for this node's 8 cells.
+  EXPECT_EQ(sink.record(12).final->stop_reason, "prompt_too_long");
+  for (uint64_t i = 0; i < 13; ++i) EXPECT_EQ(sink.record(i).n_finished, 1) << i;
   // The request's own faults say so (hearth-gateway answers them 400); the node's do not.
   auto reason = [&](uint64_t id) { return sink.record(id).final->stop_reason; };
   EXPECT_EQ(reason(1), "prompt_too_long");
@@ -648,13 +656,15 @@ TEST_F(batch_engine_test, chat_messages_go_through_the_models_chat_template) {
   engine->submit(unknown);
   ASSERT_TRUE(sink.wait_all_finished({0, 1, 2, 3, 4}));
 
-  // What the same weights give for the formatted text, its special-token text parsed.
+  // What the same weights give for the formatted text, its special-token text parsed. The files'
+  // own templates render through the Jinja engine as transformers does: llama2's writes " " +
+  // content + " " + eos_token for an assistant turn (llama.cpp's built-in format wrote no spaces).
   const std::string chatml_text =
       "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nOnce upon a time<|im_end|>\n"
       "<|im_start|>assistant\n";
   const std::string llama2_text =
-      "[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nTell me a story. [/INST]Lily went to the park.</s>"
-      "<s>[INST] And then? [/INST]";
+      "[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nTell me a story. [/INST] Lily went to the park. "
+      "</s><s>[INST] And then? [/INST]";
   const auto chatml_tokens = model_->vocab().tokenize(chatml_text, true, true);
   const auto llama2_tokens = model_->vocab().tokenize(llama2_text, true, true);
   expect_matches(sink, 0, alone_tokens(chatml_tokens, greedy(24), 256));
