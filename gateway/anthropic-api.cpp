@@ -352,11 +352,7 @@ std::variant<anthropic_request, request_refusal> parse_anthropic_request(std::st
   anthropic_request r;
   wire::submit& s = r.submit;
   wire::job_params& p = s.params;
-  p.temperature = 1;
-  p.top_p = 1;
-  p.top_k = 0;
-  p.min_p = 0;
-  p.repeat_penalty = 1;
+  p = openai_default_params();  // Anthropic's are the same: temperature 1, nothing else
 
   field_reader fr;
   auto refused = [&]() -> std::optional<request_refusal> {
@@ -374,6 +370,7 @@ std::variant<anthropic_request, request_refusal> parse_anthropic_request(std::st
   if (auto e = refused()) return *e;
   read_tools(fr, j, p.api);
   read_tool_choice(fr, j, p.api);
+  named_tool_check(fr, p.api, "tool_choice.name");
   read_stop_sequences(fr, j, p.stop);
   read_thinking(fr, j, p);
   read_output_format(fr, j, p.api);

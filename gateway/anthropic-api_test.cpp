@@ -137,6 +137,10 @@ TEST(anthropic_request, what_cannot_be_honoured_is_refused_naming_the_field) {
          "tools[0].input_schema", "required");
   expect(R"({"model":"m","max_tokens":5,"tool_choice":{"type":"any"},)" + msgs + "}", "tool_choice",
          "without tools");
+  expect(R"({"model":"m","max_tokens":5,"tools":[{"name":"f","input_schema":{}}],
+            "tool_choice":{"type":"tool","name":"g"},)" +
+             msgs + "}",
+         "tool_choice.name", "not one of the tools");
   expect(R"({"model":"m","max_tokens":5,"tool_choice":{"type":"sometimes"},)" + msgs + "}",
          "tool_choice.type", "sometimes");
   expect(R"({"model":"m","max_tokens":5,"thinking":{"type":"always"},)" + msgs + "}",

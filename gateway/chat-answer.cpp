@@ -204,6 +204,20 @@ json chat_function_tool(field_reader& fr, const json& t, const std::string& p,
   return {{"type", "function"}, {"function", std::move(function)}};
 }
 
+void named_tool_check(field_reader& fr, const wire::api_params& api, const std::string& param) {
+  constexpr std::string_view prefix = "function:";
+  if (!std::string_view(api.tool_choice).starts_with(prefix)) return;
+  const std::string name = api.tool_choice.substr(prefix.size());
+  const json tools = json::parse(api.tools, nullptr, false);
+  if (tools.is_array()) {
+    for (const json& t : tools) {
+      if (t.is_object() && t.contains("function") && t["function"].value("name", "") == name)
+        return;
+    }
+  }
+  fr.refuse(param, param + " names the function '" + name + "', which is not one of the tools");
+}
+
 result<json> chat_request_json(std::string_view body) {
   bool too_deep = false;
   const json::parser_callback_t depth_check = [&](int depth, json::parse_event_t, json&) {

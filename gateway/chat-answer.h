@@ -150,6 +150,10 @@ void chat_messages_bounded(field_reader& fr, const std::vector<wire::chat_messag
 nlohmann::json chat_function_tool(field_reader& fr, const nlohmann::json& t, const std::string& p,
                                   std::string_view schema_key, bool schema_required);
 
+// Refuses a tool_choice that names a function ("function:NAME") none of api.tools is (`param`
+// names the field as the API calls it).
+void named_tool_check(field_reader& fr, const wire::api_params& api, const std::string& param);
+
 // What a JSON value is, in a message's words: "a string", "an integer", ...
 std::string json_kind_text(const nlohmann::json& v);
 

@@ -319,13 +319,7 @@ std::variant<responses_request, request_refusal> parse_responses_request(std::st
   responses_request r;
   wire::submit& s = r.submit;
   wire::job_params& p = s.params;
-  p.max_tokens = generation_max_tokens_limit;
-  p.temperature = 1;
-  p.top_p = 1;
-  p.top_k = 0;
-  p.min_p = 0;
-  p.repeat_penalty = 1;
-  p.repeat_last_n = -1;
+  p = openai_default_params();
   ojson& echo = r.echo;
   echo = {{"instructions", nullptr},
           {"max_output_tokens", nullptr},
@@ -354,6 +348,7 @@ std::variant<responses_request, request_refusal> parse_responses_request(std::st
   if (auto e = refused()) return *e;
   read_tools(fr, j, p.api, echo);
   read_tool_choice(fr, j, p.api, echo);
+  named_tool_check(fr, p.api, "tool_choice.name");
   read_text_format(fr, j, p.api, echo);
   if (auto v = fr.boolean(j, "parallel_tool_calls", "parallel_tool_calls")) {
     p.api.parallel_tool_calls = *v;
