@@ -110,5 +110,20 @@ TEST(grammar_matcher, eog_and_special_tokens) {
   EXPECT_TRUE(m.accept(eos));
 }
 
+TEST(grammar_matcher, long_pieces_near_a_bound_on_gpt2) {
+  // maxLength 60: counts within 17 of the bound are exact states, the others share the
+  // short-piece mask and have their long pieces (dashes, spaces) checked one by one.
+  auto voc = load_vocab("ggml-vocab-gpt-2.gguf");
+  ASSERT_TRUE(voc);
+  auto gv = grammar_vocab::make(*voc);
+  ASSERT_FALSE(gv->long_tokens().empty());
+  auto gbnf = json_schema_to_gbnf(R"({"type": "string", "maxLength": 60})");
+  ASSERT_TRUE(gbnf.ok()) << gbnf.message();
+  auto g = grammar_from_gbnf(*gbnf);
+  ASSERT_TRUE(g.ok()) << g.message();
+  expect_masks_equal_naive(*voc, gv, *g,
+                           "\"--------------------------------                 the end\"", 1);
+}
+
 }  // namespace
 }  // namespace hearth
