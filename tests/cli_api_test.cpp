@@ -75,6 +75,8 @@ class cli_api : public ::testing::Test {
         node_->send(wire::node_pull{1});
       });
     });
+    client_ = c_.client();
+    ASSERT_TRUE(testing::nodes_online(*client_, 1)) << broker_.log();
   }
   std::string broker_args() {
     std::string a = " --broker " + c_.endpoint();
@@ -94,6 +96,7 @@ class cli_api : public ::testing::Test {
 
   testing::cluster c_;
   testing::process broker_;
+  std::unique_ptr<testing::test_client> client_;
   std::optional<testing::fake_node> node_;
   std::mutex mutex_;
   std::vector<wire::job_assign> assigns_;

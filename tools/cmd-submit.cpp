@@ -267,8 +267,10 @@ action add_submit(CLI::App& app) {
                   "Generate N choices from the one prompt (1-8); the first streams, the others "
                   "follow when the job ends")
       ->capture_default_str();
+  // One value per --logit-bias (CLI11 would otherwise take the prompt after it as another).
   cmd->add_option("--logit-bias", o->logit_bias,
-                  "TOKEN:BIAS: add BIAS (-100 to 100) to a token's logit (repeatable)");
+                  "TOKEN:BIAS: add BIAS (-100 to 100) to a token's logit (repeatable)")
+      ->allow_extra_args(false);
   o->no_think_flag = cmd->add_flag(
       "--no-think", [o](int64_t) { o->params.enable_thinking = false; },
       "Ask a thinking model (Qwen3) to answer without reasoning first");
