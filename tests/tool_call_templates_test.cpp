@@ -13,15 +13,17 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <ctime>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "engine/chat/jinja.h"
 #include "engine/chat/tool-calls.h"
+#include "engine/grammar/grammar-matcher.h"
+#include "engine/grammar/grammar.h"
 #include "tests/testdata.h"
 
 namespace hearth {
@@ -63,17 +65,15 @@ std::vector<expected_call> calls_of(const ordered_json& ctx) {
   return out;
 }
 
+std::string tool_call_text_trim(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t\r\n");
+  return b == std::string::npos ? "" : s.substr(b, s.find_last_not_of(" \t\r\n") + 1 - b);
+}
+
 // The README's fixed clock: strftime_now sees 2026-12-01T09:30:00 local time.
 jinja::render_options fixed_clock() {
-  std::tm tm{};
-  tm.tm_year = 2026 - 1900;
-  tm.tm_mon = 11;
-  tm.tm_mday = 1;
-  tm.tm_hour = 9;
-  tm.tm_min = 30;
-  tm.tm_isdst = -1;
   jinja::render_options o;
-  o.now = std::chrono::system_clock::from_time_t(std::mktime(&tm));
+  o.now = *jinja::parse_local_time("2026-12-01T09:30:00");
   return o;
 }
 
@@ -249,6 +249,127 @@ TEST(ToolCallTemplates, EveryTemplateDerivesAndParsesItsOwnCalls) {
   }
   std::printf("%d of 31 templates derive a format; %d of %d renders of their calls parse back\n",
               derived, parsed, checked);
+}
+
+// Two tools: get_weather as c05 offers it, and one with an integer, a boolean and strings.
+const char* k_tools = R"([
+ {"type": "function", "function": {"name": "get_weather", "description": "Weather",
+  "parameters": {"type": "object", "properties": {
+   "location": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+   "required": ["location", "unit"], "additionalProperties": false}}},
+ {"type": "function", "function": {"name": "set_alarm", "description": "Alarm",
+  "parameters": {"type": "object", "properties": {
+   "hour": {"type": "integer", "minimum": 0, "maximum": 23}, "loud": {"type": "boolean"},
+   "label": {"type": "string", "maxLength": 12}},
+   "required": ["hour", "loud", "label"], "additionalProperties": false}}}
+])";
+
+// The few JSON Schema keywords k_tools uses: "" when `v` validates, else why not.
+std::string validate(const ordered_json& v, const ordered_json& s) {
+  const std::string type = s.value("type", "");
+  if (type == "object") {
+    if (!v.is_object()) return "not an object";
+    for (const auto& r : s["required"])
+      if (!v.contains(r.get<std::string>())) return "missing " + r.get<std::string>();
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      if (!s["properties"].contains(it.key())) return "extra property " + it.key();
+      if (auto w = validate(it.value(), s["properties"][it.key()]); !w.empty())
+        return it.key() + ": " + w;
+    }
+    return "";
+  }
+  if (type == "string") {
+    if (!v.is_string()) return "not a string: " + v.dump();
+    if (s.contains("enum") && std::find(s["enum"].begin(), s["enum"].end(), v) == s["enum"].end())
+      return "not in enum: " + v.dump();
+    // maxLength counts characters: UTF-8 bytes that do not continue one.
+    const std::string text = v.get<std::string>();
+    const auto chars =
+        std::count_if(text.begin(), text.end(), [](char c) { return (c & 0xC0) != 0x80; });
+    if (s.contains("maxLength") && size_t(chars) > s["maxLength"].get<size_t>()) return "too long";
+    return "";
+  }
+  if (type == "integer") {
+    if (!v.is_number_integer()) return "not an integer: " + v.dump();
+    if (v.get<int64_t>() < s["minimum"].get<int64_t>() ||
+        v.get<int64_t>() > s["maximum"].get<int64_t>())
+      return "out of range";
+    return "";
+  }
+  if (type == "boolean") return v.is_boolean() ? "" : "not a boolean";
+  return "unknown type";
+}
+
+// A random text the grammar accepts: a walk through its matcher over a byte vocabulary (mostly
+// printable ASCII, so the texts look like a model's), ended where the grammar may end.
+std::string random_text(const std::shared_ptr<const grammar>& g, std::mt19937& rng) {
+  std::vector<std::string> pieces;
+  for (int b = 0; b < 256; ++b) pieces.push_back(std::string(1, char(b)));
+  pieces.push_back("");  // 256: the end of generation
+  static const auto vocab = grammar_vocab::make(pieces, {256});
+  grammar_matcher m(g, vocab);
+  std::string out;
+  while (out.size() < 20000) {
+    std::vector<int32_t> ascii, other;
+    for (int32_t t = 0; t < 256; ++t)
+      if (m.is_allowed(t)) (t >= 0x20 && t < 0x7f ? ascii : other).push_back(t);
+    const bool can_end = m.is_allowed(256);
+    if (can_end && ((ascii.empty() && other.empty()) || rng() % 3 == 0)) return out;
+    if (ascii.empty() && other.empty()) return out + "<dead>";
+    const auto& pick = !ascii.empty() && (other.empty() || rng() % 10 != 0) ? ascii : other;
+    const int32_t t = pick[rng() % pick.size()];
+    EXPECT_TRUE(m.accept(t));
+    out += char(t);
+  }
+  return out;
+}
+
+TEST(ToolCallTemplates, GrammarOutputParsesBackAndValidates) {
+  const fs::path root = templates_root();
+  const auto tools = ordered_json::parse(k_tools);
+  std::map<std::string, ordered_json> schemas;
+  for (const auto& t : tools) schemas[t["function"]["name"]] = t["function"]["parameters"];
+  const ordered_json base = {{"bos_token", "<|bos|>"}, {"eos_token", "<|eos|>"}};
+  std::mt19937 rng(56);
+  int texts = 0;
+  for (const auto& e : fs::directory_iterator(root / "templates")) {
+    const std::string t = e.path().stem().string();
+    SCOPED_TRACE(t);
+    auto program = jinja::parse(testing::read_file_text(e.path().string()));
+    ASSERT_TRUE(program);
+    auto f = tool_call_format_derive(**program, base);
+    if (!f) continue;
+    for (const char* choice : {"required", "set_alarm"}) {
+      for (bool parallel : {false, true}) {
+        auto gbnf = tool_call_gbnf(*f, k_tools, choice, parallel);
+        ASSERT_TRUE(gbnf) << gbnf.message();
+        auto g = grammar_from_gbnf(*gbnf);
+        ASSERT_TRUE(g) << g.message() << "\n" << *gbnf;
+        for (int k = 0; k < 6; ++k) {
+          const std::string text = random_text(*g, rng);
+          ++texts;
+          auto parsed = tool_calls_parse(*f, text, k_tools);
+          ASSERT_FALSE(parsed.calls.empty()) << text << "\n" << *gbnf;
+          EXPECT_TRUE(parallel || parsed.calls.size() == 1) << text;
+          EXPECT_EQ(tool_call_text_trim(parsed.content), "") << text;
+          if (!tool_call_text_trim(parsed.content).empty() && std::getenv("HEARTH_DUMP")) {
+            FILE* fp = std::fopen(std::getenv("HEARTH_DUMP"), "wb");
+            std::fwrite(text.data(), 1, text.size(), fp);
+            std::fclose(fp);
+          }
+          for (const auto& c : parsed.calls) {
+            if (std::string(choice) != "required") {
+              EXPECT_EQ(c.name, choice);
+            }
+            ASSERT_TRUE(schemas.contains(c.name)) << c.name << " in " << text;
+            auto args = ordered_json::parse(c.arguments, nullptr, false);
+            EXPECT_EQ(validate(args, schemas[c.name]), "") << c.arguments << " from " << text;
+          }
+        }
+      }
+    }
+  }
+  std::printf("%d grammar texts parsed back and validated\n", texts);
 }
 
 }  // namespace

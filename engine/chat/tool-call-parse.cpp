@@ -63,10 +63,18 @@ class section_parser {
   size_t pos_ = 0;
   std::vector<parsed_tool_call> calls_;
 
+  // Whitespace before a literal is insignificant (a grammar's JSON may end in a space, a model
+  // may put a newline where the template did not).
+  size_t after_space() const {
+    size_t p = pos_;
+    while (p < t_.size() && tct::is_space(t_[p])) ++p;
+    return p;
+  }
+
   match lit(std::string_view l) {
     if (l.empty()) return match::ok;
     size_t e = 0;
-    const match m = tct::match_literal(t_, pos_, l, final_, &e);
+    const match m = tct::match_literal(t_, after_space(), l, final_, &e);
     if (m == match::ok) pos_ = e;
     return m;
   }
@@ -76,7 +84,7 @@ class section_parser {
   match close(std::string_view l) {
     if (l.empty()) return match::ok;
     size_t e = 0;
-    const match m = tct::match_literal(t_, pos_, l, false, &e);
+    const match m = tct::match_literal(t_, after_space(), l, false, &e);
     if (m == match::ok) pos_ = e;
     if (m == match::more && final_) {
       pos_ = t_.size();
@@ -238,21 +246,21 @@ class section_parser {
     return match::ok;
   }
 
-  // A parameter's value: text, typed by the tool's schema when given (a string stays one), else
-  // JSON where it is a non-string JSON value.
+  // A parameter's value: text, typed by the tool's schema when given (a plain string stays the
+  // text; any other schema reads the text as JSON where it is JSON), else JSON where the text is a
+  // non-string JSON value.
   ordered_json typed_value(const std::string& fn, const std::string& key, std::string_view text) {
+    auto v = tct::json_parse(text);
     auto p = params_.find(fn);
     if (p != params_.end()) {
-      const ordered_json& props = p->second;
-      auto s = props.find(key);
-      if (s != props.end() && s->is_object()) {
+      auto s = p->second.find(key);
+      if (s != p->second.end() && s->is_object()) {
         auto type = s->find("type");
-        if (type != s->end() && ((type->is_string() && *type == "string") ||
-                                 (type->is_array() && type->size() == 1 && (*type)[0] == "string")))
-          return std::string(text);
+        if (type != s->end() && type->is_string() && *type == "string") return std::string(text);
+        if (v) return std::move(*v);
+        return std::string(text);
       }
     }
-    auto v = tct::json_parse(text);
     if (v && !v->is_string()) return std::move(*v);
     return std::string(text);
   }

@@ -92,6 +92,45 @@ std::optional<nlohmann::ordered_json> json_parse(std::string_view text) {
     }
   }
   auto v = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!v.is_discarded()) return v;
+  // A \u escape of half a surrogate pair is JSON by its grammar (and JavaScript's JSON.parse takes
+  // it) but not text nlohmann accepts: such a one becomes U+FFFD, as a lenient reader decodes it.
+  std::string fixed(text);
+  bool changed = false;
+  auto hex_at = [&](size_t i) -> int {
+    if (i + 6 > fixed.size() || fixed[i] != '\\' || fixed[i + 1] != 'u') return -1;
+    int x = 0;
+    for (size_t k = i + 2; k < i + 6; ++k) {
+      const char c = fixed[k];
+      const int d = c >= '0' && c <= '9'   ? c - '0'
+                    : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                    : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                           : -1;
+      if (d < 0) return -1;
+      x = x * 16 + d;
+    }
+    return x;
+  };
+  for (size_t i = 0; i + 1 < fixed.size(); ++i) {
+    if (fixed[i] != '\\') continue;
+    const int x = hex_at(i);
+    if (x < 0) {
+      ++i;  // another escape: skip its second byte
+      continue;
+    }
+    const int y = hex_at(i + 6);
+    if (x >= 0xD800 && x <= 0xDBFF && y >= 0xDC00 && y <= 0xDFFF) {
+      i += 11;
+    } else if (x >= 0xD800 && x <= 0xDFFF) {
+      fixed.replace(i, 6, "\\ufffd");
+      changed = true;
+      i += 5;
+    } else {
+      i += 5;
+    }
+  }
+  if (!changed) return std::nullopt;
+  v = nlohmann::ordered_json::parse(fixed, nullptr, false);
   if (v.is_discarded()) return std::nullopt;
   return v;
 }
