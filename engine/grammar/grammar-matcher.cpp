@@ -342,6 +342,15 @@ std::shared_ptr<const grammar_vocab> grammar_vocab::make(const std::vector<std::
   return gv;
 }
 
+std::shared_ptr<const grammar_vocab> grammar_vocab::bytes() {
+  static const std::shared_ptr<const grammar_vocab> v = [] {
+    std::vector<std::string> pieces;
+    for (int b = 0; b < 256; ++b) pieces.push_back(std::string(1, char(b)));
+    return make(pieces, {});
+  }();
+  return v;
+}
+
 bool grammar_vocab::is_eog(int32_t id) const {
   return id >= 0 && id < n_tokens_ && eog_flag_[size_t(id)];
 }

@@ -39,6 +39,8 @@ class grammar_vocab {
   // For tests and tools: a vocabulary given as its pieces (empty = never allowed) and its EOG ids.
   static std::shared_ptr<const grammar_vocab> make(const std::vector<std::string>& pieces,
                                                    const std::vector<int32_t>& eog);
+  // The 256 single bytes as tokens 0..255, no EOG: for matching raw text (accept_bytes).
+  static std::shared_ptr<const grammar_vocab> bytes();
 
   int32_t n_tokens() const { return n_tokens_; }
   const std::string& piece(int32_t id) const { return pieces_[size_t(id)]; }

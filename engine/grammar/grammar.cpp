@@ -509,6 +509,31 @@ class gbnf_compiler {
   size_t n_elements_ = 0;
 };
 
+std::string gbnf_quote(std::string_view text) {
+  static constexpr char hex[] = "0123456789ABCDEF";
+  std::string out = "\"";
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (u < 0x20 || u == 0x7F) {
+      out += "\\x";
+      out += hex[u >> 4];
+      out += hex[u & 15];
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
 result<std::shared_ptr<const grammar>> grammar_from_gbnf(std::string_view gbnf) {
   return gbnf_compiler(gbnf).run();
 }

@@ -76,6 +76,10 @@ class grammar {
   uint32_t root_ = 0;
 };
 
+// Text as a GBNF string literal ("..." with \" \\ \n \r \t and \xHH for other control bytes),
+// for code that writes grammars (json-schema.cpp, the tool-call grammars).
+std::string gbnf_quote(std::string_view text);
+
 // GBNF text -> a compiled grammar, or an error naming the line and column and what is wrong
 // ("line 3, column 7: undefined rule 'valu'").
 result<std::shared_ptr<const grammar>> grammar_from_gbnf(std::string_view gbnf);

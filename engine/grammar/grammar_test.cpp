@@ -11,12 +11,7 @@ namespace {
 
 // A vocabulary of the 256 single bytes: accept_bytes needs no more.
 std::shared_ptr<const grammar_vocab> byte_vocab() {
-  static auto v = [] {
-    std::vector<std::string> pieces;
-    for (int b = 0; b < 256; ++b) pieces.push_back(std::string(1, char(b)));
-    return grammar_vocab::make(pieces, {});
-  }();
-  return v;
+  return grammar_vocab::bytes();
 }
 
 std::string compile_error(std::string_view gbnf) {
@@ -180,6 +175,14 @@ TEST(grammar, matcher_reset_and_tokens) {
   m.reset();
   EXPECT_FALSE(m.can_end());
   EXPECT_EQ(m.allowed()[0], 0b1101u);
+}
+
+TEST(grammar, quoted_text_matches_itself) {
+  std::string text;
+  for (int c = 0; c < 128; ++c) text += char(c);
+  text += "\xc3\xa9\xe4\xb8\xad\xf0\x9f\x98\x80";
+  EXPECT_TRUE(matches("root ::= " + gbnf_quote(text), text));
+  EXPECT_FALSE(matches("root ::= " + gbnf_quote(text), text.substr(1)));
 }
 
 }  // namespace

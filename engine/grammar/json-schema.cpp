@@ -19,31 +19,6 @@ constexpr size_t max_enum = 4096;
 // Integers and the whole part of numbers: at most 16 digits, as the number rule writes them.
 constexpr int64_t max_magnitude = 9999999999999999;
 
-// Text as a GBNF string literal.
-std::string gbnf_literal(std::string_view s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += char(c);
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c < 0x20 || c == 0x7F) {
-      static const char* hex = "0123456789ABCDEF";
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    } else {
-      out += char(c);
-    }
-  }
-  return out + "\"";
-}
-
 // Deepest [ / { nesting of JSON text outside strings: checked before parsing, which recurses.
 size_t json_nesting(std::string_view s) {
   size_t depth = 0, deepest = 0;
@@ -74,18 +49,18 @@ bool all_of(std::string_view s, char c) {
 // Digit strings of one length from lo to hi (same length, lo <= hi), as a GBNF expression.
 std::string digits_between(std::string_view lo, std::string_view hi) {
   if (lo.empty()) return "";
-  if (lo == hi) return gbnf_literal(lo);
+  if (lo == hi) return gbnf_quote(lo);
   const size_t rest = lo.size() - 1;
   const auto any_digits = [rest] {
     return rest == 0 ? std::string() : " [0-9]{" + std::to_string(rest) + "}";
   };
   if (lo[0] == hi[0]) {
-    return gbnf_literal(lo.substr(0, 1)) + " (" + digits_between(lo.substr(1), hi.substr(1)) + ")";
+    return gbnf_quote(lo.substr(0, 1)) + " (" + digits_between(lo.substr(1), hi.substr(1)) + ")";
   }
   std::vector<std::string> alts;
   char mid_lo = lo[0], mid_hi = hi[0];
   if (!all_of(lo.substr(1), '0')) {
-    alts.push_back(gbnf_literal(lo.substr(0, 1)) + " (" +
+    alts.push_back(gbnf_quote(lo.substr(0, 1)) + " (" +
                    digits_between(lo.substr(1), std::string(rest, '9')) + ")");
     ++mid_lo;
   }
@@ -94,7 +69,7 @@ std::string digits_between(std::string_view lo, std::string_view hi) {
     alts.push_back(std::string("[") + mid_lo + "-" + mid_hi + "]" + any_digits());
   }
   if (!all_of(hi.substr(1), '9')) {
-    alts.push_back(gbnf_literal(hi.substr(0, 1)) + " (" +
+    alts.push_back(gbnf_quote(hi.substr(0, 1)) + " (" +
                    digits_between(std::string(rest, '0'), hi.substr(1)) + ")");
   }
   std::string out;
@@ -215,7 +190,7 @@ class schema_compiler {
   std::string space() { return prim("space"); }
 
   // A JSON value written exactly (enum, const), then whitespace.
-  std::string literal_value(const json& v) { return gbnf_literal(dump(v)) + " " + space(); }
+  std::string literal_value(const json& v) { return gbnf_quote(dump(v)) + " " + space(); }
 
   // Compact JSON text; invalid UTF-8 (which the parser lets through nowhere, but a key may
   // still be odd) replaced rather than thrown on.
@@ -403,7 +378,7 @@ class schema_compiler {
       if (!err_.empty()) return "";
       const std::string kv =
           add_rule(hint + "-" + key + "-kv",
-                   gbnf_literal(dump(json(key))) + " " + space() + " \":\" " + space() + " " + v);
+                   gbnf_quote(dump(json(key))) + " " + space() + " \":\" " + space() + " " + v);
       (required.contains(key) ? req : opt).push_back(kv);
     }
     std::string body = open;
@@ -486,7 +461,7 @@ class schema_compiler {
         return "";
       }
       std::vector<std::string> alts;
-      for (const json& v : e) alts.push_back(gbnf_literal(dump(v)));
+      for (const json& v : e) alts.push_back(gbnf_quote(dump(v)));
       return "(" + choice(alts) + ") " + space();
     }
     for (const char* k : {"anyOf", "oneOf"}) {

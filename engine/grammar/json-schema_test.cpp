@@ -12,12 +12,7 @@ namespace hearth {
 namespace {
 
 std::shared_ptr<const grammar_vocab> byte_vocab() {
-  static auto v = [] {
-    std::vector<std::string> pieces;
-    for (int b = 0; b < 256; ++b) pieces.push_back(std::string(1, char(b)));
-    return grammar_vocab::make(pieces, {});
-  }();
-  return v;
+  return grammar_vocab::bytes();
 }
 
 class schema_check {
