@@ -4,10 +4,13 @@
 // the ratio, and the matcher's own time per token (its masks replayed on a fresh matcher, cold as
 // in a real request: a mask computed per new state, then served from the cache).
 //
-//   grammar_bench --model FILE [--tokens N] [--threads T]
+//   grammar_bench --model FILE [--tokens N] [--rounds R] [--threads T]
 //
-// Each mode runs generations with seeds 1, 2, ... until N tokens are generated (a constrained
-// document ends when its grammar does). Nothing is asserted on timing.
+// R rounds (default 5); in each, every mode runs generations from the round's seeds until N
+// tokens (default 64) are generated (a constrained document ends when its grammar does), the
+// modes in a rotated order; a mode's ratio is the median over rounds of its tokens/s over the
+// round's unconstrained tokens/s. Nothing is asserted on timing.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -45,9 +48,9 @@ struct mode_result {
 
 mode_result run_mode(hearth::context& ctx, const std::vector<int32_t>& prompt, long n_tokens,
                      std::shared_ptr<const hearth::grammar> g,
-                     std::shared_ptr<const hearth::grammar_vocab> gv) {
+                     std::shared_ptr<const hearth::grammar_vocab> gv, uint64_t first_seed) {
   mode_result r;
-  for (uint64_t seed = 1; r.tokens < n_tokens; ++seed) {
+  for (uint64_t seed = first_seed; r.tokens < n_tokens; ++seed) {
     hearth::sampler_params p;  // the defaults: temperature 0.8, top-k 40, top-p 0.95, min-p 0.05
     p.seed = seed;
     hearth::sampler smp(p, ctx.n_vocab());
@@ -82,8 +85,9 @@ mode_result run_mode(hearth::context& ctx, const std::vector<int32_t>& prompt, l
 
 int main(int argc, char** argv) {
   std::string path;
-  long n_tokens = 128;
+  long n_tokens = 64;
   int threads = 0;
+  int rounds = 5;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--model" && i + 1 < argc) {
@@ -92,13 +96,17 @@ int main(int argc, char** argv) {
       n_tokens = std::atol(argv[++i]);
     } else if (a == "--threads" && i + 1 < argc) {
       threads = std::atoi(argv[++i]);
+    } else if (a == "--rounds" && i + 1 < argc) {
+      rounds = std::max(1, std::atoi(argv[++i]));
     } else {
-      std::fprintf(stderr, "usage: grammar_bench --model FILE [--tokens N] [--threads T]\n");
+      std::fprintf(stderr,
+                   "usage: grammar_bench --model FILE [--tokens N] [--rounds R] [--threads T]\n");
       return 2;
     }
   }
   if (path.empty() || n_tokens < 1) {
-    std::fprintf(stderr, "usage: grammar_bench --model FILE [--tokens N] [--threads T]\n");
+    std::fprintf(stderr,
+                 "usage: grammar_bench --model FILE [--tokens N] [--rounds R] [--threads T]\n");
     return 2;
   }
   auto model = hearth::model::load(path, {.n_threads = threads});
@@ -121,29 +129,49 @@ int main(int argc, char** argv) {
   const auto prompt = model->vocab().tokenize("Here is the user record as JSON:\n", true, false);
   std::printf("model %s: %d tokens in the vocabulary, trie of %zu nodes built in %.0f ms\n",
               path.c_str(), model->vocab().n_tokens(), gv->byte.size(), vocab_s * 1e3);
-  run_mode(ctx, prompt, 8, nullptr, gv);  // warm-up: weights paged in, packed
-  // Unconstrained both first and last, so that a machine that speeds up or slows down during the
-  // run (a shared one) moves the baseline too: the ratio is against their mean.
-  const mode_result first = run_mode(ctx, prompt, n_tokens, nullptr, gv);
+  run_mode(ctx, prompt, 8, nullptr, gv, 1000);  // warm-up: weights paged in, packed
+  // Rounds of the three modes, in a rotated order, each mode's tokens/s compared with the
+  // unconstrained run of its round: a shared machine's drift hits a round's runs alike.
   const struct {
     const char* name;
     std::shared_ptr<const hearth::grammar> g;
-  } modes[] = {{"json_schema", *schema_g}, {"json_object", *object_g}};
-  mode_result results[2];
-  for (size_t i = 0; i < 2; ++i) results[i] = run_mode(ctx, prompt, n_tokens, modes[i].g, gv);
-  const mode_result last = run_mode(ctx, prompt, n_tokens, nullptr, gv);
-  const double base_tps = double(first.tokens + last.tokens) / (first.seconds + last.seconds);
-  std::printf("%-13s %6ld tokens %8.2f tok/s (first %.2f, last %.2f)\n", "unconstrained",
-              first.tokens + last.tokens, base_tps, double(first.tokens) / first.seconds,
-              double(last.tokens) / last.seconds);
-  for (size_t i = 0; i < 2; ++i) {
-    const mode_result& r = results[i];
-    const double tps = double(r.tokens) / r.seconds;
-    std::printf(
-        "%-13s %6ld tokens %8.2f tok/s  ratio %.3f  mask %.3f ms/token (%zu computed, %zu "
-        "cached)  %d/%d documents complete\n",
-        modes[i].name, r.tokens, tps, tps / base_tps, r.mask_seconds * 1e3 / double(r.tokens),
-        r.masks_computed, r.masks_cached, r.complete, r.documents);
+  } modes[] = {{"unconstrained", nullptr}, {"json_schema", *schema_g}, {"json_object", *object_g}};
+  mode_result total[3];
+  std::vector<double> ratios[3];
+  for (int round = 0; round < rounds; ++round) {
+    double tps[3];
+    for (int k = 0; k < 3; ++k) {
+      const int i = (round + k) % 3;
+      const mode_result r =
+          run_mode(ctx, prompt, n_tokens, modes[i].g, gv, uint64_t(round) * 100 + 1);
+      tps[i] = double(r.tokens) / r.seconds;
+      mode_result& t = total[i];
+      t.tokens += r.tokens;
+      t.seconds += r.seconds;
+      t.mask_seconds += r.mask_seconds;
+      t.masks_computed += r.masks_computed;
+      t.masks_cached += r.masks_cached;
+      t.documents += r.documents;
+      t.complete += r.complete;
+    }
+    for (int i = 0; i < 3; ++i) ratios[i].push_back(tps[i] / tps[0]);
+    std::printf("round %d: %.2f / %.2f / %.2f tok/s (unconstrained / json_schema / json_object)\n",
+                round + 1, tps[0], tps[1], tps[2]);
+  }
+  for (int i = 0; i < 3; ++i) {
+    const mode_result& r = total[i];
+    std::vector<double> v = ratios[i];
+    std::sort(v.begin(), v.end());
+    const double median =
+        v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+    std::printf("%-13s %6ld tokens %8.2f tok/s  median ratio %.3f", modes[i].name, r.tokens,
+                double(r.tokens) / r.seconds, median);
+    if (modes[i].g) {
+      std::printf("  mask %.3f ms/token (%zu computed, %zu cached)  %d/%d documents complete",
+                  r.mask_seconds * 1e3 / double(r.tokens), r.masks_computed, r.masks_cached,
+                  r.complete, r.documents);
+    }
+    std::printf("\n");
   }
   return 0;
 }
