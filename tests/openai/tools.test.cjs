@@ -9,7 +9,7 @@
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const { OpenAI } = require('openai');
-const { validate } = require('./json-schema-check.cjs');
+const { validate, weatherParameters } = require('./json-schema-check.cjs');
 
 function env(name) {
   const v = process.env[name];
@@ -29,16 +29,7 @@ const weatherTool = {
     name: 'get_weather',
     description: 'The weather forecast for a city',
     strict: true,
-    parameters: {
-      type: 'object',
-      properties: {
-        city: { type: 'string', maxLength: 12 },
-        unit: { type: 'string', enum: ['celsius', 'fahrenheit'] },
-        days: { type: 'integer', minimum: 1, maximum: 7 },
-      },
-      required: ['city', 'unit', 'days'],
-      additionalProperties: false,
-    },
+    parameters: weatherParameters,
   },
 };
 const timeTool = {
@@ -79,15 +70,19 @@ function assertValidCall(call) {
   return args;
 }
 
-test('a named tool_choice returns a call of that function whose arguments validate', async () => {
-  const r = await client.chat.completions.create({
+// The question with get_weather named as the tool to call.
+const askForWeather = (seed) =>
+  client.chat.completions.create({
     model: toolsModel,
     messages,
     tools,
     tool_choice: { type: 'function', function: { name: 'get_weather' } },
     max_tokens: 200,
-    seed: 1,
+    seed,
   });
+
+test('a named tool_choice returns a call of that function whose arguments validate', async () => {
+  const r = await askForWeather(1);
   assert.match(r.id, /^chatcmpl-\d+$/);
   const choice = r.choices[0];
   const calls = choice.message.tool_calls;
@@ -150,14 +145,7 @@ test("the client's stream helper assembles the streamed calls as OpenAI's", asyn
 });
 
 test("sending the call's result back gives an answer", async () => {
-  const first = await client.chat.completions.create({
-    model: toolsModel,
-    messages,
-    tools,
-    tool_choice: { type: 'function', function: { name: 'get_weather' } },
-    max_tokens: 200,
-    seed: 4,
-  });
+  const first = await askForWeather(4);
   const call = first.choices[0].message.tool_calls[0];
   assertValidCall(call);
   const r = await client.chat.completions.create({
