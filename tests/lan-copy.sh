@@ -12,7 +12,9 @@
 # best baseline (the issue wants >= 90%) and the CPU time each end spent per GB (getrusage). No
 # timing assert: the figures depend on the machine; it fails only when the copy fails.
 # Usage: tests/lan-copy.sh [BUILD_DIR] (default build/release); LAN_COPY_MIB sets the size,
-# LAN_COPY_DELAY_US the one-way delay (500; 0: none).
+# LAN_COPY_DELAY_US the one-way delay (500; 0: none). The copy needs CPU (CURVE, SHA-256) where
+# iperf3 hardly does, so on a machine busy with other work the share measures the contention:
+# there, `chrt -f 10 tests/lan-copy.sh` stands in for an idle machine (netns_delay runs above it).
 # Exits 77 (skipped) where it cannot make network namespaces (not root, no unshare, ip or tc) or
 # shape a link (neither netem nor tbf; with tbf but neither netem nor the delay line, the rate
 # alone is shaped, and it says so).
