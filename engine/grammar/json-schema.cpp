@@ -141,7 +141,12 @@ class schema_compiler {
         {"space", "| \" \" | \"\\n\" [ \\t]{0,20}"},
         {"boolean", "(\"true\" | \"false\") @space"},
         {"null", "\"null\" @space"},
-        {"char", "[^\"\\\\\\x7F\\x00-\\x1F] | [\\\\] ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4})"},
+        {"char", "[^\"\\\\\\x7F\\x00-\\x1F] | [\\\\] ([\"\\\\/bfnrt] | \"u\" @unicode-escape)"},
+        // \uXXXX without lone surrogates: a high one (D800-DBFF) only followed by a low one
+        // (DC00-DFFF), which never stands alone; strict JSON parsers refuse unpaired ones.
+        {"unicode-escape",
+         "[0-9a-cA-CefEF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2} | [dD] [89abAB] "
+         "[0-9a-fA-F]{2} \"\\\\u\" [dD] [c-fC-F] [0-9a-fA-F]{2}"},
         {"string", "\"\\\"\" @char* \"\\\"\" @space"},
         {"integral-part", "[0] | [1-9] [0-9]{0,15}"},
         {"decimal-part", "[0-9]{1,16}"},

@@ -53,6 +53,11 @@ TEST(json_schema, any_value_and_json_object) {
   EXPECT_FALSE(any.accepts("[1,]"));
   EXPECT_FALSE(any.accepts("\"a\x01\""));  // control characters must be escaped
   EXPECT_FALSE(any.accepts("01"));
+  // \u escapes: surrogates only as a high-low pair.
+  EXPECT_TRUE(any.accepts(R"("\u00e9\ud83d\ude00\uFFFF")"));
+  EXPECT_FALSE(any.accepts(R"("\udb51")"));
+  EXPECT_FALSE(any.accepts(R"("\udb51x")"));
+  EXPECT_FALSE(any.accepts(R"("\ude00")"));
   auto obj = grammar_from_gbnf(json_object_gbnf());
   ASSERT_TRUE(obj.ok()) << obj.message();
   grammar_matcher m(*obj, byte_vocab());
