@@ -1,10 +1,10 @@
 // The grammar of a valid tool call in a derived format (tool-calls.h): what tool_choice
 // "required" or a named function constrains generation to.
 #include <algorithm>
-#include <cstdio>
 
 #include "engine/chat/tool-call-text.h"
 #include "engine/chat/tool-calls.h"
+#include "engine/grammar/grammar.h"
 #include "engine/grammar/json-schema.h"
 
 namespace hearth {
@@ -14,30 +14,10 @@ namespace tct = tool_call_text;
 
 namespace {
 
-// A GBNF string literal of `s` (nothing for an empty string: GBNF sequences need no element).
+// A GBNF string literal of `s` after a space (nothing for an empty string: GBNF sequences need
+// no element).
 std::string lit(std::string_view s) {
-  if (s.empty()) return "";
-  std::string out = " \"";
-  for (char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (u < 0x20) {
-      char b[8];
-      std::snprintf(b, sizeof b, "\\x%02X", u);
-      out += b;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
+  return s.empty() ? "" : " " + gbnf_quote(s);
 }
 
 // A character class without the bytes that end a name_params value (the first byte of what
