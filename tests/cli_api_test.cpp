@@ -23,6 +23,7 @@
 namespace hearth {
 namespace {
 
+using testing::expect_error;
 using testing::hearth;
 using testing::process_result;
 using testing::quote;
@@ -42,14 +43,6 @@ std::string call_line(std::string name, std::string args) {
   e.kind = output_event_kind::tool_call;
   e.call = {"call_1", std::move(name), std::move(args)};
   return wire::output_event_line(e);
-}
-
-void expect_error(const process_result& r, const std::string& needle) {
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_TRUE(r.out.empty()) << r.out;
-  ASSERT_FALSE(r.err.empty());
-  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "more than one line: " << r.err;
-  EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
 }
 
 class cli_api : public ::testing::Test {

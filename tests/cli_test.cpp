@@ -35,6 +35,7 @@
 namespace hearth {
 namespace {
 
+using testing::expect_error;
 using testing::hearth;
 using testing::process_result;
 using testing::quote;
@@ -355,15 +356,6 @@ TEST_F(cli, bench_json_reports_the_backend_and_device_that_ran) {
   j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["backend"], "cpu");
   EXPECT_EQ(j["fallback"], "");
-}
-
-// A failed command: one line on stderr holding `needle`, nothing on stdout, a non-zero exit code.
-void expect_error(const process_result& r, const std::string& needle) {
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_TRUE(r.out.empty()) << r.out;
-  ASSERT_FALSE(r.err.empty());
-  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "more than one line: " << r.err;
-  EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
 }
 
 TEST_F(cli, errors_are_one_line_on_stderr_with_a_nonzero_exit_code) {

@@ -2,6 +2,8 @@
 // tests/CMakeLists.txt), with the arguments as one shell-quoted string.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <string>
 
 #include "tests/process.h"
@@ -20,6 +22,16 @@ inline process_result hearth(const std::string& args) {
 // `s` as one shell word.
 inline std::string quote(const std::string& s) {
   return shell_quote(s);
+}
+
+// A command that failed as the CLI fails: a non-zero exit code, nothing on stdout, one line on
+// stderr holding `needle`.
+inline void expect_error(const process_result& r, const std::string& needle) {
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  ASSERT_FALSE(r.err.empty());
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "more than one line: " << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
 }
 
 }  // namespace hearth::testing
