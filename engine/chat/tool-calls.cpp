@@ -59,6 +59,7 @@ constexpr std::string_view k_val4 = "pv_four";
 // 9 letters and digits: what every template accepts (Mistral's refuse anything else).
 constexpr std::string_view k_id1 = "Pr0beId01";
 constexpr std::string_view k_id2 = "Pr0beId02";
+constexpr size_t k_max_section_probe = 64 * 1024;
 
 ordered_json probe_args(std::string_view v1, std::string_view v2) {
   ordered_json a = ordered_json::object();
@@ -390,6 +391,12 @@ result<tool_call_format> tool_call_format_derive(const jinja::chat_template_prog
   s.s1 = section_of(*a1, baselines, gen);
   if (s.s1.find(k_name1) == std::string_view::npos)
     return error{"the template writes no tool calls"};
+  // A real call section is a few hundred bytes; the search for its JSON below is quadratic in the
+  // worst case, so a hostile template's megabytes are refused first.
+  if (s.s1.size() > k_max_section_probe)
+    return error{"the template writes " + std::to_string(s.s1.size()) +
+                 " bytes for one tool call; at most " + std::to_string(k_max_section_probe) +
+                 " are read"};
   auto a2 = p.render(ordered_json::array({call1, call2}));
   if (a2) {
     s.s2 = section_of(*a2, baselines, gen);

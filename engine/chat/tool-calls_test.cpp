@@ -55,6 +55,12 @@ TEST(ToolCalls, TemplatesWithoutCallsOrThatRaiseAreErrors) {
       "{% endif %}{{ m.content }}{% endfor %}");
   ASSERT_FALSE(raises);
   EXPECT_NE(raises.message().find("no tools here"), std::string::npos) << raises.message();
+  // A section of megabytes is refused before the search for its JSON.
+  auto huge = derive(
+      "{% for m in messages %}{% for c in m.tool_calls or [] %}{{ '{\"' * 50000 }}"
+      "{{ c.function.name }}{% endfor %}{% endfor %}");
+  ASSERT_FALSE(huge);
+  EXPECT_NE(huge.message().find("bytes for one tool call"), std::string::npos) << huge.message();
 }
 
 TEST(ToolCalls, MistralStyleIdsAndNameArgsSlots) {
