@@ -226,14 +226,16 @@ class lexer {
     return after_end(strip, true);
   }
 
-  // {% raw %} at pos_ (after "{%" and its sign)?
+  // {% raw %} at pos_ (after "{%" and its sign)? As jinja2's raw_begin: "raw" between optional
+  // whitespace, closed by "-%}" or "%}" (not "+%}": that is the tag "raw", unknown).
   bool raw_begin() {
     size_t i = pos_;
     while (i < s_.size() && is_space(s_[i])) ++i;
     if (s_.compare(i, 3, "raw") != 0) return false;
     i += 3;
-    if (i < s_.size() && !is_space(s_[i]) && s_[i] != '-' && s_[i] != '%') return false;
-    return true;
+    while (i < s_.size() && is_space(s_[i])) ++i;
+    if (i < s_.size() && s_[i] == '-') ++i;
+    return s_.compare(i, 2, "%}") == 0;
   }
 
   bool raw() {

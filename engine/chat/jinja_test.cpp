@@ -247,6 +247,184 @@ zq)x"},
     {R"x({{ msgs | batch(2) | list }})x", R"x([[1, 2], [3]])x"},
 };
 
+// Whitespace control at random: text, tags with "-" and "+", comments, raw blocks, loops and
+// macros mixed (random templates rendered by jinja2 with x = "X").
+const text_case k_whitespace_cases[] = {
+    {R"x( b {{ 'v' }}	
+
+ b )x",
+     R"x( b v	
+
+ b )x"},
+    {R"x(x
+  {%+ set y = 2 +%}x
+  {#- c #} 
+ {% set y = 2 +%}x
+  )x",
+     R"x(x
+  x 
+x
+  )x"},
+    {R"x( 
+ {%- for i in [1, 2] %}{%- for i in [1, 2] +%}x
+  {%- endfor -%}{%- endfor %}
+  y)x",
+     R"x(xxxx  y)x"},
+    {R"x(x
+  {{- {'k': 1.5} -}}
+
+{{- ' s '|trim }}  )x",
+     R"x(x{'k': 1.5}s  )x"},
+    {R"x({% for i in [1, 2] -%}{%+ set y = 2 +%}{%+ if x +%}{# c #}{# c #}{%+ set y = 2 -%}  
+{% else -%}{%- set y = 2 %}{#- c #}{%- raw %} 
+ {{ x }}	{%+ endraw %} {%+ endif %}{%- endfor -%}	{{ [1,'a'] -}}x
+  {#- c #}  )x",
+     R"x([1, 'a']x  )x"},
+    {R"x(ax
+    )x",
+     R"x(ax
+    )x"},
+    {R"x(	{# c #}
+
+)x",
+     R"x()x"},
+    {R"x(a{%+ set y = 2 %} )x", R"x(a )x"},
+    {R"x(
+ 
+ 
+)x",
+     R"x(
+ 
+ )x"},
+    {R"x(
+{% macro m(a) %}{#- c -#}{%- if x %}{%- endif +%}{%+ endmacro +%}{{ m(1) }}
+
+x
+  	{%+ for i in [1, 2] -%}{%- endfor -%})x",
+     R"x(
+
+
+x
+  	)x"},
+    {R"x( {%+ for i in [1, 2] +%}{# c -#}{%+ macro m(a) +%}{%- macro m(a) %}{{ x is defined -}}{%+ endmacro %}{{ m(1) }}{%+ endmacro %}{{ m(1) }} 
+ {%- endfor +%} {# c -#}  {%+ raw %}
+{{ x }} 
+ {%+ endraw %}x
+  ax
+  )x",
+     R"x( TrueTrue 
+{{ x }} 
+ x
+  ax
+  )x"},
+    {R"x( {%+ if false %}{%- set y = 2 %}{%+ set y = 2 -%}{%- else +%}{#- c -#}
+{{- x -}}{%- if true -%}{% endif +%}{%- endif -%}	{%+ macro m(a) +%}{%- endmacro +%}{{ m(1) }}
+  y)x",
+     R"x( X
+  y)x"},
+    {R"x(
+
+{{ [1,'a'] -}} )x",
+     R"x(
+
+[1, 'a'])x"},
+    {R"x(x
+  {% for i in [1, 2] -%}{#- c -#}{% endfor +%} )x",
+     R"x(x
+ )x"},
+    {R"x({%- set y = 2 -%} b  
+  y)x",
+     R"x(b  
+  y)x"},
+    {R"x( b {{- x }}	{%- macro m(a) +%}{% raw %}
+{{ x }}
+
+{%+ endraw -%}{# c #}{#- c #}{%+ endmacro %}{{ m(1) }} 
+)x",
+     R"x( bX
+{{ x }}
+
+ )x"},
+    {R"x(x
+  {% set y = 2 %} b {%+ macro m(a) -%}{%+ endmacro %}{{ m(1) }}
+)x",
+     R"x(x
+ b )x"},
+    {R"x( {% set y = 2 -%} {% for i in [1, 2] -%}{#- c -#}{%+ endfor %}  
+	 b )x",
+     R"x(  
+	 b )x"},
+    {R"x(
+
+{%+ if true %}{% set y = 2 -%}{%+ set y = 2 %}{%- raw %}
+  y{{ x }} {%- endraw -%}{% endif %}
+  y{#- c #}x
+  {# c #}
+  y{#- c -#}
+  y{{ 'v' -}}	)x",
+     R"x(
+
+
+  y{{ x }}  yx
+  yyv)x"},
+    {R"x( b {{ none -}} b {% macro m(a) -%}{%+ if true %}{%+ endif -%}
+
+{%+ endmacro %}{{ m(1) }} 
+ )x",
+     R"x( b Noneb  
+ )x"},
+    {R"x({%- macro m(a) %}{%+ macro m(a) -%}{% macro m(a) -%} {%- endmacro %}{{ m(1) }}{%+ if x -%}{{- ' s '|trim }}{%- else -%}{%+ endif %}{% endmacro +%}{{ m(1) }}{%- endmacro %}{{ m(1) }}  {{- loop is defined }}a)x",
+     R"x(sFalsea)x"},
+    {R"x(
+  y{%+ set y = 2 %}
+{% set y = 2 -%} b )x",
+     R"x(
+  yb )x"},
+    {R"x(
+{%+ for i in [1, 2] -%}a{%- endfor -%}     )x",
+     R"x(
+aa)x"},
+    {R"x(	 b )x", R"x(	 b )x"},
+    {R"x(a
+)x",
+     R"x(a)x"},
+    {R"x(
+  y{{ x is defined -}} 
+ {%+ macro m(a) -%}{{- x }}{%+ endmacro %}{{ m(1) }}   )x",
+     R"x(
+  yTrueX   )x"},
+    {R"x( 
+ {% macro m(a) %}{#- c #}{%+ endmacro +%}{{ m(1) }}  {%- set y = 2 -%}x
+  	 
+ )x",
+     R"x( 
+x
+  	 
+ )x"},
+    {R"x(x
+  {%+ for i in [1, 2] +%}{% endfor +%}
+  y{# c -#}a{#- c #}
+
+)x",
+     R"x(x
+  
+  ya)x"},
+    {R"x( 
+ {%- if false -%}{%+ else %}{% for i in [1, 2] -%}  {% endfor +%}{{- {'k': 1.5} -}}  {% endif +%}  {%+ set y = 2 %}
+  y{%+ if x %}{% endif -%}	{% raw %}a{{ x }}	{%+ endraw %})x",
+     R"x({'k': 1.5}    ya{{ x }}	)x"},
+    {R"x( b {%+ set y = 2 +%}	)x", R"x( b 	)x"},
+};
+
+TEST(Jinja, WhitespaceControlAsJinja2) {
+  const auto ctx = nlohmann::ordered_json::parse(R"({"x": "X"})");
+  for (const auto& c : k_whitespace_cases) {
+    auto r = render_text(c.tmpl, ctx);
+    ASSERT_TRUE(r.ok()) << c.tmpl << "\n" << r.message();
+    EXPECT_EQ(*r, c.want) << c.tmpl;
+  }
+}
+
 TEST(Jinja, RendersAsJinja2) {
   for (const auto& c : k_text_cases) {
     auto r = render_text(c.tmpl);
@@ -262,6 +440,7 @@ struct error_case {
 
 // Where jinja2 raises, the render fails with jinja2's error class leading the message.
 const error_case k_error_cases[] = {
+    {R"x({% raw +%}x{% endraw %})x", "TemplateSyntaxError"},  // "+%}" does not open raw
     {R"x({{ x.y }})x", "UndefinedError"},
     {R"x({{ x + 1 }})x", "UndefinedError"},
     {R"x({% set l = [1,2,3] %}{{ l.append(4) }})x", "SecurityError"},
