@@ -10,6 +10,7 @@
 // tokens (default 64) are generated (a constrained document ends when its grammar does), the
 // modes in a rotated order; a mode's ratio is the median over rounds of its tokens/s over the
 // round's unconstrained tokens/s. Nothing is asserted on timing.
+#include <time.h>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -31,6 +32,14 @@ double seconds_since(clock_type::time_point t) {
   return std::chrono::duration<double>(clock_type::now() - t).count();
 }
 
+// CPU time of the whole process (every thread): on a machine shared with builds, a run that
+// waits for a core loses wall time but not CPU time, so CPU ms per token is the steadier figure.
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
+
 constexpr const char* schema = R"({"type": "object", "additionalProperties": false,
   "properties": {"name": {"type": "string", "maxLength": 40}, "age": {"type": "integer",
   "minimum": 0, "maximum": 150}, "email": {"type": "string", "maxLength": 40},
@@ -41,6 +50,7 @@ constexpr const char* schema = R"({"type": "object", "additionalProperties": fal
 struct mode_result {
   long tokens = 0;
   double seconds = 0;
+  double cpu_seconds = 0;  // the generations' process CPU time (prompts included)
   double mask_seconds = 0;
   size_t masks_computed = 0, masks_cached = 0;
   int documents = 0, complete = 0;
@@ -56,11 +66,13 @@ mode_result run_mode(hearth::context& ctx, const std::vector<int32_t>& prompt, l
     hearth::sampler smp(p, ctx.n_vocab());
     if (g) smp.set_grammar(g, gv);
     const int32_t left = int32_t(n_tokens - r.tokens);
+    const double cpu0 = process_cpu_seconds();
     auto out = hearth::generate(ctx, prompt, smp, {.max_tokens = left, .ignore_eog = !g}, nullptr);
     if (!out.ok()) {
       std::fprintf(stderr, "generate: %s\n", out.message().c_str());
       std::exit(1);
     }
+    r.cpu_seconds += process_cpu_seconds() - cpu0;
     r.tokens += long(out->tokens.size());
     r.seconds += out->generate_seconds;
     ++r.documents;
@@ -148,6 +160,7 @@ int main(int argc, char** argv) {
       mode_result& t = total[i];
       t.tokens += r.tokens;
       t.seconds += r.seconds;
+      t.cpu_seconds += r.cpu_seconds;
       t.mask_seconds += r.mask_seconds;
       t.masks_computed += r.masks_computed;
       t.masks_cached += r.masks_cached;
@@ -164,8 +177,10 @@ int main(int argc, char** argv) {
     std::sort(v.begin(), v.end());
     const double median =
         v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-    std::printf("%-13s %6ld tokens %8.2f tok/s  median ratio %.3f", modes[i].name, r.tokens,
-                double(r.tokens) / r.seconds, median);
+    const double cpu_ms = r.cpu_seconds * 1e3 / double(r.tokens);
+    std::printf("%-13s %6ld tokens %8.2f tok/s  median ratio %.3f  cpu %.2f ms/token (ratio %.3f)",
+                modes[i].name, r.tokens, double(r.tokens) / r.seconds, median, cpu_ms,
+                total[0].cpu_seconds / double(total[0].tokens) / (cpu_ms / 1e3));
     if (modes[i].g) {
       std::printf("  mask %.3f ms/token (%zu computed, %zu cached)  %d/%d documents complete",
                   r.mask_seconds * 1e3 / double(r.tokens), r.masks_computed, r.masks_cached,
