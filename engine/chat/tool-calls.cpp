@@ -442,6 +442,12 @@ result<tool_call_format> tool_call_format_derive(const jinja::chat_template_prog
   r->trigger = std::string(tct::first_run(opener));
   r->trigger_at_start = r->trigger.empty();
   r->parallel_calls = s.s2.has_value();
+  // The format must read back what the template wrote for the probe.
+  const auto back = tool_calls_parse(*r, s.s1);
+  if (back.calls.size() != 1 || back.calls[0].name != k_name1 ||
+      tct::json_parse(back.calls[0].arguments) != std::optional<ordered_json>(args))
+    return error{"the format derived from the template does not read back its own call: " +
+                 std::string(s.s1.substr(0, 400))};
   return r;
 }
 
