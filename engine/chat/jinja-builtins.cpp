@@ -509,7 +509,6 @@ value get_slice(const value& obj, const value& start, const value& stop, const v
 
 bool contains(const value& container, const value& item) {
   if (container.is_string()) {
-    if (item.is_undefined()) item.fail_undefined();
     if (!item.is_string())
       fail("TypeError", "'in <string>' requires string as left operand, not " + type_name(item));
     return container.str().find(item.str()) != std::string::npos;
@@ -519,7 +518,11 @@ bool contains(const value& container, const value& item) {
       if (equal(v, item)) return true;
     return false;
   }
-  if (container.is_dict()) return container.dict().find(item) != nullptr;
+  if (container.is_dict()) {
+    if ((item.is_list() && !item.is_tuple()) || item.is_dict())
+      fail("TypeError", "unhashable type: '" + type_name(item) + "'");
+    return container.dict().find(item) != nullptr;
+  }
   if (container.is_undefined()) {
     if (container.undef().security) container.fail_undefined();
     return false;
@@ -699,13 +702,15 @@ value apply_filter(interpreter& in, std::string_view name, const value& v, std::
   if (name == "list") return value(iterate(v));
   if (name == "items") {
     if (v.is_undefined()) return value(std::vector<value>{});
-    if (!v.is_dict()) fail("TypeError", "'" + type_name(v) + "' object has no attribute 'items'");
+    if (!v.is_dict())
+      fail("AttributeError", "'" + type_name(v) + "' object has no attribute 'items'");
     std::vector<value> out;
     for (const auto& [k, x] : v.dict().entries) out.push_back(tuple2(k, x));
     return value(std::move(out));
   }
   if (name == "dictsort") {
-    if (!v.is_dict()) fail("TypeError", "'" + type_name(v) + "' object has no attribute 'items'");
+    if (!v.is_dict())
+      fail("AttributeError", "'" + type_name(v) + "' object has no attribute 'items'");
     bool cs = truthy(args.get(0, "case_sensitive", value(false)));
     std::string by = to_str(args.get(1, "by", value("key")));
     bool reverse = truthy(args.get(2, "reverse", value(false)));
@@ -844,7 +849,6 @@ value apply_filter(interpreter& in, std::string_view name, const value& v, std::
     return def;
   }
   if (name == "abs") {
-    if (v.is_undefined()) v.fail_undefined();
     if (v.is_float()) return value(std::fabs(v.as_float()));
     if (v.is_number()) {
       int64_t i = v.to_int();
@@ -856,7 +860,6 @@ value apply_filter(interpreter& in, std::string_view name, const value& v, std::
   if (name == "round") {
     int64_t precision = need_int(args.get(0, "precision", value(int64_t{0})), "precision");
     std::string method = to_str(args.get(1, "method", value("common")));
-    if (v.is_undefined()) v.fail_undefined();
     if (!v.is_number())
       fail("TypeError", "type " + type_name(v) + " doesn't define __round__ method");
     if (method == "common") {
@@ -878,7 +881,9 @@ value apply_filter(interpreter& in, std::string_view name, const value& v, std::
             ? width.str()
             : std::string(
                   static_cast<size_t>(std::clamp<int64_t>(need_int(width, "width"), 0, 1024)), ' ');
-    std::string s = to_str(v) + "\n";
+    if (!v.is_string())  // jinja2's `s += "\n"`
+      fail("TypeError", "unsupported operand type(s) for +=: '" + type_name(v) + "' and 'str'");
+    std::string s = v.str() + "\n";
     std::vector<std::string> lines = text::splitlines(s, false);
     std::string r;
     if (blank) {
@@ -976,8 +981,10 @@ bool apply_test(interpreter& in, std::string_view name, const value& v, std::vec
     value m = binary_op(in, "%", v, n);
     return equal(m, value(int64_t{0}));
   }
-  if (name == "lower") return v.is_string() && text::lower(v.str()) == v.str();
-  if (name == "upper") return v.is_string() && text::upper(v.str()) == v.str();
+  if (name == "lower" || name == "upper") {
+    // str(value).islower() / .isupper(): cased characters, all of one case.
+    return text::is_class(to_str(v), name == "lower" ? "islower" : "isupper");
+  }
   if (name == "filter" || name == "test") {
     static const char* filters[] = {
         "default",    "d",          "length", "count",      "tojson",      "string",  "safe",

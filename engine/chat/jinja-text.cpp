@@ -599,6 +599,8 @@ std::string py_format(std::string_view fmt, const std::vector<value>& args,
 std::string percent_format(std::string_view fmt, const value& args) {
   std::vector<value> items;
   const value* mapping = args.is_dict() ? &args : nullptr;
+  // Python takes a non-tuple with __getitem__ (a dict, a list) as a mapping: no leftover check.
+  const bool mapping_like = mapping || (args.is_list() && !args.is_tuple());
   if (args.is_tuple())
     items = args.items();
   else if (!mapping)
@@ -669,7 +671,7 @@ std::string percent_format(std::string_view fmt, const value& args) {
       fail("ValueError", "unsupported format character '" + std::string(1, type) + "'");
     }
   }
-  if (!mapping && next < items.size())
+  if (!mapping_like && next < items.size())
     fail("TypeError", "not all arguments converted during string formatting");
   return out;
 }
