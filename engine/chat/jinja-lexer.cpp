@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "engine/chat/jinja-value.h"
+#include "engine/tokenizer/utf8.h"
 
 namespace hearth::jinja {
 namespace {
@@ -42,23 +43,6 @@ std::string normalize(std::string_view src) {
 // Python's unicode-escape decoding of a string literal's body, as jinja2 applies it.
 std::string unescape(std::string_view s) {
   std::string out;
-  auto put_cp = [&](uint32_t cp) {
-    if (cp < 0x80) {
-      out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      out += static_cast<char>(0xc0 | (cp >> 6));
-      out += static_cast<char>(0x80 | (cp & 0x3f));
-    } else if (cp < 0x10000) {
-      out += static_cast<char>(0xe0 | (cp >> 12));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-      out += static_cast<char>(0x80 | (cp & 0x3f));
-    } else {
-      out += static_cast<char>(0xf0 | (cp >> 18));
-      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-      out += static_cast<char>(0x80 | (cp & 0x3f));
-    }
-  };
   auto hex = [&](size_t& i, int n) -> int64_t {
     if (i + static_cast<size_t>(n) > s.size()) return -1;
     int64_t v = 0;
@@ -120,7 +104,7 @@ std::string unescape(std::string_view s) {
         int64_t v = hex(i, e == 'x' ? 2 : e == 'u' ? 4 : 8);
         if (v < 0 || v > 0x10ffff)
           fail("TemplateSyntaxError", "truncated \\" + std::string(1, e) + " escape");
-        put_cp(static_cast<uint32_t>(v));
+        utf8_append(out, static_cast<uint32_t>(v));
         break;
       }
       default:
@@ -128,7 +112,7 @@ std::string unescape(std::string_view s) {
           uint32_t v = static_cast<uint32_t>(e - '0');
           for (int k = 0; k < 2 && i < s.size() && s[i] >= '0' && s[i] <= '7'; ++k)
             v = v * 8 + static_cast<uint32_t>(s[i++] - '0');
-          put_cp(v);
+          utf8_append(out, v);
         } else {
           out += '\\';
           out += e;

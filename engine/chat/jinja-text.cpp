@@ -1,5 +1,7 @@
 #include "engine/chat/jinja-text.h"
 
+#include "engine/tokenizer/utf8.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -159,19 +161,6 @@ std::string replace(std::string_view s, std::string_view old, std::string_view r
 
 namespace {
 
-void put_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xc0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  } else {
-    out += static_cast<char>(0xe0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  }
-}
-
 uint32_t decode2or3(std::string_view cp) {
   if (cp.size() == 2)
     return ((static_cast<uint32_t>(cp[0]) & 0x1f) << 6) | (static_cast<uint32_t>(cp[1]) & 0x3f);
@@ -222,7 +211,7 @@ std::string map_case(std::string_view s, bool to_upper) {
       if (to_upper && c == 0xdf)
         out += "SS";
       else
-        put_utf8(out, case_map(c, to_upper));
+        utf8_append(out, case_map(c, to_upper));
     } else {
       out.append(cp);
     }
