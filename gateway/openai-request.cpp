@@ -531,9 +531,16 @@ void read_chat_template(request_reader& rr, wire::job_params& p) {
 }
 
 // A refused job parameter as OpenAI's error: whatever its code, the request's fault (HTTP 400,
-// invalid_request_error), naming the field the check names.
-request_refusal refusal_of(const param_check& e) {
-  return refusal(e.param, e.message);
+// invalid_request_error), naming the request's field where the check names a job parameter of
+// another name (api_params' json_schema came from response_format, template_kwargs from
+// chat_template_kwargs, a completion's top_logprobs from logprobs).
+request_refusal refusal_of(const param_check& e, const request_reader& rr,
+                           openai_endpoint endpoint) {
+  std::string param = e.param;
+  if (param == "json_schema" && rr.field("response_format")) param = "response_format";
+  if (param == "template_kwargs") param = "chat_template_kwargs";
+  if (param == "top_logprobs" && endpoint == openai_endpoint::completions) param = "logprobs";
+  return refusal(std::move(param), e.message);
 }
 
 }  // namespace
@@ -767,7 +774,7 @@ std::variant<openai_request, request_refusal> parse_openai_request(openai_endpoi
   p.api.events = !p.api.tools.empty() || p.api.logprobs || p.api.n > 1;
   p.show_thinking = r.include_reasoning && !p.api.events;
 
-  if (auto e = wire::job_params_check(p); !e.ok()) return refusal_of(e);
+  if (auto e = wire::job_params_check(p); !e.ok()) return refusal_of(e, rr, endpoint);
   return r;
 }
 

@@ -626,6 +626,20 @@ TEST(OpenaiRequest, LogprobsNAndLogitBias) {
             "the number of logit_bias entries must be at most 300, got 301");
 }
 
+// What job_params_check refuses (sizes, JSON shapes) names the request's own field.
+TEST(OpenaiRequest, AJobParameterRefusalNamesTheRequestsField) {
+  const std::string big(300 * 1024, 'x');
+  auto e = parse_refused(
+      chat, chat_body(R"("response_format":{"type":"json_schema","json_schema":{"schema":)"
+                      R"({"description":")" +
+                      big + R"("}}})"));
+  EXPECT_EQ(e.param, "response_format") << e.message;
+  e = parse_refused(chat, chat_body(R"("json_schema":{"description":")" + big + R"("})"));
+  EXPECT_EQ(e.param, "json_schema") << e.message;
+  e = parse_refused(chat, chat_body(R"("chat_template_kwargs":{"x":")" + big + R"("})"));
+  EXPECT_EQ(e.param, "chat_template_kwargs") << e.message;
+}
+
 TEST(OpenaiRequest, ChatTemplateKwargsGoToTheTemplate) {
   auto r = parse_ok(chat, chat_body(R"("chat_template_kwargs":{"enable_thinking":false,"x":[1]})"));
   EXPECT_EQ(json::parse(r.submit.params.api.template_kwargs),
