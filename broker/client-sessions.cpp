@@ -93,6 +93,15 @@ void client_sessions::submit(const std::string& rid, const peer& who, wire::subm
               "prompt");
     }
   }
+  // Choices run on one node's slots: refused now when every online node serving the model has
+  // too few (a node with more may come later for a job already queued; it then waits).
+  if (const uint32_t most = nodes_.most_slots_serving(m.model);
+      most > 0 && most < choices_of(m.params)) {
+    return out_.send_error(rid, m.request_id, error_code::invalid_params,
+                           "n must be at most " + std::to_string(most) +
+                               " (the most slots of an online node serving model '" + m.model +
+                               "'), got " + std::to_string(m.params.api.n));
+  }
   if (jobs_.queued() >= cfg_.max_queue) {
     return out_.send_error(
         rid, m.request_id, error_code::queue_full,
@@ -141,7 +150,7 @@ void client_sessions::submit(const std::string& rid, const peer& who, wire::subm
   if (m.watch) j.watchers.insert(rid);
   const uint32_t position = jobs_.queue_position(j);
   j.last_position_sent = position;
-  j.last_waiting_sent = nodes_.waiting_reason(j.row.model);
+  j.last_waiting_sent = nodes_.waiting_reason(j.row.model, choices_of(j.row.params));
   out_.send(rid, wire::accepted{m.request_id, id, position, j.last_waiting_sent});
 }
 
@@ -173,7 +182,7 @@ void client_sessions::watch_job(const std::string& rid, uint64_t job_id, const w
     j.watchers.insert(rid);
     if (j.row.state == wire::job_state::queued) {
       j.last_position_sent = jobs_.queue_position(j);
-      j.last_waiting_sent = nodes_.waiting_reason(j.row.model);
+      j.last_waiting_sent = nodes_.waiting_reason(j.row.model, choices_of(j.row.params));
       out_.send(rid, wire::job_queued{j.row.id, j.last_position_sent, j.last_waiting_sent});
     } else if (j.row.state == wire::job_state::running) {
       out_.send(rid, wire::job_running{j.row.id, j.row.attempts, j.row.node});

@@ -94,7 +94,8 @@ void job_history::get_job(const std::string& rid, const peer& who, const wire::g
     r.output_total_bytes = row->output_bytes;
   }
   r.job.events = store_.job_events(m.job_id);
-  if (row->state == wire::job_state::queued) r.job.waiting = nodes_.waiting_reason(row->model);
+  if (row->state == wire::job_state::queued)
+    r.job.waiting = nodes_.waiting_reason(row->model, choices_of(row->params));
   r.output_offset = std::min<uint64_t>(m.output_offset, r.output_total_bytes);
   r.prompt_offset = std::min<uint64_t>(m.prompt_offset, row->prompt.size());
   r.prompt_total_bytes = row->prompt.size();

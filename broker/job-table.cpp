@@ -47,7 +47,10 @@ void job_table::dispatch() {
       if (q.empty()) continue;
       const auto& head = *q.begin();
       if (best && job_queues::key(*best) < head) continue;
-      node_entry* pick = best_node_for(nodes_.nodes(), model, now, window);
+      // A job of n choices needs a node of n slots (a smaller one would fail it as its fault);
+      // until one comes the model's queue waits behind it, and says why (waiting_reason).
+      const uint32_t slots = choices_of(jobs_.at(head.second).row.params);
+      node_entry* pick = best_node_for(nodes_.nodes(), model, now, window, slots);
       if (!pick) continue;
       best = &jobs_.at(head.second);
       best_node = pick;

@@ -2,6 +2,7 @@
 // its owner's unfinished jobs hold. Finished jobs live only in the store.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <ext/pb_ds/assoc_container.hpp>
 #include <ext/pb_ds/tree_policy.hpp>
@@ -73,6 +74,11 @@ struct live_job {
 // than the prompt.
 uint64_t request_bytes(const std::string& prompt, const std::vector<wire::chat_message>& messages,
                        const wire::job_params& params);
+
+// The slots a job's attempt takes on its node: one per choice (api.n).
+inline uint32_t choices_of(const wire::job_params& p) {
+  return uint32_t(std::max(p.api.n, 1));
+}
 
 // What one owner's unfinished jobs hold (the per-client limits).
 struct client_usage {

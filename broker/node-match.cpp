@@ -1,6 +1,7 @@
 // Which nodes can take a model's jobs (node-match.h).
 #include "broker/node-match.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <tuple>
 
@@ -9,7 +10,7 @@
 namespace hearth::broker {
 
 node_entry* best_node_for(node_map& nodes, const std::string& model, net::steady::time_point now,
-                          std::chrono::milliseconds quarantine_window) {
+                          std::chrono::milliseconds quarantine_window, uint32_t slots_needed) {
   const auto recent = now - quarantine_window;
   // What a node says about itself (a model "loaded", a GPU, its threads, its slots) costs nothing
   // to claim, so what it did decides: a node that lost attempts within the quarantine window
@@ -29,7 +30,9 @@ node_entry* best_node_for(node_map& nodes, const std::string& model, net::steady
   };
   node_entry* pick = nullptr;
   for (auto& [name, n] : nodes) {
-    if (!n.online || n.free_credit() == 0 || n.quarantined(now) || !n.serves(model)) continue;
+    if (!n.online || n.free_credit() == 0 || n.quarantined(now) || !n.serves(model) ||
+        n.slots < slots_needed)
+      continue;
     if (!pick || rank(n) > rank(*pick)) pick = &n;
   }
   return pick;
@@ -44,8 +47,22 @@ bool healthy_node_serves(const node_map& nodes, const std::string& model,
   return false;
 }
 
-std::string waiting_reason(const node_map& nodes, const std::string& model) {
-  if (healthy_node_serves(nodes, model, "")) return "";
+uint32_t most_slots_serving(const node_map& nodes, const std::string& model) {
+  uint32_t most = 0;
+  for (const auto& [name, n] : nodes) {
+    if (n.online && n.serves(model)) most = std::max(most, n.slots);
+  }
+  return most;
+}
+
+std::string waiting_reason(const node_map& nodes, const std::string& model, uint32_t slots_needed) {
+  if (healthy_node_serves(nodes, model, "")) {
+    const uint32_t most = most_slots_serving(nodes, model);
+    if (most >= slots_needed) return "";
+    return "the online nodes that serve model '" + model + "' have at most " +
+           std::to_string(most) + " slots; this job's " + std::to_string(slots_needed) +
+           " choices need as many; waiting";
+  }
   const node_entry* last = nullptr;  // the offline node that served it, seen last
   bool quarantined = false;
   const auto now = net::steady::now();

@@ -19,19 +19,26 @@ namespace hearth::broker {
 using node_map = std::map<std::string, node_entry>;  // by name
 
 // The node that gets the next job for `model` now, or nullptr when no online, unquarantined node
-// with free credit serves it. Losses within `quarantine_window` rank first (fewer is better),
-// then a node not measured yet that runs nothing (one trial attempt), then the measured rate;
-// the nodes' claims (a model loaded, speed, credit) only break ties among nodes not measured.
+// with free credit and at least `slots_needed` slots serves it (a job of n choices runs them on n
+// of one node's slots: PROTOCOL.md 10.8). Losses within `quarantine_window` rank first (fewer is
+// better), then a node not measured yet that runs nothing (one trial attempt), then the measured
+// rate; the nodes' claims (a model loaded, speed, credit) only break ties among nodes not measured.
 node_entry* best_node_for(node_map& nodes, const std::string& model, net::steady::time_point now,
-                          std::chrono::milliseconds quarantine_window);
+                          std::chrono::milliseconds quarantine_window, uint32_t slots_needed = 1);
+
+// The most slots of an online node serving `model` (0 when none does): a job of more choices than
+// that cannot run until such a node comes.
+uint32_t most_slots_serving(const node_map& nodes, const std::string& model);
 
 // Whether another node than `except` could run `model` now (online, not quarantined).
 bool healthy_node_serves(const node_map& nodes, const std::string& model,
                          const std::string& except);
 
-// Why a job for `model` waits although it may be first in line: "" when a node could run it,
-// else which nodes serve the model and where they are ("last seen: node desk, 3h ago").
-std::string waiting_reason(const node_map& nodes, const std::string& model);
+// Why a job for `model` (of `slots_needed` choices) waits although it may be first in line: ""
+// when a node could run it, else which nodes serve the model and where they are ("last seen: node
+// desk, 3h ago"), or that they have too few slots for its choices.
+std::string waiting_reason(const node_map& nodes, const std::string& model,
+                           uint32_t slots_needed = 1);
 
 // Whether chat messages for `model` cannot be formatted: online nodes serve it and none of them
 // has a chat template for it.

@@ -87,8 +87,11 @@ class node_registry {
   bool healthy_node_serves(const std::string& model, const std::string& except) const {
     return hearth::broker::healthy_node_serves(nodes_, model, except);
   }
-  std::string waiting_reason(const std::string& model) const {
-    return hearth::broker::waiting_reason(nodes_, model);
+  std::string waiting_reason(const std::string& model, uint32_t slots_needed = 1) const {
+    return hearth::broker::waiting_reason(nodes_, model, slots_needed);
+  }
+  uint32_t most_slots_serving(const std::string& model) const {
+    return hearth::broker::most_slots_serving(nodes_, model);
   }
   bool chat_unformattable(const std::string& model) const {
     return hearth::broker::chat_unformattable(nodes_, model);

@@ -226,7 +226,7 @@ TEST_F(broker_restart_test, an_assignment_the_restart_lost_costs_no_attempt) {
 // max_tokens each.
 TEST_F(broker_restart_test, an_api_job_is_assigned_the_same_after_a_restart) {
   fake_node node(c_, "tools");
-  node.hello(1, {"alpha"});
+  node.hello(2, {"alpha"});  // two slots: the job's two choices run on one node
   broker_ = c_.start_broker();
   ASSERT_TRUE(node.next<wire::node_welcome>());
   node.send(wire::node_pull{1});
@@ -265,7 +265,7 @@ TEST_F(broker_restart_test, an_api_job_is_assigned_the_same_after_a_restart) {
   EXPECT_EQ(a->params.api.n, 2);
 
   restart_broker();
-  node.hello(1, {"alpha"});  // without the job: it is assigned again, from the database
+  node.hello(2, {"alpha"});  // without the job: it is assigned again, from the database
   ASSERT_TRUE(node.next<wire::node_welcome>()) << broker_.log();
   node.send(wire::node_pull{1});
   auto again = node.next<wire::job_assign>();

@@ -47,13 +47,14 @@ std::string call_line(std::string name, std::string args) {
 
 class cli_api : public ::testing::Test {
  protected:
-  // A broker and a fake node serving model alpha, which answers every job with `output` (whole
-  // event lines) in one chunk of `n_tokens` tokens; the jobs it got are in assigns_.
+  // A broker and a fake node of two slots serving model alpha, which answers every job with
+  // `output` (whole event lines) in one chunk of `n_tokens` tokens; the jobs it got are in
+  // assigns_.
   void start(const std::string& output, uint32_t n_tokens) {
     broker_ = c_.start_broker();
     node_.emplace(c_, "fake");
     serving_ = std::jthread([this, output, n_tokens](std::stop_token stop) {
-      node_->serve(1, {"alpha"}, stop, [&](const wire::job_assign& a) {
+      node_->serve(2, {"alpha"}, stop, [&](const wire::job_assign& a) {
         {
           std::lock_guard lock(mutex_);
           assigns_.push_back(a);
@@ -195,6 +196,12 @@ TEST_F(cli_api, further_choices_follow_the_first_and_json_prints_the_events) {
     if (e["event"] == "tokens") text += e["text"].get<std::string>();
   }
   EXPECT_EQ(text, output);
+
+  // Choices run on one node's slots: more than the largest node serving the model has is refused.
+  r = run_cli("submit -m alpha --choices 3 'Once'");
+  expect_error(r,
+               "n must be at most 2 (the most slots of an online node serving model 'alpha'), "
+               "got 3");
 }
 
 TEST_F(cli_api, bad_options_are_refused_in_one_line_naming_the_parameter) {
