@@ -231,14 +231,15 @@ test('json_object mode returns a JSON object', async () => {
 });
 
 test('chat logprobs: every sampled token with its top alternatives', async () => {
-  const r = await client.chat.completions.create({
+  const body = {
     model: toolsModel,
     messages: [{ role: 'user', content: 'Hello' }],
     logprobs: true,
     top_logprobs: 3,
     max_tokens: 6,
     temperature: 0,
-  });
+  };
+  const r = await client.chat.completions.create(body);
   const choice = r.choices[0];
   const content = choice.logprobs.content;
   assert.equal(content.length, r.usage.completion_tokens);
@@ -258,15 +259,7 @@ test('chat logprobs: every sampled token with its top alternatives', async () =>
   }
   // Streamed: the same tokens, spread over the chunks.
   let streamed = [];
-  for await (const c of await client.chat.completions.create({
-    model: toolsModel,
-    messages: [{ role: 'user', content: 'Hello' }],
-    logprobs: true,
-    top_logprobs: 3,
-    max_tokens: 6,
-    temperature: 0,
-    stream: true,
-  })) {
+  for await (const c of await client.chat.completions.create({ ...body, stream: true })) {
     for (const ch of c.choices) streamed = streamed.concat(ch.logprobs?.content || []);
   }
   assert.deepEqual(streamed.map((t) => t.token), content.map((t) => t.token));
