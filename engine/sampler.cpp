@@ -114,6 +114,7 @@ void sampler::history_push(int32_t token) {
 void sampler::accept(int32_t token) {
   if (grammar_pending_) {
     grammar_pending_ = false;
+    ++grammar_sampled_;
     matcher_->accept(token);  // a token the grammar refuses (not one sample() drew) leaves it be
   }
   if (token < 0 || token >= n_vocab_ || params_.repeat_last_n == 0) return;
@@ -131,6 +132,7 @@ void sampler::reset() {
   rng_.seed(seed_);
   if (matcher_) matcher_->reset();
   grammar_pending_ = false;
+  grammar_sampled_ = 0;
   last_token_ = -1;
 }
 
@@ -152,7 +154,10 @@ void sampler::set_grammar(std::shared_ptr<const grammar> g,
 }
 
 bool sampler::apply_grammar() {
-  const std::span<const uint64_t> mask = matcher_->allowed();
+  const bool wrap_up = grammar_budget_ > 0 && int64_t{grammar_budget_} - grammar_sampled_ <=
+                                                  matcher_->min_completion() + 1;
+  const std::span<const uint64_t> mask =
+      wrap_up ? matcher_->allowed_shortening() : matcher_->allowed();
   bool any = false;
   for (size_t w = 0; w < mask.size(); ++w) {
     const uint64_t bits = mask[w];

@@ -781,5 +781,40 @@ TEST(Sampler, GrammarMasksLogprobsAndGreedy) {
   EXPECT_EQ(s.sample(logits.data()), 1);  // reset restarts the grammar
 }
 
+TEST(Sampler, GrammarBudgetEndsTheDocumentInTime) {
+  // A string the random draws would rarely close: with a budget of 30 tokens, the wrap-up picks
+  // tokens that shorten the shortest completion, and the document ends complete within it.
+  std::vector<std::string> pieces = {"<eos>", "\"", "}", "{\"a\": \"", "\\"};
+  for (char c = 'a'; c <= 'z'; ++c) pieces.push_back(std::string(1, c));
+  for (const char* p : {"xyz", "hello", "world", " ", ":", ",", "\": \"", "\"}"})
+    pieces.push_back(p);
+  auto gv = grammar_vocab::make(pieces, {0});
+  auto gbnf = json_schema_to_gbnf(R"({"type": "object", "properties": {"a": {"type": "string"},
+    "b": {"type": "string"}}, "required": ["a", "b"], "additionalProperties": false})");
+  ASSERT_TRUE(gbnf.ok()) << gbnf.message();
+  auto g = grammar_from_gbnf(*gbnf);
+  ASSERT_TRUE(g.ok());
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    sampler s(untruncated(1, seed), int32_t(pieces.size()));
+    s.set_grammar(*g, gv);
+    s.set_grammar_budget(30);
+    std::string text;
+    int32_t t = -1, n = 0;
+    for (; n < 30; ++n) {
+      // Logits that favour letters: left alone, the string goes on.
+      std::vector<float> logits = random_logits(int(pieces.size()), uint32_t(seed * 100 + n));
+      for (size_t i = 5; i < 31; ++i) logits[i] += 8;
+      t = s.sample(logits.data());
+      s.accept(t);
+      if (t == 0) break;
+      text += pieces[size_t(t)];
+    }
+    ASSERT_EQ(t, 0) << "seed " << seed << ": " << text;
+    const auto doc = nlohmann::json::parse(text, nullptr, false);
+    ASSERT_FALSE(doc.is_discarded()) << text;
+    EXPECT_TRUE(doc["a"].is_string() && doc["b"].is_string()) << text;
+  }
+}
+
 }  // namespace
 }  // namespace hearth

@@ -80,6 +80,41 @@ TEST_P(constrained, random_weights_still_give_a_valid_document) {
   }
 }
 
+// Unbounded strings, which a random-weight model rarely closes: with the sampler's grammar budget
+// set to max_tokens, the document still ends complete within it.
+TEST_P(constrained, a_budget_ends_unbounded_strings_within_max_tokens) {
+  const std::string path = testing::model_path(std::string("models/synthetic/") + GetParam());
+  ASSERT_FALSE(path.empty());
+  auto m = model::load(path, {.n_threads = 2});
+  auto gv = grammar_vocab::make(m->vocab());
+  auto gbnf = json_schema_to_gbnf(R"({"type": "object", "properties": {"city": {"type": "string"},
+    "note": {"type": "string"}, "n": {"type": "integer"}}, "required": ["city", "note", "n"],
+    "additionalProperties": false})");
+  ASSERT_TRUE(gbnf.ok()) << gbnf.message();
+  auto g = grammar_from_gbnf(*gbnf);
+  ASSERT_TRUE(g.ok()) << g.message();
+  context ctx(*m, {.n_ctx = 512});
+  const auto prompt = m->vocab().tokenize("Answer in JSON:", true, false);
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    for (float temp : {0.0f, 1.0f}) {
+      sampler_params p;
+      p.temperature = temp;
+      p.seed = seed;
+      sampler smp(p, ctx.n_vocab());
+      smp.set_grammar(*g, gv);
+      smp.set_grammar_budget(48);
+      auto out = generate(ctx, prompt, smp, {.max_tokens = 48}, nullptr);
+      ASSERT_TRUE(out.ok()) << out.message();
+      EXPECT_EQ(out->reason, stop_reason::end_of_generation) << out->text;
+      const auto d = nlohmann::json::parse(out->text, nullptr, false);
+      ASSERT_FALSE(d.is_discarded()) << out->text;
+      EXPECT_TRUE(d["city"].is_string() && d["note"].is_string() && d["n"].is_number_integer())
+          << out->text;
+      if (temp == 0) break;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(synthetic, constrained,
                          ::testing::Values("synthetic-qwen2-a.q8_0.gguf",
                                            "synthetic-llama-a.q8_0.gguf",

@@ -1,6 +1,7 @@
 #include "engine/grammar/grammar-matcher.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <numeric>
 #include <unordered_map>
@@ -109,6 +110,24 @@ class grammar_automaton {
 
   bool accepting(int32_t s) const { return accepting_[size_t(s)] != 0; }
 
+  // The fewest bytes that complete the grammar from state s (0: it can end now).
+  int64_t min_completion(int32_t s) {
+    if (suffix_min_.empty()) compute_min_lengths();
+    int64_t best = INT64_MAX;
+    for (uint32_t n : configs_[size_t(s)]) {
+      int64_t r = 0;
+      if (n != no_parent) {
+        const node_t& x = nodes_[n];
+        // The top is a charset: the bytes its partial character still needs, or its cheapest
+        // character; then the rest of its alternative and of every frame below.
+        r = (x.count ? int64_t((x.count >> 24) & 3) : suffix_min_[x.pos] - suffix_min_[x.pos + 1]) +
+            suffix_min_[x.pos + 1] + below(x.parent);
+      }
+      best = std::min(best, r);
+    }
+    return best;
+  }
+
   // The state after byte b, computed once. -1: a cap of this walk refused a new state.
   int32_t step(int32_t s, uint8_t b) {
     const size_t at = size_t(s) * 256 + b;
@@ -198,7 +217,71 @@ class grammar_automaton {
     }
   };
 
+  // Cheapest completions in bytes: per rule (fixpoint from "unreachable"), per element position
+  // the rest of its alternative (suffix_min_), saturated far below overflow.
+  void compute_min_lengths() {
+    constexpr int64_t cap = int64_t{1} << 40;
+    const auto& el = g_.elements();
+    const auto& rules = g_.rules();
+    std::vector<int64_t> rule_min(rules.size(), cap);
+    suffix_min_.assign(el.size() + 1, 0);
+    const auto element_min = [&](const grammar_element& e) -> int64_t {
+      switch (e.op) {
+        case grammar_op::charset: {
+          const grammar_charset& set = g_.charsets()[e.a];
+          if (set.empty()) return cap;
+          const uint32_t c = set.front().first;
+          return c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
+        }
+        case grammar_op::ref:
+          return rule_min[e.a];
+        case grammar_op::repeat:
+          return std::min(cap, int64_t(e.b) * rule_min[e.a]);
+        case grammar_op::end:
+          return 0;
+      }
+      return cap;
+    };
+    const auto fill_suffixes = [&] {
+      for (size_t i = el.size(); i-- > 0;) {
+        suffix_min_[i] = el[i].op == grammar_op::end
+                             ? 0
+                             : std::min(cap, element_min(el[i]) + suffix_min_[i + 1]);
+      }
+    };
+    for (bool changed = true; changed;) {
+      fill_suffixes();
+      changed = false;
+      for (size_t r = 0; r < rules.size(); ++r) {
+        int64_t m = cap;
+        for (uint32_t a : rules[r].alts) m = std::min(m, suffix_min_[a]);
+        if (m < rule_min[r]) {
+          rule_min[r] = m;
+          changed = true;
+        }
+      }
+    }
+    body_min_ = std::move(rule_min);
+  }
+
+  // The fewest bytes of the frames from node n down (n is not a top: a return frame).
+  int64_t below(uint32_t n) {
+    if (n == no_parent) return 0;
+    if (below_.size() < nodes_.size()) below_.resize(nodes_.size(), -1);
+    if (below_[n] >= 0) return below_[n];
+    const node_t x = nodes_[n];
+    const grammar_element& e = g_.elements()[x.pos];
+    int64_t r =
+        e.op == grammar_op::repeat
+            ? int64_t(e.b > x.count ? e.b - x.count : 0) * body_min_[e.a] + suffix_min_[x.pos + 1]
+            : suffix_min_[x.pos];
+    r += below(x.parent);  // recursion as deep as the stack: at most max_depth frames
+    below_[n] = r;
+    return r;
+  }
+
   void clear() {
+    below_.clear();
     nodes_.assign(1, {0, 0, no_parent, 0});
     node_ids_.clear();
     configs_.clear();
@@ -306,6 +389,9 @@ class grammar_automaton {
 
   const grammar& g_;
   const uint32_t clip_;
+  std::vector<int64_t> suffix_min_;  // [element] fewest bytes from it to its alternative's end
+  std::vector<int64_t> body_min_;    // [rule] fewest bytes it matches
+  std::vector<int64_t> below_;       // [node] below(node), -1 not yet known
   std::vector<node_t> nodes_;
   std::unordered_map<std::pair<uint64_t, uint32_t>, uint32_t, node_key_hash> node_ids_;
   std::vector<std::vector<uint32_t>> configs_;  // state -> sorted node ids
@@ -494,6 +580,33 @@ void grammar_matcher::walk(int32_t from, size_t depth_limit, std::vector<uint64_
     ++i;
   }
   dfa_->walk_end();
+}
+
+int64_t grammar_matcher::min_completion() {
+  return ended_ ? 0 : state_ == 0 ? INT64_MAX : dfa_->min_completion(state_);
+}
+
+std::span<const uint64_t> grammar_matcher::allowed_shortening() {
+  const std::span<const uint64_t> all = allowed();
+  if (ended_) return all;
+  const int64_t now = dfa_->min_completion(state_);
+  if (now == 0) return eog_only_;  // it can end: end
+  shortening_.assign(all.size(), 0);
+  for (size_t w = 0; w < all.size(); ++w) {
+    for (uint64_t bits = all[w]; bits; bits &= bits - 1) {
+      const int32_t t = int32_t(w * 64 + size_t(std::countr_zero(bits)));
+      if (vocab_->is_eog(t)) continue;
+      int32_t s = state_;
+      for (char b : vocab_->piece(t)) {
+        s = dfa_->step(s, uint8_t(b));
+        if (s <= 0) break;
+      }
+      if (s > 0 && dfa_->min_completion(s) < now) {
+        shortening_[w] |= uint64_t{1} << (t % 64);
+      }
+    }
+  }
+  return shortening_;
 }
 
 bool grammar_matcher::is_allowed(int32_t token) {

@@ -93,6 +93,15 @@ class grammar_matcher {
   // Advances by raw bytes (tests, tools): false (state unchanged) when forbidden.
   bool accept_bytes(std::string_view bytes);
 
+  // The fewest bytes that complete the match from here (0: it can end now; INT64_MAX when dead).
+  int64_t min_completion();
+  // The allowed tokens that bring the match closer to its end: those after which
+  // min_completion() is smaller, or only EOG when it can end. Every byte-level vocabulary has
+  // one (the next byte of a shortest completion), so at most min_completion() such tokens end
+  // it: how a generation about to run out of tokens still ends complete (sampler budget).
+  // O(allowed tokens' bytes); valid until the next accept() or reset().
+  std::span<const uint64_t> allowed_shortening();
+
   bool can_end() const;  // the text so far is a complete match
   bool dead() const;     // nothing can follow (not even the end): only after a cap dropped paths
   void reset();          // back to the start of the grammar
@@ -109,6 +118,7 @@ class grammar_matcher {
   std::unique_ptr<grammar_automaton> dfa_;
   std::vector<uint64_t> composed_;  // a cached short-piece mask with the long pieces added
   std::vector<int32_t> walk_states_;
+  std::vector<uint64_t> shortening_;
   int32_t state_ = 0;
   bool ended_ = false;  // an EOG token was accepted
   std::vector<uint64_t> eog_only_;
