@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "engine/grammar/grammar-matcher.h"
 #include "engine/grammar/grammar.h"
@@ -29,6 +30,14 @@ std::shared_ptr<const hearth::grammar_vocab> fuzz_vocab() {
 void run(const std::shared_ptr<const hearth::grammar>& g, std::string_view follow) {
   hearth::grammar_matcher m(g, fuzz_vocab());
   for (size_t i = 0; i < follow.size() && i < 64; ++i) {
+    if (i % 8 == 0) {
+      // The wrap-up's tokens are allowed ones (a copy: a later call may reuse the buffer).
+      const auto allowed = m.allowed();
+      const std::vector<uint64_t> all(allowed.begin(), allowed.end());
+      (void)m.min_completion();
+      const auto shorter = m.allowed_shortening();
+      for (size_t w = 0; w < all.size(); ++w) FUZZ_CHECK((shorter[w] & ~all[w]) == 0);
+    }
     const auto mask = m.allowed();
     FUZZ_CHECK(mask.size() == (size_t(fuzz_vocab()->n_tokens()) + 63) / 64);
     const int32_t t = static_cast<unsigned char>(follow[i]) % fuzz_vocab()->n_tokens();
