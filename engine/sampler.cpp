@@ -114,7 +114,6 @@ void sampler::history_push(int32_t token) {
 void sampler::accept(int32_t token) {
   if (grammar_pending_) {
     grammar_pending_ = false;
-    ++grammar_sampled_;
     matcher_->accept(token);  // a token the grammar refuses (not one sample() drew) leaves it be
   }
   if (token < 0 || token >= n_vocab_ || params_.repeat_last_n == 0) return;
@@ -132,7 +131,6 @@ void sampler::reset() {
   rng_.seed(seed_);
   if (matcher_) matcher_->reset();
   grammar_pending_ = false;
-  grammar_sampled_ = 0;
   last_token_ = -1;
 }
 
@@ -154,8 +152,8 @@ void sampler::set_grammar(std::shared_ptr<const grammar> g,
 }
 
 bool sampler::apply_grammar() {
-  const bool wrap_up = grammar_budget_ > 0 && int64_t{grammar_budget_} - grammar_sampled_ <=
-                                                  matcher_->min_completion() + 1;
+  const bool wrap_up =
+      grammar_tokens_left_ > 0 && grammar_tokens_left_ <= matcher_->min_completion() + 2;
   const std::span<const uint64_t> mask =
       wrap_up ? matcher_->allowed_shortening() : matcher_->allowed();
   bool any = false;

@@ -77,15 +77,12 @@ class sampler {
   // grammar_vocab::make(model's vocab), once per model. set_grammar(nullptr, ...) removes the
   // constraint.
   void set_grammar(std::shared_ptr<const grammar> g, std::shared_ptr<const grammar_vocab> v);
-  // A token budget for the grammar (0: none): once the tokens left (max_tokens minus those
-  // sampled since) are no more than the grammar's shortest completion in bytes + 1, only tokens
-  // that shorten it are drawn, then EOG, so the document ends complete within max_tokens even
-  // when the model would go on (a random-weight model inside a string). The node passes the
-  // request's max_tokens.
-  void set_grammar_budget(int32_t max_tokens) {
-    grammar_budget_ = max_tokens;
-    grammar_sampled_ = 0;
-  }
+  // The tokens the generation may still produce, this step's included (<= 0: no limit known);
+  // engine/sequence sets it before every sample() from max_tokens. Once it is no more than the
+  // grammar's shortest completion in bytes + 2 (a token adds at least a byte), only tokens that
+  // shorten that completion are drawn, then EOG, so the document ends complete within
+  // max_tokens even when the model would go on (a random-weight model inside a string).
+  void set_grammar_tokens_left(int32_t n) { grammar_tokens_left_ = n; }
 
   grammar_matcher* grammar_state() { return matcher_ ? &*matcher_ : nullptr; }
 
@@ -143,8 +140,7 @@ class sampler {
   std::optional<grammar_matcher> matcher_;  // copied with the sampler (hearth bench copies them)
   std::shared_ptr<const grammar_vocab> grammar_vocab_;
   bool grammar_pending_ = false;       // sample() ran with a grammar; accept() advances it
-  int32_t grammar_budget_ = 0;         // set_grammar_budget's max_tokens; 0: none
-  int32_t grammar_sampled_ = 0;        // tokens accepted under the grammar since
+  int32_t grammar_tokens_left_ = 0;    // set_grammar_tokens_left; <= 0: no limit known
   int32_t last_token_ = -1;            // the last sample()'s pick, for last_logprobs
   std::vector<candidate> candidates_;  // [n_vocab] capacity; the first n are still in the running
   std::vector<candidate> boundary_;    // [n_vocab] capacity; top-p's boundary bucket

@@ -782,7 +782,7 @@ TEST(Sampler, GrammarMasksLogprobsAndGreedy) {
 }
 
 TEST(Sampler, GrammarBudgetEndsTheDocumentInTime) {
-  // A string the random draws would rarely close: with a budget of 30 tokens, the wrap-up picks
+  // A string the random draws would rarely close: with 30 tokens to go, the wrap-up picks
   // tokens that shorten the shortest completion, and the document ends complete within it.
   std::vector<std::string> pieces = {"<eos>", "\"", "}", "{\"a\": \"", "\\"};
   for (char c = 'a'; c <= 'z'; ++c) pieces.push_back(std::string(1, c));
@@ -797,10 +797,10 @@ TEST(Sampler, GrammarBudgetEndsTheDocumentInTime) {
   for (uint64_t seed = 1; seed <= 20; ++seed) {
     sampler s(untruncated(1, seed), int32_t(pieces.size()));
     s.set_grammar(*g, gv);
-    s.set_grammar_budget(30);
     std::string text;
     int32_t t = -1, n = 0;
     for (; n < 30; ++n) {
+      s.set_grammar_tokens_left(30 - n);
       // Logits that favour letters: left alone, the string goes on.
       std::vector<float> logits = random_logits(int(pieces.size()), uint32_t(seed * 100 + n));
       for (size_t i = 5; i < 31; ++i) logits[i] += 8;

@@ -65,6 +65,8 @@ void sequence::prompt_copied() {
 
 std::optional<generated_piece> sequence::step(const float* logits) {
   assert(!done_ && prompt_decoded());
+  // A grammar finishes its document within the token limit (engine/sampler.h).
+  smp_.set_grammar_tokens_left(params_.max_tokens - n_generated_);
   const int32_t tok = smp_.sample(logits);
   smp_.accept(tok);
   if (!params_.ignore_eog && voc_.is_eog(tok)) {
