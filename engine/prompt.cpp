@@ -21,8 +21,6 @@ prompt_error_code code_of(chat_template_problem p) {
   return prompt_error_code::template_unrecognised;
 }
 
-constexpr std::string_view k_key_chat_template = "tokenizer.chat_template";
-
 // Parsed templates by their text, most recently used first. A node serves a handful of models;
 // the bound keeps a process that loads many from keeping every program.
 class program_cache {
@@ -99,7 +97,7 @@ std::optional<think_filter> chat_prompt::thinking_filter(bool show_thinking) con
 }
 
 result<std::shared_ptr<const jinja::chat_template_program>> model_chat_program(const model& m) {
-  auto text = m.file().get_string(k_key_chat_template);
+  auto text = m.file().get_string(chat_template_key);
   if (!text) return text.err();
   if (!text->has_value() || (*text)->empty()) return error{"the model has no chat template"};
   return programs().get(**text);
@@ -135,7 +133,7 @@ std::variant<chat_prompt, prompt_error> chat_prompt_prepare(const model& m,
                                                             std::span<const chat_message> messages,
                                                             const chat_prompt_options& options) {
   if (options.template_name.empty()) {
-    auto text = m.file().get_string(k_key_chat_template);
+    auto text = m.file().get_string(chat_template_key);
     if (text && text->has_value() && !(*text)->empty()) {
       auto program = programs().get(**text);
       // A template the engine cannot parse falls back to the built-in format detected below.

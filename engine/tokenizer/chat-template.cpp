@@ -23,8 +23,6 @@ constexpr std::array<std::pair<chat_template, std::string_view>, 14> k_names = {
     {chat_template::llama3, "llama3"},
 }};
 
-constexpr std::string_view k_key_chat_template = "tokenizer.chat_template";
-
 // llama.cpp's trim(): ASCII whitespace (isspace in the C locale) at both ends.
 std::string_view trim(std::string_view s) {
   constexpr std::string_view ws = " \t\n\v\f\r";
@@ -317,11 +315,11 @@ result<chat_template_choice> chat_template_for_model(const gguf_file& f, std::st
     if (!t) return fail(chat_template_problem::unknown_name, t.err());
     return chat_template_choice{*t, false};
   }
-  auto text = f.get_string(k_key_chat_template);
+  auto text = f.get_string(chat_template_key);
   if (!text) return fail(chat_template_problem::unreadable, text.err());
   if (!text->has_value() || (*text)->empty()) {
     return fail(chat_template_problem::missing,
-                error{"the model has no chat template (no " + std::string(k_key_chat_template) +
+                error{"the model has no chat template (no " + std::string(chat_template_key) +
                       " in its metadata)"});
   }
   auto t = chat_template_detect(**text);

@@ -84,6 +84,9 @@ enum class chat_template {
   llama3,             // <|start_header_id|>role<|end_header_id|>\n\ncontent<|eot_id|>
 };
 
+// The GGUF metadata key of a model's Jinja chat template.
+inline constexpr std::string_view chat_template_key = "tokenizer.chat_template";
+
 // "chatml", "llama2-sys-bos", "mistral-v3-tekken", ...
 std::string_view chat_template_name(chat_template t);
 // Every name, comma-separated, in the order of the enum (for error messages).
