@@ -194,7 +194,8 @@ TEST_F(mkmodel, llama_3_2_has_rope_freqs_and_a_llama_3_vocabulary) {
   EXPECT_EQ(tokenize(path, "'Hello world'"), (std::vector<int32_t>{128000, 9707, 1879}));
   auto r = hearth("run -m " + path + " --chat Hi -n 2 --temp 0 -t 2");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.err.find("chat template: llama3"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("chat template: the model's own (Jinja; llama3 family)"), std::string::npos)
+      << r.err;
 }
 
 TEST_F(mkmodel, llama_3_8b_dry_run_counts_the_published_parameters) {

@@ -80,7 +80,11 @@ chat_prompt chat_prompt_of(const run_options& o, const model& m) {
     throw std::runtime_error(msg);
   }
   auto& p = std::get<chat_prompt>(prepared);
-  if (!o.json) {
+  if (!o.json && p.jinja) {
+    // The family recognised in it says which built-in format stands in for a named template.
+    std::fprintf(stderr, "chat template: the model's own (Jinja; %s family)\n",
+                 std::string(chat_template_name(p.choice.tmpl)).c_str());
+  } else if (!o.json) {
     std::fprintf(stderr, "chat template: %s (%s)\n",
                  std::string(chat_template_name(p.choice.tmpl)).c_str(),
                  p.choice.detected ? "detected" : "named");
