@@ -11,7 +11,9 @@ namespace hearth {
 
 namespace {
 
-using json = nlohmann::ordered_json;
+// Not `json`: the unity build (asan preset) compiles this file beside others whose `json` is
+// nlohmann::json.
+using ojson = nlohmann::ordered_json;
 
 constexpr size_t max_nesting = 64;
 constexpr size_t max_properties = 4096;
@@ -105,7 +107,7 @@ std::string int_between(int64_t lo, int64_t hi) {
 
 class schema_compiler {
  public:
-  schema_compiler(const json& root, std::string prefix) : root_(root), p_(std::move(prefix)) {}
+  schema_compiler(const ojson& root, std::string prefix) : root_(root), p_(std::move(prefix)) {}
 
   result<std::string> run() {
     reserved_.insert(p_ + "root");  // the schema's own rules are root-1, ...; root names them
@@ -195,12 +197,12 @@ class schema_compiler {
   std::string space() { return prim("space"); }
 
   // A JSON value written exactly (enum, const), then whitespace.
-  std::string literal_value(const json& v) { return gbnf_quote(dump(v)) + " " + space(); }
+  std::string literal_value(const ojson& v) { return gbnf_quote(dump(v)) + " " + space(); }
 
   // Compact JSON text; invalid UTF-8 (which the parser lets through nowhere, but a key may
   // still be odd) replaced rather than thrown on.
-  static std::string dump(const json& v) {
-    return v.dump(-1, ' ', false, json::error_handler_t::replace);
+  static std::string dump(const ojson& v) {
+    return v.dump(-1, ' ', false, ojson::error_handler_t::replace);
   }
 
   static std::string choice(const std::vector<std::string>& alts) {
@@ -210,9 +212,9 @@ class schema_compiler {
   }
 
   // A bound of `key` as a count for a repetition (a JSON integer >= 0 within the grammar's limit).
-  bool count_of(const json& s, const char* key, const std::string& path, uint32_t& out) {
+  bool count_of(const ojson& s, const char* key, const std::string& path, uint32_t& out) {
     if (!s.contains(key)) return false;
-    const json& v = s[key];
+    const ojson& v = s[key];
     if (!v.is_number() || v.get<double>() < 0 || v.get<double>() != std::floor(v.get<double>())) {
       fail(path, std::string(key) + " must be a non-negative integer");
       return false;
@@ -233,12 +235,12 @@ class schema_compiler {
   }
 
   // The bounds of an integer or a number's whole part, rounded inwards; false after fail().
-  bool int_bounds(const json& s, const std::string& path, int64_t& lo, int64_t& hi) {
+  bool int_bounds(const ojson& s, const std::string& path, int64_t& lo, int64_t& hi) {
     lo = -max_magnitude;
     hi = max_magnitude;
     const auto read = [&](const char* key, bool exclusive, bool is_min) {
       if (!s.contains(key)) return;
-      const json& v = s[key];
+      const ojson& v = s[key];
       if (!v.is_number()) return fail(path, std::string(key) + " must be a number");
       const double d = v.get<double>();
       if (!std::isfinite(d)) return fail(path, std::string(key) + " must be finite");
@@ -266,7 +268,7 @@ class schema_compiler {
     return true;
   }
 
-  std::string number_rule(const json& s, const std::string& path) {
+  std::string number_rule(const ojson& s, const std::string& path) {
     const bool bounded = s.contains("minimum") || s.contains("maximum") ||
                          s.contains("exclusiveMinimum") || s.contains("exclusiveMaximum");
     if (!bounded) return prim("number");
@@ -286,7 +288,7 @@ class schema_compiler {
     return "(" + choice(alts) + ") " + space();
   }
 
-  std::string string_rule(const json& s, const std::string& path) {
+  std::string string_rule(const ojson& s, const std::string& path) {
     if (s.contains("pattern")) {
       fail(path, "pattern is not supported");
       return "";
@@ -308,7 +310,7 @@ class schema_compiler {
     return "\"\\\"\" " + prim("char") + repeat_text(m, n) + " \"\\\"\" " + space();
   }
 
-  std::string array_rule(const json& s, const std::string& path, size_t depth,
+  std::string array_rule(const ojson& s, const std::string& path, size_t depth,
                          const std::string& hint) {
     uint32_t m = 0, n = grammar_repeat_unbounded;
     count_of(s, "minItems", path, m);
@@ -321,7 +323,7 @@ class schema_compiler {
     const std::string open = "\"[\" " + space(), close = "\"]\" " + space();
     const std::string comma = "\",\" " + space();
     if (s.contains("prefixItems")) {
-      const json& items = s["prefixItems"];
+      const ojson& items = s["prefixItems"];
       if (!items.is_array()) {
         fail(path, "prefixItems must be an array");
         return "";
@@ -345,11 +347,11 @@ class schema_compiler {
     return open + " " + item + " " + more + " " + close;
   }
 
-  std::string object_rule(const json& s, const std::string& path, size_t depth,
+  std::string object_rule(const ojson& s, const std::string& path, size_t depth,
                           const std::string& hint) {
     const std::string open = "\"{\" " + space(), close = "\"}\" " + space();
     const std::string comma = "\",\" " + space();
-    const json props = s.value("properties", json::object());
+    const ojson props = s.value("properties", ojson::object());
     if (!props.is_object()) {
       fail(path, "properties must be an object");
       return "";
@@ -359,7 +361,7 @@ class schema_compiler {
       return "";
     }
     if (props.empty()) {
-      const json extra = s.value("additionalProperties", json(true));
+      const ojson extra = s.value("additionalProperties", ojson(true));
       if (extra.is_boolean()) return extra.get<bool>() ? prim("object") : open + " " + close;
       // A map: string keys to one schema.
       const std::string v =
@@ -373,7 +375,7 @@ class schema_compiler {
         fail(path, "required must be an array");
         return "";
       }
-      for (const json& r : s["required"]) {
+      for (const ojson& r : s["required"]) {
         if (r.is_string()) required.insert(r.get<std::string>());
       }
     }
@@ -383,7 +385,7 @@ class schema_compiler {
       if (!err_.empty()) return "";
       const std::string kv =
           add_rule(hint + "-" + key + "-kv",
-                   gbnf_quote(dump(json(key))) + " " + space() + " \":\" " + space() + " " + v);
+                   gbnf_quote(dump(ojson(key))) + " " + space() + " \":\" " + space() + " " + v);
       (required.contains(key) ? req : opt).push_back(kv);
     }
     std::string body = open;
@@ -412,9 +414,9 @@ class schema_compiler {
       fail(path, "$ref \"" + ref + "\" is not local (only \"#...\" is supported)");
       return "";
     }
-    const json* target = nullptr;
+    const ojson* target = nullptr;
     try {
-      const json::json_pointer ptr(ref.substr(1));
+      const ojson::json_pointer ptr(ref.substr(1));
       if (root_.contains(ptr)) target = &root_.at(ptr);
     } catch (const std::exception&) {
     }
@@ -431,7 +433,8 @@ class schema_compiler {
   }
 
   // The schema's GBNF expression (a rule name or a short expression) at `path`.
-  std::string visit(const json& s, const std::string& hint, size_t depth, const std::string& path) {
+  std::string visit(const ojson& s, const std::string& hint, size_t depth,
+                    const std::string& path) {
     if (!err_.empty()) return "";
     if (depth > max_nesting) {
       fail(path, "nested more than " + std::to_string(max_nesting) + " deep");
@@ -460,18 +463,18 @@ class schema_compiler {
     }
     if (s.contains("const")) return literal_value(s["const"]);
     if (s.contains("enum")) {
-      const json& e = s["enum"];
+      const ojson& e = s["enum"];
       if (!e.is_array() || e.empty() || e.size() > max_enum) {
         fail(path, "enum must be an array of 1 to " + std::to_string(max_enum) + " values");
         return "";
       }
       std::vector<std::string> alts;
-      for (const json& v : e) alts.push_back(gbnf_quote(dump(v)));
+      for (const ojson& v : e) alts.push_back(gbnf_quote(dump(v)));
       return "(" + choice(alts) + ") " + space();
     }
     for (const char* k : {"anyOf", "oneOf"}) {
       if (!s.contains(k)) continue;
-      const json& list = s[k];
+      const ojson& list = s[k];
       if (!list.is_array() || list.empty()) {
         fail(path, std::string(k) + " must be a non-empty array");
         return "";
@@ -484,14 +487,14 @@ class schema_compiler {
       return add_rule(hint, choice(alts));
     }
     if (s.contains("allOf")) {
-      const json& list = s["allOf"];
+      const ojson& list = s["allOf"];
       if (!list.is_array() || list.size() != 1) {
         fail(path, "allOf is supported with one schema only");
         return "";
       }
       return visit(list[0], hint, depth + 1, path + "/allOf/0");
     }
-    json type = s.value("type", json());
+    ojson type = s.value("type", ojson());
     if (type.is_null()) {
       if (s.contains("properties") || s.contains("additionalProperties")) {
         type = "object";
@@ -507,8 +510,8 @@ class schema_compiler {
         return "";
       }
       std::vector<std::string> alts;
-      for (const json& t : type) {
-        json one = s;
+      for (const ojson& t : type) {
+        ojson one = s;
         one["type"] = t;
         alts.push_back(visit(one, hint, depth + 1, path));
       }
@@ -546,7 +549,7 @@ class schema_compiler {
     return add_rule(hint, body);
   }
 
-  const json& root_;
+  const ojson& root_;
   std::string p_;
   std::string err_;
   std::map<std::string, std::string> rules_;  // full name -> body
@@ -554,7 +557,7 @@ class schema_compiler {
   std::map<std::string, std::string> refs_;  // $ref -> rule name
 };
 
-result<json> parse_schema(std::string_view text) {
+result<ojson> parse_schema(std::string_view text) {
   if (text.size() > grammar_max_text) {
     return error{"json schema: " + std::to_string(text.size()) + " bytes, more than " +
                  std::to_string(grammar_max_text)};
@@ -562,7 +565,7 @@ result<json> parse_schema(std::string_view text) {
   if (json_nesting(text) > max_nesting) {
     return error{"json schema: nested more than " + std::to_string(max_nesting) + " deep"};
   }
-  json j = json::parse(text, nullptr, false);
+  ojson j = ojson::parse(text, nullptr, false);
   if (j.is_discarded()) return error{"json schema: not valid JSON"};
   return j;
 }
