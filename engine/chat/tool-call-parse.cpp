@@ -342,6 +342,9 @@ struct tool_call_parser::state {
   bool in_section = false;
   bool at_start = true;        // only whitespace has come so far
   bool after_section = false;  // whitespace right after a call section is not content
+  // Llama 3.x: the "<|python_tag|>" (and the whitespace before it) read before a bare call, given
+  // back as content if no call follows.
+  std::string python_tag_seen;
 
   // A new piece can complete a section only if it holds a byte of a closing literal (or a
   // bracket): trying again only then keeps a long section from being parsed once per token.
@@ -352,6 +355,15 @@ struct tool_call_parser::state {
         if (l->find(c) != std::string::npos) return true;
     }
     return false;
+  }
+
+  static constexpr std::string_view python_tag = "<|python_tag|>";
+
+  void give_back_python_tag(piece& out) {
+    if (python_tag_seen.empty()) return;
+    std::string tag = std::move(python_tag_seen);
+    python_tag_seen.clear();
+    emit(out, tag);
   }
 
   void emit(piece& out, std::string_view text) {
@@ -379,16 +391,31 @@ struct tool_call_parser::state {
           const size_t k = buf.find_first_not_of(" \t\r\n");
           if (k == std::string::npos) {
             if (final) {
+              give_back_python_tag(out);
               emit(out, buf);
               buf.clear();
             }
             break;
+          }
+          // Formats whose calls are a bare object at the start (Llama 3.x) may also open them with
+          // Llama's <|python_tag|> (its templates write it before built-in tools' calls, and
+          // models trained on them write it before JSON calls too).
+          const std::string_view rest = std::string_view(buf).substr(k);
+          const size_t m = std::min(rest.size(), python_tag.size());
+          if (python_tag_seen.empty() && rest.substr(0, m) == python_tag.substr(0, m)) {
+            if (m < python_tag.size() && !final) break;  // it may become the tag
+            if (m == python_tag.size()) {
+              python_tag_seen = buf.substr(0, k + m);
+              buf.erase(0, k + m);
+              continue;
+            }
           }
           if (buf[k] == '{' || buf[k] == '[') {
             in_section = true;
             retry = true;
             continue;
           }
+          give_back_python_tag(out);
           emit(out, buf);
           buf.clear();
           break;
@@ -419,6 +446,7 @@ struct tool_call_parser::state {
       if (!retry && buf.size() <= tool_call_max_section) break;
       section_parse r = section_parser(f, params, buf, final).run();
       if (r.m == match::ok) {
+        python_tag_seen.clear();
         for (auto& c : r.calls) out.calls.push_back(std::move(c));
         buf.erase(0, r.consumed);
         in_section = false;
@@ -434,6 +462,7 @@ struct tool_call_parser::state {
         n = k == std::string::npos ? buf.size() : k + 1;
       }
       after_section = false;
+      give_back_python_tag(out);
       emit(out, std::string_view(buf).substr(0, n));
       at_start = false;
       buf.erase(0, n);

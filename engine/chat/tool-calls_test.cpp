@@ -114,6 +114,43 @@ TEST(ToolCalls, TextThatLooksLikeACallButIsNotIsContent) {
   EXPECT_EQ(tool_calls_parse(hermes(), no_args).content, no_args);
 }
 
+// Llama 3.x writes a bare call object at the start of its answer; its models also open one with
+// <|python_tag|>. The tag before something else is content, as it came.
+TEST(ToolCalls, LlamaCallsMayOpenWithThePythonTag) {
+  constexpr const char* k_llama =
+      R"({% for m in messages %}<|start_header_id|>{{ m.role }}<|end_header_id|>
+
+{% if m.tool_calls %}{% for c in m.tool_calls %}{"name": "{{ c.function.name }}", "parameters": {{ c.function.arguments | tojson }}}{% endfor %}{% else %}{{ m.content }}{% endif %}<|eot_id|>{% endfor %}{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>
+
+{% endif %})";
+  auto f = derive(k_llama);
+  ASSERT_TRUE(f) << f.message();
+  ASSERT_TRUE(f->trigger.empty());
+  const std::string call = R"(<|python_tag|>{"name": "get_time", "parameters": {"zone": "UTC"}})";
+  auto r = tool_calls_parse(*f, call);
+  ASSERT_EQ(r.calls.size(), 1u) << r.content;
+  EXPECT_EQ(r.calls[0].name, "get_time");
+  EXPECT_EQ(r.calls[0].arguments, R"({"zone":"UTC"})");
+  EXPECT_EQ(r.content, "");
+  // Streamed a byte at a time, the tag is held back until it is known.
+  tool_call_parser p(*f);
+  std::string content;
+  size_t calls = 0;
+  for (char c : call) {
+    auto piece = p.feed(std::string(1, c));
+    content += piece.content;
+    calls += piece.calls.size();
+  }
+  auto last = p.finish();
+  EXPECT_EQ(calls + last.calls.size(), 1u);
+  EXPECT_EQ(content + last.content, "");
+  for (const std::string text : {"<|python_tag|>print(1)", "<|python_tag|>", " <|python_t"}) {
+    auto t = tool_calls_parse(*f, text);
+    EXPECT_TRUE(t.calls.empty()) << text;
+    EXPECT_EQ(t.content, text);
+  }
+}
+
 TEST(ToolCalls, ACallCutAtTheEndOfTheOutputStillCounts) {
   // The model stopped at its end-of-turn token before writing the close.
   auto r = tool_calls_parse(
