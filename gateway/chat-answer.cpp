@@ -233,28 +233,6 @@ result<json> chat_request_json(std::string_view body) {
   return j;
 }
 
-std::string json_kind_text(const json& v) {
-  switch (v.type()) {
-    case json::value_t::null:
-      return "null";
-    case json::value_t::boolean:
-      return "a boolean";
-    case json::value_t::string:
-      return "a string";
-    case json::value_t::number_integer:
-    case json::value_t::number_unsigned:
-      return "an integer";
-    case json::value_t::number_float:
-      return "a number";
-    case json::value_t::array:
-      return "an array";
-    case json::value_t::object:
-      return "an object";
-    default:
-      return "a value of another kind";
-  }
-}
-
 void field_reader::refuse(std::string param, std::string message) {
   if (!refused_) refused_ = refusal{std::move(param), std::move(message)};
 }

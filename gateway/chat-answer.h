@@ -154,7 +154,4 @@ nlohmann::json chat_function_tool(field_reader& fr, const nlohmann::json& t, con
 // names the field as the API calls it).
 void named_tool_check(field_reader& fr, const wire::api_params& api, const std::string& param);
 
-// What a JSON value is, in a message's words: "a string", "an integer", ...
-std::string json_kind_text(const nlohmann::json& v);
-
 }  // namespace hearth::gateway

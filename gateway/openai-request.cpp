@@ -40,35 +40,12 @@ constexpr int64_t k_max_top_logprobs = 20;
 constexpr size_t k_max_tools = 128;
 constexpr size_t k_max_logit_bias = 300;
 
-// What a JSON value is, in the words of a message: "a string", "an integer", ...
-std::string json_kind(const json& v) {
-  switch (v.type()) {
-    case json::value_t::null:
-      return "null";
-    case json::value_t::boolean:
-      return "a boolean";
-    case json::value_t::string:
-      return "a string";
-    case json::value_t::number_integer:
-    case json::value_t::number_unsigned:
-      return "an integer";
-    case json::value_t::number_float:
-      return "a number";
-    case json::value_t::array:
-      return "an array";
-    case json::value_t::object:
-      return "an object";
-    default:
-      return "a value of another kind";
-  }
-}
-
 request_refusal refusal(std::string param, std::string message, std::string code = {}) {
   return request_refusal{400, std::move(message), std::move(param), std::move(code)};
 }
 
 request_refusal wrong_type(const std::string& param, std::string_view expected, const json& v) {
-  return refusal(param, param + " must be " + std::string(expected) + ", got " + json_kind(v));
+  return refusal(param, param + " must be " + std::string(expected) + ", got " + json_kind_text(v));
 }
 
 // The number's text as a message shows it.
@@ -711,7 +688,8 @@ std::variant<openai_request, request_refusal> parse_openai_request(openai_endpoi
                    "the body nests deeper than " + std::to_string(k_max_json_depth) + " levels");
   }
   if (j.is_discarded()) return refusal("", "the body is not valid JSON");
-  if (!j.is_object()) return refusal("", "the body must be a JSON object, got " + json_kind(j));
+  if (!j.is_object())
+    return refusal("", "the body must be a JSON object, got " + json_kind_text(j));
 
   openai_request r;
   r.endpoint = endpoint;
@@ -875,6 +853,28 @@ http_response openai_link_error(const link_failure& f) {
     default:
       return error_response(500, "the broker refused the request (" + code + "): " + f.message,
                             "server_error", {}, code);
+  }
+}
+
+std::string json_kind_text(const json& v) {
+  switch (v.type()) {
+    case json::value_t::null:
+      return "null";
+    case json::value_t::boolean:
+      return "a boolean";
+    case json::value_t::string:
+      return "a string";
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned:
+      return "an integer";
+    case json::value_t::number_float:
+      return "a number";
+    case json::value_t::array:
+      return "an array";
+    case json::value_t::object:
+      return "an object";
+    default:
+      return "a value of another kind";
   }
 }
 

@@ -104,4 +104,8 @@ http_response openai_link_error(const link_failure& f);
 // refused this gateway's key (then the message says so alone).
 http_response broker_unavailable(const link_failure& f);
 
+// What a JSON value is, in a message's words: "a string", "an integer", ... (the gateway's
+// refusals of every API say it alike).
+std::string json_kind_text(const nlohmann::json& v);
+
 }  // namespace hearth::gateway
