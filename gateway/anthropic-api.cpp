@@ -25,7 +25,8 @@ namespace {
 
 using json = nlohmann::json;
 
-std::string dump(const json& j) {
+// Not `dump`: the asan preset's unity build compiles this file beside batch-service.cpp's.
+std::string compact_json(const json& j) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
@@ -117,7 +118,7 @@ class messages_reader {
         const json* input = field_reader::field(b, "input");
         if (input && !input->is_object()) return fr_.wrong_type(p + ".input", "an object", *input);
         call_names_[*id] = *name;
-        m.tool_calls.push_back(wire::tool_call{*id, *name, input ? dump(*input) : "{}"});
+        m.tool_calls.push_back(wire::tool_call{*id, *name, input ? compact_json(*input) : "{}"});
       } else {
         return refuse_block(fr_, p, *type, "text, thinking, redacted_thinking or tool_use");
       }
@@ -210,7 +211,7 @@ void read_tools(field_reader& fr, const json& body, wire::api_params& api) {
     if (tool.is_null()) return;
     chat.push_back(std::move(tool));
   }
-  if (!chat.empty()) api.tools = dump(chat);
+  if (!chat.empty()) api.tools = compact_json(chat);
 }
 
 void read_tool_choice(field_reader& fr, const json& body, wire::api_params& api) {
@@ -294,7 +295,7 @@ void read_output_format(field_reader& fr, const json& body, wire::api_params& ap
   const json* schema = field_reader::field(*format, "schema");
   if (!schema) return fr.refuse(param + ".schema", param + ".schema is required");
   if (!schema->is_object()) return fr.wrong_type(param + ".schema", "an object", *schema);
-  api.json_schema = dump(*schema);
+  api.json_schema = compact_json(*schema);
 }
 
 ojson usage_json(uint32_t input_tokens, uint32_t output_tokens) {
