@@ -184,15 +184,22 @@ void client_sessions::watch_job(const std::string& rid, uint64_t job_id, const w
       j.last_position_sent = jobs_.queue_position(j);
       j.last_waiting_sent = nodes_.waiting_reason(j.row.model, choices_of(j.row.params));
       out_.send(rid, wire::job_queued{j.row.id, j.last_position_sent, j.last_waiting_sent});
-    } else if (j.row.state == wire::job_state::running) {
+      return;
+    }
+    if (j.row.state == wire::job_state::running) {
       out_.send(rid, wire::job_running{j.row.id, j.row.attempts, j.row.node});
       const output_mark from = watch_resume_mark(has, j.row.attempts, j.next_seq, j.output.size());
       // The output so far goes out in pages over the next turns, as to a watcher that lagged.
       if (from.seq < j.next_seq || from.byte < j.output.size()) {
         relay_.catch_up_running(j, rid, from);
       }
+      return;
     }
-    return;
+    // It finished earlier in this turn (a re-watch after a reconnect can come in the same turn
+    // as the node's job_final): its end went to the watchers it had then, and it leaves memory
+    // at the end of the turn. This watcher gets it from the store, which has this turn's writes,
+    // as it would a turn later. It stays among the watchers: should the turn's commit fail, the
+    // job is reloaded running with them (storage-recovery.h).
   }
   std::optional<job_row> row = store_.job(job_id);
   if (!row) return;

@@ -16,6 +16,7 @@
 
 #include "tests/cluster-fixture.h"
 #include "tests/cluster.h"
+#include "tests/fake-node.h"
 #include "tests/process.h"
 #include "tests/testdata.h"
 
@@ -234,6 +235,50 @@ TEST_F(cluster_test, a_broker_killed_with_jobs_queued_and_running_loses_none) {
     EXPECT_EQ(d->summary.n_gen, 30u);
   }
   EXPECT_TRUE(node_.running()) << "the node reconnected by itself";
+}
+
+// A watch that the broker reads in the same turn as its job's end (a client re-watching after a
+// reconnect while the node reports the job finished: a gateway's batch lost two lines this way)
+// still gets the output and the end. The broker is stopped (SIGSTOP) while the node's job_final
+// and the watches are sent, so that one turn reads them together, in the order their connections
+// come in; three watchers make it likely that some come after the node.
+TEST_F(cluster_test, a_watch_read_in_the_turn_its_job_ends_still_gets_the_end) {
+  testing::fake_node node(c_, "ender");
+  node.hello(1, {"alpha"});
+  broker_ = c_.start_broker();
+  ASSERT_TRUE(node.next<wire::node_welcome>()) << broker_.log();
+  client_ = c_.client();
+  std::vector<std::unique_ptr<test_client>> watchers;
+  for (int i = 0; i < 3; ++i) watchers.push_back(c_.client());
+  for (int round = 0; round < 5; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    auto acc = client_->request<wire::accepted>(job("alpha", "end " + std::to_string(round), 2));
+    ASSERT_TRUE(acc) << broker_.log();
+    node.send(wire::node_pull{1});
+    auto a = node.next<wire::job_assign>();
+    ASSERT_TRUE(a) << broker_.log();
+    node.send(wire::job_started{a->job_id, a->attempt, 1});
+    node.send(wire::job_tokens{a->job_id, a->attempt, 0, 2, "a b "});
+    // The watchers' connections are known to the broker before it stops.
+    for (auto& w : watchers) ASSERT_TRUE(w->request<wire::jobs_reply>(wire::list_jobs{}));
+    broker_.signal(SIGSTOP);
+    node.send(wire::job_final{.job_id = a->job_id,
+                              .attempt = a->attempt,
+                              .stop_reason = "max_tokens",
+                              .n_prompt = 1,
+                              .n_gen = 2});
+    std::this_thread::sleep_for(50ms);
+    for (auto& w : watchers)
+      ASSERT_TRUE(w->send(wire::watch{.request_id = 1, .job_id = a->job_id}));
+    std::this_thread::sleep_for(100ms);
+    broker_.signal(SIGCONT);
+    for (auto& w : watchers) {
+      auto seen = w->follow(a->job_id, 10s);
+      ASSERT_TRUE(seen.done) << "a watcher never heard of the end\n" << broker_.log();
+      EXPECT_EQ(seen.done->state, wire::job_state::completed);
+      EXPECT_EQ(seen.text, "a b ");
+    }
+  }
 }
 
 TEST_F(cluster_test, cancel_stops_running_and_queued_jobs) {

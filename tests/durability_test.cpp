@@ -752,9 +752,11 @@ TEST_F(durability_test, retention_keeps_the_newest_finished_jobs_and_no_others) 
 
 // --- 6. the WAL stays bounded ----------------------------------------------------------------
 
-// A null-engine node streams as fast as it can for 20 s, job after job; the -wal file's size,
-// sampled every 100 ms, stays under the bound (the store's wal_limit, 64 MiB by default), and the
-// main database file grows: checkpoints move the WAL's pages into it while the broker writes.
+// A null-engine node streams as fast as it can, job after job, for 20 s and until 8 MiB have
+// streamed (a loaded machine takes longer to stream them: the amount is what the test is about,
+// not the rate); the -wal file's size, sampled every 100 ms, stays under the bound (the store's
+// wal_limit, 64 MiB by default), and the main database file grows: checkpoints move the WAL's
+// pages into it while the broker writes.
 TEST_F(durability_test, the_wal_stays_bounded_while_jobs_stream) {
   constexpr uint64_t wal_bound = uint64_t(64) << 20;
   auto broker = c_.start_broker();
@@ -778,22 +780,30 @@ TEST_F(durability_test, the_wal_stays_bounded_while_jobs_stream) {
       if (a) ids.push_back(a->job_id);
     }
   };
+  auto streamed = [&] {
+    uint64_t bytes = 0;
+    for (auto id : ids) {
+      wire::get_job g;
+      g.job_id = id;
+      g.max_output_bytes = 1;
+      if (auto r = client.request<wire::job_reply>(g)) bytes += r->output_total_bytes;
+    }
+    return bytes;
+  };
+  constexpr uint64_t enough = uint64_t(8) << 20;
   uint64_t wal_max = 0, samples = 0;
-  const auto end = steady::now() + 20s;
-  for (int tick = 0; steady::now() < end; ++tick) {
+  const auto start = steady::now();
+  for (int tick = 0;; ++tick) {
+    const auto elapsed = steady::now() - start;
+    if (tick % 20 == 0 && elapsed >= 20s && streamed() >= enough) break;
+    if (elapsed >= 180s) break;
     if (tick % 10 == 0) keep_busy();
     wal_max = std::max(wal_max, file_size(wal));
     ++samples;
     std::this_thread::sleep_for(100ms);
   }
-  uint64_t output_bytes = 0;
-  for (auto id : ids) {
-    wire::get_job g;
-    g.job_id = id;
-    g.max_output_bytes = 1;
-    if (auto r = client.request<wire::job_reply>(g)) output_bytes += r->output_total_bytes;
-    client.request<wire::ok>(wire::cancel{0, id});
-  }
+  const uint64_t output_bytes = streamed();
+  for (auto id : ids) client.request<wire::ok>(wire::cancel{0, id});
   const uint64_t db_at_end = file_size(c_.db());
   std::printf("WAL bound while streaming:\n");
   record("samples", samples);
@@ -803,8 +813,8 @@ TEST_F(durability_test, the_wal_stays_bounded_while_jobs_stream) {
   record("db_start_bytes", db_at_start);
   record("db_end_bytes", db_at_end);
   EXPECT_TRUE(broker.running());
-  EXPECT_GT(samples, 150u);
-  EXPECT_GT(output_bytes, uint64_t(4) << 20) << "the jobs streamed";
+  EXPECT_GT(samples, 100u);
+  EXPECT_GE(output_bytes, enough) << "the jobs streamed (3 minutes were not enough)";
   EXPECT_LE(wal_max, wal_bound);
   EXPECT_GT(db_at_end, db_at_start + output_bytes / 2)
       << "checkpoints copied the output into the database file while it streamed";
