@@ -3,6 +3,8 @@
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
+#include "common/json-nesting.h"
+
 namespace hearth::gateway {
 namespace {
 
@@ -10,28 +12,6 @@ using json = nlohmann::json;
 
 // Serializing JSON recurses once per level: a line of a million '[' must be refused before.
 constexpr uint32_t max_json_depth = 64;
-
-// The deepest nesting of arrays and objects in `text` (brackets inside strings not counted).
-uint32_t json_depth(std::string_view text) {
-  uint32_t depth = 0, deepest = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
-    if (in_string) {
-      if (c == '\\')
-        ++i;
-      else if (c == '"')
-        in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-    } else if ((c == ']' || c == '}') && depth > 0) {
-      --depth;
-    }
-  }
-  return deepest;
-}
 
 // A value as a short JSON text for an error message.
 std::string shown(const json& v) {
@@ -66,7 +46,7 @@ batch_input batch_input_parse(std::string_view content, std::string_view endpoin
              line_no);
       break;
     }
-    if (uint32_t d = json_depth(text); d > max_json_depth) {
+    if (size_t d = json_nesting_depth(text); d > max_json_depth) {
       refuse(
           "invalid_json_line",
           "nested " + std::to_string(d) + " levels deep, at most " + std::to_string(max_json_depth),

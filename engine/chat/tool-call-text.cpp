@@ -1,5 +1,7 @@
 #include "engine/chat/tool-call-text.h"
 
+#include "common/json-nesting.h"
+
 namespace hearth::tool_call_text {
 
 bool is_space(char c) {
@@ -46,20 +48,11 @@ match match_literal(std::string_view text, size_t pos, std::string_view lit, boo
 
 match json_span(std::string_view text, size_t pos, bool final, size_t* end) {
   int depth = 0;
-  bool in_string = false;
+  json_string_skip strings;
   for (size_t i = pos; i < text.size(); ++i) {
+    if (strings.in_string(text, i)) continue;
     const char c = text[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
+    if (c == '{' || c == '[') {
       if (++depth > max_json_depth) return match::no;
     } else if (c == '}' || c == ']') {
       if (--depth < 0) return match::no;
@@ -74,23 +67,7 @@ match json_span(std::string_view text, size_t pos, bool final, size_t* end) {
 
 std::optional<nlohmann::ordered_json> json_parse(std::string_view text) {
   // nlohmann's parser recurses once per level: refuse deep nesting before it sees the text.
-  int depth = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\')
-        ++i;
-      else if (c == '"')
-        in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if ((c == '{' || c == '[') && ++depth > max_json_depth) {
-      return std::nullopt;
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
+  if (json_nesting_depth(text) > size_t(max_json_depth)) return std::nullopt;
   auto v = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!v.is_discarded()) return v;
   // A \u escape of half a surrogate pair is JSON by its grammar (and JavaScript's JSON.parse takes

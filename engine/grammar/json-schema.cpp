@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "common/json-nesting.h"
 #include "engine/grammar/grammar.h"
 
 namespace hearth {
@@ -20,29 +21,6 @@ constexpr size_t max_properties = 4096;
 constexpr size_t max_enum = 4096;
 // Integers and the whole part of numbers: at most 16 digits, as the number rule writes them.
 constexpr int64_t max_magnitude = 9999999999999999;
-
-// Deepest [ / { nesting of JSON text outside strings: checked before parsing, which recurses.
-size_t json_nesting(std::string_view s) {
-  size_t depth = 0, deepest = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < s.size(); ++i) {
-    const char c = s[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-    } else if ((c == ']' || c == '}') && depth > 0) {
-      --depth;
-    }
-  }
-  return deepest;
-}
 
 bool all_of(std::string_view s, char c) {
   return s.find_first_not_of(c) == std::string_view::npos;
@@ -562,7 +540,8 @@ result<ojson> parse_schema(std::string_view text) {
     return error{"json schema: " + std::to_string(text.size()) + " bytes, more than " +
                  std::to_string(grammar_max_text)};
   }
-  if (json_nesting(text) > max_nesting) {
+  // Checked before parsing, which recurses once per level.
+  if (json_nesting_depth(text) > max_nesting) {
     return error{"json schema: nested more than " + std::to_string(max_nesting) + " deep"};
   }
   ojson j = ojson::parse(text, nullptr, false);
