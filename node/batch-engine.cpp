@@ -50,6 +50,7 @@
 #include "engine/sequence.h"
 #include "engine/system-info.h"
 #include "engine/tokenizer/chat-template.h"
+#include "node/catalog-engine.h"
 #include "node/job-engine.h"
 #include "node/model-catalog.h"
 #include "schema/job-params.h"
@@ -200,14 +201,10 @@ struct batch_model {
   }
 };
 
-class batch_engine final : public job_engine {
+class batch_engine final : public catalog_engine {
  public:
   batch_engine(const batch_engine_config& cfg, job_sink& sink)
-      : cfg_(cfg),
-        sink_(sink),
-        catalog_({cfg.models_dir, cfg.store_dir, cfg.pinned,
-                  std::chrono::milliseconds(cfg.models_rescan_ms)},
-                 [this] { sink_.models_changed(); }) {
+      : catalog_engine(cfg, sink), cfg_(cfg), sink_(sink) {
     if (cfg_.slots < 1) cfg_.slots = 1;
     // A model file truncated or rewritten while loaded (CPU weights are mapped) costs the jobs
     // using it, not the node: see file_changed().
@@ -226,17 +223,6 @@ class batch_engine final : public job_engine {
     for (auto& m : out) m.loaded = loaded_names_.contains(m.name);
     return out;
   }
-
-  std::vector<wire::skipped_model> skipped() const override { return catalog_.get()->skipped(); }
-
-  // A change is told to the sink by the catalog's own callback.
-  void rescan_models() override { catalog_.rescan(); }
-
-  std::optional<std::filesystem::path> file_by_digest(std::string_view digest) const override {
-    return catalog_.file_by_digest(digest);
-  }
-
-  bool hide_model(std::string_view name) override { return catalog_.hide(name); }
 
   uint64_t prompt_tokens_decoded() const override { return prompt_tokens_decoded_.load(); }
 
@@ -1032,8 +1018,6 @@ class batch_engine final : public job_engine {
   uint64_t loads_ = 0;  // models loaded so far
   std::atomic<uint64_t> prompt_tokens_decoded_{0};
   std::thread worker_;
-  // Last, so that it is destroyed first: its rescan thread calls sink_ and nothing else.
-  model_catalog_watch catalog_;
 };
 
 }  // namespace

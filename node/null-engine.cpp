@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "node/catalog-engine.h"
 #include "node/job-engine.h"
 #include "node/model-catalog.h"
 #include "schema/job-params.h"
@@ -79,13 +80,10 @@ struct due_entry {
 
 using ref_key = std::pair<uint64_t, uint32_t>;
 
-class null_engine final : public job_engine {
+class null_engine final : public catalog_engine {
  public:
   null_engine(const null_engine_config& cfg, job_sink& sink)
-      : sink_(sink),
-        catalog_({cfg.models_dir, cfg.store_dir, cfg.pinned,
-                  std::chrono::milliseconds(cfg.models_rescan_ms)},
-                 [this] { sink_.models_changed(); }) {
+      : catalog_engine(cfg, sink), sink_(sink) {
     if (cfg.tokens_per_s > 0) {
       period_ = std::chrono::duration_cast<clock::duration>(
           std::chrono::duration<double>(1.0 / cfg.tokens_per_s));
@@ -102,17 +100,6 @@ class null_engine final : public job_engine {
     for (auto& m : out) m.loaded = true;
     return out;
   }
-
-  std::vector<wire::skipped_model> skipped() const override { return catalog_.get()->skipped(); }
-
-  // A change is told to the sink by the catalog's own callback.
-  void rescan_models() override { catalog_.rescan(); }
-
-  std::optional<std::filesystem::path> file_by_digest(std::string_view digest) const override {
-    return catalog_.file_by_digest(digest);
-  }
-
-  bool hide_model(std::string_view name) override { return catalog_.hide(name); }
 
   void submit(const wire::job_assign& job) override {
     {
@@ -287,8 +274,6 @@ class null_engine final : public job_engine {
   std::vector<due_entry> heap_;
   uint64_t next_order_ = 0;
   std::thread worker_;
-  // Last, so that it is destroyed first: its rescan thread calls sink_ and nothing else.
-  model_catalog_watch catalog_;
 };
 
 }  // namespace
