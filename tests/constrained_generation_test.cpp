@@ -3,7 +3,11 @@
 // an object.
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <span>
+#include <string>
 
 #include "engine/context.h"
 #include "engine/generate.h"
@@ -35,6 +39,34 @@ void expect_valid(const nlohmann::json& d, const std::string& text) {
   for (const auto& x : d["scores"]) EXPECT_TRUE(x.is_number()) << text;
 }
 
+// Generations under `g`, one greedy (it does not depend on the seed) and one sampled at
+// temperature 1 for each of seeds 1 to 3: each must end by itself, within `max_tokens`, with a
+// JSON document, which `check` then looks at (with the text, for its messages). `finished` is set
+// at the end: a failed generation, or text that is not JSON, stops it before (its own ASSERT).
+void expect_documents(context& ctx, std::span<const int32_t> prompt,
+                      const std::shared_ptr<const grammar>& g,
+                      const std::shared_ptr<const grammar_vocab>& gv, int32_t max_tokens,
+                      const std::function<void(const nlohmann::json&, const std::string&)>& check,
+                      bool& finished) {
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    for (float temp : {0.0f, 1.0f}) {
+      sampler_params p;
+      p.temperature = temp;
+      p.seed = seed;
+      sampler smp(p, ctx.n_vocab());
+      smp.set_grammar(g, gv);
+      auto out = generate(ctx, prompt, smp, {.max_tokens = max_tokens}, nullptr);
+      ASSERT_TRUE(out.ok()) << out.message();
+      EXPECT_EQ(out->reason, stop_reason::end_of_generation) << out->text;
+      const auto d = nlohmann::json::parse(out->text, nullptr, false);
+      ASSERT_FALSE(d.is_discarded()) << out->text;
+      check(d, out->text);
+      if (temp == 0) break;
+    }
+  }
+  finished = true;
+}
+
 class constrained : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(constrained, random_weights_still_give_a_valid_document) {
@@ -50,22 +82,9 @@ TEST_P(constrained, random_weights_still_give_a_valid_document) {
   ASSERT_TRUE(obj.ok());
   context ctx(*m, {.n_ctx = 1024});
   const auto prompt = m->vocab().tokenize("Answer in JSON:", true, false);
-  for (uint64_t seed = 1; seed <= 3; ++seed) {
-    for (float temp : {0.0f, 1.0f}) {
-      sampler_params p;
-      p.temperature = temp;
-      p.seed = seed;
-      sampler smp(p, ctx.n_vocab());
-      smp.set_grammar(*g, gv);
-      auto out = generate(ctx, prompt, smp, {.max_tokens = 900}, nullptr);
-      ASSERT_TRUE(out.ok()) << out.message();
-      EXPECT_EQ(out->reason, stop_reason::end_of_generation) << out->text;
-      const auto d = nlohmann::json::parse(out->text, nullptr, false);
-      ASSERT_FALSE(d.is_discarded()) << out->text;
-      expect_valid(d, out->text);
-      if (temp == 0) break;  // greedy does not depend on the seed
-    }
-  }
+  bool finished = false;
+  expect_documents(ctx, prompt, *g, gv, 900, expect_valid, finished);
+  if (!finished) return;
   // json_object: a prefix of an object whatever the length, an object when it ends.
   sampler_params p;
   p.seed = 9;
@@ -95,23 +114,14 @@ TEST_P(constrained, a_budget_ends_unbounded_strings_within_max_tokens) {
   ASSERT_TRUE(g.ok()) << g.message();
   context ctx(*m, {.n_ctx = 512});
   const auto prompt = m->vocab().tokenize("Answer in JSON:", true, false);
-  for (uint64_t seed = 1; seed <= 3; ++seed) {
-    for (float temp : {0.0f, 1.0f}) {
-      sampler_params p;
-      p.temperature = temp;
-      p.seed = seed;
-      sampler smp(p, ctx.n_vocab());
-      smp.set_grammar(*g, gv);
-      auto out = generate(ctx, prompt, smp, {.max_tokens = 48}, nullptr);
-      ASSERT_TRUE(out.ok()) << out.message();
-      EXPECT_EQ(out->reason, stop_reason::end_of_generation) << out->text;
-      const auto d = nlohmann::json::parse(out->text, nullptr, false);
-      ASSERT_FALSE(d.is_discarded()) << out->text;
-      EXPECT_TRUE(d["city"].is_string() && d["note"].is_string() && d["n"].is_number_integer())
-          << out->text;
-      if (temp == 0) break;
-    }
-  }
+  bool finished = false;
+  expect_documents(
+      ctx, prompt, *g, gv, 48,
+      [](const nlohmann::json& d, const std::string& text) {
+        EXPECT_TRUE(d["city"].is_string() && d["note"].is_string() && d["n"].is_number_integer())
+            << text;
+      },
+      finished);
 }
 
 INSTANTIATE_TEST_SUITE_P(synthetic, constrained,
