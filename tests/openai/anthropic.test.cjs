@@ -11,45 +11,30 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const { execFileSync } = require('node:child_process');
 const Anthropic = require('@anthropic-ai/sdk');
-const { OpenAI } = require('openai');
-const { validate, weatherParameters } = require('./json-schema-check.cjs');
-
-function env(name) {
-  const v = process.env[name];
-  if (!v) throw new Error(`${name} is not set (tests/gateway_openai_test.cpp sets it)`);
-  return v;
-}
-const gateway = env('HEARTH_GATEWAY_URL');
-const apiKey = env('HEARTH_API_KEY');
-const chatModel = env('HEARTH_MODEL_CHAT'); // stories260K with a chatml template
-const toolsModel = env('HEARTH_MODEL_TOOLS'); // qwen3, random weights, Qwen2.5's template
-const hearth = env('HEARTH_BIN');
-const adminArgs = JSON.parse(env('HEARTH_ADMIN_ARGS'));
+const { gateway, apiKey, chatModel, toolsModel, openaiClient, hearthJobOf } = require('./cluster-env.cjs');
+const { validate, weatherParameters, timeParameters } = require('./json-schema-check.cjs');
 
 const anthropic = new Anthropic({ baseURL: gateway, apiKey, maxRetries: 0, timeout: 120_000 });
-const openai = new OpenAI({ baseURL: `${gateway}/v1`, apiKey, maxRetries: 0, timeout: 120_000 });
+const openai = openaiClient();
 const question = 'Tell me a story about a cat.';
 
 const tools = [
   { name: 'get_weather', description: 'The weather forecast for a city', input_schema: weatherParameters },
-  {
-    name: 'get_time',
-    description: 'The time in a time zone',
-    input_schema: {
-      type: 'object',
-      properties: { zone: { type: 'string', enum: ['UTC', 'CET'] } },
-      required: ['zone'],
-      additionalProperties: false,
-    },
-  },
+  { name: 'get_time', description: 'The time in a time zone', input_schema: timeParameters },
 ];
 const askWeather = [{ role: 'user', content: 'What is the weather in Oslo for the next 3 days?' }];
 
-function jobOf(messageId) {
-  const m = /^msg_(\d+)$/.exec(messageId);
-  assert.ok(m, `message id ${messageId} is not msg_N`);
-  return JSON.parse(execFileSync(hearth, ['job', m[1], '--json', ...adminArgs], { encoding: 'utf8' }));
-}
+const jobOf = (messageId) => hearthJobOf(messageId, 'msg_');
+
+// The weather question with get_weather named as the tool to call.
+const askWeatherNamed = () =>
+  anthropic.messages.create({
+    model: toolsModel,
+    messages: askWeather,
+    tools,
+    tool_choice: { type: 'tool', name: 'get_weather' },
+    max_tokens: 200,
+  });
 
 // A tool_use block is one of the tools, with an input object that validates.
 function assertValidUse(block, name) {
@@ -177,13 +162,7 @@ test("errors come in Anthropic's shape with their status", async () => {
 });
 
 test('a named tool_choice returns a tool_use whose input validates', async () => {
-  const m = await anthropic.messages.create({
-    model: toolsModel,
-    messages: askWeather,
-    tools,
-    tool_choice: { type: 'tool', name: 'get_weather' },
-    max_tokens: 200,
-  });
+  const m = await askWeatherNamed();
   const uses = m.content.filter((b) => b.type === 'tool_use');
   assert.ok(uses.length >= 1, JSON.stringify(m.content));
   for (const u of uses) assertValidUse(u, 'get_weather');
@@ -209,13 +188,7 @@ test('tool_choice any streamed gives a valid tool_use, assembled by the SDK', as
 });
 
 test('a tool_result sent back gets an answer', async () => {
-  const first = await anthropic.messages.create({
-    model: toolsModel,
-    messages: askWeather,
-    tools,
-    tool_choice: { type: 'tool', name: 'get_weather' },
-    max_tokens: 200,
-  });
+  const first = await askWeatherNamed();
   const use = first.content.find((b) => b.type === 'tool_use');
   assertValidUse(use);
   const m = await anthropic.messages.create({

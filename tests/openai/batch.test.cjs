@@ -5,21 +5,10 @@
 // sets the environment (CommonJS, since NODE_PATH only reaches require()).
 const test = require('node:test');
 const assert = require('node:assert/strict');
-const { OpenAI, toFile, NotFoundError, BadRequestError } = require('openai');
+const { toFile, NotFoundError, BadRequestError } = require('openai');
+const { chatModel, slowModel, openaiClient } = require('./cluster-env.cjs');
 
-function env(name) {
-  const v = process.env[name];
-  if (!v) throw new Error(`${name} is not set (tests/gateway_openai_test.cpp sets it)`);
-  return v;
-}
-const client = new OpenAI({
-  baseURL: `${env('HEARTH_GATEWAY_URL')}/v1`,
-  apiKey: env('HEARTH_API_KEY'),
-  maxRetries: 0,
-  timeout: 60_000,
-});
-const chatModel = env('HEARTH_MODEL_CHAT'); // stories260K with a chatml template
-const slowModel = env('HEARTH_MODEL_SLOW'); // a null-engine node's, a few tokens a second
+const client = openaiClient(60_000);
 
 function requestLine(i, model, maxTokens) {
   return {

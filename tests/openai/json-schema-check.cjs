@@ -50,8 +50,8 @@ function validate(schema, value, path = '$') {
   return problems;
 }
 
-// The weather tool's parameters and a person, as both the Responses and the Anthropic tests ask
-// for them.
+// The weather and time tools' parameters and a person, as the chat, Responses and Anthropic tests
+// ask for them.
 const weatherParameters = {
   type: 'object',
   properties: {
@@ -60,6 +60,13 @@ const weatherParameters = {
     days: { type: 'integer', minimum: 1, maximum: 7 },
   },
   required: ['city', 'unit', 'days'],
+  additionalProperties: false,
+};
+
+const timeParameters = {
+  type: 'object',
+  properties: { zone: { type: 'string', enum: ['UTC', 'CET'] } },
+  required: ['zone'],
   additionalProperties: false,
 };
 
@@ -74,4 +81,4 @@ const personSchema = {
   additionalProperties: false,
 };
 
-module.exports = { validate, weatherParameters, personSchema };
+module.exports = { validate, weatherParameters, timeParameters, personSchema };

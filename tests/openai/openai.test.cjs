@@ -4,29 +4,17 @@
 // one and `hearth run`'s with the same seed; usage exact (as `hearth job N --json` records it);
 // stop; seeds; errors the client raises with their status; SSE bytes as curl receives them; a
 // client that disconnects cancels its job. tests/gateway_openai_test.cpp starts the cluster and
-// runs this file with `node --test`, the environment below set.
+// runs this file with `node --test`, the environment set (cluster-env.cjs reads it).
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const { execFileSync, spawn } = require('node:child_process');
 const http = require('node:http');
 const { OpenAI } = require('openai');
+const cluster = require('./cluster-env.cjs');
+const { gateway, apiKey, textModel, chatModel, slowModel, textPath, chatPath } = cluster;
+const { hearth, adminArgs, openaiClient, hearthJob } = cluster;
 
-function env(name) {
-  const v = process.env[name];
-  if (!v) throw new Error(`${name} is not set (tests/gateway_openai_test.cpp sets it)`);
-  return v;
-}
-const gateway = env('HEARTH_GATEWAY_URL'); // http://127.0.0.1:PORT
-const apiKey = env('HEARTH_API_KEY');
-const textModel = env('HEARTH_MODEL_TEXT'); // stories260K
-const chatModel = env('HEARTH_MODEL_CHAT'); // stories260K with a chatml template
-const slowModel = env('HEARTH_MODEL_SLOW'); // a null-engine node's, a few tokens a second
-const textPath = env('HEARTH_MODEL_TEXT_PATH');
-const chatPath = env('HEARTH_MODEL_CHAT_PATH');
-const hearth = env('HEARTH_BIN');
-const adminArgs = JSON.parse(env('HEARTH_ADMIN_ARGS')); // --broker ... [--broker-key --key]
-
-const client = new OpenAI({ baseURL: `${gateway}/v1`, apiKey, maxRetries: 0, timeout: 120_000 });
+const client = openaiClient();
 const prompt = 'Once upon a time';
 const question = 'Tell me a story about a cat.';
 
@@ -45,14 +33,6 @@ function hearthRun(args) {
     else text += j.text;
   }
   return { text, nPrompt: summary.n_prompt, nGen: summary.n_generated, stop: summary.stop_reason };
-}
-
-// The broker's record of a job (an admin sees every owner's).
-function hearthJob(id) {
-  const out = execFileSync(hearth, ['job', String(id), '--json', ...adminArgs], {
-    encoding: 'utf8',
-  });
-  return JSON.parse(out);
 }
 
 function jobIdOf(responseId) {

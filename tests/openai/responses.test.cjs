@@ -9,23 +9,10 @@
 // that validates. tests/gateway_openai_test.cpp starts the cluster and sets the environment.
 const test = require('node:test');
 const assert = require('node:assert/strict');
-const { execFileSync } = require('node:child_process');
-const { OpenAI } = require('openai');
-const { validate, weatherParameters, personSchema } = require('./json-schema-check.cjs');
+const { chatModel, toolsModel, openaiClient, hearthJobOf } = require('./cluster-env.cjs');
+const { validate, weatherParameters, timeParameters, personSchema } = require('./json-schema-check.cjs');
 
-function env(name) {
-  const v = process.env[name];
-  if (!v) throw new Error(`${name} is not set (tests/gateway_openai_test.cpp sets it)`);
-  return v;
-}
-const gateway = env('HEARTH_GATEWAY_URL');
-const apiKey = env('HEARTH_API_KEY');
-const chatModel = env('HEARTH_MODEL_CHAT'); // stories260K with a chatml template
-const toolsModel = env('HEARTH_MODEL_TOOLS'); // qwen3, random weights, Qwen2.5's template
-const hearth = env('HEARTH_BIN');
-const adminArgs = JSON.parse(env('HEARTH_ADMIN_ARGS'));
-
-const client = new OpenAI({ baseURL: `${gateway}/v1`, apiKey, maxRetries: 0, timeout: 120_000 });
+const client = openaiClient();
 const question = 'Tell me a story about a cat.';
 
 const weatherTool = {
@@ -39,22 +26,23 @@ const timeTool = {
   type: 'function',
   name: 'get_time',
   description: 'The time in a time zone',
-  parameters: {
-    type: 'object',
-    properties: { zone: { type: 'string', enum: ['UTC', 'CET'] } },
-    required: ['zone'],
-    additionalProperties: false,
-  },
+  parameters: timeParameters,
   strict: false,
 };
 const tools = [weatherTool, timeTool];
 const askWeather = 'What is the weather in Oslo for the next 3 days?';
 
-function jobOf(responseId) {
-  const m = /^resp_(\d+)$/.exec(responseId);
-  assert.ok(m, `response id ${responseId} is not resp_N`);
-  return JSON.parse(execFileSync(hearth, ['job', m[1], '--json', ...adminArgs], { encoding: 'utf8' }));
-}
+const jobOf = (responseId) => hearthJobOf(responseId, 'resp_');
+
+// The weather question with get_weather named as the function to call.
+const askWeatherNamed = () =>
+  client.responses.create({
+    model: toolsModel,
+    input: askWeather,
+    tools,
+    tool_choice: { type: 'function', name: 'get_weather' },
+    max_output_tokens: 200,
+  });
 
 // A function_call item is one of the tools, with arguments that parse and validate.
 function assertValidCall(item, name) {
@@ -178,13 +166,7 @@ test('the stateless API refuses what needs stored state, in OpenAI\'s error shap
 });
 
 test('a named tool_choice returns a function_call whose arguments validate', async () => {
-  const r = await client.responses.create({
-    model: toolsModel,
-    input: askWeather,
-    tools,
-    tool_choice: { type: 'function', name: 'get_weather' },
-    max_output_tokens: 200,
-  });
+  const r = await askWeatherNamed();
   const calls = r.output.filter((o) => o.type === 'function_call');
   assert.ok(calls.length >= 1, JSON.stringify(r.output));
   for (const c of calls) assertValidCall(c, 'get_weather');
@@ -225,13 +207,7 @@ test('tool_choice "required" streamed gives a valid call through the function_ca
 });
 
 test("the call's output sent back as input items gets an answer", async () => {
-  const first = await client.responses.create({
-    model: toolsModel,
-    input: askWeather,
-    tools,
-    tool_choice: { type: 'function', name: 'get_weather' },
-    max_output_tokens: 200,
-  });
+  const first = await askWeatherNamed();
   const call = first.output.find((o) => o.type === 'function_call');
   assertValidCall(call);
   const r = await client.responses.create({

@@ -8,20 +8,10 @@
 // own stream helper assembles the streamed calls).
 const test = require('node:test');
 const assert = require('node:assert/strict');
-const { OpenAI } = require('openai');
-const { validate, weatherParameters } = require('./json-schema-check.cjs');
+const { toolsModel, textModel, openaiClient } = require('./cluster-env.cjs');
+const { validate, weatherParameters, timeParameters } = require('./json-schema-check.cjs');
 
-function env(name) {
-  const v = process.env[name];
-  if (!v) throw new Error(`${name} is not set (tests/gateway_openai_test.cpp sets it)`);
-  return v;
-}
-const gateway = env('HEARTH_GATEWAY_URL');
-const apiKey = env('HEARTH_API_KEY');
-const toolsModel = env('HEARTH_MODEL_TOOLS'); // qwen3, random weights, Qwen2.5's template
-const textModel = env('HEARTH_MODEL_TEXT'); // stories260K
-
-const client = new OpenAI({ baseURL: `${gateway}/v1`, apiKey, maxRetries: 0, timeout: 120_000 });
+const client = openaiClient();
 
 const weatherTool = {
   type: 'function',
@@ -37,12 +27,7 @@ const timeTool = {
   function: {
     name: 'get_time',
     description: 'The time in a time zone',
-    parameters: {
-      type: 'object',
-      properties: { zone: { type: 'string', enum: ['UTC', 'CET'] } },
-      required: ['zone'],
-      additionalProperties: false,
-    },
+    parameters: timeParameters,
   },
 };
 const tools = [weatherTool, timeTool];
