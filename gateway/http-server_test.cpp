@@ -125,6 +125,12 @@ class raw_client {
     return out;
   }
 
+  // Sends `request` and reads the whole response to it.
+  std::string round_trip(const std::string& request) {
+    send(request);
+    return read_response();
+  }
+
   // One whole response with a Content-Length body.
   std::string read_response(std::chrono::milliseconds wait = 10s) {
     std::string head = read_until("\r\n\r\n", wait);
@@ -234,18 +240,15 @@ TEST(http_server, routes_requests_and_keeps_the_connection_alive) {
 
   raw_client c(s.port());
   ASSERT_TRUE(c.connected());
-  c.send("GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
-  auto r = c.read_response();
+  auto r = c.round_trip("GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
   EXPECT_EQ(status_of(r), 200) << r;
   EXPECT_EQ(body_of(r), "GET /v1/models   ");
   // The same connection, a parameter, a percent-encoded path and a query.
-  c.send("GET /v1/models/llama%2F3%20b?x=a+b%21 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
-  r = c.read_response();
+  r = c.round_trip("GET /v1/models/llama%2F3%20b?x=a+b%21 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
   EXPECT_EQ(body_of(r), "GET /v1/models/llama/3 b id=llama/3 b; a b! ");
-  c.send(
+  r = c.round_trip(
       "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
       "Content-Length: 7\r\n\r\n{\"a\":1}");
-  r = c.read_response();
   EXPECT_EQ(body_of(r), "POST /v1/chat/completions   {\"a\":1}");
   EXPECT_FALSE(c.eof());
   EXPECT_EQ(s.server->connections(), 1u);
@@ -256,14 +259,12 @@ TEST(http_server, answers_404_and_405_in_openai_shape) {
   s.routes.add("POST", "/v1/chat/completions", echo());
   s.start();
   raw_client c(s.port());
-  c.send("GET /v1/nothing HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
-  auto r = c.read_response();
+  auto r = c.round_trip("GET /v1/nothing HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
   EXPECT_EQ(status_of(r), 404) << r;
   auto j = nlohmann::json::parse(body_of(r));
   EXPECT_EQ(j["error"]["type"], "not_found_error");
   EXPECT_NE(j["error"]["message"].get<std::string>().find("/v1/nothing"), std::string::npos);
-  c.send("GET /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
-  r = c.read_response();
+  r = c.round_trip("GET /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
   EXPECT_EQ(status_of(r), 405) << r;
   j = nlohmann::json::parse(body_of(r));
   EXPECT_EQ(j["error"]["type"], "invalid_request_error");
@@ -413,8 +414,8 @@ TEST(http_server, body_over_the_limit_by_content_length_is_413_before_it_is_sent
 
   raw_client c(s.port());
   // Only the headers: the answer must come without the 100 MB body.
-  c.send("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100000000\r\n\r\n");
-  auto r = c.read_response();
+  auto r = c.round_trip(
+      "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100000000\r\n\r\n");
   EXPECT_EQ(status_of(r), 413) << r;
   auto j = nlohmann::json::parse(body_of(r));
   EXPECT_NE(j["error"]["message"].get<std::string>().find("1000 bytes"), std::string::npos) << r;
@@ -457,8 +458,7 @@ TEST(http_server, bodies_of_all_connections_together_are_bounded_with_503) {
         return status_of(probe.read_response(1s)) == 503;
       },
       20s));
-  b.send(head);
-  auto r = b.read_response();
+  auto r = b.round_trip(head);
   EXPECT_EQ(status_of(r), 503) << r;
   EXPECT_NE(r.find("too many request bodies"), std::string::npos) << r;
   // Once the first is answered, its share is free again.
@@ -533,9 +533,7 @@ TEST(http_server, expect_100_continue_is_answered_before_the_body) {
 }
 
 TEST(http_server, a_client_that_sends_one_byte_a_second_gets_408_and_is_closed) {
-  gateway_options o;
-  o.header_timeout = 2000ms;
-  auto s_server = serving(o, "GET", "/v1/models");
+  auto s_server = serving({.header_timeout = 2000ms}, "GET", "/v1/models");
   auto& s = *s_server;
   raw_client c(s.port());
   std::string request =
@@ -564,9 +562,7 @@ TEST(http_server, a_client_that_sends_one_byte_a_second_gets_408_and_is_closed) 
 }
 
 TEST(http_server, a_slow_body_gets_408_too) {
-  gateway_options o;
-  o.header_timeout = 1000ms;
-  auto s_server = serving(o, "POST", "/v1/completions");
+  auto s_server = serving({.header_timeout = 1000ms}, "POST", "/v1/completions");
   auto& s = *s_server;
   raw_client c(s.port());
   c.send("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\nabc");
@@ -576,9 +572,7 @@ TEST(http_server, a_slow_body_gets_408_too) {
 }
 
 TEST(http_server, an_idle_keep_alive_connection_is_closed) {
-  gateway_options o;
-  o.idle_timeout = 300ms;
-  auto s_server = serving(o, "GET", "/v1/models");
+  auto s_server = serving({.idle_timeout = 300ms}, "GET", "/v1/models");
   auto& s = *s_server;
   raw_client c(s.port());
   c.send("GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
@@ -826,9 +820,7 @@ TEST(http_server, without_api_keys_only_its_own_names_and_origins_are_answered) 
 // Where API keys are required (any address but loopback), a page without the key can do nothing:
 // names are not checked, so a LAN gateway reached as http://hub:8080 needs no setting.
 TEST(http_server, with_api_keys_required_any_name_is_answered) {
-  gateway_options o;
-  o.listen = "0.0.0.0:0";
-  auto s_server = serving(o, "GET", "/v1/models");
+  auto s_server = serving({.listen = "0.0.0.0:0"}, "GET", "/v1/models");
   raw_client c(s_server->port());
   c.send("GET /v1/models HTTP/1.1\r\nHost: hub:8080\r\nOrigin: http://hub:8080\r\n\r\n");
   EXPECT_EQ(status_of(c.read_response()), 200);
@@ -965,55 +957,48 @@ TEST(http_server, a_client_that_takes_no_bytes_is_dropped_after_the_write_timeou
 }
 
 TEST(http_server, cors_preflight_and_allowed_origins) {
-  gateway_options o;
-  o.cors_origins = {"https://app.example"};
-  auto s_server = serving(o, "POST", "/v1/chat/completions");
+  auto s_server =
+      serving({.cors_origins = {"https://app.example"}}, "POST", "/v1/chat/completions");
   auto& s = *s_server;
   raw_client c(s.port());
-  c.send(
+  auto r = c.round_trip(
       "OPTIONS /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nOrigin: https://app.example\r\n"
       "Access-Control-Request-Method: POST\r\n"
       "Access-Control-Request-Headers: authorization, content-type\r\n\r\n");
-  auto r = c.read_response();
   EXPECT_EQ(status_of(r), 204) << r;
   EXPECT_NE(r.find("Access-Control-Allow-Origin: https://app.example\r\n"), std::string::npos) << r;
   EXPECT_NE(r.find("Access-Control-Allow-Methods: GET, POST, DELETE, OPTIONS\r\n"),
             std::string::npos);
   EXPECT_NE(r.find("Access-Control-Allow-Headers: Authorization, Content-Type, X-Api-Key\r\n"),
             std::string::npos);
-  c.send(
+  r = c.round_trip(
       "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nOrigin: https://app.example\r\n"
       "Content-Length: 0\r\n\r\n");
-  r = c.read_response();
   EXPECT_EQ(status_of(r), 200);
   EXPECT_NE(r.find("Access-Control-Allow-Origin: https://app.example\r\nVary: Origin\r\n"),
             std::string::npos)
       << r;
   // Another origin: refused (no API key is asked on loopback), without CORS headers, and so is
   // its preflight.
-  c.send(
+  r = c.round_trip(
       "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nOrigin: https://evil.example\r\n"
       "Content-Length: 0\r\n\r\n");
-  r = c.read_response();
   EXPECT_EQ(status_of(r), 403) << r;
   EXPECT_NE(r.find("\"cross_origin\""), std::string::npos) << r;
   EXPECT_EQ(r.find("Access-Control"), std::string::npos) << r;
-  c.send(
+  r = c.round_trip(
       "OPTIONS /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nOrigin: https://evil.example\r\n"
       "Access-Control-Request-Method: POST\r\n\r\n");
-  r = c.read_response();
   EXPECT_EQ(status_of(r), 403) << r;
   EXPECT_EQ(r.find("Access-Control"), std::string::npos) << r;
 }
 
 TEST(http_server, cors_wildcard_and_cors_not_configured) {
-  gateway_options o;
-  o.cors_origins = {"*"};
-  auto any_server = serving(o, "GET", "/v1/models");
+  auto any_server = serving({.cors_origins = {"*"}}, "GET", "/v1/models");
   auto& any = *any_server;
   raw_client c(any.port());
-  c.send("GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nOrigin: https://a.example\r\n\r\n");
-  auto r = c.read_response();
+  auto r = c.round_trip(
+      "GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nOrigin: https://a.example\r\n\r\n");
   EXPECT_NE(r.find("Access-Control-Allow-Origin: *\r\n"), std::string::npos) << r;
 
   test_server none;
@@ -1021,14 +1006,13 @@ TEST(http_server, cors_wildcard_and_cors_not_configured) {
   none.start();
   raw_client d(none.port());
   // Without keys (loopback), another origin is refused (it was answered without CORS headers).
-  d.send("GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nOrigin: https://a.example\r\n\r\n");
-  r = d.read_response();
+  r = d.round_trip(
+      "GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nOrigin: https://a.example\r\n\r\n");
   EXPECT_EQ(status_of(r), 403) << r;
   EXPECT_EQ(r.find("Access-Control"), std::string::npos) << r;
-  d.send(
+  r = d.round_trip(
       "OPTIONS /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nOrigin: https://a.example\r\n"
       "Access-Control-Request-Method: GET\r\n\r\n");
-  r = d.read_response();
   EXPECT_EQ(status_of(r), 403) << r;
   EXPECT_EQ(r.find("Access-Control"), std::string::npos) << r;
 }
@@ -1051,12 +1035,18 @@ struct tls_files {
   ~tls_files() { std::filesystem::remove_all(dir); }
 };
 
-TEST(http_server, serves_tls_to_curl_with_the_same_routes_and_streams) {
-  tls_files files;
-  ASSERT_TRUE(std::filesystem::exists(files.cert)) << "openssl could not make a certificate";
+// Options serving TLS with `files`' certificate and key.
+gateway_options with_tls(const tls_files& files) {
   gateway_options o;
   o.tls_cert = files.cert.string();
   o.tls_key = files.key.string();
+  return o;
+}
+
+TEST(http_server, serves_tls_to_curl_with_the_same_routes_and_streams) {
+  tls_files files;
+  ASSERT_TRUE(std::filesystem::exists(files.cert)) << "openssl could not make a certificate";
+  gateway_options o = with_tls(files);
   test_server s(o);
   s.routes.add("GET", "/health", echo(), {.is_public = true});
   s.routes.add("POST", "/v1/chat/completions", [&](std::shared_ptr<exchange> ex) {
@@ -1090,9 +1080,7 @@ TEST(http_server, serves_tls_to_curl_with_the_same_routes_and_streams) {
 TEST(http_server, a_tls_client_that_never_handshakes_is_closed) {
   tls_files files;
   ASSERT_TRUE(std::filesystem::exists(files.cert)) << "openssl could not make a certificate";
-  gateway_options o;
-  o.tls_cert = files.cert.string();
-  o.tls_key = files.key.string();
+  gateway_options o = with_tls(files);
   o.header_timeout = 500ms;
   auto server = serving(o, "GET", "/health");
   raw_client c(server->port());
@@ -1225,8 +1213,7 @@ TEST(http_server, a_handler_that_throws_or_drops_its_request_gets_a_500) {
   s.routes.add("GET", "/ok", echo());
   s.start();
   raw_client c(s.port());
-  c.send("GET /throws HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
-  auto r = c.read_response();
+  auto r = c.round_trip("GET /throws HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
   EXPECT_EQ(status_of(r), 500) << r;
   EXPECT_NE(r.find("boom"), std::string::npos);
   c.send("GET /drops HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
