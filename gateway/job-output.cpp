@@ -135,24 +135,7 @@ result<std::vector<wire::output_event>> job_stream::finish() {
 void job_output::add(const wire::output_event& e) {
   if (e.choice >= k_max_choices) return;  // job_output_reader refuses these
   if (choices.size() <= e.choice) choices.resize(e.choice + 1);
-  choice_output& c = choices[e.choice];
-  switch (e.kind) {
-    case wire::output_event_kind::content:
-      c.content += e.text;
-      break;
-    case wire::output_event_kind::reasoning:
-      c.reasoning += e.text;
-      break;
-    case wire::output_event_kind::tool_call:
-      c.tool_calls.push_back(e.call);
-      break;
-    case wire::output_event_kind::logprobs:
-      c.logprobs.insert(c.logprobs.end(), e.probs.begin(), e.probs.end());
-      break;
-    case wire::output_event_kind::finish:
-      c.finish = e.text;
-      break;
-  }
+  wire::choice_output_add(choices[e.choice], e);
 }
 
 result<job_output> job_output_of(std::string_view output, job_output_mode mode, uint32_t n) {

@@ -89,14 +89,8 @@ class job_stream {
   std::string text_;            // whole: the current attempt's bytes
 };
 
-// One choice of a whole answer.
-struct choice_output {
-  std::string content;
-  std::string reasoning;
-  std::vector<wire::tool_call> tool_calls;
-  std::vector<wire::sampled_logprob> logprobs;
-  std::string finish;  // the node's finish event ("stop", "length", "tool_calls"); "" when none
-};
+// One choice of a whole answer (schema/output-events.h: the node's events gathered).
+using choice_output = wire::choice_output;
 
 // Events gathered into choices, by index (a choice that had no event is empty).
 struct job_output {

@@ -29,12 +29,7 @@ namespace fs = std::filesystem;
 using testing::fake_job_sink;
 
 // What a choice's events say: its content and reasoning text, its calls and its finish.
-struct choice_events {
-  std::string content;
-  std::string reasoning;
-  std::vector<wire::tool_call> calls;
-  std::vector<wire::sampled_logprob> probs;
-  std::string finish;
+struct choice_events : wire::choice_output {
   int n_finish = 0;
 };
 
@@ -118,24 +113,8 @@ class batch_engine_api_test : public ::testing::Test {
       choice_events& c = out[e.choice];
       EXPECT_EQ(c.n_finish, 0) << "job " << id << ": an event after choice " << e.choice
                                << " finished";
-      switch (e.kind) {
-        case wire::output_event_kind::content:
-          c.content += e.text;
-          break;
-        case wire::output_event_kind::reasoning:
-          c.reasoning += e.text;
-          break;
-        case wire::output_event_kind::tool_call:
-          c.calls.push_back(e.call);
-          break;
-        case wire::output_event_kind::logprobs:
-          c.probs.insert(c.probs.end(), e.probs.begin(), e.probs.end());
-          break;
-        case wire::output_event_kind::finish:
-          c.finish = e.text;
-          ++c.n_finish;
-          break;
-      }
+      wire::choice_output_add(c, e);
+      if (e.kind == wire::output_event_kind::finish) ++c.n_finish;
     }
     for (size_t i = 0; i < out.size(); ++i)
       EXPECT_EQ(out[i].n_finish, 1) << "job " << id << " choice " << i;
@@ -165,7 +144,7 @@ TEST_F(batch_engine_api_test, events_content_is_the_plain_text_of_the_same_seed)
     const auto events = events_of(sink, 10 + i);
     ASSERT_EQ(events.size(), 1u);
     EXPECT_EQ(events[0].content, plain.text) << "job " << i;
-    EXPECT_TRUE(events[0].reasoning.empty() && events[0].calls.empty());
+    EXPECT_TRUE(events[0].reasoning.empty() && events[0].tool_calls.empty());
     const std::string want = plain.final->stop_reason == "max_tokens" ? "length" : "stop";
     EXPECT_EQ(events[0].finish, want) << "job " << i;
     EXPECT_EQ(sink.record(10 + i).final->stop_reason, plain.final->stop_reason);
@@ -299,7 +278,7 @@ TEST_F(batch_engine_api_test, logprobs_are_the_log_softmax_of_the_biased_logits)
   ASSERT_TRUE(sink.wait_finished(0));
   const auto choices = events_of(sink, 0);
   ASSERT_EQ(choices.size(), 1u);
-  const auto& probs = choices[0].probs;
+  const auto& probs = choices[0].logprobs;
   ASSERT_EQ(probs.size(), size_t(sink.record(0).final->n_gen) -
                               (sink.record(0).final->stop_reason == "end_of_generation" ? 1 : 0));
 
@@ -431,17 +410,17 @@ TEST_F(batch_engine_api_test, calls_in_the_templates_format_are_parsed_unless_to
     ASSERT_EQ(choices.size(), 1u);
     EXPECT_EQ(choices[0].finish, "tool_calls");
     EXPECT_EQ(choices[0].content, "Sure. ");
-    ASSERT_EQ(choices[0].calls.size(), 1u) << choices[0].content;
-    EXPECT_EQ(choices[0].calls[0].name, "get_time");
-    EXPECT_EQ(nlohmann::json::parse(choices[0].calls[0].arguments, nullptr, false),
+    ASSERT_EQ(choices[0].tool_calls.size(), 1u) << choices[0].content;
+    EXPECT_EQ(choices[0].tool_calls[0].name, "get_time");
+    EXPECT_EQ(nlohmann::json::parse(choices[0].tool_calls[0].arguments, nullptr, false),
               nlohmann::json({{"zone", "UTC"}}))
-        << choices[0].calls[0].arguments;
-    EXPECT_FALSE(choices[0].calls[0].id.empty());
+        << choices[0].tool_calls[0].arguments;
+    EXPECT_FALSE(choices[0].tool_calls[0].id.empty());
   }
   const auto none = events_of(sink, 3);
   ASSERT_EQ(none.size(), 1u);
   EXPECT_EQ(none[0].finish, "stop");
-  EXPECT_TRUE(none[0].calls.empty());
+  EXPECT_TRUE(none[0].tool_calls.empty());
   EXPECT_EQ(none[0].content,
             "Sure. <tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"zone\": "
             "\"UTC\"}}\n</tool_call>");
@@ -494,13 +473,13 @@ TEST_F(batch_engine_api_test, a_named_tool_choice_gives_a_valid_call_of_that_fun
     ASSERT_EQ(choices.size(), 1u);
     const auto& c = choices[0];
     EXPECT_EQ(c.finish, "tool_calls") << c.content;
-    ASSERT_EQ(c.calls.size(), 1u) << c.content;
-    EXPECT_EQ(c.calls[0].name, "get_weather");
-    EXPECT_TRUE(c.calls[0].id.starts_with("call_")) << c.calls[0].id;
-    const auto args = nlohmann::json::parse(c.calls[0].arguments, nullptr, false);
-    ASSERT_TRUE(args.is_object()) << c.calls[0].arguments;
-    EXPECT_EQ(args.size(), 2u) << c.calls[0].arguments;
-    ASSERT_TRUE(args.contains("city") && args["city"].is_string()) << c.calls[0].arguments;
+    ASSERT_EQ(c.tool_calls.size(), 1u) << c.content;
+    EXPECT_EQ(c.tool_calls[0].name, "get_weather");
+    EXPECT_TRUE(c.tool_calls[0].id.starts_with("call_")) << c.tool_calls[0].id;
+    const auto args = nlohmann::json::parse(c.tool_calls[0].arguments, nullptr, false);
+    ASSERT_TRUE(args.is_object()) << c.tool_calls[0].arguments;
+    EXPECT_EQ(args.size(), 2u) << c.tool_calls[0].arguments;
+    ASSERT_TRUE(args.contains("city") && args["city"].is_string()) << c.tool_calls[0].arguments;
     EXPECT_LE(args["city"].get<std::string>().size(), 16u);
     ASSERT_TRUE(args.contains("days") && args["days"].is_number_integer());
     EXPECT_TRUE(args["days"].get<int64_t>() >= 1 && args["days"].get<int64_t>() <= 7);

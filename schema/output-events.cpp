@@ -191,4 +191,24 @@ result<std::vector<output_event>> output_events_parse(std::string_view stream) {
   return events;
 }
 
+void choice_output_add(choice_output& c, const output_event& e) {
+  switch (e.kind) {
+    case output_event_kind::content:
+      c.content += e.text;
+      break;
+    case output_event_kind::reasoning:
+      c.reasoning += e.text;
+      break;
+    case output_event_kind::tool_call:
+      c.tool_calls.push_back(e.call);
+      break;
+    case output_event_kind::logprobs:
+      c.logprobs.insert(c.logprobs.end(), e.probs.begin(), e.probs.end());
+      break;
+    case output_event_kind::finish:
+      c.finish = e.text;
+      break;
+  }
+}
+
 }  // namespace hearth::wire

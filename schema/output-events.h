@@ -79,4 +79,16 @@ class output_event_reader {
 // Every event of a whole stream; an unended last line is an error.
 result<std::vector<output_event>> output_events_parse(std::string_view stream);
 
+// One choice's events gathered, as a whole answer holds them.
+struct choice_output {
+  std::string content;    // its content events' text, in order
+  std::string reasoning;  // its reasoning events' text, in order
+  std::vector<tool_call> tool_calls;
+  std::vector<sampled_logprob> logprobs;
+  std::string finish;  // its finish event's reason ("stop", "length", "tool_calls"); "" when none
+};
+
+// Adds `e`, an event of the choice, to what the choice holds (a later finish replaces one before).
+void choice_output_add(choice_output& c, const output_event& e);
+
 }  // namespace hearth::wire
