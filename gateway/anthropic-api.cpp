@@ -16,8 +16,8 @@
 #include "gateway/anthropic-api.h"
 
 #include <limits>
-#include <map>
 
+#include "gateway/openai-request.h"
 #include "schema/job-params.h"
 
 namespace hearth::gateway {
@@ -44,31 +44,41 @@ void refuse_block(field_reader& fr, const std::string& p, const std::string& typ
                              " (hearth takes text)");
 }
 
+// Calls each(type, block, p) for the content blocks of `blocks` (named `param`), each with its
+// type and name, until one is refused.
+template <class Each>
+void each_block(field_reader& fr, const json& blocks, const std::string& param, Each each) {
+  for (size_t i = 0; i < blocks.size() && !fr.refused(); ++i) {
+    const std::string p = param_at(param, i);
+    auto type = block_type(fr, blocks[i], p);
+    if (!type) return;
+    each(*type, blocks[i], p);
+  }
+}
+
 // Text blocks (system, a tool_result's content): a string, or text blocks joined.
 std::optional<std::string> text_blocks(field_reader& fr, const json& v, const std::string& param) {
   if (v.is_string()) return v.get<std::string>();
   if (!v.is_array())
     return fr.wrong_type(param, "a string or an array of text blocks", v), std::nullopt;
   std::string text;
-  for (size_t i = 0; i < v.size(); ++i) {
-    const std::string p = param_at(param, i);
-    auto type = block_type(fr, v[i], p);
-    if (!type) return std::nullopt;
-    if (*type != "text") return refuse_block(fr, p, *type, "text"), std::nullopt;
-    auto t = fr.required(v[i], "text", p + ".text");
-    if (!t) return std::nullopt;
+  each_block(fr, v, param, [&](const std::string& type, const json& b, const std::string& p) {
+    if (type != "text") return refuse_block(fr, p, type, "text");
+    auto t = fr.required(b, "text", p + ".text");
+    if (!t) return;
     if (!text.empty()) text += "\n";
     text += *t;
-  }
+  });
+  if (fr.refused()) return std::nullopt;
   return text;
 }
 
-class messages_reader {
+class messages_reader : public chat_turns_reader {
  public:
-  messages_reader(field_reader& fr, std::vector<wire::chat_message>& out) : fr_(fr), out_(out) {}
+  using chat_turns_reader::chat_turns_reader;
 
-  void message(const json& m, const std::string& p) {
-    if (!m.is_object()) return fr_.wrong_type(p, "an object", m);
+ private:
+  void turn(const json& m, const std::string& p) override {
     auto role = fr_.required(m, "role", p + ".role");
     if (!role) return;
     if (*role != "user" && *role != "assistant" && *role != "system") {
@@ -93,36 +103,30 @@ class messages_reader {
     user(*content, p + ".content");
   }
 
- private:
   void assistant(const json& blocks, const std::string& param) {
     wire::chat_message m{"assistant", ""};
-    for (size_t i = 0; i < blocks.size(); ++i) {
-      const std::string p = param_at(param, i);
-      auto type = block_type(fr_, blocks[i], p);
-      if (!type) return;
-      const json& b = blocks[i];
-      if (*type == "text") {
-        auto t = fr_.required(b, "text", p + ".text");
-        if (!t) return;
-        m.content += *t;
-      } else if (*type == "thinking") {
-        auto t = fr_.required(b, "thinking", p + ".thinking");
-        if (!t) return;
-        m.reasoning_content += *t;
-      } else if (*type == "redacted_thinking") {
-        // Encrypted reasoning of another provider's model: nothing a template can show.
-      } else if (*type == "tool_use") {
-        auto id = fr_.required(b, "id", p + ".id");
-        auto name = fr_.required(b, "name", p + ".name");
-        if (fr_.refused()) return;
-        const json* input = field_reader::field(b, "input");
-        if (input && !input->is_object()) return fr_.wrong_type(p + ".input", "an object", *input);
-        call_names_[*id] = *name;
-        m.tool_calls.push_back(wire::tool_call{*id, *name, input ? compact_json(*input) : "{}"});
-      } else {
-        return refuse_block(fr_, p, *type, "text, thinking, redacted_thinking or tool_use");
-      }
-    }
+    each_block(fr_, blocks, param,
+               [&](const std::string& type, const json& b, const std::string& p) {
+                 if (type == "text") {
+                   if (auto t = fr_.required(b, "text", p + ".text")) m.content += *t;
+                 } else if (type == "thinking") {
+                   if (auto t = fr_.required(b, "thinking", p + ".thinking"))
+                     m.reasoning_content += *t;
+                 } else if (type == "redacted_thinking") {
+                   // Encrypted reasoning of another provider's model: nothing a template can show.
+                 } else if (type == "tool_use") {
+                   auto id = fr_.required(b, "id", p + ".id");
+                   auto name = fr_.required(b, "name", p + ".name");
+                   if (fr_.refused()) return;
+                   const json* input = field_reader::field(b, "input");
+                   if (input && !input->is_object())
+                     return fr_.wrong_type(p + ".input", "an object", *input);
+                   add_call(m, wire::tool_call{*id, *name, input ? compact_json(*input) : "{}"});
+                 } else {
+                   refuse_block(fr_, p, type, "text, thinking, redacted_thinking or tool_use");
+                 }
+               });
+    if (fr_.refused()) return;
     out_.push_back(std::move(m));
   }
 
@@ -131,46 +135,38 @@ class messages_reader {
     std::string text;
     bool has_text = false;
     size_t results = 0;
-    for (size_t i = 0; i < blocks.size(); ++i) {
-      const std::string p = param_at(param, i);
-      auto type = block_type(fr_, blocks[i], p);
-      if (!type) return;
-      const json& b = blocks[i];
-      if (*type == "text") {
-        auto t = fr_.required(b, "text", p + ".text");
-        if (!t) return;
-        text += *t;
-        has_text = true;
-      } else if (*type == "tool_result") {
-        auto id = fr_.required(b, "tool_use_id", p + ".tool_use_id");
-        if (!id) return;
-        wire::chat_message m{"tool", ""};
-        if (const json* c = field_reader::field(b, "content")) {
-          auto t = text_blocks(fr_, *c, p + ".content");
-          if (!t) return;
-          m.content = std::move(*t);
-        }
-        // A template has no field for a failed tool: the model learns it from the text.
-        if (auto e = fr_.boolean(b, "is_error", p + ".is_error"); e && *e) {
-          m.content = "Error: " + m.content;
-        }
-        if (fr_.refused()) return;
-        m.tool_call_id = *id;
-        if (auto n = call_names_.find(*id); n != call_names_.end()) m.name = n->second;
-        out_.push_back(std::move(m));
-        ++results;
-      } else {
-        return refuse_block(fr_, p, *type, "text or tool_result");
-      }
-    }
+    each_block(fr_, blocks, param,
+               [&](const std::string& type, const json& b, const std::string& p) {
+                 if (type == "text") {
+                   auto t = fr_.required(b, "text", p + ".text");
+                   if (!t) return;
+                   text += *t;
+                   has_text = true;
+                 } else if (type == "tool_result") {
+                   auto id = fr_.required(b, "tool_use_id", p + ".tool_use_id");
+                   if (!id) return;
+                   std::string content;
+                   if (const json* c = field_reader::field(b, "content")) {
+                     auto t = text_blocks(fr_, *c, p + ".content");
+                     if (!t) return;
+                     content = std::move(*t);
+                   }
+                   // A template has no field for a failed tool: the model learns it from the text.
+                   if (auto e = fr_.boolean(b, "is_error", p + ".is_error"); e && *e) {
+                     content = "Error: " + content;
+                   }
+                   if (fr_.refused()) return;
+                   add_tool_answer(*id, std::move(content));
+                   ++results;
+                 } else {
+                   refuse_block(fr_, p, type, "text or tool_result");
+                 }
+               });
+    if (fr_.refused()) return;
     if (has_text || results == 0) {
       out_.push_back(wire::chat_message{"user", std::move(text)});
     }
   }
-
-  field_reader& fr_;
-  std::vector<wire::chat_message>& out_;
-  std::map<std::string, std::string> call_names_;
 };
 
 void read_messages(field_reader& fr, const json& body, wire::submit& s) {
@@ -184,40 +180,19 @@ void read_messages(field_reader& fr, const json& body, wire::submit& s) {
   if (!messages->is_array()) return fr.wrong_type("messages", "an array", *messages);
   if (messages->empty()) return fr.refuse("messages", "messages must not be empty");
   array_bounded(fr, *messages, "messages", wire::max_array_items);
-  messages_reader reader(fr, s.messages);
-  for (size_t i = 0; i < messages->size() && !fr.refused(); ++i) {
-    reader.message((*messages)[i], param_at("messages", i));
-  }
+  messages_reader(fr, s.messages).read(*messages, "messages");
   if (fr.refused()) return;
   chat_messages_bounded(fr, s.messages, "messages");
 }
 
-void read_tools(field_reader& fr, const json& body, wire::api_params& api) {
-  const json* tools = field_reader::field(body, "tools");
-  if (!tools) return;
-  if (!tools->is_array()) return fr.wrong_type("tools", "an array", *tools);
-  array_bounded(fr, *tools, "tools", wire::api_max_tools);
-  json chat = json::array();
-  for (size_t i = 0; i < tools->size(); ++i) {
-    const json& t = (*tools)[i];
-    const std::string p = param_at("tools", i);
-    if (!t.is_object()) return fr.wrong_type(p, "an object", t);
-    if (auto type = fr.string(t, "type", p + ".type"); type && *type != "custom") {
-      return fr.refuse(p + ".type", p + ".type '" + *type +
-                                        "' is not supported: hearth runs the client's own tools "
-                                        "(custom), not Anthropic's server tools");
-    }
-    json tool = chat_function_tool(fr, t, p, "input_schema", true);
-    if (tool.is_null()) return;
-    chat.push_back(std::move(tool));
-  }
-  if (!chat.empty()) api.tools = compact_json(chat);
-}
+// Anthropic's tools: {name, description, input_schema}, of type custom when it says.
+constexpr function_tool_shape k_anthropic_tool = {
+    "custom", false, "hearth runs the client's own tools (custom), not Anthropic's server tools",
+    "input_schema", true};
 
 void read_tool_choice(field_reader& fr, const json& body, wire::api_params& api) {
-  const json* c = field_reader::field(body, "tool_choice");
+  const json* c = fr.object(body, "tool_choice", "tool_choice");
   if (!c) return;
-  if (!c->is_object()) return fr.wrong_type("tool_choice", "an object", *c);
   auto type = fr.required(*c, "type", "tool_choice.type");
   if (!type) return;
   if (*type == "auto") {
@@ -259,9 +234,8 @@ void read_stop_sequences(field_reader& fr, const json& body, std::vector<std::st
 // thinking {type: enabled | adaptive | disabled}; absent: no reasoning, as Anthropic's default.
 void read_thinking(field_reader& fr, const json& body, wire::job_params& p) {
   p.enable_thinking = false;
-  const json* t = field_reader::field(body, "thinking");
+  const json* t = fr.object(body, "thinking", "thinking");
   if (!t) return;
-  if (!t->is_object()) return fr.wrong_type("thinking", "an object", *t);
   auto type = fr.required(*t, "type", "thinking.type");
   if (!type) return;
   if (*type == "enabled" || *type == "adaptive") {
@@ -347,7 +321,7 @@ std::string error_message(const http_response& openai_error) {
 }  // namespace
 
 std::variant<anthropic_request, request_refusal> parse_anthropic_request(std::string_view body) {
-  auto parsed = chat_request_json(body);
+  auto parsed = request_body_json(body);
   if (!parsed) return request_refusal{400, parsed.message(), "", ""};
   const json& j = *parsed;
   anthropic_request r;
@@ -356,20 +330,16 @@ std::variant<anthropic_request, request_refusal> parse_anthropic_request(std::st
   p = openai_default_params();  // Anthropic's are the same: temperature 1, nothing else
 
   field_reader fr;
-  auto refused = [&]() -> std::optional<request_refusal> {
-    if (!fr.refused()) return std::nullopt;
-    return request_refusal{400, fr.refused()->message, fr.refused()->param, ""};
-  };
   if (auto m = fr.string(j, "model", "model")) s.model = std::move(*m);
-  if (auto e = refused()) return *e;
+  if (auto e = field_refusal(fr)) return *e;
   if (s.model.empty()) return request_refusal{400, "model: field required", "model", ""};
   auto max_tokens = fr.integer(j, "max_tokens", "max_tokens", 1, generation_max_tokens_limit);
-  if (auto e = refused()) return *e;
+  if (auto e = field_refusal(fr)) return *e;
   if (!max_tokens) return request_refusal{400, "max_tokens: field required", "max_tokens", ""};
   p.max_tokens = int32_t(*max_tokens);
   read_messages(fr, j, s);
-  if (auto e = refused()) return *e;
-  read_tools(fr, j, p.api);
+  if (auto e = field_refusal(fr)) return *e;
+  p.api.tools = chat_tools(fr, j, k_anthropic_tool);
   read_tool_choice(fr, j, p.api);
   named_tool_check(fr, p.api, "tool_choice.name");
   read_stop_sequences(fr, j, p.stop);
@@ -388,17 +358,15 @@ std::variant<anthropic_request, request_refusal> parse_anthropic_request(std::st
   }
   // hearth's: one of its templates by name, for a model whose file has none.
   if (auto t = fr.string(j, "chat_template", "chat_template")) p.chat_template = std::move(*t);
-  if (auto e = refused()) return *e;
+  if (auto e = field_refusal(fr)) return *e;
 
   // Tool calls come back as output events; without tools a thinking model's think block comes
   // in the text (show_thinking) when thinking was asked for.
   p.api.events = !p.api.tools.empty();
   p.show_thinking = !p.api.events && p.enable_thinking;
-  if (auto e = wire::job_params_check(p); !e.ok()) {
-    std::string param = e.param == "stop"          ? "stop_sequences"
-                        : e.param == "json_schema" ? "output_config.format.schema"
-                                                   : e.param;
-    return request_refusal{400, e.message, param, ""};
+  if (auto e = job_params_refusal(
+          p, {{"stop", "stop_sequences"}, {"json_schema", "output_config.format.schema"}})) {
+    return *e;
   }
   return r;
 }
@@ -429,8 +397,7 @@ std::string anthropic_message_id(uint64_t job_id) {
 
 anthropic_answer::anthropic_answer(anthropic_request r, int64_t created,
                                    std::shared_ptr<responder> out)
-    : chat_answer(r.submit.params, r.stream, created, std::move(out)),
-      model_(r.submit.model),
+    : chat_answer(r.submit, r.stream, created, std::move(out)),
       stop_sequence_(r.submit.params.stop.size() == 1 ? r.submit.params.stop[0] : "") {}
 
 ojson anthropic_answer::message(ojson content, ojson stop_reason, ojson stop_sequence,
@@ -438,22 +405,17 @@ ojson anthropic_answer::message(ojson content, ojson stop_reason, ojson stop_seq
   return {{"id", anthropic_message_id(job_id())},
           {"type", "message"},
           {"role", "assistant"},
-          {"model", model_},
+          {"model", model()},
           {"content", std::move(content)},
           {"stop_reason", std::move(stop_reason)},
           {"stop_sequence", std::move(stop_sequence)},
           {"usage", std::move(usage)}};
 }
 
-void anthropic_answer::send(std::string_view type, ojson fields) {
-  ojson e = {{"type", std::string(type)}};
-  for (auto& [k, v] : fields.items()) e[k] = std::move(v);
-  out().named_event(type, json_text(e));
-}
-
 void anthropic_answer::opened() {
-  send("message_start", {{"message", message(ojson::array(), nullptr, nullptr, usage_json(0, 0))}});
-  send("ping", ojson::object());
+  send_event("message_start",
+             {{"message", message(ojson::array(), nullptr, nullptr, usage_json(0, 0))}});
+  send_event("ping", ojson::object());
 }
 
 void anthropic_answer::item_began(size_t i) {
@@ -473,12 +435,12 @@ void anthropic_answer::item_began(size_t i) {
                {"input", ojson::object()}};
       break;
   }
-  send("content_block_start", {{"index", i}, {"content_block", std::move(block)}});
+  send_event("content_block_start", {{"index", i}, {"content_block", std::move(block)}});
   if (it.k == chat_item::kind::tool_call) {
     // A call comes whole: its input in one delta.
     const std::string& args = it.call.arguments.empty() ? "{}" : it.call.arguments;
-    send("content_block_delta",
-         {{"index", i}, {"delta", {{"type", "input_json_delta"}, {"partial_json", args}}}});
+    send_event("content_block_delta",
+               {{"index", i}, {"delta", {{"type", "input_json_delta"}, {"partial_json", args}}}});
   }
 }
 
@@ -486,11 +448,11 @@ void anthropic_answer::item_grew(size_t i, std::string_view delta) {
   const bool thinking = items()[i].k == chat_item::kind::reasoning;
   ojson d = thinking ? ojson{{"type", "thinking_delta"}, {"thinking", std::string(delta)}}
                      : ojson{{"type", "text_delta"}, {"text", std::string(delta)}};
-  send("content_block_delta", {{"index", i}, {"delta", std::move(d)}});
+  send_event("content_block_delta", {{"index", i}, {"delta", std::move(d)}});
 }
 
 void anthropic_answer::item_ended(size_t i) {
-  send("content_block_stop", {{"index", i}});
+  send_event("content_block_stop", {{"index", i}});
 }
 
 void anthropic_answer::completed(const wire::job_done& done, std::string_view finish) {
@@ -499,10 +461,10 @@ void anthropic_answer::completed(const wire::job_done& done, std::string_view fi
                                   ? ojson(stop_sequence_)
                                   : ojson(nullptr);
   if (streaming()) {
-    send("message_delta",
-         {{"delta", {{"stop_reason", stop_reason}, {"stop_sequence", stop_sequence}}},
-          {"usage", usage_json(done.n_prompt, done.n_gen)}});
-    send("message_stop", ojson::object());
+    send_event("message_delta",
+               {{"delta", {{"stop_reason", stop_reason}, {"stop_sequence", stop_sequence}}},
+                {"usage", usage_json(done.n_prompt, done.n_gen)}});
+    send_event("message_stop", ojson::object());
     return;
   }
   ojson content = ojson::array();

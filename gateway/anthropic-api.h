@@ -60,11 +60,9 @@ class anthropic_answer final : public chat_answer {
   http_response error_reply(const http_response& openai_error) override;
   void error_events(const http_response& openai_error) override;
 
-  void send(std::string_view type, ojson fields);
   // The message's head: id, type, role, model, then `content`, stop_reason, stop_sequence, usage.
   ojson message(ojson content, ojson stop_reason, ojson stop_sequence, ojson usage) const;
 
-  std::string model_;
   // The one stop sequence asked for: the stop_sequence a stop at a stop string names ("" when
   // none or several, and so unknown).
   std::string stop_sequence_;

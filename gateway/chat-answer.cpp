@@ -2,17 +2,14 @@
 
 #include <chrono>
 #include <cstdio>
-#include <type_traits>
 
 #include "gateway/openai-request.h"
+#include "schema/job-params.h"
 
 namespace hearth::gateway {
 namespace {
 
 using json = nlohmann::json;
-
-// Deeper JSON than any request needs is refused before it is turned into values.
-constexpr int k_max_json_depth = 64;
 
 http_response malformed_output(uint64_t job_id, const std::string& why) {
   return error_response(
@@ -21,42 +18,29 @@ http_response malformed_output(uint64_t job_id, const std::string& why) {
 
 }  // namespace
 
-chat_answer::chat_answer(const wire::job_params& params, bool stream, int64_t created,
+chat_answer::chat_answer(const wire::submit& submit, bool stream, int64_t created,
                          std::shared_ptr<responder> out)
     : stream_mode_(stream),
       created_(created),
+      model_(submit.model),
       out_(std::move(out)),
-      stream_(job_output_mode_of(params), stream) {}
+      stream_(job_output_mode_of(submit.params), stream) {}
 
-void chat_answer::refused(const link_failure& f) {
-  fail(openai_link_error(f));
-}
-
-bool chat_answer::event(const job_event& e) {
-  if (ended_) return true;
-  std::visit(
-      [&](const auto& m) {
-        using T = std::decay_t<decltype(m)>;
-        if constexpr (std::is_same_v<T, wire::job_tokens>) {
-          auto events = stream_.tokens(m);
-          if (take(events)) add(*events);
-        } else if constexpr (std::is_same_v<T, wire::job_restarted>) {
-          stream_.restarted(m.attempt);
-        } else if constexpr (std::is_same_v<T, wire::job_done>) {
-          done(m);
-        } else if constexpr (std::is_same_v<T, link_failure>) {
-          fail(openai_link_error(m));
-        }
-        // job_queued and job_running change nothing the client sees.
-      },
-      e);
-  return ended_;
+void chat_answer::tokens(const wire::job_tokens& t) {
+  auto events = stream_.tokens(t);
+  if (take(events)) add(*events);
 }
 
 bool chat_answer::take(result<std::vector<wire::output_event>>& events) {
   if (events) return true;
   fail(malformed_output(job_id_, events.message()));
   return false;
+}
+
+void chat_answer::send_event(std::string_view type, ojson fields) {
+  ojson e = {{"type", std::string(type)}};
+  for (auto& [k, v] : fields.items()) e[k] = std::move(v);
+  out_->named_event(type, json_text(e));
 }
 
 void chat_answer::open() {
@@ -162,6 +146,26 @@ std::string param_at(const std::string& param, size_t i) {
   return param + "[" + std::to_string(i) + "]";
 }
 
+void chat_turns_reader::read(const json& turns, const std::string& param) {
+  for (size_t i = 0; i < turns.size() && !fr_.refused(); ++i) {
+    const std::string p = param_at(param, i);
+    if (!turns[i].is_object()) return fr_.wrong_type(p, "an object", turns[i]);
+    turn(turns[i], p);
+  }
+}
+
+void chat_turns_reader::add_call(wire::chat_message& turn, wire::tool_call call) {
+  call_names_[call.id] = call.name;
+  turn.tool_calls.push_back(std::move(call));
+}
+
+void chat_turns_reader::add_tool_answer(std::string call_id, std::string content) {
+  wire::chat_message m{"tool", std::move(content)};
+  if (auto n = call_names_.find(call_id); n != call_names_.end()) m.name = n->second;
+  m.tool_call_id = std::move(call_id);
+  out_.push_back(std::move(m));
+}
+
 void array_bounded(field_reader& fr, const json& a, const std::string& param, size_t max) {
   if (a.is_array() && a.size() > max) {
     fr.refuse(param, param + " holds " + std::to_string(a.size()) + " elements; at most " +
@@ -204,6 +208,48 @@ json chat_function_tool(field_reader& fr, const json& t, const std::string& p,
   return {{"type", "function"}, {"function", std::move(function)}};
 }
 
+std::optional<request_refusal> field_refusal(const field_reader& fr) {
+  if (!fr.refused()) return std::nullopt;
+  return request_refusal{400, fr.refused()->message, fr.refused()->param, ""};
+}
+
+std::optional<request_refusal> job_params_refusal(
+    const wire::job_params& p,
+    std::initializer_list<std::pair<std::string_view, std::string_view>> renamed) {
+  auto e = wire::job_params_check(p);
+  if (e.ok()) return std::nullopt;
+  std::string param = e.param;
+  for (const auto& [job_name, api_name] : renamed) {
+    if (param == job_name) param = api_name;
+  }
+  return request_refusal{400, e.message, std::move(param), ""};
+}
+
+std::string chat_tools(field_reader& fr, const json& body, const function_tool_shape& shape) {
+  const json* tools = field_reader::field(body, "tools");
+  if (!tools) return "";
+  if (!tools->is_array()) return fr.wrong_type("tools", "an array", *tools), "";
+  array_bounded(fr, *tools, "tools", wire::api_max_tools);
+  json chat = json::array();
+  for (size_t i = 0; i < tools->size(); ++i) {
+    const json& t = (*tools)[i];
+    const std::string p = param_at("tools", i);
+    if (!t.is_object()) return fr.wrong_type(p, "an object", t), "";
+    auto type = shape.type_required ? fr.required(t, "type", p + ".type")
+                                    : fr.string(t, "type", p + ".type");
+    if (type && *type != shape.type) {
+      return fr.refuse(p + ".type", p + ".type '" + *type +
+                                        "' is not supported: " + std::string(shape.other_types)),
+             "";
+    }
+    json tool = chat_function_tool(fr, t, p, shape.schema_key, shape.schema_required);
+    if (tool.is_null()) return "";
+    chat.push_back(std::move(tool));
+  }
+  if (chat.empty()) return "";
+  return chat.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 void named_tool_check(field_reader& fr, const wire::api_params& api, const std::string& param) {
   constexpr std::string_view prefix = "function:";
   if (!std::string_view(api.tool_choice).starts_with(prefix)) return;
@@ -216,21 +262,6 @@ void named_tool_check(field_reader& fr, const wire::api_params& api, const std::
     }
   }
   fr.refuse(param, param + " names the function '" + name + "', which is not one of the tools");
-}
-
-result<json> chat_request_json(std::string_view body) {
-  bool too_deep = false;
-  const json::parser_callback_t depth_check = [&](int depth, json::parse_event_t, json&) {
-    if (depth >= k_max_json_depth) too_deep = true;  // depth counts from 0
-    return !too_deep;
-  };
-  json j = json::parse(body, depth_check, /*allow_exceptions=*/false);
-  if (too_deep) {
-    return error{"the body nests deeper than " + std::to_string(k_max_json_depth) + " levels"};
-  }
-  if (j.is_discarded()) return error{"the body is not valid JSON"};
-  if (!j.is_object()) return error{"the body must be a JSON object, got " + json_kind_text(j)};
-  return j;
 }
 
 void field_reader::refuse(std::string param, std::string message) {
@@ -246,6 +277,13 @@ const json* field_reader::field(const json& obj, std::string_view key) {
   auto it = obj.find(key);
   if (it == obj.end() || it->is_null()) return nullptr;
   return &*it;
+}
+
+const json* field_reader::object(const json& obj, std::string_view key, const std::string& param) {
+  const json* v = field(obj, key);
+  if (!v) return nullptr;
+  if (!v->is_object()) return wrong_type(param, "an object", *v), nullptr;
+  return v;
 }
 
 std::optional<std::string> field_reader::string(const json& obj, std::string_view key,

@@ -26,8 +26,6 @@ namespace {
 
 using json = nlohmann::json;
 
-// Deeper JSON than any request needs is refused before it is turned into values.
-constexpr int k_max_json_depth = 64;
 // OpenAI's own limit on stop sequences.
 constexpr size_t k_max_stop = 4;
 // The text of one request must fit one wire string (and so one wire message, with room for the
@@ -167,14 +165,9 @@ std::optional<std::string> message_content(const json& content, const std::strin
 // A JSON value given as text (a tool call's arguments): parsed within the depth bound, or
 // nullopt.
 std::optional<json> json_of_text(std::string_view text) {
-  bool too_deep = false;
-  const json::parser_callback_t depth_check = [&](int depth, json::parse_event_t, json&) {
-    if (depth >= k_max_json_depth) too_deep = true;
-    return !too_deep;
-  };
-  json j = json::parse(text, depth_check, /*allow_exceptions=*/false);
-  if (too_deep || j.is_discarded()) return std::nullopt;
-  return j;
+  auto j = json_parse_bounded(text);
+  if (!j) return std::nullopt;
+  return std::move(*j);
 }
 
 // An assistant message's tool_calls: [{id, type: "function", function: {name, arguments}}],
@@ -677,19 +670,9 @@ std::optional<openai_endpoint> openai_endpoint_of(std::string_view url) {
 
 std::variant<openai_request, request_refusal> parse_openai_request(openai_endpoint endpoint,
                                                                    std::string_view body) {
-  bool too_deep = false;
-  const json::parser_callback_t depth_check = [&](int depth, json::parse_event_t, json&) {
-    if (depth >= k_max_json_depth) too_deep = true;  // depth counts from 0
-    return !too_deep;
-  };
-  json j = json::parse(body, depth_check, /*allow_exceptions=*/false);
-  if (too_deep) {
-    return refusal("",
-                   "the body nests deeper than " + std::to_string(k_max_json_depth) + " levels");
-  }
-  if (j.is_discarded()) return refusal("", "the body is not valid JSON");
-  if (!j.is_object())
-    return refusal("", "the body must be a JSON object, got " + json_kind_text(j));
+  auto parsed = request_body_json(body);
+  if (!parsed) return refusal("", parsed.message());
+  const json& j = *parsed;
 
   openai_request r;
   r.endpoint = endpoint;
@@ -854,6 +837,25 @@ http_response openai_link_error(const link_failure& f) {
       return error_response(500, "the broker refused the request (" + code + "): " + f.message,
                             "server_error", {}, code);
   }
+}
+
+result<json> json_parse_bounded(std::string_view text) {
+  bool too_deep = false;
+  const json::parser_callback_t depth_check = [&](int depth, json::parse_event_t, json&) {
+    if (depth >= k_max_json_depth) too_deep = true;  // depth counts from 0
+    return !too_deep;
+  };
+  json j = json::parse(text, depth_check, /*allow_exceptions=*/false);
+  if (too_deep) return error{"nests deeper than " + std::to_string(k_max_json_depth) + " levels"};
+  if (j.is_discarded()) return error{"is not valid JSON"};
+  return j;
+}
+
+result<json> request_body_json(std::string_view body) {
+  auto j = json_parse_bounded(body);
+  if (!j) return error{"the body " + j.message()};
+  if (!j->is_object()) return error{"the body must be a JSON object, got " + json_kind_text(*j)};
+  return j;
 }
 
 std::string json_kind_text(const json& v) {

@@ -10,6 +10,7 @@
 #include <variant>
 #include <vector>
 
+#include "common/result.h"
 #include "gateway/broker-link.h"
 #include "gateway/http.h"
 #include "schema/messages.h"
@@ -103,6 +104,15 @@ http_response openai_link_error(const link_failure& f);
 // The 503 for a request the broker got no word of (`f.no_reply`): it did not answer, or it
 // refused this gateway's key (then the message says so alone).
 http_response broker_unavailable(const link_failure& f);
+
+// Deeper JSON than any request needs is refused before it is turned into values.
+inline constexpr int k_max_json_depth = 64;
+// `text` as JSON, parsed only while it nests at most k_max_json_depth levels (a recursive value
+// deeper than that is never built); else what is wrong with it ("is not valid JSON", ...).
+result<nlohmann::json> json_parse_bounded(std::string_view text);
+// A request body as JSON: an object within the depth bound, else the reason ("the body ...");
+// every API's parser starts here.
+result<nlohmann::json> request_body_json(std::string_view body);
 
 // What a JSON value is, in a message's words: "a string", "an integer", ... (the gateway's
 // refusals of every API say it alike).

@@ -1,7 +1,6 @@
 #include "gateway/openai-stream.h"
 
 #include <algorithm>
-#include <type_traits>
 
 namespace hearth::gateway {
 
@@ -14,32 +13,6 @@ openai_answer::openai_answer(openai_request r, int64_t created, std::shared_ptr<
 
 void openai_answer::accepted(uint64_t job_id) {
   job_id_ = job_id;
-}
-
-void openai_answer::refused(const link_failure& f) {
-  fail(openai_link_error(f));
-}
-
-bool openai_answer::event(const job_event& e) {
-  if (ended_) return true;
-  std::visit(
-      [&](const auto& m) {
-        using T = std::decay_t<decltype(m)>;
-        if constexpr (std::is_same_v<T, wire::job_tokens>) {
-          tokens(m);
-        } else if constexpr (std::is_same_v<T, wire::job_restarted>) {
-          // The next attempt's stream starts at its beginning; its output repeats what the
-          // client has (same seed), which the job_stream skips.
-          stream_.restarted(m.attempt);
-        } else if constexpr (std::is_same_v<T, wire::job_done>) {
-          done(m);
-        } else if constexpr (std::is_same_v<T, link_failure>) {
-          fail(openai_link_error(m));
-        }
-        // job_queued and job_running change nothing the client sees.
-      },
-      e);
-  return ended_;
 }
 
 bool openai_answer::take(result<std::vector<wire::output_event>>& events) {

@@ -45,8 +45,6 @@ class openai_answer : public job_answer {
   openai_answer(openai_request r, int64_t created, std::shared_ptr<responder> out);
 
   void accepted(uint64_t job_id) override;
-  void refused(const link_failure& f) override;
-  bool event(const job_event& e) override;
   // A stream that wrote nothing since the last one gets a comment (starting the stream if it
   // had not started). A whole response cannot be kept alive.
   void keep_alive() override;
@@ -63,9 +61,10 @@ class openai_answer : public job_answer {
     uint64_t logprob_bytes = 0;  // text bytes its streamed logprobs' tokens cover
   };
 
-  void tokens(const wire::job_tokens& t);
-  void done(const wire::job_done& d);
-  void fail(const http_response& error);
+  void tokens(const wire::job_tokens& t) override;
+  void restarted(uint32_t attempt) override { stream_.restarted(attempt); }
+  void done(const wire::job_done& d) override;
+  void fail(const http_response& error) override;
   void start_stream();
   void send(const std::vector<wire::output_event>& events);
   void send_piece(const chunk_piece& p);

@@ -16,7 +16,6 @@
 #include "gateway/responses-api.h"
 
 #include <limits>
-#include <map>
 
 #include "schema/job-params.h"
 
@@ -38,11 +37,8 @@ std::optional<std::string> content_text(field_reader& fr, const json& content,
     const json& part = content[i];
     const std::string p = param_at(param, i);
     if (!part.is_object()) return fr.wrong_type(p, "an object", part), std::nullopt;
-    auto type = fr.string(part, "type", p + ".type");
-    if (!type) {
-      if (!fr.refused()) fr.refuse(p + ".type", p + ".type is required");
-      return std::nullopt;
-    }
+    auto type = fr.required(part, "type", p + ".type");
+    if (!type) return std::nullopt;
     // A refusal part (an assistant's, sent back) carries its text under "refusal".
     const char* key = *type == "refusal" ? "refusal" : "text";
     if (*type != "input_text" && *type != "output_text" && *type != "text" && *type != "refusal") {
@@ -51,22 +47,19 @@ std::optional<std::string> content_text(field_reader& fr, const json& content,
                                  "output_text)");
       return std::nullopt;
     }
-    auto t = fr.string(part, key, p + "." + key);
-    if (!t) {
-      if (!fr.refused()) fr.refuse(p + "." + key, p + "." + key + " is required");
-      return std::nullopt;
-    }
+    auto t = fr.required(part, key, p + "." + key);
+    if (!t) return std::nullopt;
     text += *t;
   }
   return text;
 }
 
-class input_reader {
+class input_reader : public chat_turns_reader {
  public:
-  input_reader(field_reader& fr, std::vector<wire::chat_message>& out) : fr_(fr), out_(out) {}
+  using chat_turns_reader::chat_turns_reader;
 
-  void item(const json& it, const std::string& p) {
-    if (!it.is_object()) return fr_.wrong_type(p, "an object", it);
+ private:
+  void turn(const json& it, const std::string& p) override {
     std::string type = "message";  // an item without a type is a message (EasyInputMessage)
     if (auto t = fr_.string(it, "type", p + ".type")) type = *t;
     if (fr_.refused()) return;
@@ -114,8 +107,7 @@ class input_reader {
       out_.back().reasoning_content = std::move(reasoning_);
     }
     reasoning_.clear();
-    call_names_[*call_id] = *name;
-    out_.back().tool_calls.push_back(wire::tool_call{*call_id, *name, *arguments});
+    add_call(out_.back(), wire::tool_call{*call_id, *name, *arguments});
   }
 
   void function_call_output(const json& it, const std::string& p) {
@@ -125,12 +117,8 @@ class input_reader {
     if (!output) return fr_.refuse(p + ".output", p + ".output is required");
     auto text = content_text(fr_, *output, p + ".output");
     if (!text) return;
-    wire::chat_message m{"tool", std::move(*text)};
-    m.tool_call_id = *call_id;
-    // Templates name a tool's answer after its function; a call of an earlier request is unknown.
-    if (auto n = call_names_.find(*call_id); n != call_names_.end()) m.name = n->second;
     reasoning_.clear();
-    out_.push_back(std::move(m));
+    add_tool_answer(*call_id, std::move(*text));
   }
 
   // The reasoning text (reasoning_text parts; else the summary's) for the next assistant turn.
@@ -150,11 +138,7 @@ class input_reader {
     reasoning_ = std::move(text);
   }
 
- private:
-  field_reader& fr_;
-  std::vector<wire::chat_message>& out_;
   std::string reasoning_;
-  std::map<std::string, std::string> call_names_;
 };
 
 void read_input(field_reader& fr, const json& body, wire::submit& s) {
@@ -168,9 +152,7 @@ void read_input(field_reader& fr, const json& body, wire::submit& s) {
     if (input->empty()) return fr.refuse("input", "input must not be empty");
     array_bounded(fr, *input, "input", wire::max_array_items);
     if (fr.refused()) return;
-    input_reader items(fr, s.messages);
-    for (size_t i = 0; i < input->size() && !fr.refused(); ++i)
-      items.item((*input)[i], param_at("input", i));
+    input_reader(fr, s.messages).read(*input, "input");
     if (fr.refused()) return;
   }
   chat_messages_bounded(fr, s.messages, "input");
@@ -179,28 +161,13 @@ void read_input(field_reader& fr, const json& body, wire::submit& s) {
 // tools: the Responses API's flat function tools -> api.tools in the chat shape; the echo keeps
 // them as given.
 void read_tools(field_reader& fr, const json& body, wire::api_params& api, ojson& echo) {
-  const json* tools = field_reader::field(body, "tools");
-  if (!tools) return;
-  if (!tools->is_array()) return fr.wrong_type("tools", "an array", *tools);
-  array_bounded(fr, *tools, "tools", wire::api_max_tools);
-  json chat = json::array();
-  for (size_t i = 0; i < tools->size(); ++i) {
-    const json& t = (*tools)[i];
-    const std::string p = param_at("tools", i);
-    if (!t.is_object()) return fr.wrong_type(p, "an object", t);
-    auto type = fr.required(t, "type", p + ".type");
-    if (!type) return;
-    if (*type != "function") {
-      return fr.refuse(p + ".type", p + ".type '" + *type +
-                                        "' is not supported: hearth runs function tools (the "
-                                        "client runs them)");
-    }
-    json tool = chat_function_tool(fr, t, p, "parameters", false);
-    if (tool.is_null()) return;
-    chat.push_back(std::move(tool));
+  constexpr function_tool_shape flat_function = {
+      "function", true, "hearth runs function tools (the client runs them)", "parameters", false};
+  api.tools = chat_tools(fr, body, flat_function);
+  if (fr.refused()) return;
+  if (const json* tools = field_reader::field(body, "tools")) {
+    echo["tools"] = ojson::parse(tools->dump(-1, ' ', false, json::error_handler_t::replace));
   }
-  if (!chat.empty()) api.tools = chat.dump(-1, ' ', false, json::error_handler_t::replace);
-  echo["tools"] = ojson::parse(tools->dump(-1, ' ', false, json::error_handler_t::replace));
 }
 
 void read_tool_choice(field_reader& fr, const json& body, wire::api_params& api, ojson& echo) {
@@ -234,12 +201,10 @@ void read_tool_choice(field_reader& fr, const json& body, wire::api_params& api,
 
 // text.format: text (nothing to do), json_object (any JSON object) or json_schema (its schema).
 void read_text_format(field_reader& fr, const json& body, wire::api_params& api, ojson& echo) {
-  const json* text = field_reader::field(body, "text");
+  const json* text = fr.object(body, "text", "text");
   if (!text) return;
-  if (!text->is_object()) return fr.wrong_type("text", "an object", *text);
-  const json* format = field_reader::field(*text, "format");
+  const json* format = fr.object(*text, "format", "text.format");
   if (!format) return;
-  if (!format->is_object()) return fr.wrong_type("text.format", "an object", *format);
   auto type = fr.required(*format, "type", "text.format.type");
   if (!type) return;
   if (*type == "json_object") {
@@ -313,7 +278,7 @@ ojson reasoning_part(std::string_view text) {
 }  // namespace
 
 std::variant<responses_request, request_refusal> parse_responses_request(std::string_view body) {
-  auto parsed = chat_request_json(body);
+  auto parsed = request_body_json(body);
   if (!parsed) return request_refusal{400, parsed.message(), "", ""};
   const json& j = *parsed;
   responses_request r;
@@ -332,12 +297,8 @@ std::variant<responses_request, request_refusal> parse_responses_request(std::st
           {"metadata", ojson::object()}};
 
   field_reader fr;
-  auto refused = [&]() -> std::optional<request_refusal> {
-    if (!fr.refused()) return std::nullopt;
-    return request_refusal{400, fr.refused()->message, fr.refused()->param, ""};
-  };
   if (auto m = fr.string(j, "model", "model")) s.model = std::move(*m);
-  if (auto e = refused()) return *e;
+  if (auto e = field_refusal(fr)) return *e;
   if (s.model.empty()) return request_refusal{400, "model is required", "model", ""};
   refuse_stateful(fr, j);
   if (auto instructions = fr.string(j, "instructions", "instructions")) {
@@ -345,7 +306,7 @@ std::variant<responses_request, request_refusal> parse_responses_request(std::st
     s.messages.push_back(wire::chat_message{"system", std::move(*instructions)});
   }
   read_input(fr, j, s);
-  if (auto e = refused()) return *e;
+  if (auto e = field_refusal(fr)) return *e;
   read_tools(fr, j, p.api, echo);
   read_tool_choice(fr, j, p.api, echo);
   named_tool_check(fr, p.api, "tool_choice.name");
@@ -391,18 +352,15 @@ std::variant<responses_request, request_refusal> parse_responses_request(std::st
   // hearth's: one of its templates by name, for a model whose file has none (as chat
   // completions take it).
   if (auto t = fr.string(j, "chat_template", "chat_template")) p.chat_template = std::move(*t);
-  if (auto e = refused()) return *e;
+  if (auto e = field_refusal(fr)) return *e;
 
   // Tool calls come back as output events; without tools a thinking model's think block comes
   // in the text (show_thinking) and becomes a reasoning item.
   p.api.events = !p.api.tools.empty();
   p.show_thinking = !p.api.events;
-  if (auto e = wire::job_params_check(p); !e.ok()) {
-    // The wire's names of the fields this API names otherwise.
-    std::string param = e.param == "max_tokens"    ? "max_output_tokens"
-                        : e.param == "json_schema" ? "text.format.schema"
-                                                   : e.param;
-    return request_refusal{400, e.message, param, ""};
+  if (auto e = job_params_refusal(
+          p, {{"max_tokens", "max_output_tokens"}, {"json_schema", "text.format.schema"}})) {
+    return *e;
   }
   return r;
 }
@@ -413,9 +371,7 @@ std::string responses_id(uint64_t job_id) {
 
 responses_answer::responses_answer(responses_request r, int64_t created,
                                    std::shared_ptr<responder> out)
-    : chat_answer(r.submit.params, r.stream, created, std::move(out)),
-      model_(r.submit.model),
-      echo_(std::move(r.echo)) {}
+    : chat_answer(r.submit, r.stream, created, std::move(out)), echo_(std::move(r.echo)) {}
 
 ojson responses_answer::response(std::string_view status, const ojson& output,
                                  const ojson& usage) const {
@@ -424,7 +380,7 @@ ojson responses_answer::response(std::string_view status, const ojson& output,
              {"incomplete_details", nullptr}};
   j["instructions"] = echo_["instructions"];
   j["max_output_tokens"] = echo_["max_output_tokens"];
-  j["model"] = model_;
+  j["model"] = model();
   j["output"] = output;
   j["parallel_tool_calls"] = echo_["parallel_tool_calls"];
   j["previous_response_id"] = nullptr;
@@ -471,10 +427,8 @@ ojson responses_answer::output_item(size_t i, std::string_view status) const {
 }
 
 void responses_answer::send(std::string_view type, ojson fields) {
-  ojson e = {{"type", std::string(type)}};
-  for (auto& [k, v] : fields.items()) e[k] = std::move(v);
-  e["sequence_number"] = sequence_++;
-  out().named_event(type, json_text(e));
+  fields["sequence_number"] = sequence_++;
+  send_event(type, std::move(fields));
 }
 
 void responses_answer::opened() {
@@ -567,10 +521,6 @@ void responses_answer::completed(const wire::job_done& done, std::string_view fi
     return out().reply(std::move(r));
   }
   send(incomplete ? "response.incomplete" : "response.completed", {{"response", std::move(body)}});
-}
-
-http_response responses_answer::error_reply(const http_response& openai_error) {
-  return openai_error;
 }
 
 void responses_answer::error_events(const http_response& openai_error) {

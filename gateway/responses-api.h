@@ -49,7 +49,6 @@ class responses_answer final : public chat_answer {
   void item_grew(size_t i, std::string_view delta) override;
   void item_ended(size_t i) override;
   void completed(const wire::job_done& done, std::string_view finish) override;
-  http_response error_reply(const http_response& openai_error) override;
   void error_events(const http_response& openai_error) override;
 
   // The response object: `status` "in_progress", "completed", "incomplete" or "failed".
@@ -58,7 +57,6 @@ class responses_answer final : public chat_answer {
   // Sends a stream event of `type` with `fields`, numbered.
   void send(std::string_view type, ojson fields);
 
-  std::string model_;
   ojson echo_;
   uint64_t sequence_ = 0;
 };
