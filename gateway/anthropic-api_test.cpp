@@ -15,12 +15,7 @@ using json = nlohmann::json;
 using namespace testing;
 
 anthropic_request parsed(const std::string& body) {
-  auto r = parse_anthropic_request(body);
-  if (auto* e = std::get_if<request_refusal>(&r)) {
-    ADD_FAILURE() << e->param << ": " << e->message;
-    return {};
-  }
-  return std::get<anthropic_request>(std::move(r));
+  return parsed_by<anthropic_request>(parse_anthropic_request, body);
 }
 
 TEST(anthropic_request, system_blocks_and_a_tool_round_trip_become_chat_messages) {
@@ -107,12 +102,7 @@ TEST(anthropic_request, tools_choice_sampling_thinking_and_stops) {
 
 TEST(anthropic_request, what_cannot_be_honoured_is_refused_naming_the_field) {
   auto expect = [](const std::string& body, const std::string& param, const std::string& says) {
-    auto r = parse_anthropic_request(body);
-    auto* e = std::get_if<request_refusal>(&r);
-    ASSERT_TRUE(e) << "accepted: " << body;
-    EXPECT_EQ(e->status, 400) << body;
-    EXPECT_EQ(e->param, param) << body;
-    EXPECT_NE(e->message.find(says), std::string::npos) << e->message;
+    expect_refused(parse_anthropic_request, body, param, says);
   };
   const std::string msgs = R"("messages":[{"role":"user","content":"x"}])";
   expect(R"({"model":"m",)" + msgs + "}", "max_tokens", "required");
@@ -190,14 +180,7 @@ anthropic_request request(bool stream, const std::string& extra = "") {
 
 std::shared_ptr<recording_responder> answer(bool stream, const std::vector<std::string>& lines,
                                             const wire::job_done& done) {
-  auto rec = std::make_shared<recording_responder>();
-  anthropic_answer a(request(stream), 100, rec);
-  a.accepted(7);
-  uint64_t seq = 0;
-  for (const auto& l : lines) a.event(tokens(1, seq++, l));
-  a.event(done);
-  EXPECT_TRUE(a.ended());
-  return rec;
+  return answered<anthropic_answer>(request(stream), lines, done);
 }
 
 TEST(anthropic_answer, a_whole_message_has_thinking_text_and_tool_use_blocks) {

@@ -1,13 +1,19 @@
 // For the tests of the Responses and Anthropic answers (responses-api_test.cpp,
-// anthropic-api_test.cpp): a responder that records what a client would receive, and the job
-// events a node's output makes.
+// anthropic-api_test.cpp): a responder that records what a client would receive, the job events
+// a node's output makes, and the checks of a parser's outcome that both APIs' tests make.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "gateway/http.h"
+#include "gateway/job-events-testing.h"
+#include "gateway/openai-request.h"
 #include "schema/messages.h"
 #include "schema/output-events.h"
 
@@ -53,25 +59,13 @@ class recording_responder : public responder {
   }
 };
 
+// Job 7's events.
 inline wire::job_tokens tokens(uint32_t attempt, uint64_t seq, std::string text) {
-  wire::job_tokens t;
-  t.job_id = 7;
-  t.attempt = attempt;
-  t.seq = seq;
-  t.n_tokens = 1;
-  t.text = std::move(text);
-  return t;
+  return job_tokens_of(7, attempt, seq, std::move(text));
 }
 
 inline wire::job_done completed(const char* stop_reason = "end_of_generation") {
-  wire::job_done d;
-  d.job_id = 7;
-  d.attempt = 1;
-  d.state = wire::job_state::completed;
-  d.stop_reason = stop_reason;
-  d.n_prompt = 11;
-  d.n_gen = 5;
-  return d;
+  return job_completed(7, stop_reason, 11, 5);
 }
 
 inline std::string content_line(std::string text) {
@@ -100,6 +94,45 @@ inline std::string finish_line(std::string reason) {
   e.kind = wire::output_event_kind::finish;
   e.text = std::move(reason);
   return wire::output_event_line(e);
+}
+
+// The request `parse` (parse_responses_request, parse_anthropic_request) made of `body`; a
+// refusal fails the test, naming the field, and gives an empty request.
+template <class Request, class Parse>
+Request parsed_by(Parse parse, const std::string& body) {
+  auto r = parse(body);
+  if (auto* e = std::get_if<request_refusal>(&r)) {
+    ADD_FAILURE() << e->param << ": " << e->message;
+    return {};
+  }
+  return std::get<Request>(std::move(r));
+}
+
+// `parse` refuses `body` with a 400 naming `param`, its message saying `says`.
+template <class Parse>
+void expect_refused(Parse parse, const std::string& body, const std::string& param,
+                    const std::string& says) {
+  auto r = parse(body);
+  auto* e = std::get_if<request_refusal>(&r);
+  ASSERT_TRUE(e) << "accepted: " << body;
+  EXPECT_EQ(e->status, 400) << body;
+  EXPECT_EQ(e->param, param) << body;
+  EXPECT_NE(e->message.find(says), std::string::npos) << e->message;
+}
+
+// What the client received of an answer to `r` (job 7, created 100) fed `lines` of output, as
+// attempt 1's token events, and then `done`; the answer has ended.
+template <class Answer, class Request>
+std::shared_ptr<recording_responder> answered(Request r, const std::vector<std::string>& lines,
+                                              const wire::job_done& done) {
+  auto rec = std::make_shared<recording_responder>();
+  Answer a(std::move(r), 100, rec);
+  a.accepted(7);
+  uint64_t seq = 0;
+  for (const auto& l : lines) a.event(tokens(1, seq++, l));
+  a.event(done);
+  EXPECT_TRUE(a.ended());
+  return rec;
 }
 
 }  // namespace hearth::gateway::testing

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/generation-params.h"
+#include "gateway/job-events-testing.h"
 #include "schema/output-events.h"
 
 namespace hearth::gateway {
@@ -672,16 +673,8 @@ TEST(OpenaiRequest, ResponseIds) {
   EXPECT_EQ(openai_response_id(completions, 7), "cmpl-7");
 }
 
-wire::job_done done_of(uint64_t job, const char* stop_reason, uint32_t n_prompt, uint32_t n_gen) {
-  wire::job_done d;
-  d.job_id = job;
-  d.attempt = 1;
-  d.state = wire::job_state::completed;
-  d.stop_reason = stop_reason;
-  d.n_prompt = n_prompt;
-  d.n_gen = n_gen;
-  return d;
-}
+// A job that completed at its first attempt.
+constexpr auto done_of = testing::job_completed;
 
 TEST(OpenaiRequest, AChatResponseIsOpenaisObjectByteForByte) {
   auto r = parse_ok(chat, chat_body(""));

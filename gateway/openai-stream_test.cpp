@@ -9,6 +9,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "gateway/job-events-testing.h"
+
 namespace hearth::gateway {
 namespace {
 
@@ -61,33 +63,27 @@ openai_request request_of(openai_endpoint e, bool stream, bool include_usage = f
   return r;
 }
 
+// A chat request with include_reasoning, for a plain job: the job keeps the think block in its
+// text, as parse_openai_request sets show_thinking for it.
+openai_request reasoning_request_of(bool stream) {
+  auto r = request_of(openai_endpoint::chat_completions, stream);
+  r.include_reasoning = true;
+  r.submit.params.show_thinking = true;
+  return r;
+}
+
+// Job 9's events.
 wire::job_tokens tokens(uint32_t attempt, uint64_t seq, std::string text) {
-  wire::job_tokens t;
-  t.job_id = 9;
-  t.attempt = attempt;
-  t.seq = seq;
-  t.n_tokens = 1;
-  t.text = std::move(text);
-  return t;
+  return testing::job_tokens_of(9, attempt, seq, std::move(text));
 }
 
 wire::job_done completed(const char* stop_reason = "max_tokens") {
-  wire::job_done d;
-  d.job_id = 9;
-  d.attempt = 1;
-  d.state = wire::job_state::completed;
-  d.stop_reason = stop_reason;
-  d.n_prompt = 4;
-  d.n_gen = 3;
-  return d;
+  return testing::job_completed(9, stop_reason, 4, 3);
 }
 
 wire::job_done prompt_too_long() {
-  wire::job_done d;
-  d.job_id = 9;
-  d.attempt = 1;
+  wire::job_done d = testing::job_completed(9, "prompt_too_long", 0, 0);
   d.state = wire::job_state::failed;
-  d.stop_reason = "prompt_too_long";
   d.error = "the prompt has 600 tokens, more than the 512 of a slot's context";
   return d;
 }
@@ -148,10 +144,7 @@ TEST(OpenaiStream, AChatStreamIsOpenaisChunkSequence) {
 // include_reasoning: the job streams the think block (show_thinking), split off here; tags cut
 // across tokens included.
 TEST(OpenaiStream, ReasoningIsStreamedAsReasoningContent) {
-  auto r = request_of(openai_endpoint::chat_completions, true);
-  r.include_reasoning = true;
-  r.submit.params.show_thinking = true;  // as parse_openai_request sets it for a plain job
-  fixture f(std::move(r));
+  fixture f(reasoning_request_of(true));
   for (const char* t : {"<thi", "nk>\nThe user", " greets.\n</", "think>\n\nHel", "lo"})
     f.answer.event(tokens(1, 0, t));
   f.answer.event(completed("end_of_generation"));
@@ -167,10 +160,7 @@ TEST(OpenaiStream, ReasoningIsStreamedAsReasoningContent) {
 }
 
 TEST(OpenaiStream, AWholeResponseCarriesTheReasoningApart) {
-  auto r = request_of(openai_endpoint::chat_completions, false);
-  r.include_reasoning = true;
-  r.submit.params.show_thinking = true;  // as parse_openai_request sets it for a plain job
-  fixture f(std::move(r));
+  fixture f(reasoning_request_of(false));
   f.answer.event(tokens(1, 0, "<think>\nHmm.\n</think>\n\n"));
   f.answer.event(tokens(1, 1, "Hi"));
   f.answer.event(completed());
@@ -188,10 +178,7 @@ TEST(OpenaiStream, AWholeResponseCarriesTheReasoningApart) {
 
 // The think filter's held tail (an unfinished tag) is answer text at the end of a stream.
 TEST(OpenaiStream, AnUnfinishedTagIsFlushedAtTheEnd) {
-  auto r = request_of(openai_endpoint::chat_completions, true);
-  r.include_reasoning = true;
-  r.submit.params.show_thinking = true;  // as parse_openai_request sets it for a plain job
-  fixture f(std::move(r));
+  fixture f(reasoning_request_of(true));
   f.answer.event(tokens(1, 0, "<thi"));
   f.answer.event(completed());
   EXPECT_EQ(f.out->text(), "<thi");

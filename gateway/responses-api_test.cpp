@@ -14,19 +14,7 @@ using json = nlohmann::json;
 using namespace testing;
 
 responses_request parsed(const std::string& body) {
-  auto r = parse_responses_request(body);
-  if (auto* e = std::get_if<request_refusal>(&r)) {
-    ADD_FAILURE() << e->param << ": " << e->message;
-    return {};
-  }
-  return std::get<responses_request>(std::move(r));
-}
-
-request_refusal refused(const std::string& body) {
-  auto r = parse_responses_request(body);
-  if (auto* e = std::get_if<request_refusal>(&r)) return *e;
-  ADD_FAILURE() << "accepted: " << body;
-  return {};
+  return parsed_by<responses_request>(parse_responses_request, body);
 }
 
 TEST(responses_request, text_input_and_instructions_are_a_system_and_a_user_message) {
@@ -117,10 +105,7 @@ TEST(responses_request, function_tools_go_in_the_chat_shape_with_choice_and_form
 
 TEST(responses_request, what_cannot_be_honoured_is_refused_naming_the_field) {
   auto expect = [](const std::string& body, const std::string& param, const std::string& says) {
-    const request_refusal e = refused(body);
-    EXPECT_EQ(e.status, 400) << body;
-    EXPECT_EQ(e.param, param) << body;
-    EXPECT_NE(e.message.find(says), std::string::npos) << e.message;
+    expect_refused(parse_responses_request, body, param, says);
   };
   expect(R"({"model":"m","input":"x","previous_response_id":"resp_1"})", "previous_response_id",
          "stateless");
@@ -165,15 +150,8 @@ responses_request request(bool stream, const std::string& extra = "") {
 std::shared_ptr<recording_responder> answer_events(bool stream,
                                                    const std::vector<std::string>& lines,
                                                    const wire::job_done& done) {
-  auto rec = std::make_shared<recording_responder>();
-  responses_answer a(request(stream, R"(,"tools":[{"type":"function","name":"get_weather"}])"), 100,
-                     rec);
-  a.accepted(7);
-  uint64_t seq = 0;
-  for (const auto& l : lines) a.event(tokens(1, seq++, l));
-  a.event(done);
-  EXPECT_TRUE(a.ended());
-  return rec;
+  return answered<responses_answer>(
+      request(stream, R"(,"tools":[{"type":"function","name":"get_weather"}])"), lines, done);
 }
 
 TEST(responses_answer, a_whole_response_holds_reasoning_message_and_call_items_in_order) {
