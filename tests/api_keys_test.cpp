@@ -16,13 +16,10 @@
 #include "tests/process.h"
 #include "tests/testdata.h"
 
-namespace hearth {
+namespace hearth::testing {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::cluster;
-using testing::test_client;
-using testing::wait_until;
 
 // A model the null-engine node serves, and one no node serves (jobs for it stay queued).
 constexpr const char* k_model = "alpha";
@@ -424,4 +421,4 @@ INSTANTIATE_TEST_SUITE_P(auth, api_keys_test, ::testing::Values(true, false),
                          });
 
 }  // namespace
-}  // namespace hearth
+}  // namespace hearth::testing

@@ -14,14 +14,10 @@
 #include "tests/cluster.h"
 #include "tests/fake-node.h"
 
-namespace hearth {
+namespace hearth::testing {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::cluster;
-using testing::fake_node;
-using testing::test_client;
-using testing::wait_until;
 
 // About `bytes` of text with characters of 1 to 4 bytes, so that page and chunk boundaries fall
 // inside characters unless cut with care; in pieces of whole characters of about 512 KiB.
@@ -453,4 +449,4 @@ TEST(BrokerClientLimits, unfinished_jobs_are_bounded_per_client_and_in_all) {
 }
 
 }  // namespace
-}  // namespace hearth
+}  // namespace hearth::testing

@@ -22,14 +22,10 @@
 #include "tests/fake-node.h"
 #include "tests/testdata.h"
 
-namespace hearth {
+namespace hearth::testing {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::cluster;
-using testing::fake_node;
-using testing::test_client;
-using testing::wait_until;
 
 constexpr auto job = testing::greedy_job;
 
@@ -701,4 +697,4 @@ TEST_F(nodes_limits_test, lists_of_thousands_of_nodes_and_models_fit_a_message) 
 }
 
 }  // namespace
-}  // namespace hearth
+}  // namespace hearth::testing

@@ -19,30 +19,16 @@
 #include "tests/cluster.h"
 #include "tests/fake-node.h"
 #include "tests/hearth-cli.h"
+#include "tests/output-event-lines.h"
 
-namespace hearth {
+namespace hearth::testing {
 namespace {
 
-using testing::expect_error;
-using testing::hearth;
-using testing::process_result;
-using testing::quote;
 using wire::output_event;
 using wire::output_event_kind;
 
-std::string event_line(uint32_t i, output_event_kind k, std::string text) {
-  output_event e;
-  e.choice = i;
-  e.kind = k;
-  e.text = std::move(text);
-  return wire::output_event_line(e);
-}
-
 std::string call_line(std::string name, std::string args) {
-  output_event e;
-  e.kind = output_event_kind::tool_call;
-  e.call = {"call_1", std::move(name), std::move(args)};
-  return wire::output_event_line(e);
+  return event_call_line(0, "call_1", std::move(name), std::move(args));
 }
 
 class cli_api : public ::testing::Test {
@@ -109,10 +95,10 @@ const std::string tools_json =
     R"("parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}])";
 
 TEST_F(cli_api, submit_sends_tools_and_prints_the_calls_and_job_shows_them) {
-  const std::string output = event_line(0, output_event_kind::reasoning, "A tool knows.") +
-                             event_line(0, output_event_kind::content, "Let me look.") +
+  const std::string output = event_text_line(0, output_event_kind::reasoning, "A tool knows.") +
+                             event_text_line(0, output_event_kind::content, "Let me look.") +
                              call_line("get_weather", R"({"city": "Oslo"})") +
-                             event_line(0, output_event_kind::finish, "tool_calls");
+                             event_text_line(0, output_event_kind::finish, "tool_calls");
   ASSERT_NO_FATAL_FAILURE(start(output, 9));
   const std::string tools = write_file("tools.json", tools_json);
   auto r = run_cli("submit -m alpha --template chatml --chat 'Weather in Oslo?' --tools " +
@@ -157,11 +143,11 @@ TEST_F(cli_api, submit_sends_tools_and_prints_the_calls_and_job_shows_them) {
 }
 
 TEST_F(cli_api, further_choices_follow_the_first_and_json_prints_the_events) {
-  const std::string output = event_line(0, output_event_kind::content, "Hel") +
-                             event_line(1, output_event_kind::content, "Good") +
-                             event_line(0, output_event_kind::content, "lo") +
-                             event_line(1, output_event_kind::finish, "stop") +
-                             event_line(0, output_event_kind::finish, "length");
+  const std::string output = event_text_line(0, output_event_kind::content, "Hel") +
+                             event_text_line(1, output_event_kind::content, "Good") +
+                             event_text_line(0, output_event_kind::content, "lo") +
+                             event_text_line(1, output_event_kind::finish, "stop") +
+                             event_text_line(0, output_event_kind::finish, "length");
   ASSERT_NO_FATAL_FAILURE(start(output, 6));
   auto r = run_cli(
       "submit -m alpha --choices 2 -n 3 --logprobs 2 --logit-bias 13:-100 "
@@ -236,4 +222,4 @@ TEST_F(cli_api, bad_options_are_refused_in_one_line_naming_the_parameter) {
 }
 
 }  // namespace
-}  // namespace hearth
+}  // namespace hearth::testing

@@ -32,13 +32,8 @@
 #include "tests/process.h"
 #include "tests/testdata.h"
 
-namespace hearth {
+namespace hearth::testing {
 namespace {
-
-using testing::expect_error;
-using testing::hearth;
-using testing::process_result;
-using testing::quote;
 
 class cli : public ::testing::Test {
  protected:
@@ -1612,4 +1607,4 @@ TEST_F(cli_cluster, jobs_prune_deletes_finished_jobs_for_an_admin_only) {
 }
 
 }  // namespace
-}  // namespace hearth
+}  // namespace hearth::testing

@@ -18,25 +18,15 @@
 #include "gateway/routes.h"
 #include "tests/cluster.h"
 #include "tests/gateway-thread.h"
+#include "tests/http-answer.h"
 #include "tests/process.h"
 #include "tests/testdata.h"
 
-namespace hearth {
+namespace hearth::testing {
 namespace {
 
 using namespace std::chrono_literals;
 using json = nlohmann::json;
-using testing::cluster;
-using testing::nodes_online;
-using testing::wait_until;
-
-using testing::gateway_thread;
-
-struct http_answer {
-  int status = 0;
-  std::string body;
-  json j() const { return json::parse(body, nullptr, false); }
-};
 
 class gateway_batch_test : public ::testing::Test {
  protected:
@@ -135,12 +125,12 @@ class gateway_batch_test : public ::testing::Test {
     auto f = upload(key, content);
     EXPECT_EQ(f.status, 200) << f.body;
     auto b = post_json(key, "/v1/batches",
-                       {{"input_file_id", f.j()["id"]},
+                       {{"input_file_id", f.json()["id"]},
                         {"endpoint", "/v1/chat/completions"},
                         {"completion_window", "24h"},
                         {"metadata", {{"run", "test"}}}});
     EXPECT_EQ(b.status, 200) << b.body;
-    return b.j();
+    return b.json();
   }
 
   // Polls the batch until its status is `status` (or the timeout); returns the last object.
@@ -150,7 +140,7 @@ class gateway_batch_test : public ::testing::Test {
     wait_until(
         [&] {
           auto r = get(key, "/v1/batches/" + id);
-          last = r.j();
+          last = r.json();
           return r.status == 200 && last["status"] == status;
         },
         timeout);
@@ -185,7 +175,7 @@ class gateway_batch_test : public ::testing::Test {
     const std::string id = create_batch(key, lines(n, max_tokens))["id"];
     EXPECT_TRUE(wait_until(
         [&] {
-          return get(key, "/v1/batches/" + id).j()["request_counts"]["completed"] >= completed;
+          return get(key, "/v1/batches/" + id).json()["request_counts"]["completed"] >= completed;
         },
         30s))
         << "fewer than " << completed << " lines completed";
@@ -271,11 +261,11 @@ TEST_F(gateway_batch_test, fifty_lines_complete_and_their_output_file_reads_back
   EXPECT_EQ(batch_jobs().size(), 50u) << "one job per line";
 
   auto file = get(key, "/v1/files/" + done["output_file_id"].get<std::string>());
-  EXPECT_EQ(file.j()["purpose"], "batch_output");
+  EXPECT_EQ(file.json()["purpose"], "batch_output");
   auto list = get(key, "/v1/batches?limit=10");
   ASSERT_EQ(list.status, 200);
-  EXPECT_EQ(list.j()["data"][0]["id"], b["id"]);
-  EXPECT_EQ(list.j()["has_more"], false);
+  EXPECT_EQ(list.json()["data"][0]["id"], b["id"]);
+  EXPECT_EQ(list.json()["has_more"], false);
 }
 
 TEST_F(gateway_batch_test, another_api_key_sees_nothing_of_it) {
@@ -290,14 +280,14 @@ TEST_F(gateway_batch_test, another_api_key_sees_nothing_of_it) {
        {"/v1/batches/" + id, "/v1/files/" + input, "/v1/files/" + input + "/content"}) {
     auto r = get(bob, path);
     EXPECT_EQ(r.status, 404) << path << " " << r.body;
-    EXPECT_EQ(r.j()["error"]["type"], "invalid_request_error") << r.body;
+    EXPECT_EQ(r.json()["error"]["type"], "invalid_request_error") << r.body;
   }
   EXPECT_EQ(post_json(bob, "/v1/batches/" + id + "/cancel", json::object()).status, 404);
   EXPECT_EQ(
       curl(bob, "-X DELETE " + testing::shell_quote(gw_->url() + "/v1/files/" + input)).status,
       404);
-  EXPECT_TRUE(get(bob, "/v1/batches").j()["data"].empty());
-  EXPECT_TRUE(get(bob, "/v1/files").j()["data"].empty());
+  EXPECT_TRUE(get(bob, "/v1/batches").json()["data"].empty());
+  EXPECT_TRUE(get(bob, "/v1/files").json()["data"].empty());
   // Bob cannot make a batch of Alice's file either.
   auto theft = post_json(bob, "/v1/batches",
                          {{"input_file_id", input},
@@ -318,7 +308,7 @@ TEST_F(gateway_batch_test, cancelling_keeps_finished_lines_and_stops_the_rest) {
   const std::string id = batch_under_way(key, 20, 40, 1);
   auto c = post_json(key, "/v1/batches/" + id + "/cancel", json::object());
   ASSERT_EQ(c.status, 200) << c.body;
-  EXPECT_TRUE(c.j()["status"] == "cancelling" || c.j()["status"] == "cancelled") << c.body;
+  EXPECT_TRUE(c.json()["status"] == "cancelling" || c.json()["status"] == "cancelled") << c.body;
   json done = wait_status(key, id, "cancelled", 30s);
   ASSERT_EQ(done["status"], "cancelled") << done.dump();
   EXPECT_TRUE(done["cancelling_at"].is_number());
@@ -342,7 +332,7 @@ TEST_F(gateway_batch_test, cancelling_keeps_finished_lines_and_stops_the_rest) {
         << job_id << " " << wire::job_state_name(j.state);
   }
   // A cancelled batch stays cancelled; a second cancel answers the same.
-  EXPECT_EQ(post_json(key, "/v1/batches/" + id + "/cancel", json::object()).j()["status"],
+  EXPECT_EQ(post_json(key, "/v1/batches/" + id + "/cancel", json::object()).json()["status"],
             "cancelled");
 }
 
@@ -450,12 +440,12 @@ TEST_F(gateway_batch_test, hostile_requests_get_clear_errors) {
   // Not multipart.
   auto r = post_json(key, "/v1/files", {{"purpose", "batch"}});
   EXPECT_EQ(r.status, 400);
-  EXPECT_NE(r.j()["error"]["message"].get<std::string>().find("multipart/form-data"),
+  EXPECT_NE(r.json()["error"]["message"].get<std::string>().find("multipart/form-data"),
             std::string::npos)
       << r.body;
   r = upload(key, lines(1, 4), "fine-tune");
   EXPECT_EQ(r.status, 400);
-  EXPECT_EQ(r.j()["error"]["param"], "purpose") << r.body;
+  EXPECT_EQ(r.json()["error"]["param"], "purpose") << r.body;
   auto f = upload(key, lines(1, 4));
   ASSERT_EQ(f.status, 200) << f.body;
   struct bad {
@@ -464,15 +454,15 @@ TEST_F(gateway_batch_test, hostile_requests_get_clear_errors) {
   };
   std::vector<bad> cases = {
       {{{"endpoint", "/v1/chat/completions"}, {"completion_window", "24h"}}, "input_file_id"},
-      {{{"input_file_id", f.j()["id"]},
+      {{{"input_file_id", f.json()["id"]},
         {"endpoint", "/v1/embeddings"},
         {"completion_window", "24h"}},
        "endpoint"},
-      {{{"input_file_id", f.j()["id"]},
+      {{{"input_file_id", f.json()["id"]},
         {"endpoint", "/v1/chat/completions"},
         {"completion_window", "1h"}},
        "completion_window"},
-      {{{"input_file_id", f.j()["id"]},
+      {{{"input_file_id", f.json()["id"]},
         {"endpoint", "/v1/chat/completions"},
         {"completion_window", "24h"},
         {"metadata", {{"k", 1}}}},
@@ -481,7 +471,7 @@ TEST_F(gateway_batch_test, hostile_requests_get_clear_errors) {
   for (const bad& c : cases) {
     r = post_json(key, "/v1/batches", c.body);
     EXPECT_EQ(r.status, 400) << c.body.dump() << " " << r.body;
-    EXPECT_EQ(r.j()["error"]["param"], c.param) << r.body;
+    EXPECT_EQ(r.json()["error"]["param"], c.param) << r.body;
   }
   r = get(key, "/v1/batches?limit=0");
   EXPECT_EQ(r.status, 400) << r.body;
@@ -553,11 +543,11 @@ TEST_F(gateway_batch_test, bounds_per_owner_and_per_upload) {
   auto f = upload(alice, lines(1, 100));
   ASSERT_EQ(f.status, 200) << f.body;
   auto over = post_json(alice, "/v1/batches",
-                        {{"input_file_id", f.j()["id"]},
+                        {{"input_file_id", f.json()["id"]},
                          {"endpoint", "/v1/chat/completions"},
                          {"completion_window", "24h"}});
   EXPECT_EQ(over.status, 429) << over.body;
-  EXPECT_EQ(over.j()["error"]["message"], "this key has 16 batches in progress, at most 16");
+  EXPECT_EQ(over.json()["error"]["message"], "this key has 16 batches in progress, at most 16");
   // Another owner's count is its own.
   json bobs = create_batch(bob, lines(1, 100));
   EXPECT_EQ(bobs["status"], "validating") << bobs.dump();
@@ -565,11 +555,11 @@ TEST_F(gateway_batch_test, bounds_per_owner_and_per_upload) {
   ASSERT_EQ(post_json(alice, "/v1/batches/" + ids[0] + "/cancel", json::object()).status, 200);
   ASSERT_EQ(wait_status(alice, ids[0], "cancelled", 30s)["status"], "cancelled");
   auto again = post_json(alice, "/v1/batches",
-                         {{"input_file_id", f.j()["id"]},
+                         {{"input_file_id", f.json()["id"]},
                           {"endpoint", "/v1/chat/completions"},
                           {"completion_window", "24h"}});
   EXPECT_EQ(again.status, 200) << again.body;
 }
 
 }  // namespace
-}  // namespace hearth
+}  // namespace hearth::testing

@@ -16,6 +16,7 @@
 #include "schema/output-events.h"
 #include "tests/cluster.h"
 #include "tests/fake-node.h"
+#include "tests/output-event-lines.h"
 #include "tests/process.h"
 
 namespace hearth {
@@ -25,19 +26,10 @@ using testing::shell_quote;
 using wire::output_event;
 using wire::output_event_kind;
 
-std::string text_line(uint32_t i, output_event_kind k, std::string text) {
-  output_event e;
-  e.choice = i;
-  e.kind = k;
-  e.text = std::move(text);
-  return wire::output_event_line(e);
-}
+using testing::event_text_line;
 
 std::string call_line(std::string id, std::string name, std::string args) {
-  output_event e;
-  e.kind = output_event_kind::tool_call;
-  e.call = {std::move(id), std::move(name), std::move(args)};
-  return wire::output_event_line(e);
+  return testing::event_call_line(0, std::move(id), std::move(name), std::move(args));
 }
 
 // A sampled token with its log-probability and `top` alternatives (the token itself first).
@@ -55,24 +47,24 @@ wire::sampled_logprob sampled(const std::string& token, float logprob,
 // are these texts).
 std::string output_for(const wire::job_params& p) {
   if (!p.api.tools.empty()) {
-    return text_line(0, output_event_kind::reasoning, "Two lookups.") +
-           text_line(0, output_event_kind::content, "Let me look.") +
+    return event_text_line(0, output_event_kind::reasoning, "Two lookups.") +
+           event_text_line(0, output_event_kind::content, "Let me look.") +
            call_line("call_w", "get_weather", R"({"city":"Oslo","days":3})") +
            call_line("call_t", "get_time", R"({"zone":"UTC"})") +
-           text_line(0, output_event_kind::finish, "tool_calls");
+           event_text_line(0, output_event_kind::finish, "tool_calls");
   }
   if (p.api.n == 2) {
-    return text_line(0, output_event_kind::content, "Hel") +
-           text_line(1, output_event_kind::content, "Good") +
-           text_line(0, output_event_kind::content, "lo") +
-           text_line(1, output_event_kind::content, " day") +
-           text_line(1, output_event_kind::finish, "length");
+    return event_text_line(0, output_event_kind::content, "Hel") +
+           event_text_line(1, output_event_kind::content, "Good") +
+           event_text_line(0, output_event_kind::content, "lo") +
+           event_text_line(1, output_event_kind::content, " day") +
+           event_text_line(1, output_event_kind::finish, "length");
   }
   if (p.api.logprobs) {
     output_event lp;
     lp.kind = output_event_kind::logprobs;
     lp.probs = {sampled("Hi", -0.25f, {{"Yo", -1.5f}}), sampled("!", -0.5f, {{"?", -1.0f}})};
-    return text_line(0, output_event_kind::content, "Hi!") + wire::output_event_line(lp);
+    return event_text_line(0, output_event_kind::content, "Hi!") + wire::output_event_line(lp);
   }
   return "plain text";
 }

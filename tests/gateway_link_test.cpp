@@ -24,6 +24,7 @@
 #include "gateway/gateway.h"
 #include "gateway/router.h"
 #include "tests/cluster.h"
+#include "tests/http-answer.h"
 #include "tests/process.h"
 
 namespace hearth {
@@ -36,6 +37,7 @@ using gateway::link_failure;
 using gateway::link_options;
 using gateway::link_result;
 using testing::cluster;
+using testing::http_answer;
 using testing::nodes_online;
 using testing::wait_until;
 
@@ -452,12 +454,6 @@ TEST_F(gateway_link_auth_test, the_link_speaks_curve_to_a_broker_with_auth) {
 }
 
 // --- the gateway over HTTP ---
-
-struct http_answer {
-  int status = 0;
-  std::string body;
-  nlohmann::json json() const { return nlohmann::json::parse(body, nullptr, false); }
-};
 
 // curl, as any HTTP client: the status and the body.
 http_answer http_get(const std::string& url, const std::vector<std::string>& headers = {},

@@ -21,14 +21,11 @@
 #include "tests/process.h"
 #include "tests/testdata.h"
 
-namespace hearth {
+namespace hearth::testing {
 namespace {
 
 using namespace std::chrono_literals;
 using json = nlohmann::json;
-using testing::cluster;
-using testing::nodes_online;
-using testing::wait_until;
 
 // One scrape: every series line as written ("name{labels}" -> value).
 struct scrape {
@@ -440,4 +437,4 @@ TEST_F(metrics_test, the_grafana_dashboard_and_scrape_job_fit_the_metrics) {
 }
 
 }  // namespace
-}  // namespace hearth
+}  // namespace hearth::testing

@@ -16,13 +16,10 @@
 #include "tests/fake-node.h"
 #include "tests/testdata.h"
 
-namespace hearth {
+namespace hearth::testing {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::cluster;
-using testing::test_client;
-using testing::wait_until;
 
 constexpr auto job = testing::greedy_job;
 
@@ -473,4 +470,4 @@ TEST_F(security_test, a_broker_on_the_lan_refuses_to_start_without_auth) {
 }
 
 }  // namespace
-}  // namespace hearth
+}  // namespace hearth::testing

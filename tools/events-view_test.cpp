@@ -7,26 +7,18 @@
 #include <string>
 #include <vector>
 
+#include "tests/output-event-lines.h"
+
 namespace hearth::cli {
 namespace {
 
 using wire::output_event;
 using wire::output_event_kind;
 
-std::string line(uint32_t i, output_event_kind k, std::string text) {
-  output_event e;
-  e.choice = i;
-  e.kind = k;
-  e.text = std::move(text);
-  return wire::output_event_line(e);
-}
+using testing::event_text_line;
 
 std::string call_line(uint32_t i, std::string name, std::string args) {
-  output_event e;
-  e.choice = i;
-  e.kind = output_event_kind::tool_call;
-  e.call = {"call_" + name, std::move(name), std::move(args)};
-  return wire::output_event_line(e);
+  return testing::event_call_line(i, "call_" + name, std::move(name), std::move(args));
 }
 
 std::string logprobs_line(uint32_t i) {
@@ -54,11 +46,11 @@ printed print(const std::string& stream, events_printer::options o, size_t step 
 }
 
 const std::string tool_job =
-    line(0, output_event_kind::reasoning, "The user wants ") +
-    line(0, output_event_kind::reasoning, "the weather.") + logprobs_line(0) +
-    line(0, output_event_kind::content, "Let me look.") +
+    event_text_line(0, output_event_kind::reasoning, "The user wants ") +
+    event_text_line(0, output_event_kind::reasoning, "the weather.") + logprobs_line(0) +
+    event_text_line(0, output_event_kind::content, "Let me look.") +
     call_line(0, "get_weather", R"({"city": "Oslo"})") + call_line(0, "get_time", "{}") +
-    line(0, output_event_kind::finish, "tool_calls");
+    event_text_line(0, output_event_kind::finish, "tool_calls");
 
 TEST(EventsView, ContentAsTextToolCallsAsLinesReasoningOnlyWhenAsked) {
   EXPECT_EQ(print(tool_job, {}).out,
@@ -81,11 +73,14 @@ TEST(EventsView, PiecesCutAnywherePrintTheSame) {
 }
 
 TEST(EventsView, FurtherChoicesFollowTheFirstOnceTheJobEnds) {
-  const std::string stream =
-      line(0, output_event_kind::content, "Hel") + line(1, output_event_kind::content, "Goo") +
-      line(2, output_event_kind::reasoning, "hmm") + line(0, output_event_kind::content, "lo") +
-      line(1, output_event_kind::content, "d day\n") + line(1, output_event_kind::finish, "stop") +
-      call_line(2, "f", "[1]") + line(0, output_event_kind::finish, "length");
+  const std::string stream = event_text_line(0, output_event_kind::content, "Hel") +
+                             event_text_line(1, output_event_kind::content, "Goo") +
+                             event_text_line(2, output_event_kind::reasoning, "hmm") +
+                             event_text_line(0, output_event_kind::content, "lo") +
+                             event_text_line(1, output_event_kind::content, "d day\n") +
+                             event_text_line(1, output_event_kind::finish, "stop") +
+                             call_line(2, "f", "[1]") +
+                             event_text_line(0, output_event_kind::finish, "length");
   printed p;
   events_printer e([&](std::string_view t) { p.out += t; }, [&](std::string_view t) { p.err += t; },
                    {.reasoning = true});
@@ -103,14 +98,14 @@ TEST(EventsView, ARestartBeginsANewLineAndRendersTheNewAttempt) {
   printed p;
   events_printer e([&](std::string_view t) { p.out += t; }, [&](std::string_view t) { p.err += t; },
                    {});
-  const std::string first = line(0, output_event_kind::content, "Once upon");
+  const std::string first = event_text_line(0, output_event_kind::content, "Once upon");
   e.feed(first.substr(0, first.size() - 5));  // cut inside the line: nothing printed yet
-  e.feed(first.substr(first.size() - 5) + line(0, output_event_kind::content, " a ti"));
+  e.feed(first.substr(first.size() - 5) + event_text_line(0, output_event_kind::content, " a ti"));
   EXPECT_EQ(p.out, "Once upon a ti");
   EXPECT_FALSE(e.at_line_start());
   e.feed("{\"content\":\"half a li");  // the old attempt's partial line is dropped
   e.restart();
-  e.feed(line(0, output_event_kind::content, "Once upon a time"));
+  e.feed(event_text_line(0, output_event_kind::content, "Once upon a time"));
   e.finish();
   EXPECT_EQ(p.out, "Once upon a ti\nOnce upon a time");
   EXPECT_EQ(p.err, "");
@@ -120,7 +115,7 @@ TEST(EventsView, AStreamThatIsNotEventsIsPrintedAsItIsAfterANotice) {
   printed p;
   events_printer e([&](std::string_view t) { p.out += t; }, [&](std::string_view t) { p.err += t; },
                    {});
-  e.feed(line(0, output_event_kind::content, "ok "));
+  e.feed(event_text_line(0, output_event_kind::content, "ok "));
   e.feed("plain text\nmore");  // the piece with the bad line, and all after it, as they are
   e.feed(" and more");
   e.finish();
@@ -152,19 +147,20 @@ struct followed {
 
 TEST(EventsView, ARestartThatReproducesTheTextPrintsOnlyWhatIsNew) {
   followed f;
-  f.tokens(1, 0, line(0, output_event_kind::content, "Once upon"));
+  f.tokens(1, 0, event_text_line(0, output_event_kind::content, "Once upon"));
   f.view.on_restarted({7, 2, "node lost"});
-  f.tokens(2, 0, line(0, output_event_kind::content, "Once upon"));
-  f.tokens(2, 1, line(0, output_event_kind::content, " a time") + call_line(0, "f", "{}"));
+  f.tokens(2, 0, event_text_line(0, output_event_kind::content, "Once upon"));
+  f.tokens(2, 1,
+           event_text_line(0, output_event_kind::content, " a time") + call_line(0, "f", "{}"));
   f.done(2);
   EXPECT_EQ(f.out, "Once upon a time\ntool call: f({})\n");
 }
 
 TEST(EventsView, ARestartThatDiffersIsPrintedAnewOnALineOfItsOwn) {
   followed f;
-  f.tokens(1, 0, line(0, output_event_kind::content, "Once upon"));
+  f.tokens(1, 0, event_text_line(0, output_event_kind::content, "Once upon"));
   f.view.on_restarted({7, 2, "node lost"});
-  f.tokens(2, 0, line(0, output_event_kind::content, "Twice"));
+  f.tokens(2, 0, event_text_line(0, output_event_kind::content, "Twice"));
   f.done(2);
   EXPECT_EQ(f.out, "Once upon\nTwice\n");  // the job's end ends the line, as for plain text
   EXPECT_NE(f.err.find("restarted on another node"), std::string::npos) << f.err;
