@@ -194,6 +194,11 @@ std::vector<byte_range> partial_blob::missing() const {
   return out;
 }
 
+uint64_t partial_blob::bytes_hashed() const {
+  std::lock_guard lock(write_mutex_);
+  return hashed_;
+}
+
 uint64_t partial_blob::bytes_done() const {
   std::lock_guard lock(mutex_);
   return done_bytes_;
@@ -203,6 +208,15 @@ void partial_blob::write(uint64_t offset, const void* data, size_t n) {
   if (finished_) throw std::logic_error("write to a finished partial blob " + digest_);
   if (offset > size_ || n > size_ - offset)
     throw std::out_of_range("write past the end of blob " + digest_);
+  std::lock_guard lock(write_mutex_);
+  if (offset < hashed_) {
+    // Bytes the digest has seen are written again: it starts over, and commit() reads the file.
+    hashed_digest_ = std::make_unique<sha256>();
+    hashed_ = 0;
+  }
+  const bool continues = offset == hashed_;
+  const uint64_t start = offset;
+  const size_t length = n;
   auto* p = static_cast<const char*>(data);
   while (n) {
     ssize_t w = ::pwrite(part_fd_, p, n, off_t(offset));
@@ -211,6 +225,10 @@ void partial_blob::write(uint64_t offset, const void* data, size_t n) {
     p += w;
     n -= size_t(w);
     offset += uint64_t(w);
+  }
+  if (continues) {
+    hashed_digest_->update(data, length);
+    hashed_ = start + length;
   }
 }
 
@@ -234,7 +252,9 @@ std::filesystem::path partial_blob::commit() {
   const auto part = part_path();
   std::string actual;
   try {
-    actual = sha256_file(part);
+    std::lock_guard hashing(write_mutex_);
+    sha256_file_update(*hashed_digest_, part, hashed_);
+    actual = hashed_digest_->finish();
   } catch (...) {
     finished_ = true;
     close_files();

@@ -6,10 +6,13 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "store/sha256.h"
 
 namespace hearth::store {
 
@@ -43,16 +46,22 @@ class partial_blob {
   uint64_t bytes_done() const;
 
   // Writes bytes at `offset` (pwrite; [offset, offset + n) must lie within the blob, else
-  // std::out_of_range). They count as done only once mark_done() says so.
+  // std::out_of_range). They count as done only once mark_done() says so. Bytes that continue
+  // the hashed prefix are hashed here (bytes_hashed()); bytes written again inside it start the
+  // hash over.
   void write(uint64_t offset, const void* data, size_t n);
   // Makes [offset, offset + length) durable (fdatasync of the .part) and then records it in the
   // journal (appended, fdatasync'd): after a crash it is never fetched again, and never trusted
   // before its bytes are on disk.
   void mark_done(uint64_t offset, uint64_t length);
 
-  // Hashes the whole file; when it matches: fsync, chmod 0444, rename into blobs/ (atomic), the
-  // journal removed; returns the blob's path. When it does not: the partial files are deleted and
-  // digest_mismatch is thrown. The object is finished either way.
+  // The length of the prefix [0, n) whose digest is already computed: what write() added in
+  // order. commit() hashes only the rest from the file.
+  uint64_t bytes_hashed() const;
+
+  // Hashes the file (the part after bytes_hashed()); when it matches: fsync, chmod 0444, rename
+  // into blobs/ (atomic), the journal removed; returns the blob's path. When it does not: the
+  // partial files are deleted and digest_mismatch is thrown. The object is finished either way.
   std::filesystem::path commit();
   // Deletes the partial files.
   void discard();
@@ -75,6 +84,15 @@ class partial_blob {
   std::map<uint64_t, uint64_t> done_;  // offset -> end, disjoint and not touching
   uint64_t done_bytes_ = 0;
   bool finished_ = false;
+
+  // The digest of the bytes [0, hashed_) as they are in the file, kept as write() goes: a copy
+  // whose bytes arrive in order is hashed while it arrives, so its commit after the last byte
+  // hashes next to nothing (it re-read the whole file: 0.45 s of a 5 s copy of 512 MiB on a
+  // gigabit link). write_mutex_ covers the pwrite with the hash, so that bytes hashed are the
+  // bytes the file holds whatever the threads do.
+  mutable std::mutex write_mutex_;
+  std::unique_ptr<sha256> hashed_digest_ = std::make_unique<sha256>();
+  uint64_t hashed_ = 0;
 };
 
 }  // namespace hearth::store

@@ -120,6 +120,47 @@ TEST_F(PartialBlob, WrongBytesThrowDigestMismatchAndLeaveNothing) {
   EXPECT_EQ(store.open_partial(digest, bytes.size())->bytes_done(), 0u);
 }
 
+// Bytes written in order are hashed as they are written, so that commit() has only the rest to
+// read; out of order, the rest is read from the file at commit.
+TEST_F(PartialBlob, BytesWrittenInOrderAreHashedAsTheyArrive) {
+  const std::string bytes = generated_bytes(300000, 9);
+  const std::string digest = sha256_bytes(bytes);
+  auto blob = store.open_partial(digest, bytes.size());
+  blob->write(0, bytes.data(), 100000);
+  blob->write(200000, bytes.data() + 200000, 100000);  // past a gap: not hashed yet
+  EXPECT_EQ(blob->bytes_hashed(), 100000u);
+  blob->write(100000, bytes.data() + 100000, 100000);  // fills the gap: hashed
+  EXPECT_EQ(blob->bytes_hashed(), 200000u);
+  blob->mark_done(0, bytes.size());
+  EXPECT_EQ(sha256_file(blob->commit()), digest);
+}
+
+// The digest kept while writing must be the file's: bytes written again inside the hashed prefix
+// (a chunk fetched once more) start it over, so that wrong bytes written over right ones are
+// caught and right bytes written over wrong ones are accepted.
+TEST_F(PartialBlob, BytesWrittenAgainAreHashedFromTheFile) {
+  const std::string bytes = generated_bytes(200000, 10);
+  const std::string digest = sha256_bytes(bytes);
+  std::string wrong = bytes.substr(50000, 1000);
+  wrong[10] ^= 1;
+  {
+    auto blob = store.open_partial(digest, bytes.size());
+    blob->write(0, bytes.data(), bytes.size());
+    EXPECT_EQ(blob->bytes_hashed(), bytes.size());
+    blob->write(50000, wrong.data(), wrong.size());
+    EXPECT_EQ(blob->bytes_hashed(), 0u);
+    blob->mark_done(0, bytes.size());
+    EXPECT_THROW(blob->commit(), digest_mismatch);
+  }
+  auto blob = store.open_partial(digest, bytes.size());
+  blob->write(0, bytes.data(), 50000);
+  blob->write(50000, wrong.data(), wrong.size());
+  blob->write(50000, bytes.data() + 50000, wrong.size());  // the right bytes again
+  blob->write(51000, bytes.data() + 51000, bytes.size() - 51000);
+  blob->mark_done(0, bytes.size());
+  EXPECT_EQ(sha256_file(blob->commit()), digest);
+}
+
 TEST_F(PartialBlob, ASecondWriterOfTheSameBlobIsBusy) {
   const std::string digest = sha256_bytes("x");
   auto first = store.open_partial(digest, 1);

@@ -49,15 +49,14 @@ std::string sha256_bytes(std::string_view bytes) {
   return h.finish();
 }
 
-std::string sha256_file(const std::filesystem::path& file) {
+void sha256_file_update(sha256& h, const std::filesystem::path& file, uint64_t offset) {
   int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw std::system_error(errno, std::generic_category(), "opening " + file.string());
   // Tells the kernel to read ahead: hashing is one sequential pass.
   ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-  sha256 h;
   std::vector<char> buf(size_t(4) << 20);
   for (;;) {
-    ssize_t n = ::read(fd, buf.data(), buf.size());
+    ssize_t n = ::pread(fd, buf.data(), buf.size(), off_t(offset));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       int e = errno;
@@ -66,8 +65,14 @@ std::string sha256_file(const std::filesystem::path& file) {
     }
     if (n == 0) break;
     h.update(buf.data(), size_t(n));
+    offset += uint64_t(n);
   }
   ::close(fd);
+}
+
+std::string sha256_file(const std::filesystem::path& file) {
+  sha256 h;
+  sha256_file_update(h, file, 0);
   return h.finish();
 }
 

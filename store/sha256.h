@@ -38,6 +38,10 @@ std::string sha256_bytes(std::string_view bytes);
 // when it cannot be opened or read.
 std::string sha256_file(const std::filesystem::path& file);
 
+// Adds the bytes of `file` from `offset` to its end to `h` (a digest begun on the bytes before
+// `offset`); throws as sha256_file.
+void sha256_file_update(sha256& h, const std::filesystem::path& file, uint64_t offset);
+
 // Whether `digest` is "sha256:" + 64 lower-case hex digits: the only form a digest from the
 // network or a file may take before it becomes part of a path.
 bool sha256_digest_valid(std::string_view digest);
