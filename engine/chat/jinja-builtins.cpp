@@ -400,9 +400,12 @@ std::vector<value> select_items(interpreter& in, const value& seq, std::vector<v
   return out;
 }
 
+// transformers' tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+// its first positional argument is ensure_ascii, not jinja2's indent.
 value json_filter(const value& v, arguments& args) {
   json_format f;
-  value indent = args.get(0, "indent", none());
+  f.ensure_ascii = truthy(args.get(0, "ensure_ascii", value(false)));
+  value indent = args.get(1, "indent", none());
   if (!indent.is_none()) {
     f.indent_set = true;
     if (indent.is_string())
@@ -412,14 +415,14 @@ value json_filter(const value& v, arguments& args) {
           static_cast<size_t>(std::clamp<int64_t>(need_int(indent, "indent"), 0, 64)), ' ');
     f.item_separator = ",";
   }
-  value seps = args.get(1, "separators", none());
+  value seps = args.get(2, "separators", none());
   if (!seps.is_none()) {
     std::vector<value> p = iterate(seps);
     if (p.size() != 2) fail("ValueError", "separators must be a pair");
     f.item_separator = need_str(p[0], "separator");
     f.key_separator = need_str(p[1], "separator");
   }
-  f.sort_keys = truthy(args.get(2, "sort_keys", value(false)));
+  f.sort_keys = truthy(args.get(3, "sort_keys", value(false)));
   return value(to_json(v, f));
 }
 

@@ -486,10 +486,25 @@ value from_json(const nlohmann::ordered_json& j) {
 
 namespace {
 
-void json_string(std::string& out, std::string_view s) {
+// ensure_ascii: every code point past ASCII as \uXXXX, past the BMP as a surrogate pair.
+void json_string(std::string& out, std::string_view s, bool ensure_ascii) {
   out += '"';
-  for (char ch : s) {
+  for (size_t i = 0; i < s.size();) {
+    const char ch = s[i];
     auto c = static_cast<unsigned char>(ch);
+    if (ensure_ascii && c >= 0x80) {
+      uint32_t cp = next_code_point(s, i);
+      char b[16];
+      if (cp >= 0x10000) {
+        cp -= 0x10000;
+        std::snprintf(b, sizeof b, "\\u%04x\\u%04x", 0xd800 + (cp >> 10), 0xdc00 + (cp & 0x3ff));
+      } else {
+        std::snprintf(b, sizeof b, "\\u%04x", cp);
+      }
+      out += b;
+      continue;
+    }
+    ++i;
     switch (c) {
       case '"':
         out += "\\\"";
@@ -558,7 +573,7 @@ void dump(std::string& out, const value& v, const json_format& f, int depth) {
     else
       out += float_repr(x);
   } else if (v.is_string()) {
-    json_string(out, v.str());
+    json_string(out, v.str(), f.ensure_ascii);
   } else if (v.is_list()) {
     const auto& items = v.items();
     if (items.empty()) {
@@ -587,7 +602,7 @@ void dump(std::string& out, const value& v, const json_format& f, int depth) {
     for (size_t i = 0; i < entries.size(); ++i) {
       if (i) out += f.item_separator;
       newline(depth + 1);
-      json_string(out, entries[i].first);
+      json_string(out, entries[i].first, f.ensure_ascii);
       out += f.key_separator;
       dump(out, *entries[i].second, f, depth + 1);
     }

@@ -178,15 +178,17 @@ std::vector<std::string_view> code_points(std::string_view s);
 // A JSON document as the Python object json.loads makes of it; dict keys keep their order.
 value from_json(const nlohmann::ordered_json& j);
 
-// json.dumps(x, ensure_ascii=False, indent=indent, separators=..., sort_keys=...), as
-// transformers' tojson filter calls it. `indent` empty = one line; item and key separators as
-// json.dumps defaults them (", " and ": ", or "," and ": " with an indent).
+// json.dumps(x, ensure_ascii=..., indent=indent, separators=..., sort_keys=...), as
+// transformers' tojson filter calls it (ensure_ascii=False unless the template passes True).
+// `indent` empty = one line; item and key separators as json.dumps defaults them (", " and ": ",
+// or "," and ": " with an indent).
 struct json_format {
   bool indent_set = false;
   std::string indent;
   std::string item_separator = ", ";
   std::string key_separator = ": ";
   bool sort_keys = false;
+  bool ensure_ascii = false;
 };
 std::string to_json(const value& v, const json_format& f);
 

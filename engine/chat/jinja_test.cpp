@@ -245,6 +245,13 @@ zq)x"},
      R"x(ell [1, 3, 5] [] |)x"},
     {R"x({% if 'abc' is string and 'abc' | length > 2 %}ok{% endif %})x", R"x(ok)x"},
     {R"x({{ msgs | batch(2) | list }})x", R"x([[1, 2], [3]])x"},
+    // transformers' tojson takes ensure_ascii first (found rendering templates that pass it).
+    {R"x({{ {'a': 'é€😀'} | tojson(true) }} {{ [1, 2] | tojson(false) }} {{ 'ü' | tojson(ensure_ascii=true, indent=1) }} {{ {'é': [1]} | tojson(True, 2) }})x",
+     R"x({"a": "\u00e9\u20ac\ud83d\ude00"} [1, 2] "\u00fc" {
+  "\u00e9": [
+    1
+  ]
+})x"},
 };
 
 // Whitespace control at random: text, tags with "-" and "+", comments, raw blocks, loops and
