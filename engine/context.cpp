@@ -30,7 +30,8 @@ context_params context_params_resolved(const model_hparams& hp, const context_pa
 }
 
 memory_estimate memory_needed(const model_hparams& hp, uint64_t weight_bytes,
-                              const context_params& p) {
+                              const context_params& p, layer_range layers) {
+  layers = layers.resolved(hp.n_layer);
   const context_params r = context_params_resolved(hp, p);
   const uint64_t n_ctx = uint64_t(r.n_ctx);
   const uint64_t n_batch = uint64_t(r.n_batch);
@@ -39,9 +40,10 @@ memory_estimate memory_needed(const model_hparams& hp, uint64_t weight_bytes,
   memory_estimate e;
   e.weights = weight_bytes;
   // kv_cache: F16 K and V rows per layer, and each cell's sequence and position (I32).
-  e.cache = mul(n_ctx, add(kv_cache::bytes_per_cell(hp), 2 * 4));
+  e.cache = mul(n_ctx, add(kv_cache::bytes_per_cell(hp, layers), 2 * 4));
   // The F32 activations below, as the constructor allocates them: inp, cur, attn_out, ffn_out,
-  // out_sel (n_embd); q, k, v, kqv; ffn_gate, ffn_up (n_ff) or the experts'; logits (n_vocab).
+  // out_sel (n_embd); q, k, v, kqv; ffn_gate, ffn_up (n_ff) or the experts'; logits (n_vocab,
+  // the last stage only).
   // A mixture-of-experts model has, instead of ffn_gate and ffn_up, the router's logits, ids and
   // weights and each of its k slots' gate, up (n_ff_exp) and down (n_embd) rows.
   const uint64_t k = uint64_t(hp.n_expert_used);
@@ -49,7 +51,8 @@ memory_estimate memory_needed(const model_hparams& hp, uint64_t weight_bytes,
                                              k * (2 * uint64_t(hp.n_ff_exp) + uint64_t(hp.n_embd))
                                        : 2 * uint64_t(hp.n_ff);
   const uint64_t per_token = 5 * uint64_t(hp.n_embd) + n_head * head_k + n_head_kv * head_k +
-                             n_head_kv * head_v + n_head * head_v + ffn + uint64_t(hp.n_vocab);
+                             n_head_kv * head_v + n_head * head_v + ffn +
+                             (layers.has_output(hp.n_layer) ? uint64_t(hp.n_vocab) : 0);
   // Counted twice: a backend's own scratch (quantized activations, attention rows) is allocated
   // outside alloc() and not known here; this is its allowance. Plus the five I32 per-token inputs.
   e.scratch = add(mul(mul(n_batch, per_token), 4 * 2), n_batch * 5 * 4);
@@ -61,8 +64,11 @@ context::context(const hearth::model& m, const context_params& p) : model_(m), p
   params_ = context_params_resolved(hp, p);
   if (params_.n_seq_max < 1) throw std::runtime_error("n_seq_max must be at least 1");
   n_vocab_ = hp.n_vocab;
+  n_embd_ = hp.n_embd;
+  first_ = m.layers().has_input();
+  last_ = m.layers().has_output(hp.n_layer);
 
-  const uint64_t need = memory_needed(hp, m.weight_bytes(), params_).context();
+  const uint64_t need = memory_needed(hp, m.weight_bytes(), params_, m.layers()).context();
   const system_info sys = system_info_read();
   if (sys.mem_available > 0 && need > sys.mem_available) {
     throw std::runtime_error("a context of " + std::to_string(params_.n_ctx) + " tokens needs " +
@@ -71,7 +77,7 @@ context::context(const hearth::model& m, const context_params& p) : model_(m), p
   }
 
   backend& be = m.backend();
-  kv_ = std::make_unique<kv_cache>(be, hp, params_.n_ctx);
+  kv_ = std::make_unique<kv_cache>(be, hp, params_.n_ctx, m.layers());
   const int64_t nb = params_.n_batch;
   const int64_t q_width = int64_t(hp.n_head) * hp.head_dim_k;
   const int64_t k_width = int64_t(hp.n_head_kv) * hp.head_dim_k;
@@ -107,10 +113,14 @@ context::context(const hearth::model& m, const context_params& p) : model_(m), p
   }
   alloc(act_.ffn_out, tensor_type::f32, hp.n_embd, "ffn_out");
   alloc(act_.out_sel, tensor_type::f32, hp.n_embd, "out_sel");
+  // Every stage splits a batch at the same tokens (logit_rows_ is counted the same way), so
+  // each sees the chunks the whole model would; only the last has logits.
   logit_rows_ = int32_t(
       std::clamp<uint64_t>(be.max_alloc_bytes() / (uint64_t(hp.n_vocab) * 4), 1, uint64_t(nb)));
-  act_.logits = be.alloc(tensor_type::f32, hp.n_vocab, logit_rows_, "logits");
-  owned_.push_back(&act_.logits);
+  if (last_) {
+    act_.logits = be.alloc(tensor_type::f32, hp.n_vocab, logit_rows_, "logits");
+    owned_.push_back(&act_.logits);
+  }
   // Per-token inputs are I32 vectors: one row of nb values.
   auto alloc_vec = [&](tensor& t, const char* name) {
     t = be.alloc(tensor_type::i32, nb, 1, name);
@@ -130,8 +140,15 @@ context::~context() {
   for (tensor* t : owned_) model_.backend().free(*t);
 }
 
-result<void> context::decode(std::span<const batch_token> batch) {
+result<void> context::decode(std::span<const batch_token> batch, std::span<const float> hidden) {
   if (batch.empty()) return error{"decode: empty batch"};
+  const size_t hidden_want = first_ ? 0 : batch.size() * size_t(n_embd_);
+  if (hidden.size() != hidden_want) {
+    return error{"decode: " + std::to_string(hidden.size()) + " hidden-state values for " +
+                 std::to_string(batch.size()) + " tokens; this stage wants " +
+                 std::to_string(hidden_want) +
+                 (first_ ? " (it embeds the tokens itself)" : " (n_embd per token)")};
+  }
   int32_t n_wanted = 0;
   for (size_t i = 0; i < batch.size(); ++i) {
     const batch_token& t = batch[i];
@@ -154,8 +171,9 @@ result<void> context::decode(std::span<const batch_token> batch) {
                  std::to_string(kv_->size()) + " are free (a longer context needs a larger --ctx)"};
   }
 
-  logits_.resize(size_t(n_wanted) * size_t(n_vocab_));
+  logits_.resize(last_ ? size_t(n_wanted) * size_t(n_vocab_) : 0);
   n_logits_ = 0;
+  hidden_out_.resize(last_ ? 0 : batch.size() * size_t(n_embd_));
   // Chunks of up to n_batch tokens, of which at most logit_rows_ want logits.
   for (size_t begin = 0, end = 0; begin < batch.size(); begin = end) {
     int32_t wanted = 0;
@@ -164,7 +182,9 @@ result<void> context::decode(std::span<const batch_token> batch) {
       if (wanted == logit_rows_) break;
       ++wanted;
     }
-    auto r = decode_chunk(batch.subspan(begin, end - begin));
+    const size_t row = begin * size_t(n_embd_);
+    auto r = decode_chunk(batch.subspan(begin, end - begin), first_ ? nullptr : hidden.data() + row,
+                          last_ ? nullptr : hidden_out_.data() + row);
     if (!r) return r;
   }
   return {};
@@ -176,7 +196,8 @@ result<void> context::warm_up() {
                  std::to_string(kv_->size() - kv_->n_free()) + " tokens"};
   }
   const batch_token t{0, 0, 0, true};  // token 0 is in every vocabulary
-  auto r = decode({&t, 1});
+  const std::vector<float> zeros(first_ ? 0 : size_t(n_embd_), 0.0f);
+  auto r = decode({&t, 1}, zeros);
   kv_->clear();
   n_logits_ = 0;
   return r;
@@ -219,7 +240,7 @@ result<void> context::seq_copy(int32_t src, int32_t dst) {
     tensor ids = fb_.tok_ids, cells = fb_.tok_cell;
     ids.ne[0] = cells.ne[0] = n;
     const tensor k = tensor_rows(act_.k, n), v = tensor_rows(act_.v, n);
-    for (int32_t l = 0; l < kv_->n_layer(); ++l) {
+    for (int32_t l = kv_->layers().first; l < kv_->layers().end; ++l) {
       be.get_rows(kv_->k(l), ids, k);
       be.kv_store(k, cells, kv_->k(l));
       be.get_rows(kv_->v(l), ids, v);
@@ -230,7 +251,8 @@ result<void> context::seq_copy(int32_t src, int32_t dst) {
   return {};
 }
 
-result<void> context::decode_chunk(std::span<const batch_token> chunk) {
+result<void> context::decode_chunk(std::span<const batch_token> chunk, const float* hidden,
+                                   float* hidden_out) {
   const int32_t n = int32_t(chunk.size());
   int32_t n_out = 0;
   for (int32_t i = 0; i < n; ++i) {
@@ -250,12 +272,15 @@ result<void> context::decode_chunk(std::span<const batch_token> chunk) {
   be.upload(fb_.tok_seq, seq_.data(), size_t(n) * 4);
   be.upload(fb_.tok_cell, cell_.data(), size_t(n) * 4);
   be.upload(fb_.out_rows, rows_.data(), size_t(n_out) * 4);
+  if (hidden) be.upload(act_.inp, hidden, size_t(n) * size_t(n_embd_) * 4);
   fb_.n_tokens = n;
-  fb_.n_outputs = n_out;
+  fb_.n_outputs = last_ ? n_out : 0;
 
   model_.arch().forward(model_, fb_);
 
-  if (n_out > 0) {
+  if (hidden_out) {
+    be.download(act_.inp, hidden_out, size_t(n) * size_t(n_embd_) * 4);
+  } else if (n_out > 0) {
     be.download(act_.logits, logits_.data() + size_t(n_logits_) * size_t(n_vocab_),
                 size_t(n_out) * size_t(n_vocab_) * 4);
     n_logits_ += n_out;

@@ -36,8 +36,9 @@ struct memory_estimate {
   uint64_t context() const { return cache + scratch; }
   uint64_t total() const { return weights + cache + scratch; }
 };
+// `layers`: a pipeline stage's share (its layers' cache; logits only for the last stage).
 memory_estimate memory_needed(const model_hparams& hp, uint64_t weight_bytes,
-                              const context_params& p);
+                              const context_params& p, layer_range layers = {});
 
 // One token of a batch: its id, its sequence and position in that sequence, and whether its
 // logits are wanted.
@@ -58,7 +59,19 @@ class context {
 
   // Runs the tokens through the model. Invalid input (token out of range, bad sequence id,
   // more tokens than free cells) is an error that leaves the context as it was.
-  result<void> decode(std::span<const batch_token> batch);
+  result<void> decode(std::span<const batch_token> batch) { return decode(batch, {}); }
+
+  // As decode(), for a model loaded as a pipeline stage (engine/layer-range.h). `hidden` is the
+  // residual stream entering the stage's first layer: batch.size() rows of n_embd F32, in batch
+  // order (empty for the first stage, which embeds the tokens' ids). A stage that is not the
+  // last computes no logits: each token's residual stream after the stage's last layer is then
+  // in hidden_out(), in batch order, for the next stage, and the `logits` flags only travel on.
+  // Split into stages that each see the same batches, a model computes exactly what it computes
+  // whole (tests/pipeline_stages_test.cpp).
+  result<void> decode(std::span<const batch_token> batch, std::span<const float> hidden);
+  // The residual stream out of a stage's last decode(): batch.size() rows of n_embd F32 (empty
+  // for the last stage).
+  std::span<const float> hidden_out() const { return hidden_out_; }
 
   // Runs one token through the model, its logits included, and forgets it, so that what the
   // backends make on a tensor's first use (the CPU's packed weight layouts, engine/cpu/
@@ -96,7 +109,8 @@ class context {
   const hearth::model& model() const { return model_; }
 
  private:
-  result<void> decode_chunk(std::span<const batch_token> chunk);
+  result<void> decode_chunk(std::span<const batch_token> chunk, const float* hidden,
+                            float* hidden_out);
 
   const hearth::model& model_;
   context_params params_;
@@ -107,6 +121,9 @@ class context {
   std::vector<tensor*> owned_;
   std::vector<float> logits_;
   int32_t n_logits_ = 0;
+  bool first_ = true, last_ = true;  // the model's range starts at layer 0 / ends at the last
+  int32_t n_embd_ = 0;
+  std::vector<float> hidden_out_;
   // Rows of act_.logits: n_batch, fewer where a batch's logits would pass the backend's largest
   // tensor (backend::max_alloc_bytes); a chunk then holds at most that many tokens wanting logits.
   int32_t logit_rows_ = 0;

@@ -4,18 +4,19 @@
 
 namespace hearth {
 
-uint64_t kv_cache::bytes_per_cell(const model_hparams& hp) {
+uint64_t kv_cache::bytes_per_cell(const model_hparams& hp, layer_range layers) {
   const uint64_t k = uint64_t(hp.n_head_kv) * uint64_t(hp.head_dim_k);
   const uint64_t v = uint64_t(hp.n_head_kv) * uint64_t(hp.head_dim_v);
-  return uint64_t(hp.n_layer) * (k + v) * 2;  // F16
+  return uint64_t(layers.resolved(hp.n_layer).size()) * (k + v) * 2;  // F16
 }
 
-kv_cache::kv_cache(hearth::backend& b, const model_hparams& hp, int32_t n_cells)
+kv_cache::kv_cache(hearth::backend& b, const model_hparams& hp, int32_t n_cells, layer_range layers)
     : backend_(b),
+      layers_(layers),
       cell_seq_(size_t(n_cells), -1),
       cell_pos_(size_t(n_cells), -1),
       n_free_(n_cells) {
-  for (int32_t l = 0; l < hp.n_layer; ++l) {
+  for (int32_t l = layers.first; l < layers.end; ++l) {
     k_.push_back(backend_.alloc(tensor_type::f16, int64_t(hp.n_head_kv) * hp.head_dim_k, n_cells,
                                 "cache_k"));
     v_.push_back(backend_.alloc(tensor_type::f16, int64_t(hp.n_head_kv) * hp.head_dim_v, n_cells,

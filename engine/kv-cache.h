@@ -14,14 +14,16 @@ namespace hearth {
 
 class kv_cache {
  public:
-  // Allocates n_cells cells of keys and values (F16) for every layer of the model.
-  kv_cache(hearth::backend& b, const model_hparams& hp, int32_t n_cells);
+  // Allocates n_cells cells of keys and values (F16) for the layers of `layers` (resolved: a
+  // pipeline stage's share, every layer of a whole model).
+  kv_cache(hearth::backend& b, const model_hparams& hp, int32_t n_cells, layer_range layers);
   ~kv_cache();
   kv_cache(const kv_cache&) = delete;
   kv_cache& operator=(const kv_cache&) = delete;
 
-  // Bytes one cell takes across all layers (for memory planning before construction).
-  static uint64_t bytes_per_cell(const model_hparams& hp);
+  // Bytes one cell takes across all layers, or those of `layers` (for memory planning before
+  // construction).
+  static uint64_t bytes_per_cell(const model_hparams& hp, layer_range layers = {});
 
   int32_t size() const { return int32_t(cell_seq_.size()); }
   int32_t n_free() const { return n_free_; }
@@ -44,17 +46,15 @@ class kv_cache {
   std::vector<int32_t> seq_cells(int32_t seq) const;
   // The position a cell holds (-1 when free).
   int32_t cell_pos(int32_t cell) const { return cell_pos_[size_t(cell)]; }
-  int32_t n_layer() const { return int32_t(k_.size()); }
+  // The layers held: k(il) and v(il) for il in [first, end).
+  const layer_range& layers() const { return layers_; }
 
   // Copies the cell metadata to the backend tensors below (after place/clear).
   void upload_cells();
 
-  const tensor& k(int32_t layer) const {
-    return k_[size_t(layer)];
-  }  // F16 [n_cells, n_head_kv*head_dim_k]
-  const tensor& v(int32_t layer) const {
-    return v_[size_t(layer)];
-  }                                                       // F16 [n_cells, n_head_kv*head_dim_v]
+  // F16 [n_cells, n_head_kv*head_dim_k] and [n_cells, n_head_kv*head_dim_v] of a held layer.
+  const tensor& k(int32_t layer) const { return k_[size_t(layer - layers_.first)]; }
+  const tensor& v(int32_t layer) const { return v_[size_t(layer - layers_.first)]; }
   const tensor& cell_seq() const { return cell_seq_t_; }  // I32 [n_cells], -1 = free
   const tensor& cell_pos() const { return cell_pos_t_; }  // I32 [n_cells]
 
@@ -62,6 +62,7 @@ class kv_cache {
   void recompute_extent();
 
   hearth::backend& backend_;
+  layer_range layers_;
   std::vector<tensor> k_, v_;
   tensor cell_seq_t_, cell_pos_t_;
   std::vector<int32_t> cell_seq_, cell_pos_;

@@ -152,7 +152,12 @@ std::unique_ptr<model> model::load(model_file file, const model_params& params) 
 
     m->backend_ = params.make_backend ? params.make_backend() : make_cpu_backend(params.n_threads);
     if (!m->backend_) fail_load("no backend to load the weights onto");
-    model_loader ld(m->file_.gguf, *m->backend_, m->weights_.parts);
+    if (const std::string bad = layer_range_check(params.layers, m->hparams_.n_layer);
+        !bad.empty()) {
+      fail_load(bad);
+    }
+    m->layers_ = params.layers.resolved(m->hparams_.n_layer);
+    model_loader ld(m->file_.gguf, *m->backend_, m->weights_.parts, m->layers_);
     m->arch_->load(ld, m->hparams_, m->weights_);
     m->weight_bytes_ = ld.bound_bytes();
 
@@ -161,15 +166,24 @@ std::unique_ptr<model> model::load(model_file file, const model_params& params) 
     // the experts its tokens are routed to resident (pages of the others stay on disk): what must
     // fit is one step's share, the same count the node budgets with (model_weights_count).
     const system_info sys = system_info_read();
-    const uint64_t resident = model_weights_counted(m->file_.gguf, m->hparams_).bytes_touched(1);
+    // A stage holds only its layers' share (bound_bytes counts what it bound; a stage of a
+    // mixture of experts is counted whole, which errs on the side of refusing).
+    const uint64_t resident =
+        m->layers_.whole(m->hparams_.n_layer)
+            ? model_weights_counted(m->file_.gguf, m->hparams_).bytes_touched(1)
+            : m->weight_bytes_;
     if (!params.make_backend && sys.mem_available > 0 && resident > sys.mem_available) {
       fail_load("the weights need " + format_bytes(resident) + " of memory but only " +
                 format_bytes(sys.mem_available) + " is available");
     }
     // Paged in ahead only when the whole file fits: a larger mixture of experts pages its experts
     // in as tokens choose them.
+    // A stage's tensors are a part of the file: they are paged in as it first runs them (a
+    // context's warm_up), not the whole file ahead.
     const bool fits = sys.mem_available == 0 || m->weight_bytes_ <= sys.mem_available;
-    if (params.progress && fits) m->file_.gguf.prefetch(params.progress);
+    if (params.progress && fits && m->layers_.whole(m->hparams_.n_layer)) {
+      m->file_.gguf.prefetch(params.progress);
+    }
   } catch (const std::exception& e) {
     throw std::runtime_error("loading model " + path + ": " + e.what());
   }

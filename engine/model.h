@@ -11,6 +11,7 @@
 
 #include "engine/backend.h"
 #include "engine/io/gguf.h"
+#include "engine/layer-range.h"
 #include "engine/model-file.h"
 #include "engine/model-hparams.h"
 #include "engine/tokenizer/vocab.h"
@@ -59,6 +60,10 @@ struct model_params {
   std::function<std::unique_ptr<backend>()> make_backend;
   // Called while weights are paged in: (bytes done, bytes total).
   std::function<void(uint64_t, uint64_t)> progress;
+  // The layers to load (a pipeline stage's share, engine/layer-range.h); by default all of them.
+  // Only their tensors are bound, with the embeddings when the range starts at layer 0 and the
+  // output norm and head when it ends at the last layer.
+  layer_range layers;
 };
 
 class architecture;
@@ -82,6 +87,9 @@ class model {
   const gguf_file& file() const { return file_.gguf; }
   hearth::backend& backend() const { return *backend_; }
   const architecture& arch() const { return *arch_; }
+  // The layers this model holds (resolved: end is a layer count); [0, n_layer) unless loaded as
+  // a pipeline stage.
+  const layer_range& layers() const { return layers_; }
   // Bytes of all weight tensors.
   uint64_t weight_bytes() const { return weight_bytes_; }
   // "q8_0" for a file mostly of that type (model_file::dominant_type).
@@ -95,6 +103,7 @@ class model {
   hearth::vocab vocab_;
   std::unique_ptr<hearth::backend> backend_;
   std::unique_ptr<architecture> arch_;
+  layer_range layers_;
   uint64_t weight_bytes_ = 0;
 };
 
@@ -102,8 +111,13 @@ class model {
 // std::runtime_error naming the tensor, the expected and the actual shape or type.
 class model_loader {
  public:
-  model_loader(const gguf_file& f, hearth::backend& b, std::deque<gguf_tensor>& parts)
-      : file_(f), backend_(b), parts_(parts) {}
+  // `layers`: the resolved range being loaded (load_layers and load_embeddings_and_output in
+  // engine/models/transformer.h bind only what it holds).
+  model_loader(const gguf_file& f, hearth::backend& b, std::deque<gguf_tensor>& parts,
+               layer_range layers)
+      : file_(f), backend_(b), parts_(parts), layers_(layers) {}
+
+  const layer_range& layers() const { return layers_; }
 
   // A weight used in matrix products: any type the backend computes with.
   tensor matrix(const std::string& name, int64_t n_in, int64_t n_out);
@@ -138,6 +152,7 @@ class model_loader {
   const gguf_file& file_;
   hearth::backend& backend_;
   std::deque<gguf_tensor>& parts_;
+  layer_range layers_;
   uint64_t bound_bytes_ = 0;
 };
 

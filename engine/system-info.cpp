@@ -33,16 +33,4 @@ system_info system_info_read() {
   return s;
 }
 
-std::string format_bytes(uint64_t bytes) {
-  char buf[32];
-  if (bytes >= (1ull << 30)) {
-    std::snprintf(buf, sizeof buf, "%.2f GiB", double(bytes) / double(1ull << 30));
-  } else if (bytes >= (1ull << 20)) {
-    std::snprintf(buf, sizeof buf, "%.1f MiB", double(bytes) / double(1ull << 20));
-  } else {
-    std::snprintf(buf, sizeof buf, "%.1f KiB", double(bytes) / 1024.0);
-  }
-  return buf;
-}
-
 }  // namespace hearth

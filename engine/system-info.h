@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include "common/format-bytes.h"  // format_bytes, which memory messages use with these
+
 namespace hearth {
 
 struct system_info {
@@ -16,8 +18,5 @@ struct system_info {
 };
 
 system_info system_info_read();
-
-// "1.23 GiB", "512.0 MiB": for messages.
-std::string format_bytes(uint64_t bytes);
 
 }  // namespace hearth

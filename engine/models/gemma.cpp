@@ -15,11 +15,10 @@ class gemma_architecture final : public architecture {
   void load(model_loader& ld, model_hparams& hp, model_weights& w) const override {
     hp.rope.neox = true;
     load_embeddings_and_output(ld, hp, w);
-    w.layers.resize(size_t(hp.n_layer));
-    for (int32_t il = 0; il < hp.n_layer; ++il) {
-      load_attention(ld, hp, il, w.layers[size_t(il)]);
-      load_ffn(ld, hp, il, w.layers[size_t(il)]);
-    }
+    load_layers(ld, hp, w, [&](int32_t il, layer_weights& l) {
+      load_attention(ld, hp, il, l);
+      load_ffn(ld, hp, il, l);
+    });
   }
 
   void forward(const model& m, forward_batch& fb) const override {

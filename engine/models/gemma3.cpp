@@ -32,7 +32,7 @@ class gemma3_architecture final : public architecture {
     hp.query_scale = 1.0f / std::sqrt(float(query_dim));
 
     load_embeddings_and_output(ld, hp, w);
-    load_layers(hp, w,
+    load_layers(ld, hp, w,
                 [&](int32_t il, layer_weights& l) { load_gemma_layer(ld, hp, il, l, true); });
   }
 

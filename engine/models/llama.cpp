@@ -16,17 +16,16 @@ class llama_architecture final : public architecture {
     hp.rope.neox = false;
     load_embeddings_and_output(ld, hp, w);
     w.rope_freqs = ld.vector_optional("rope_freqs.weight", hp.rope.n_dims / 2);
-    w.layers.resize(size_t(hp.n_layer));
-    for (int32_t il = 0; il < hp.n_layer; ++il) {
+    load_layers(ld, hp, w, [&](int32_t il, layer_weights& l) {
       // Some llama-architecture conversions carry attention biases: load_attention takes them.
-      load_attention(ld, hp, il, w.layers[size_t(il)]);
+      load_attention(ld, hp, il, l);
       // Mixtral is this architecture with experts in place of the feed-forward.
       if (hp.n_expert > 0) {
-        load_moe_ffn(ld, hp, il, w.layers[size_t(il)]);
+        load_moe_ffn(ld, hp, il, l);
       } else {
-        load_ffn(ld, hp, il, w.layers[size_t(il)]);
+        load_ffn(ld, hp, il, l);
       }
-    }
+    });
   }
 
   void forward(const model& m, forward_batch& fb) const override { forward_decoder(m, fb, {}); }

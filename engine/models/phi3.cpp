@@ -31,10 +31,8 @@ class phi3_architecture final : public architecture {
     const int64_t k_width = int64_t(hp.n_head_kv) * hp.head_dim_k;
     const int64_t v_width = int64_t(hp.n_head_kv) * hp.head_dim_v;
     const int64_t qkv = q_width + k_width + v_width;
-    w.layers.resize(size_t(hp.n_layer));
-    for (int32_t il = 0; il < hp.n_layer; ++il) {
+    load_layers(ld, hp, w, [&](int32_t il, layer_weights& l) {
       const std::string p = layer_prefix(il);
-      layer_weights& l = w.layers[size_t(il)];
       l.attn_norm = ld.vector(p + "attn_norm.weight", hp.n_embd);
       const std::string fused_qkv = p + "attn_qkv.weight";
       l.wq = ld.matrix_rows(fused_qkv, hp.n_embd, qkv, 0, q_width);
@@ -46,7 +44,7 @@ class phi3_architecture final : public architecture {
       l.ffn_gate = ld.matrix_rows(fused_up, hp.n_embd, 2 * int64_t(hp.n_ff), 0, hp.n_ff);
       l.ffn_up = ld.matrix_rows(fused_up, hp.n_embd, 2 * int64_t(hp.n_ff), hp.n_ff, hp.n_ff);
       l.ffn_down = ld.matrix(p + "ffn_down.weight", hp.n_ff, hp.n_embd);
-    }
+    });
   }
 
   void forward(const model& m, forward_batch& fb) const override { forward_decoder(m, fb, {}); }

@@ -14,7 +14,7 @@ class qwen2_architecture final : public architecture {
   void load(model_loader& ld, model_hparams& hp, model_weights& w) const override {
     hp.rope.neox = true;
     load_embeddings_and_output(ld, hp, w);
-    load_layers(hp, w, [&](int32_t il, layer_weights& l) {
+    load_layers(ld, hp, w, [&](int32_t il, layer_weights& l) {
       load_attention(ld, hp, il, l);
       const std::string p = layer_prefix(il);
       // Qwen2 always has the biases: a file without them is not a Qwen2 conversion.

@@ -24,7 +24,7 @@ class qwen3_architecture final : public architecture {
     }
     hp.rope.neox = true;
     load_embeddings_and_output(ld, hp, w);
-    load_layers(hp, w, [&](int32_t il, layer_weights& l) {
+    load_layers(ld, hp, w, [&](int32_t il, layer_weights& l) {
       load_attention(ld, hp, il, l);
       load_qk_norm(ld, hp, il, l);
       if (experts_) {

@@ -156,10 +156,14 @@ std::string layer_prefix(int32_t il) {
 }
 
 void load_embeddings_and_output(model_loader& ld, const model_hparams& hp, model_weights& w) {
-  w.tok_embd = ld.matrix("token_embd.weight", hp.n_embd, hp.n_vocab);
-  w.output_norm = ld.vector("output_norm.weight", hp.n_embd);
-  w.output = ld.matrix_optional("output.weight", hp.n_embd, hp.n_vocab);
-  if (!w.output.present()) w.output = w.tok_embd;  // tied embeddings
+  const bool first = ld.layers().has_input(), last = ld.layers().has_output(hp.n_layer);
+  if (last) {
+    w.output_norm = ld.vector("output_norm.weight", hp.n_embd);
+    w.output = ld.matrix_optional("output.weight", hp.n_embd, hp.n_vocab);
+  }
+  const bool tied = last && !w.output.present();
+  if (first || tied) w.tok_embd = ld.matrix("token_embd.weight", hp.n_embd, hp.n_vocab);
+  if (tied) w.output = w.tok_embd;
 }
 
 void load_attention(model_loader& ld, const model_hparams& hp, int32_t il, layer_weights& l) {
@@ -218,13 +222,16 @@ void forward_decoder(const model& m, forward_batch& fb, const block_style& style
   const attention_params sliding = attention_params_of(hp, true);
   const attention_params global = attention_params_of(hp, false);
 
-  be.get_rows(w.tok_embd, b.ids, b.inp);
-  name_intermediate(fb, be, b.inp, "inp_embd", -1);
-  if (style.scale_embeddings) {
-    be.scale(b.inp, std::sqrt(float(hp.n_embd)), b.inp);
-    name_intermediate(fb, be, b.inp, "inp_scaled", -1);
+  const layer_range& layers = m.layers();
+  if (layers.has_input()) {
+    be.get_rows(w.tok_embd, b.ids, b.inp);
+    name_intermediate(fb, be, b.inp, "inp_embd", -1);
+    if (style.scale_embeddings) {
+      be.scale(b.inp, std::sqrt(float(hp.n_embd)), b.inp);
+      name_intermediate(fb, be, b.inp, "inp_scaled", -1);
+    }
   }
-  for (int32_t il = 0; il < hp.n_layer; ++il) {
+  for (int32_t il = layers.first; il < layers.end; ++il) {
     const layer_weights& l = w.layers[size_t(il)];
     be.rms_norm(b.inp, l.attn_norm, hp.norm_eps, b.cur);
     name_intermediate(fb, be, b.cur, "attn_norm", il);
@@ -263,7 +270,7 @@ void forward_decoder(const model& m, forward_batch& fb, const block_style& style
     be.add(b.ffn_out, b.inp, b.inp);
     name_intermediate(fb, be, b.inp, "l_out", il);
   }
-  output_logits(m, fb, b);
+  if (layers.has_output(hp.n_layer)) output_logits(m, fb, b);
 }
 
 }  // namespace hearth

@@ -57,14 +57,20 @@ void output_logits(const model& m, const forward_batch& fb, const batch_views& b
 
 // --- loading ------------------------------------------------------------------------------
 
-// token_embd, output_norm and output (the embedding table when output.weight is absent: tied).
+// token_embd, output_norm and output (the embedding table when output.weight is absent: tied),
+// as far as the loader's layer range needs them: token_embd for the first stage (and the last
+// when tied), output_norm and output for the last.
 void load_embeddings_and_output(model_loader& ld, const model_hparams& hp, model_weights& w);
 
-// w.layers sized to hparams.n_layer, each loaded in order by load_layer(il, layer).
+// w.layers sized to hparams.n_layer; each layer of the loader's range loaded in order by
+// load_layer(il, layer), the others left absent.
 template <class LoadLayer>
-void load_layers(const model_hparams& hp, model_weights& w, const LoadLayer& load_layer) {
+void load_layers(model_loader& ld, const model_hparams& hp, model_weights& w,
+                 const LoadLayer& load_layer) {
   w.layers.resize(size_t(hp.n_layer));
-  for (int32_t il = 0; il < hp.n_layer; ++il) load_layer(il, w.layers[size_t(il)]);
+  for (int32_t il = ld.layers().first; il < ld.layers().end; ++il) {
+    load_layer(il, w.layers[size_t(il)]);
+  }
 }
 
 // Gemma 2's and Gemma 3's layer: load_attention (and load_qk_norm when `qk_norm`: Gemma 3),
@@ -96,10 +102,12 @@ struct block_style {
   bool gelu = false;              // GELU-gated feed-forward instead of SwiGLU (Gemma)
 };
 
-// The embedding lookup, then per layer: RMSNorm, self-attention, [post-attention RMSNorm],
-// residual add, RMSNorm, gated feed-forward or the experts (when the layer has a router),
+// The embedding lookup (the first stage; another reads the residual stream its context put in
+// fb.act->inp), then per layer of the model's range: RMSNorm, self-attention, [post-attention
+// RMSNorm], residual add, RMSNorm, gated feed-forward or the experts (when the layer has a router),
 // [post-feed-forward RMSNorm], residual add (the bracketed norms when the layer has those
-// weights: Gemma 2 and 3), then the output head. Which layers slide, and their rope, come from
+// weights: Gemma 2 and 3), then the output head (the last stage; another leaves the residual
+// stream in fb.act->inp). Which layers slide, and their rope, come from
 // the hyperparameters (swa_pattern, swa_freq_base).
 void forward_decoder(const model& m, forward_batch& fb, const block_style& style);
 

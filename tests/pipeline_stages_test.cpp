@@ -1,0 +1,221 @@
+// A model split into pipeline stages (engine/layer-range.h) computes exactly what it computes
+// whole: each stage loads only its layers, the residual stream goes from one stage's context to
+// the next as F32, and the last stage's logits equal the whole model's bit for bit — for the
+// prompt, and for every step of a greedy continuation — on the real stories260K model and on the
+// random-weight model of every family (dense, sliding-window, mixture of experts; F32 and
+// Q4_K_M). Also: what a stage binds, and the errors of a bad range or a wrong hidden state.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/context.h"
+#include "engine/model.h"
+#include "engine/sampler.h"
+#include "tests/testdata.h"
+
+namespace hearth {
+namespace {
+
+// One model as consecutive stages, each with its own context.
+struct pipeline {
+  std::vector<std::unique_ptr<model>> stages;
+  std::vector<std::unique_ptr<context>> contexts;
+
+  pipeline(const std::string& path, const std::vector<layer_range>& ranges,
+           const context_params& cp) {
+    for (const layer_range& r : ranges) {
+      model_params mp;
+      mp.layers = r;
+      stages.push_back(model::load(path, mp));
+      contexts.push_back(std::make_unique<context>(*stages.back(), cp));
+    }
+  }
+
+  // The batch through every stage; the last stage's logits, in batch order.
+  std::vector<float> decode(const std::vector<batch_token>& batch) {
+    std::vector<float> hidden;
+    for (auto& ctx : contexts) {
+      const auto r = ctx->decode(batch, hidden);
+      EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.message());
+      if (!r.ok()) return {};
+      const auto out = ctx->hidden_out();
+      hidden.assign(out.begin(), out.end());
+    }
+    const context& last = *contexts.back();
+    return {last.logits(0), last.logits(0) + size_t(last.n_logits()) * size_t(last.n_vocab())};
+  }
+};
+
+std::vector<float> decode_whole(context& ctx, const std::vector<batch_token>& batch) {
+  const auto r = ctx.decode(batch);
+  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.message());
+  return {ctx.logits(0), ctx.logits(0) + size_t(ctx.n_logits()) * size_t(ctx.n_vocab())};
+}
+
+// Cuts [0, n_layer) into `n` ranges as even as can be.
+std::vector<layer_range> even_split(int32_t n_layer, int32_t n) {
+  std::vector<layer_range> out;
+  for (int32_t i = 0, first = 0; i < n; ++i) {
+    const int32_t end = n_layer * (i + 1) / n;
+    out.push_back({first, end});
+    first = end;
+  }
+  return out;
+}
+
+size_t first_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) return i;
+  }
+  return a.size();
+}
+
+// Two sequences' prompts in one batch (every token's logits), then `steps` greedy steps of both
+// in one batch each: the split pipeline's logits equal the whole model's, bit for bit.
+void expect_split_exact(const std::string& path, int32_t n_stages, int32_t steps = 8) {
+  SCOPED_TRACE(path + " in " + std::to_string(n_stages) + " stages");
+  const context_params cp{.n_ctx = 256, .n_batch = 16, .n_seq_max = 2};
+  const auto whole_model = model::load(path, {});
+  const int32_t n_layer = whole_model->hparams().n_layer;
+  ASSERT_GE(n_layer, n_stages);
+  context whole(*whole_model, cp);
+  pipeline split(path, even_split(n_layer, n_stages), cp);
+
+  // 21 prompt tokens across two sequences: more than n_batch, so the batch is cut in chunks.
+  const int32_t n_vocab = whole_model->hparams().n_vocab;
+  std::vector<batch_token> batch;
+  for (int32_t i = 0; i < 12; ++i) batch.push_back({(7 + 31 * i) % n_vocab, i, 0, true});
+  for (int32_t i = 0; i < 9; ++i) batch.push_back({(3 + 17 * i) % n_vocab, i, 1, true});
+  std::vector<int32_t> next_pos = {12, 9};
+  for (int32_t step = 0; step <= steps; ++step) {
+    const auto want = decode_whole(whole, batch);
+    const auto got = split.decode(batch);
+    ASSERT_FALSE(want.empty());
+    const size_t at = first_difference(want, got);
+    ASSERT_EQ(at, want.size()) << "step " << step << ": logit " << at << " differs ("
+                               << (at < got.size() ? got[at] : 0.0f) << " split, " << want[at]
+                               << " whole)";
+    // The next batch: each sequence's greedy token from its last row.
+    const int32_t rows = int32_t(want.size() / size_t(n_vocab));
+    std::vector<batch_token> next;
+    for (int32_t seq = 0; seq < 2; ++seq) {
+      int32_t row = -1;
+      for (int32_t i = 0; i < rows; ++i) {
+        if (batch[size_t(i)].seq == seq) row = i;
+      }
+      const float* l = want.data() + size_t(row) * size_t(n_vocab);
+      const int32_t tok = int32_t(std::max_element(l, l + n_vocab) - l);
+      next.push_back({tok, next_pos[size_t(seq)]++, seq, true});
+    }
+    batch = next;
+  }
+}
+
+TEST(pipeline_stages, stories260K_split_in_two_and_three_computes_exactly_the_whole_model) {
+  const std::string path = testing::testdata_path("models/stories260K.gguf");
+  ASSERT_FALSE(path.empty());
+  expect_split_exact(path, 2, 24);
+  expect_split_exact(path, 3, 24);
+}
+
+TEST(pipeline_stages, every_family_split_computes_exactly_the_whole_model) {
+  const char* files[] = {
+      "models/synthetic/synthetic-llama-a.f32.gguf",
+      "models/synthetic/synthetic-llama-a.q4_k_m.gguf",
+      "models/synthetic/synthetic-qwen2-a.q4_0.gguf",
+      "models/synthetic/synthetic-phi3-a.q8_0.gguf",
+      "models/synthetic/synthetic-gemma-a.q6_k.gguf",
+      "models/synthetic/synthetic-gemma2-a.q4_k_m.gguf",
+      "models/synthetic2/synthetic-gemma3-a.q4_k_m.gguf",
+      "models/synthetic2/synthetic-qwen3-a.f32.gguf",
+      "models/synthetic2/synthetic-mixtral-a.q4_k_m.gguf",
+      "models/synthetic2/synthetic-qwen3moe-a.q4_k_m.gguf",
+  };
+  for (const char* f : files) {
+    const std::string path = testing::model_path(f);
+    ASSERT_FALSE(path.empty()) << f;
+    expect_split_exact(path, 2);  // these have two layers: one per stage
+  }
+}
+
+TEST(pipeline_stages, each_stage_binds_only_its_layers_and_the_ends_their_tensors) {
+  const std::string path = testing::testdata_path("models/stories260K.gguf");
+  ASSERT_FALSE(path.empty());
+  const auto whole = model::load(path, {});
+  const int32_t n_layer = whole->hparams().n_layer;
+  ASSERT_GE(n_layer, 3);
+  uint64_t sum = 0;
+  std::vector<std::unique_ptr<model>> stages;
+  for (const layer_range& r : even_split(n_layer, 3)) {
+    model_params mp;
+    mp.layers = r;
+    stages.push_back(model::load(path, mp));
+    EXPECT_EQ(stages.back()->layers(), r);
+    EXPECT_LT(stages.back()->weight_bytes(), whole->weight_bytes());
+    sum += stages.back()->weight_bytes();
+  }
+  const model_weights& first = stages.front()->weights();
+  const model_weights& middle = stages[1]->weights();
+  const model_weights& last = stages.back()->weights();
+  EXPECT_TRUE(first.tok_embd.present());
+  EXPECT_FALSE(first.output.present());
+  EXPECT_FALSE(middle.tok_embd.present());
+  EXPECT_FALSE(middle.output_norm.present());
+  EXPECT_TRUE(last.output.present());
+  EXPECT_TRUE(last.output_norm.present());
+  for (int32_t il = 0; il < n_layer; ++il) {
+    EXPECT_EQ(middle.layers[size_t(il)].wq.present(), stages[1]->layers().holds(il)) << il;
+  }
+  // Every tensor is bound by exactly one stage, but a tied embedding table by the first and
+  // the last.
+  const bool tied = whole->weights().output.data == whole->weights().tok_embd.data;
+  const uint64_t embd = whole->file().find_tensor("token_embd.weight")->n_bytes;
+  EXPECT_EQ(sum, whole->weight_bytes() + (tied ? embd : 0));
+  // A middle stage's context has no logits and a cache of its layers only.
+  const context_params cp{.n_ctx = 64};
+  EXPECT_LT(memory_needed(whole->hparams(), 0, cp, stages[1]->layers()).total(),
+            memory_needed(whole->hparams(), 0, cp).total());
+}
+
+TEST(pipeline_stages, a_bad_range_or_hidden_state_is_a_clear_error) {
+  const std::string path = testing::testdata_path("models/stories260K.gguf");
+  ASSERT_FALSE(path.empty());
+  const int32_t n_layer = model::load(path, {})->hparams().n_layer;
+  for (const layer_range r : {layer_range{2, 2}, layer_range{-1, 2}, layer_range{0, n_layer + 1},
+                              layer_range{n_layer, -1}}) {
+    model_params mp;
+    mp.layers = r;
+    try {
+      model::load(path, mp);
+      ADD_FAILURE() << "range [" << r.first << ", " << r.end << ") loaded";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("layer range"), std::string::npos) << e.what();
+    }
+  }
+  model_params mp;
+  mp.layers = {1, -1};
+  const auto second = model::load(path, mp);
+  context ctx(*second, {.n_ctx = 32});
+  const batch_token t{1, 0, 0, true};
+  // Not the first stage: it needs the residual stream, n_embd values per token.
+  auto r = ctx.decode({&t, 1});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("hidden-state"), std::string::npos) << r.message();
+  const std::vector<float> short_hidden(size_t(second->hparams().n_embd) - 1, 0.0f);
+  EXPECT_FALSE(ctx.decode({&t, 1}, short_hidden).ok());
+  EXPECT_EQ(ctx.n_free(), 32);  // nothing was placed
+  const std::vector<float> hidden(size_t(second->hparams().n_embd), 0.5f);
+  ASSERT_TRUE(ctx.decode({&t, 1}, hidden).ok());
+  EXPECT_EQ(ctx.n_logits(), 1);
+  // warm_up works on a stage as on a whole model.
+  context fresh(*second, {.n_ctx = 32});
+  EXPECT_TRUE(fresh.warm_up().ok());
+}
+
+}  // namespace
+}  // namespace hearth
