@@ -76,6 +76,7 @@ result<void> node_config_load(const std::string& path, node_config& out) {
                                         "slots",
                                         "engine",
                                         "null_tokens_per_s",
+                                        "memory_limit",
                                         "memory_budget",
                                         "threads",
                                         "ctx_per_slot",
@@ -128,7 +129,11 @@ result<void> node_config_load(const std::string& path, node_config& out) {
     if (!kind) return error{path + ": " + kind.message()};
     cfg.backend = *kind;
   }
-  for (auto r : {size_setting(*root, "memory_budget", cfg.memory_budget, path),
+  if ((*root)["memory_limit"] && (*root)["memory_budget"]) {
+    return error{path + ": memory_limit and memory_budget (its older name) are both set: keep one"};
+  }
+  for (auto r : {size_setting(*root, "memory_limit", cfg.memory_limit, path),
+                 size_setting(*root, "memory_budget", cfg.memory_limit, path),
                  size_setting(*root, "store_limit", cfg.store_limit, path),
                  size_setting(*root, "transfer_rate_limit", cfg.transfer_rate_limit, path)}) {
     if (!r) return r;

@@ -18,9 +18,12 @@ struct node_config {
   uint32_t slots = 2;               // jobs run at once (hearth up's default too)
   std::string engine = "cpu";       // cpu | null
   double null_tokens_per_s = 1000;  // null engine rate per job
-  uint64_t memory_budget = 0;       // bytes for models and contexts; 0 = what is available
-  int32_t threads = 0;              // 0 = all cores
-  int32_t ctx_per_slot = 0;         // context cells per slot; 0 = the model's (at most 4096)
+  // Bytes the node offers for models and their contexts (weights, KV cache, scratch): what it
+  // loads stays within it, and the broker plans splits of larger models within it; 0 = what is
+  // available. One machine can so play several small ones (`--memory-limit 2GiB`).
+  uint64_t memory_limit = 0;
+  int32_t threads = 0;       // 0 = all cores
+  int32_t ctx_per_slot = 0;  // context cells per slot; 0 = the model's (at most 4096)
   // Where models load: the best GPU by default (a CUDA, else a Vulkan one), else the CPU.
   gpu::backend_kind backend = gpu::backend_kind::automatic;
   int32_t device = -1;                // device index (`hearth devices`); -1: the best
@@ -58,10 +61,11 @@ struct node_config {
 std::string node_host_name();
 
 // Reads the YAML file into `cfg`. Unknown keys, wrong types and bad values are errors naming the
-// key and the file. memory_budget accepts bytes or a size such as "8GiB", "512MiB".
+// key and the file. memory_limit (memory_budget, its older name) accepts bytes or a size such as
+// "8GiB", "512MiB".
 result<void> node_config_load(const std::string& path, node_config& cfg);
 
-// "8GiB", "512 MiB", "1000000" -> bytes (memory_budget, store_limit, --store-limit).
+// "8GiB", "512 MiB", "1000000" -> bytes (memory_limit, store_limit, --memory-limit, ...).
 result<uint64_t> node_size_parse(const std::string& s);
 
 // "cpu" | "cuda" | "vulkan" | "auto" from the YAML file or a flag; the error names the values.

@@ -44,12 +44,19 @@ TEST(NodeConfig, ReadsTheBackendAndDevice) {
 TEST(NodeConfig, ReadsSizesWithUnits) {
   node_config cfg;
   ASSERT_TRUE(node_config_load(
-      testing::write_temp_file("n1.yaml", "memory_budget: 12GiB\nslots: 4\n"), cfg));
-  EXPECT_EQ(cfg.memory_budget, uint64_t(12) << 30);
+      testing::write_temp_file("n1.yaml", "memory_limit: 12GiB\nslots: 4\n"), cfg));
+  EXPECT_EQ(cfg.memory_limit, uint64_t(12) << 30);
   EXPECT_EQ(cfg.slots, 4u);
+  // memory_budget, its older name, still reads.
   ASSERT_TRUE(
       node_config_load(testing::write_temp_file("n2.yaml", "memory_budget: 512 MiB\n"), cfg));
-  EXPECT_EQ(cfg.memory_budget, uint64_t(512) << 20);
+  EXPECT_EQ(cfg.memory_limit, uint64_t(512) << 20);
+  // Both names at once: which one wins would be a guess.
+  auto r = node_config_load(
+      testing::write_temp_file("n2b.yaml", "memory_budget: 1GiB\nmemory_limit: 2GiB\n"), cfg);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.message().find("keep one"), std::string::npos) << r.message();
+  EXPECT_EQ(cfg.memory_limit, uint64_t(512) << 20);  // unchanged
 }
 
 TEST(NodeConfig, ReadsTheStore) {
@@ -71,10 +78,9 @@ TEST(NodeConfig, ReadsTheStore) {
 
 TEST(NodeConfig, BadValuesNameTheProblem) {
   node_config cfg;
-  auto r =
-      node_config_load(testing::write_temp_file("n3.yaml", "memory_budget: 12 parsecs\n"), cfg);
+  auto r = node_config_load(testing::write_temp_file("n3.yaml", "memory_limit: 12 parsecs\n"), cfg);
   ASSERT_FALSE(r);
-  EXPECT_NE(r.message().find("memory_budget"), std::string::npos) << r.message();
+  EXPECT_NE(r.message().find("memory_limit"), std::string::npos) << r.message();
   r = node_config_load(testing::write_temp_file("n4.yaml", "slots: 0\n"), cfg);
   ASSERT_FALSE(r);
   EXPECT_NE(r.message().find("slots"), std::string::npos) << r.message();

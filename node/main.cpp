@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <tuple>
 
 #include "common/daemon.h"
 #include "node/node.h"
@@ -16,7 +17,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", hearth::wire::version_line("hearth-node"));
   node_config cfg;
   std::string config_path, broker, models, name, engine, backend, log_level, broker_key, key;
-  std::string store, store_limit;
+  std::string store, store_limit, memory_limit;
   uint32_t slots = 0;
   int32_t device = -1;
   double rate = -1;
@@ -34,6 +35,9 @@ int main(int argc, char** argv) {
   app.add_option("--store", store,
                  "the model store's folder (default $HEARTH_STORE, else "
                  "~/.local/share/hearth/store)");
+  app.add_option("--memory-limit", memory_limit,
+                 "most bytes this node offers for models and their contexts, e.g. 8GiB (default: "
+                 "the memory available); the broker splits a larger model across nodes within it");
   app.add_option("--store-limit", store_limit,
                  "most bytes the model store holds, e.g. 200GiB (0: the disk); least recently used "
                  "models are evicted to stay below it");
@@ -64,13 +68,17 @@ int main(int argc, char** argv) {
   if (!models.empty()) cfg.models_dir = models;
   if (!name.empty()) cfg.name = name;
   if (!store.empty()) cfg.store = store;
-  if (!store_limit.empty()) {
-    auto limit = node_size_parse(store_limit);
-    if (!limit) {
-      std::fprintf(stderr, "hearth-node: error: --store-limit: %s\n", limit.message().c_str());
+  // Sizes: "8GiB", "512 MiB", bytes.
+  for (const auto& [flag, text, out] :
+       {std::tuple{"--memory-limit", &memory_limit, &cfg.memory_limit},
+        std::tuple{"--store-limit", &store_limit, &cfg.store_limit}}) {
+    if (text->empty()) continue;
+    auto bytes = node_size_parse(*text);
+    if (!bytes) {
+      std::fprintf(stderr, "hearth-node: error: %s: %s\n", flag, bytes.message().c_str());
       return 2;
     }
-    cfg.store_limit = *limit;
+    *out = *bytes;
   }
   if (slots != 0) cfg.slots = slots;
   if (!engine.empty()) cfg.engine = engine;

@@ -591,6 +591,7 @@ struct node_daemon::impl {
     }
     next_hardware_read = now + std::chrono::milliseconds(cfg.hardware_refresh_ms);
     wire::hardware_info h = hardware_read();
+    h.memory_limit = cfg.memory_limit;
     if (!hardware_changed(hardware, h)) return;
     hardware = std::move(h);
     send(status_now());
@@ -635,6 +636,7 @@ node_daemon::node_daemon(node_config cfg) : p_(std::make_unique<impl>()) {
   if (!keys) throw std::runtime_error(keys.message());
   p_->keys = std::move(keys).value();
   p_->cfg = std::move(cfg);
+  p_->hardware.memory_limit = p_->cfg.memory_limit;
   const auto& c = p_->cfg;
   p_->store = std::make_unique<store::model_store>(
       c.store.empty() ? store::default_store_root() : std::filesystem::path(c.store),
@@ -645,7 +647,7 @@ node_daemon::node_daemon(node_config cfg) : p_(std::make_unique<impl>()) {
         {c.models_dir, c.null_tokens_per_s, c.models_rescan_ms, store_dir, c.pinned}, p_->events);
   } else {
     p_->engine =
-        make_batch_engine({c.models_dir, c.models_rescan_ms, c.slots, c.memory_budget, c.threads,
+        make_batch_engine({c.models_dir, c.models_rescan_ms, c.slots, c.memory_limit, c.threads,
                            c.ctx_per_slot, c.backend, c.device, store_dir, c.pinned},
                           p_->events);
   }

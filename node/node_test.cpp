@@ -48,11 +48,14 @@ class node_resume_test : public ::testing::Test {
     // About 5 tokens a chunk (a chunk waits 5 ms): chunks of several tokens, so that some seqs
     // are not chunk boundaries.
     cfg.null_tokens_per_s = 1000;
+    cfg.memory_limit = uint64_t(3) << 30;
     node_ = std::make_unique<node_daemon>(cfg);
     thread_ = std::thread([this] { node_->run(stop_); });
     auto hello = broker_.wait_for<wire::node_hello>();
     ASSERT_TRUE(hello);
     EXPECT_TRUE(hello->running.empty());
+    // What the node offers, for the broker's split plans.
+    EXPECT_EQ(hello->hardware.memory_limit, uint64_t(3) << 30);
     broker_.welcome();
   }
   void TearDown() override {

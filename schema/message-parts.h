@@ -52,6 +52,9 @@ struct hardware_info {
   uint64_t memory_total = 0;      // bytes
   uint64_t memory_available = 0;  // bytes
   std::vector<gpu_info> gpus;
+  // Bytes the node offers for models and their contexts (its memory_limit); 0: no limit, what
+  // is available. The broker plans a model split across nodes within it (issue 55).
+  uint64_t memory_limit = 0;
   template <class F>
   void fields(F& f) {
     f("cpu_model", cpu_model);
@@ -59,6 +62,7 @@ struct hardware_info {
     f("memory_total", memory_total);
     f("memory_available", memory_available);
     f.optional("gpus", gpus);
+    f.optional("memory_limit", memory_limit);
   }
 };
 

@@ -38,7 +38,8 @@ inline hardware_info hardware() {
           32,
           68'719'476'736ull,
           51'539'607'552ull,
-          {gpu(), {"vulkan", "AMD Radeon RX 6600", 8'589'934'592ull, 1}}};
+          {gpu(), {"vulkan", "AMD Radeon RX 6600", 8'589'934'592ull, 1}},
+          34'359'738'368ull};  // --memory-limit 32GiB
 }
 
 inline model_info model(bool loaded) {

@@ -987,10 +987,13 @@ TEST_F(cli_cluster, a_job_whose_node_is_offline_says_why_it_waits) {
   ASSERT_EQ(shown.exit_code, 0) << shown.err;
   EXPECT_NE(shown.out.find("  waiting         " + why), std::string::npos) << shown.out;
   auto again = c_.start_node("again", c_.models("m2", {"stories260K"}), "null", 1,
-                             {"--null-tokens-per-s", "0"});
+                             {"--null-tokens-per-s", "0", "--memory-limit", "1536MiB"});
   EXPECT_EQ(sub.proc.wait(std::chrono::seconds(30)), 0) << sub.err();
   shown = run_cli("job " + std::to_string(id));
   EXPECT_EQ(shown.out.find("waiting"), std::string::npos) << shown.out;
+  // The node's --memory-limit, as `hearth nodes` shows it.
+  const auto nodes = run_cli("nodes");
+  EXPECT_NE(nodes.out.find("(limit 1.5 GiB)"), std::string::npos) << nodes.out;
 }
 
 // An offline node is listed as such, without the models it had loaded; one gone for longer than

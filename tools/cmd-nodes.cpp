@@ -88,7 +88,9 @@ int nodes(const nodes_options& o) {
         {n.name, state_text(n, now), n.engine,
          std::to_string(n.running) + "/" + std::to_string(n.slots), std::to_string(n.lost),
          or_dash(hw.cpu_model) + " (" + std::to_string(hw.cpu_threads) + " threads)",
-         format_bytes(hw.memory_total), gpus_text(hw.gpus), models_text(n.models, n.online),
+         format_bytes(hw.memory_total) +
+             (hw.memory_limit > 0 ? " (limit " + format_bytes(hw.memory_limit) + ")" : ""),
+         gpus_text(hw.gpus), models_text(n.models, n.online),
          n.online ? "now" : format_ago(n.last_seen_ms, now)});
   }
   print_table(
