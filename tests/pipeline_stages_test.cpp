@@ -17,112 +17,16 @@
 #include "engine/context.h"
 #include "engine/io/hidden-state.h"
 #include "engine/model.h"
-#include "engine/sampler.h"
+#include "tests/pipeline-stages.h"
 #include "tests/testdata.h"
 
 namespace hearth {
 namespace {
 
-// One model as consecutive stages, each with its own context.
-struct pipeline {
-  std::vector<std::unique_ptr<model>> stages;
-  std::vector<std::unique_ptr<context>> contexts;
-
-  pipeline(const std::string& path, const std::vector<layer_range>& ranges,
-           const context_params& cp) {
-    for (const layer_range& r : ranges) {
-      model_params mp;
-      mp.layers = r;
-      stages.push_back(model::load(path, mp));
-      contexts.push_back(std::make_unique<context>(*stages.back(), cp));
-    }
-  }
-
-  // The batch through every stage, the hidden states between them as `wire` encodes them; the
-  // last stage's logits, in batch order.
-  std::vector<float> decode(const std::vector<batch_token>& batch,
-                            hidden_encoding wire = hidden_encoding::f32) {
-    std::vector<float> hidden;
-    for (auto& ctx : contexts) {
-      const auto r = ctx->decode(batch, hidden);
-      EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.message());
-      if (!r.ok()) return {};
-      const auto out = ctx->hidden_out();
-      hidden.resize(out.size());
-      const int64_t n_embd = ctx->model().hparams().n_embd;
-      const auto bytes = hidden_encode(wire, out, n_embd);
-      EXPECT_TRUE(hidden_decode(wire, bytes, n_embd, hidden).ok());
-    }
-    const context& last = *contexts.back();
-    return {last.logits(0), last.logits(0) + size_t(last.n_logits()) * size_t(last.n_vocab())};
-  }
-};
-
-std::vector<float> decode_whole(context& ctx, const std::vector<batch_token>& batch) {
-  const auto r = ctx.decode(batch);
-  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.message());
-  return {ctx.logits(0), ctx.logits(0) + size_t(ctx.n_logits()) * size_t(ctx.n_vocab())};
-}
-
-// Cuts [0, n_layer) into `n` ranges as even as can be.
-std::vector<layer_range> even_split(int32_t n_layer, int32_t n) {
-  std::vector<layer_range> out;
-  for (int32_t i = 0, first = 0; i < n; ++i) {
-    const int32_t end = n_layer * (i + 1) / n;
-    out.push_back({first, end});
-    first = end;
-  }
-  return out;
-}
-
-size_t first_difference(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size()) return 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) return i;
-  }
-  return a.size();
-}
-
-// Two sequences' prompts in one batch (every token's logits), then `steps` greedy steps of both
-// in one batch each: the split pipeline's logits equal the whole model's, bit for bit.
-void expect_split_exact(const std::string& path, int32_t n_stages, int32_t steps = 8) {
-  SCOPED_TRACE(path + " in " + std::to_string(n_stages) + " stages");
-  const context_params cp{.n_ctx = 256, .n_batch = 16, .n_seq_max = 2};
-  const auto whole_model = model::load(path, {});
-  const int32_t n_layer = whole_model->hparams().n_layer;
-  ASSERT_GE(n_layer, n_stages);
-  context whole(*whole_model, cp);
-  pipeline split(path, even_split(n_layer, n_stages), cp);
-
-  // 21 prompt tokens across two sequences: more than n_batch, so the batch is cut in chunks.
-  const int32_t n_vocab = whole_model->hparams().n_vocab;
-  std::vector<batch_token> batch;
-  for (int32_t i = 0; i < 12; ++i) batch.push_back({(7 + 31 * i) % n_vocab, i, 0, true});
-  for (int32_t i = 0; i < 9; ++i) batch.push_back({(3 + 17 * i) % n_vocab, i, 1, true});
-  std::vector<int32_t> next_pos = {12, 9};
-  for (int32_t step = 0; step <= steps; ++step) {
-    const auto want = decode_whole(whole, batch);
-    const auto got = split.decode(batch);
-    ASSERT_FALSE(want.empty());
-    const size_t at = first_difference(want, got);
-    ASSERT_EQ(at, want.size()) << "step " << step << ": logit " << at << " differs ("
-                               << (at < got.size() ? got[at] : 0.0f) << " split, " << want[at]
-                               << " whole)";
-    // The next batch: each sequence's greedy token from its last row.
-    const int32_t rows = int32_t(want.size() / size_t(n_vocab));
-    std::vector<batch_token> next;
-    for (int32_t seq = 0; seq < 2; ++seq) {
-      int32_t row = -1;
-      for (int32_t i = 0; i < rows; ++i) {
-        if (batch[size_t(i)].seq == seq) row = i;
-      }
-      const float* l = want.data() + size_t(row) * size_t(n_vocab);
-      const int32_t tok = int32_t(std::max_element(l, l + n_vocab) - l);
-      next.push_back({tok, next_pos[size_t(seq)]++, seq, true});
-    }
-    batch = next;
-  }
-}
+using testing::decode_whole;
+using testing::even_split;
+using testing::expect_split_exact;
+using testing::pipeline;
 
 TEST(pipeline_stages, stories260K_split_in_two_and_three_computes_exactly_the_whole_model) {
   const std::string path = testing::testdata_path("models/stories260K.gguf");
