@@ -27,18 +27,7 @@ namespace {
 
 constexpr gpu::backend_kind k_kind = testing::device_backend_kind;
 const char* const k_backend = gpu::backend_kind_name(k_kind);
-
-// Loading on the backend's best device, from its module through the device registry; what the
-// backend throws fails the load.
-model_params on_device() {
-  model_params p;
-  p.make_backend = []() -> std::unique_ptr<backend> {
-    auto b = testing::best_device_backend();
-    if (!b) throw std::runtime_error(std::string(k_backend) + ": no device");
-    return b;
-  };
-  return p;
-}
+using testing::on_device;
 
 void require_device() {
   const std::string why = gpu::device_registry().why_no_device(k_kind);

@@ -5,9 +5,12 @@
 #pragma once
 
 #include <memory>
+#include <stdexcept>
+#include <string>
 
 #include "backends/registry.h"
 #include "engine/backend.h"
+#include "engine/model.h"
 
 namespace hearth::testing {
 
@@ -25,6 +28,20 @@ inline std::unique_ptr<backend> best_device_backend() {
   const gpu::backend_entry* e = nullptr;
   if (!gpu::device_registry().best(device_backend_kind, d, e)) return nullptr;
   return e->make(d.index);
+}
+
+// Loading on the backend's best device, from its module through the device registry; what the
+// backend throws fails the load.
+inline model_params on_device() {
+  model_params p;
+  p.make_backend = []() -> std::unique_ptr<backend> {
+    auto b = best_device_backend();
+    if (!b)
+      throw std::runtime_error(std::string(gpu::backend_kind_name(device_backend_kind)) +
+                               ": no device");
+    return b;
+  };
+  return p;
 }
 
 }  // namespace hearth::testing

@@ -17,16 +17,7 @@ namespace {
 
 constexpr gpu::backend_kind k_kind = testing::device_backend_kind;
 const char* const k_backend = gpu::backend_kind_name(k_kind);
-
-model_params on_device() {
-  model_params p;
-  p.make_backend = []() -> std::unique_ptr<backend> {
-    auto b = testing::best_device_backend();
-    if (!b) throw std::runtime_error(std::string(k_backend) + ": no device");
-    return b;
-  };
-  return p;
-}
+using testing::on_device;
 
 class pipeline_stages_device : public ::testing::Test {
  protected:
