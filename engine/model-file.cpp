@@ -96,6 +96,48 @@ model_weights_count model_weights_counted(const gguf_file& f, const model_hparam
   return c;
 }
 
+model_layer_bytes model_layer_bytes_of(const gguf_file& f, const model_hparams& hp) {
+  model_layer_bytes b;
+  b.layers.assign(size_t(std::max(hp.n_layer, 0)), 0);
+  bool tied = true;
+  uint64_t embd = 0;
+  for (const auto& t : f.tensors()) {
+    if (t.name == "token_embd.weight") {
+      embd = t.n_bytes;
+    } else if (t.name == "output_norm.weight") {
+      b.output += t.n_bytes;
+    } else if (t.name == "output.weight") {
+      b.output += t.n_bytes;
+      tied = false;
+    } else if (t.name.starts_with("blk.")) {
+      // blk.<i>.: a layer index in range, else (a malformed name) shared.
+      int64_t il = 0;
+      size_t at = 4;
+      while (at < t.name.size() && t.name[at] >= '0' && t.name[at] <= '9' && il < (1 << 20)) {
+        il = il * 10 + (t.name[at++] - '0');
+      }
+      const bool layer = at > 4 && at < t.name.size() && t.name[at] == '.' && il < hp.n_layer;
+      (layer ? b.layers[size_t(il)] : b.shared) += t.n_bytes;
+    } else {
+      b.shared += t.n_bytes;
+    }
+  }
+  b.input = embd;
+  b.tied = tied;
+  if (tied) b.output += embd;
+  return b;
+}
+
+uint64_t model_layer_bytes::stage_bytes(const layer_range& r) const {
+  const int32_t n_layer = int32_t(layers.size());
+  uint64_t sum = shared + (r.has_input() ? input : 0) + (r.has_output(n_layer) ? output : 0);
+  if (tied && r.has_input() && r.has_output(n_layer)) sum -= input;
+  for (int32_t il = std::max(r.first, 0); il < std::min(r.end, n_layer); ++il) {
+    sum += layers[size_t(il)];
+  }
+  return sum;
+}
+
 uint64_t model_weights_count::bytes_touched(int32_t n_seq) const {
   if (n_expert <= 0 || bytes_experts == 0) return bytes_other + bytes_experts;
   const int64_t used = std::min<int64_t>(n_expert, int64_t(std::max(n_seq, 1)) * n_expert_used);

@@ -11,6 +11,7 @@
 
 #include "common/result.h"
 #include "engine/io/gguf.h"
+#include "engine/layer-range.h"
 #include "engine/model-hparams.h"
 
 namespace hearth {
@@ -70,5 +71,22 @@ struct model_weights_count {
 };
 
 model_weights_count model_weights_counted(const gguf_file& f, const model_hparams& hp);
+
+// A model's weight bytes by where a pipeline split puts them (engine/layer-range.h): each layer's
+// `blk.<i>.` tensors, the token embeddings (the first stage), the output norm and head (the last
+// stage; the embedding table again when the head is tied), and the rest (rope frequencies),
+// which every stage holds. What the split planner weighs (broker/split-plan.h): a stage loaded
+// with a range binds exactly stage_bytes(range) (tests/pipeline_stages_test.cpp).
+struct model_layer_bytes {
+  std::vector<uint64_t> layers;  // by layer index
+  uint64_t input = 0;
+  uint64_t output = 0;
+  uint64_t shared = 0;
+  bool tied = false;  // `output` counts the embedding table: a whole model binds it once
+  // A resolved range's bytes.
+  uint64_t stage_bytes(const layer_range& r) const;
+};
+
+model_layer_bytes model_layer_bytes_of(const gguf_file& f, const model_hparams& hp);
 
 }  // namespace hearth

@@ -151,6 +151,40 @@ TEST(pipeline_stages, each_stage_binds_only_its_layers_and_the_ends_their_tensor
             memory_needed(whole->hparams(), 0, cp).total());
 }
 
+// model_layer_bytes_of (engine/model-file.h), what the split planner weighs, says exactly what
+// each stage binds: whole, and split in 2 (and 3 where there are layers enough), every family.
+TEST(pipeline_stages, the_layer_bytes_say_what_each_stage_binds) {
+  const char* files[] = {
+      "models/stories260K.gguf",
+      "models/synthetic/synthetic-llama-a.q4_k_m.gguf",
+      "models/synthetic/synthetic-qwen2-a.q4_0.gguf",
+      "models/synthetic/synthetic-phi3-a.q8_0.gguf",  // fused Q|K|V and gate|up: bound as parts
+      "models/synthetic/synthetic-gemma-a.q6_k.gguf",
+      "models/synthetic/synthetic-gemma2-a.q4_k_m.gguf",
+      "models/synthetic2/synthetic-gemma3-a.q4_k_m.gguf",
+      "models/synthetic2/synthetic-qwen3-a.f32.gguf",
+      "models/synthetic2/synthetic-mixtral-a.q4_k_m.gguf",
+      "models/synthetic2/synthetic-qwen3moe-a.q4_k_m.gguf",
+  };
+  for (const char* f : files) {
+    const std::string path = testing::model_path(f);
+    ASSERT_FALSE(path.empty()) << f;
+    const auto whole = model::load(path, {});
+    const int32_t n_layer = whole->hparams().n_layer;
+    const model_layer_bytes b = model_layer_bytes_of(whole->file(), whole->hparams());
+    ASSERT_EQ(b.layers.size(), size_t(n_layer)) << f;
+    EXPECT_EQ(b.stage_bytes({0, n_layer}), whole->weight_bytes()) << f;
+    for (int32_t n = 2; n <= std::min(n_layer, 3); ++n) {
+      for (const layer_range& r : even_split(n_layer, n)) {
+        model_params mp;
+        mp.layers = r;
+        EXPECT_EQ(b.stage_bytes(r), model::load(path, mp)->weight_bytes())
+            << f << " [" << r.first << ", " << r.end << ")";
+      }
+    }
+  }
+}
+
 TEST(pipeline_stages, a_bad_range_or_hidden_state_is_a_clear_error) {
   const std::string path = testing::testdata_path("models/stories260K.gguf");
   ASSERT_FALSE(path.empty());

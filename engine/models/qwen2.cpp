@@ -17,10 +17,13 @@ class qwen2_architecture final : public architecture {
     load_layers(ld, hp, w, [&](int32_t il, layer_weights& l) {
       load_attention(ld, hp, il, l);
       const std::string p = layer_prefix(il);
-      // Qwen2 always has the biases: a file without them is not a Qwen2 conversion.
-      l.bq = ld.vector(p + "attn_q.bias", int64_t(hp.n_head) * hp.head_dim_k);
-      l.bk = ld.vector(p + "attn_k.bias", int64_t(hp.n_head_kv) * hp.head_dim_k);
-      l.bv = ld.vector(p + "attn_v.bias", int64_t(hp.n_head_kv) * hp.head_dim_v);
+      // Qwen2 always has the biases: a file without them is not a Qwen2 conversion. The ones
+      // load_attention found are not bound twice (each binding counts in weight_bytes).
+      if (!l.bq.present()) l.bq = ld.vector(p + "attn_q.bias", int64_t(hp.n_head) * hp.head_dim_k);
+      if (!l.bk.present())
+        l.bk = ld.vector(p + "attn_k.bias", int64_t(hp.n_head_kv) * hp.head_dim_k);
+      if (!l.bv.present())
+        l.bv = ld.vector(p + "attn_v.bias", int64_t(hp.n_head_kv) * hp.head_dim_v);
       load_ffn(ld, hp, il, l);
     });
   }
