@@ -28,6 +28,21 @@ using testing::even_split;
 using testing::expect_split_exact;
 using testing::pipeline;
 
+// The random-weight model of every family, in types that cover the block formats and the
+// mixtures of experts; phi3's fused Q|K|V and gate|up are bound as parts.
+constexpr const char* k_family_files[] = {
+    "models/synthetic/synthetic-llama-a.f32.gguf",
+    "models/synthetic/synthetic-llama-a.q4_k_m.gguf",
+    "models/synthetic/synthetic-qwen2-a.q4_0.gguf",
+    "models/synthetic/synthetic-phi3-a.q8_0.gguf",
+    "models/synthetic/synthetic-gemma-a.q6_k.gguf",
+    "models/synthetic/synthetic-gemma2-a.q4_k_m.gguf",
+    "models/synthetic2/synthetic-gemma3-a.q4_k_m.gguf",
+    "models/synthetic2/synthetic-qwen3-a.f32.gguf",
+    "models/synthetic2/synthetic-mixtral-a.q4_k_m.gguf",
+    "models/synthetic2/synthetic-qwen3moe-a.q4_k_m.gguf",
+};
+
 TEST(pipeline_stages, stories260K_split_in_two_and_three_computes_exactly_the_whole_model) {
   const std::string path = testing::testdata_path("models/stories260K.gguf");
   ASSERT_FALSE(path.empty());
@@ -36,19 +51,7 @@ TEST(pipeline_stages, stories260K_split_in_two_and_three_computes_exactly_the_wh
 }
 
 TEST(pipeline_stages, every_family_split_computes_exactly_the_whole_model) {
-  const char* files[] = {
-      "models/synthetic/synthetic-llama-a.f32.gguf",
-      "models/synthetic/synthetic-llama-a.q4_k_m.gguf",
-      "models/synthetic/synthetic-qwen2-a.q4_0.gguf",
-      "models/synthetic/synthetic-phi3-a.q8_0.gguf",
-      "models/synthetic/synthetic-gemma-a.q6_k.gguf",
-      "models/synthetic/synthetic-gemma2-a.q4_k_m.gguf",
-      "models/synthetic2/synthetic-gemma3-a.q4_k_m.gguf",
-      "models/synthetic2/synthetic-qwen3-a.f32.gguf",
-      "models/synthetic2/synthetic-mixtral-a.q4_k_m.gguf",
-      "models/synthetic2/synthetic-qwen3moe-a.q4_k_m.gguf",
-  };
-  for (const char* f : files) {
+  for (const char* f : k_family_files) {
     const std::string path = testing::model_path(f);
     ASSERT_FALSE(path.empty()) << f;
     expect_split_exact(path, 2);  // these have two layers: one per stage
@@ -154,19 +157,9 @@ TEST(pipeline_stages, each_stage_binds_only_its_layers_and_the_ends_their_tensor
 // model_layer_bytes_of (engine/model-file.h), what the split planner weighs, says exactly what
 // each stage binds: whole, and split in 2 (and 3 where there are layers enough), every family.
 TEST(pipeline_stages, the_layer_bytes_say_what_each_stage_binds) {
-  const char* files[] = {
-      "models/stories260K.gguf",
-      "models/synthetic/synthetic-llama-a.q4_k_m.gguf",
-      "models/synthetic/synthetic-qwen2-a.q4_0.gguf",
-      "models/synthetic/synthetic-phi3-a.q8_0.gguf",  // fused Q|K|V and gate|up: bound as parts
-      "models/synthetic/synthetic-gemma-a.q6_k.gguf",
-      "models/synthetic/synthetic-gemma2-a.q4_k_m.gguf",
-      "models/synthetic2/synthetic-gemma3-a.q4_k_m.gguf",
-      "models/synthetic2/synthetic-qwen3-a.f32.gguf",
-      "models/synthetic2/synthetic-mixtral-a.q4_k_m.gguf",
-      "models/synthetic2/synthetic-qwen3moe-a.q4_k_m.gguf",
-  };
-  for (const char* f : files) {
+  std::vector<std::string> files = {"models/stories260K.gguf"};
+  files.insert(files.end(), std::begin(k_family_files), std::end(k_family_files));
+  for (const std::string& f : files) {
     const std::string path = testing::model_path(f);
     ASSERT_FALSE(path.empty()) << f;
     const auto whole = model::load(path, {});
