@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -121,6 +122,35 @@ inline void expect_split_exact(const std::string& path, int32_t n_stages, int32_
     }
     batch = next;
   }
+}
+
+// A prompt (every position's logits) and then `n` greedy tokens of sequence 0, each step's
+// token chosen from the previous step's logits: a run follows its own choices, so two runs'
+// tokens can be compared. `diff`: the largest prompt-logit difference from `want`, when given.
+struct greedy_run {
+  std::vector<float> prompt_logits;
+  std::vector<int32_t> tokens;
+  float diff = 0;
+};
+
+inline greedy_run greedy_run_of(
+    const std::function<std::vector<float>(const std::vector<batch_token>&)>& decode,
+    const std::vector<int32_t>& prompt, int32_t n_vocab, size_t n,
+    const std::vector<float>* want = nullptr) {
+  std::vector<batch_token> batch;
+  for (size_t i = 0; i < prompt.size(); ++i) batch.push_back({prompt[i], int32_t(i), 0, true});
+  greedy_run out;
+  out.prompt_logits = decode(batch);
+  for (size_t i = 0; want && i < want->size() && i < out.prompt_logits.size(); ++i) {
+    out.diff = std::max(out.diff, std::fabs(out.prompt_logits[i] - (*want)[i]));
+  }
+  std::vector<float> logits = out.prompt_logits;
+  for (int32_t pos = int32_t(prompt.size()); out.tokens.size() < n && !logits.empty(); ++pos) {
+    const float* last = logits.data() + logits.size() - size_t(n_vocab);
+    out.tokens.push_back(int32_t(std::max_element(last, last + n_vocab) - last));
+    logits = decode({{out.tokens.back(), pos, 0, true}});
+  }
+  return out;
 }
 
 }  // namespace hearth::testing

@@ -69,48 +69,30 @@ TEST(pipeline_stages, f16_and_q8_0_on_the_wire_cost_this_much) {
   const int32_t n_vocab = whole_model->hparams().n_vocab;
   const auto prompt =
       whole_model->vocab().tokenize("Once upon a time, there was a little", true, false);
-  auto run = [&](auto&& decode, float* max_diff, const std::vector<float>* want_prompt) {
-    std::vector<batch_token> batch;
-    for (size_t i = 0; i < prompt.size(); ++i) batch.push_back({prompt[i], int32_t(i), 0, true});
-    std::vector<float> logits = decode(batch);
-    if (want_prompt) {
-      for (size_t i = 0; i < logits.size(); ++i) {
-        *max_diff = std::max(*max_diff, std::fabs(logits[i] - (*want_prompt)[i]));
-      }
-    }
-    const std::vector<float> prompt_logits = logits;
-    std::vector<int32_t> tokens;
-    for (int32_t pos = int32_t(prompt.size()); tokens.size() < 40; ++pos) {
-      const float* last = logits.data() + logits.size() - size_t(n_vocab);
-      tokens.push_back(int32_t(std::max_element(last, last + n_vocab) - last));
-      logits = decode({{tokens.back(), pos, 0, true}});
-    }
-    return std::pair{prompt_logits, tokens};
-  };
   context whole(*whole_model, cp);
-  const auto [want_logits, want_tokens] = run(
-      [&](const std::vector<batch_token>& b) { return decode_whole(whole, b); }, nullptr, nullptr);
+  const auto want = testing::greedy_run_of(
+      [&](const std::vector<batch_token>& b) { return decode_whole(whole, b); }, prompt, n_vocab,
+      40);
   const auto n_layer = whole_model->hparams().n_layer;
   for (auto wire : {hidden_encoding::f32, hidden_encoding::f16, hidden_encoding::q8_0}) {
     pipeline split(path, even_split(n_layer, 3), cp);
-    float max_diff = 0;
-    const auto [got_logits, got_tokens] =
-        run([&](const std::vector<batch_token>& b) { return split.decode(b, wire); }, &max_diff,
-            &want_logits);
+    const auto got = testing::greedy_run_of(
+        [&](const std::vector<batch_token>& b) { return split.decode(b, wire); }, prompt, n_vocab,
+        40, &want.prompt_logits);
     size_t same = 0;
-    while (same < got_tokens.size() && got_tokens[same] == want_tokens[same]) ++same;
+    while (same < got.tokens.size() && got.tokens[same] == want.tokens[same]) ++same;
     std::printf(
         "wire %-4s: %2zu bytes a row, prompt logits differ by at most %.6f, first %zu of "
         "40 greedy tokens equal\n",
         std::string(hidden_encoding_name(wire)).c_str(),
-        size_t(hidden_bytes(wire, whole_model->hparams().n_embd, 1)), max_diff, same);
+        size_t(hidden_bytes(wire, whole_model->hparams().n_embd, 1)), got.diff, same);
     if (wire == hidden_encoding::f32) {
-      EXPECT_EQ(max_diff, 0.0f);
+      EXPECT_EQ(got.diff, 0.0f);
       EXPECT_EQ(same, 40u);
     } else {
       // Measured 2026-12-03; the bounds leave room, and say the error is there and small.
-      EXPECT_GT(max_diff, 0.0f);
-      EXPECT_LT(max_diff, wire == hidden_encoding::f16 ? 0.05f : 0.5f);
+      EXPECT_GT(got.diff, 0.0f);
+      EXPECT_LT(got.diff, wire == hidden_encoding::f16 ? 0.05f : 0.5f);
     }
   }
 }
