@@ -82,6 +82,25 @@ struct model_file {
   }
 };
 
+// What a pipeline split weighs of a model (issue 55; engine/model-file.h model_layer_bytes_of):
+// the broker plans stages from it (broker/split-plan.h). Empty layer_bytes: not known (an older
+// node, a Hugging Face folder).
+struct model_layout {
+  std::vector<uint64_t> layer_bytes;  // each layer's weights, by layer index
+  uint64_t input_bytes = 0;           // token embeddings (the first stage)
+  uint64_t output_bytes = 0;          // output norm and head (the last stage)
+  uint64_t shared_bytes = 0;          // what every stage holds
+  uint64_t kv_bytes_per_token = 0;    // one token's keys and values in one layer's cache
+  template <class F>
+  void fields(F& f) {
+    f("layer_bytes", layer_bytes);
+    f("input_bytes", input_bytes);
+    f("output_bytes", output_bytes);
+    f("shared_bytes", shared_bytes);
+    f("kv_bytes_per_token", kv_bytes_per_token);
+  }
+};
+
 struct model_info {
   std::string name;  // the file name without .gguf
   std::string architecture;
@@ -106,6 +125,7 @@ struct model_info {
   // "local": a file of the models directory).
   std::string source;
   bool pinned = false;  // never evicted by the store's size limit
+  model_layout layout;  // what each layer weighs, for a pipeline split
   template <class F>
   void fields(F& f) {
     f("name", name);
@@ -121,6 +141,7 @@ struct model_info {
     f.optional("files", files);
     f.optional("source", source);
     f.optional("pinned", pinned);
+    f.optional("layout", layout);
   }
 };
 
@@ -264,6 +285,39 @@ struct job_ref {
   void fields(F& f) {
     f("job_id", job_id);
     f("attempt", attempt);
+  }
+};
+
+// One stage of a pipeline (issue 55, PROTOCOL.md section 17): the node holding layers
+// [first, end) of a split model, and where its stage socket is.
+struct pipeline_stage {
+  std::string node;
+  int32_t first = 0;
+  int32_t end = 0;
+  std::string endpoint;    // "tcp://ADDRESS:PORT": its stage socket ("" in models_reply)
+  std::string public_key;  // its CURVE public key (Z85); "" for a node without keys
+  template <class F>
+  void fields(F& f) {
+    f("node", node);
+    f("first", first);
+    f("end", end);
+    f.optional("endpoint", endpoint);
+    f.optional("public_key", public_key);
+  }
+};
+
+// A change to every stage's KV cache, applied before a stage_batch's tokens, in order, so that
+// all stages' caches stay what one context's would be: "clear" (every sequence), "seq_clear"
+// (seq), "seq_truncate" (seq's positions >= arg), "seq_copy" (seq's cells into sequence arg).
+struct stage_op {
+  std::string op;
+  int32_t seq = 0;
+  int32_t arg = 0;
+  template <class F>
+  void fields(F& f) {
+    f("op", op);
+    f("seq", seq);
+    f("arg", arg);
   }
 };
 

@@ -114,6 +114,12 @@ std::string_view command_name(command c) {
       return "blob_request";
     case command::blob_chunk:
       return "blob_chunk";
+    case command::stage_assign:
+      return "stage_assign";
+    case command::stage_release:
+      return "stage_release";
+    case command::stage_batch:
+      return "stage_batch";
   }
   return "unknown";
 }
@@ -174,6 +180,9 @@ std::optional<command> command_from_byte(uint8_t b) {
     case uint8_t(command::transfers_started):
     case uint8_t(command::blob_request):
     case uint8_t(command::blob_chunk):
+    case uint8_t(command::stage_assign):
+    case uint8_t(command::stage_release):
+    case uint8_t(command::stage_batch):
       return command(b);
   }
   return std::nullopt;

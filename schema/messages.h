@@ -52,6 +52,8 @@ enum class command : uint8_t {
   model_fetch = 0x24,
   transfer_allow = 0x25,
   model_evict = 0x26,
+  stage_assign = 0x27,
+  stage_release = 0x28,
   // client -> broker
   submit = 0x40,
   watch = 0x41,
@@ -92,6 +94,8 @@ enum class command : uint8_t {
   // node <-> node, on a node's transfer socket (0x8_, PROTOCOL.md section 16.4)
   blob_request = 0x80,
   blob_chunk = 0x81,
+  // node <-> node, on a node's stage socket (PROTOCOL.md section 17)
+  stage_batch = 0x82,
 };
 
 std::string_view command_name(command c);
@@ -161,6 +165,9 @@ struct node_hello {
   // Bytes the node's model store may still take (free disk, less what its store_limit leaves);
   // 0: it keeps no store.
   uint64_t store_capacity = 0;
+  // The node's stage socket (PROTOCOL.md 17): the TCP port where the stage before it in a
+  // pipeline sends stage_batch (its CURVE key is transfer_key); 0: it runs no pipeline stages.
+  uint32_t stage_port = 0;
   template <class F>
   void fields(F& f) {
     f("version", version);
@@ -176,6 +183,7 @@ struct node_hello {
     f.optional("transfer_port", transfer_port);
     f.optional("transfer_key", transfer_key);
     f.optional("store_capacity", store_capacity);
+    f.optional("stage_port", stage_port);
   }
 };
 
@@ -341,6 +349,8 @@ struct job_assign {
   std::string prompt;                  // raw text, or
   std::vector<chat_message> messages;  // a conversation (the node applies the chat template)
   job_params params;
+  // Run it on this pipeline (stage_assign), whose last stage the node is; 0: on the whole model.
+  uint64_t pipeline_id = 0;
   template <class F>
   void fields(F& f) {
     f("job_id", job_id);
@@ -349,6 +359,7 @@ struct job_assign {
     f("prompt", prompt);
     f.optional("messages", messages);
     f("params", params);
+    f.optional("pipeline_id", pipeline_id);
   }
 };
 
@@ -447,6 +458,41 @@ struct model_evict {
   }
 };
 
+// Hold stage `index` of pipeline `pipeline_id` (PROTOCOL.md 17.1): load layers
+// [stages[index].first, stages[index].end) of `model`, take stage_batch from the stage before it
+// (the last stage for the first: the pipeline is a ring) and send what it computes to the one
+// after it (the first, from the last). The last stage runs the pipeline's jobs (job_assign with
+// its pipeline_id): it samples and streams. A later stage_assign of the same pipeline with a
+// higher version replaces it (a re-plan); the node answers nothing (its node_status says).
+struct stage_assign {
+  static constexpr command cmd = command::stage_assign;
+  uint64_t pipeline_id = 0;
+  uint32_t version = 0;
+  std::string model;
+  std::vector<pipeline_stage> stages;  // in pipeline order
+  uint32_t index = 0;                  // this node's stage
+  std::string hidden_type = "f32";     // the residual stream on the wire: "f32", "f16", "q8_0"
+  template <class F>
+  void fields(F& f) {
+    f("pipeline_id", pipeline_id);
+    f("version", version);
+    f("model", model);
+    f("stages", stages);
+    f("index", index);
+    f.optional("hidden_type", hidden_type);
+  }
+};
+
+// Drop the pipeline's stage: its context and, when nothing else uses them, its weights.
+struct stage_release {
+  static constexpr command cmd = command::stage_release;
+  uint64_t pipeline_id = 0;
+  template <class F>
+  void fields(F& f) {
+    f("pipeline_id", pipeline_id);
+  }
+};
+
 // --- node <-> node, on a node's transfer socket (PROTOCOL.md section 16.4) ---
 
 // The most bytes one blob_request may ask for: a chunk and its envelope fit max_message_bytes.
@@ -486,6 +532,47 @@ struct blob_chunk {
     f("offset", offset);
     f("length", length);
     f("size", size);
+  }
+};
+
+// --- node <-> node, on a node's stage socket (PROTOCOL.md section 17.2) ---
+
+// The most tokens one stage_batch carries (a longer decode is sent as several), and the most
+// bytes of its hidden-state frame.
+inline constexpr uint32_t max_stage_tokens = 1024;
+inline constexpr uint32_t max_stage_rows_bytes = 32 << 20;
+
+// One step of a pipeline going round its ring: the last stage sends the step's batch to the
+// first (ops and tokens, no rows); each stage applies the ops, runs the tokens through its layers
+// and sends the same batch on with the residual stream leaving its last layer, as a fourth frame
+// of tokens.size() rows of n_embd in hidden_type (engine/io/hidden-state.h); the last stage
+// computes the logits. Steps arrive in order (`step` counts them per pipeline and version).
+struct stage_batch {
+  static constexpr command cmd = command::stage_batch;
+  uint64_t pipeline_id = 0;
+  uint32_t version = 0;
+  uint64_t step = 0;
+  std::vector<stage_op> ops;
+  std::vector<int32_t> tokens;
+  std::vector<int32_t> pos;
+  std::vector<int32_t> seqs;
+  std::vector<uint8_t> logits;  // 1: the last stage keeps the token's logits
+  std::string hidden_type;  // "" : no rows (the last stage to the first), else as stage_assign's
+  uint32_t n_embd = 0;
+  std::string error;  // a stage failed the step: passed on to the last stage, nothing computed
+  template <class F>
+  void fields(F& f) {
+    f("pipeline_id", pipeline_id);
+    f("version", version);
+    f("step", step);
+    f.optional("ops", ops);
+    f("tokens", tokens);
+    f("pos", pos);
+    f("seqs", seqs);
+    f("logits", logits);
+    f.optional("hidden_type", hidden_type);
+    f.optional("n_embd", n_embd);
+    f.optional("error", error);
   }
 };
 
@@ -755,12 +842,16 @@ struct place_model {
   std::string name;
   std::string to;
   bool all = false;
+  // Split the model over these nodes, in this order (a pipeline, PROTOCOL.md 17), instead of
+  // copying it: each loads its share of the layers from its own copy of the file.
+  std::vector<std::string> split;
   template <class F>
   void fields(F& f) {
     f("request_id", request_id);
     f("name", name);
     f.optional("to", to);
     f.optional("all", all);
+    f.optional("split", split);
   }
 };
 
@@ -1036,6 +1127,7 @@ struct model_summary {
   uint64_t params_active = 0;
   std::string digest;                // model_info's ("" not known yet)
   std::vector<std::string> holders;  // online nodes whose store holds it (serving it or not)
+  std::vector<pipeline_stage> stages;  // its pipeline's stages when it runs split; else empty
   template <class F>
   void fields(F& f) {
     f("name", name);
@@ -1050,6 +1142,7 @@ struct model_summary {
     f.optional("params_active", params_active);
     f.optional("digest", digest);
     f.optional("holders", holders);
+    f.optional("stages", stages);
   }
 };
 
@@ -1303,6 +1396,8 @@ struct error_reply {
   X(model_fetch) \
   X(transfer_allow) \
   X(model_evict) \
+  X(stage_assign) \
+  X(stage_release) \
   X(submit) \
   X(watch) \
   X(cancel) \
@@ -1338,5 +1433,6 @@ struct error_reply {
   X(metrics_reply) \
   X(transfers_started) \
   X(blob_request) \
-  X(blob_chunk)
+  X(blob_chunk) \
+  X(stage_batch)
 // clang-format on

@@ -27,7 +27,7 @@ namespace {
   X(job_params) X(job_ref) X(job_summary) X(job_event) X(job_detail) X(node_loss) \
   X(node_summary) X(model_summary) X(node_skipped_models) X(metric_sample) X(metric_family) \
   X(api_key_info) X(model_file) X(transfer_peer) X(transfer_info) X(tool_call) X(token_bias) \
-  X(api_params)
+  X(api_params) X(model_layout) X(pipeline_stage) X(stage_op)
 // clang-format on
 
 template <class T>

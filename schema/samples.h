@@ -59,7 +59,15 @@ inline model_info model(bool loaded) {
       "hf:Qwen/Qwen3-30B-A3B-GGUF@0123456789abcdef0123456789abcdef01234567/"
       "Qwen3-30B-A3B-Q4_K_M.gguf";
   m.pinned = true;
+  m.layout = {{uint64_t(1) << 33, 1, 0}, 311'164'928ull, 311'164'928ull, 4096, 98'304};
   return m;
+}
+
+// The stages of a pipeline over three nodes (stage_assign, models_reply).
+inline std::vector<pipeline_stage> pipeline() {
+  return {{"gpu-box", 0, 30, "tcp://192.168.1.20:7713", "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7"},
+          {"old-box", 30, 44, "tcp://[fe80::1]:7713", ""},
+          {"pi-\xc3\xa9", 44, std::numeric_limits<int32_t>::max(), "tcp://10.0.0.3:1", "k"}};
 }
 
 // Two files of a split GGUF, digests in their wire form.
@@ -185,6 +193,7 @@ inline node_hello sample<node_hello>() {
   m.transfer_port = 5556;
   m.transfer_key = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7";
   m.store_capacity = uint64_t(1) << 40;
+  m.stage_port = 7713;
   return m;
 }
 
@@ -265,6 +274,7 @@ inline job_assign sample<job_assign>() {
   m.prompt = "Once upon a time";
   m.messages = conversation();
   m.params = params();
+  m.pipeline_id = (uint64_t(1) << 40) + 9;
   return m;
 }
 
@@ -314,6 +324,34 @@ inline blob_request sample<blob_request>() {
 template <>
 inline blob_chunk sample<blob_chunk>() {
   return {request_id, (uint64_t(1) << 40) + 4096, max_blob_chunk, (uint64_t(1) << 41) + 5};
+}
+
+template <>
+inline stage_assign sample<stage_assign>() {
+  return {(uint64_t(1) << 40) + 9, std::numeric_limits<uint32_t>::max(), "qwen3-30b-a3b-q4_k_m",
+          pipeline(), 2, "q8_0"};
+}
+
+template <>
+inline stage_release sample<stage_release>() {
+  return {(uint64_t(1) << 40) + 9};
+}
+
+template <>
+inline stage_batch sample<stage_batch>() {
+  stage_batch m;
+  m.pipeline_id = (uint64_t(1) << 40) + 9;
+  m.version = std::numeric_limits<uint32_t>::max();
+  m.step = (uint64_t(1) << 50) + 1;
+  m.ops = {{"seq_truncate", 3, 17}, {"seq_copy", 0, std::numeric_limits<int32_t>::max()}};
+  m.tokens = {1, std::numeric_limits<int32_t>::max(), 0};
+  m.pos = {0, 4095, std::numeric_limits<int32_t>::min()};
+  m.seqs = {0, 1, 2};
+  m.logits = {0, 1, 1};
+  m.hidden_type = "f16";
+  m.n_embd = 8192;
+  m.error = "stage 1 (old-box): decode failed: \xc3\xa9";
+  return m;
 }
 
 template <>
@@ -457,6 +495,7 @@ inline models_reply sample<models_reply>() {
   s.params_active = 494'032'768ull;
   s.digest = digest_a;
   s.holders = {"gpu-box", "old-box", "nas"};
+  s.stages = pipeline();
   return {request_id,
           {s},
           70000,
@@ -524,7 +563,7 @@ inline pull_model sample<pull_model>() {
 
 template <>
 inline place_model sample<place_model>() {
-  return {request_id, "m-q4", "old-box", true};
+  return {request_id, "m-q4", "old-box", true, {"gpu-box", "old-box", "pi-\xc3\xa9"}};
 }
 
 template <>
