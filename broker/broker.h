@@ -104,7 +104,9 @@ class broker {
   metrics_report report_{metrics_};  // get_metrics (metrics-report.h)
   metrics_turn turn_metrics_;        // this turn's job counts, kept once it commits
   // The live jobs and their state machine (job-table.h).
-  job_table jobs_{cfg_, *store_, out_, relay_, nodes_, turn_metrics_};
+  // Models split across nodes (pipelines.h).
+  pipeline_table pipelines_{nodes_, out_};
+  job_table jobs_{cfg_, *store_, out_, relay_, nodes_, turn_metrics_, pipelines_};
   // What nodes say about their attempts (node-attempts.h).
   node_attempts attempts_{cfg_, *store_, out_, jobs_, nodes_, relay_, turn_metrics_};
   bool turn_did_work_ = false;  // the turn handled a message or sent one (turn duration)
@@ -127,7 +129,8 @@ class broker {
   model_placement placement_{cfg_, nodes_, out_, metrics_};
   // Each message, by its command, to the part that owns it (command-dispatch.h).
   command_dispatch commands_{*store_,  out_,     storage_,  jobs_,   nodes_, attempts_,
-                             clients_, history_, api_keys_, report_, zap_,   placement_};
+                             clients_, history_, api_keys_, report_, zap_,   placement_,
+                             pipelines_};
   // The turn's timers: heartbeats, attempts, flushes, queue positions, pruning (turn-timers.h).
   turn_timers timers_{cfg_,   storage_, nodes_,   jobs_,     attempts_,
                       relay_, report_,  history_, placement_};

@@ -28,7 +28,11 @@ void command_dispatch::handle(const std::string& rid, const peer& who, wire::com
   switch (cmd) {
     case command::node_hello:
       if (auto m = decode_or_log<wire::node_hello>(body, peer_name(rid))) {
+        const std::string name = m->name;
         attempts_.on_hello(rid, who, std::move(*m));
+        // A stage's node that comes back (restarted: its stages are gone) is told them again.
+        if (const node_entry* n = nodes_.find(name); n && n->routing_id == rid)
+          pipelines_.on_hello(*n);
       } else {
         out_.send_error(rid, 0, wire::error_code::malformed, "malformed node_hello");
       }
@@ -66,14 +70,16 @@ void command_dispatch::handle(const std::string& rid, const peer& who, wire::com
       return client_request<wire::list_models>(rid, who, body, [&](auto m, const peer&) {
         std::map<std::string, uint32_t> queued;
         for (const auto& [model, q] : jobs_.queues()) queued[model] = uint32_t(q.size());
-        list_models(out_, rid, m, nodes_, queued, placement_.transfers().listing());
+        list_models(out_, rid, m, nodes_, queued, placement_.transfers().listing(), pipelines_);
       });
     case command::pull_model:
       return client_request<wire::pull_model>(
           rid, who, body, [&](auto m, const peer&) { placement_.pull(rid, m); });
     case command::place_model:
-      return client_request<wire::place_model>(
-          rid, who, body, [&](auto m, const peer&) { placement_.place(rid, m); });
+      return client_request<wire::place_model>(rid, who, body, [&](auto m, const peer&) {
+        if (!m.split.empty()) return pipelines_.place(rid, m);
+        placement_.place(rid, m);
+      });
     case command::evict_model:
       return client_request<wire::evict_model>(
           rid, who, body, [&](auto m, const peer&) { placement_.evict(rid, m); });

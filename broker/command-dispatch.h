@@ -19,6 +19,7 @@
 #include "broker/node-attempts.h"
 #include "broker/node-registry.h"
 #include "broker/peer.h"
+#include "broker/pipelines.h"
 #include "broker/storage-gate.h"
 #include "broker/turn-output.h"
 #include "broker/zap-handler.h"
@@ -32,7 +33,8 @@ class command_dispatch {
   command_dispatch(job_store& store, turn_output& out, const storage_gate& storage, job_table& jobs,
                    node_registry& nodes, node_attempts& attempts, client_sessions& clients,
                    job_history& history, api_key_service& api_keys, const metrics_report& report,
-                   const std::unique_ptr<zap_handler>& zap, model_placement& placement)
+                   const std::unique_ptr<zap_handler>& zap, model_placement& placement,
+                   pipeline_table& pipelines)
       : store_(store),
         out_(out),
         storage_(storage),
@@ -44,7 +46,8 @@ class command_dispatch {
         api_keys_(api_keys),
         report_(report),
         zap_(zap),
-        placement_(placement) {}
+        placement_(placement),
+        pipelines_(pipelines) {}
 
   // A message of `who` on connection `rid`; `node`: the node that said hello on it, if any (node
   // commands from any other connection are answered unknown_node).
@@ -71,6 +74,7 @@ class command_dispatch {
   const metrics_report& report_;
   const std::unique_ptr<zap_handler>& zap_;
   model_placement& placement_;
+  pipeline_table& pipelines_;
 };
 
 }  // namespace hearth::broker

@@ -50,7 +50,15 @@ void job_table::dispatch() {
       // A job of n choices needs a node of n slots (a smaller one would fail it as its fault);
       // until one comes the model's queue waits behind it, and says why (waiting_reason).
       const uint32_t slots = choices_of(jobs_.at(head.second).row.params);
-      node_entry* pick = best_node_for(nodes_.nodes(), model, now, window, slots);
+      node_entry* pick = nullptr;
+      if (const pipeline* p = pipelines_.of(model)) {
+        // A split model runs on its pipeline: its last stage's node, when it can take a job.
+        node_entry* d = nodes_.find(p->driver());
+        if (d && d->online && !d->quarantined(now) && d->free_credit() > 0 && d->slots >= slots)
+          pick = d;
+      } else {
+        pick = best_node_for(nodes_.nodes(), model, now, window, slots);
+      }
       if (!pick) continue;
       best = &jobs_.at(head.second);
       best_node = pick;
@@ -88,6 +96,7 @@ void job_table::assign(live_job& j, node_entry& n) {
   a.prompt = j.row.prompt;
   a.messages = j.row.messages;
   a.params = j.row.params;
+  if (const pipeline* p = pipelines_.of(j.row.model)) a.pipeline_id = p->id;
   out_.send(n.routing_id, a);
   if (!j.watchers.empty()) {
     relay_.notify(j, wire::command::job_running,

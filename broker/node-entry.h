@@ -38,6 +38,7 @@ struct node_entry {
   std::string address;
   uint32_t transfer_port = 0;
   std::string transfer_key;
+  uint32_t stage_port = 0;  // its stage socket (PROTOCOL.md 17.2; 0: it holds no stages)
   uint64_t store_capacity = 0;
   std::set<uint64_t> running;  // job ids assigned to it
   bool online = false;

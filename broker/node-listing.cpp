@@ -25,7 +25,7 @@ void list_nodes(turn_output& out, const std::string& rid, const wire::list_nodes
 
 void list_models(turn_output& out, const std::string& rid, const wire::list_models& m,
                  const node_registry& nodes, const std::map<std::string, uint32_t>& queued,
-                 std::vector<wire::transfer_info> transfers) {
+                 std::vector<wire::transfer_info> transfers, const pipeline_table& pipelines) {
   std::map<std::string, wire::model_summary> models;
   // Online nodes advertising each model with a digest, in the registry's order: the first one's
   // digest is the listed one, its holders those with the same (as listed_digest and model_holders
@@ -54,6 +54,7 @@ void list_models(turn_output& out, const std::string& rid, const wire::list_mode
       }
     }
   }
+  for (auto& [model, s] : models) s.stages = pipelines.listed_stages(model);
   for (const auto& [model, n_queued] : queued) {
     auto& s = models[model];
     s.name = model;

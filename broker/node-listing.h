@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "broker/node-registry.h"
+#include "broker/pipelines.h"
 #include "broker/turn-output.h"
 #include "schema/messages.h"
 
@@ -18,8 +19,9 @@ void list_nodes(turn_output& out, const std::string& rid, const wire::list_nodes
                 const node_registry& nodes);
 // `queued`: jobs waiting per model; `transfers`: running, then recently finished
 // (transfer-table.h).
+// `pipelines`: a split model's stages.
 void list_models(turn_output& out, const std::string& rid, const wire::list_models& m,
                  const node_registry& nodes, const std::map<std::string, uint32_t>& queued,
-                 std::vector<wire::transfer_info> transfers);
+                 std::vector<wire::transfer_info> transfers, const pipeline_table& pipelines);
 
 }  // namespace hearth::broker

@@ -33,6 +33,7 @@ node_entry* node_registry::hello(const std::string& rid, const peer& who, wire::
   n.address = who.address;
   n.transfer_port = m.transfer_port;
   n.transfer_key = m.transfer_key;
+  n.stage_port = m.stage_port;
   n.store_capacity = m.store_capacity;
   if (m.slots > cfg_.max_node_slots && m.slots != n.declared_slots) {
     spdlog::warn("node {} declares {} slots; it gets at most {} (max_node_slots)", m.name, m.slots,

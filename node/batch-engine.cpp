@@ -53,6 +53,7 @@
 #include "node/catalog-engine.h"
 #include "node/job-engine.h"
 #include "node/model-catalog.h"
+#include "node/pipeline-link.h"
 #include "schema/job-params.h"
 #include "schema/output-events.h"
 
@@ -173,6 +174,9 @@ struct batch_model {
   std::unique_ptr<model> weights;
   std::string backend;  // where it runs: "cpu", "cuda", "vulkan"
   std::unique_ptr<context> ctx;
+  // A split model's last stage (node/pipeline-link.h): the stages before it run each decode's
+  // batch first, and every cache change is made on theirs too. Null for a whole model.
+  std::shared_ptr<pipeline_link> link;
   int32_t n_ctx_per_slot = 0;
   uint64_t bytes = 0;          // file size + context memory: what it counts against the budget
   uint64_t last_used = 0;      // a tick of the engine, for least-recently-used unloading
@@ -186,6 +190,25 @@ struct batch_model {
   std::deque<std::unique_ptr<batch_attempt>> waiting;
 
   bool busy() const { return !waiting.empty() || !running.empty(); }
+  uint64_t pipeline_id() const { return link ? link->assignment().pipeline_id : 0; }
+  // The cache changes, made on every stage's cache.
+  void seq_clear(int32_t seq) {
+    ctx->seq_clear(seq);
+    if (link) link->seq_clear(seq);
+  }
+  result<void> seq_copy(int32_t src, int32_t dst) {
+    auto r = ctx->seq_copy(src, dst);
+    if (r && link) link->seq_copy(src, dst);
+    return r;
+  }
+  // decode() of the batch: through the stages before this one first, for a split model.
+  result<void> decode(std::span<const batch_token> batch) {
+    if (!link) return ctx->decode(batch);
+    const model_hparams& hp = weights->hparams();
+    auto rows = link->run(batch, uint32_t(hp.n_embd), context_params{}.n_batch);
+    if (!rows) return error{rows.message()};
+    return ctx->decode(batch, *rows);
+  }
   int32_t n_free_seqs() const {
     return int32_t(std::count(seq_used.begin(), seq_used.end(), false));
   }
@@ -225,6 +248,32 @@ class batch_engine final : public catalog_engine {
   }
 
   uint64_t prompt_tokens_decoded() const override { return prompt_tokens_decoded_.load(); }
+
+  void set_pipelines(pipeline_lookup lookup) override {
+    std::lock_guard lk(pipelines_mu_);
+    pipelines_ = std::move(lookup);
+  }
+
+  // On the stage host's thread: the catalog's entry (a snapshot) and the node's backend, as a
+  // job's load takes them, with only the stage's layers bound.
+  result<std::unique_ptr<model>> load_stage(const std::string& name, layer_range r) override {
+    const std::shared_ptr<const model_catalog> catalog = catalog_.get();
+    const model_catalog_entry* entry = catalog->find(name);
+    if (!entry) return error{"model '" + name + "' is not in this node's models directory"};
+    gpu::backend_choice choice;
+    choice.kind = plan_.backend;
+    choice.device = plan_.device;
+    choice.threads = cfg_.threads;
+    model_params mp;
+    mp.layers = r;
+    try {
+      auto loaded = gpu::load_model_on(entry->path, choice, mp);
+      if (!loaded.note.empty()) spdlog::warn("model {}: {}", name, loaded.note);
+      return std::move(loaded.model);
+    } catch (const std::exception& e) {
+      return error{e.what()};
+    }
+  }
 
   void submit(const wire::job_assign& job) override {
     {
@@ -296,7 +345,7 @@ class batch_engine final : public catalog_engine {
               std::string_view reason, std::string error = {}) {
     for (auto& c : a->choices) {
       if (c->seq < 0) continue;
-      cm.ctx->seq_clear(c->seq);
+      cm.seq_clear(c->seq);
       cm.seq_used[size_t(c->seq)] = false;
       c->seq = -1;
     }
@@ -442,9 +491,11 @@ class batch_engine final : public catalog_engine {
 
   // The loaded model of that catalog entry, loading it first if needed; nullptr and `error` set
   // when it cannot be loaded.
-  batch_model* ensure_loaded(const model_catalog_entry& entry, std::string& error) {
+  // `link`: the model's last stage of that pipeline, not the whole model.
+  batch_model* ensure_loaded(const model_catalog_entry& entry, std::string& error,
+                             const std::shared_ptr<pipeline_link>& link = nullptr) {
     for (auto& cm : models_) {
-      if (cm->name != entry.info.name) continue;
+      if (cm->name != entry.info.name || cm->link != link) continue;
       if (const std::string why = file_changed(*cm); !why.empty()) {
         fail_changed(*cm, why);
       } else if (cm->file->replaced() && !cm->busy()) {
@@ -463,6 +514,7 @@ class batch_engine final : public catalog_engine {
     cm->name = entry.info.name;
     cm->path = entry.path;
     cm->file = std::make_unique<model_file_watch>(entry.path);
+    cm->link = link;
     int32_t fitted_ctx = 0;  // what the device has room for, when less than the default
     try {
       gpu::backend_choice choice;
@@ -475,9 +527,11 @@ class batch_engine final : public catalog_engine {
       // before knowing whether the model fits. The file is the catalog's handle while it is the
       // file the scan read (the same size and time as the one the watch holds open), so a load
       // opens it once; one changed since the scan is opened again, as it now is.
+      model_params mp;
+      if (link) mp.layers = link->range();
       auto loaded = entry.file && entry.stamp != 0 && cm->file->open_stamp() == entry.stamp
-                        ? gpu::load_model_on(*entry.file, choice)
-                        : gpu::load_model_on(entry.path, choice);
+                        ? gpu::load_model_on(*entry.file, choice, mp)
+                        : gpu::load_model_on(entry.path, choice, mp);
       if (!loaded.note.empty()) spdlog::warn("model {}: {}", cm->name, loaded.note);
       cm->backend = loaded.backend;
       cm->weights = std::move(loaded.model);
@@ -498,8 +552,10 @@ class batch_engine final : public catalog_engine {
     }
     const context_params cp =
         gpu::device_context_params(hp, cm->n_ctx_per_slot, int32_t(cfg_.slots));
-    cm->bytes = model_memory_budgeted(model_weights_counted(cm->weights->file(), hp),
-                                      cm->backend == "cpu", hp, cp);
+    // A stage counts what it binds: its layers' weights and cache.
+    cm->bytes = link ? memory_needed(hp, cm->weights->weight_bytes(), cp, link->range()).total()
+                     : model_memory_budgeted(model_weights_counted(cm->weights->file(), hp),
+                                             cm->backend == "cpu", hp, cp);
     error = make_room(cm->name, cm->bytes);
     if (!error.empty()) return nullptr;
     try {
@@ -518,6 +574,10 @@ class batch_engine final : public catalog_engine {
     const double warm_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - warm_start).count();
     cm->seq_used.assign(cfg_.slots, false);
+    if (link) {
+      link->open(int32_t(cfg_.slots), cm->n_ctx_per_slot);
+      spdlog::info("model {}: {}", cm->name, link->describe());
+    }
     spdlog::info("loaded model {} on {} ({} slots of {} tokens, {}; warm-up {:.2f} s)", cm->name,
                  cm->backend, cfg_.slots, cm->n_ctx_per_slot, format_bytes(cm->bytes), warm_s);
     models_.push_back(std::move(cm));
@@ -565,10 +625,27 @@ class batch_engine final : public catalog_engine {
                                     std::to_string(job.job_id) + " is already running");
     }
 
+    std::shared_ptr<pipeline_link> link;
+    if (job.pipeline_id != 0) {
+      pipeline_lookup lookup;
+      {
+        std::lock_guard lk(pipelines_mu_);
+        lookup = pipelines_;
+      }
+      link = lookup ? lookup(job.pipeline_id) : nullptr;
+      if (!link) {
+        return report_failed(
+            ref, "this node holds no last stage of pipeline " + std::to_string(job.pipeline_id));
+      }
+      if (link->assignment().model != job.model) {
+        return report_failed(ref, "pipeline " + std::to_string(job.pipeline_id) + " runs model '" +
+                                      link->assignment().model + "', not '" + job.model + "'");
+      }
+    }
     std::string error;
     const uint64_t loads_before = loads_;
     const auto t_load = clock::now();
-    batch_model* cm = ensure_loaded(*entry, error);
+    batch_model* cm = ensure_loaded(*entry, error, link);
     if (!cm) return report_failed(ref, error);
     const double load_ms = loads_ != loads_before ? ms_since(t_load, clock::now()) : 0;
     cm->last_used = ++tick_;
@@ -838,7 +915,7 @@ class batch_engine final : public catalog_engine {
     e.kind = wire::output_event_kind::finish;
     e.text = finish_reason_of(c);
     a.step_lines += wire::output_event_line(e);
-    cm.ctx->seq_clear(c.seq);
+    cm.seq_clear(c.seq);
     cm.seq_used[size_t(c.seq)] = false;
     c.seq = -1;
     c.ended = true;
@@ -881,7 +958,7 @@ class batch_engine final : public catalog_engine {
 
     const auto t0 = clock::now();
     const uint64_t faults = mapped_file_faults();
-    auto r = cm.ctx->decode(batch_);
+    auto r = cm.decode(batch_);
     // Checked after the pass that read the weights: a change during it shows here, before any
     // of its tokens is streamed. A read that faulted without a change to see (an I/O error, or
     // the file put back as it was) read zeros all the same.
@@ -892,7 +969,11 @@ class batch_engine final : public catalog_engine {
                                   "model is unloaded and read again for the next job");
     }
     if (!r) {
-      return finish_all_running(cm, wire::job_state::failed, "", "decoding failed: " + r.message());
+      finish_all_running(cm, wire::job_state::failed, "", "decoding failed: " + r.message());
+      // A pipeline's step that failed leaves the other stages' caches unknown: the model's last
+      // stage is loaded again, with a fresh link, for the next job.
+      if (cm.link) unload(cm);
+      return;
     }
     const auto t1 = clock::now();
     std::vector<const batch_attempt*> ended;
@@ -906,7 +987,7 @@ class batch_engine final : public catalog_engine {
         std::string copy_error;
         for (size_t i = 1; i < a.choices.size() && copy_error.empty(); ++i) {
           batch_choice& c = *a.choices[i];
-          if (auto k = cm.ctx->seq_copy(c0.seq, c.seq); !k) {
+          if (auto k = cm.seq_copy(c0.seq, c.seq); !k) {
             copy_error = "copying the prompt to choice " + std::to_string(i) + ": " + k.message();
           } else {
             c.gen->prompt_copied();
@@ -1009,6 +1090,9 @@ class batch_engine final : public catalog_engine {
 
   mutable std::mutex loaded_mu_;
   std::set<std::string> loaded_names_;
+
+  std::mutex pipelines_mu_;
+  pipeline_lookup pipelines_;
 
   // Worker state (read by stop() only after the worker has joined).
   std::vector<std::unique_ptr<batch_model>> models_;

@@ -94,7 +94,9 @@ result<void> node_config_load(const std::string& path, node_config& out) {
                                         "transfer_port",
                                         "transfer_bind",
                                         "transfer_rate_limit",
-                                        "transfer_max_copies"});
+                                        "transfer_max_copies",
+                                        "stage_port",
+                                        "stage_bind"});
   if (!root) return root.err();
   node_config cfg = out;
   for (auto r : {yaml_setting(*root, "broker", cfg.broker, path),
@@ -116,7 +118,9 @@ result<void> node_config_load(const std::string& path, node_config& out) {
                  yaml_setting(*root, "pinned", cfg.pinned, path),
                  yaml_setting(*root, "transfer_port", cfg.transfer_port, path),
                  yaml_setting(*root, "transfer_bind", cfg.transfer_bind, path),
-                 yaml_setting(*root, "transfer_max_copies", cfg.transfer_max_copies, path)}) {
+                 yaml_setting(*root, "transfer_max_copies", cfg.transfer_max_copies, path),
+                 yaml_setting(*root, "stage_port", cfg.stage_port, path),
+                 yaml_setting(*root, "stage_bind", cfg.stage_bind, path)}) {
     if (!r) return r;
   }
   if ((*root)["broker_key"]) cfg.broker_key = path_beside(path, cfg.broker_key);
@@ -156,6 +160,7 @@ result<void> node_config_check(const node_config& cfg) {
   if (cfg.threads < 0) return error{"threads must not be negative"};
   if (cfg.ctx_per_slot < 0) return error{"ctx_per_slot must not be negative"};
   if (cfg.transfer_port > 65535) return error{"transfer_port must be a TCP port, or 0 for none"};
+  if (cfg.stage_port > 65535) return error{"stage_port must be a TCP port, or 0 for none"};
   for (const auto& name : cfg.pinned)
     if (!store::model_name_valid(name)) return error{"pinned: '" + name + "' is not a model name"};
   if (cfg.transfer_max_copies < 1) return error{"transfer_max_copies must be at least 1"};

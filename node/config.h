@@ -55,6 +55,11 @@ struct node_config {
   std::string transfer_bind = "0.0.0.0";
   uint64_t transfer_rate_limit = 0;
   uint32_t transfer_max_copies = 4;
+  // The stage socket where the stage before this node's in a pipeline sends each step of a split
+  // model (PROTOCOL.md 17.2): its TCP port (0: off, the node holds no stages; a port in use:
+  // logged, and a free one taken) and address.
+  uint32_t stage_port = 7713;
+  std::string stage_bind = "0.0.0.0";
 };
 
 // This machine's host name: a node's name when its configuration names none.

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -17,11 +18,17 @@
 #include <vector>
 
 #include "backends/device.h"
+#include "common/result.h"
 #include "engine/context.h"
+#include "engine/layer-range.h"
 #include "engine/model-file.h"
 #include "schema/messages.h"
 
 namespace hearth::node {
+
+class pipeline_link;
+// The link of a pipeline whose last stage the node holds (node/stage-host.h), or null.
+using pipeline_lookup = std::function<std::shared_ptr<pipeline_link>(uint64_t pipeline_id)>;
 
 // Progress of attempts, reported by the engine from its own threads.
 class job_sink {
@@ -89,6 +96,15 @@ class job_engine {
   virtual bool hide_model(std::string_view name) {
     (void)name;
     return false;
+  }
+  // Pipelines (schema/PROTOCOL.md 17). Where the engine finds the link of a job_assign's
+  // pipeline_id; set once, before the first job. An engine without it fails such jobs.
+  virtual void set_pipelines(pipeline_lookup lookup) { (void)lookup; }
+  // Layers `r` of a model it serves, loaded as a stage that is not the last (the stage host
+  // computes with it); any thread.
+  virtual result<std::unique_ptr<model>> load_stage(const std::string& name, layer_range r) {
+    (void)r;
+    return error{"this node's engine cannot hold a stage of model '" + name + "'"};
   }
 };
 

@@ -56,6 +56,16 @@ result<wire::model_info> model_info_read(const model_file& f) {
   const model_weights_count count = model_weights_counted(f.gguf, f.hparams);
   info.params_total = count.params_total;
   info.params_active = count.params_active;
+  // What a pipeline split weighs (PROTOCOL.md 17): the planner's input.
+  const model_layer_bytes lb = model_layer_bytes_of(f.gguf, f.hparams);
+  info.layout.layer_bytes = lb.layers;
+  info.layout.input_bytes = lb.input;
+  info.layout.output_bytes = lb.output;
+  info.layout.shared_bytes = lb.shared;
+  // F16 keys and values (engine/kv-cache.h).
+  info.layout.kv_bytes_per_token =
+      uint64_t(std::max(f.hparams.n_head_kv, 0)) *
+      uint64_t(std::max(f.hparams.head_dim_k, 0) + std::max(f.hparams.head_dim_v, 0)) * 2;
   return info;
 }
 

@@ -15,6 +15,7 @@
 
 #include "node/attempt-journal.h"
 #include "node/hardware.h"
+#include "node/stage-host.h"
 #include "node/transfer-runner.h"
 #include "node/transfer-server.h"
 #include "pull/pull.h"
@@ -239,6 +240,32 @@ struct node_daemon::impl {
   std::unique_ptr<store::model_store> store;
   std::unique_ptr<transfer_server> transfers_out;
   std::unique_ptr<transfer_runner> transfers_in;
+  // The stage socket and this node's pipeline stages (PROTOCOL.md 17; null when stage_port is 0
+  // or no port could be bound). Before the engine goes: its loader is the engine's.
+  std::unique_ptr<stage_host> stages;
+
+  void start_stages() {
+    if (cfg.stage_port == 0) return;
+    stage_host_options o;
+    o.key = keys.own;
+    o.memory_limit = cfg.memory_limit;
+    auto load = [en = engine.get()](const std::string& name, layer_range r) {
+      return en->load_stage(name, r);
+    };
+    const std::string wanted = "tcp://" + cfg.stage_bind + ":" + std::to_string(cfg.stage_port);
+    for (const std::string& endpoint : {wanted, "tcp://" + cfg.stage_bind + ":*"}) {
+      o.endpoint = endpoint;
+      try {
+        stages = std::make_unique<stage_host>(o, load);
+        spdlog::info("pipeline stages on port {}", stages->port());
+        break;
+      } catch (const std::exception& e) {
+        spdlog::warn("{}", e.what());
+      }
+    }
+    if (!stages) return spdlog::warn("this node holds no pipeline stages");
+    engine->set_pipelines([st = stages.get()](uint64_t id) { return st->driver(id); });
+  }
 
   // The one place the session's state changes, with what entering each state does. Refused is
   // final: what the broker sends after it changes nothing.
@@ -334,6 +361,7 @@ struct node_daemon::impl {
       h.transfer_key = transfers_out->public_key();
     }
     h.store_capacity = store_capacity();
+    if (stages) h.stage_port = stages->port();
     send(h);
     last_heard = net::steady::now();
     enter(session_state::registering);
@@ -501,6 +529,22 @@ struct node_daemon::impl {
         transfers_out->allow(*m);
         return;
       }
+      case wire::command::stage_assign: {
+        auto m = wire::decode<wire::stage_assign>(env.env.body);
+        if (!m) return spdlog::warn("dropped a malformed stage_assign: {}", m.message());
+        if (!stages) {
+          return spdlog::warn("pipeline {}: a stage assigned, but this node holds no stages",
+                              m->pipeline_id);
+        }
+        stages->assign(*m);
+        return;
+      }
+      case wire::command::stage_release: {
+        auto m = wire::decode<wire::stage_release>(env.env.body);
+        if (!m) return spdlog::warn("dropped a malformed stage_release: {}", m.message());
+        if (stages) stages->release(m->pipeline_id);
+        return;
+      }
       case wire::command::model_evict: {
         auto m = wire::decode<wire::model_evict>(env.env.body);
         if (!m) return spdlog::warn("dropped a malformed model_evict: {}", m.message());
@@ -652,6 +696,7 @@ node_daemon::node_daemon(node_config cfg) : p_(std::make_unique<impl>()) {
                           p_->events);
   }
   p_->start_transfers();
+  p_->start_stages();
 }
 
 node_daemon::~node_daemon() = default;

@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "schema/codec.h"
+#include "schema/zap-any-key.h"
 #include "schema/zmq-io.h"
 
 namespace hearth::node {
@@ -24,10 +25,6 @@ constexpr size_t k_open_files = 32;
 constexpr auto k_file_idle = std::chrono::seconds(30);
 // How often the loop looks at the stop flag and the idle files.
 constexpr auto k_server_tick = std::chrono::milliseconds(50);
-
-std::string frame_text(const zmq::message_t& m) {
-  return std::string(static_cast<const char*>(m.data()), m.size());
-}
 
 }  // namespace
 
@@ -45,9 +42,7 @@ transfer_server::transfer_server(transfer_server_options opts, blob_locator loca
   auto& s = *socks_;
   if (!opts_.key.public_key.empty()) {
     // The ZAP handler must be bound before the ROUTER accepts its first connection.
-    s.zap.emplace(s.ctx, zmq::socket_type::rep);
-    s.zap->set(zmq::sockopt::linger, 0);
-    s.zap->bind("inproc://zeromq.zap.01");
+    s.zap.emplace(net::zap_bind(s.ctx));
     s.router.set(zmq::sockopt::curve_server, 1);
     s.router.set(zmq::sockopt::curve_secretkey, opts_.key.secret_key);
     s.router.set(zmq::sockopt::zap_domain, "hearth-transfer");
@@ -95,36 +90,8 @@ void transfer_server::serve() {
       zmq::pollitem_t{s.zap ? s.zap->handle() : nullptr, 0, ZMQ_POLLIN, 0}};
   while (!stop_.load()) {
     net::poll(items.data(), s.zap ? 2 : 1, k_server_tick);
-    // ZAP (RFC 27): any CURVE key may connect (the handshake proves it holds the key); the key
-    // becomes the User-Id every request carries, and the tickets decide what it may read.
-    for (int i = 0; s.zap && i < 64; ++i) {
-      std::vector<zmq::message_t> req;
-      zmq::message_t part;
-      if (!net::recv_part(*s.zap, part, zmq::recv_flags::dontwait)) break;
-      while (true) {
-        const bool more = part.more();
-        req.push_back(std::move(part));
-        if (!more || req.size() > 16) break;
-        part = zmq::message_t();
-        (void)net::recv_part(*s.zap, part, zmq::recv_flags::none);
-      }
-      std::string status = "400", user_id;
-      if (req.size() >= 7 && frame_text(req[0]) == "1.0" && frame_text(req[5]) == "CURVE" &&
-          req[6].size() == 32) {
-        std::array<char, 41> z85{};
-        zmq_z85_encode(z85.data(), static_cast<const uint8_t*>(req[6].data()), 32);
-        user_id.assign(z85.data(), 40);
-        status = "200";
-      }
-      const std::string version = "1.0", id = req.size() > 1 ? frame_text(req[1]) : "";
-      const std::string text = status == "200" ? "OK" : "CURVE only";
-      net::send_part(*s.zap, zmq::buffer(version), zmq::send_flags::sndmore);
-      net::send_part(*s.zap, zmq::buffer(id), zmq::send_flags::sndmore);
-      net::send_part(*s.zap, zmq::buffer(status), zmq::send_flags::sndmore);
-      net::send_part(*s.zap, zmq::buffer(text), zmq::send_flags::sndmore);
-      net::send_part(*s.zap, zmq::buffer(user_id), zmq::send_flags::sndmore);
-      net::send_part(*s.zap, zmq::const_buffer(), zmq::send_flags::none);
-    }
+    // Any CURVE key may connect; the tickets decide what it may read.
+    if (s.zap) net::zap_answer_any_curve_key(*s.zap);
     // A bounded number per pass, so that ZAP requests and the stop flag are looked at often.
     for (int i = 0; i < 256; ++i) {
       auto msg = net::try_recv(s.router, true);

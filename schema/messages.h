@@ -1125,8 +1125,8 @@ struct model_summary {
   uint32_t queued = 0;                 // jobs waiting for it
   uint64_t params_total = 0;           // model_info's; 0: unknown
   uint64_t params_active = 0;
-  std::string digest;                // model_info's ("" not known yet)
-  std::vector<std::string> holders;  // online nodes whose store holds it (serving it or not)
+  std::string digest;                  // model_info's ("" not known yet)
+  std::vector<std::string> holders;    // online nodes whose store holds it (serving it or not)
   std::vector<pipeline_stage> stages;  // its pipeline's stages when it runs split; else empty
   template <class F>
   void fields(F& f) {

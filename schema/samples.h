@@ -328,8 +328,12 @@ inline blob_chunk sample<blob_chunk>() {
 
 template <>
 inline stage_assign sample<stage_assign>() {
-  return {(uint64_t(1) << 40) + 9, std::numeric_limits<uint32_t>::max(), "qwen3-30b-a3b-q4_k_m",
-          pipeline(), 2, "q8_0"};
+  return {(uint64_t(1) << 40) + 9,
+          std::numeric_limits<uint32_t>::max(),
+          "qwen3-30b-a3b-q4_k_m",
+          pipeline(),
+          2,
+          "q8_0"};
 }
 
 template <>

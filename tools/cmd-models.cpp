@@ -1,8 +1,9 @@
 // hearth models: the models the nodes serve, where they are loaded, which nodes hold them (by
 // digest), their queues and the transfers of models onto nodes; with --all also the files of the
 // nodes' models directories that they skipped, and why. `hearth models place NAME --to NODE|--all`
-// copies a model from the nodes holding it, `hearth models evict NAME --from NODE` removes it
-// (admin keys; schema/PROTOCOL.md section 16).
+// copies a model from the nodes holding it, `hearth models place NAME --split A,B,...` splits it
+// over those nodes as a pipeline (each holds a range of its layers), `hearth models evict NAME
+// --from NODE` removes it (admin keys; schema/PROTOCOL.md sections 16 and 17).
 #include <algorithm>
 #include <cstdio>
 
@@ -21,6 +22,7 @@ struct models_options {
   std::string name, to, from;
   bool place_all = false;
   bool no_wait = false;
+  std::vector<std::string> split;
 };
 
 // "sha256:9f86d081884c": enough of a digest to tell models apart; "-" while not hashed.
@@ -42,6 +44,16 @@ std::string nodes_text(const wire::model_summary& m) {
     s += (s.empty() ? "" : ", ") + n + (loaded ? "*" : "");
   }
   return or_dash(s);
+}
+
+// A split model's stages: "a 0-11, b 11-22"; "" when it runs whole.
+std::string stages_text(const wire::model_summary& m) {
+  std::string s;
+  for (const auto& st : m.stages) {
+    s += (s.empty() ? "" : ", ") + st.node + " " + std::to_string(st.first) + "-" +
+         std::to_string(st.end);
+  }
+  return s;
 }
 
 // A parameter count as models are named: "494.0M", "30.5B".
@@ -91,6 +103,13 @@ int models(const models_options& o) {
         {"NAME", "ARCH", "QUANT", "SIZE", "PARAMS", "CTX", "DIGEST", "NODES", "HOLDERS", "QUEUED"},
         rows);
   }
+  bool split_header = false;
+  for (const auto& m : reply.models) {
+    if (m.stages.empty()) continue;
+    if (!split_header) std::printf("\nsplit models (node and layers of each stage, in order):\n");
+    split_header = true;
+    std::printf("  %s: %s\n", m.name.c_str(), stages_text(m).c_str());
+  }
   if (!reply.transfers.empty()) {
     std::printf("\ntransfers:\n");
     for (const auto& t : reply.transfers) std::printf("  %s\n", transfer_text(t).c_str());
@@ -113,6 +132,16 @@ int models(const models_options& o) {
 
 int place(const models_options& o) {
   broker_client client(o.broker);
+  if (!o.split.empty()) {
+    wire::place_model m{0, o.name, "", false};
+    m.split = o.split;
+    client.request<wire::ok>(m);
+    std::string nodes;
+    for (const auto& n : o.split) nodes += (nodes.empty() ? "" : ", ") + n;
+    std::printf("split %s over %s (hearth models shows the stages)\n", o.name.c_str(),
+                nodes.c_str());
+    return 0;
+  }
   const auto started =
       client.request<wire::transfers_started>(wire::place_model{0, o.name, o.to, o.place_all});
   if (started.transfers.empty()) {
@@ -163,8 +192,17 @@ action add_models(CLI::App& app) {
       "that lacks it and can hold it, over the LAN (admin key needed)");
   place_cmd->add_option("name", o->name, "The model")->required();
   auto* to = place_cmd->add_option("--to", o->to, "The node to copy it onto");
-  place_cmd->add_flag("--all", o->place_all, "Onto every online node that lacks it and can hold it")
-      ->excludes(to);
+  auto* all =
+      place_cmd
+          ->add_flag("--all", o->place_all, "Onto every online node that lacks it and can hold it")
+          ->excludes(to);
+  place_cmd
+      ->add_option("--split", o->split,
+                   "Split it over these nodes, in this order, as a pipeline: each holds a range of "
+                   "its layers from its own copy (NODE,NODE,...)")
+      ->delimiter(',')
+      ->excludes(to)
+      ->excludes(all);
   place_cmd->add_flag("--no-wait", o->no_wait, "Print the transfers started and return");
   place_cmd->add_flag("--json", o->json, "The transfers as JSON");
   add_broker_options(place_cmd, o->broker);
@@ -176,8 +214,8 @@ action add_models(CLI::App& app) {
   return [o, place_cmd, evict_cmd] {
     if (evict_cmd->parsed()) return evict(*o);
     if (!place_cmd->parsed()) return models(*o);
-    if (o->to.empty() && !o->place_all) {
-      std::fprintf(stderr, "hearth models place: --to NODE or --all is needed\n");
+    if (o->to.empty() && !o->place_all && o->split.empty()) {
+      std::fprintf(stderr, "hearth models place: --to NODE, --all or --split NODES is needed\n");
       return 2;
     }
     return place(*o);

@@ -1,0 +1,171 @@
+#include "broker/pipelines.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "broker/model-holders.h"
+
+namespace hearth::broker {
+namespace {
+
+// Where a node's stage socket is reached: on the address its connection to the broker comes from.
+std::string stage_endpoint(const node_entry& n) {
+  std::string host = n.address.empty() ? "127.0.0.1" : n.address;
+  if (host.find(':') != std::string::npos) host = "[" + host + "]";
+  return "tcp://" + host + ":" + std::to_string(n.stage_port);
+}
+
+// What a node offers for models: its memory limit, else its available memory.
+uint64_t node_capacity(const node_entry& n) {
+  return n.hardware.memory_limit > 0 ? n.hardware.memory_limit : n.hardware.memory_available;
+}
+
+}  // namespace
+
+std::vector<std::pair<int32_t, int32_t>> split_layers(const std::vector<uint64_t>& layer_bytes,
+                                                      const std::vector<uint64_t>& capacity) {
+  const size_t n_layer = layer_bytes.size(), n_stage = capacity.size();
+  if (n_stage == 0 || n_stage > n_layer) return {};
+  const double total_cap = std::accumulate(capacity.begin(), capacity.end(), 0.0);
+  const double total_bytes = std::accumulate(layer_bytes.begin(), layer_bytes.end(), 0.0);
+  std::vector<std::pair<int32_t, int32_t>> out;
+  size_t at = 0;
+  double cap_before = 0, bytes_before = 0;
+  for (size_t s = 0; s < n_stage; ++s) {
+    size_t end = n_layer;
+    if (s + 1 < n_stage) {
+      cap_before += double(capacity[s]);
+      const double target = total_cap > 0 ? total_bytes * cap_before / total_cap
+                                          : total_bytes * double(s + 1) / double(n_stage);
+      // The boundary nearest the target, leaving a layer for each later stage.
+      end = at + 1;
+      double bytes = bytes_before + double(layer_bytes[at]);
+      while (end < n_layer - (n_stage - s - 1) &&
+             std::abs(bytes + double(layer_bytes[end]) - target) <= std::abs(bytes - target)) {
+        bytes += double(layer_bytes[end]);
+        ++end;
+      }
+      bytes_before = bytes;
+    }
+    out.emplace_back(int32_t(at), int32_t(end));
+    at = end;
+  }
+  return out;
+}
+
+void pipeline_table::place(const std::string& rid, const wire::place_model& m) {
+  auto refuse = [&](wire::error_code code, const std::string& why) {
+    out_.send_error(rid, m.request_id, code, why);
+  };
+  if (m.name.empty()) return refuse(wire::error_code::invalid_params, "place_model needs a name");
+  if (m.split.size() < 2) {
+    return refuse(wire::error_code::invalid_params,
+                  "a split needs at least two nodes (one node runs the model whole)");
+  }
+  if (m.split.size() > 16) {
+    return refuse(wire::error_code::invalid_params, "a split has at most 16 stages");
+  }
+  std::vector<const node_entry*> nodes;
+  const wire::model_layout* layout = nullptr;
+  for (const std::string& name : m.split) {
+    const node_entry* n = nodes_.find(name);
+    if (!n || !n->online)
+      return refuse(wire::error_code::invalid_params, "node '" + name + "' is not online");
+    if (std::count(m.split.begin(), m.split.end(), name) > 1)
+      return refuse(wire::error_code::invalid_params, "node '" + name + "' is named twice");
+    if (n->stage_port == 0) {
+      return refuse(wire::error_code::invalid_params,
+                    "node '" + name + "' holds no pipeline stages (its stage_port is 0)");
+    }
+    const wire::model_info* mi = model_advertised(*n, m.name);
+    if (!mi) {
+      return refuse(wire::error_code::invalid_params,
+                    "node '" + name + "' does not serve model '" + m.name +
+                        "' (a stage loads its layers from its own copy)");
+    }
+    if (mi->layout.layer_bytes.empty()) {
+      return refuse(wire::error_code::invalid_params,
+                    "node '" + name + "' does not say what model '" + m.name +
+                        "' weighs by layer (an older node, or a model it cannot split)");
+    }
+    if (layout && layout->layer_bytes != mi->layout.layer_bytes) {
+      return refuse(wire::error_code::invalid_params,
+                    "the nodes' copies of model '" + m.name + "' differ in their layers");
+    }
+    layout = &mi->layout;
+    nodes.push_back(n);
+  }
+  std::vector<uint64_t> capacity;
+  for (const node_entry* n : nodes) capacity.push_back(node_capacity(*n));
+  const auto ranges = split_layers(layout->layer_bytes, capacity);
+  if (ranges.empty()) {
+    return refuse(wire::error_code::invalid_params,
+                  "model '" + m.name + "' has " + std::to_string(layout->layer_bytes.size()) +
+                      " layers, fewer than the " + std::to_string(nodes.size()) +
+                      " stages asked for");
+  }
+  pipeline p;
+  if (auto old = by_model_.find(m.name); old != by_model_.end()) {
+    for (const auto& s : old->second.stages) {
+      if (node_entry* n = nodes_.find(s.node); n && n->online)
+        out_.send(n->routing_id, wire::stage_release{old->second.id});
+    }
+    by_model_.erase(old);
+  }
+  p.id = next_id_++;
+  p.model = m.name;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const node_entry& n = *nodes[i];
+    p.stages.push_back({n.name, ranges[i].first, ranges[i].second, stage_endpoint(n),
+                        n.key.empty() ? n.transfer_key : n.key});
+  }
+  std::string plan;
+  for (const auto& s : p.stages)
+    plan += (plan.empty() ? "" : ", ") + s.node + " [" + std::to_string(s.first) + ", " +
+            std::to_string(s.end) + ")";
+  spdlog::info("model {} split over {} nodes as pipeline {}: {}", m.name, p.stages.size(), p.id,
+               plan);
+  assign_all(by_model_[m.name] = std::move(p));
+  out_.send(rid, wire::ok{m.request_id});
+}
+
+void pipeline_table::assign_all(pipeline& p) {
+  ++p.version;
+  for (uint32_t i = 0; i < p.stages.size(); ++i) {
+    const node_entry* n = nodes_.find(p.stages[i].node);
+    if (!n || !n->online) continue;  // told when it says hello again
+    out_.send(n->routing_id,
+              wire::stage_assign{p.id, p.version, p.model, p.stages, i, p.hidden_type});
+  }
+}
+
+const pipeline* pipeline_table::of(const std::string& model) const {
+  auto it = by_model_.find(model);
+  return it == by_model_.end() ? nullptr : &it->second;
+}
+
+void pipeline_table::on_hello(const node_entry& n) {
+  for (auto& [model, p] : by_model_) {
+    bool holds = false;
+    for (auto& s : p.stages) {
+      if (s.node != n.name) continue;
+      holds = true;
+      // Its address or port may have changed with the restart.
+      s.endpoint = stage_endpoint(n);
+      s.public_key = n.key.empty() ? n.transfer_key : n.key;
+    }
+    if (holds) assign_all(p);
+  }
+}
+
+std::vector<wire::pipeline_stage> pipeline_table::listed_stages(const std::string& model) const {
+  std::vector<wire::pipeline_stage> out;
+  if (const pipeline* p = of(model)) {
+    for (const auto& s : p->stages) out.push_back({s.node, s.first, s.end, "", ""});
+  }
+  return out;
+}
+
+}  // namespace hearth::broker

@@ -1,0 +1,67 @@
+// Models split across nodes, the broker's side (issue 55, schema/PROTOCOL.md section 17): the
+// pipelines, which node holds which layers of which model, and the stage_assign each stage's node
+// gets. A split model's jobs go to its last stage's node (job_table::dispatch), which runs the
+// step round the ring of stages; the broker never sees the hidden states.
+//
+// Its own class so that "who holds which layers" is decided in one place: placement asks for a
+// split (place_model with `split`), dispatch asks where a model's jobs go, the listing shows the
+// stages, and a stage's node coming back is told its stage again.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "broker/node-registry.h"
+#include "broker/turn-output.h"
+#include "schema/messages.h"
+
+namespace hearth::broker {
+
+struct pipeline {
+  uint64_t id = 0;
+  uint32_t version = 0;
+  std::string model;
+  std::string hidden_type = "f32";
+  std::vector<wire::pipeline_stage> stages;  // in pipeline order; the last runs the jobs
+  const std::string& driver() const { return stages.back().node; }
+};
+
+// Layers [first, end) for each of `capacity.size()` stages of a model whose layers weigh
+// `layer_bytes`: each stage's share of the layer bytes in proportion to its capacity, cut at the
+// nearest layer boundary, every stage at least one layer. Empty when there are more stages than
+// layers.
+std::vector<std::pair<int32_t, int32_t>> split_layers(const std::vector<uint64_t>& layer_bytes,
+                                                      const std::vector<uint64_t>& capacity);
+
+class pipeline_table {
+ public:
+  pipeline_table(node_registry& nodes, turn_output& out) : nodes_(nodes), out_(out) {}
+
+  // place_model with `split` (admin): the model over those online nodes, in that order; each must
+  // serve it and advertise its layout and a stage socket. Replies ok or an error naming what is
+  // wrong. A model split before is split again (its old stages released).
+  void place(const std::string& rid, const wire::place_model& m);
+
+  // The pipeline a model's jobs run on, or nullptr.
+  const pipeline* of(const std::string& model) const;
+
+  // A node said hello (again, perhaps after a restart that lost its stages): every pipeline with
+  // a stage on it is assigned again, at a new version, so that the stages agree on the neighbours'
+  // addresses and none keeps a step of the old one.
+  void on_hello(const node_entry& n);
+
+  // The stages for models_reply (endpoints left out).
+  std::vector<wire::pipeline_stage> listed_stages(const std::string& model) const;
+
+ private:
+  void assign_all(pipeline& p);
+
+  node_registry& nodes_;
+  turn_output& out_;
+  std::map<std::string, pipeline> by_model_;
+  uint64_t next_id_ = 1;
+};
+
+}  // namespace hearth::broker
