@@ -35,6 +35,7 @@ void job_table::enqueue(live_job& j) {
 
 void job_table::dispatch() {
   dispatch_needed_ = false;
+  pipelines_.repair();
   const auto now = net::steady::now();
   const auto window = std::chrono::milliseconds(cfg_.quarantine_window_ms);
   // Repeatedly: the best queued job (priority, then age) over all models whose model some node
@@ -51,7 +52,9 @@ void job_table::dispatch() {
       // until one comes the model's queue waits behind it, and says why (waiting_reason).
       const uint32_t slots = choices_of(jobs_.at(head.second).row.params);
       node_entry* pick = nullptr;
-      if (const pipeline* p = pipelines_.of(model)) {
+      const pipeline* p = pipelines_.of(model);
+      if (!p && !nodes_.healthy_node_holds(model)) p = pipelines_.plan_for(model);
+      if (p) {
         // A split model runs on its pipeline: its last stage's node, when it can take a job.
         node_entry* d = nodes_.find(p->driver());
         if (d && d->online && !d->quarantined(now) && d->free_credit() > 0 && d->slots >= slots)

@@ -39,7 +39,7 @@ class job_table {
   // What the table writes to (the store, the turn's messages and job counts) and reads (the
   // nodes, for dispatch, and their running attempts, which it keeps in step).
   job_table(const broker_config& cfg, job_store& store, turn_output& out, watch_relay& relay,
-            node_registry& nodes, metrics_turn& turn_metrics, const pipeline_table& pipelines)
+            node_registry& nodes, metrics_turn& turn_metrics, pipeline_table& pipelines)
       : cfg_(cfg),
         store_(store),
         out_(out),
@@ -111,7 +111,7 @@ class job_table {
   watch_relay& relay_;
   node_registry& nodes_;
   metrics_turn& turn_metrics_;
-  const pipeline_table& pipelines_;  // a split model's jobs go to its last stage's node
+  pipeline_table& pipelines_;  // a split model's jobs go to its last stage's node
   job_map jobs_;
   job_queues queues_;
   std::vector<uint64_t> finished_;  // jobs finished this turn, erased from jobs_ at its end

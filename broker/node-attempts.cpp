@@ -308,6 +308,8 @@ void node_attempts::node_lost(node_entry& n, const std::string& why) {
       jobs_.requeue(*j, why);
     }
   }
+  // A pipeline with a stage on it moves that stage (pipelines.h repair, before the dispatch).
+  jobs_.dispatch_later();
 }
 
 }  // namespace hearth::broker

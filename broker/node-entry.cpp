@@ -10,6 +10,13 @@ bool node_entry::serves(const std::string& model) const {
   return false;
 }
 
+bool node_entry::can_hold(const std::string& model) const {
+  for (const auto& m : models) {
+    if (m.name == model) return m.layout.whole_bytes == 0 || m.layout.whole_bytes <= capacity();
+  }
+  return false;
+}
+
 bool node_entry::has_loaded(const std::string& model) const {
   for (const auto& m : models) {
     if (m.name == model) return m.loaded;

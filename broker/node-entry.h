@@ -85,6 +85,15 @@ struct node_entry {
   uint32_t free_credit() const { return std::min(credit, free_slots()); }
 
   bool serves(const std::string& model) const;
+  // What it offers for models: its memory limit, else all its memory (the node itself unloads
+  // idle models to make room).
+  uint64_t capacity() const {
+    return hardware.memory_limit > 0 ? hardware.memory_limit : hardware.memory_total;
+  }
+  // It serves the model and can run it whole: what it says the model needs with its settings
+  // (model_layout.whole_bytes; 0: not said) fits what it offers. A model none can hold alone
+  // runs split (pipelines.h).
+  bool can_hold(const std::string& model) const;
   bool has_loaded(const std::string& model) const;
   // Larger is faster: a GPU node before a CPU node, then more CPU threads. A claim: it only breaks
   // ties among nodes not measured yet.

@@ -30,7 +30,7 @@ node_entry* best_node_for(node_map& nodes, const std::string& model, net::steady
   };
   node_entry* pick = nullptr;
   for (auto& [name, n] : nodes) {
-    if (!n.online || n.free_credit() == 0 || n.quarantined(now) || !n.serves(model) ||
+    if (!n.online || n.free_credit() == 0 || n.quarantined(now) || !n.can_hold(model) ||
         n.slots < slots_needed)
       continue;
     if (!pick || rank(n) > rank(*pick)) pick = &n;
@@ -55,7 +55,53 @@ uint32_t most_slots_serving(const node_map& nodes, const std::string& model) {
   return most;
 }
 
+bool healthy_node_holds(const node_map& nodes, const std::string& model) {
+  const auto now = net::steady::now();
+  for (const auto& [name, n] : nodes) {
+    if (n.online && !n.quarantined(now) && n.can_hold(model)) return true;
+  }
+  return false;
+}
+
+split_plan model_split_plan(const node_map& nodes, const std::string& model) {
+  const auto now = net::steady::now();
+  split_model m;
+  std::vector<split_node> cand;
+  for (const auto& [name, n] : nodes) {
+    if (!n.online || n.quarantined(now) || n.stage_port == 0) continue;
+    const wire::model_info* mi = nullptr;
+    for (const auto& x : n.models)
+      if (x.name == model) mi = &x;
+    if (!mi || mi->layout.layer_bytes.empty()) continue;
+    const wire::model_layout& l = mi->layout;
+    if (m.layer_bytes.empty()) {
+      m.layer_bytes = l.layer_bytes;
+      m.input_bytes = l.input_bytes;
+    } else if (m.layer_bytes != l.layer_bytes) {
+      continue;  // another file under the same name: not a stage of this one
+    }
+    // The most any candidate needs for what every stage holds, its cache and its scratch.
+    m.output_bytes = std::max(m.output_bytes, l.output_bytes + l.logits_bytes);
+    m.kv_bytes_per_layer = std::max(m.kv_bytes_per_layer, l.kv_bytes_per_layer);
+    m.stage_overhead = std::max(m.stage_overhead, l.shared_bytes + l.scratch_bytes);
+    cand.push_back({name, n.capacity(), 0});
+  }
+  if (cand.empty()) {
+    split_plan refused;
+    refused.error = "no online node that serves model '" + model + "' can hold a stage of it";
+    return refused;
+  }
+  return plan_split(m, cand);
+}
+
 std::string waiting_reason(const node_map& nodes, const std::string& model, uint32_t slots_needed) {
+  if (healthy_node_serves(nodes, model, "") && !healthy_node_holds(nodes, model)) {
+    // Served, but too large for any one node: it runs split when a plan fits.
+    const split_plan plan = model_split_plan(nodes, model);
+    if (plan.ok()) return "";
+    return "no online node can hold model '" + model + "' alone, and split over the nodes " +
+           "that serve it: " + plan.error + "; waiting";
+  }
   if (healthy_node_serves(nodes, model, "")) {
     const uint32_t most = most_slots_serving(nodes, model);
     if (most >= slots_needed) return "";

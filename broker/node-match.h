@@ -12,6 +12,7 @@
 #include <string>
 
 #include "broker/node-entry.h"
+#include "broker/split-plan.h"
 #include "schema/zmq-io.h"
 
 namespace hearth::broker {
@@ -39,6 +40,14 @@ bool healthy_node_serves(const node_map& nodes, const std::string& model,
 // desk, 3h ago"), or that they have too few slots for its choices.
 std::string waiting_reason(const node_map& nodes, const std::string& model,
                            uint32_t slots_needed = 1);
+
+// Whether some online, unquarantined node can run `model` whole (node_entry::can_hold).
+bool healthy_node_holds(const node_map& nodes, const std::string& model);
+
+// A split of `model` over the online, unquarantined nodes that serve it, advertise its layout and
+// hold stages (PROTOCOL.md 17), by what each offers (split-plan.h): what the broker runs a model
+// on when none of them can hold it alone, or why it cannot (the bytes missing).
+split_plan model_split_plan(const node_map& nodes, const std::string& model);
 
 // Whether chat messages for `model` cannot be formatted: online nodes serve it and none of them
 // has a chat template for it.

@@ -84,6 +84,9 @@ class node_registry {
   void forget(const std::string& rid, const wire::forget_node& m);
 
   // Which nodes can take a model's jobs (node-match.h).
+  bool healthy_node_holds(const std::string& model) const {
+    return hearth::broker::healthy_node_holds(nodes_, model);
+  }
   bool healthy_node_serves(const std::string& model, const std::string& except) const {
     return hearth::broker::healthy_node_serves(nodes_, model, except);
   }

@@ -6,6 +6,8 @@
 #include <numeric>
 
 #include "broker/model-holders.h"
+#include "broker/node-match.h"
+#include "common/format-bytes.h"
 
 namespace hearth::broker {
 namespace {
@@ -138,6 +140,79 @@ void pipeline_table::assign_all(pipeline& p) {
     if (!n || !n->online) continue;  // told when it says hello again
     out_.send(n->routing_id,
               wire::stage_assign{p.id, p.version, p.model, p.stages, i, p.hidden_type});
+  }
+}
+
+const pipeline* pipeline_table::plan_for(const std::string& model) {
+  if (of(model) || healthy_node_holds(nodes_.nodes(), model)) return of(model);
+  const auto now = net::steady::now();
+  if (auto it = refused_at_.find(model);
+      it != refused_at_.end() && now - it->second < std::chrono::seconds(1)) {
+    return nullptr;
+  }
+  const split_plan plan = model_split_plan(nodes_.nodes(), model);
+  if (!plan.ok() || plan.stages.size() < 2) {
+    if (refused_at_.size() > 4096) refused_at_.clear();
+    refused_at_[model] = now;
+    return nullptr;
+  }
+  refused_at_.erase(model);
+  pipeline p;
+  p.id = next_id_++;
+  p.model = model;
+  std::string text;
+  for (const auto& s : plan.stages) {
+    const node_entry& n = *nodes_.find(s.node);
+    p.stages.push_back(
+        {n.name, s.first, s.end, stage_endpoint(n), n.key.empty() ? n.transfer_key : n.key});
+    text += (text.empty() ? "" : ", ") + s.node + " [" + std::to_string(s.first) + ", " +
+            std::to_string(s.end) + ") " + format_bytes(s.bytes);
+  }
+  spdlog::info("model {}: no online node can hold it alone; split over {} nodes as pipeline {}: {}",
+               model, p.stages.size(), p.id, text);
+  pipeline& added = by_model_[model] = std::move(p);
+  assign_all(added);
+  return &added;
+}
+
+uint64_t pipeline_table::stage_need(const pipeline& p, size_t s, const wire::model_layout& l) {
+  const auto& st = p.stages[s];
+  uint64_t need = l.shared_bytes + l.scratch_bytes;
+  for (int32_t il = st.first; il < st.end && size_t(il) < l.layer_bytes.size(); ++il)
+    need += l.layer_bytes[size_t(il)] + l.kv_bytes_per_layer;
+  if (s == 0) need += l.input_bytes;
+  if (s + 1 == p.stages.size()) need += l.output_bytes + l.logits_bytes;
+  return need;
+}
+
+void pipeline_table::repair() {
+  const auto now = net::steady::now();
+  for (auto& [model, p] : by_model_) {
+    bool moved = false;
+    for (size_t s = 0; s < p.stages.size(); ++s) {
+      const node_entry* held = nodes_.find(p.stages[s].node);
+      if (held && held->online && !held->quarantined(now)) continue;
+      const node_entry* best = nullptr;
+      for (const auto& [name, n] : nodes_.nodes()) {
+        if (!n.online || n.quarantined(now) || n.stage_port == 0) continue;
+        const bool in_pipeline = std::any_of(p.stages.begin(), p.stages.end(),
+                                             [&](const auto& x) { return x.node == name; });
+        if (in_pipeline) continue;
+        const wire::model_info* mi = model_advertised(n, model);
+        if (!mi || mi->layout.layer_bytes.empty()) continue;
+        if (stage_need(p, s, mi->layout) > n.capacity()) continue;
+        if (!best || n.capacity() > best->capacity()) best = &n;
+      }
+      if (!best) continue;
+      spdlog::warn("pipeline {} (model {}): stage {} (layers [{}, {})) moves from node {} to {}",
+                   p.id, model, s + 1, p.stages[s].first, p.stages[s].end, p.stages[s].node,
+                   best->name);
+      p.stages[s].node = best->name;
+      p.stages[s].endpoint = stage_endpoint(*best);
+      p.stages[s].public_key = best->key.empty() ? best->transfer_key : best->key;
+      moved = true;
+    }
+    if (moved) assign_all(p);
   }
 }
 

@@ -47,6 +47,18 @@ class pipeline_table {
   // The pipeline a model's jobs run on, or nullptr.
   const pipeline* of(const std::string& model) const;
 
+  // Dispatch of a queued job for `model` that no online node can hold whole: a pipeline planned
+  // over the nodes that serve it (node-match.h model_split_plan), assigned, and returned; nullptr
+  // when a node can hold it (it is only busy) or no split fits (waiting_reason says why).
+  const pipeline* plan_for(const std::string& model);
+
+  // Failover: each stage whose node is offline or quarantined moves to a spare node (online,
+  // serving the same file, holding stages, not in the pipeline, with room for the stage: the
+  // one offering the most), and the pipeline is assigned again at a new version; the last stage
+  // then replays its sequences on the new stages (node/pipeline-link.h). A stage no spare can
+  // take waits for one. Called before each dispatch.
+  void repair();
+
   // A node said hello (again, perhaps after a restart that lost its stages): every pipeline with
   // a stage on it is assigned again, at a new version, so that the stages agree on the neighbours'
   // addresses and none keeps a step of the old one.
@@ -57,10 +69,15 @@ class pipeline_table {
 
  private:
   void assign_all(pipeline& p);
+  // What node `n` needs to hold stage `s` of pipeline `p`, by what it says of the model.
+  static uint64_t stage_need(const pipeline& p, size_t s, const wire::model_layout& l);
 
   node_registry& nodes_;
   turn_output& out_;
   std::map<std::string, pipeline> by_model_;
+  // A model no split fitted is planned again at most once a second (planning weighs every
+  // subset of up to 16 nodes).
+  std::map<std::string, net::steady::time_point> refused_at_;
   uint64_t next_id_ = 1;
 };
 

@@ -62,6 +62,10 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
+// How long a split model's last stage waits for the broker to plan its pipeline again after a
+// step failed (a stage's node died: the broker notices within its liveness, a few seconds).
+constexpr auto k_failover_wait = std::chrono::seconds(30);
+
 double ms_since(clock::time_point t0, clock::time_point t1) {
   return std::chrono::duration<double, std::milli>(t1 - t0).count();
 }
@@ -90,6 +94,10 @@ struct batch_choice {
   int32_t seq = -1;    // its sequence of the model's context, once placed
   int32_t row = -1;    // its logits row in the current step (-1: it reads choice 0's)
   bool ended = false;  // events mode: its finish line is written and its sequence freed
+  // A split model's last stage: the tokens in its sequence's cells, by position, and where this
+  // step's tokens are in the batch; what a failover replays on new stages.
+  std::vector<int32_t> cells;
+  size_t batch_from = 0, batch_to = 0;
 
   // Plain mode: the think block kept out of the text (a thinking model's chat job without
   // show_thinking). Events mode: the think block split off as reasoning events.
@@ -241,10 +249,31 @@ class batch_engine final : public catalog_engine {
   std::string name() const override { return plan_.backend_name; }
 
   std::vector<wire::model_info> models() const override {
-    auto out = catalog_.get()->models();
+    const std::shared_ptr<const model_catalog> catalog = catalog_.get();
+    auto out = catalog->models();
+    for (auto& m : out) {
+      if (const model_catalog_entry* e = catalog->find(m.name); e && e->file)
+        layout_needs(*e->file, m.layout);
+    }
     std::lock_guard lk(loaded_mu_);
     for (auto& m : out) m.loaded = loaded_names_.contains(m.name);
     return out;
+  }
+
+  // What this node needs of a model with its settings (PROTOCOL.md 17): whole, as a job's load
+  // counts it, and per stage, for the broker's split planner.
+  void layout_needs(const model_file& f, wire::model_layout& l) const {
+    const model_hparams& hp = f.hparams;
+    if (hp.n_layer < 1) return;
+    const context_params cp =
+        gpu::device_context_params(hp, cfg_.n_ctx_per_slot, int32_t(cfg_.slots));
+    l.whole_bytes = model_memory_budgeted(model_weights_counted(f.gguf, hp),
+                                          plan_.backend == gpu::backend_kind::cpu, hp, cp);
+    const memory_estimate whole = memory_needed(hp, 0, cp, {0, hp.n_layer});
+    const memory_estimate first = memory_needed(hp, 0, cp, {0, 1});
+    l.kv_bytes_per_layer = whole.cache / uint64_t(hp.n_layer);
+    l.scratch_bytes = first.scratch;
+    l.logits_bytes = whole.scratch > first.scratch ? whole.scratch - first.scratch : 0;
   }
 
   uint64_t prompt_tokens_decoded() const override { return prompt_tokens_decoded_.load(); }
@@ -348,6 +377,7 @@ class batch_engine final : public catalog_engine {
       cm.seq_clear(c->seq);
       cm.seq_used[size_t(c->seq)] = false;
       c->seq = -1;
+      c->cells.clear();
     }
     if (a->events()) {
       report_step(*a);
@@ -494,8 +524,21 @@ class batch_engine final : public catalog_engine {
   // `link`: the model's last stage of that pipeline, not the whole model.
   batch_model* ensure_loaded(const model_catalog_entry& entry, std::string& error,
                              const std::shared_ptr<pipeline_link>& link = nullptr) {
+    const uint64_t pipeline_id = link ? link->assignment().pipeline_id : 0;
     for (auto& cm : models_) {
-      if (cm->name != entry.info.name || cm->link != link) continue;
+      if (cm->name != entry.info.name || cm->pipeline_id() != pipeline_id) continue;
+      if (link && cm->link != link && !cm->busy()) {
+        // Planned again while idle: the same layers go on with the new stages (fresh caches
+        // everywhere); other layers are loaded anew.
+        if (link->range() == cm->link->range()) {
+          cm->link = link;
+          cm->ctx->clear();
+          link->open(int32_t(cfg_.slots), cm->n_ctx_per_slot);
+          return cm.get();
+        }
+        unload(*cm);
+        break;
+      }
       if (const std::string why = file_changed(*cm); !why.empty()) {
         fail_changed(*cm, why);
       } else if (cm->file->replaced() && !cm->busy()) {
@@ -918,6 +961,7 @@ class batch_engine final : public catalog_engine {
     cm.seq_clear(c.seq);
     cm.seq_used[size_t(c.seq)] = false;
     c.seq = -1;
+    c.cells.clear();
     c.ended = true;
   }
 
@@ -949,7 +993,9 @@ class batch_engine final : public catalog_engine {
       for (const auto& c : a->choices) {
         c->row = -1;
         if (c->ended || (joining && c->index > 0)) continue;
+        c->batch_from = batch_.size();
         c->gen->append_batch(batch_);
+        c->batch_to = batch_.size();
         c->row = n_rows++;
       }
       if (joining) prompt_tokens_decoded_ += a->prompt.size();
@@ -959,6 +1005,24 @@ class batch_engine final : public catalog_engine {
     const auto t0 = clock::now();
     const uint64_t faults = mapped_file_faults();
     auto r = cm.decode(batch_);
+    // A split model whose stages were planned again (a stage's node died or left): the same
+    // sequences go on on the new stages, their tokens replayed there first, and the step again.
+    if (!r && cm.link) {
+      const auto t_failed = clock::now();
+      while (!r && cm.link && !stop_flag_.load()) {
+        if (auto f = failover(cm); !f) {
+          r = error{r.message() + "; " + f.message()};
+          break;
+        }
+        r = cm.decode(batch_);
+      }
+      if (r) {
+        // The cluster tests read this line: when the step that failed ran again.
+        spdlog::info(
+            "model {}: the step failed {:.0f} ms after it began and ran again {:.0f} ms later",
+            cm.name, ms_since(t0, t_failed), ms_since(t_failed, clock::now()));
+      }
+    }
     // Checked after the pass that read the weights: a change during it shows here, before any
     // of its tokens is streamed. A read that faulted without a change to see (an I/O error, or
     // the file put back as it was) read zeros all the same.
@@ -976,6 +1040,14 @@ class batch_engine final : public catalog_engine {
       return;
     }
     const auto t1 = clock::now();
+    if (cm.link) {
+      for (const auto& a : cm.running) {
+        for (const auto& c : a->choices) {
+          if (c->row < 0) continue;
+          for (size_t i = c->batch_from; i < c->batch_to; ++i) c->cells.push_back(batch_[i].token);
+        }
+      }
+    }
     std::vector<const batch_attempt*> ended;
     std::vector<std::pair<const batch_attempt*, std::string>> broken;
     for (const auto& ap : cm.running) {
@@ -990,6 +1062,7 @@ class batch_engine final : public catalog_engine {
           if (auto k = cm.seq_copy(c0.seq, c.seq); !k) {
             copy_error = "copying the prompt to choice " + std::to_string(i) + ": " + k.message();
           } else {
+            c.cells = c0.cells;
             c.gen->prompt_copied();
           }
         }
@@ -1019,6 +1092,58 @@ class batch_engine final : public catalog_engine {
     }
     for (const batch_attempt* a : ended) complete(cm, a);
     for (auto& [a, why] : broken) finish_running(cm, a, wire::job_state::failed, "", why);
+  }
+
+  // A split model's pipeline failed a step: waits (k_failover_wait) for the broker to plan it
+  // again (a newer assignment of the same pipeline), then opens the new stages and replays on
+  // them every sequence's tokens so far, so that their caches hold what the old ones held. This
+  // node's own cache is untouched (the failed step never reached it).
+  result<void> failover(batch_model& cm) {
+    const auto t0 = clock::now();
+    const uint64_t id = cm.pipeline_id();
+    const uint32_t old_version = cm.link->assignment().version;
+    pipeline_lookup lookup;
+    {
+      std::lock_guard lk(pipelines_mu_);
+      lookup = pipelines_;
+    }
+    std::shared_ptr<pipeline_link> link;
+    while (!stop_flag_.load()) {
+      link = lookup ? lookup(id) : nullptr;
+      if (link && link->assignment().version > old_version) break;
+      link = nullptr;
+      if (clock::now() - t0 > k_failover_wait) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (!link) {
+      return error{"pipeline " + std::to_string(id) + " was not planned again within " +
+                   std::to_string(k_failover_wait.count()) + " s"};
+    }
+    if (link->range() != cm.link->range()) {
+      return error{"pipeline " + std::to_string(id) + " was planned again with other layers on " +
+                   "this node"};
+    }
+    cm.link = link;
+    link->open(int32_t(cfg_.slots), cm.n_ctx_per_slot);
+    std::vector<batch_token> replay;
+    size_t n_seqs = 0;
+    for (const auto& a : cm.running) {
+      for (const auto& c : a->choices) {
+        if (c->seq < 0 || c->cells.empty()) continue;
+        ++n_seqs;
+        for (size_t i = 0; i < c->cells.size(); ++i)
+          replay.push_back({c->cells[i], int32_t(i), c->seq, false});
+      }
+    }
+    const model_hparams& hp = cm.weights->hparams();
+    if (!replay.empty()) {
+      auto rows = link->run(replay, uint32_t(hp.n_embd), context_params{}.n_batch);
+      if (!rows) return error{"replaying on the new stages: " + rows.message()};
+    }
+    spdlog::info("model {}: {} (version {}): replayed {} tokens of {} sequences in {:.0f} ms",
+                 cm.name, link->describe(), link->assignment().version, replay.size(), n_seqs,
+                 ms_since(t0, clock::now()));
+    return {};
   }
 
   // The next model with attempts, taking turns.

@@ -16,6 +16,8 @@ namespace hearth::node {
 namespace {
 
 constexpr auto k_tick = std::chrono::milliseconds(20);
+constexpr auto k_hold = std::chrono::seconds(10);
+constexpr size_t k_held_max = 64;
 // Rows frames up to max_stage_rows_bytes, and the header around them.
 constexpr int64_t k_max_frame = int64_t(wire::max_stage_rows_bytes) + (1 << 20);
 
@@ -157,7 +159,15 @@ void stage_host::apply_control() {
       s->link = it->second;
     }
     const auto& me = s->self();
-    if (!last) {
+    // Planned again (a neighbour moved): the same layers of the same model are kept, not read
+    // again; the cache is opened anew by the next step.
+    if (auto old = stages_.find(a.pipeline_id);
+        !last && old != stages_.end() && old->second->weights &&
+        old->second->assign.model == a.model && old->second->self().first == me.first &&
+        old->second->self().end == me.end) {
+      s->weights = std::move(old->second->weights);
+    }
+    if (!last && !s->weights) {
       auto loaded = load_(a.model, {me.first, me.end});
       if (!loaded) {
         s->load_error = s->name() + ": " + loaded.message();
@@ -165,6 +175,8 @@ void stage_host::apply_control() {
       } else {
         s->weights = std::move(*loaded);
       }
+    }
+    if (!last) {
       const auto& next = a.stages[a.index + 1];
       s->next.emplace(net::make_socket(socks_->ctx, zmq::socket_type::dealer));
       if (!opts_.key.public_key.empty() && !next.public_key.empty()) {
@@ -189,6 +201,19 @@ void stage_host::serve() {
     net::poll(items.data(), s.zap ? 2 : 1, k_tick);
     if (s.zap) net::zap_answer_any_curve_key(*s.zap);
     apply_control();
+    // Held steps whose assignment has come, in the order they arrived.
+    std::vector<held_step> held;
+    held.swap(held_);
+    for (auto& h : held) {
+      if (route(h.from_key, h.m)) continue;
+      if (std::chrono::steady_clock::now() - h.since < k_hold) {
+        held_.push_back(std::move(h));
+      } else {
+        drop("a step of pipeline " + std::to_string(h.m.batch.pipeline_id) + " version " +
+             std::to_string(h.m.batch.version) + " waited " + std::to_string(k_hold.count()) +
+             " s for an assignment that did not come");
+      }
+    }
     for (int i = 0; i < 64; ++i) {
       auto msg = net::try_recv(s.router, true);
       if (!msg) break;
@@ -198,21 +223,34 @@ void stage_host::serve() {
         drop(m.message());
         continue;
       }
-      auto it = stages_.find(m->batch.pipeline_id);
-      if (it == stages_.end()) {
-        drop("no stage of pipeline " + std::to_string(m->batch.pipeline_id) + " here");
+      if (route(msg->user_id, *m)) continue;
+      if (held_.size() >= k_held_max) {
+        drop("a step of pipeline " + std::to_string(m->batch.pipeline_id) + " version " +
+             std::to_string(m->batch.version) + ", not assigned here (" +
+             std::to_string(k_held_max) + " such steps held already)");
         continue;
       }
-      take(*it->second, msg->user_id, std::move(*m));
+      held_.push_back({std::chrono::steady_clock::now(), msg->user_id, std::move(*m)});
     }
+    std::lock_guard lk(mu_);
+    stats_.held = held_.size();
   }
 }
 
-void stage_host::take(stage& s, const std::string& from_key, stage_message m) {
-  if (m.batch.version != s.assign.version) {
-    return drop(s.name() + ": a step of version " + std::to_string(m.batch.version) +
-                " (this node holds version " + std::to_string(s.assign.version) + ")");
+bool stage_host::route(const std::string& from_key, stage_message& m) {
+  auto it = stages_.find(m.batch.pipeline_id);
+  // Not assigned (yet), or a newer version than this node holds: held for the assignment.
+  if (it == stages_.end() || m.batch.version > it->second->assign.version) return false;
+  if (m.batch.version < it->second->assign.version) {
+    drop(it->second->name() + ": a step of version " + std::to_string(m.batch.version) +
+         " (this node holds version " + std::to_string(it->second->assign.version) + ")");
+    return true;
   }
+  take(*it->second, from_key, std::move(m));
+  return true;
+}
+
+void stage_host::take(stage& s, const std::string& from_key, stage_message m) {
   if (!opts_.key.public_key.empty() && from_key != s.prev().public_key) {
     return drop(s.name() + ": a step from a key that is not the stage before this one (" +
                 s.prev().node + ")");

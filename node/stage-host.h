@@ -50,6 +50,7 @@ struct stage_host_options {
 struct stage_host_stats {
   uint64_t steps = 0;    // steps computed and sent on
   uint64_t dropped = 0;  // messages refused
+  uint64_t held = 0;     // steps waiting for their pipeline's assignment now
 };
 
 class stage_host {
@@ -96,6 +97,17 @@ class stage_host {
 
   // The host's thread only.
   std::map<uint64_t, std::unique_ptr<stage>> stages_;
+  // Steps of a pipeline or version this node has not been assigned yet: the broker's
+  // stage_assign and the neighbour's first step race (they come over different connections), so
+  // such a step waits here until the assignment arrives (at most k_hold, k_held_max of them).
+  struct held_step {
+    std::chrono::steady_clock::time_point since;
+    std::string from_key;
+    stage_message m;
+  };
+  std::vector<held_step> held_;
+  // A step to its stage: true when taken or dropped, false when it is to be held.
+  bool route(const std::string& from_key, stage_message& m);
   std::chrono::steady_clock::time_point last_drop_log_{};
 };
 

@@ -50,7 +50,8 @@ struct ring {
   std::vector<net::curve_cert> keys{key("a"), key("b"), key("c")};
   std::vector<std::unique_ptr<stage_host>> hosts;
   wire::stage_assign assign;
-  ring() {
+  // `assign_first` false: the first stage is not told yet.
+  explicit ring(bool assign_first = true) {
     for (const auto& k : keys) {
       stage_host_options o;
       o.endpoint = "tcp://127.0.0.1:*";
@@ -67,7 +68,7 @@ struct ring {
                                "tcp://127.0.0.1:" + std::to_string(hosts[i]->port()),
                                keys[i].public_key});
     }
-    for (uint32_t i = 0; i < 3; ++i) {
+    for (uint32_t i = assign_first ? 0 : 1; i < 3; ++i) {
       assign.index = i;
       hosts[i]->assign(assign);
     }
@@ -135,16 +136,39 @@ TEST(StageHost, AStepFromAKeyThatIsNotTheStageBeforeIsDropped) {
   stage_tokens_set(m, prompt_batch({1, 2, 3}, 0));
   ASSERT_TRUE(net::send(s, "", m));
   ASSERT_TRUE(wait_for([&] { return r.hosts[0]->stats().dropped == 1; }));
-  // Another pipeline, another version: dropped too.
-  m.pipeline_id = 8;
+  // An older version: dropped too.
+  m.version = 0;
   ASSERT_TRUE(net::send(s, "", m));
   ASSERT_TRUE(wait_for([&] { return r.hosts[0]->stats().dropped == 2; }));
+  // A pipeline not assigned here: held for its assignment (which may be on its way from the
+  // broker), not computed.
+  m.pipeline_id = 8;
+  m.version = 1;
+  ASSERT_TRUE(net::send(s, "", m));
+  ASSERT_TRUE(wait_for([&] { return r.hosts[0]->stats().held == 1; }));
   EXPECT_EQ(r.hosts[0]->stats().steps, 0u);
   EXPECT_EQ(r.hosts[1]->stats().steps, 0u);
   // The pipeline still works for its own last stage.
   auto link = r.hosts[2]->driver(7);
   link->open(1, 16);
   EXPECT_TRUE(link->run(prompt_batch({1, 2, 3}, 0), 64, 512).ok());
+}
+
+TEST(StageHost, AStepThatArrivesBeforeItsAssignmentWaitsForIt) {
+  ring r(false);
+  auto link = r.hosts[2]->driver(7);
+  link->open(1, 16);
+  std::thread late([&] {
+    std::this_thread::sleep_for(200ms);
+    wire::stage_assign a = r.assign;
+    a.index = 0;
+    r.hosts[0]->assign(a);
+  });
+  auto rows = link->run(prompt_batch({1, 2, 3}, 0), 64, 512);
+  late.join();
+  EXPECT_TRUE(rows.ok()) << rows.message();
+  EXPECT_EQ(r.hosts[0]->stats().steps, 1u);
+  EXPECT_EQ(r.hosts[0]->stats().dropped, 0u);
 }
 
 TEST(StageHost, AStageThatFailsAStepTellsTheLastStage) {

@@ -91,6 +91,13 @@ struct model_layout {
   uint64_t output_bytes = 0;          // output norm and head (the last stage)
   uint64_t shared_bytes = 0;          // what every stage holds
   uint64_t kv_bytes_per_token = 0;    // one token's keys and values in one layer's cache
+  // What the advertising node needs with its own settings (slots, context per slot, backend):
+  // the model whole (weights, cache, scratch: more than its memory limit and it cannot run it
+  // alone), one layer's cache, a stage's activations and scratch, and the last stage's logits.
+  uint64_t whole_bytes = 0;
+  uint64_t kv_bytes_per_layer = 0;
+  uint64_t scratch_bytes = 0;
+  uint64_t logits_bytes = 0;
   template <class F>
   void fields(F& f) {
     f("layer_bytes", layer_bytes);
@@ -98,6 +105,10 @@ struct model_layout {
     f("output_bytes", output_bytes);
     f("shared_bytes", shared_bytes);
     f("kv_bytes_per_token", kv_bytes_per_token);
+    f.optional("whole_bytes", whole_bytes);
+    f.optional("kv_bytes_per_layer", kv_bytes_per_layer);
+    f.optional("scratch_bytes", scratch_bytes);
+    f.optional("logits_bytes", logits_bytes);
   }
 };
 

@@ -59,7 +59,8 @@ inline model_info model(bool loaded) {
       "hf:Qwen/Qwen3-30B-A3B-GGUF@0123456789abcdef0123456789abcdef01234567/"
       "Qwen3-30B-A3B-Q4_K_M.gguf";
   m.pinned = true;
-  m.layout = {{uint64_t(1) << 33, 1, 0}, 311'164'928ull, 311'164'928ull, 4096, 98'304};
+  m.layout = {{uint64_t(1) << 33, 1, 0}, 311'164'928ull, 311'164'928ull, 4096,          98'304,
+              20'000'000'000ull,         402'653'184ull, 50'331'648ull,  311'164'928ull};
   return m;
 }
 

@@ -49,3 +49,12 @@ netns_delay_start() {
   fi
   NETNS_DELAY_PID=$pid
 }
+
+# A scratch folder in $tmp and the list $pids of background processes: at exit the processes are
+# killed and waited for and the folder removed (the namespaces vanish with the caller's own).
+# Usage: netns_lan_scratch PREFIX
+netns_lan_scratch() {
+  tmp=$(mktemp -d "/tmp/$1.XXXXXX")
+  pids=()
+  trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"' EXIT
+}
