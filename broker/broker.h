@@ -105,7 +105,7 @@ class broker {
   metrics_turn turn_metrics_;        // this turn's job counts, kept once it commits
   // The live jobs and their state machine (job-table.h).
   // Models split across nodes (pipelines.h).
-  pipeline_table pipelines_{nodes_, out_};
+  pipeline_table pipelines_{cfg_, nodes_, out_};
   job_table jobs_{cfg_, *store_, out_, relay_, nodes_, turn_metrics_, pipelines_};
   // What nodes say about their attempts (node-attempts.h).
   node_attempts attempts_{cfg_, *store_, out_, jobs_, nodes_, relay_, turn_metrics_};

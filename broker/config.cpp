@@ -50,6 +50,7 @@ void broker_settings(broker_config& c, F&& f) {
   f("max_transfers_per_node", c.max_transfers_per_node);
   f("max_transfers", c.max_transfers);
   f("auto_place", c.auto_place);
+  f("pipeline_hidden_type", c.pipeline_hidden_type);
 }
 // `retention:` is a map of its own, checked key by key like the top level.
 result<void> read_retention(const YAML::Node& root, broker_config& c, const std::string& path) {
@@ -105,6 +106,10 @@ result<void> broker_config_load(const std::string& path, broker_config& out) {
     return error{path + ": heartbeat_ms must be in [10, 600000]"};
   }
   if (cfg.liveness < 1 || cfg.liveness > 100) return error{path + ": liveness must be in [1, 100]"};
+  if (cfg.pipeline_hidden_type != "f32" && cfg.pipeline_hidden_type != "f16" &&
+      cfg.pipeline_hidden_type != "q8_0") {
+    return error{path + ": pipeline_hidden_type must be f32, f16 or q8_0"};
+  }
   if (cfg.max_attempts < 1) return error{path + ": max_attempts must be at least 1"};
   if (cfg.output_flush_ms < 1) return error{path + ": output_flush_ms must be at least 1"};
   if (cfg.queue_position_ms < 1) return error{path + ": queue_position_ms must be at least 1"};

@@ -79,6 +79,10 @@ struct broker_config {
   uint32_t max_transfers_per_node = 2;
   uint32_t max_transfers = 64;
   bool auto_place = false;
+  // Pipelines (PROTOCOL.md 17): how a split model's stages send the hidden states: f32 (exact:
+  // the split computes what one node computes), f16 or q8_0 (half and about a quarter of the
+  // bytes, at the error engine/io/hidden-state.h measures).
+  std::string pipeline_hidden_type = "f32";
 };
 
 // The job store's options these settings ask for.

@@ -118,6 +118,7 @@ void pipeline_table::place(const std::string& rid, const wire::place_model& m) {
   }
   p.id = next_id_++;
   p.model = m.name;
+  p.hidden_type = cfg_.pipeline_hidden_type;
   for (size_t i = 0; i < nodes.size(); ++i) {
     const node_entry& n = *nodes[i];
     p.stages.push_back({n.name, ranges[i].first, ranges[i].second, stage_endpoint(n),
@@ -160,6 +161,7 @@ const pipeline* pipeline_table::plan_for(const std::string& model) {
   pipeline p;
   p.id = next_id_++;
   p.model = model;
+  p.hidden_type = cfg_.pipeline_hidden_type;
   std::string text;
   for (const auto& s : plan.stages) {
     const node_entry& n = *nodes_.find(s.node);

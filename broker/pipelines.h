@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "broker/config.h"
 #include "broker/node-registry.h"
 #include "broker/turn-output.h"
 #include "schema/messages.h"
@@ -37,7 +38,8 @@ std::vector<std::pair<int32_t, int32_t>> split_layers(const std::vector<uint64_t
 
 class pipeline_table {
  public:
-  pipeline_table(node_registry& nodes, turn_output& out) : nodes_(nodes), out_(out) {}
+  pipeline_table(const broker_config& cfg, node_registry& nodes, turn_output& out)
+      : cfg_(cfg), nodes_(nodes), out_(out) {}
 
   // place_model with `split` (admin): the model over those online nodes, in that order; each must
   // serve it and advertise its layout and a stage socket. Replies ok or an error naming what is
@@ -72,6 +74,7 @@ class pipeline_table {
   // What node `n` needs to hold stage `s` of pipeline `p`, by what it says of the model.
   static uint64_t stage_need(const pipeline& p, size_t s, const wire::model_layout& l);
 
+  const broker_config& cfg_;
   node_registry& nodes_;
   turn_output& out_;
   std::map<std::string, pipeline> by_model_;

@@ -55,10 +55,27 @@ class pipeline_cluster_test : public testing::stories_cluster_test {
   std::unique_ptr<test_client> client_, admin_;
 };
 
+// A sampled job (temperature 0.8, a fixed seed) and the text it gave.
+std::string sampled_text(test_client& client, const std::function<std::string()>& log) {
+  wire::submit s = testing::greedy_job("stories260K", "Once upon a time", 96);
+  s.params.temperature = 0.8f;
+  s.params.seed = 1234;
+  s.watch = true;
+  auto acc = client.request<wire::accepted>(s);
+  EXPECT_TRUE(acc);
+  if (!acc) return "";
+  auto out = client.follow(acc->job_id);
+  EXPECT_TRUE(out.done) << log();
+  return out.text;
+}
+
 TEST_F(pipeline_cluster_test, split_over_two_and_three_nodes_gives_the_whole_models_greedy_text) {
   ASSERT_NO_FATAL_FAILURE(start(3));
   const auto ref = nlohmann::json::parse(
       testing::read_file_text(testing::testdata_path("reference/stories260K.json")));
+  // Sampling with a seed, on one node (the model whole) first.
+  const std::string whole_sampled = sampled_text(*client_, [&] { return logs(); });
+  ASSERT_FALSE(whole_sampled.empty());
   for (const std::vector<std::string>& plan :
        {std::vector<std::string>{"n1", "n2"}, std::vector<std::string>{"n3", "n1", "n2"}}) {
     ASSERT_EQ(split(plan), "") << logs();
@@ -86,6 +103,8 @@ TEST_F(pipeline_cluster_test, split_over_two_and_three_nodes_gives_the_whole_mod
       EXPECT_EQ(detail->summary.node, plan.back());
       EXPECT_EQ(detail->summary.attempts, 1u);
     }
+    // With sampling and a seed, the same text as the whole model's too.
+    EXPECT_EQ(sampled_text(*client_, [&] { return logs(); }), whole_sampled);
   }
   // The stages ran on the nodes the plan named: each logged its share.
   for (size_t i = 0; i < nodes_.size(); ++i)
