@@ -35,7 +35,14 @@ void job_table::enqueue(live_job& j) {
 
 void job_table::dispatch() {
   dispatch_needed_ = false;
-  pipelines_.repair();
+  // A split model's stage moved: its running jobs' histories say where they go on.
+  for (const std::string& model : pipelines_.repair()) {
+    const pipeline* p = pipelines_.of(model);
+    for (auto& [id, j] : jobs_) {
+      if (j.row.model == model && j.row.state == wire::job_state::running)
+        store_.job_noted(id, j.row.attempts, "", "stages", p->describe(), net::wall_ms());
+    }
+  }
   const auto now = net::steady::now();
   const auto window = std::chrono::milliseconds(cfg_.quarantine_window_ms);
   // Repeatedly: the best queued job (priority, then age) over all models whose model some node
@@ -99,7 +106,11 @@ void job_table::assign(live_job& j, node_entry& n) {
   a.prompt = j.row.prompt;
   a.messages = j.row.messages;
   a.params = j.row.params;
-  if (const pipeline* p = pipelines_.of(j.row.model)) a.pipeline_id = p->id;
+  if (const pipeline* p = pipelines_.of(j.row.model)) {
+    a.pipeline_id = p->id;
+    // Which nodes hold which layers for this attempt: `hearth job` shows it.
+    store_.job_noted(j.row.id, j.row.attempts, "", "stages", p->describe(), net::wall_ms());
+  }
   out_.send(n.routing_id, a);
   if (!j.watchers.empty()) {
     relay_.notify(j, wire::command::job_running,

@@ -187,7 +187,17 @@ uint64_t pipeline_table::stage_need(const pipeline& p, size_t s, const wire::mod
   return need;
 }
 
-void pipeline_table::repair() {
+std::string pipeline::describe() const {
+  std::string s = "pipeline " + std::to_string(id) + " (version " + std::to_string(version) + "):";
+  for (size_t i = 0; i < stages.size(); ++i) {
+    s += (i ? ", " : " ") + stages[i].node + " layers " + std::to_string(stages[i].first) + "-" +
+         std::to_string(stages[i].end);
+  }
+  return s;
+}
+
+std::vector<std::string> pipeline_table::repair() {
+  std::vector<std::string> changed;
   const auto now = net::steady::now();
   for (auto& [model, p] : by_model_) {
     bool moved = false;
@@ -214,8 +224,12 @@ void pipeline_table::repair() {
       p.stages[s].public_key = best->key.empty() ? best->transfer_key : best->key;
       moved = true;
     }
-    if (moved) assign_all(p);
+    if (moved) {
+      assign_all(p);
+      changed.push_back(model);
+    }
   }
+  return changed;
 }
 
 const pipeline* pipeline_table::of(const std::string& model) const {

@@ -27,6 +27,8 @@ struct pipeline {
   std::string hidden_type = "f32";
   std::vector<wire::pipeline_stage> stages;  // in pipeline order; the last runs the jobs
   const std::string& driver() const { return stages.back().node; }
+  // "pipeline 3 (version 2): n1 layers 0-7, n2 7-15, n3 15-22": what a job's history records.
+  std::string describe() const;
 };
 
 // Layers [first, end) for each of `capacity.size()` stages of a model whose layers weigh
@@ -59,7 +61,8 @@ class pipeline_table {
   // one offering the most), and the pipeline is assigned again at a new version; the last stage
   // then replays its sequences on the new stages (node/pipeline-link.h). A stage no spare can
   // take waits for one. Called before each dispatch.
-  void repair();
+  // Returns the models whose pipeline changed.
+  std::vector<std::string> repair();
 
   // A node said hello (again, perhaps after a restart that lost its stages): every pipeline with
   // a stage on it is assigned again, at a new version, so that the stages agree on the neighbours'

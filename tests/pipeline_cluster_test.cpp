@@ -99,9 +99,15 @@ TEST_F(pipeline_cluster_test, split_over_two_and_three_nodes_gives_the_whole_mod
           &run));
       auto detail = client_->wait_final(run.job_id);
       ASSERT_TRUE(detail);
-      // The job ran on the pipeline's last stage, which samples and streams.
+      // The job ran on the pipeline's last stage, which samples and streams; its history says
+      // which nodes held which layers.
       EXPECT_EQ(detail->summary.node, plan.back());
       EXPECT_EQ(detail->summary.attempts, 1u);
+      std::string stages_noted;
+      for (const auto& e : detail->events)
+        if (e.event == "stages") stages_noted = e.detail;
+      EXPECT_NE(stages_noted.find(plan.front() + " layers 0-"), std::string::npos) << stages_noted;
+      EXPECT_NE(stages_noted.find(plan.back() + " layers "), std::string::npos) << stages_noted;
     }
     // With sampling and a seed, the same text as the whole model's too.
     EXPECT_EQ(sampled_text(*client_, [&] { return logs(); }), whole_sampled);
@@ -225,6 +231,13 @@ TEST_P(pipeline_failover_test, a_stage_killed_mid_generation_is_replaced_and_the
   ASSERT_EQ(listed->models.size(), 1u);
   ASSERT_EQ(listed->models[0].stages.size(), 3u);
   EXPECT_EQ(listed->models[0].stages[killed].node, "n4");
+  // The job's history names the spare among the stages that ran it.
+  auto detail = client_->wait_final(acc->job_id);
+  ASSERT_TRUE(detail);
+  std::string stages_noted;
+  for (const auto& e : detail->events)
+    if (e.event == "stages") stages_noted = e.detail;
+  EXPECT_NE(stages_noted.find("n4 layers"), std::string::npos) << stages_noted;
   if (killed < 2) {
     // The last stage went on with the same attempt: its sequences replayed on the new stages.
     EXPECT_EQ(s.attempt, 1u);
