@@ -84,7 +84,10 @@ class pipeline_table {
   // A model no split fitted is planned again at most once a second (planning weighs every
   // subset of up to 16 nodes).
   std::map<std::string, net::steady::time_point> refused_at_;
-  uint64_t next_id_ = 1;
+  // Ids from the broker's start time (milliseconds, times 1000): pipelines live in memory only, and
+  // a node may still hold a stage of a pipeline a restarted broker made, which a new one must not
+  // reuse.
+  uint64_t next_id_ = uint64_t(net::wall_ms()) * 1000;
 };
 
 }  // namespace hearth::broker
