@@ -18,6 +18,7 @@ namespace {
 constexpr auto k_tick = std::chrono::milliseconds(20);
 constexpr auto k_hold = std::chrono::seconds(10);
 constexpr size_t k_held_max = 64;
+constexpr size_t k_held_max_bytes = 64 << 20;  // their rows, in all
 // Rows frames up to max_stage_rows_bytes, and the header around them.
 constexpr int64_t k_max_frame = int64_t(wire::max_stage_rows_bytes) + (1 << 20);
 
@@ -218,16 +219,23 @@ void stage_host::serve() {
       auto msg = net::try_recv(s.router, true);
       if (!msg) break;
       const auto frames = msg->views();
+      // The sender first, from the header alone: a stranger's rows are never decoded.
+      if (const std::string why = refuse_sender(frames, msg->user_id); !why.empty()) {
+        drop(why);
+        continue;
+      }
       auto m = stage_message_read(frames);
       if (!m) {
         drop(m.message());
         continue;
       }
       if (route(msg->user_id, *m)) continue;
-      if (held_.size() >= k_held_max) {
+      size_t held_bytes = m->rows.size() * sizeof(float);
+      for (const auto& h : held_) held_bytes += h.m.rows.size() * sizeof(float);
+      if (held_.size() >= k_held_max || held_bytes > k_held_max_bytes) {
         drop("a step of pipeline " + std::to_string(m->batch.pipeline_id) + " version " +
              std::to_string(m->batch.version) + ", not assigned here (" +
-             std::to_string(k_held_max) + " such steps held already)");
+             std::to_string(held_.size()) + " such steps held already)");
         continue;
       }
       held_.push_back({std::chrono::steady_clock::now(), msg->user_id, std::move(*m)});
@@ -235,6 +243,22 @@ void stage_host::serve() {
     std::lock_guard lk(mu_);
     stats_.held = held_.size();
   }
+}
+
+std::string stage_host::refuse_sender(std::span<const std::string_view> frames,
+                                      const std::string& from_key) const {
+  if (opts_.key.public_key.empty() || frames.size() < 3) return "";
+  auto head = wire::decode<wire::stage_batch>(frames[2]);
+  if (!head) return "";  // stage_message_read says what is wrong with it
+  auto it = stages_.find(head->pipeline_id);
+  if (it == stages_.end() || head->version != it->second->assign.version) return "";
+  return key_refused(*it->second, from_key);
+}
+
+std::string stage_host::key_refused(const stage& s, const std::string& from_key) const {
+  if (opts_.key.public_key.empty() || from_key == s.prev().public_key) return "";
+  return s.name() + ": a step from a key that is not the stage before this one (" + s.prev().node +
+         ")";
 }
 
 bool stage_host::route(const std::string& from_key, stage_message& m) {
@@ -251,10 +275,7 @@ bool stage_host::route(const std::string& from_key, stage_message& m) {
 }
 
 void stage_host::take(stage& s, const std::string& from_key, stage_message m) {
-  if (!opts_.key.public_key.empty() && from_key != s.prev().public_key) {
-    return drop(s.name() + ": a step from a key that is not the stage before this one (" +
-                s.prev().node + ")");
-  }
+  if (const std::string why = key_refused(s, from_key); !why.empty()) return drop(why);
   if (s.link) return s.link->deliver(std::move(m));
 
   // A stage that computes: the step's ops, its layers, then the rows on to the next stage.

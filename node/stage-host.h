@@ -22,7 +22,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -106,6 +108,11 @@ class stage_host {
     stage_message m;
   };
   std::vector<held_step> held_;
+  // Why a step from `from_key` is refused by its header (frames[2]) alone, before its rows are
+  // decoded: "" when it is not (or the header does not say: the full read then does).
+  std::string refuse_sender(std::span<const std::string_view> frames,
+                            const std::string& from_key) const;
+  std::string key_refused(const stage& s, const std::string& from_key) const;
   // A step to its stage: true when taken or dropped, false when it is to be held.
   bool route(const std::string& from_key, stage_message& m);
   std::chrono::steady_clock::time_point last_drop_log_{};

@@ -148,6 +148,24 @@ TEST(StageHost, AStepFromAKeyThatIsNotTheStageBeforeIsDropped) {
   ASSERT_TRUE(wait_for([&] { return r.hosts[0]->stats().held == 1; }));
   EXPECT_EQ(r.hosts[0]->stats().steps, 0u);
   EXPECT_EQ(r.hosts[1]->stats().steps, 0u);
+  // Rows to the second stage from the stranger: refused by the header, the rows never decoded.
+  auto s2 = net::make_socket(ctx, zmq::socket_type::dealer);
+  s2.set(zmq::sockopt::curve_serverkey, r.keys[1].public_key);
+  s2.set(zmq::sockopt::curve_publickey, stranger.public_key);
+  s2.set(zmq::sockopt::curve_secretkey, stranger.secret_key);
+  s2.connect(r.assign.stages[1].endpoint);
+  m.pipeline_id = 7;
+  m.hidden_type = "f32";
+  m.n_embd = 64;
+  const std::string body = wire::encode(m);
+  const std::string code(1, char(wire::command::stage_batch));
+  const std::string rows(3 * 64 * 4, '\0');
+  s2.send(zmq::buffer(wire::signature), zmq::send_flags::sndmore);
+  s2.send(zmq::buffer(code), zmq::send_flags::sndmore);
+  s2.send(zmq::buffer(body), zmq::send_flags::sndmore);
+  s2.send(zmq::buffer(rows), zmq::send_flags::none);
+  ASSERT_TRUE(wait_for([&] { return r.hosts[1]->stats().dropped == 1; }));
+  EXPECT_EQ(r.hosts[1]->stats().steps, 0u);
   // The pipeline still works for its own last stage.
   auto link = r.hosts[2]->driver(7);
   link->open(1, 16);
