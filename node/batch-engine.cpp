@@ -1005,11 +1005,12 @@ class batch_engine final : public catalog_engine {
     const auto t0 = clock::now();
     const uint64_t faults = mapped_file_faults();
     auto r = cm.decode(batch_);
-    // A split model whose stages were planned again (a stage's node died or left): the same
-    // sequences go on on the new stages, their tokens replayed there first, and the step again.
-    if (!r && cm.link) {
+    // A split model whose stages were planned again (a stage's node died or left: the new
+    // version closed the link): the same sequences go on on the new stages, their tokens replayed
+    // there first, and the step again. A stage's own error fails the step as any decode error.
+    if (!r && cm.link && cm.link->closed()) {
       const auto t_failed = clock::now();
-      while (!r && cm.link && !stop_flag_.load()) {
+      while (!r && cm.link && cm.link->closed() && !stop_flag_.load()) {
         if (auto f = failover(cm); !f) {
           r = error{r.message() + "; " + f.message()};
           break;
@@ -1138,6 +1139,9 @@ class batch_engine final : public catalog_engine {
     const model_hparams& hp = cm.weights->hparams();
     if (!replay.empty()) {
       auto rows = link->run(replay, uint32_t(hp.n_embd), context_params{}.n_batch);
+      // Planned again meanwhile (another stage's node died): the step's next decode fails at
+      // once on the closed link, and the caller comes back here for the next version.
+      if (!rows && link->closed()) return {};
       if (!rows) return error{"replaying on the new stages: " + rows.message()};
     }
     spdlog::info("model {}: {} (version {}): replayed {} tokens of {} sequences in {:.0f} ms",

@@ -101,6 +101,11 @@ void pipeline_link::deliver(stage_message m) {
   cv_.notify_all();
 }
 
+bool pipeline_link::closed() const {
+  std::lock_guard lk(mu_);
+  return !closed_.empty();
+}
+
 void pipeline_link::close(std::string why) {
   std::lock_guard lk(mu_);
   closed_ = why.empty() ? "the pipeline was released" : std::move(why);

@@ -66,6 +66,9 @@ class pipeline_link {
   void deliver(stage_message m);
   // The pipeline was released or re-planned: run() fails from now on.
   void close(std::string why);
+  // Whether close() was called: a step that failed then may go on with the pipeline's next
+  // version (a failover); one that failed on an open link failed for good (a stage's error).
+  bool closed() const;
 
  private:
   result<std::vector<float>> run_piece(std::span<const batch_token> piece, uint32_t n_embd);
@@ -81,7 +84,7 @@ class pipeline_link {
   uint64_t step_ = 0;
   bool broken_ = false;
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<stage_message> inbox_;
   std::string closed_;  // why, once closed
