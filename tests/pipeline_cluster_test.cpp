@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "engine/context.h"
@@ -27,10 +28,15 @@ using testing::test_client;
 
 class pipeline_cluster_test : public testing::stories_cluster_test {
  protected:
-  // `node_args` (a memory limit) for every node.
-  void start(size_t n_nodes, const std::vector<std::string>& node_args = {}) {
+  // `node_args` (a memory limit) for every node. Each node computes on one thread: four node
+  // processes with a thread per core each would take the machine from the tests beside this one
+  // (ctest -j 4), and stories260K needs none.
+  void start(size_t n_nodes, std::vector<std::string> node_args = {}) {
     broker_ = c_.start_broker();
     const std::string dir = models("m", {"stories260K"});
+    const std::string config = c_.dir().file("node.yaml");
+    std::ofstream(config) << "threads: 1\n";
+    node_args.insert(node_args.end(), {"--config", config});
     for (size_t i = 0; i < n_nodes; ++i)
       nodes_.push_back(c_.start_node("n" + std::to_string(i + 1), dir, "cpu", 2, node_args));
     client_ = c_.client();
