@@ -278,6 +278,8 @@ class batch_engine final : public catalog_engine {
 
   uint64_t prompt_tokens_decoded() const override { return prompt_tokens_decoded_.load(); }
 
+  void set_stage_memory(uint64_t bytes) override { stage_memory_ = bytes; }
+
   void set_pipelines(pipeline_lookup lookup) override {
     std::lock_guard lk(pipelines_mu_);
     pipelines_ = std::move(lookup);
@@ -456,23 +458,29 @@ class batch_engine final : public catalog_engine {
   // Unloads idle models, least recently used first, until `need` more bytes fit the budget.
   // Unloads nothing and returns an error when that cannot be done.
   std::string make_room(const std::string& name, uint64_t need) {
-    if (need > budget_) {
+    // What the node's pipeline stages hold is not this engine's to give.
+    const uint64_t stages = stage_memory_.load();
+    const uint64_t budget = budget_ - std::min(budget_, stages);
+    const std::string of_stages =
+        stages > 0 ? " (" + format_bytes(stages) + " of it held by pipeline stages)" : "";
+    if (need > budget) {
       return "model '" + name + "' needs " + format_bytes(need) +
-             " (weights and context) but the memory budget is " + format_bytes(budget_);
+             " (weights and context) but the memory budget is " + format_bytes(budget_) + of_stages;
     }
     uint64_t idle = 0;
     for (const auto& cm : models_)
       if (!cm->busy()) idle += cm->bytes;
     const uint64_t used = bytes_loaded();
-    if (used - idle + need > budget_) {
+    if (used - idle + need > budget) {
       std::string busy;
       for (const auto& cm : models_)
         if (cm->busy()) busy += (busy.empty() ? "" : ", ") + cm->name;
       return "model '" + name + "' needs " + format_bytes(need) + " but only " +
-             format_bytes(budget_ - std::min(budget_, used - idle)) + " of the memory budget of " +
-             format_bytes(budget_) + " can be freed while models in use (" + busy + ") stay loaded";
+             format_bytes(budget - std::min(budget, used - idle)) + " of the memory budget of " +
+             format_bytes(budget_) + of_stages + " can be freed while models in use (" + busy +
+             ") stay loaded";
     }
-    while (bytes_loaded() + need > budget_) {
+    while (bytes_loaded() + need > budget) {
       size_t lru = models_.size();
       for (size_t i = 0; i < models_.size(); ++i) {
         if (models_[i]->busy()) continue;
@@ -1208,7 +1216,8 @@ class batch_engine final : public catalog_engine {
   batch_engine_config cfg_;
   job_sink& sink_;
   uint64_t budget_ = 0;
-  gpu::backend_plan plan_;  // set before the worker starts, then only read
+  std::atomic<uint64_t> stage_memory_{0};  // set_stage_memory
+  gpu::backend_plan plan_;                 // set before the worker starts, then only read
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -743,6 +743,26 @@ TEST_F(batch_engine_test, the_least_recently_used_idle_model_makes_room_for_anot
   EXPECT_EQ(loaded(), std::set<std::string>{"b"});
 }
 
+TEST_F(batch_engine_test, what_pipeline_stages_hold_is_not_the_engines_to_give) {
+  const context_params cp{.n_ctx = 64, .n_seq_max = 1};
+  const uint64_t one = memory_needed(model_->hparams(), model_->weight_bytes(), cp).total();
+  fake_job_sink sink;
+  auto cfg = config(1, 64, "lru");
+  cfg.memory_budget = one + one / 2;
+  auto engine = make_batch_engine(cfg, sink);
+  // The node's stages hold a model's worth: this one no longer fits.
+  engine->set_stage_memory(one);
+  engine->submit(job(0, prompt_of(0), greedy(8), "a"));
+  ASSERT_TRUE(sink.wait_finished(0));
+  EXPECT_NE(failure_of(sink, 0).find("held by pipeline stages"), std::string::npos)
+      << failure_of(sink, 0);
+  // Released: it fits again.
+  engine->set_stage_memory(0);
+  engine->submit(job(1, prompt_of(0), greedy(8), "a"));
+  ASSERT_TRUE(sink.wait_finished(1));
+  EXPECT_EQ(sink.record(1).final->state, wire::job_state::completed);
+}
+
 TEST_F(batch_engine_test, a_model_larger_than_the_budget_fails_to_load) {
   fake_job_sink sink;
   auto cfg = config(1, 64, "lru");

@@ -249,6 +249,7 @@ struct node_daemon::impl {
     stage_host_options o;
     o.key = keys.own;
     o.memory_limit = cfg.memory_limit;
+    o.on_memory = [en = engine.get()](uint64_t bytes) { en->set_stage_memory(bytes); };
     auto load = [en = engine.get()](const std::string& name, layer_range r) {
       return en->load_stage(name, r);
     };

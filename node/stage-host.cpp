@@ -123,6 +123,28 @@ void stage_host::drop(const std::string& why) {
   spdlog::warn("stage socket: dropped a message: {}", why);
 }
 
+uint64_t stage_host::stage_memory(const stage* except) const {
+  uint64_t total = 0;
+  for (const auto& [id, s] : stages_) {
+    if (s.get() == except || !s->weights) continue;
+    total += s->weights->weight_bytes();
+    if (s->ctx) {
+      context_params cp;
+      cp.n_seq_max = s->ctx->n_seq_max();
+      cp.n_ctx = s->ctx->n_ctx();
+      total += memory_needed(s->weights->hparams(), 0, cp, s->weights->layers()).context();
+    }
+  }
+  return total;
+}
+
+void stage_host::report_memory() {
+  const uint64_t now = stage_memory();
+  if (now == reported_memory_) return;
+  reported_memory_ = now;
+  if (opts_.on_memory) opts_.on_memory(now);
+}
+
 void stage_host::apply_control() {
   std::vector<wire::stage_assign> assigns;
   std::vector<uint64_t> releases;
@@ -191,6 +213,7 @@ void stage_host::apply_control() {
                  me.first, me.end, a.model, s->load_error.empty() ? "" : " (failed to load)");
     stages_[a.pipeline_id] = std::move(s);
   }
+  report_memory();
 }
 
 void stage_host::serve() {
@@ -306,9 +329,12 @@ void stage_host::take(stage& s, const std::string& from_key, stage_message m) {
       const auto& hp = s.weights->hparams();
       const memory_estimate need =
           memory_needed(hp, s.weights->weight_bytes(), cp, s.weights->layers());
-      if (opts_.memory_limit > 0 && need.total() > opts_.memory_limit) {
-        fail("its layers and cache need " + format_bytes(need.total()) +
-             " but this node's memory limit is " + format_bytes(opts_.memory_limit));
+      // Within the limit beside the node's other stages (its engine's models fit the rest).
+      const uint64_t others = stage_memory(&s);
+      if (opts_.memory_limit > 0 && others + need.total() > opts_.memory_limit) {
+        fail("its layers and cache need " + format_bytes(need.total()) + " but this node's " +
+             "memory limit is " + format_bytes(opts_.memory_limit) +
+             (others > 0 ? " (" + format_bytes(others) + " held by its other stages)" : ""));
         break;
       }
       s.ctx.reset();
@@ -317,6 +343,7 @@ void stage_host::take(stage& s, const std::string& from_key, stage_message m) {
       } catch (const std::exception& e) {
         fail(e.what());
       }
+      report_memory();
     } else if (!s.ctx) {
       fail("a step before the pipeline's context was opened");
     } else if (op.op == "clear") {
@@ -355,6 +382,11 @@ void stage_host::take(stage& s, const std::string& from_key, stage_message m) {
     out.hidden_type.clear();
     rows.clear();
   }
+  {
+    // Counted before it is sent: the last stage may have the rows before this thread goes on.
+    std::lock_guard lk(mu_);
+    ++stats_.steps;
+  }
   const std::string body = wire::encode(out);
   const auto code = std::array<char, 1>{char(wire::command::stage_batch)};
   using sf = zmq::send_flags;
@@ -364,8 +396,6 @@ void stage_host::take(stage& s, const std::string& from_key, stage_message m) {
   net::send_part(sock, zmq::buffer(code), sf::sndmore);
   net::send_part(sock, zmq::buffer(body), has_rows ? sf::sndmore : sf::none);
   if (has_rows) net::send_part(sock, zmq::buffer(rows), sf::none);
-  std::lock_guard lk(mu_);
-  ++stats_.steps;
 }
 
 }  // namespace hearth::node

@@ -46,6 +46,9 @@ struct stage_host_options {
   net::curve_cert key;                          // the node's key pair; empty: no CURVE
   uint32_t max_pipelines = 16;
   uint64_t memory_limit = 0;  // what the stages' weights and caches may take; 0: no limit
+  // Called on the host's thread with what the stages hold now, whenever it changes (the node
+  // tells its engine, whose models fit the rest: job_engine::set_stage_memory).
+  std::function<void(uint64_t)> on_memory;
   std::chrono::milliseconds step_timeout{60000};
 };
 
@@ -82,6 +85,10 @@ class stage_host {
   void serve();
   void apply_control();
   void take(stage& s, const std::string& from_key, stage_message m);
+  // What the stages hold (weights, caches), and on_memory told when it changed.
+  uint64_t stage_memory(const stage* except = nullptr) const;
+  void report_memory();
+  uint64_t reported_memory_ = 0;
   void drop(const std::string& why);
 
   stage_host_options opts_;

@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
+#include <atomic>
 #include <thread>
 
 #include "engine/context.h"
@@ -49,6 +51,8 @@ bool wait_for(const std::function<bool()>& cond) {
 struct ring {
   std::vector<net::curve_cert> keys{key("a"), key("b"), key("c")};
   std::vector<std::unique_ptr<stage_host>> hosts;
+  // What each host said its stages hold (stage_host_options::on_memory).
+  std::array<std::atomic<uint64_t>, 3> memory{};
   wire::stage_assign assign;
   // `assign_first` false: the first stage is not told yet.
   explicit ring(bool assign_first = true) {
@@ -57,6 +61,7 @@ struct ring {
       o.endpoint = "tcp://127.0.0.1:*";
       o.key = k;
       o.step_timeout = 10s;
+      o.on_memory = [this, i = hosts.size()](uint64_t b) { memory[i] = b; };
       hosts.push_back(std::make_unique<stage_host>(o, load_range));
     }
     assign.pipeline_id = 7;
@@ -117,6 +122,13 @@ TEST(StageHost, StepsRoundTheRingGiveTheWholeModelsLogitsBitForBit) {
   EXPECT_EQ(r.hosts[0]->stats().steps, 4u);
   EXPECT_EQ(r.hosts[1]->stats().steps, 4u);
   EXPECT_EQ(r.hosts[0]->stats().dropped, 0u);
+  // The stages that compute hold their layers and the cache the first step opened, and say so
+  // (the node's engine fits its own models in the rest); the last stage's are the engine's own.
+  auto w0 = load_range("", {0, 2});
+  ASSERT_TRUE(w0.ok());
+  EXPECT_GT(r.memory[0].load(), (*w0)->weight_bytes());
+  EXPECT_GT(r.memory[1].load(), 0u);
+  EXPECT_EQ(r.memory[2].load(), 0u);
 }
 
 TEST(StageHost, AStepFromAKeyThatIsNotTheStageBeforeIsDropped) {
