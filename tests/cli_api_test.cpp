@@ -169,6 +169,8 @@ TEST_F(cli_api, further_choices_follow_the_first_and_json_prints_the_events) {
   const std::string schema = write_file("schema.json", R"({"type":"object"})");
   r = run_cli("submit -m alpha --id-only --json-schema " + quote(schema) + " 'Once'");
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  // --id-only returns once the job is accepted: its assignment may still be on its way.
+  ASSERT_TRUE(testing::wait_until([&] { return assigns().size() == 2; }));
   EXPECT_EQ(assigns().back().params.api.json_schema, R"({"type":"object"})");
   EXPECT_FALSE(assigns().back().params.api.events);
 
