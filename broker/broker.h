@@ -128,9 +128,8 @@ class broker {
   // Models: who holds what, the transfers between nodes (model-placement.h).
   model_placement placement_{cfg_, nodes_, out_, metrics_};
   // Each message, by its command, to the part that owns it (command-dispatch.h).
-  command_dispatch commands_{*store_,  out_,     storage_,  jobs_,   nodes_, attempts_,
-                             clients_, history_, api_keys_, report_, zap_,   placement_,
-                             pipelines_};
+  command_dispatch commands_{*store_,  out_,      storage_, jobs_, nodes_,     attempts_, clients_,
+                             history_, api_keys_, report_,  zap_,  placement_, pipelines_};
   // The turn's timers: heartbeats, attempts, flushes, queue positions, pruning (turn-timers.h).
   turn_timers timers_{cfg_,   storage_, nodes_,   jobs_,     attempts_,
                       relay_, report_,  history_, placement_};

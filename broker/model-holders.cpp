@@ -45,10 +45,10 @@ uint64_t node_free_memory(const node_entry& n) {
   return free;
 }
 
-std::string transfer_endpoint(const node_entry& n) {
+std::string peer_endpoint(const node_entry& n, uint32_t port) {
   std::string host = n.address.empty() ? "127.0.0.1" : n.address;
   if (host.find(':') != std::string::npos) host = "[" + host + "]";
-  return "tcp://" + host + ":" + std::to_string(n.transfer_port);
+  return "tcp://" + host + ":" + std::to_string(port);
 }
 
 }  // namespace hearth::broker

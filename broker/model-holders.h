@@ -31,8 +31,15 @@ uint64_t model_bytes(const wire::model_info& m);
 // RAM and GPU memory free on `n`, as it last said: where a placed model runs best.
 uint64_t node_free_memory(const node_entry& n);
 
-// Where peers reach a node's transfer socket: the address its broker connection comes from (none
-// over inproc or ipc, which only a node on the broker's machine uses: loopback).
-std::string transfer_endpoint(const node_entry& n);
+// Where peers reach a node's socket on `port`: the address its broker connection comes from (none
+// over inproc or ipc, which only a node on the broker's machine uses: loopback). Its transfer
+// socket (PROTOCOL.md 16.4) and its stage socket (17.2).
+std::string peer_endpoint(const node_entry& n, uint32_t port);
+inline std::string transfer_endpoint(const node_entry& n) {
+  return peer_endpoint(n, n.transfer_port);
+}
+inline std::string stage_endpoint(const node_entry& n) {
+  return peer_endpoint(n, n.stage_port);
+}
 
 }  // namespace hearth::broker

@@ -205,13 +205,8 @@ bool model_placement::send_copy(model_transfer& t) {
 void model_placement::send_tickets(const model_transfer& t) {
   const node_entry* target = nodes_.find(t.info.node);
   if (!target) return;
-  // The key the fetcher proves on the holder's socket: the one the broker authenticated it by
-  // (what it claims as transfer_key only on a broker without keys).
-  wire::transfer_allow a{t.info.transfer_id,
-                         t.info.node,
-                         target->key.empty() ? target->transfer_key : target->key,
-                         {},
-                         k_ticket_ttl_ms};
+  // The key the fetcher proves on the holder's socket.
+  wire::transfer_allow a{t.info.transfer_id, t.info.node, target->peer_key(), {}, k_ticket_ttl_ms};
   for (const auto& f : t.files) a.digests.push_back(f.digest);
   for (const auto& h : t.peers) {
     const node_entry* n = nodes_.find(h);

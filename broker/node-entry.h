@@ -39,6 +39,9 @@ struct node_entry {
   uint32_t transfer_port = 0;
   std::string transfer_key;
   uint32_t stage_port = 0;  // its stage socket (PROTOCOL.md 17.2; 0: it holds no stages)
+  // The key it proves on other nodes' sockets (a transfer ticket's, a stage's neighbour's): the
+  // one the broker authenticated it by; what it claims as transfer_key only without keys.
+  const std::string& peer_key() const { return key.empty() ? transfer_key : key; }
   uint64_t store_capacity = 0;
   std::set<uint64_t> running;  // job ids assigned to it
   bool online = false;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <tuple>
 
+#include "broker/model-holders.h"
 #include "common/format-ago.h"
 
 namespace hearth::broker {
@@ -69,9 +70,7 @@ split_plan model_split_plan(const node_map& nodes, const std::string& model) {
   std::vector<split_node> cand;
   for (const auto& [name, n] : nodes) {
     if (!n.online || n.quarantined(now) || n.stage_port == 0) continue;
-    const wire::model_info* mi = nullptr;
-    for (const auto& x : n.models)
-      if (x.name == model) mi = &x;
+    const wire::model_info* mi = model_advertised(n, model);
     if (!mi || mi->layout.layer_bytes.empty()) continue;
     const wire::model_layout& l = mi->layout;
     if (m.layer_bytes.empty()) {

@@ -12,16 +12,9 @@
 namespace hearth::broker {
 namespace {
 
-// Where a node's stage socket is reached: on the address its connection to the broker comes from.
-std::string stage_endpoint(const node_entry& n) {
-  std::string host = n.address.empty() ? "127.0.0.1" : n.address;
-  if (host.find(':') != std::string::npos) host = "[" + host + "]";
-  return "tcp://" + host + ":" + std::to_string(n.stage_port);
-}
-
-// What a node offers for models: its memory limit, else its available memory.
-uint64_t node_capacity(const node_entry& n) {
-  return n.hardware.memory_limit > 0 ? n.hardware.memory_limit : n.hardware.memory_available;
+// Stage [first, end) on node `n`, as its neighbours reach it.
+wire::pipeline_stage stage_on(const node_entry& n, int32_t first, int32_t end) {
+  return {n.name, first, end, stage_endpoint(n), n.peer_key()};
 }
 
 }  // namespace
@@ -100,7 +93,7 @@ void pipeline_table::place(const std::string& rid, const wire::place_model& m) {
     nodes.push_back(n);
   }
   std::vector<uint64_t> capacity;
-  for (const node_entry* n : nodes) capacity.push_back(node_capacity(*n));
+  for (const node_entry* n : nodes) capacity.push_back(n->capacity());
   const auto ranges = split_layers(layout->layer_bytes, capacity);
   if (ranges.empty()) {
     return refuse(wire::error_code::invalid_params,
@@ -120,9 +113,7 @@ void pipeline_table::place(const std::string& rid, const wire::place_model& m) {
   p.model = m.name;
   p.hidden_type = cfg_.pipeline_hidden_type;
   for (size_t i = 0; i < nodes.size(); ++i) {
-    const node_entry& n = *nodes[i];
-    p.stages.push_back({n.name, ranges[i].first, ranges[i].second, stage_endpoint(n),
-                        n.key.empty() ? n.transfer_key : n.key});
+    p.stages.push_back(stage_on(*nodes[i], ranges[i].first, ranges[i].second));
   }
   std::string plan;
   for (const auto& s : p.stages)
@@ -164,9 +155,7 @@ const pipeline* pipeline_table::plan_for(const std::string& model) {
   p.hidden_type = cfg_.pipeline_hidden_type;
   std::string text;
   for (const auto& s : plan.stages) {
-    const node_entry& n = *nodes_.find(s.node);
-    p.stages.push_back(
-        {n.name, s.first, s.end, stage_endpoint(n), n.key.empty() ? n.transfer_key : n.key});
+    p.stages.push_back(stage_on(*nodes_.find(s.node), s.first, s.end));
     text += (text.empty() ? "" : ", ") + s.node + " [" + std::to_string(s.first) + ", " +
             std::to_string(s.end) + ") " + format_bytes(s.bytes);
   }
@@ -219,9 +208,7 @@ std::vector<std::string> pipeline_table::repair() {
       spdlog::warn("pipeline {} (model {}): stage {} (layers [{}, {})) moves from node {} to {}",
                    p.id, model, s + 1, p.stages[s].first, p.stages[s].end, p.stages[s].node,
                    best->name);
-      p.stages[s].node = best->name;
-      p.stages[s].endpoint = stage_endpoint(*best);
-      p.stages[s].public_key = best->key.empty() ? best->transfer_key : best->key;
+      p.stages[s] = stage_on(*best, p.stages[s].first, p.stages[s].end);
       moved = true;
     }
     if (moved) {
@@ -244,8 +231,7 @@ void pipeline_table::on_hello(const node_entry& n) {
       if (s.node != n.name) continue;
       holds = true;
       // Its address or port may have changed with the restart.
-      s.endpoint = stage_endpoint(n);
-      s.public_key = n.key.empty() ? n.transfer_key : n.key;
+      s = stage_on(n, s.first, s.end);
     }
     if (holds) assign_all(p);
   }

@@ -56,11 +56,7 @@ result<std::vector<float>> pipeline_link::run_piece(std::span<const batch_token>
   if (!out_) {
     const auto& first = assign_.stages.front();
     out_.emplace(net::make_socket(zctx_, zmq::socket_type::dealer));
-    if (!key_.public_key.empty() && !first.public_key.empty()) {
-      out_->set(zmq::sockopt::curve_serverkey, first.public_key);
-      out_->set(zmq::sockopt::curve_publickey, key_.public_key);
-      out_->set(zmq::sockopt::curve_secretkey, key_.secret_key);
-    }
+    if (!key_.public_key.empty()) net::curve_client_apply(*out_, {first.public_key, key_});
     out_->connect(first.endpoint);
   }
   wire::stage_batch m;

@@ -50,9 +50,7 @@ class pipeline_link {
   // n_ctx_per_seq cells).
   void open(int32_t n_seq, int32_t n_ctx_per_seq);
   void seq_clear(int32_t seq) { ops_.push_back({"seq_clear", seq, 0}); }
-  void seq_truncate(int32_t seq, int32_t pos) { ops_.push_back({"seq_truncate", seq, pos}); }
   void seq_copy(int32_t src, int32_t dst) { ops_.push_back({"seq_copy", src, dst}); }
-  void clear() { ops_.push_back({"clear", 0, 0}); }
 
   // Runs `batch` through the stages before this one: the rows entering this node's first layer,
   // batch.size() × n_embd F32 in batch order. Sent in pieces of at most max_stage_tokens (a

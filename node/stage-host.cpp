@@ -202,11 +202,8 @@ void stage_host::apply_control() {
     if (!last) {
       const auto& next = a.stages[a.index + 1];
       s->next.emplace(net::make_socket(socks_->ctx, zmq::socket_type::dealer));
-      if (!opts_.key.public_key.empty() && !next.public_key.empty()) {
-        s->next->set(zmq::sockopt::curve_serverkey, next.public_key);
-        s->next->set(zmq::sockopt::curve_publickey, opts_.key.public_key);
-        s->next->set(zmq::sockopt::curve_secretkey, opts_.key.secret_key);
-      }
+      if (!opts_.key.public_key.empty())
+        net::curve_client_apply(*s->next, {next.public_key, opts_.key});
       s->next->connect(next.endpoint);
     }
     spdlog::info("{}: {} layers [{}, {}) of model {}{}", where, last ? "runs its jobs on" : "holds",
@@ -242,12 +239,17 @@ void stage_host::serve() {
       auto msg = net::try_recv(s.router, true);
       if (!msg) break;
       const auto frames = msg->views();
+      auto head = stage_header_read(frames);
+      if (!head) {
+        drop(head.message());
+        continue;
+      }
       // The sender first, from the header alone: a stranger's rows are never decoded.
-      if (const std::string why = refuse_sender(frames, msg->user_id); !why.empty()) {
+      if (const std::string why = refuse_sender(*head, msg->user_id); !why.empty()) {
         drop(why);
         continue;
       }
-      auto m = stage_message_read(frames);
+      auto m = stage_rows_read(std::move(*head), frames);
       if (!m) {
         drop(m.message());
         continue;
@@ -268,13 +270,10 @@ void stage_host::serve() {
   }
 }
 
-std::string stage_host::refuse_sender(std::span<const std::string_view> frames,
+std::string stage_host::refuse_sender(const wire::stage_batch& head,
                                       const std::string& from_key) const {
-  if (opts_.key.public_key.empty() || frames.size() < 3) return "";
-  auto head = wire::decode<wire::stage_batch>(frames[2]);
-  if (!head) return "";  // stage_message_read says what is wrong with it
-  auto it = stages_.find(head->pipeline_id);
-  if (it == stages_.end() || head->version != it->second->assign.version) return "";
+  auto it = stages_.find(head.pipeline_id);
+  if (it == stages_.end() || head.version != it->second->assign.version) return "";
   return key_refused(*it->second, from_key);
 }
 
@@ -346,12 +345,8 @@ void stage_host::take(stage& s, const std::string& from_key, stage_message m) {
       report_memory();
     } else if (!s.ctx) {
       fail("a step before the pipeline's context was opened");
-    } else if (op.op == "clear") {
-      s.ctx->clear();
     } else if (op.op == "seq_clear" && op.seq >= 0 && op.seq < s.ctx->n_seq_max()) {
       s.ctx->seq_clear(op.seq);
-    } else if (op.op == "seq_truncate" && op.seq >= 0 && op.seq < s.ctx->n_seq_max()) {
-      s.ctx->seq_truncate(op.seq, op.arg);
     } else if (op.op == "seq_copy") {
       if (auto r = s.ctx->seq_copy(op.seq, op.arg); !r) fail(r.message());
     } else {
@@ -387,15 +382,8 @@ void stage_host::take(stage& s, const std::string& from_key, stage_message m) {
     std::lock_guard lk(mu_);
     ++stats_.steps;
   }
-  const std::string body = wire::encode(out);
-  const auto code = std::array<char, 1>{char(wire::command::stage_batch)};
-  using sf = zmq::send_flags;
-  auto& sock = *s.next;
-  const bool has_rows = !out.hidden_type.empty();
-  net::send_part(sock, zmq::buffer(wire::signature), sf::sndmore);
-  net::send_part(sock, zmq::buffer(code), sf::sndmore);
-  net::send_part(sock, zmq::buffer(body), has_rows ? sf::sndmore : sf::none);
-  if (has_rows) net::send_part(sock, zmq::buffer(rows), sf::none);
+  net::send_raw(*s.next, "", wire::command::stage_batch, wire::encode(out),
+                out.hidden_type.empty() ? std::nullopt : std::optional<std::string_view>(rows));
 }
 
 }  // namespace hearth::node

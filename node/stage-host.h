@@ -115,10 +115,9 @@ class stage_host {
     stage_message m;
   };
   std::vector<held_step> held_;
-  // Why a step from `from_key` is refused by its header (frames[2]) alone, before its rows are
-  // decoded: "" when it is not (or the header does not say: the full read then does).
-  std::string refuse_sender(std::span<const std::string_view> frames,
-                            const std::string& from_key) const;
+  // Why a step from `from_key` is refused by its header alone, before its rows are decoded: ""
+  // when it is not (a step not assigned here yet is held: route() decides once it is).
+  std::string refuse_sender(const wire::stage_batch& head, const std::string& from_key) const;
   std::string key_refused(const stage& s, const std::string& from_key) const;
   // A step to its stage: true when taken or dropped, false when it is to be held.
   bool route(const std::string& from_key, stage_message& m);

@@ -6,6 +6,12 @@
 namespace hearth::node {
 
 result<stage_message> stage_message_read(std::span<const std::string_view> frames) {
+  auto head = stage_header_read(frames);
+  if (!head) return head.err();
+  return stage_rows_read(std::move(*head), frames);
+}
+
+result<wire::stage_batch> stage_header_read(std::span<const std::string_view> frames) {
   if (frames.size() != 3 && frames.size() != 4)
     return error{"a stage_batch has 3 or 4 frames, not " + std::to_string(frames.size())};
   const auto env = wire::open_envelope(frames.first(3));
@@ -23,23 +29,32 @@ result<stage_message> stage_message_read(std::span<const std::string_view> frame
     return error{"stage_batch: " + std::to_string(n) + " tokens, more than " +
                  std::to_string(wire::max_stage_tokens)};
   }
-  stage_message out{std::move(*b), {}};
-  const bool has_rows = !out.batch.hidden_type.empty();
+  const bool has_rows = !b->hidden_type.empty();
   if (has_rows != (frames.size() == 4))
     return error{"stage_batch: a rows frame goes with hidden_type, and only with it"};
-  if (!has_rows) return out;
-  const auto enc = hidden_encoding_from_name(out.batch.hidden_type);
-  if (!enc) return error{"stage_batch: unknown hidden_type '" + out.batch.hidden_type + "'"};
-  const uint32_t n_embd = out.batch.n_embd;
+  if (!has_rows) return b;
+  const auto enc = hidden_encoding_from_name(b->hidden_type);
+  if (!enc) return error{"stage_batch: unknown hidden_type '" + b->hidden_type + "'"};
+  const uint32_t n_embd = b->n_embd;
   if (n_embd == 0 || n_embd > max_stage_embd)
     return error{"stage_batch: n_embd " + std::to_string(n_embd) + " is out of range"};
   const uint64_t want = hidden_bytes(*enc, n_embd, int64_t(n));
   if (want == 0 || want > wire::max_stage_rows_bytes || frames[3].size() != want) {
     return error{"stage_batch: a rows frame of " + std::to_string(frames[3].size()) +
                  " bytes for " + std::to_string(n) + " rows of " + std::to_string(n_embd) + " " +
-                 out.batch.hidden_type + " values (" + std::to_string(want) + " bytes)"};
+                 b->hidden_type + " values (" + std::to_string(want) + " bytes)"};
   }
-  out.rows.resize(n * n_embd);
+  return b;
+}
+
+result<stage_message> stage_rows_read(wire::stage_batch header,
+                                      std::span<const std::string_view> frames) {
+  stage_message out{std::move(header), {}};
+  if (out.batch.hidden_type.empty()) return out;
+  // stage_header_read checked the type and the frame's size.
+  const auto enc = hidden_encoding_from_name(out.batch.hidden_type);
+  const uint32_t n_embd = out.batch.n_embd;
+  out.rows.resize(out.batch.tokens.size() * n_embd);
   const auto* p = reinterpret_cast<const uint8_t*>(frames[3].data());
   if (auto r = hidden_decode(*enc, {p, frames[3].size()}, n_embd, out.rows); !r)
     return error{"stage_batch: " + r.message()};

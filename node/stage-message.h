@@ -27,6 +27,12 @@ struct stage_message {
 
 // A stage_batch from its frames [signature][command][body][rows?] (a ROUTER's routing id removed).
 result<stage_message> stage_message_read(std::span<const std::string_view> frames);
+// The same in two steps, so that a receiver can decide on the header (who may send this step)
+// before it decodes any rows: the header, checked whole (the rows frame's presence and exact
+// size included), then its rows decoded.
+result<wire::stage_batch> stage_header_read(std::span<const std::string_view> frames);
+result<stage_message> stage_rows_read(wire::stage_batch header,
+                                      std::span<const std::string_view> frames);
 
 // The rows of `batch` encoded as `hidden_type` names ("f32", "f16", "q8_0"), or an error (an
 // unknown type, rows Q8_0 cannot hold).

@@ -318,8 +318,8 @@ struct pipeline_stage {
 };
 
 // A change to every stage's KV cache, applied before a stage_batch's tokens, in order, so that
-// all stages' caches stay what one context's would be: "clear" (every sequence), "seq_clear"
-// (seq), "seq_truncate" (seq's positions >= arg), "seq_copy" (seq's cells into sequence arg).
+// all stages' caches stay what one context's would be: "open" (a fresh cache of seq sequences of
+// arg cells each), "seq_clear" (seq), "seq_copy" (seq's cells into sequence arg).
 struct stage_op {
   std::string op;
   int32_t seq = 0;

@@ -348,7 +348,7 @@ inline stage_batch sample<stage_batch>() {
   m.pipeline_id = (uint64_t(1) << 40) + 9;
   m.version = std::numeric_limits<uint32_t>::max();
   m.step = (uint64_t(1) << 50) + 1;
-  m.ops = {{"seq_truncate", 3, 17}, {"seq_copy", 0, std::numeric_limits<int32_t>::max()}};
+  m.ops = {{"seq_clear", 3, 17}, {"seq_copy", 0, std::numeric_limits<int32_t>::max()}};
   m.tokens = {1, std::numeric_limits<int32_t>::max(), 0};
   m.pos = {0, 4095, std::numeric_limits<int32_t>::min()};
   m.seqs = {0, 1, 2};

@@ -70,7 +70,7 @@ std::optional<received> try_recv(zmq::socket_t& s, bool router) {
 }
 
 bool send_raw(zmq::socket_t& s, std::string_view routing_id, wire::command cmd,
-              std::string_view body) {
+              std::string_view body, std::optional<std::string_view> payload) {
   try {
     if (!routing_id.empty()) {
       if (!send_part(s, zmq::buffer(routing_id),
@@ -80,7 +80,8 @@ bool send_raw(zmq::socket_t& s, std::string_view routing_id, wire::command cmd,
     const char code = char(uint8_t(cmd));
     send_part(s, zmq::buffer(wire::signature), zmq::send_flags::sndmore);
     send_part(s, zmq::buffer(&code, 1), zmq::send_flags::sndmore);
-    send_part(s, zmq::buffer(body), zmq::send_flags::none);
+    send_part(s, zmq::buffer(body), payload ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    if (payload) send_part(s, zmq::buffer(*payload), zmq::send_flags::none);
     return true;
   } catch (const zmq::error_t&) {
     return false;
