@@ -35,12 +35,31 @@ void job_table::enqueue(live_job& j) {
 
 void job_table::dispatch() {
   dispatch_needed_ = false;
-  // A split model's stage moved: its running jobs' histories say where they go on.
-  for (const std::string& model : pipelines_.repair()) {
-    const pipeline* p = pipelines_.of(model);
+  const auto running_of = [&](const std::string& model) {
+    std::vector<live_job*> out;
     for (auto& [id, j] : jobs_) {
-      if (j.row.model == model && j.row.state == wire::job_state::running)
-        store_.job_noted(id, j.row.attempts, "", "stages", p->describe(), net::wall_ms());
+      if (j.row.model == model && j.row.state == wire::job_state::running) out.push_back(&j);
+    }
+    return out;
+  };
+  const auto repairs =
+      pipelines_.repair([&](const std::string& model) { return !running_of(model).empty(); });
+  // A split model's stage moved: its running jobs' histories say where they go on.
+  for (const std::string& model : repairs.moved) {
+    const pipeline* p = pipelines_.of(model);
+    for (live_job* j : running_of(model))
+      store_.job_noted(j->row.id, j->row.attempts, "", "stages", p->describe(), net::wall_ms());
+  }
+  // A split model planned again: its running attempts cannot go on (their stages are gone) and
+  // run again on the new plan. Neither the node's fault nor the job's: counted as a hand-back.
+  for (const auto& [model, why] : repairs.dissolved) {
+    for (live_job* j : running_of(model)) {
+      if (node_entry* n = nodes_.find(j->row.node)) {
+        if (n->online) out_.send(n->routing_id, wire::job_cancel{j->row.id, j->row.attempts});
+        n->running.erase(j->row.id);
+      }
+      spdlog::warn("job {} attempt {} is taken back: {}", j->row.id, j->row.attempts, why);
+      requeue(*j, why, loss::handback);
     }
   }
   const auto now = net::steady::now();

@@ -103,10 +103,7 @@ void pipeline_table::place(const std::string& rid, const wire::place_model& m) {
   }
   pipeline p;
   if (auto old = by_model_.find(m.name); old != by_model_.end()) {
-    for (const auto& s : old->second.stages) {
-      if (node_entry* n = nodes_.find(s.node); n && n->online)
-        out_.send(n->routing_id, wire::stage_release{old->second.id});
-    }
+    release(old->second);
     by_model_.erase(old);
   }
   p.id = next_id_++;
@@ -153,6 +150,8 @@ const pipeline* pipeline_table::plan_for(const std::string& model) {
   p.id = next_id_++;
   p.model = model;
   p.hidden_type = cfg_.pipeline_hidden_type;
+  p.planned = true;
+  p.replan_checked = now;
   std::string text;
   for (const auto& s : plan.stages) {
     p.stages.push_back(stage_on(*nodes_.find(s.node), s.first, s.end));
@@ -185,11 +184,15 @@ std::string pipeline::describe() const {
   return s;
 }
 
-std::vector<std::string> pipeline_table::repair() {
-  std::vector<std::string> changed;
+pipeline_table::repairs pipeline_table::repair(
+    const std::function<bool(const std::string& model)>& busy) {
+  repairs out;
   const auto now = net::steady::now();
-  for (auto& [model, p] : by_model_) {
+  for (auto it = by_model_.begin(); it != by_model_.end();) {
+    const std::string& model = it->first;
+    pipeline& p = it->second;
     bool moved = false;
+    std::string stranded;  // a stage whose node is gone and that no spare can take
     for (size_t s = 0; s < p.stages.size(); ++s) {
       const node_entry* held = nodes_.find(p.stages[s].node);
       if (held && held->online && !held->quarantined(now)) continue;
@@ -204,19 +207,60 @@ std::vector<std::string> pipeline_table::repair() {
         if (stage_need(p, s, mi->layout) > n.capacity()) continue;
         if (!best || n.capacity() > best->capacity()) best = &n;
       }
-      if (!best) continue;
+      if (!best) {
+        stranded = "node " + p.stages[s].node + " (layers [" + std::to_string(p.stages[s].first) +
+                   ", " + std::to_string(p.stages[s].end) + ")) is " +
+                   (held && held->online ? "quarantined" : "offline") +
+                   " and no spare node can take its layers";
+        break;
+      }
       spdlog::warn("pipeline {} (model {}): stage {} (layers [{}, {})) moves from node {} to {}",
                    p.id, model, s + 1, p.stages[s].first, p.stages[s].end, p.stages[s].node,
                    best->name);
       p.stages[s] = stage_on(*best, p.stages[s].first, p.stages[s].end);
       moved = true;
     }
+    std::string why = stranded;
+    if (why.empty() && p.planned && !busy(model)) why = replan_reason(p, now);
+    if (!why.empty()) {
+      spdlog::warn("pipeline {} (model {}) is dissolved: {}; the model is planned again", p.id,
+                   model, why);
+      release(p);
+      out.dissolved.emplace_back(model, "pipeline " + std::to_string(p.id) + " of model '" + model +
+                                            "' is planned again: " + why);
+      it = by_model_.erase(it);
+      continue;
+    }
     if (moved) {
       assign_all(p);
-      changed.push_back(model);
+      out.moved.push_back(model);
     }
+    ++it;
   }
-  return changed;
+  return out;
+}
+
+std::string pipeline_table::replan_reason(pipeline& p, net::steady::time_point now) {
+  for (const auto& [name, n] : nodes_.nodes()) {
+    if (n.online && !n.quarantined(now) && n.can_hold(p.model))
+      return "node " + name + " can hold it whole";
+  }
+  // Planning weighs every subset of the nodes: not more than once a second.
+  if (now - p.replan_checked < std::chrono::seconds(1)) return "";
+  p.replan_checked = now;
+  const split_plan plan = model_split_plan(nodes_.nodes(), p.model);
+  if (plan.ok() && plan.stages.size() < p.stages.size()) {
+    return "the nodes online hold it in " + std::to_string(plan.stages.size()) + " stages, not " +
+           std::to_string(p.stages.size());
+  }
+  return "";
+}
+
+void pipeline_table::release(const pipeline& p) {
+  for (const auto& s : p.stages) {
+    if (const node_entry* n = nodes_.find(s.node); n && n->online)
+      out_.send(n->routing_id, wire::stage_release{p.id});
+  }
 }
 
 const pipeline* pipeline_table::of(const std::string& model) const {

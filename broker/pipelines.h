@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -26,6 +27,10 @@ struct pipeline {
   std::string model;
   std::string hidden_type = "f32";
   std::vector<wire::pipeline_stage> stages;  // in pipeline order; the last runs the jobs
+  // Planned by the broker (plan_for), not placed by an admin: it is planned again when the nodes
+  // online allow fewer stages, or one node can hold the model whole.
+  bool planned = false;
+  net::steady::time_point replan_checked;  // when a plan of fewer stages was last looked for
   const std::string& driver() const { return stages.back().node; }
   // "pipeline 3 (version 2): n1 layers 0-7, n2 7-15, n3 15-22": what a job's history records.
   std::string describe() const;
@@ -56,13 +61,23 @@ class pipeline_table {
   // when a node can hold it (it is only busy) or no split fits (waiting_reason says why).
   const pipeline* plan_for(const std::string& model);
 
+  // What repair() changed.
+  struct repairs {
+    std::vector<std::string> moved;  // models whose stages moved: same pipeline, a new version
+    // Models whose pipeline is gone, and why: their running jobs are queued again, and their
+    // next dispatch plans them afresh (plan_for) or gives them to a node that holds them whole.
+    std::vector<std::pair<std::string, std::string>> dissolved;
+  };
+  // Called before each dispatch, with whether jobs of a model are running.
   // Failover: each stage whose node is offline or quarantined moves to a spare node (online,
   // serving the same file, holding stages, not in the pipeline, with room for the stage: the
   // one offering the most), and the pipeline is assigned again at a new version; the last stage
-  // then replays its sequences on the new stages (node/pipeline-link.h). A stage no spare can
-  // take waits for one. Called before each dispatch.
-  // Returns the models whose pipeline changed.
-  std::vector<std::string> repair();
+  // then replays its sequences on the new stages (node/pipeline-link.h).
+  // Re-planning: a pipeline with a stage no spare can take is dissolved (an admin's split too:
+  // its jobs would wait for a node that may never come back, while the nodes online may hold
+  // the model another way). A pipeline the broker planned is dissolved, once no job runs on it,
+  // when one node can now hold the model whole or the nodes online hold it in fewer stages.
+  repairs repair(const std::function<bool(const std::string& model)>& busy);
 
   // A node said hello (again, perhaps after a restart that lost its stages): every pipeline with
   // a stage on it is assigned again, at a new version, so that the stages agree on the neighbours'
@@ -74,6 +89,11 @@ class pipeline_table {
 
  private:
   void assign_all(pipeline& p);
+  // Why a pipeline the broker planned would be better planned again now ("" when not): one
+  // node holds the model whole, or the nodes online hold it in fewer stages.
+  std::string replan_reason(pipeline& p, net::steady::time_point now);
+  // Tells every online stage of `p` to let its layers go.
+  void release(const pipeline& p);
   // What node `n` needs to hold stage `s` of pipeline `p`, by what it says of the model.
   static uint64_t stage_need(const pipeline& p, size_t s, const wire::model_layout& l);
 

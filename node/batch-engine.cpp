@@ -1020,6 +1020,7 @@ class batch_engine final : public catalog_engine {
       const auto t_failed = clock::now();
       while (!r && cm.link && cm.link->closed() && !stop_flag_.load()) {
         if (auto f = failover(cm); !f) {
+          spdlog::warn("model {}: the step failed and cannot go on: {}", cm.name, f.message());
           r = error{r.message() + "; " + f.message()};
           break;
         }
@@ -1106,7 +1107,8 @@ class batch_engine final : public catalog_engine {
   // A split model's pipeline failed a step: waits (k_failover_wait) for the broker to plan it
   // again (a newer assignment of the same pipeline), then opens the new stages and replays on
   // them every sequence's tokens so far, so that their caches hold what the old ones held. This
-  // node's own cache is untouched (the failed step never reached it).
+  // node's own cache is untouched (the failed step never reached it). A pipeline released, or
+  // planned again without this node last, fails at once: the broker has taken its jobs back.
   result<void> failover(batch_model& cm) {
     const auto t0 = clock::now();
     const uint64_t id = cm.pipeline_id();
@@ -1119,7 +1121,11 @@ class batch_engine final : public catalog_engine {
     std::shared_ptr<pipeline_link> link;
     while (!stop_flag_.load()) {
       link = lookup ? lookup(id) : nullptr;
-      if (link && link->assignment().version > old_version) break;
+      if (!link) {
+        return error{"pipeline " + std::to_string(id) +
+                     " was released, or planned again with another node last"};
+      }
+      if (link->assignment().version > old_version) break;
       link = nullptr;
       if (clock::now() - t0 > k_failover_wait) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));

@@ -60,15 +60,31 @@ uint64_t fake_node::run_one(const std::vector<std::string>& pieces, uint32_t tok
     send(wire::job_tokens{a->job_id, a->attempt, seq, tokens_per_piece, p});
     seq += tokens_per_piece;
   }
+  complete(*a, uint32_t(seq));
+  return a->job_id;
+}
+
+void fake_node::complete(const wire::job_assign& a, uint32_t n_gen) {
   wire::job_final f;
-  f.job_id = a->job_id;
-  f.attempt = a->attempt;
+  f.job_id = a.job_id;
+  f.attempt = a.attempt;
   f.state = wire::job_state::completed;
   f.stop_reason = "max_tokens";
   f.n_prompt = 1;
-  f.n_gen = uint32_t(seq);
+  f.n_gen = n_gen;
   send(f);
-  return a->job_id;
+}
+
+wire::node_hello plain_hello(const std::string& name, std::vector<wire::model_info> models) {
+  wire::node_hello h;
+  h.name = name;
+  h.hostname = name + "-host";
+  h.engine = "fake";
+  h.slots = 1;
+  h.hardware.cpu_threads = 4;
+  h.hardware.memory_total = h.hardware.memory_available = uint64_t(8) << 30;
+  h.models = std::move(models);
+  return h;
 }
 
 void fake_node::serve(uint32_t slots, const std::vector<std::string>& models, std::stop_token stop,

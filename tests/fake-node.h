@@ -16,6 +16,10 @@
 
 namespace hearth::testing {
 
+// A hello as a plain node sends it (4 threads, 8 GiB, one slot, `models`), for a test to set
+// what it is about (ports, a memory limit, layouts) before a fake_node sends it.
+wire::node_hello plain_hello(const std::string& name, std::vector<wire::model_info> models);
+
 class fake_node {
  public:
   // What the broker sent it.
@@ -64,6 +68,8 @@ class fake_node {
   // `tokens_per_piece` tokens) as its output, then completes it. Returns the job id, or 0 when no
   // job came.
   uint64_t run_one(const std::vector<std::string>& pieces, uint32_t tokens_per_piece);
+  // Completes the job `a` gave it after `n_gen` tokens streamed (job_final, max_tokens).
+  void complete(const wire::job_assign& a, uint32_t n_gen);
   // node_bye, given up to 500 ms to leave when the node is destroyed.
   void bye();
 

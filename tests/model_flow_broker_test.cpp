@@ -50,14 +50,7 @@ class model_flow_test : public testing::stories_cluster_test {
   std::unique_ptr<fake_node> node(const std::string& name, std::vector<wire::model_info> models,
                                   uint32_t port, uint64_t capacity) {
     auto n = std::make_unique<fake_node>(c_, name);
-    wire::node_hello h;
-    h.name = name;
-    h.hostname = name + "-host";
-    h.engine = "fake";
-    h.slots = 1;
-    h.hardware.cpu_threads = 4;
-    h.hardware.memory_total = h.hardware.memory_available = uint64_t(8) << 30;
-    h.models = std::move(models);
+    wire::node_hello h = testing::plain_hello(name, std::move(models));
     h.transfer_port = port;
     h.transfer_key = "key-of-" + name;
     h.store_capacity = capacity;

@@ -26,6 +26,8 @@ using namespace std::chrono_literals;
 using testing::nodes_online;
 using testing::test_client;
 
+struct seen;
+
 class pipeline_cluster_test : public testing::stories_cluster_test {
  protected:
   // `node_args` (a memory limit) for every node. Each node computes on one thread: four node
@@ -56,6 +58,7 @@ class pipeline_cluster_test : public testing::stories_cluster_test {
     std::string error;
     return admin_->request<wire::ok>(m, &error) ? "" : error;
   }
+  void run_and_kill(int32_t n, size_t victim, seen& calm, seen& s, uint64_t& job);
   testing::process broker_;
   std::vector<testing::process> nodes_;
   std::unique_ptr<test_client> client_, admin_;
@@ -172,6 +175,25 @@ bool read_events(test_client& c, uint64_t job, seen& s, const std::function<bool
   return true;
 }
 
+// The undisturbed run of long_job(n) into `calm` (what a run with a stage killed must equal), then
+// the same job (its id in `job`) into `s` with node `victim` killed (kill -9) once 100 of its
+// tokens have arrived. Use inside ASSERT_NO_FATAL_FAILURE.
+void pipeline_cluster_test::run_and_kill(int32_t n, size_t victim, seen& calm, seen& s,
+                                         uint64_t& job) {
+  auto acc = client_->request<wire::accepted>(long_job(n));
+  ASSERT_TRUE(acc);
+  ASSERT_TRUE(read_events(*client_, acc->job_id, calm, [] { return false; })) << logs();
+  ASSERT_TRUE(calm.done) << logs();
+  ASSERT_EQ(calm.done->state, wire::job_state::completed) << calm.done->error << logs();
+  ASSERT_EQ(calm.next, uint64_t(n));
+  acc = client_->request<wire::accepted>(long_job(n));
+  ASSERT_TRUE(acc);
+  job = acc->job_id;
+  ASSERT_TRUE(read_events(*client_, job, s, [&] { return s.next >= 100; })) << logs();
+  ASSERT_FALSE(s.done) << "the job ended before the kill: make it longer";
+  nodes_[victim].signal(SIGKILL);
+}
+
 class pipeline_failover_test : public pipeline_cluster_test,
                                public ::testing::WithParamInterface<size_t> {};
 
@@ -180,32 +202,17 @@ TEST_P(pipeline_failover_test, a_stage_killed_mid_generation_is_replaced_and_the
   const size_t killed = GetParam();
   ASSERT_NO_FATAL_FAILURE(start(4));
   ASSERT_EQ(split({"n1", "n2", "n3"}), "") << logs();
-  constexpr int32_t n_tokens = 1800;
-  // The undisturbed run.
-  seen calm;
-  auto acc = client_->request<wire::accepted>(long_job(n_tokens));
-  ASSERT_TRUE(acc);
-  ASSERT_TRUE(read_events(*client_, acc->job_id, calm, [] { return false; })) << logs();
-  ASSERT_TRUE(calm.done) << logs();
-  ASSERT_EQ(calm.done->state, wire::job_state::completed) << calm.done->error << logs();
-  ASSERT_EQ(calm.next, uint64_t(n_tokens));
-
-  // The same job, and the stage's node killed once 100 of its tokens have arrived.
-  seen s;
-  acc = client_->request<wire::accepted>(long_job(n_tokens));
-  ASSERT_TRUE(acc);
-  ASSERT_TRUE(read_events(*client_, acc->job_id, s, [&] { return s.next >= 100; })) << logs();
-  ASSERT_FALSE(s.done) << "the job ended before the kill: make it longer";
-  nodes_[killed].signal(SIGKILL);
+  seen calm, s;
+  uint64_t job = 0;
+  ASSERT_NO_FATAL_FAILURE(run_and_kill(1800, killed, calm, s, job));
   const auto t_kill = std::chrono::steady_clock::now();
   const auto wall_kill = std::chrono::system_clock::now();
   const uint64_t at_kill = s.next;
-  ASSERT_TRUE(read_events(*client_, acc->job_id, s, [&] {
-    return s.next > at_kill || s.attempt > 1;
-  })) << logs();
+  ASSERT_TRUE(read_events(*client_, job, s, [&] { return s.next > at_kill || s.attempt > 1; }))
+      << logs();
   double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_kill).count();
-  ASSERT_TRUE(read_events(*client_, acc->job_id, s, [] { return false; })) << logs();
+  ASSERT_TRUE(read_events(*client_, job, s, [] { return false; })) << logs();
   ASSERT_TRUE(s.done) << logs();
   EXPECT_EQ(s.done->state, wire::job_state::completed) << s.done->error << logs();
   EXPECT_EQ(s.text, calm.text) << logs();
@@ -238,7 +245,7 @@ TEST_P(pipeline_failover_test, a_stage_killed_mid_generation_is_replaced_and_the
   ASSERT_EQ(listed->models[0].stages.size(), 3u);
   EXPECT_EQ(listed->models[0].stages[killed].node, "n4");
   // The job's history names the spare among the stages that ran it.
-  auto detail = client_->wait_final(acc->job_id);
+  auto detail = client_->wait_final(job);
   ASSERT_TRUE(detail);
   std::string stages_noted;
   for (const auto& e : detail->events)
@@ -261,6 +268,43 @@ INSTANTIATE_TEST_SUITE_P(stages, pipeline_failover_test, ::testing::Values(0, 1,
                                               : param_info.param == 1 ? "middle"
                                                                       : "last");
                          });
+
+// An admin's split over n1 and n2, each of which could hold the model whole; n1 (the first stage)
+// killed mid-generation with no spare to take its layers: the broker dissolves the pipeline, takes
+// the attempt back from n2 (which lets go of it at once, not after waiting for a new version), and
+// n2 runs the job whole: a second attempt, with the undisturbed run's greedy text.
+TEST_F(pipeline_cluster_test, a_split_that_loses_a_stage_without_a_spare_runs_on_whole) {
+  ASSERT_NO_FATAL_FAILURE(start(2));
+  ASSERT_EQ(split({"n1", "n2"}), "") << logs();
+  seen calm, s;
+  uint64_t job = 0;
+  ASSERT_NO_FATAL_FAILURE(run_and_kill(1800, 0, calm, s, job));
+  const auto t_kill = std::chrono::steady_clock::now();
+  ASSERT_TRUE(read_events(*client_, job, s, [&] { return s.attempt > 1 && s.next > 0; })) << logs();
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_kill).count();
+  ASSERT_TRUE(read_events(*client_, job, s, [] { return false; })) << logs();
+  ASSERT_TRUE(s.done) << logs();
+  EXPECT_EQ(s.done->state, wire::job_state::completed) << s.done->error << logs();
+  EXPECT_EQ(s.attempt, 2u);
+  EXPECT_EQ(s.text, calm.text) << logs();
+  std::printf(
+      "stage 1 of 2 killed without a spare: the second attempt's first token %.0f ms later\n", ms);
+  auto listed = client_->request<wire::models_reply>(wire::list_models{});
+  ASSERT_TRUE(listed);
+  ASSERT_EQ(listed->models.size(), 1u);
+  EXPECT_TRUE(listed->models[0].stages.empty());
+  auto detail = client_->wait_final(job);
+  ASSERT_TRUE(detail);
+  EXPECT_EQ(detail->summary.node, "n2");
+  std::string history;
+  for (const auto& e : detail->events) history += e.event + " " + e.detail + "\n";
+  EXPECT_NE(history.find("no spare node can take its layers"), std::string::npos) << history;
+  // n2 let go of the step at once: it did not wait out the 30 s for a new version.
+  EXPECT_NE(nodes_[1].log().find("was released, or planned again with another node last"),
+            std::string::npos)
+      << nodes_[1].log();
+}
 
 // What a node of 2 slots needs for stories260K whole (its weights, its slots' cache, scratch), as
 // the node counts it.
