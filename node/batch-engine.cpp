@@ -178,7 +178,9 @@ struct batch_model {
   std::string name;
   std::string path;                        // its file or folder
   std::unique_ptr<model_file_watch> file;  // that file, opened before it was read
-  bool changed = false;                    // the file changed under it: unloaded after this step
+  // Unloaded after this step (by run(), which holds no reference past it): its file changed under
+  // it, or a pipeline step failed (the other stages' caches are unknown).
+  bool stale = false;
   std::unique_ptr<model> weights;
   std::string backend;  // where it runs: "cpu", "cuda", "vulkan"
   std::unique_ptr<context> ctx;
@@ -510,7 +512,7 @@ class batch_engine final : public catalog_engine {
     for (auto& a : cm.waiting)
       finish(cm, std::move(a), wire::job_state::failed, wire::stop_reason_model_changed, why);
     cm.waiting.clear();
-    cm.changed = true;
+    cm.stale = true;
     // Read the directory now rather than at the next rescan: a file that no longer parses stops
     // being advertised, so the broker does not send more attempts here to fail on it.
     catalog_.rescan();
@@ -1046,7 +1048,7 @@ class batch_engine final : public catalog_engine {
       finish_all_running(cm, wire::job_state::failed, "", "decoding failed: " + r.message());
       // A pipeline's step that failed leaves the other stages' caches unknown: the model's last
       // stage is loaded again, with a fresh link, for the next job.
-      if (cm.link) unload(cm);
+      if (cm.link) cm.stale = true;
       return;
     }
     const auto t1 = clock::now();
@@ -1215,7 +1217,7 @@ class batch_engine final : public catalog_engine {
         spdlog::warn("model {}: {}", cm->name, e.what());
         finish_all_running(*cm, wire::job_state::failed, "", e.what());
       }
-      if (cm->changed) unload(*cm);
+      if (cm->stale) unload(*cm);
     }
   }
 

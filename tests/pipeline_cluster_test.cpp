@@ -143,10 +143,13 @@ struct seen {
   std::optional<wire::job_done> done;
 };
 
-// Reads `job`'s events until `until` holds or it is done; false on a gap or a 60 s silence.
+// Reads `job`'s events until `until` holds or it is done; false on a gap, a 60 s silence or
+// after 5 minutes (a job that waits for ever hears its waiting reason now and then).
 bool read_events(test_client& c, uint64_t job, seen& s, const std::function<bool()>& until) {
-  auto quiet_since = std::chrono::steady_clock::now();
+  const auto start = std::chrono::steady_clock::now();
+  auto quiet_since = start;
   while (!s.done && !until()) {
+    if (std::chrono::steady_clock::now() - start > 5min) return false;
     auto e = c.next_event(100ms);
     if (!e) {
       if (std::chrono::steady_clock::now() - quiet_since > 60s) return false;
