@@ -35,15 +35,19 @@ void job_table::enqueue(live_job& j) {
 
 void job_table::dispatch() {
   dispatch_needed_ = false;
+  const auto runs = [](const live_job& j, const std::string& model) {
+    return j.row.model == model && j.row.state == wire::job_state::running;
+  };
   const auto running_of = [&](const std::string& model) {
     std::vector<live_job*> out;
-    for (auto& [id, j] : jobs_) {
-      if (j.row.model == model && j.row.state == wire::job_state::running) out.push_back(&j);
-    }
+    for (auto& [id, j] : jobs_)
+      if (runs(j, model)) out.push_back(&j);
     return out;
   };
-  const auto repairs =
-      pipelines_.repair([&](const std::string& model) { return !running_of(model).empty(); });
+  const auto repairs = pipelines_.repair([&](const std::string& model) {
+    return std::any_of(jobs_.begin(), jobs_.end(),
+                       [&](const auto& kv) { return runs(kv.second, model); });
+  });
   // A split model's stage moved: its running jobs' histories say where they go on.
   for (const std::string& model : repairs.moved) {
     const pipeline* p = pipelines_.of(model);

@@ -100,11 +100,11 @@ class job_engine {
   // Pipelines (schema/PROTOCOL.md 17). Where the engine finds the link of a job_assign's
   // pipeline_id; set once, before the first job. An engine without it fails such jobs.
   virtual void set_pipelines(pipeline_lookup lookup) { (void)lookup; }
-  // Layers `r` of a model it serves, loaded as a stage that is not the last (the stage host
-  // computes with it); any thread.
   // What the node's pipeline stages (node/stage-host.h) hold now, weights and caches: the
   // engine's own models fit the rest of its memory budget. Any thread.
   virtual void set_stage_memory(uint64_t bytes) { (void)bytes; }
+  // Layers `r` of a model it serves, loaded as a stage that is not the last (the stage host
+  // computes with it); any thread.
   virtual result<std::unique_ptr<model>> load_stage(const std::string& name, layer_range r) {
     (void)r;
     return error{"this node's engine cannot hold a stage of model '" + name + "'"};

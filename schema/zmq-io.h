@@ -46,7 +46,7 @@ std::optional<received> try_recv(zmq::socket_t& s, bool router);
 
 // Sends [routing id][signature][command][body]; routing id only when non-empty. Returns false
 // when the message could not be queued (peer gone, high-water mark).
-// `payload`: a fourth frame after the body (blob_chunk's bytes, stage_batch's rows).
+// `payload`: a fourth frame after the body (stage_batch's rows).
 bool send_raw(zmq::socket_t& s, std::string_view routing_id, wire::command cmd,
               std::string_view body, std::optional<std::string_view> payload = std::nullopt);
 
